@@ -1,0 +1,1 @@
+"""Triton kernels (mapped to specbench.kernels; never import as top-level `kernels`)."""

@@ -1,0 +1,43 @@
+"""The attention-backend plug point: a Protocol plus a registry."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from specbench.attention.metadata import AttentionMetadata
+from specbench.kv.kv_cache import KVCache
+from specbench.registry import Registry
+
+
+class AttentionBackend(Protocol):
+    name: str
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        """Called once per forward before any layer; runs debug invariants."""
+
+    def forward(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
+        v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        """Write k/v at md.slot_mapping into the layer's cache, then attend causally."""
+
+
+ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")
+
+
+@ATTENTION_BACKENDS.register("torch")
+def _torch_backend() -> AttentionBackend:
+    from specbench.attention.torch_ref import TorchPagedAttention
+
+    return TorchPagedAttention()
+
+
+def create_backend(name: str) -> AttentionBackend:
+    return ATTENTION_BACKENDS.create(name)

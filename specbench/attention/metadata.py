@@ -1,0 +1,102 @@
+"""Attention metadata for one forward pass over a ragged batch of requests.
+
+Contract (the invariants the seed bugs violated, checked by `invariants.py`):
+request r contributes `num_query[r] = query_start_loc[r+1] - query_start_loc[r]`
+consecutive query tokens. After this forward writes its K/V, request r has
+`seq_lens[r]` keys in its paged cache, and query j of request r (0-based) sees
+keys `[0, seq_lens[r] - num_query[r] + j]`, itself included. Hence
+    positions[t] == visible_keys(t) - 1                       (INV-0)
+    slot_mapping[t] == slot of (request r, position positions[t])   (INV-SLOT)
+Metadata objects are frozen and built by `build_metadata` for every forward and
+every draft step; nothing is edited in place between phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionMetadata:
+    positions: torch.Tensor  # [num_tokens] int64, RoPE position of each query token
+    slot_mapping: torch.Tensor  # [num_tokens] int64, KV slot each token's K/V is written to
+    query_start_loc: torch.Tensor  # [num_reqs + 1] int32, cu_num_query_tokens
+    seq_lens: torch.Tensor  # [num_reqs] int32, keys in cache per request after this forward
+    block_tables: torch.Tensor  # [num_reqs, max_num_blocks] int32, padded with 0
+    block_size: int
+    max_query_len: int
+    max_seq_len: int
+    # Host copies, kept so reference paths and debug checks never sync the device.
+    query_start_loc_cpu: tuple[int, ...]  # [num_reqs + 1]
+    seq_lens_cpu: tuple[int, ...]  # [num_reqs]
+    positions_cpu: tuple[int, ...]  # [num_tokens]
+    slot_mapping_cpu: tuple[int, ...]  # [num_tokens]
+    block_tables_cpu: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r]
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.seq_lens_cpu)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.query_start_loc_cpu[-1]
+
+
+def _pin(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t
+
+
+def slot_of(block_table: list[int] | tuple[int, ...], position: int, block_size: int) -> int:
+    return block_table[position // block_size] * block_size + position % block_size
+
+
+def build_metadata(
+    *,
+    positions: list[int],
+    num_query: list[int],
+    seq_lens: list[int],
+    block_tables: list[list[int]],
+    block_size: int,
+    device: torch.device,
+    slot_mapping: list[int] | None = None,
+) -> AttentionMetadata:
+    """Build metadata from host-side lists (the scheduler's view).
+
+    `slot_mapping` defaults to the slot of each token's own position, which is
+    what every correct phase uses; callers pass it explicitly only to express
+    something else (fault injection in later tooling).
+    """
+    if slot_mapping is None:
+        slot_mapping = []
+        t = 0
+        for r, n in enumerate(num_query):
+            for j in range(n):
+                slot_mapping.append(slot_of(block_tables[r], positions[t + j], block_size))
+            t += n
+    cu = [0]
+    for n in num_query:
+        cu.append(cu[-1] + n)
+    max_blocks = max((len(b) for b in block_tables), default=0) or 1
+    table = torch.zeros(len(block_tables), max_blocks, dtype=torch.int32)
+    for r, blocks in enumerate(block_tables):
+        if blocks:
+            table[r, : len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
+    return AttentionMetadata(
+        positions=_pin(torch.tensor(positions, dtype=torch.int64), device),
+        slot_mapping=_pin(torch.tensor(slot_mapping, dtype=torch.int64), device),
+        query_start_loc=_pin(torch.tensor(cu, dtype=torch.int32), device),
+        seq_lens=_pin(torch.tensor(seq_lens, dtype=torch.int32), device),
+        block_tables=_pin(table, device),
+        block_size=block_size,
+        max_query_len=max(num_query, default=0),
+        max_seq_len=max(seq_lens, default=0),
+        query_start_loc_cpu=tuple(cu),
+        seq_lens_cpu=tuple(seq_lens),
+        positions_cpu=tuple(positions),
+        slot_mapping_cpu=tuple(slot_mapping),
+        block_tables_cpu=tuple(tuple(b) for b in block_tables),
+    )

@@ -1,0 +1,53 @@
+"""Statistics the engine records per request and per step (raw; metrics are derived later)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """Filled by the engine while a request runs. Times are `time.perf_counter()` seconds."""
+
+    arrival_time: float  # when the request became eligible to run
+    num_prompt_tokens: int
+    first_scheduled_time: float | None = None
+    # One entry per emission (the moment tokens left the device); an emission may carry several tokens.
+    emission_times: list[float] = field(default_factory=list)
+    tokens_per_emission: list[int] = field(default_factory=list)
+    num_draft_rounds: int = 0  # verify rounds in which at least one draft token was proposed
+    num_draft_tokens: int = 0  # draft tokens proposed over all rounds
+    num_accepted_tokens: int = 0  # draft tokens accepted over all rounds
+    # [num_steps]: rounds in which draft position i was proposed / accepted (accepted i implies accepted < i)
+    num_drafted_per_pos: list[int] = field(default_factory=list)
+    num_accepted_per_pos: list[int] = field(default_factory=list)
+    # [num_draft_rounds]: accepted draft tokens in each round, in order
+    accepted_per_round: list[int] = field(default_factory=list)
+    num_preemptions: int = 0
+
+    @property
+    def num_output_tokens(self) -> int:
+        return sum(self.tokens_per_emission)
+
+    @property
+    def finish_time(self) -> float | None:
+        return self.emission_times[-1] if self.emission_times else None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One row per engine step."""
+
+    step: int
+    start_time: float  # perf_counter seconds
+    phase: str  # "prefill" | "decode"
+    num_reqs: int
+    num_scheduled_tokens: int  # target query tokens in this step's forward
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_preempted: int
+    num_free_blocks: int
+    draft_ms: float  # proposer time (catch-up + draft steps)
+    target_ms: float  # target forward
+    sample_ms: float  # verify / sampling
+    step_ms: float  # wall time of the whole step

@@ -1,0 +1,11 @@
+"""Errors a user can cause end in one clear message and a non-zero exit.
+
+Library code raises `SpecbenchError` for such conditions (bad path, mismatched
+vocabulary, malformed data, impossible configuration); the CLI catches it,
+prints the message and exits with status 2. Anything else is a bug and keeps
+its traceback.
+"""
+
+
+class SpecbenchError(Exception):
+    """A problem with the user's inputs or configuration, not a bug."""

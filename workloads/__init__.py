@@ -1,0 +1,1 @@
+"""Workloads (mapped to specbench.workloads)."""
