@@ -1,1 +1,54 @@
-"""Workloads (mapped to specbench.workloads)."""
+"""Workload registry (importable as `specbench.workloads`): name -> lazy factory of a `Workload`."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from specbench.errors import SpecbenchError
+from specbench.registry import Registry
+from specbench.workloads.base import Workload
+
+WORKLOADS: Registry[Workload] = Registry("workload")
+
+
+@WORKLOADS.register("gsm8k")
+def _gsm8k(num_shots: int = 5, fewshot_seed: int = 1234, max_tokens: int = 256) -> Workload:
+    from specbench.workloads.gsm8k import Gsm8kWorkload
+
+    return Gsm8kWorkload(num_shots=num_shots, fewshot_seed=fewshot_seed, max_tokens=max_tokens)
+
+
+@WORKLOADS.register("mt_bench")
+def _mt_bench(max_tokens: int = 1024) -> Workload:
+    from specbench.workloads.mt_bench import MtBenchWorkload
+
+    return MtBenchWorkload(max_tokens=max_tokens)
+
+
+@WORKLOADS.register("spec_bench")
+def _spec_bench(max_tokens: int = 1024) -> Workload:
+    from specbench.workloads.spec_bench import SpecBenchWorkload
+
+    return SpecBenchWorkload(max_tokens=max_tokens)
+
+
+@WORKLOADS.register("random")
+def _random(
+    input_len: int = 128, output_len: int = 128, num_prompts: int = 64, vocab_size: int | None = None
+) -> Workload:
+    from specbench.workloads.random_tokens import RandomTokensWorkload
+
+    return RandomTokensWorkload(input_len, output_len, num_prompts, vocab_size)
+
+
+def get_workload(name: str, **options: Any) -> Workload:
+    """Build workload `name`; unknown names or options raise SpecbenchError listing what is supported."""
+    factory = WORKLOADS.get(name)
+    params = inspect.signature(factory).parameters
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise SpecbenchError(
+            f"workload {name!r} has no option(s) {', '.join(unknown)}; supported: {', '.join(params) or 'none'}"
+        )
+    return factory(**options)

@@ -1,0 +1,3 @@
+from specbench.cli.app import main
+
+main()

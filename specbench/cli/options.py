@@ -1,0 +1,26 @@
+"""Engine options shared by every command that loads models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+Target = Annotated[
+    str, typer.Option("--target", help="HF dir, hub id, .gguf file, preset (with --load-format dummy), or 'default'")
+]
+Draft = Annotated[Optional[str], typer.Option("--draft", help="draft model for --method draft")]
+Method = Annotated[str, typer.Option("--method", help="speculative method: none | ngram | draft")]
+Dtype = Annotated[str, typer.Option("--dtype", help="fp32 | bf16 | fp16 | auto")]
+Device = Annotated[str, typer.Option("--device", help="cpu | cuda | cuda:N | auto")]
+LoadFormat = Annotated[str, typer.Option("--load-format", help="auto | safetensors | gguf | pt | dummy")]
+AllowPickle = Annotated[bool, typer.Option("--allow-pickle", help="allow pytorch_model.bin (weights_only load)")]
+Tokenizer = Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer source (for dummy presets)")]
+KvCacheGb = Annotated[Optional[float], typer.Option("--kv-cache-gb", help="KV pool budget in GiB")]
+GpuMemUtil = Annotated[float, typer.Option("--gpu-memory-utilization", help="fraction of GPU memory to use")]
+BlockSize = Annotated[int, typer.Option("--block-size", help="tokens per KV block")]
+MaxConcurrency = Annotated[int, typer.Option("--max-concurrency", help="max running requests")]
+MaxModelLen = Annotated[Optional[int], typer.Option("--max-model-len", help="context limit (default: model's)")]
+NgramMin = Annotated[int, typer.Option("--ngram-min", help="shortest n-gram to match (ngram method)")]
+NgramMax = Annotated[int, typer.Option("--ngram-max", help="longest n-gram to match (ngram method)")]
+Seed = Annotated[int, typer.Option("--seed", help="engine seed (dummy weights, unseeded requests)")]

@@ -1,0 +1,50 @@
+"""Frozen engine configuration shared by the library API and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from specbench.errors import SpecbenchError
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    target: str  # HF dir, hub id, .gguf file, or (load_format="dummy") a preset name
+    method: str = "none"  # proposer name: none | ngram | draft | (later) eagle, eagle3
+    draft: str | None = None  # draft model source for methods that load one
+    num_steps: int = 0  # drafts per round (k); 0 = plain decoding
+    dtype: str = "auto"  # fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)
+    device: str = "auto"
+    load_format: str = "auto"  # auto | safetensors | gguf | pt | dummy (applies to target and draft)
+    allow_pickle: bool = False  # allow pytorch_model.bin (loaded with weights_only=True)
+    tokenizer: str | None = None  # overrides the tokenizer source (needed for dummy presets)
+    block_size: int = 16
+    kv_cache_gb: float | None = None  # KV pool budget; default: fraction of free GPU memory, or 1 GiB on CPU
+    gpu_memory_utilization: float = 0.85  # fraction of total GPU memory the engine may hold
+    num_kv_blocks: int | None = None  # exact pool size (overrides the budgets; tests force preemption with it)
+    max_concurrency: int = 64
+    max_num_batched_tokens: int = 8192
+    max_model_len: int | None = None
+    attention_backend: str = "torch"
+    ngram_min: int = 1
+    ngram_max: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_steps < 0:
+            raise SpecbenchError(f"num_steps must be >= 0, got {self.num_steps}")
+        if self.method == "none" and self.num_steps:
+            raise SpecbenchError("method 'none' takes num_steps 0; pick a proposer (ngram, draft, ...) to speculate")
+        if self.max_concurrency < 1:
+            raise SpecbenchError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.block_size < 1:
+            raise SpecbenchError(f"block_size must be >= 1, got {self.block_size}")
+        if self.kv_cache_gb is not None and self.kv_cache_gb <= 0:
+            raise SpecbenchError(f"kv_cache_gb must be > 0, got {self.kv_cache_gb}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise SpecbenchError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.ngram_min < 1 or self.ngram_max < self.ngram_min:
+            raise SpecbenchError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,124 @@
+"""Assemble an engine from its config: device, models, proposer, KV pool, scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.attention import create_backend
+from specbench.config import EngineConfig
+from specbench.engine.model_runner import TargetRunner
+from specbench.engine.scheduler import Scheduler
+from specbench.engine.stop import StopChecker
+from specbench.errors import SpecbenchError
+from specbench.kv.block_manager import BlockManager
+from specbench.kv.kv_cache import KVCache
+from specbench.spec.registry import ProposerContext, create_proposer
+
+_CPU_DEFAULT_KV_GB = 1.0
+
+
+@dataclass
+class EngineParts:
+    device: torch.device
+    dtype: torch.dtype
+    target: object  # LoadedModel
+    tokenizer: object | None
+    proposer: object | None
+    runner: TargetRunner
+    scheduler: Scheduler
+    stop_checker: StopChecker
+    num_kv_blocks: int
+    kv_pool_note: str  # how the pool was sized, for the manifest
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SpecbenchError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    from specbench.models.loader import parse_dtype
+
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return parse_dtype(name)
+
+
+def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.device) -> tuple[int, str]:
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks, f"num_kv_blocks={config.num_kv_blocks}"
+    if config.kv_cache_gb is not None:
+        budget = config.kv_cache_gb * 2**30
+        note = f"kv_cache_gb={config.kv_cache_gb}"
+    elif device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        # Leave (1 - utilization) of the card free, plus headroom for activations.
+        budget = free - (1 - config.gpu_memory_utilization) * total - 2 * 2**30
+        note = f"gpu_memory_utilization={config.gpu_memory_utilization} (free {free / 2**30:.1f} GiB)"
+    else:
+        budget = _CPU_DEFAULT_KV_GB * 2**30
+        note = f"cpu default {_CPU_DEFAULT_KV_GB} GiB"
+    num_blocks = int(budget // bytes_per_block)
+    if num_blocks < 1:
+        raise SpecbenchError(f"KV budget ({note}) leaves no room for a single KV block; raise --kv-cache-gb")
+    return num_blocks, f"{note} -> {num_blocks} blocks of {config.block_size} tokens"
+
+
+def build_engine_parts(config: EngineConfig) -> EngineParts:
+    from specbench.models.loader import load_model
+    from specbench.models.tokenizer import eos_token_ids, load_tokenizer
+
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device)
+    torch.manual_seed(config.seed)
+    backend = create_backend(config.attention_backend)
+    target = load_model(
+        config.target,
+        dtype=dtype,
+        device=device,
+        attn_backend=backend,
+        load_format=config.load_format,
+        allow_pickle=config.allow_pickle,
+        seed=config.seed,
+    )
+    tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
+    ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device)
+    proposer = create_proposer(ctx)
+
+    target_spec = target.model.kv_cache_spec()
+    draft_spec = proposer.kv_cache_spec() if proposer is not None else None
+    bytes_per_block = target_spec.bytes_per_block(config.block_size)
+    if draft_spec is not None:
+        bytes_per_block += draft_spec.bytes_per_block(config.block_size)
+    num_blocks, note = size_kv_pool(config, bytes_per_block, device)
+    target_kv = KVCache(target_spec, num_blocks, config.block_size, device)
+    if proposer is not None:
+        proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device) if draft_spec else None)
+
+    max_model_len = config.max_model_len or target.config.max_position_embeddings
+    scheduler = Scheduler(
+        BlockManager(num_blocks, config.block_size),
+        max_concurrency=config.max_concurrency,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        num_steps=config.num_steps,
+        max_model_len=max_model_len,
+    )
+    feature_layers = proposer.target_feature_layers if proposer is not None else ()
+    return EngineParts(
+        device=device,
+        dtype=dtype,
+        target=target,
+        tokenizer=tokenizer,
+        proposer=proposer,
+        runner=TargetRunner(target.model, target_kv, feature_layers),
+        scheduler=scheduler,
+        stop_checker=StopChecker(tokenizer, eos_token_ids(target.config, tokenizer), max_model_len),
+        num_kv_blocks=num_blocks,
+        kv_pool_note=note,
+    )

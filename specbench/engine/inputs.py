@@ -1,0 +1,78 @@
+"""Build the target's phase inputs (prefill, verify) from scheduled requests."""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.attention.metadata import build_metadata
+from specbench.engine.phases import PrefillInput, VerifyInput
+from specbench.engine.request import Request
+from specbench.spec.proposer import DraftProposal
+
+
+def _to_device(values: list[int], device: torch.device) -> torch.Tensor:
+    t = torch.tensor(values, dtype=torch.int64)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t
+
+
+def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:
+    input_ids: list[int] = []
+    positions: list[int] = []
+    num_query: list[int] = []
+    logits_indices: list[int] = []
+    for request in requests:
+        tokens = request.token_ids
+        input_ids.extend(tokens)
+        positions.extend(range(len(tokens)))
+        num_query.append(len(tokens))
+        logits_indices.append(len(input_ids) - 1)
+    md = build_metadata(
+        positions=positions,
+        num_query=num_query,
+        seq_lens=num_query,
+        block_tables=[r.block_table for r in requests],
+        block_size=block_size,
+        device=device,
+    )
+    return PrefillInput(_to_device(input_ids, device), md, _to_device(logits_indices, device))
+
+
+def build_verify_input(
+    requests: tuple[Request, ...], proposal: DraftProposal | None, block_size: int, device: torch.device
+) -> VerifyInput:
+    """Per request: the newest token at position num_cached, then its drafts.
+
+    Drafts may live on the device; they are gathered there with host-built
+    indices so building the verify input never waits on the proposer.
+    """
+    num_reqs = len(requests)
+    num_drafts = list(proposal.num_draft_tokens) if proposal is not None else [0] * num_reqs
+    if proposal is not None:
+        draft_token_ids, draft_probs = proposal.draft_token_ids, proposal.draft_probs
+    else:
+        draft_token_ids = torch.empty(num_reqs, 0, dtype=torch.int64, device=device)
+        draft_probs = None
+    width = 1 + draft_token_ids.shape[1]
+    newest = [r.output_token_ids[-1] if r.output_token_ids else r.prompt_token_ids[-1] for r in requests]
+    positions: list[int] = []
+    seq_lens: list[int] = []
+    gather: list[int] = []  # row-major index into [num_reqs, 1 + max_num_draft]
+    for r, request in enumerate(requests):
+        start = request.num_cached_tokens
+        positions.extend(range(start, start + 1 + num_drafts[r]))
+        seq_lens.append(start + 1 + num_drafts[r])
+        gather.extend(range(r * width, r * width + 1 + num_drafts[r]))
+    table = torch.cat([_to_device(newest, device)[:, None], draft_token_ids.to(device)], dim=1)
+    input_ids = table.reshape(-1)[_to_device(gather, device)]
+    md = build_metadata(
+        positions=positions,
+        num_query=[1 + n for n in num_drafts],
+        seq_lens=seq_lens,
+        block_tables=[r.block_table for r in requests],
+        block_size=block_size,
+        device=device,
+    )
+    # Counts stay on the host: the verifier reads them for seeded requests without a device sync.
+    return VerifyInput(input_ids, md, torch.tensor(num_drafts, dtype=torch.int64), draft_token_ids, draft_probs)

@@ -1,0 +1,303 @@
+"""The step loop: schedule, propose, verify (or prefill), commit, emit."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+from specbench.config import EngineConfig
+from specbench.engine.builder import EngineParts, build_engine_parts
+from specbench.engine.inputs import build_prefill_input, build_verify_input
+from specbench.engine.outputs import RequestOutput
+from specbench.engine.request import Request
+from specbench.engine.stats import RequestStats, StepStats
+from specbench.engine.timing import PhaseTimer
+from specbench.errors import SpecbenchError
+from specbench.sampling_params import SamplingParams
+from specbench.spec.proposer import ProposeInput
+from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator, sample
+from specbench.spec.verifier import verify
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, parts: EngineParts | None = None) -> None:
+        self.config = config
+        p = parts or build_engine_parts(config)
+        self.parts = p
+        self.device, self.dtype = p.device, p.dtype
+        self.tokenizer = p.tokenizer
+        self.scheduler = p.scheduler
+        self.runner = p.runner
+        self.proposer = p.proposer
+        self.stop_checker = p.stop_checker
+        self.vocab_size = p.target.config.vocab_size
+        self.block_size = config.block_size
+        self.num_steps = config.num_steps
+        self.pool_tokens = p.num_kv_blocks * config.block_size
+        self.step_stats: list[StepStats] = []
+        self._requests: dict[str, Request] = {}
+        self._ids = itertools.count()
+        self._step_index = 0
+
+    # ---- requests -------------------------------------------------------------------------
+    def encode(self, prompt: str) -> list[int]:
+        if self.tokenizer is None:
+            raise SpecbenchError("this model has no tokenizer: pass token ids, or --tokenizer PATH")
+        return self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+
+    def add_request(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        *,
+        request_id: str | None = None,
+        arrival_time: float | None = None,
+    ) -> str:
+        token_ids = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        if not token_ids:
+            raise SpecbenchError("empty prompt")
+        if max(token_ids) >= self.vocab_size or min(token_ids) < 0:
+            raise SpecbenchError(f"prompt token ids must be in [0, {self.vocab_size})")
+        if params.stop and self.tokenizer is None:
+            raise SpecbenchError("stop strings need a tokenizer")
+        max_len = self.stop_checker.max_model_len
+        if len(token_ids) >= max_len:
+            raise SpecbenchError(f"prompt of {len(token_ids)} tokens does not fit max_model_len {max_len}")
+        needed = min(len(token_ids) + params.max_tokens, max_len) + self.num_steps + 1
+        if needed > self.pool_tokens:
+            raise SpecbenchError(
+                f"KV pool holds {self.pool_tokens} tokens but one request needs up to {needed}; "
+                "raise --kv-cache-gb (or lower max tokens)"
+            )
+        index = next(self._ids)
+        request_id = request_id or f"req-{index}"
+        if request_id in self._requests:
+            raise SpecbenchError(f"duplicate request id {request_id!r}")
+        seed = params.seed if params.seed is not None else hash((self.config.seed, index)) & 0x7FFFFFFF
+        request = Request(
+            request_id=request_id,
+            prompt_token_ids=token_ids,
+            sampling_params=params,
+            stats=RequestStats(
+                arrival_time=time.perf_counter() if arrival_time is None else arrival_time,
+                num_prompt_tokens=len(token_ids),
+                num_drafted_per_pos=[0] * self.num_steps,
+                num_accepted_per_pos=[0] * self.num_steps,
+            ),
+            prompt_text=prompt if isinstance(prompt, str) else None,
+            generator=None if params.is_greedy else make_generator(seed, self.device),
+        )
+        self._requests[request_id] = request
+        self.scheduler.add(request)
+        return request_id
+
+    @property
+    def needs_features(self) -> bool:
+        return bool(self.runner.feature_layers) and self.num_steps > 0
+
+    def set_num_steps(self, num_steps: int) -> None:
+        """Change k between runs without reloading models (0 = plain decoding, proposer idle)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_num_steps needs an idle engine")
+        if num_steps < 0:
+            raise SpecbenchError(f"num_steps must be >= 0, got {num_steps}")
+        if num_steps and self.proposer is None:
+            raise SpecbenchError("num_steps > 0 needs a speculative method (ngram, draft, ...)")
+        self.num_steps = num_steps
+        self.scheduler.num_steps = num_steps
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ---- the step loop --------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one engine step; returns requests that finished in it (possibly none)."""
+        start = time.perf_counter()
+        batch = self.scheduler.schedule(start)
+        if batch is None:
+            return []
+        for request in batch.preempted:
+            if self.proposer is not None:
+                self.proposer.free(request.request_id)
+        for request in batch.requests:
+            if request.stats.first_scheduled_time is None:
+                request.stats.first_scheduled_time = start
+        timer = PhaseTimer(self.device)
+        st = self._sampling_tensors(batch.requests)
+        if batch.is_prefill:
+            committed, num_drafted, num_accepted, num_tokens = self._prefill(batch.requests, st, timer)
+        else:
+            committed, num_drafted, num_accepted, num_tokens = self._decode(batch, st, timer)
+        emit_time = time.perf_counter()
+        finished = []
+        for request, tokens in zip(batch.requests, committed):
+            reason = self._commit(request, tokens, emit_time)
+            if reason is not None:
+                finished.append(self._finish(request, reason))
+        self.step_stats.append(
+            StepStats(
+                step=self._step_index,
+                start_time=start,
+                phase="prefill" if batch.is_prefill else "decode",
+                num_reqs=len(batch.requests),
+                num_scheduled_tokens=num_tokens,
+                num_draft_tokens=num_drafted,
+                num_accepted_tokens=num_accepted,
+                num_preempted=len(batch.preempted),
+                num_free_blocks=self.scheduler.block_manager.num_free_blocks,
+                draft_ms=timer.elapsed_ms("draft"),
+                target_ms=timer.elapsed_ms("target"),
+                sample_ms=timer.elapsed_ms("sample"),
+                step_ms=(time.perf_counter() - start) * 1e3,
+            )
+        )
+        self._step_index += 1
+        return finished
+
+    def _prefill(self, requests, st: SamplingTensors, timer: PhaseTimer):
+        inp = build_prefill_input(requests, self.block_size, self.device)
+        timer.start("target")
+        out = self.runner.prefill(inp)
+        timer.stop("target")
+        timer.start("sample")
+        tokens = sample(out.logits, st)
+        timer.stop("sample")
+        tokens_cpu = tokens.tolist()  # the step's one host sync
+        offset = 0
+        for request in requests:
+            num = request.num_tokens
+            request.num_cached_tokens = num
+            if self.needs_features:
+                request.pending_features = out.features[offset : offset + num]
+                request.pending_feature_start = 0
+            offset += num
+        return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
+
+    def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer):
+        requests = batch.requests
+        proposal = None
+        if self.proposer is not None and any(batch.num_draft_tokens):
+            timer.start("draft")
+            proposal = self.proposer.propose(self._propose_input(batch, st))
+            timer.stop("draft")
+            for request in requests:
+                request.pending_features = None
+        inp = build_verify_input(requests, proposal, self.block_size, self.device)
+        timer.start("target")
+        out = self.runner.verify(inp)
+        timer.stop("target")
+        timer.start("sample")
+        result = verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
+        timer.stop("sample")
+        output_rows = result.output_token_ids.tolist()  # the step's one host sync
+        accepted = result.num_accepted.tolist()
+        num_drafts = proposal.num_draft_tokens if proposal is not None else (0,) * len(requests)
+        committed = []
+        offset = 0
+        for r, request in enumerate(requests):
+            num_new = accepted[r] + 1
+            if self.needs_features:
+                self._stash_features(request, out.features[offset : offset + num_new], request.num_cached_tokens)
+            offset += 1 + num_drafts[r]
+            request.num_cached_tokens += num_new
+            self._record_round(request, num_drafts[r], accepted[r])
+            committed.append(output_rows[r][:num_new])
+        if proposal is not None:
+            self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
+        return committed, sum(num_drafts), sum(accepted), inp.md.num_tokens
+
+    def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
+        requests = batch.requests
+        features = None
+        cu = [0]
+        starts = []
+        if self.needs_features:
+            chunks = [r.pending_features for r in requests]
+            for request, chunk in zip(requests, chunks):
+                cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
+                starts.append(request.pending_feature_start)
+            features = torch.cat([c for c in chunks if c is not None]) if cu[-1] else None
+        else:
+            cu = [0] * (len(requests) + 1)
+            starts = [0] * len(requests)
+        return ProposeInput(
+            request_ids=tuple(r.request_id for r in requests),
+            token_ids=tuple(tuple(r.token_ids) for r in requests),
+            num_draft_tokens=batch.num_draft_tokens,
+            block_tables=tuple(tuple(r.block_table) for r in requests),
+            sampling=st,
+            new_features=features,
+            cu_num_new_features=tuple(cu),
+            new_feature_start=tuple(starts),
+        )
+
+    @staticmethod
+    def _stash_features(request: Request, rows: torch.Tensor, start: int) -> None:
+        if request.pending_features is None:
+            request.pending_features, request.pending_feature_start = rows, start
+        else:
+            request.pending_features = torch.cat([request.pending_features, rows])
+
+    @staticmethod
+    def _record_round(request: Request, num_drafted: int, num_accepted: int) -> None:
+        if num_drafted == 0:
+            return
+        stats = request.stats
+        stats.num_draft_rounds += 1
+        stats.num_draft_tokens += num_drafted
+        stats.num_accepted_tokens += num_accepted
+        stats.accepted_per_round.append(num_accepted)
+        for i in range(num_drafted):
+            stats.num_drafted_per_pos[i] += 1
+        for i in range(num_accepted):
+            stats.num_accepted_per_pos[i] += 1
+
+    def _commit(self, request: Request, tokens: list[int], emit_time: float) -> str | None:
+        reason = None
+        num_emitted = 0
+        for token in tokens:
+            request.output_token_ids.append(token)
+            num_emitted += 1
+            reason = self.stop_checker.check(request)
+            if reason is not None:
+                break
+        request.stats.emission_times.append(emit_time)
+        request.stats.tokens_per_emission.append(num_emitted)
+        return reason
+
+    def _finish(self, request: Request, reason: str) -> RequestOutput:
+        self.scheduler.finish(request, reason)
+        if self.proposer is not None:
+            self.proposer.free(request.request_id)
+        del self._requests[request.request_id]
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt=request.prompt_text,
+            prompt_token_ids=tuple(request.prompt_token_ids),
+            output_token_ids=tuple(request.output_token_ids),
+            text=self.stop_checker.final_text(request),
+            finish_reason=reason,
+            stats=request.stats,
+        )
+
+    def _sampling_tensors(self, requests) -> SamplingTensors:
+        return build_sampling_tensors(
+            [r.sampling_params for r in requests], [r.generator for r in requests], self.vocab_size, self.device
+        )
+
+    def run_until_done(self, on_finish=None) -> list[RequestOutput]:
+        """Step until every added request finished, sleeping until future arrivals."""
+        outputs: list[RequestOutput] = []
+        while self.has_unfinished():
+            finished = self.step()
+            if not finished and not self.scheduler.running:
+                next_arrival = self.scheduler.next_arrival()
+                if next_arrival is not None:
+                    time.sleep(max(0.0, next_arrival - time.perf_counter()))
+            for output in finished:
+                outputs.append(output)
+                if on_finish is not None:
+                    on_finish(output)
+        return outputs

@@ -1,0 +1,56 @@
+"""Mutable per-request state owned by the scheduler and engine."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+
+from specbench.engine.stats import RequestStats
+from specbench.sampling_params import SamplingParams
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Request:
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    stats: RequestStats
+    prompt_text: str | None = None
+    generator: torch.Generator | None = None
+    output_token_ids: list[int] = field(default_factory=list)
+    block_table: list[int] = field(default_factory=list)
+    # Target KV holds positions [0, num_cached_tokens). While decoding this is
+    # num_tokens - 1: the newest token is not in the cache until the next forward.
+    num_cached_tokens: int = 0
+    status: RequestStatus = RequestStatus.WAITING
+    finish_reason: str | None = None
+    output_text: str | None = None  # set at finish (truncated at a stop string)
+    # Target features of committed tokens the proposer has not consumed yet
+    # (only for proposers that need them). Rows are positions
+    # [pending_feature_start, pending_feature_start + len).
+    pending_features: torch.Tensor | None = None  # [num_pending, feature_dim]
+    pending_feature_start: int = 0
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def arrival_time(self) -> float:
+        return self.stats.arrival_time

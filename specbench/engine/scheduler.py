@@ -1,0 +1,126 @@
+"""Continuous batching: admit waiting requests up to `max_concurrency`, decode the rest.
+
+Each step is either a prefill step (new or preempted requests, whole prompt)
+or a decode step (every running request). A decode step reserves KV for the
+newest token plus `num_steps` drafts; when the pool runs out the most recently
+admitted request is preempted (its blocks freed, recomputed later).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from specbench.engine.request import Request, RequestStatus
+from specbench.kv.block_manager import BlockManager
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledBatch:
+    is_prefill: bool
+    requests: tuple[Request, ...]
+    # [num_reqs] drafts to propose and verify per request (decode steps only; 0 for prefill)
+    num_draft_tokens: tuple[int, ...]
+    preempted: tuple[Request, ...]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        *,
+        max_concurrency: int,
+        max_num_batched_tokens: int,
+        num_steps: int,
+        max_model_len: int,
+    ) -> None:
+        self.block_manager = block_manager
+        self.max_concurrency = max_concurrency
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.num_steps = num_steps
+        self.max_model_len = max_model_len
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+
+    def add(self, request: Request) -> None:
+        self.waiting.append(request)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def next_arrival(self) -> float | None:
+        return min((r.arrival_time for r in self.waiting), default=None)
+
+    def schedule(self, now: float) -> ScheduledBatch | None:
+        batch = self._schedule_prefill(now)
+        if batch is None and self.running:
+            batch = self._schedule_decode()
+        return batch
+
+    def _schedule_prefill(self, now: float) -> ScheduledBatch | None:
+        admitted: list[Request] = []
+        num_tokens = 0
+        for request in list(self.waiting):
+            if len(self.running) + len(admitted) >= self.max_concurrency:
+                break
+            if request.arrival_time > now:
+                continue
+            # A preempted request recomputes all tokens it has, output included.
+            n = request.num_tokens
+            if admitted and num_tokens + n > self.max_num_batched_tokens:
+                break
+            # Keep room for the first decode round so admission never forces an immediate preemption.
+            if not self.block_manager.can_grow(request.block_table, n + 1 + self.num_steps):
+                break
+            self.block_manager.grow(request.block_table, n)
+            self.waiting.remove(request)
+            request.status = RequestStatus.RUNNING
+            admitted.append(request)
+            num_tokens += n
+        if not admitted:
+            return None
+        self.running.extend(admitted)
+        return ScheduledBatch(True, tuple(admitted), tuple(0 for _ in admitted), ())
+
+    def _schedule_decode(self) -> ScheduledBatch:
+        preempted: list[Request] = []
+        scheduled: list[Request] = []
+        num_drafts: list[int] = []
+        queue = list(self.running)
+        while queue:
+            request = queue.pop(0)
+            num_draft = self._num_drafts_for(request)
+            # The verify forward writes the newest token and its drafts.
+            needed = request.num_cached_tokens + 1 + num_draft
+            while not self.block_manager.grow(request.block_table, needed):
+                victim = queue.pop() if queue else request
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is request:
+                    break
+            else:
+                scheduled.append(request)
+                num_drafts.append(num_draft)
+        return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
+
+    def _num_drafts_for(self, request: Request) -> int:
+        # Never draft past max_tokens or the model's context: accepted + bonus must fit.
+        remaining = request.sampling_params.max_tokens - request.num_output_tokens - 1
+        room = self.max_model_len - request.num_tokens - 1
+        return max(0, min(self.num_steps, remaining, room))
+
+    def _preempt(self, request: Request) -> None:
+        self.running.remove(request)
+        self.block_manager.free(request.block_table)
+        request.num_cached_tokens = 0
+        request.pending_features = None
+        request.status = RequestStatus.WAITING
+        request.stats.num_preemptions += 1
+        self.waiting.appendleft(request)
+
+    def finish(self, request: Request, reason: str) -> None:
+        self.running.remove(request)
+        self.block_manager.free(request.block_table)
+        request.pending_features = None
+        request.status = RequestStatus.FINISHED
+        request.finish_reason = reason

@@ -1,0 +1,35 @@
+"""Phase timers: CUDA events on the GPU (read after the step's one sync), perf_counter on CPU."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+class PhaseTimer:
+    def __init__(self, device: torch.device) -> None:
+        self.is_cuda = device.type == "cuda"
+        self._marks: dict[str, list] = {}
+
+    def start(self, name: str) -> None:
+        self._marks[name] = [self._mark(), None]
+
+    def stop(self, name: str) -> None:
+        self._marks[name][1] = self._mark()
+
+    def _mark(self):
+        if self.is_cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def elapsed_ms(self, name: str) -> float:
+        """Only call after the device work of the phase is known complete."""
+        if name not in self._marks or self._marks[name][1] is None:
+            return 0.0
+        begin, end = self._marks[name]
+        if self.is_cuda:
+            return begin.elapsed_time(end)
+        return (end - begin) * 1e3

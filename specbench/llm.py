@@ -1,0 +1,34 @@
+"""The library entry point shared by notebooks and the CLI."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from specbench.config import EngineConfig
+from specbench.engine.llm_engine import LLMEngine
+from specbench.engine.outputs import RequestOutput
+from specbench.sampling_params import SamplingParams
+
+
+class LLM:
+    """`LLM(target=..., draft=..., method=..., num_steps=...).generate(prompts, SamplingParams(...))`."""
+
+    def __init__(self, target: str, *, method: str = "none", num_steps: int = 0, draft: str | None = None, **kwargs):
+        self.config = EngineConfig(target=target, method=method, num_steps=num_steps, draft=draft, **kwargs)
+        self.engine = LLMEngine(self.config)
+
+    @property
+    def tokenizer(self):
+        return self.engine.tokenizer
+
+    def generate(
+        self,
+        prompts: Sequence[str | list[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[RequestOutput]:
+        """Outputs in prompt order."""
+        params = sampling_params or SamplingParams()
+        per_prompt = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
+        ids = [self.engine.add_request(p, sp) for p, sp in zip(prompts, per_prompt)]
+        by_id = {o.request_id: o for o in self.engine.run_until_done()}
+        return [by_id[i] for i in ids]

@@ -1,0 +1,45 @@
+"""Metric definitions used by specbench (the single reference; other modules implement exactly these).
+
+Times are `time.perf_counter()` seconds recorded in-process by the engine (`RequestStats`). For request i:
+arrival `t_arr` = RequestStats.arrival_time (when the request became eligible to run, so queueing counts);
+emissions e_1..e_m at t_1..t_m = the moments tokens left the device, each carrying n_j >= 1 tokens
+(speculative steps emit accepted + 1 tokens at once); N_i = sum_j n_j output tokens.
+
+Latency
+- TTFT_i = t_1 - t_arr.
+- E2E_i = t_m - t_arr.
+- TPOT_i = (E2E_i - TTFT_i) / (N_i - 1), only when N_i >= 2 (else undefined). Amortised per token:
+  vLLM/SGLang "TPOT" = AIPerf and GuideLLM "ITL".
+- ITL = the gaps t_j - t_{j-1} (j >= 2) between emissions, pooled over all requests of a cell. Under
+  speculative decoding a gap spans one verify step, not one token: read it next to tokens per emission.
+  (vLLM "ITL", AIPerf "ICL").
+- Tokens per emission_i = N_i / m_i; for a cell, pooled: sum N_i / sum m_i.
+- Summaries: mean, median, p90, p99 (numpy linear interpolation) and population std (ddof=0) over the
+  per-request values (ITL: over the pooled gaps). Requests without a defined value are left out.
+
+Throughput over a measured window of duration T = (last emission - first arrival) among the measured
+requests, unless the caller passes T (warmup requests are never measured):
+- output throughput = sum N_i / T; total throughput = sum (prompt_i + N_i) / T; request throughput = n / T.
+
+Acceptance, summed over the measured requests. A draft round = a verify step in which >= 1 draft token
+was proposed for the request. D = rounds, T_d = draft tokens proposed, A = draft tokens accepted,
+A_k = rounds whose draft position k (1-based) was accepted (accepting k implies accepting 1..k-1).
+- acceptance rate = A / T_d (undefined without drafts).
+- acceptance length (AL), token-weighted = 1 + A / D: tokens emitted per verify round, the bonus /
+  recovered token included (1.0 = no speculation; also reported as 1.0 when D = 0).
+- AL, request-weighted = mean over requests with D_i >= 1 of (1 + A_i / D_i). Both are reported; they
+  differ when the number of rounds correlates with acceptance.
+- per-position (unconditional) acceptance p_k = A_k / D.
+- conditional acceptance c_k = A_k / A_{k-1}, with A_0 = D (undefined when A_{k-1} = 0).
+- consistency check: sum_k A_k = A, hence AL == 1 + sum_k p_k (checked to 1e-9 relative).
+- acceptance histogram h_j = rounds that accepted exactly j drafts.
+
+Comparisons, always against the num-steps=0 (no speculation) cell of the same (concurrency, temperature):
+- speedup = output throughput / baseline output throughput.
+- accuracy (GSM8K) = mean exact_match under strict-match and flexible-extract, each +- stderr =
+  sample std (ddof=1) / sqrt(n) (lm-eval's mean_stderr; undefined for n < 2).
+- answer agreement = fraction of paired requests whose normalised extracted answers are equal (strict and
+  flexible separately), and fraction whose full completion texts are identical.
+"""
+
+ACCEPTANCE_LENGTH_RTOL = 1e-9  # tolerance of the AL == 1 + sum p_k consistency check

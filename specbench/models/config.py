@@ -1,0 +1,165 @@
+"""Model shape and RoPE configuration, parsed from a Hugging Face `config.json`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.errors import SpecbenchError
+
+# HF `architectures[0]` / `model_type` -> our architecture family.
+_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+}
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+_ROPE_TYPES = ("default", "linear", "llama3")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    rope_type: str  # "linear" | "llama3"
+    factor: float
+    # llama3 only: wavelengths between these bands are smoothly interpolated.
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str  # "llama" | "qwen2" | "qwen3"
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: RopeScaling | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool  # bias on q/k/v projections (Qwen2)
+    use_qk_norm: bool  # per-head RMSNorm on q and k before RoPE (Qwen3)
+    bos_token_id: int | None
+    eos_token_ids: tuple[int, ...]
+    checkpoint_dtype: str | None = None  # "bfloat16" etc. as stored; used by dtype "auto"
+
+    def __post_init__(self) -> None:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise SpecbenchError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def has_o_proj_bias(self) -> bool:
+        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 only on q/k/v.
+        return self.attention_bias and self.architecture != "qwen2"
+
+    def num_params(self) -> int:
+        """Parameter count of the model these shapes describe (tied embeddings counted once)."""
+        h = self.hidden_size
+        attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
+        if self.attention_bias:
+            attn += self.q_size + 2 * self.kv_size + (h if self.has_o_proj_bias else 0)
+        if self.use_qk_norm:
+            attn += 2 * self.head_dim
+        layer = attn + 3 * h * self.intermediate_size + 2 * h
+        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return embed + self.num_hidden_layers * layer + h
+
+    @staticmethod
+    def from_hf(hf: dict) -> ModelConfig:
+        architecture = _architecture(hf)
+        try:
+            heads = int(hf["num_attention_heads"])
+            hidden = int(hf["hidden_size"])
+            theta, scaling = _rope(hf)
+            _reject_sliding_window(hf)
+            return ModelConfig(
+                architecture=architecture,
+                vocab_size=int(hf["vocab_size"]),
+                hidden_size=hidden,
+                intermediate_size=int(hf["intermediate_size"]),
+                num_hidden_layers=int(hf["num_hidden_layers"]),
+                num_attention_heads=heads,
+                num_key_value_heads=int(hf.get("num_key_value_heads") or heads),
+                head_dim=int(hf.get("head_dim") or hidden // heads),
+                rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+                rope_theta=theta,
+                rope_scaling=scaling,
+                max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
+                tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+                # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
+                attention_bias=architecture == "qwen2" or bool(hf.get("attention_bias", False)),
+                use_qk_norm=architecture == "qwen3",
+                bos_token_id=hf.get("bos_token_id"),
+                eos_token_ids=_eos_ids(hf.get("eos_token_id")),
+                checkpoint_dtype=hf.get("dtype") or hf.get("torch_dtype"),
+            )
+        except KeyError as e:
+            raise SpecbenchError(f"model config is missing required field {e.args[0]!r}") from None
+
+
+def _architecture(hf: dict) -> str:
+    names = list(hf.get("architectures") or [])
+    for name in names:
+        if name in _ARCHITECTURES:
+            return _ARCHITECTURES[name]
+    model_type = hf.get("model_type")
+    if not names and model_type in _MODEL_TYPES:
+        return _MODEL_TYPES[model_type]
+    found = names[0] if names else model_type
+    raise SpecbenchError(
+        f"unsupported architecture {found!r}; supported: {', '.join(sorted(_ARCHITECTURES))}"
+    )
+
+
+def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
+    """(rope_theta, scaling) from either the transformers>=5 `rope_parameters` or the older fields."""
+    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in _ROPE_TYPES:
+        raise SpecbenchError(f"unsupported rope_scaling type {rope_type!r}; supported: {', '.join(_ROPE_TYPES)}")
+    if rope_type == "default":
+        return theta, None
+    scaling = RopeScaling(rope_type=rope_type, factor=float(params["factor"]))
+    if rope_type == "llama3":
+        scaling = RopeScaling(
+            rope_type="llama3",
+            factor=float(params["factor"]),
+            low_freq_factor=float(params["low_freq_factor"]),
+            high_freq_factor=float(params["high_freq_factor"]),
+            original_max_position_embeddings=int(params["original_max_position_embeddings"]),
+        )
+    return theta, scaling
+
+
+def _reject_sliding_window(hf: dict) -> None:
+    # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
+    # Mistral applies it whenever it is not null.
+    window = hf.get("sliding_window")
+    enabled = hf.get("use_sliding_window", hf.get("model_type") == "mistral")
+    if enabled and window is not None and window < int(hf.get("max_position_embeddings", 0)):
+        raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
+
+
+def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, int):
+        return (value,)
+    return tuple(int(v) for v in value)

@@ -1,0 +1,86 @@
+"""Building blocks of a Llama-family decoder: RMSNorm, rotary embedding, gated MLP."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.models.config import RopeScaling
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))  # [size]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
+        # Statistics in fp32 (bf16 sums of squares lose too much); the weight multiplies in the
+        # input dtype, as the reference models do, so bf16 results match them bit for bit.
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None) -> torch.Tensor:  # [head_dim // 2]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim))
+    if scaling is None:
+        return inv_freq
+    if scaling.rope_type == "linear":
+        return inv_freq / scaling.factor
+    # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between interpolated.
+    old_len = scaling.original_max_position_embeddings
+    low_freq_wavelen = old_len / scaling.low_freq_factor
+    high_freq_wavelen = old_len / scaling.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / scaling.factor, inv_freq)
+    smooth = (old_len / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return torch.where(is_medium, smoothed, scaled)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotate-half (GPT-NeoX / HF Llama) RoPE with a lazily grown fp32 cos/sin table."""
+
+    def __init__(self, head_dim: int, theta: float, scaling: RopeScaling | None) -> None:
+        super().__init__()
+        self.head_dim = head_dim
+        self.inv_freq = rope_inv_freq(head_dim, theta, scaling)  # [head_dim // 2], fp32, host
+        self._cos_sin: torch.Tensor | None = None  # [num_cached_positions, 2, head_dim], fp32
+
+    def cos_sin(self, positions: torch.Tensor, max_seq_len: int) -> torch.Tensor:
+        """[num_tokens, 2, head_dim] fp32; `max_seq_len` (a host int) bounds the positions, avoiding a sync."""
+        table = self._cos_sin
+        if table is None or table.shape[0] < max_seq_len or table.device != positions.device:
+            size = max(1024, 1 << max(max_seq_len - 1, 1).bit_length())
+            inv_freq = self.inv_freq.to(positions.device)
+            freqs = torch.outer(torch.arange(size, device=positions.device, dtype=torch.float32), inv_freq)
+            emb = torch.cat([freqs, freqs], dim=-1)  # [size, head_dim]
+            table = self._cos_sin = torch.stack([emb.cos(), emb.sin()], dim=1)
+        return table[positions]
+
+    @staticmethod
+    def apply(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+        """x: [num_tokens, num_heads, head_dim]; cos_sin: [num_tokens, 2, head_dim]."""
+        cos = cos_sin[:, None, 0].to(x.dtype)  # [num_tokens, 1, head_dim]
+        sin = cos_sin[:, None, 1].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class GatedMLP(nn.Module):
+    """down(silu(gate(x)) * up(x)) with gate and up fused into one [2 * inter, hidden] matmul."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int) -> None:
+        super().__init__()
+        self.intermediate_size = intermediate_size
+        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=False)  # rows: [gate; up]
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
+        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        return self.down_proj(F.silu(gate) * up)

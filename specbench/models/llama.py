@@ -1,0 +1,238 @@
+"""Llama-family decoder (Llama 2/3, Mistral, SmolLM2, Qwen2/2.5, Qwen3) over a paged KV cache.
+
+Attention goes through an `AttentionBackend`, which also writes K/V. Projections are fused
+(q/k/v into `qkv_proj`, gate/up into `gate_up_proj`); `load_weights` maps HF names onto them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.attention.backend import AttentionBackend
+from specbench.attention.metadata import AttentionMetadata
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models.config import ModelConfig
+from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    hidden_states: torch.Tensor  # [num_tokens, hidden] after the final norm
+    # [num_tokens, len(aux_layer_ids) * hidden], pre-norm residual stream, in aux_layer_ids order; None if none asked
+    aux_hidden_states: torch.Tensor | None
+
+
+class SelfAttention(nn.Module):
+    """q/k/v projection (+ Qwen3 q/k norm), RoPE, backend attention, output projection.
+
+    `input_size` defaults to hidden_size; EAGLE-3 heads use 2 * hidden_size.
+    """
+
+    def __init__(self, config: ModelConfig, layer_idx: int, input_size: int | None = None) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx  # index of this layer's K/V in the KVCache it is given
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.q_size, self.kv_size = config.q_size, config.kv_size
+        in_size = input_size or config.hidden_size
+        # rows: [q; k; v]
+        self.qkv_proj = nn.Linear(in_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.has_o_proj_bias)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [num_tokens, input_size]
+        cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> torch.Tensor:  # [num_tokens, hidden]
+        n = x.shape[0]
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.view(n, self.num_heads, self.head_dim)
+        k = k.view(n, self.num_kv_heads, self.head_dim)
+        v = v.view(n, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = RotaryEmbedding.apply(q, cos_sin)
+        k = RotaryEmbedding.apply(k, cos_sin)
+        out = backend.forward(self.layer_idx, q, k, v, kv_cache, md)  # [num_tokens, num_heads, head_dim]
+        return self.o_proj(out.reshape(n, self.q_size))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm residual block: h += attn(norm(h)); h += mlp(norm(h))."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = SelfAttention(config, layer_idx)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size)
+
+    def forward(
+        self,
+        hidden: torch.Tensor,  # [num_tokens, hidden] residual stream
+        cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> torch.Tensor:  # [num_tokens, hidden]
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos_sin, kv_cache, md, backend)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class DecoderLM(nn.Module):
+    """Inference-only decoder. Parameters start uninitialized: call `load_weights` or `init_random_weights`."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        attn_backend: AttentionBackend,
+        dtype: torch.dtype = torch.bfloat16,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.attn_backend = attn_backend
+        self.dtype = dtype
+        # Built on meta then materialized once, so an 8B model never exists twice or gets a throwaway init.
+        with torch.device("meta"):
+            self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+            self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.lm_head = None if config.tie_word_embeddings else nn.Linear(
+                config.hidden_size, config.vocab_size, bias=False
+            )
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
+        self.to(dtype).to_empty(device=device).requires_grad_(False)
+        self.is_initialized = False
+
+    @property
+    def embed_weight(self) -> torch.Tensor:  # [vocab, hidden]
+        return self.embed_tokens.weight
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:  # [vocab, hidden]; the embedding itself when tied
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def kv_cache_spec(self) -> KVCacheSpec:
+        c = self.config
+        return KVCacheSpec(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:  # [n] -> [n, hidden]
+        return self.embed_tokens(input_ids)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [n, hidden] -> [n, vocab] fp32
+        return F.linear(hidden, self.lm_head_weight).float()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # [num_tokens]
+        md: AttentionMetadata,
+        kv_cache: KVCache,
+        aux_layer_ids: tuple[int, ...] = (),
+        phase: str = "target",
+    ) -> ModelOutput:
+        """`aux_layer_ids` use HF `output_hidden_states` indices: 0 is the embeddings, i the input of layer i.
+
+        Index num_layers is the last layer's output *before* the final norm (HF reports it after).
+        """
+        if not self.is_initialized:
+            raise RuntimeError("DecoderLM weights were never loaded")
+        num_layers = self.config.num_hidden_layers
+        bad = [i for i in aux_layer_ids if not 0 <= i <= num_layers]
+        if bad:
+            raise SpecbenchError(f"aux hidden-state layer ids {bad} out of range [0, {num_layers}]")
+        self.attn_backend.begin_forward(md, phase)
+        cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
+        hidden = self.embed_tokens(input_ids)
+        captured: dict[int, torch.Tensor] = {0: hidden} if 0 in aux_layer_ids else {}
+        for i, layer in enumerate(self.layers):
+            hidden = layer(hidden, cos_sin, kv_cache, md, self.attn_backend)
+            if i + 1 in aux_layer_ids:
+                captured[i + 1] = hidden
+        aux = torch.cat([captured[i] for i in aux_layer_ids], dim=-1) if aux_layer_ids else None
+        return ModelOutput(hidden_states=self.norm(hidden), aux_hidden_states=aux)
+
+    def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
+        """HF checkpoint name -> (our parameter, first row, end row) it fills."""
+        c = self.config
+        fused = {
+            "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
+                                   ("self_attn.v_proj", c.kv_size)],
+            "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
+        }
+        targets: dict[str, tuple[torch.Tensor, int, int]] = {}
+        for name, param in self.named_parameters():
+            prefix = "" if name.startswith("lm_head.") else "model."
+            module, _, leaf = name.rpartition(".")
+            parts = next((p for f, p in fused.items() if module.endswith(f)), None)
+            if parts is None:
+                targets[prefix + name] = (param, 0, param.shape[0])
+                continue
+            owner = module.rsplit(".", 2)[0]  # "layers.N"
+            start = 0
+            for part, rows in parts:
+                targets[f"{prefix}{owner}.{part}.{leaf}"] = (param, start, start + rows)
+                start += rows
+        return targets
+
+    @torch.no_grad()
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors in, one at a time (so a streamed checkpoint is never held twice).
+
+        Every parameter must be filled exactly; unknown names, missing names and shape
+        mismatches raise SpecbenchError naming the key.
+        """
+        targets = self.checkpoint_targets()
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            if name.endswith("rotary_emb.inv_freq"):
+                continue
+            if name == "lm_head.weight" and self.lm_head is None:
+                continue  # tied checkpoints sometimes store a copy of the embedding
+            if name not in targets:
+                raise SpecbenchError(
+                    f"unexpected weight {name!r} in checkpoint for a {self.config.num_hidden_layers}-layer "
+                    f"{self.config.architecture} model"
+                )
+            param, start, end = targets[name]
+            dest = param[start:end]
+            if dest.shape != tensor.shape:
+                raise SpecbenchError(
+                    f"weight {name!r} has shape {tuple(tensor.shape)}, the model expects {tuple(dest.shape)}"
+                )
+            dest.copy_(tensor)
+            loaded.add(name)
+        missing = sorted(targets.keys() - loaded)
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise SpecbenchError(f"checkpoint is missing weight {missing[0]!r}{more}")
+        self.is_initialized = True
+
+    @torch.no_grad()
+    def init_random_weights(self, seed: int = 0, std: float = 0.02) -> None:
+        """Seeded N(0, std) matrices, unit norms, zero biases.
+
+        std 0.02 (HF's initializer_range) keeps every projection output O(1) at 8B widths
+        (0.02 * sqrt(4096) ~ 1.3), so 32+ layers of residual sums stay far inside bf16 range.
+        """
+        gen = torch.Generator(device=self.embed_weight.device).manual_seed(seed)
+        for name, param in self.named_parameters():
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+            elif name.endswith(".bias"):
+                param.zero_()
+            else:
+                param.normal_(0.0, std, generator=gen)
+        self.is_initialized = True

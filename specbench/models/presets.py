@@ -1,0 +1,63 @@
+"""Named model shapes for `load_format="dummy"` runs (random weights, real shapes)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specbench.models.config import ModelConfig, RopeScaling
+from specbench.registry import Registry
+
+MODEL_PRESETS: Registry[ModelConfig] = Registry("model preset")
+
+_LLAMA3_ROPE = RopeScaling("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                           original_max_position_embeddings=8192)
+_LLAMA3 = dict(architecture="llama", vocab_size=128256, rms_norm_eps=1e-5, rope_theta=500000.0,
+               max_position_embeddings=131072, attention_bias=False, use_qk_norm=False,
+               bos_token_id=128000, eos_token_ids=(128001, 128008, 128009), checkpoint_dtype="bfloat16")
+_QWEN = dict(vocab_size=151936, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None,
+             bos_token_id=151643, eos_token_ids=(151645, 151643), checkpoint_dtype="bfloat16")
+
+
+def _preset(name: str, **fields) -> None:
+    config = ModelConfig(**fields)
+    MODEL_PRESETS.register(name)(lambda: config)
+
+
+_preset("llama-3.1-8b", **_LLAMA3, rope_scaling=_LLAMA3_ROPE, hidden_size=4096, intermediate_size=14336,
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        tie_word_embeddings=False)
+_preset("llama-3.2-1b", **_LLAMA3, rope_scaling=replace(_LLAMA3_ROPE, factor=32.0), hidden_size=2048,
+        intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+        head_dim=64, tie_word_embeddings=True)
+_preset("qwen3-8b", **_QWEN, architecture="qwen3", hidden_size=4096, intermediate_size=12288,
+        num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=False, attention_bias=False, use_qk_norm=True)
+_preset("qwen3-0.6b", **_QWEN, architecture="qwen3", hidden_size=1024, intermediate_size=3072,
+        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=True, attention_bias=False, use_qk_norm=True)
+_preset("qwen2.5-7b", **{**_QWEN, "vocab_size": 152064}, architecture="qwen2", hidden_size=3584,
+        intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+        head_dim=128, max_position_embeddings=32768, tie_word_embeddings=False, attention_bias=True,
+        use_qk_norm=False)
+_preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
+        num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
+        rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,
+        attention_bias=False, use_qk_norm=False, bos_token_id=1, eos_token_ids=(2,), checkpoint_dtype="bfloat16")
+
+# Test-sized shapes: run in milliseconds on CPU.
+_TINY = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=None,
+             max_position_embeddings=2048, tie_word_embeddings=False, attention_bias=False, use_qk_norm=False,
+             bos_token_id=0, eos_token_ids=(2,), checkpoint_dtype="float32")
+_preset("tiny-llama", **_TINY, architecture="llama")
+_preset("tiny-qwen2", **{**_TINY, "attention_bias": True}, architecture="qwen2")
+_preset("tiny-qwen3", **{**_TINY, "use_qk_norm": True, "tie_word_embeddings": True}, architecture="qwen3")
+
+
+def get_preset(name: str) -> ModelConfig:
+    """The preset's config; unknown names raise SpecbenchError listing the known ones."""
+    return MODEL_PRESETS.create(name)
+
+
+def preset_names() -> list[str]:
+    return MODEL_PRESETS.supported()

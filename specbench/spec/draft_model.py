@@ -1,0 +1,201 @@
+"""Draft-LM proposer: a small LM with the target's tokenizer and its own paged KV.
+
+Per round, for a request whose newest token sits at position `newest`:
+- draft-extend (catch-up) feeds every committed token the draft has not seen,
+  positions [num_cached, newest], and drafts token 1 from the last row;
+- draft-decode step j (1 <= j < n) feeds draft j at position newest + j.
+Draft KV written for accepted drafts is kept (same tokens, same prefix); after
+full acceptance the last draft was never fed, so the next catch-up feeds it
+together with the bonus token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.attention.metadata import build_metadata
+from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
+
+
+@dataclass
+class _DraftState:
+    num_cached: int = 0  # draft KV valid for positions [0, num_cached)
+    num_written: int = 0  # positions [0, num_written) written in the last round
+    newest: int = 0  # position of the newest committed token at the last propose
+
+
+def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
+    idx = torch.tensor(rows, dtype=torch.int64, device=st.temperature.device)
+    return SamplingTensors(
+        temperature=st.temperature[idx],
+        top_k=st.top_k[idx],
+        top_p=st.top_p[idx],
+        is_greedy=st.is_greedy[idx],
+        generators=tuple(st.generators[r] for r in rows),
+        all_greedy=st.all_greedy,
+        is_greedy_cpu=None if st.is_greedy_cpu is None else tuple(st.is_greedy_cpu[r] for r in rows),
+    )
+
+
+class DraftModelProposer:
+    name = "draft"
+    target_feature_layers: tuple[int, ...] = ()
+
+    def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device) -> None:
+        self.model = model
+        self.target_vocab_size = target_vocab_size
+        self.block_size = block_size
+        self.device = device
+        self.kv_cache: KVCache | None = None
+        self._state: dict[str, _DraftState] = {}
+
+    def kv_cache_spec(self) -> KVCacheSpec | None:
+        return self.model.kv_cache_spec()
+
+    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
+        self.kv_cache = kv_cache
+
+    def _draft_tokens(self, logits: torch.Tensor, st: SamplingTensors) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns draft ids [n] and, unless every request is greedy, the draft probs [n, target_vocab]."""
+        if st.all_greedy:
+            return logits.argmax(dim=-1), None
+        probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
+        ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
+        pad = self.target_vocab_size - probs.shape[-1]
+        if pad:
+            probs = torch.nn.functional.pad(probs, (0, pad))
+        return ids, probs
+
+    @torch.inference_mode()
+    def propose(self, inp: ProposeInput) -> DraftProposal:
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        num_reqs = len(inp.request_ids)
+        max_num_draft = max(inp.num_draft_tokens, default=0)
+        draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
+        draft_probs = None
+        active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
+        if not active:
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+
+        extend = self._build_extend(inp, active)
+        out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
+        logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
+        st = _select(inp.sampling, active)
+        ids, probs = self._draft_tokens(logits, st)
+        rows = torch.tensor(active, dtype=torch.int64, device=self.device)
+        draft_ids[rows, 0] = ids
+        if probs is not None:
+            draft_probs = torch.zeros(num_reqs, max_num_draft, self.target_vocab_size, device=self.device)
+            draft_probs[rows, 0] = probs
+
+        for j in range(1, max_num_draft):
+            step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
+            step = self._build_step(inp, step_rows, j, draft_ids)
+            out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{j}")
+            logits = self.model.compute_logits(out.hidden_states)
+            ids, probs = self._draft_tokens(logits, _select(inp.sampling, step_rows))
+            draft_ids[step.row_of_request, j] = ids
+            if probs is not None:
+                draft_probs[step.row_of_request, j] = probs
+
+        for r in active:
+            state = self._state[inp.request_ids[r]]
+            state.newest = len(inp.token_ids[r]) - 1
+            state.num_written = state.newest + inp.num_draft_tokens[r]
+        return DraftProposal(draft_ids, inp.num_draft_tokens, draft_probs)
+
+    def _build_extend(self, inp: ProposeInput, active: list[int]) -> DraftExtendInput:
+        input_ids: list[int] = []
+        positions: list[int] = []
+        num_query: list[int] = []
+        seq_lens: list[int] = []
+        last_rows: list[int] = []
+        for r in active:
+            state = self._state.setdefault(inp.request_ids[r], _DraftState())
+            tokens = inp.token_ids[r]
+            input_ids.extend(tokens[state.num_cached :])
+            positions.extend(range(state.num_cached, len(tokens)))
+            num_query.append(len(tokens) - state.num_cached)
+            seq_lens.append(len(tokens))
+            last_rows.append(len(input_ids) - 1)
+        md = build_metadata(
+            positions=positions,
+            num_query=num_query,
+            seq_lens=seq_lens,
+            block_tables=[inp.block_tables[r] for r in active],
+            block_size=self.block_size,
+            device=self.device,
+        )
+        return DraftExtendInput(
+            input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device),
+            md=md,
+            target_features=None,
+            logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+        )
+
+    def _build_step(self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor) -> DraftStepInput:
+        # Fresh metadata for every step: positions newest + j, visible keys newest + j + 1.
+        newest = [len(inp.token_ids[r]) - 1 for r in rows]
+        md = build_metadata(
+            positions=[n + j for n in newest],
+            num_query=[1] * len(rows),
+            seq_lens=[n + j + 1 for n in newest],
+            block_tables=[inp.block_tables[r] for r in rows],
+            block_size=self.block_size,
+            device=self.device,
+        )
+        row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
+        return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
+
+    def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+        for request_id, accepted in zip(request_ids, num_accepted):
+            state = self._state.get(request_id)
+            if state is None or state.num_written <= state.newest:
+                continue
+            # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
+            state.num_cached = min(state.num_written, state.newest + 1 + accepted)
+            state.num_written = state.num_cached
+
+    def free(self, request_id: str) -> None:
+        self._state.pop(request_id, None)
+
+    def describe(self) -> dict[str, object]:
+        cfg = self.model.config
+        return {"method": "draft", "draft_layers": cfg.num_hidden_layers, "draft_hidden_size": cfg.hidden_size}
+
+
+def load_draft_proposer(ctx) -> DraftModelProposer:
+    from specbench.models.loader import load_model
+
+    cfg = ctx.config
+    if not cfg.draft:
+        raise SpecbenchError("method 'draft' needs --draft (a draft model path or hub id)")
+    draft = load_model(
+        cfg.draft,
+        dtype=ctx.dtype,
+        device=ctx.device,
+        attn_backend=ctx.attn_backend,
+        load_format=cfg.load_format,
+        allow_pickle=cfg.allow_pickle,
+        seed=cfg.seed + 1,
+    )
+    check_vocab_fits(draft, ctx.target)
+    return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device)
+
+
+def check_vocab_fits(draft, target) -> None:
+    """A draft may only propose ids the target has, with the same meaning."""
+    if draft.config.vocab_size > target.config.vocab_size:
+        raise SpecbenchError(
+            f"draft vocabulary ({draft.config.vocab_size} ids) does not fit the target's "
+            f"({target.config.vocab_size} ids): the draft must use the target's tokenizer"
+        )
+    if draft.tokenizer is not None and target.tokenizer is not None:
+        if draft.tokenizer.get_vocab() != target.tokenizer.get_vocab():
+            raise SpecbenchError("draft and target tokenizers differ: a draft LM must share the target's tokenizer")

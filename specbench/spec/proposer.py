@@ -1,0 +1,63 @@
+"""The proposer plug point: one Protocol for n-gram, draft-LM and EAGLE drafters.
+
+Per decode round the engine calls `propose` once (after scheduling reserved KV
+for the newest token plus the drafts), then verifies, then reports the number
+of accepted drafts through `on_verified`. A proposer that keeps its own KV
+shares the target's block tables: draft KV for position p lives in the same
+slot as target KV for p, in the proposer's own tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.spec.sampling import SamplingTensors
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeInput:
+    request_ids: tuple[str, ...]  # [num_reqs]
+    token_ids: tuple[tuple[int, ...], ...]  # [num_reqs][num_tokens_r] committed tokens incl. the newest
+    num_draft_tokens: tuple[int, ...]  # [num_reqs] drafts wanted (0 allowed)
+    block_tables: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r], cover newest + drafts
+    sampling: SamplingTensors  # the requests' sampling settings (drafts must use the same warping)
+    # Target features of tokens committed since the last round (EAGLE only, else None):
+    # request r owns rows cu_num_new_features[r]:cu_num_new_features[r+1], for positions
+    # new_feature_start[r] + 0, 1, ...
+    new_features: torch.Tensor | None  # [num_new_total, feature_dim]
+    cu_num_new_features: tuple[int, ...]  # [num_reqs + 1]
+    new_feature_start: tuple[int, ...]  # [num_reqs]
+
+
+@dataclass(frozen=True, slots=True)
+class DraftProposal:
+    draft_token_ids: torch.Tensor  # [num_reqs, max_num_draft] int64, padded with -1
+    num_draft_tokens: tuple[int, ...]  # [num_reqs] may be fewer than asked (n-gram finds no match)
+    draft_probs: torch.Tensor | None  # [num_reqs, max_num_draft, vocab] or None for deterministic drafts
+
+
+class Proposer(Protocol):
+    name: str
+    # Which target hidden states the proposer consumes: () = none, (-1,) = final
+    # normed hidden state, else HF `hidden_states` indices (EAGLE-3 aux layers).
+    target_feature_layers: tuple[int, ...]
+
+    def kv_cache_spec(self) -> KVCacheSpec | None:
+        """Spec of the proposer's own paged KV (same block ids as the target), or None."""
+
+    def bind_kv_cache(self, kv_cache: KVCache | None) -> None: ...
+
+    def propose(self, inp: ProposeInput) -> DraftProposal: ...
+
+    def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+        """Accepted drafts per request of the round just verified."""
+
+    def free(self, request_id: str) -> None:
+        """Forget a finished or preempted request."""
+
+    def describe(self) -> dict[str, object]:
+        """JSON-serialisable facts for the run manifest (checkpoint dialect, resolved layers, ...)."""

@@ -1,0 +1,46 @@
+"""Registry of proposers. `none` has no proposer object: the engine decodes plainly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.config import EngineConfig
+from specbench.registry import Registry
+from specbench.spec.proposer import Proposer
+
+
+@dataclass(frozen=True)
+class ProposerContext:
+    config: EngineConfig
+    target: object  # specbench.models.loader.LoadedModel
+    attn_backend: object
+    dtype: torch.dtype
+    device: torch.device
+
+
+PROPOSERS: Registry[Proposer | None] = Registry("speculative method")
+
+
+@PROPOSERS.register("none")
+def _none(ctx: ProposerContext) -> None:
+    return None
+
+
+@PROPOSERS.register("ngram")
+def _ngram(ctx: ProposerContext) -> Proposer:
+    from specbench.spec.ngram import NgramProposer
+
+    return NgramProposer(ctx.config.ngram_min, ctx.config.ngram_max, ctx.device)
+
+
+@PROPOSERS.register("draft")
+def _draft(ctx: ProposerContext) -> Proposer:
+    from specbench.spec.draft_model import load_draft_proposer
+
+    return load_draft_proposer(ctx)
+
+
+def create_proposer(ctx: ProposerContext) -> Proposer | None:
+    return PROPOSERS.create(ctx.config.method, ctx)

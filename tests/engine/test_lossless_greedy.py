@@ -1,0 +1,53 @@
+"""Greedy speculative output == plain output == HF generate, under preemption and concurrency."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench import LLM, SamplingParams
+
+MAX_TOKENS = 24
+
+
+def _run(target, prompts, **kwargs):
+    llm = LLM(target, dtype="fp32", device="cpu", block_size=4, max_concurrency=4, **kwargs)
+    outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    return llm, outs
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_pair, prompt_ids):
+    _, outs = _run(tiny_pair[0], prompt_ids)
+    return [list(o.output_token_ids) for o in outs]
+
+
+def test_plain_matches_hf(plain, hf_greedy):
+    assert plain == hf_greedy(MAX_TOKENS)
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+@pytest.mark.parametrize("num_steps", [1, 2, 4])
+def test_speculative_is_token_identical_under_preemption(tiny_pair, prompt_ids, plain, hf_greedy, method, num_steps):
+    target, draft = tiny_pair
+    # 26 blocks of 4 tokens cannot hold 4 concurrent requests of up to 40 + 24 + k tokens: forces preemption.
+    llm, outs = _run(target, prompt_ids, method=method, num_steps=num_steps, num_kv_blocks=26,
+                     draft=draft if method == "draft" else None, ngram_min=1, ngram_max=3)
+    got = [list(o.output_token_ids) for o in outs]
+    assert got == plain
+    assert got == hf_greedy(MAX_TOKENS)
+    assert sum(o.stats.num_preemptions for o in outs) > 0, "pool was meant to force preemption"
+    drafted = sum(o.stats.num_draft_tokens for o in outs)
+    accepted = sum(o.stats.num_accepted_tokens for o in outs)
+    assert drafted > 0
+    rate = accepted / drafted
+    if method == "draft":
+        # A perturbed copy of the target: realistic, neither broken (~0) nor identical (1).
+        assert 0.3 < rate < 0.98, rate
+    else:
+        assert rate > 0.05, rate
+    for o in outs:
+        s = o.stats
+        assert sum(s.tokens_per_emission) == len(o.output_token_ids) == MAX_TOKENS
+        assert s.num_accepted_per_pos[0] <= s.num_drafted_per_pos[0]
+        assert sum(s.num_accepted_per_pos) == s.num_accepted_tokens
+        assert sum(s.num_drafted_per_pos) == s.num_draft_tokens
