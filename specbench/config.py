@@ -6,12 +6,16 @@ from dataclasses import asdict, dataclass
 
 from specbench.errors import SpecbenchError
 
+# How EAGLE-3 aux-layer ids are read: the checkpoint field's own convention, HF hidden_states
+# indices (vLLM, speculators), or layer-output ids (SGLang: hidden_states[id + 1]).
+EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
+
 
 @dataclass(frozen=True)
 class EngineConfig:
     target: str  # HF dir, hub id, .gguf file, or (load_format="dummy") a preset name
-    method: str = "none"  # proposer name: none | ngram | draft | (later) eagle, eagle3
-    draft: str | None = None  # draft model source for methods that load one
+    method: str = "none"  # proposer name: none | ngram | draft | eagle | eagle3
+    draft: str | None = None  # draft model (method draft) or EAGLE head (eagle, eagle3) source
     num_steps: int = 0  # drafts per round (k); 0 = plain decoding
     dtype: str = "auto"  # fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)
     device: str = "auto"
@@ -28,6 +32,9 @@ class EngineConfig:
     attention_backend: str = "torch"
     ngram_min: int = 1
     ngram_max: int = 4
+    # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
+    eagle_aux_layer_ids: tuple[int, ...] | None = None
+    eagle_aux_convention: str = "auto"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -45,6 +52,15 @@ class EngineConfig:
             raise SpecbenchError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.ngram_min < 1 or self.ngram_max < self.ngram_min:
             raise SpecbenchError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
+            raise SpecbenchError(
+                f"unknown eagle_aux_convention {self.eagle_aux_convention!r}; "
+                f"supported: {', '.join(EAGLE_AUX_CONVENTIONS)}"
+            )
+        if self.eagle_aux_layer_ids is not None:
+            if not self.eagle_aux_layer_ids or not all(isinstance(i, int) for i in self.eagle_aux_layer_ids):
+                raise SpecbenchError(f"eagle_aux_layer_ids must be non-empty integers, got {self.eagle_aux_layer_ids}")
+            object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
 
     def to_dict(self) -> dict:
         return asdict(self)

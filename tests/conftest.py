@@ -7,8 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ["SPECBENCH_DEBUG_INVARIANTS"] = "1"
+# Test models are tiny: per-op OpenMP fork/join across the 2 CI cores costs more than it saves
+# (measured 5-10x slower decode steps with 2 threads than with 1).
+torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 

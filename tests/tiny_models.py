@@ -158,7 +158,8 @@ def derive_draft(target_dir: str | Path, out_dir: str | Path, *, noise: float = 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
-    gen = torch.Generator().manual_seed(seed)
+    # Offset so a draft seed never replays a build seed's stream (noise = the weights themselves).
+    gen = torch.Generator().manual_seed(1_000_000_007 + seed)  # CPU generators keep only 32 seed bits
     for _, param in sorted(model.named_parameters()):
         param.add_(noise * param.std() * torch.randn(param.shape, generator=gen))
     if num_layers is not None:

@@ -17,6 +17,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Benchmark and regression-test speculative decoding."""
+
+
 def _register() -> None:
     from specbench.cli import generate  # noqa: F401  (commands register on import)
 
@@ -25,22 +30,12 @@ _register()
 
 
 def main() -> None:
+    """Console entry point: a user-caused error is one line on stderr and exit status 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except SpecbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors arrive here with standalone_mode=False
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        raise

@@ -38,6 +38,8 @@ def generate(
     max_model_len: o.MaxModelLen = None,
     ngram_min: o.NgramMin = 1,
     ngram_max: o.NgramMax = 4,
+    eagle_aux_layer_ids: o.EagleAuxLayerIds = None,
+    eagle_aux_convention: o.EagleAuxConvention = "auto",
     seed: o.Seed = 0,
 ) -> None:
     """Generate for PROMPTs and print each output with its acceptance statistics."""
@@ -71,6 +73,8 @@ def generate(
         max_model_len=max_model_len,
         ngram_min=ngram_min,
         ngram_max=ngram_max,
+        eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
+        eagle_aux_convention=eagle_aux_convention,
         seed=seed,
     )
     print_generation(report)

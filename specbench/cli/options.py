@@ -9,8 +9,10 @@ import typer
 Target = Annotated[
     str, typer.Option("--target", help="HF dir, hub id, .gguf file, preset (with --load-format dummy), or 'default'")
 ]
-Draft = Annotated[Optional[str], typer.Option("--draft", help="draft model for --method draft")]
-Method = Annotated[str, typer.Option("--method", help="speculative method: none | ngram | draft")]
+Draft = Annotated[
+    Optional[str], typer.Option("--draft", help="draft model (--method draft) or EAGLE head dir (eagle, eagle3)")
+]
+Method = Annotated[str, typer.Option("--method", help="speculative method: none | ngram | draft | eagle | eagle3")]
 Dtype = Annotated[str, typer.Option("--dtype", help="fp32 | bf16 | fp16 | auto")]
 Device = Annotated[str, typer.Option("--device", help="cpu | cuda | cuda:N | auto")]
 LoadFormat = Annotated[str, typer.Option("--load-format", help="auto | safetensors | gguf | pt | dummy")]
@@ -23,4 +25,28 @@ MaxConcurrency = Annotated[int, typer.Option("--max-concurrency", help="max runn
 MaxModelLen = Annotated[Optional[int], typer.Option("--max-model-len", help="context limit (default: model's)")]
 NgramMin = Annotated[int, typer.Option("--ngram-min", help="shortest n-gram to match (ngram method)")]
 NgramMax = Annotated[int, typer.Option("--ngram-max", help="longest n-gram to match (ngram method)")]
+EagleAuxLayerIds = Annotated[
+    Optional[str],
+    typer.Option("--eagle-aux-layer-ids", help="EAGLE-3 aux layer ids overriding the head's, e.g. '2,16,29'"),
+]
+EagleAuxConvention = Annotated[
+    str,
+    typer.Option(
+        "--eagle-aux-convention",
+        help="how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output",
+    ),
+]
 Seed = Annotated[int, typer.Option("--seed", help="engine seed (dummy weights, unseeded requests)")]
+
+
+def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
+    """'2, 16,29' -> (2, 16, 29); None stays None."""
+    if text is None:
+        return None
+    from specbench.errors import SpecbenchError
+
+    try:
+        ids = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise SpecbenchError(f"--eagle-aux-layer-ids takes comma-separated integers, got {text!r}") from None
+    return ids

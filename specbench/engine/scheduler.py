@@ -60,6 +60,9 @@ class Scheduler:
     def _schedule_prefill(self, now: float) -> ScheduledBatch | None:
         admitted: list[Request] = []
         num_tokens = 0
+        # Blocks the admitted requests will need for their first decode round, beyond their prompt.
+        num_reserved = 0
+        bm = self.block_manager
         for request in list(self.waiting):
             if len(self.running) + len(admitted) >= self.max_concurrency:
                 break
@@ -69,10 +72,13 @@ class Scheduler:
             n = request.num_tokens
             if admitted and num_tokens + n > self.max_num_batched_tokens:
                 break
-            # Keep room for the first decode round so admission never forces an immediate preemption.
-            if not self.block_manager.can_grow(request.block_table, n + 1 + self.num_steps):
+            # Keep room for every admitted request's first decode round so admission never
+            # forces an immediate preemption.
+            first_round = n + 1 + self.num_steps
+            if bm.num_missing_blocks(request.block_table, first_round) + num_reserved > bm.num_free_blocks:
                 break
-            self.block_manager.grow(request.block_table, n)
+            bm.grow(request.block_table, n)
+            num_reserved += bm.num_missing_blocks(request.block_table, first_round)
             self.waiting.remove(request)
             request.status = RequestStatus.RUNNING
             admitted.append(request)

@@ -42,5 +42,19 @@ def _draft(ctx: ProposerContext) -> Proposer:
     return load_draft_proposer(ctx)
 
 
+@PROPOSERS.register("eagle")
+def _eagle(ctx: ProposerContext) -> Proposer:
+    from specbench.spec.eagle.proposer import load_eagle_proposer
+
+    return load_eagle_proposer(ctx, "eagle")
+
+
+@PROPOSERS.register("eagle3")
+def _eagle3(ctx: ProposerContext) -> Proposer:
+    from specbench.spec.eagle.proposer import load_eagle_proposer
+
+    return load_eagle_proposer(ctx, "eagle3")
+
+
 def create_proposer(ctx: ProposerContext) -> Proposer | None:
     return PROPOSERS.create(ctx.config.method, ctx)

@@ -27,20 +27,34 @@ def prompt_ids() -> list[list[int]]:
 
 
 @pytest.fixture(scope="session")
-def hf_greedy(tiny_pair, prompt_ids):
-    """HF transformers' own greedy generate on the same weights: the independent oracle."""
+def hf_greedy(tiny_pair, prompt_ids, engine_env):
+    """HF transformers' own greedy generate on the same weights: the independent oracle (cached per length)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_pair[0], dtype=torch.float32).eval()
+    device, dtype = engine_env
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    model = AutoModelForCausalLM.from_pretrained(tiny_pair[0], dtype=torch_dtype).to(device).eval()
     model.generation_config.eos_token_id = None
+    cache: dict[int, list[list[int]]] = {}
 
     def run(max_new_tokens: int) -> list[list[int]]:
-        outs = []
-        for ids in prompt_ids:
-            x = torch.tensor([ids])
-            y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, do_sample=False,
-                               pad_token_id=0)
-            outs.append(y[0, len(ids):].tolist())
-        return outs
+        if max_new_tokens not in cache:
+            outs = []
+            for ids in prompt_ids:
+                x = torch.tensor([ids], device=device)
+                y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                                   do_sample=False, pad_token_id=0)
+                outs.append(y[0, len(ids):].tolist())
+            cache[max_new_tokens] = outs
+        return cache[max_new_tokens]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def engine_env():
+    """(device, dtype) the engine tests run on: CPU fp32 by default; the GPU script sets cuda and bf16/fp32."""
+    import os
+
+    return os.environ.get("SPECBENCH_TEST_DEVICE", "cpu"), os.environ.get("SPECBENCH_TEST_DTYPE", "fp32")
+

@@ -1,0 +1,166 @@
+"""EAGLE heads for the tiny test targets, written in every real checkpoint dialect.
+
+Each head is fitted once to its target (eagle_heads_fit.py) and cached under <repo>/.cache/eagle_heads/,
+keyed by the fitting recipe and the target's weights. Variants then write the same fitted tensors in
+their on-disk format: EAGLE-1 (.bin or safetensors, with/without fc bias), EAGLE-3 native (`midlayer.*`,
+LlamaForCausalLMEagle3, nested eagle_config or top-level aux ids) and EAGLE-3 speculators.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from eagle_heads_fit import FitRecipe, fit_head
+from safetensors.torch import load_file, save_file
+from tiny_models import REPO_ROOT, build_tiny_model
+
+from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
+
+CACHE_DIR = REPO_ROOT / ".cache" / "eagle_heads"
+TARGETS = {"t2": dict(num_layers=2, seed=0), "t4": dict(num_layers=4, seed=3)}
+AUX_HF_INDICES = (1, 2, 4)  # of the 4-layer target: low, mid, and the last layer's (pre-norm) output
+RECIPES = {
+    "e1-bias": FitRecipe("eagle1", fc_bias=True),
+    "e1-nobias": FitRecipe("eagle1", fc_bias=False),
+    "e3-native": FitRecipe("eagle3", draft_vocab_size=512, aux_hf_indices=AUX_HF_INDICES, rope_theta=20000.0),
+    "e3-spec": FitRecipe("eagle3", norm_before_residual=True, aux_hf_indices=AUX_HF_INDICES, rope_theta=20000.0),
+}
+
+
+@dataclass(frozen=True)
+class HeadVariant:
+    target: str  # key of TARGETS
+    recipe: str  # key of RECIPES
+    method: str  # engine method: eagle | eagle3
+    dialect: str
+    weights_file: str = "model.safetensors"  # or pytorch_model.bin (needs allow_pickle)
+    config_bias: bool | None = None  # EAGLE-1 config "bias"; None = omitted (reference default: True)
+    own_embed: bool = False  # ship a copy of the target's embedding as embed_tokens.weight
+    aux_field: str = "top"  # EAGLE-3 ids: "top" (hidden_states indices) | "nested" (eagle_config, layer outputs)
+    architectures_marker: bool = True  # native EAGLE-3: declare LlamaForCausalLMEagle3
+
+
+VARIANTS = {
+    "eagle1-bias-bin": HeadVariant("t2", "e1-bias", "eagle", EAGLE1, weights_file="pytorch_model.bin"),
+    "eagle1-nobias": HeadVariant("t2", "e1-nobias", "eagle", EAGLE1, config_bias=False, own_embed=True),
+    "eagle3-native-nested": HeadVariant("t4", "e3-native", "eagle3", EAGLE3_NATIVE, aux_field="nested"),
+    "eagle3-native-flat": HeadVariant("t4", "e3-native", "eagle3", EAGLE3_NATIVE, architectures_marker=False),
+    "eagle3-speculators": HeadVariant("t4", "e3-spec", "eagle3", EAGLE3_SPECULATORS),
+}
+
+
+def build_target(root: Path, name: str) -> Path:
+    out = root / name
+    if not (out / "config.json").exists():
+        build_tiny_model(out, "llama", **TARGETS[name])
+    return out
+
+
+def _weights_digest(target_dir: Path) -> str:
+    h = hashlib.sha256()
+    for key, tensor in sorted(load_file(target_dir / "model.safetensors").items()):
+        h.update(key.encode())
+        h.update(tensor.contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def fitted_tensors(target_dir: Path, recipe_name: str) -> dict[str, torch.Tensor]:
+    """Canonical-name tensors of the head fitted for `recipe_name` on this target (cached on disk)."""
+    recipe = RECIPES[recipe_name]
+    key = hashlib.sha256((recipe.key() + _weights_digest(target_dir)).encode()).hexdigest()[:24]
+    path = CACHE_DIR / f"{recipe_name}-{key}.safetensors"
+    if path.exists():
+        return load_file(path)
+    tensors = fit_head(str(target_dir), recipe)
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
+    os.close(fd)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, tmp)
+    os.replace(tmp, path)  # atomic: concurrent workers never read a half-written file
+    return tensors
+
+
+def layer_config(target_dir: Path, recipe: FitRecipe) -> dict:
+    """The head's decoder-layer config as real heads ship it (plain Llama fields, old-style rope_theta)."""
+    t = json.loads((target_dir / "config.json").read_text())
+    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+            "vocab_size", "rms_norm_eps", "max_position_embeddings", "bos_token_id", "eos_token_id")
+    return {"model_type": "llama", **{k: t[k] for k in keys}, "num_hidden_layers": 1, "hidden_act": "silu",
+            "rope_theta": recipe.rope_theta, "tie_word_embeddings": False, "torch_dtype": "float32"}
+
+
+def write_head(out_dir: Path, tensors: dict[str, torch.Tensor], variant: HeadVariant, target_dir: Path) -> Path:
+    recipe = RECIPES[variant.recipe]
+    layer = layer_config(target_dir, recipe)
+    tensors = dict(tensors)
+    if variant.own_embed:
+        tensors["embed_tokens.weight"] = load_file(target_dir / "model.safetensors")["model.embed_tokens.weight"]
+    if variant.dialect == EAGLE1:
+        config = {"architectures": ["LlamaForCausalLM"], **layer}
+        if variant.config_bias is not None:
+            config["bias"] = variant.config_bias
+    elif variant.dialect == EAGLE3_NATIVE:
+        config = eagle3_native_config(layer, recipe.draft_vocab_size or layer["vocab_size"], variant)
+        tensors = {_native_name(k): v for k, v in tensors.items()}
+    else:
+        config = speculators_config(layer, recipe)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
+    if variant.weights_file.endswith(".bin"):
+        torch.save(tensors, out_dir / variant.weights_file)
+    else:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, out_dir / variant.weights_file)
+    return out_dir
+
+
+def eagle3_native_config(layer: dict, draft_vocab_size: int, variant: HeadVariant) -> dict:
+    arch = "LlamaForCausalLMEagle3" if variant.architectures_marker else "LlamaForCausalLM"
+    config = {"architectures": [arch], **layer, "draft_vocab_size": draft_vocab_size}
+    if variant.aux_field == "nested":  # SGLang/SpecForge: layer-output ids, hidden_states index - 1
+        config["eagle_config"] = {
+            "eagle_aux_hidden_state_layer_ids": [i - 1 for i in AUX_HF_INDICES], "use_aux_hidden_state": True,
+            "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True, "next_layer_regular": True,
+            "parallel_draft_step": 1,
+        }
+    elif variant.aux_field == "top":
+        config["eagle_aux_hidden_state_layer_ids"] = list(AUX_HF_INDICES)
+    return config
+
+
+def speculators_config(layer: dict, recipe: FitRecipe) -> dict:
+    return {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "speculators_version": "0.1.0",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
+                                  "accept_tolerance": 0.0}],
+            "default_proposal_method": "greedy",
+            "verifier": {"name_or_path": "tiny-llama-4l", "architectures": ["LlamaForCausalLM"]},
+        },
+        "transformer_layer_config": {"architectures": ["LlamaForCausalLM"], **layer},
+        "draft_vocab_size": recipe.draft_vocab_size or layer["vocab_size"],
+        "norm_before_residual": recipe.norm_before_residual,
+        "target_hidden_size": None,
+        "eagle_aux_hidden_state_layer_ids": list(recipe.aux_hf_indices),
+    }
+
+
+def _native_name(canonical: str) -> str:
+    return "midlayer." + canonical.removeprefix("layers.0.") if canonical.startswith("layers.0.") else canonical
+
+
+def build_head_dir(root: Path, variant_name: str, target_dir: Path) -> Path:
+    """Fit (or load from cache) the variant's head and write it under root/variant_name."""
+    variant = VARIANTS[variant_name]
+    out = root / variant_name
+    if not (out / "config.json").exists():
+        write_head(out, fitted_tensors(target_dir, variant.recipe), variant, target_dir)
+    return out

@@ -1,0 +1,71 @@
+"""GGUF checkpoints load through transformers' GGUF reader into our model, tokenizer included."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+import torch
+from tiny_models import CHAT_TEMPLATE, gsm8k_questions, load_tiny_tokenizer, write_gguf
+
+from specbench.attention import build_metadata
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache
+from specbench.models import apply_chat_template, load_model
+
+pytest.importorskip("gguf")
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tiny_model_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gguf")
+    write_gguf(tiny_model_dir, out / "tiny-llama-f32.gguf")
+    return out
+
+
+def load(source):
+    return load_model(str(source), dtype=torch.float32, device=CPU, attn_backend="torch")
+
+
+def logits(model, ids):
+    kv = KVCache(model.kv_cache_spec(), 16, 4, CPU)
+    md = build_metadata(positions=list(range(len(ids))), num_query=[len(ids)], seq_lens=[len(ids)],
+                        block_tables=[[9, 3, 12, 1, 6, 0, 15, 2]], block_size=4, device=CPU)
+    with torch.no_grad():
+        return model.compute_logits(model(torch.tensor(ids), md, kv).hidden_states)
+
+
+def test_gguf_matches_safetensors_checkpoint(tiny_model_dir, gguf_dir):
+    by_file = load(gguf_dir / "tiny-llama-f32.gguf")
+    by_dir = load(gguf_dir)
+    reference = load(tiny_model_dir)
+    assert by_file.info.kind == by_dir.info.kind == "gguf"
+    assert by_file.info.weights_sha256 == by_dir.info.weights_sha256 is not None
+    text = gsm8k_questions("test")[5]
+    ids = reference.tokenizer(text)["input_ids"][:30]
+    assert by_file.tokenizer(text)["input_ids"][:30] == ids
+    assert (logits(by_file.model, ids) - logits(reference.model, ids)).abs().max() < 1e-4
+    messages = [{"role": "user", "content": "How many apples?"}]
+    assert apply_chat_template(by_file.tokenizer, messages) == apply_chat_template(load_tiny_tokenizer(), messages)
+    assert by_file.tokenizer.chat_template == CHAT_TEMPLATE
+
+
+def test_directory_with_two_ggufs_is_ambiguous(gguf_dir, tmp_path):
+    shutil.copytree(gguf_dir, tmp_path / "two")
+    shutil.copy(gguf_dir / "tiny-llama-f32.gguf", tmp_path / "two" / "copy.gguf")
+    with pytest.raises(SpecbenchError, match="several GGUF files"):
+        load(tmp_path / "two")
+
+
+def test_missing_gguf_package_says_what_to_install(gguf_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # makes `import gguf` raise ImportError
+    with pytest.raises(SpecbenchError, match="pip install gguf accelerate"):
+        load(gguf_dir)
+
+
+def test_corrupt_gguf_is_a_clear_error(tmp_path):
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(SpecbenchError, match="broken.gguf"):
+        load(tmp_path / "broken.gguf")
