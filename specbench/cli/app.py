@@ -23,7 +23,7 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from specbench.cli import generate  # noqa: F401  (commands register on import)
+    from specbench.cli import bench_presets, demo, generate, sweep  # noqa: F401  (commands register on import)
 
 
 _register()

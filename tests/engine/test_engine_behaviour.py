@@ -18,6 +18,8 @@ def _device() -> str:
 def _llm(target, **kwargs):
     kwargs.setdefault("block_size", 4)
     kwargs.setdefault("max_concurrency", 4)
+    if "num_kv_blocks" not in kwargs:
+        kwargs.setdefault("kv_cache_gb", 0.25)  # on a GPU the default budget would take most of the card
     return LLM(target, dtype="fp32", device=_device(), **kwargs)
 
 

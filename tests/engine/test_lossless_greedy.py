@@ -16,6 +16,8 @@ MAX_TOKENS = 24
 
 def _run(target, prompts, engine_env, **kwargs):
     device, dtype = engine_env
+    if "num_kv_blocks" not in kwargs:
+        kwargs["kv_cache_gb"] = 0.25  # on a GPU the default budget would take most of the card per engine
     llm = LLM(target, dtype=dtype, device=device, block_size=4, max_concurrency=4, **kwargs)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
     return llm, outs

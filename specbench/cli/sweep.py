@@ -1,0 +1,92 @@
+"""`specbench sweep`: a grid of cells over one engine, every number written to parquet under results/<run-id>/."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Annotated, Optional
+
+import typer
+
+from specbench.cli import options as o
+from specbench.cli.app import app
+
+
+def sweep(
+    ctx: typer.Context,
+    workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench | random")] = "gsm8k",
+    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root (else $SPECBENCH_DATA_DIR, "
+                                                    "else the hub)")] = None,
+    limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = None,
+    shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples (default 5)")] = None,
+    chat_template: Annotated[Optional[bool], typer.Option("--chat-template/--no-chat-template",
+                                                          help="apply the tokenizer's chat template "
+                                                          "(default: on for chat workloads)")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="max new tokens (default: "
+                                                      "the workload's)")] = None,
+    input_len: Annotated[Optional[int], typer.Option("--input-len", help="random workload prompt length")] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", help="random workload output length")] = None,
+    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="requests in flight, e.g. 1,16,64")] = "1",
+    temperature: Annotated[str, typer.Option("--temperature", "-t", help="e.g. 0,1; 'default' = the workload's "
+                                             "per-sample temperature")] = "0",
+    num_steps: Annotated[Optional[str], typer.Option("--num-steps", "-k", help="draft tokens per round, e.g. "
+                                                     "0,1,3,5 (default: 0,1,3,5 with a method, else 0)")] = None,
+    speedup: Annotated[bool, typer.Option("--speedup/--no-speedup", help="add the num-steps 0 baseline "
+                                          "(speedup, answer agreement)")] = True,
+    top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
+    top_k: Annotated[int, typer.Option("--top-k")] = -1,
+    request_rate: Annotated[float, typer.Option("--request-rate", help="arrivals/s; inf = all at once under the "
+                                                "concurrency cap")] = math.inf,
+    burstiness: Annotated[float, typer.Option("--burstiness", help="gamma shape of arrival gaps "
+                                              "(1 = Poisson, < 1 burstier)")] = 1.0,
+    warmup: Annotated[int, typer.Option("--warmup", help="unmeasured requests before each cell")] = 1,
+    repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
+    seed: o.Seed = 0,
+    target: o.Target = "default",
+    method: o.Method = "none",
+    draft: o.Draft = None,
+    dtype: o.Dtype = "auto",
+    device: o.Device = "auto",
+    load_format: o.LoadFormat = "auto",
+    allow_pickle: o.AllowPickle = False,
+    tokenizer: o.Tokenizer = None,
+    kv_cache_gb: o.KvCacheGb = None,
+    gpu_memory_utilization: o.GpuMemUtil = 0.85,
+    block_size: o.BlockSize = 16,
+    max_model_len: o.MaxModelLen = None,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens")] = 8192,
+    ngram_min: o.NgramMin = 1,
+    ngram_max: o.NgramMax = 4,
+    label: Annotated[Optional[str], typer.Option("--label", help="tag stored with every row, e.g. "
+                                                 "before / after")] = None,
+    results_dir: Annotated[str, typer.Option("--results-dir", help="parent of the run directory")] = "results",
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="default: <time>-<config hash>")] = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="finish the missing cells of RUN_DIR")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+) -> None:
+    """Run the cartesian grid concurrency x temperature x num-steps (x repeats) and write results/<run-id>/."""
+    from specbench.bench.grid import default_num_steps, parse_int_list, parse_temperature_list
+    from specbench.bench.report import format_report
+    from specbench.bench.sweep import run_sweep
+    from specbench.bench.sweep_config import SweepConfig
+
+    values = dict(ctx.params)
+    values.update(
+        concurrency=parse_int_list(concurrency, "--concurrency"),
+        temperature=parse_temperature_list(temperature),
+        num_steps=default_num_steps(method) if num_steps is None else parse_int_list(num_steps, "--num-steps"),
+    )
+    fields = {f.name for f in dataclasses.fields(SweepConfig)}
+    # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
+    fixed = ctx.meta.get("specbench.fixed", {})
+    explicit = {name for name in ctx.params if _is_explicit(ctx, name)} | (fields - set(ctx.params))
+    report = run_sweep(SweepConfig(**values, **fixed), explicit=explicit & fields)
+    print(format_report(report))
+
+
+def _is_explicit(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+app.command("sweep")(sweep)
