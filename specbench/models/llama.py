@@ -6,8 +6,8 @@ Attention goes through an `AttentionBackend`, which also writes K/V. Projections
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 import torch.nn.functional as F

@@ -7,16 +7,16 @@ import json
 import os
 import pickle
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from specbench.attention.backend import AttentionBackend, create_backend
 from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
-from specbench.models.gguf_loader import find_gguf, load_gguf
+from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
 from specbench.models.presets import MODEL_PRESETS, get_preset
 from specbench.models.tokenizer import has_tokenizer_files, load_tokenizer
@@ -81,10 +81,10 @@ def load_model(
     if not path.exists():
         path, hub_id = _download(source), source
     gguf_path = find_gguf(path)
+    gguf_sha256 = None
     if gguf_path is not None:
-        model, config, tokenizer = load_gguf(gguf_path, dtype=dtype, device=device, attn_backend=attn_backend)
-        info = ModelSource("gguf", str(gguf_path), _sha256([gguf_path]), (gguf_path.name,), hub_id)
-        return LoadedModel(model, config, tokenizer, info)
+        gguf_sha256 = _sha256([gguf_path])
+        path = convert_gguf(gguf_path, gguf_sha256)
     if path.is_file():
         raise SpecbenchError(f"{path} is a file; expected a model directory (config.json + weights) or a .gguf file")
     config = read_config(path / "config.json")
@@ -92,7 +92,11 @@ def load_model(
     model = DecoderLM(config, attn_backend, dtype or _auto_dtype(config), device)
     model.load_weights(_read_tensors(files))
     tokenizer = load_tokenizer(path) if has_tokenizer_files(path) else None
-    info = ModelSource("hub" if hub_id else "hf_dir", str(path), _sha256(files), tuple(f.name for f in files), hub_id)
+    if gguf_path is not None:
+        info = ModelSource("gguf", str(gguf_path), gguf_sha256, (gguf_path.name,), hub_id)
+    else:
+        kind = "hub" if hub_id else "hf_dir"
+        info = ModelSource(kind, str(path), _sha256(files), tuple(f.name for f in files), hub_id)
     return LoadedModel(model, config, tokenizer, info)
 
 
@@ -195,7 +199,7 @@ def _sha256(files: list[Path]) -> str:
     digests = [_file_sha256(f) for f in files]
     if len(files) == 1:
         return digests[0]
-    lines = "".join(f"{f.name} {d}\n" for f, d in zip(files, digests))
+    lines = "".join(f"{f.name} {d}\n" for f, d in zip(files, digests, strict=True))
     return hashlib.sha256(lines.encode()).hexdigest()
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tiny_models import build_tiny_model, gsm8k_questions, load_tiny_tokenizer
 
-from specbench.attention import build_metadata, create_backend
+from specbench.attention import build_metadata
 from specbench.kv.kv_cache import KVCache
 from specbench.models import DecoderLM
 from specbench.models.loader import load_model
@@ -44,7 +44,7 @@ def pair(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def texts() -> list[list[int]]:
     tok = load_tiny_tokenizer()
-    return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:3], (23, 17, 30))]
+    return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:3], (23, 17, 30), strict=True)]
 
 
 def hf_logits_and_hidden(hf, ids: list[int]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:

