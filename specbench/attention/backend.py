@@ -39,5 +39,12 @@ def _torch_backend() -> AttentionBackend:
     return TorchPagedAttention()
 
 
+@ATTENTION_BACKENDS.register("triton")
+def _triton_backend() -> AttentionBackend:
+    from specbench.attention.triton_backend import TritonPagedAttention
+
+    return TritonPagedAttention()
+
+
 def create_backend(name: str) -> AttentionBackend:
     return ATTENTION_BACKENDS.create(name)

@@ -1,0 +1,59 @@
+"""Paged attention through the Triton kernels: KV store, then one ragged causal attention launch per layer.
+
+Same metadata contract as the torch reference; dtypes other than fp16/bf16/fp32 go through the reference instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.attention.invariants import check_metadata, invariants_enabled
+from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.torch_ref import TorchPagedAttention
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+class TritonPagedAttention:
+    name = "triton"
+
+    def __init__(self) -> None:
+        try:
+            from specbench.kernels.kv_store import store_kv
+            from specbench.kernels.paged_attention import paged_attention, runs_on
+            from specbench.kernels.runtime import CPU_HINT
+        except ImportError as e:
+            raise SpecbenchError(f"attention backend 'triton' needs the triton package ({e})") from None
+        self._store_kv, self._paged_attention, self._runs_on = store_kv, paged_attention, runs_on
+        self._cpu_hint = CPU_HINT
+        self._fallback = TorchPagedAttention()
+        self.check_invariants = invariants_enabled()
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        if self.check_invariants:
+            check_metadata(md, where)
+        if not self._runs_on(md.seq_lens.device):
+            raise SpecbenchError(
+                f"attention backend 'triton' runs on CUDA, not {md.seq_lens.device.type}; "
+                f"use attention backend 'torch' there ({self._cpu_hint})"
+            )
+
+    def forward(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
+        v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
+        if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
+            return self._fallback.forward(layer, q, k, v, kv_cache, md)
+        self._store_kv(k, v, k_cache, v_cache, md.slot_mapping)
+        return self._paged_attention(
+            q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
+            max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
+        )
