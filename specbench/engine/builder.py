@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -31,6 +32,38 @@ class EngineParts:
     stop_checker: StopChecker
     num_kv_blocks: int
     kv_pool_note: str  # how the pool was sized, for the manifest
+    attention_backend: str  # resolved name
+    verifier: str  # resolved name
+    verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
+
+
+def _triton_usable(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_kernel_choice(name: str, device: torch.device, what: str) -> str:
+    """`auto` picks triton on CUDA when triton imports, else the torch reference."""
+    if name == "auto":
+        return "triton" if _triton_usable(device) else "torch"
+    if name not in ("torch", "triton"):
+        raise SpecbenchError(f"unknown {what} {name!r}; supported: auto, torch, triton")
+    return name
+
+
+def select_verifier(name: str) -> Callable:
+    if name == "triton":
+        from specbench.kernels.verify import verify_triton
+
+        return verify_triton
+    from specbench.spec.verifier import verify
+
+    return verify
 
 
 def resolve_device(name: str) -> torch.device:
@@ -77,7 +110,11 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     torch.manual_seed(config.seed)
-    backend = create_backend(config.attention_backend)
+    if config.synthetic_acceptance is not None and config.method == "none":
+        raise SpecbenchError("--synthetic-acceptance needs a speculative method (its drafts are what gets accepted)")
+    backend_name = resolve_kernel_choice(config.attention_backend, device, "attention backend")
+    verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
+    backend = create_backend(backend_name)
     target = load_model(
         config.target,
         dtype=dtype,
@@ -121,4 +158,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         stop_checker=StopChecker(tokenizer, eos_token_ids(target.config, tokenizer), max_model_len),
         num_kv_blocks=num_blocks,
         kv_pool_note=note,
+        attention_backend=backend_name,
+        verifier=verifier_name,
+        verify_fn=select_verifier(verifier_name),
     )

@@ -18,7 +18,7 @@ from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.spec.proposer import ProposeInput
 from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator, sample
-from specbench.spec.verifier import verify
+from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
 class LLMEngine:
@@ -36,6 +36,12 @@ class LLMEngine:
         self.block_size = config.block_size
         self.num_steps = config.num_steps
         self.pool_tokens = p.num_kv_blocks * config.block_size
+        self.verify_fn = p.verify_fn
+        self.synthetic_conditional = None
+        if config.synthetic_acceptance is not None:
+            rates = conditional_rates(config.synthetic_acceptance)
+            self.synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
+            self.synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.step_stats: list[StepStats] = []
         self._requests: dict[str, Request] = {}
         self._ids = itertools.count()
@@ -189,7 +195,11 @@ class LLMEngine:
         out = self.runner.verify(inp)
         timer.stop("target")
         timer.start("sample")
-        result = verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
+        if proposal is not None and self.synthetic_conditional is not None:
+            result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
+                                      self.synthetic_conditional, self.synthetic_generator)
+        else:
+            result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
         output_rows = result.output_token_ids.tolist()  # the step's one host sync
         accepted = result.num_accepted.tolist()

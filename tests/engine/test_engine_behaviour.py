@@ -98,3 +98,26 @@ def test_impossible_configs_fail_clearly(tiny_pair, prompt_ids, kwargs, match):
     with pytest.raises(SpecbenchError, match=match):
         llm = _llm(target, **kwargs)
         llm.generate(prompt_ids[:1], SamplingParams(max_tokens=8))
+
+
+def test_synthetic_acceptance_forces_the_per_position_rates(tiny_pair, prompt_ids):
+    target, draft = tiny_pair
+    rates = (0.73, 0.52, 0.35)
+    llm = _llm(target, method="draft", draft=draft, num_steps=3, synthetic_acceptance=rates, max_concurrency=8)
+    outs = llm.generate(prompt_ids * 4, SamplingParams(max_tokens=40, ignore_eos=True))
+    rounds = sum(o.stats.num_draft_rounds for o in outs)
+    accepted_pos = [sum(o.stats.num_accepted_per_pos[i] for o in outs) for i in range(3)]
+    drafted_pos0 = sum(o.stats.num_drafted_per_pos[0] for o in outs)
+    assert rounds > 300
+    for got, want in zip(accepted_pos, rates):
+        # rounds near the max_tokens cap draft fewer positions; compare against rounds drafting position 0
+        assert abs(got / drafted_pos0 - want) < 0.08, (got / drafted_pos0, want)
+
+
+def test_synthetic_acceptance_validation():
+    from specbench.config import EngineConfig
+
+    with pytest.raises(SpecbenchError, match="non-increasing"):
+        EngineConfig(target="x", method="draft", num_steps=2, synthetic_acceptance=(0.3, 0.5))
+    with pytest.raises(SpecbenchError, match="2 rates for num_steps 3"):
+        EngineConfig(target="x", method="draft", num_steps=3, synthetic_acceptance=(0.5, 0.3))
