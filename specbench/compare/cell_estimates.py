@@ -1,0 +1,79 @@
+"""Per-run estimates of one metric in one matched cell: point value plus bootstrap replicates or paired outcomes."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from specbench.compare.bootstrap import Estimate, RepeatReplicates, combine_repeats, repeat_replicates, rng_for
+from specbench.compare.draws import Draw, random_draw
+from specbench.compare.loading import Run
+from specbench.compare.matching import MatchKey, cell_ids_by_key
+from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric, Resampling
+from specbench.compare.paired import question_means, request_outcomes
+from specbench.compare.request_sample import RequestSample
+
+
+class RunEstimates:
+    """Caches each cell repeat's arrays and resample draw; `side` ("before"/"after") keeps the two seeds apart."""
+
+    def __init__(self, run: Run, side: str, num_resamples: int, seed: int) -> None:
+        self.run, self.side, self.num_resamples, self.seed = run, side, num_resamples, seed
+        self._samples: dict[tuple[MatchKey, int], tuple[RequestSample, Draw]] = {}
+
+    @cached_property
+    def cells(self) -> dict[MatchKey, dict[int, str]]:
+        return cell_ids_by_key(self.run.cells)
+
+    @cached_property
+    def _requests_by_cell(self) -> dict[str, pd.DataFrame]:
+        return {cell_id: group for cell_id, group in self.run.requests.groupby("cell_id", sort=False)}
+
+    def requests(self, cell_id: str) -> pd.DataFrame:
+        return self._requests_by_cell.get(cell_id, self.run.requests.iloc[:0])
+
+    def _sample(self, key: MatchKey, repeat: int) -> tuple[RequestSample, Draw]:
+        if (key, repeat) not in self._samples:
+            sample = RequestSample.of(self.requests(self.cells[key][repeat]))
+            rng = rng_for(self.seed, self.side, key, repeat)
+            self._samples[key, repeat] = (sample, random_draw(sample, self.num_resamples, rng))
+        return self._samples[key, repeat]
+
+    def _replicates(self, metric: Metric, key: MatchKey, repeat: int) -> RepeatReplicates:
+        sample, draw = self._sample(key, repeat)
+        return repeat_replicates(sample, metric.estimator, draw)
+
+    def estimate(self, metric: Metric, key: MatchKey) -> Estimate:
+        """REQUESTS, ROUNDS and SPEEDUP metrics."""
+        if key not in self.cells:
+            return Estimate(None, None, 0, 0)
+        rng = rng_for(self.seed, self.side, key, metric.name, "repeats")
+        if metric.resampling is not Resampling.SPEEDUP:
+            return combine_repeats([self._replicates(metric, key, r) for r in sorted(self.cells[key])], rng)
+        return combine_repeats(self._speedup_repeats(key), rng)
+
+    def _speedup_repeats(self, key: MatchKey) -> list[RepeatReplicates]:
+        """Per repeat: this cell's throughput replicates / its k=0 cell's (independent draws)."""
+        baseline = self.cells.get(key.baseline, {})
+        out = []
+        for repeat in sorted(r for r in self.cells[key] if r in baseline):
+            cell = self._replicates(OUTPUT_THROUGHPUT, key, repeat)
+            base = self._replicates(OUTPUT_THROUGHPUT, key.baseline, repeat)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out.append(RepeatReplicates(cell.point / base.point, cell.replicates / base.replicates,
+                                            cell.num_requests))
+        return out
+
+    def outcomes(self, metric: Metric, key: MatchKey) -> tuple[float | None, pd.Series]:
+        """PAIRED metrics: (cell value = mean over repeats of the mean outcome, per-question mean outcomes)."""
+        if key not in self.cells:
+            return None, pd.Series(dtype=float)
+        baseline = self.cells.get(key.baseline, {})
+        per_repeat = []
+        for repeat, cell_id in sorted(self.cells[key].items()):
+            base = self.requests(baseline[repeat]) if repeat in baseline else None
+            per_repeat.append(request_outcomes(self.requests(cell_id), base, metric.outcome))
+        means = [s.mean() for s in per_repeat if len(s)]
+        return (float(np.mean(means)) if means else None), question_means([s for s in per_repeat if len(s)])

@@ -1,0 +1,69 @@
+"""Tidy per-run numbers behind the figures: cell means over repeats, and acceptance pooled over concurrency."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from specbench.compare.loading import Run
+from specbench.compare.matching import DEFAULT_TEMPERATURE
+
+CELL_VALUES = (
+    "output_throughput", "tpot_s_mean", "ttft_s_mean", "ttft_s_p99", "speedup", "acceptance_length",
+    "accuracy_strict", "accuracy_strict_stderr", "accuracy_flexible", "accuracy_flexible_stderr",
+    "agreement_flexible", "agreement_text", "accuracy_n",
+)
+
+
+@dataclass(frozen=True)
+class RunSeries:
+    label: str  # legend name: the run's --label (run id appended when two runs share a label)
+    cells: pd.DataFrame  # one row per (temperature, concurrency, num_steps): CELL_VALUES averaged over repeats
+    acceptance: pd.DataFrame  # one row per (temperature, num_steps > 0): acceptance_length, accept_rate_pos_{k}
+
+
+def run_series(runs: Sequence[Run]) -> list[RunSeries]:
+    labels = [r.label for r in runs]
+    return [
+        RunSeries(
+            label if labels.count(label) == 1 else f"{label} ({run.info.run_id})",
+            _cell_means(run.cells),
+            _pooled_acceptance(run.requests),
+        )
+        for run, label in zip(runs, labels)
+    ]
+
+
+def _temperature(frame: pd.DataFrame) -> pd.Series:
+    return frame["temperature"].fillna(DEFAULT_TEMPERATURE)
+
+
+def _cell_means(cells: pd.DataFrame) -> pd.DataFrame:
+    frame = cells.assign(temperature=_temperature(cells))
+    present = [c for c in CELL_VALUES if c in frame.columns]
+    return frame.groupby(["temperature", "concurrency", "num_steps"], as_index=False)[present].mean()
+
+
+def _pooled_acceptance(requests: pd.DataFrame) -> pd.DataFrame:
+    """AL = 1 + sum A / sum D and p_k = sum A_k / sum D over every request of the (temperature, k) cells."""
+    frame = requests[requests["num_steps"] > 0].assign(temperature=_temperature(requests))
+    rows = []
+    for (temperature, num_steps), group in frame.groupby(["temperature", "num_steps"]):
+        rounds = group["num_draft_rounds"].sum()
+        if rounds == 0:
+            continue
+        per_pos = np.zeros(int(num_steps))
+        for counts in group["num_accepted_per_pos"]:
+            per_pos[: len(counts)] += np.asarray(counts, dtype=float)[: int(num_steps)]
+        row = {"temperature": temperature, "num_steps": int(num_steps),
+               "acceptance_length": 1 + group["num_accepted_tokens"].sum() / rounds}
+        row.update({f"accept_rate_pos_{k + 1}": per_pos[k] / rounds for k in range(int(num_steps))})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["temperature", "num_steps", "acceptance_length"] if not rows else None)
+
+
+def temperatures(series: Sequence[RunSeries]) -> list[float]:
+    return sorted({float(t) for s in series for t in s.cells["temperature"]})

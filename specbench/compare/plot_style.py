@@ -1,0 +1,85 @@
+"""Shared look of the figures: one colour per num-steps, one line style per run, readable sizes, Agg only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure  # pyplot-free: no GUI backend or global state; savefig renders with Agg
+
+from specbench.compare.matching import format_temperature
+
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P")
+RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8, "figure.dpi": 100}
+
+
+@dataclass(frozen=True)
+class NamedFigure:
+    name: str  # file stem, e.g. "throughput_tpot_vs_concurrency"
+    figure: Figure
+
+
+def new_figure(num_rows: int, num_cols: int, title: str, panel_size: tuple[float, float] = (5.0, 3.6)) -> Figure:
+    with matplotlib.rc_context(RC):
+        figure = Figure(figsize=(panel_size[0] * num_cols, panel_size[1] * num_rows + 0.6), layout="constrained")
+        figure.subplots(num_rows, num_cols, squeeze=False)
+        figure.suptitle(title, fontsize=13)
+    return figure
+
+
+def axes_grid(figure: Figure, num_cols: int) -> list[list[Axes]]:
+    flat = figure.axes
+    return [flat[i : i + num_cols] for i in range(0, len(flat), num_cols)]
+
+
+def run_style(index: int) -> dict:
+    return {"linestyle": LINE_STYLES[index % len(LINE_STYLES)], "marker": MARKERS[index % len(MARKERS)]}
+
+
+def step_color(num_steps: int, all_steps: Sequence[int]) -> str:
+    return f"C{sorted(all_steps).index(num_steps) % 10}"
+
+
+def temperature_title(temperature: float) -> str:
+    return f"temperature {format_temperature(temperature)}"
+
+
+def concurrency_axis(ax: Axes, values: Sequence[int]) -> None:
+    values = sorted(set(values))
+    if values and values[-1] / max(values[0], 1) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.grid(True, alpha=0.3)
+
+
+def shared_legend(figure: Figure) -> None:
+    """One legend for the whole figure, below the panels (per-panel legends hide data)."""
+    seen: dict[str, object] = {}
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=min(len(seen), 6),
+                      fontsize=9, frameon=False)
+
+
+def no_data(ax: Axes, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def save_figures(figures: Sequence[NamedFigure], out_dir: str | Path) -> list[Path]:
+    out = Path(out_dir).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for named in figures:
+        path = out / f"{named.name}.png"
+        named.figure.savefig(path, dpi=110)
+        paths.append(path)
+    return paths

@@ -1,0 +1,36 @@
+"""Every figure for a set of runs (overlaid by label), as Figures to inspect or save as PNGs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from specbench.compare.loading import Run
+from specbench.compare.plot_data import run_series
+from specbench.compare.plot_style import NamedFigure, save_figures
+from specbench.compare.plots_acceptance import acceptance_length_figure, per_position_figure, speedup_figure
+from specbench.compare.plots_accuracy import accuracy_figure
+from specbench.compare.plots_latency import throughput_tpot_figure, ttft_figure
+from specbench.errors import SpecbenchError
+
+
+def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
+    """throughput/TPOT and TTFT vs concurrency, acceptance length vs k, per-position acceptance, the speedup
+    heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
+    if not runs:
+        raise SpecbenchError("plot needs at least one run")
+    series = run_series(runs)
+    figures = [throughput_tpot_figure(series), ttft_figure(series)]
+    if any(not s.acceptance.empty for s in series):
+        figures += [acceptance_length_figure(series), per_position_figure(series)]
+    speedup = speedup_figure(series)
+    figures += [speedup] if speedup is not None else []
+    figures.append(accuracy_figure(series))
+    return figures
+
+
+def write_plots(runs: Sequence[Run], out_dir: str | Path) -> list[Path]:
+    try:
+        return save_figures(plot_runs(runs), out_dir)
+    except OSError as err:
+        raise SpecbenchError(f"cannot write figures to {out_dir}: {err.strerror or err}") from None

@@ -1,0 +1,84 @@
+"""What a run measured, read from its manifest, and which differences between two runs matter for a comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    label: str  # --label, else the run id
+    # Fields that must agree for deltas to mean "the engine changed" (else a loud warning, or an error with --strict):
+    workload: str
+    workload_version: str
+    workload_data: str  # data sha256 and sample count
+    target_model: str  # weights sha256 (else the path)
+    dtype: str
+    device: str
+    # Fields shown when they differ (usually the change under test):
+    draft_model: str
+    method: str
+    proposer: str
+    git: str
+    versions: str
+
+
+CRITICAL_FIELDS = ("workload", "workload_version", "workload_data", "target_model", "dtype", "device")
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str
+    before: str
+    after: str
+    is_critical: bool  # affects whether the two runs are comparable
+
+
+def _get(manifest: dict[str, Any], *keys: str) -> Any:
+    value: Any = manifest
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()) if v is not None)
+    return "-" if value is None else str(value)
+
+
+def run_info(path: Path, manifest: dict[str, Any]) -> RunInfo:
+    run_id = str(manifest.get("run_id") or path.name)
+    target = _get(manifest, "models", "target") or {}
+    sha = target.get("weights_sha256") if isinstance(target, dict) else None
+    device = _get(manifest, "device") or {}
+    git = _get(manifest, "specbench", "git") or {}
+    return RunInfo(
+        run_id=run_id,
+        label=str(manifest.get("label") or run_id),
+        workload=_text(_get(manifest, "workload", "name")),
+        workload_version=_text(_get(manifest, "workload", "version")),
+        workload_data=f"sha256 {_text(_get(manifest, 'workload', 'data_sha256'))[:12]}, "
+        f"{_text(_get(manifest, 'workload', 'num_samples'))} samples",
+        target_model=f"sha256 {sha[:12]}" if sha else _text(target.get("path") if isinstance(target, dict) else None),
+        dtype=_text(device.get("dtype") if isinstance(device, dict) else None),
+        device=" ".join(_text(device.get(k)) for k in ("type", "name")) if isinstance(device, dict) else "-",
+        draft_model=_text(_get(manifest, "models", "draft_source")),
+        method=_text(manifest.get("method")),
+        proposer=_text(manifest.get("proposer")),
+        git=f"{_text(git.get('sha'))[:10]}{' (dirty)' if git.get('dirty') else ''}" if isinstance(git, dict) else "-",
+        versions=_text({k: v for k, v in (manifest.get("versions") or {}).items() if k != "specbench"}),
+    )
+
+
+def differences(before: RunInfo, after: RunInfo) -> list[Difference]:
+    """Every manifest field (but run id and label) whose value differs, critical ones first."""
+    out = [
+        Difference(f.name, getattr(before, f.name), getattr(after, f.name), f.name in CRITICAL_FIELDS)
+        for f in fields(RunInfo)
+        if f.name not in ("run_id", "label") and getattr(before, f.name) != getattr(after, f.name)
+    ]
+    return sorted(out, key=lambda d: not d.is_critical)

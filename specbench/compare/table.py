@@ -1,0 +1,139 @@
+"""The seed-004 layout: per (workload, method, num-steps, temperature) one table, a row per metric and, per
+concurrency, Before / After / Delta / CI / Verdict columns. Rendered as Markdown or as aligned console text."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from specbench.compare.comparison import Comparison, MetricDelta
+from specbench.compare.formatting import (
+    MISSING,
+    console_note,
+    delta_text,
+    interval_text,
+    run_text,
+    statistics_note,
+    value_text,
+    verdict_counts,
+    verdict_text,
+)
+from specbench.compare.metrics_catalog import Metric
+
+COLUMNS_PER_CONCURRENCY = 5
+
+
+@dataclass(frozen=True)
+class Block:
+    title: str
+    concurrencies: tuple[int, ...]
+    rows: tuple[tuple[Metric, tuple[MetricDelta | None, ...]], ...]  # [num_metrics] x [num_concurrencies]
+
+
+def blocks(comparison: Comparison) -> list[Block]:
+    groups: dict[tuple, list[MetricDelta]] = {}
+    for row in comparison.rows:
+        k = row.key
+        groups.setdefault((k.workload, k.method, k.num_steps, k.temperature), []).append(row)
+    out = []
+    for (workload, method, num_steps, _), rows in sorted(groups.items()):
+        concurrencies = tuple(sorted({r.key.concurrency for r in rows}))
+        by_metric: dict[str, dict[int, MetricDelta]] = {}
+        for r in rows:
+            by_metric.setdefault(r.metric.name, {})[r.key.concurrency] = r
+        ordered = [m for m in comparison.metrics if m.name in by_metric]
+        title = f"{workload} · {method} · k={num_steps} · temperature {rows[0].key.temperature_text}"
+        out.append(Block(title, concurrencies,
+                         tuple((m, tuple(by_metric[m.name].get(c) for c in concurrencies)) for m in ordered)))
+    return out
+
+
+def _cells(row: MetricDelta | None, metric: Metric, markdown: bool) -> list[str]:
+    if row is None:
+        return [MISSING, MISSING, MISSING, "-", "n/a"]
+    return [value_text(metric, row.before), value_text(metric, row.after), delta_text(row),
+            interval_text(metric, row.interval), verdict_text(row.verdict, emphasis=markdown)]
+
+
+def _header(concurrencies: tuple[int, ...], confidence: float) -> list[str]:
+    level = f"{100 * confidence:g}% CI"
+    out = ["Metric"]
+    for c in concurrencies:
+        out += [f"Before (c={c})", f"After (c={c})", "Delta", level, "Verdict"]
+    return out
+
+
+def _unmatched(comparison: Comparison) -> list[str]:
+    m = comparison.matching
+    lines = [f"only in before: {k.describe()}" for k in m.only_before]
+    lines += [f"only in after: {k.describe()}" for k in m.only_after]
+    return lines
+
+
+def _preamble(comparison: Comparison) -> list[str]:
+    lines = [f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}"]
+    for d in comparison.differences:
+        prefix = "WARNING: not comparable:" if d.is_critical else "differs:"
+        lines.append(f"{prefix} {d.field}: {d.before} -> {d.after}")
+    return lines
+
+
+def render_markdown(comparison: Comparison) -> str:
+    parts = [f"## specbench compare: {run_text(comparison.before)} → {run_text(comparison.after)}", ""]
+    differences = _preamble(comparison)[1:]
+    parts += [f"- {line}" for line in differences] + [""] if differences else []
+    for block in blocks(comparison):
+        header = _header(block.concurrencies, comparison.options.confidence)
+        parts += [f"### {block.title}", "", "| " + " | ".join(header) + " |",
+                  "|---|" + "---:|---:|---:|:---:|:---|" * len(block.concurrencies)]
+        for metric, row_cells in block.rows:
+            cells = [metric.title] + [c for r in row_cells for c in _cells(r, metric, markdown=True)]
+            parts.append("| " + " | ".join(cells) + " |")
+        parts.append("")
+    unmatched = _unmatched(comparison)
+    if unmatched:
+        parts += ["**Unmatched cells** (shown as N/A above):", ""] + [f"- {line}" for line in unmatched] + [""]
+    parts += [f"**Verdicts:** {verdict_counts(comparison)}.", "", f"_{statistics_note(comparison)}_", ""]
+    return "\n".join(parts)
+
+
+def render_console(comparison: Comparison, width: int | None = None) -> str:
+    """Aligned text; with a width, concurrencies that do not fit continue in a second table below."""
+    width = width or 1_000_000
+    parts = _preamble(comparison)
+    for block in blocks(comparison):
+        labels = [m.title for m, _ in block.rows]
+        cells = [[c for r in row_cells for c in _cells(r, m, markdown=False)] for m, row_cells in block.rows]
+        for chunk in _fit(block, labels, cells, width, comparison.options.confidence):
+            parts += ["", block.title, chunk]
+    unmatched = _unmatched(comparison)
+    if unmatched:
+        parts += ["", "Unmatched cells (N/A above):"] + [f"  {line}" for line in unmatched]
+    parts += ["", f"Verdicts: {verdict_counts(comparison)}.", textwrap.fill(console_note(comparison), width)]
+    return "\n".join(parts)
+
+
+def _fit(block: Block, labels: list[str], cells: list[list[str]], width: int, confidence: float) -> list[str]:
+    header = _header(block.concurrencies, confidence)
+    columns = [[header[0]] + labels] + [[header[1 + j]] + [row[j] for row in cells] for j in range(len(header) - 1)]
+    widths = [max(map(len, column)) for column in columns]
+    group_width = [sum(widths[1 + COLUMNS_PER_CONCURRENCY * i: 1 + COLUMNS_PER_CONCURRENCY * (i + 1)]) +
+                   2 * COLUMNS_PER_CONCURRENCY for i in range(len(block.concurrencies))]
+    chunks, current, used = [], [], widths[0]
+    for i, group in enumerate(group_width):
+        if current and used + group > width:
+            chunks.append(current)
+            current, used = [], widths[0]
+        current.append(i)
+        used += group
+    chunks.append(current)
+    out = []
+    for chunk in chunks:
+        picked = [0] + [1 + COLUMNS_PER_CONCURRENCY * i + j for i in chunk for j in range(COLUMNS_PER_CONCURRENCY)]
+        lines = []
+        for r in range(len(columns[0])):
+            texts = [columns[j][r].ljust(widths[j]) if j == 0 else columns[j][r].rjust(widths[j]) for j in picked]
+            lines.append("  ".join(texts).rstrip())
+        lines.insert(1, "-" * len(lines[0]))
+        out.append("\n".join(lines))
+    return out

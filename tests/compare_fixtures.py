@@ -1,0 +1,143 @@
+"""Synthetic sweep run directories (the documented schema, written by the bench's own row builders) with
+known speed, noise, acceptance and accuracy, for the compare/plot tests."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from specbench.bench.cell_summary import category_rows, cell_row
+from specbench.bench.records import cell_metrics_from_rows
+from specbench.bench.schema import SCHEMA_VERSION
+from specbench.bench.store import to_table
+
+
+@dataclass
+class RunSpec:
+    label: str
+    speed: float = 1.0  # every duration divided by this
+    noise: float = 0.03  # lognormal sigma of each request's pace
+    repeat_noise: float = 0.0  # lognormal sigma of a whole repeat's pace
+    timing_seed: int = 0
+    accept_prob: float = 0.6  # P(accept draft position j | accepted j - 1)
+    acceptance_seed: int = 0
+    is_correct: Callable[[int], bool] = lambda i: i % 10 < 8
+    answer_seed: int = 0  # wrong answers differ between runs with different seeds
+    concurrencies: Sequence[int] = (1, 4)
+    temperatures: Sequence[float] = (0.0,)
+    num_steps: Sequence[int] = (0, 2)
+    num_requests: int = 40
+    repeats: int = 1
+    output_len: int = 24
+    workload: str = "gsm8k"
+    method: str = "draft"
+    manifest: dict = field(default_factory=dict)  # overrides merged into the manifest
+
+
+def _rng(*parts: object) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32("|".join(map(str, parts)).encode()))
+
+
+def _rounds(spec: RunSpec, num_steps: int, rng: np.random.Generator) -> list[int]:
+    """Accepted drafts per verify round until output_len tokens (the prefill emits the first token)."""
+    accepted, emitted = [], 1
+    while emitted < spec.output_len:
+        a = 0
+        while a < num_steps and rng.random() < spec.accept_prob:
+            a += 1
+        accepted.append(a)
+        emitted += a + 1
+    return accepted
+
+
+def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
+    k, c, repeat = keys["num_steps"], keys["concurrency"], keys["repeat"]
+    timing = _rng(spec.timing_seed, cell)
+    pace = float(np.exp(_rng(spec.timing_seed, "repeat", repeat).normal(0, spec.repeat_noise)))
+    step_s = 0.01 * (1 + 0.25 * k) * (1 + 0.1 * c) * pace / spec.speed
+    slots = [0.0] * c
+    rows = []
+    for i in range(spec.num_requests):
+        slot = int(np.argmin(slots))
+        arrival = slots[slot]
+        factor = float(np.exp(timing.normal(0, spec.noise)))
+        accepted = _rounds(spec, k, _rng(spec.acceptance_seed, keys["temperature"], k, repeat, i)) if k else []
+        tokens = [1] + ([a + 1 for a in accepted] if k else [1] * (spec.output_len - 1))
+        tokens[-1] -= sum(tokens) - spec.output_len
+        gaps = step_s * factor * np.exp(timing.normal(0, spec.noise, len(tokens)))
+        gaps[0] = 0.02 * factor / spec.speed
+        times = list(arrival + np.cumsum(gaps))
+        slots[slot] = times[-1]
+        correct = spec.is_correct(i)
+        wrong = str(7 + _rng(spec.answer_seed, i, k).integers(1, 50))
+        answer = "42" if correct else wrong
+        rows.append({
+            **keys, "request_id": f"{cell}/{i}", "request_index": i, "sample_id": str(i),
+            "category": "math" if i % 2 else "logic", "subcategory": None, "turn": 0, "scheduled_time": None,
+            "arrival_time": arrival, "first_scheduled_time": arrival, "finish_time": times[-1],
+            "emission_times": times, "tokens_per_emission": tokens, "num_prompt_tokens": 100,
+            "num_output_tokens": spec.output_len, "num_emissions": len(tokens), "finish_reason": "length",
+            "ttft_s": times[0] - arrival, "tpot_s": (times[-1] - times[0]) / (spec.output_len - 1),
+            "e2e_s": times[-1] - arrival, "num_draft_rounds": len(accepted), "num_draft_tokens": k * len(accepted),
+            "num_accepted_tokens": sum(accepted), "num_drafted_per_pos": [len(accepted)] * k,
+            "num_accepted_per_pos": [sum(a > j for a in accepted) for j in range(k)],
+            "accepted_per_round": accepted, "num_preemptions": 0, "request_temperature": keys["temperature"],
+            "max_tokens": spec.output_len, "request_seed": i, "prompt_sha256": f"{i:064x}",
+            "output_text": f"The answer is {answer}.",
+            **_score(spec, correct, answer),
+        })
+    return rows
+
+
+def _score(spec: RunSpec, correct: bool, answer: str) -> dict:
+    names = ("gold_answer", "strict_answer", "flexible_answer", "strict_normalized", "flexible_normalized")
+    if spec.workload != "gsm8k":
+        return {**dict.fromkeys(names), "is_strict_match": None, "is_flexible_match": None}
+    return {"gold_answer": "42", "strict_answer": answer, "flexible_answer": answer, "strict_normalized": answer,
+            "flexible_normalized": answer, "is_strict_match": correct, "is_flexible_match": correct}
+
+
+def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
+    run_dir = Path(results_dir) / run_id
+    run_dir.mkdir(parents=True)
+    num_positions = max(spec.num_steps)
+    tables: dict[str, list[dict]] = {"cells": [], "requests": [], "steps": [], "categories": []}
+    for repeat in range(spec.repeats):
+        for temperature in spec.temperatures:
+            for c in spec.concurrencies:
+                baseline_rows = None
+                for k in sorted(spec.num_steps):
+                    cell = f"r{repeat}-t{temperature:g}-c{c}-k{k}"
+                    keys = {"run_id": run_id, "cell_id": cell, "repeat": repeat, "concurrency": c,
+                            "temperature": temperature, "num_steps": k, "method": spec.method,
+                            "workload": spec.workload, "workload_version": "1", "label": spec.label}
+                    rows = _requests(spec, keys, cell)
+                    baseline_rows = rows if k == 0 else baseline_rows
+                    extra = {"request_rate": float("inf"), "burstiness": 1.0, "num_warmup": 0,
+                             "start_unix_s": 0.0, "wall_s": 1.0}
+                    tables["cells"].append(cell_row(keys, extra, cell_metrics_from_rows(rows), rows,
+                                                    f"r{repeat}-t{temperature:g}-c{c}-k0", baseline_rows,
+                                                    num_positions))
+                    tables["requests"] += rows
+                    tables["categories"] += category_rows(keys, rows, num_positions)
+    for name, rows in tables.items():
+        pq.write_table(to_table(name, rows, num_positions), run_dir / f"{name}.parquet")
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "label": spec.label,
+        "specbench": {"version": "0.1.0", "git": {"sha": "0" * 40, "dirty": False}},
+        "versions": {"torch": "2.13.0"}, "device": {"type": "cpu", "name": "test-cpu", "dtype": "float32"},
+        "models": {"target": {"path": "/models/tiny", "weights_sha256": "ab" * 32}, "draft_source": "/models/d"},
+        "method": spec.method, "proposer": {"method": spec.method},
+        "workload": {"name": spec.workload, "version": "1", "data_sha256": "cd" * 32,
+                     "num_samples": spec.num_requests},
+    }
+    for key, value in spec.manifest.items():
+        manifest[key] = {**manifest[key], **value} if isinstance(value, dict) else value
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return run_dir
