@@ -23,7 +23,8 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from specbench.cli import bench_presets, demo, generate, sweep  # noqa: F401  (commands register on import)
+    # Commands register on import.
+    from specbench.cli import bench_presets, compare, demo, generate, plot, sweep  # noqa: F401
 
 
 _register()

@@ -39,7 +39,8 @@ def sweep(
                                                 "concurrency cap")] = math.inf,
     burstiness: Annotated[float, typer.Option("--burstiness", help="gamma shape of arrival gaps "
                                               "(1 = Poisson, < 1 burstier)")] = 1.0,
-    warmup: Annotated[int, typer.Option("--warmup", help="unmeasured requests before each cell")] = 1,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="unmeasured requests before each cell "
+                                                  "(default: the cell's concurrency)")] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
     seed: o.Seed = 0,
     target: o.Target = "default",

@@ -1,0 +1,1 @@
+"""Benchmark sweeps: a grid of cells on one engine, every number to parquet (schema: bench/schema.py)."""

@@ -1,0 +1,70 @@
+"""A cell's rows for cells.parquet and categories.parquet: metrics, speedup, accuracy, agreement with k = 0."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specbench.bench.records import Row, cell_metrics_from_rows, score_from_row
+from specbench.bench.schema import columns
+from specbench.metrics.accuracy import accuracy, answer_agreement
+from specbench.metrics.cell_metrics import CellMetrics, speedup
+
+
+def cell_row(
+    keys: Mapping[str, Any],
+    extra: Mapping[str, Any],
+    metrics: CellMetrics,
+    request_rows: Sequence[Row],
+    baseline_id: str | None,
+    baseline_rows: Sequence[Row] | None,
+    num_positions: int,
+) -> Row:
+    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run."""
+    row: Row = {**keys, **extra, **metrics.to_row(num_positions)}
+    row["num_preemptions"] = sum(r["num_preemptions"] for r in request_rows)
+    row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
+    row["speedup"] = speedup(metrics, cell_metrics_from_rows(baseline_rows)) if baseline_rows else None
+
+    scores = [s for s in map(score_from_row, request_rows) if s is not None]
+    acc = accuracy(scores)
+    row.update(
+        accuracy_n=acc.n,
+        accuracy_strict=acc.strict,
+        accuracy_strict_stderr=acc.strict_stderr,
+        accuracy_flexible=acc.flexible,
+        accuracy_flexible_stderr=acc.flexible_stderr,
+    )
+    row.update(_agreement(request_rows, baseline_rows or ()))
+    return row
+
+
+def _agreement(rows: Sequence[Row], baseline_rows: Sequence[Row]) -> Row:
+    """Requests pair by (sample_id, turn); a turn missing on one side is left out."""
+    baseline = {(r["sample_id"], r["turn"]): r for r in baseline_rows}
+    pairs = [(r, baseline[(r["sample_id"], r["turn"])]) for r in rows if (r["sample_id"], r["turn"]) in baseline]
+    agreement = answer_agreement(
+        [score_from_row(r) for r, _ in pairs],
+        [score_from_row(b) for _, b in pairs],
+        [r["output_text"] or "" for r, _ in pairs],
+        [b["output_text"] or "" for _, b in pairs],
+    )
+    return {
+        "agreement_num_pairs": agreement.num_pairs,
+        "agreement_strict": agreement.strict,
+        "agreement_flexible": agreement.flexible,
+        "agreement_text": agreement.text,
+    }
+
+
+def category_rows(keys: Mapping[str, Any], request_rows: Sequence[Row], num_positions: int) -> list[Row]:
+    """One row per sample category, in first-seen order (no throughput: categories share the cell's window)."""
+    by_category: dict[str, list[Row]] = {}
+    for row in request_rows:
+        by_category.setdefault(row["category"], []).append(row)
+    names = [name for name, _, _ in columns("categories", num_positions)]
+    out = []
+    for category, rows in by_category.items():
+        merged = {**keys, "category": category, **cell_metrics_from_rows(rows).to_row(num_positions)}
+        out.append({name: merged[name] for name in names})
+    return out

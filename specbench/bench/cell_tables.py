@@ -1,0 +1,64 @@
+"""All rows one completed cell contributes to the four result tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specbench.bench.cell_runner import CellRun
+from specbench.bench.cell_summary import category_rows, cell_row
+from specbench.bench.grid import CellKey
+from specbench.bench.records import Row, request_row, step_rows
+from specbench.bench.store import RunStore
+from specbench.bench.sweep_config import SweepConfig
+from specbench.metrics.cell_metrics import CellMetrics
+from specbench.metrics.request_metrics import RequestMetrics
+from specbench.workloads.base import Workload
+
+
+def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Workload) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "cell_id": key.cell_id,
+        "repeat": key.repeat,
+        "concurrency": key.concurrency,
+        "temperature": key.temperature_value,
+        "num_steps": key.num_steps,
+        "method": config.method,
+        "workload": workload.name,
+        "workload_version": workload.version,
+        "label": config.label,
+    }
+
+
+def cell_tables(
+    run_id: str, run: CellRun, config: SweepConfig, workload: Workload, store: RunStore
+) -> dict[str, list[Row]]:
+    """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`."""
+    keys = key_columns(run_id, run.key, config, workload)
+    finished = sorted(run.finished, key=lambda item: item.request_index)
+    requests = [request_row(keys, item, workload) for item in finished]
+    metrics = CellMetrics.of([RequestMetrics.from_stats(item.output.stats) for item in finished])
+    baseline = run.key.baseline
+    is_baseline = baseline == run.key
+    extra = {
+        "request_rate": config.request_rate,
+        "burstiness": config.burstiness,
+        "num_warmup": config.num_warmup(run.key.concurrency),
+        "start_unix_s": run.start_unix_s,
+        "wall_s": run.wall_s,
+    }
+    cell = cell_row(
+        keys,
+        extra,
+        metrics,
+        requests,
+        baseline.cell_id,
+        requests if is_baseline else store.rows("requests", baseline.cell_id),
+        store.num_positions,
+    )
+    return {
+        "requests": requests,
+        "steps": step_rows(keys, run.steps),
+        "categories": category_rows(keys, requests, store.num_positions),
+        "cells": [cell],
+    }

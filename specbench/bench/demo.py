@@ -1,0 +1,37 @@
+"""The README's main job: a small real sweep (default model, gsm8k subset, n-gram drafts) that fits a laptop CPU."""
+
+from __future__ import annotations
+
+from specbench.bench.sweep_config import SweepConfig
+
+
+def demo_config(
+    target: str = "default",
+    *,
+    limit: int = 4,
+    shots: int = 2,
+    max_tokens: int = 32,
+    results_dir: str = "results",
+    data_dir: str | None = None,
+    quiet: bool = False,
+) -> SweepConfig:
+    """2 concurrencies x 2 num-steps on the first `limit` GSM8K test questions, greedy.
+
+    Fewer shots than the protocol's 5 keep prompts short: prefill of a 5-shot prompt (~1000 tokens) dominates on CPU.
+    """
+    return SweepConfig(
+        workload="gsm8k",
+        data_dir=data_dir,
+        limit=limit,
+        shots=shots,
+        max_tokens=max_tokens,
+        concurrency=(1, 4),
+        temperature=(0.0,),
+        num_steps=(0, 3),
+        method="ngram",
+        target=target,
+        warmup=1,  # on CPU first calls cost little; one request per cell keeps the demo short
+        label="demo",
+        results_dir=results_dir,
+        quiet=quiet,
+    )

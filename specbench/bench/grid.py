@@ -1,0 +1,88 @@
+"""Sweep cells: the (repeat, temperature, concurrency, num_steps) grid, and parsing of its comma lists."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from specbench.bench.sweep_config import SweepConfig
+from specbench.errors import SpecbenchError
+
+DEFAULT_TEMPERATURE = "default"  # grid value meaning "the workload's own per-sample temperature"
+SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # default grid of a speculative method
+
+
+@dataclass(frozen=True, slots=True)
+class CellKey:
+    repeat: int
+    temperature: float | None  # None: the workload's per-sample default
+    concurrency: int
+    num_steps: int
+
+    @property
+    def cell_id(self) -> str:
+        temp = DEFAULT_TEMPERATURE if self.temperature is None else format(self.temperature, "g")
+        return f"r{self.repeat}-t{temp}-c{self.concurrency}-k{self.num_steps}"
+
+    @property
+    def baseline(self) -> CellKey:
+        """The num-steps 0 cell that speedup and answer agreement compare against."""
+        return dataclasses.replace(self, num_steps=0)
+
+    @property
+    def temperature_value(self) -> float:
+        """For tables: NaN stands for the workload default."""
+        return math.nan if self.temperature is None else self.temperature
+
+
+def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
+    """Every cell in run order: a baseline (k = 0) runs before the speculative cells that compare with it."""
+    return tuple(
+        CellKey(repeat, temperature, concurrency, num_steps)
+        for repeat in range(config.repeats)
+        for temperature in config.temperature
+        for concurrency in config.concurrency
+        for num_steps in config.grid_num_steps
+    )
+
+
+def default_num_steps(method: str) -> tuple[int, ...]:
+    return (0,) if method == "none" else SPECULATIVE_NUM_STEPS
+
+
+def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
+    """"1,16,64" -> (1, 16, 64), duplicates dropped, order kept."""
+    values = []
+    for item in _items(text, flag):
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise SpecbenchError(f"{flag}: {item!r} is not an integer (expected e.g. 1,16,64)") from None
+    return tuple(dict.fromkeys(values))
+
+
+def parse_temperature_list(text: str) -> tuple[float | None, ...]:
+    """"0,0.7,default" -> (0.0, 0.7, None)."""
+    values: list[float | None] = []
+    for item in _items(text, "--temperature"):
+        if item.lower() == DEFAULT_TEMPERATURE:
+            values.append(None)
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise SpecbenchError(
+                f"--temperature: {item!r} is not a number or {DEFAULT_TEMPERATURE!r} (expected e.g. 0,1)"
+            ) from None
+        if not math.isfinite(value):
+            raise SpecbenchError(f"--temperature must be finite, got {item}")
+        values.append(value)
+    return tuple(dict.fromkeys(values))
+
+
+def _items(text: str, flag: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise SpecbenchError(f"{flag}: empty value in {text!r} (expected a comma-separated list)")
+    return items

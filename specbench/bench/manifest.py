@@ -1,0 +1,85 @@
+"""manifest.json of a run: what was measured, on what, with which data and config (read back by --resume)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from specbench.bench.environment import device_info, git_state, package_versions
+from specbench.bench.schema import SCHEMA_VERSION
+from specbench.bench.store import MANIFEST
+from specbench.bench.sweep_config import SweepConfig
+from specbench.errors import SpecbenchError
+from specbench.workloads.base import LoadedData, Workload
+
+
+def build_manifest(
+    run_id: str,
+    config: SweepConfig,
+    engine,
+    workload: Workload,
+    data: LoadedData,
+    cell_ids: list[str],
+    sampling: dict[str, Any],
+) -> dict[str, Any]:
+    """`sampling`: the effective sampling settings of the first sample (workload defaults resolved)."""
+    proposer = engine.proposer
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        # unix time = time_origin_unix + perf_counter seconds (all times in the parquet files)
+        "time_origin_unix": time.time() - time.perf_counter(),
+        "label": config.label,
+        "specbench": {"version": package_versions()["specbench"], "git": git_state()},
+        "versions": package_versions(),
+        "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
+        "kv_pool": engine.parts.kv_pool_note,
+        "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
+        "method": config.method,
+        "proposer": proposer.describe() if proposer is not None else None,
+        "engine_config": engine.config.to_dict(),
+        "workload": {
+            "name": workload.name,
+            "version": workload.version,
+            "data_source": data.source,
+            "data_sha256": data.data_sha256,
+            "data_files": [dataclasses.asdict(f) for f in data.files],
+            "num_samples": len(data.samples),
+            "stop_strings": list(workload.stop_strings),
+        },
+        "sampling": sampling,
+        "config": config.to_dict(),
+        "cells": cell_ids,
+    }
+
+
+def with_resume_session(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest plus a record of this session (code may have changed since the run started)."""
+    session = {
+        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+        "versions": package_versions(),
+        "time_origin_unix": time.time() - time.perf_counter(),  # this process's perf_counter origin
+    }
+    return {**manifest, "resumed": [*manifest.get("resumed", []), session]}
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise SpecbenchError(f"--resume {run_dir}: not a specbench run directory (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SpecbenchError(f"--resume {run_dir}: cannot read {MANIFEST}: {err}") from None
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise SpecbenchError(
+            f"--resume {run_dir}: results schema version {manifest.get('schema_version')} "
+            f"differs from this specbench's {SCHEMA_VERSION}"
+        )
+    return manifest

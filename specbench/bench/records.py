@@ -1,0 +1,93 @@
+"""Rows of requests.parquet and steps.parquet, and the way back from a request row to its metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from specbench.bench.admission import FinishedTurn
+from specbench.engine.stats import RequestStats, StepStats
+from specbench.metrics.cell_metrics import CellMetrics
+from specbench.metrics.request_metrics import RequestMetrics
+from specbench.workloads.base import Score, Workload
+
+Row = dict[str, Any]
+SCORE_FIELDS = tuple(f.name for f in dataclasses.fields(Score))
+
+
+def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload) -> Row:
+    turn, out, stats = item.turn, item.output, item.output.stats
+    metrics = RequestMetrics.from_stats(stats)
+    text = out.text
+    score = workload.score(turn.sample, text) if text is not None else None
+    row: Row = dict(keys)
+    row.update(
+        request_id=out.request_id,
+        request_index=item.request_index,
+        sample_id=turn.sample.sample_id,
+        category=turn.sample.category,
+        subcategory=turn.sample.subcategory,
+        turn=turn.turn_index,
+        scheduled_time=turn.scheduled_time,
+        arrival_time=stats.arrival_time,
+        first_scheduled_time=stats.first_scheduled_time,
+        finish_time=stats.finish_time,
+        emission_times=list(stats.emission_times),
+        tokens_per_emission=list(stats.tokens_per_emission),
+        num_prompt_tokens=stats.num_prompt_tokens,
+        num_output_tokens=metrics.num_output_tokens,
+        num_emissions=metrics.num_emissions,
+        finish_reason=out.finish_reason,
+        ttft_s=metrics.ttft_s,
+        tpot_s=metrics.tpot_s,
+        e2e_s=metrics.e2e_s,
+        num_draft_rounds=stats.num_draft_rounds,
+        num_draft_tokens=stats.num_draft_tokens,
+        num_accepted_tokens=stats.num_accepted_tokens,
+        num_drafted_per_pos=list(stats.num_drafted_per_pos),
+        num_accepted_per_pos=list(stats.num_accepted_per_pos),
+        accepted_per_round=list(stats.accepted_per_round),
+        num_preemptions=stats.num_preemptions,
+        request_temperature=turn.params.temperature,
+        max_tokens=turn.params.max_tokens,
+        request_seed=turn.params.seed,
+        prompt_sha256=turn.prompt_sha256,
+        output_text=text,
+    )
+    row.update({name: getattr(score, name) if score is not None else None for name in SCORE_FIELDS})
+    return row
+
+
+def step_rows(keys: Mapping[str, Any], steps: Iterable[StepStats]) -> list[Row]:
+    return [{**keys, **dataclasses.asdict(step)} for step in steps]
+
+
+def stats_from_row(row: Mapping[str, Any]) -> RequestStats:
+    """The engine's raw per-request record, rebuilt from a requests.parquet row (dict or pandas Series)."""
+    first = row["first_scheduled_time"]
+    return RequestStats(
+        arrival_time=float(row["arrival_time"]),
+        num_prompt_tokens=int(row["num_prompt_tokens"]),
+        first_scheduled_time=None if first is None or first != first else float(first),  # NaN from pandas
+        emission_times=[float(t) for t in row["emission_times"]],
+        tokens_per_emission=[int(n) for n in row["tokens_per_emission"]],
+        num_draft_rounds=int(row["num_draft_rounds"]),
+        num_draft_tokens=int(row["num_draft_tokens"]),
+        num_accepted_tokens=int(row["num_accepted_tokens"]),
+        num_drafted_per_pos=[int(n) for n in row["num_drafted_per_pos"]],
+        num_accepted_per_pos=[int(n) for n in row["num_accepted_per_pos"]],
+        accepted_per_round=[int(n) for n in row["accepted_per_round"]],
+        num_preemptions=int(row["num_preemptions"]),
+    )
+
+
+def cell_metrics_from_rows(rows: Sequence[Mapping[str, Any]]) -> CellMetrics:
+    """Recompute a cell's metrics from its requests.parquet rows (what cells.parquet holds)."""
+    return CellMetrics.of([RequestMetrics.from_stats(stats_from_row(row)) for row in rows])
+
+
+def score_from_row(row: Mapping[str, Any]) -> Score | None:
+    if row.get("gold_answer") is None:
+        return None
+    return Score(**{name: row[name] for name in SCORE_FIELDS})

@@ -1,0 +1,51 @@
+"""--resume RUN_DIR: take the run's stored config, refuse a different one, and check models and data are unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from specbench.bench.manifest import read_manifest
+from specbench.bench.sweep_config import SweepConfig
+from specbench.errors import SpecbenchError
+
+
+def resume_config(
+    run_dir: Path, requested: SweepConfig, explicit: Collection[str] | None
+) -> tuple[SweepConfig, dict[str, Any]]:
+    """The config stored in `run_dir`, and its manifest.
+
+    `explicit`: fields the user set (on the command line); each must equal the stored value. None: every field.
+    Fields left at their defaults take the stored values, so `specbench sweep --resume DIR` alone works.
+    """
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    stored = SweepConfig.from_dict(manifest["config"])
+    stored_identity, requested_identity = stored.identity(), requested.identity()
+    names = stored_identity if explicit is None else [n for n in explicit if n in stored_identity]
+    differ = [n for n in names if stored_identity[n] != requested_identity[n]]
+    if differ:
+        details = "; ".join(f"{n}: run has {stored_identity[n]!r}, given {requested_identity[n]!r}" for n in differ)
+        raise SpecbenchError(f"--resume {run_dir}: the config differs from the run's ({details})")
+    config = dataclasses.replace(
+        stored, results_dir=str(run_dir.parent), run_id=run_dir.name, resume=str(run_dir), quiet=requested.quiet
+    )
+    return config, manifest
+
+
+def check_same_inputs(run_dir: Path, manifest: dict[str, Any], target_sha256: str | None, data_sha256: str) -> None:
+    """Completed cells were measured on these weights and data; new cells must be too."""
+    stored_target = manifest["models"]["target"].get("weights_sha256")
+    if stored_target != target_sha256:
+        raise SpecbenchError(
+            f"--resume {run_dir}: the target weights changed since the run started "
+            f"(sha256 {stored_target} then, {target_sha256} now)"
+        )
+    stored_data = manifest["workload"]["data_sha256"]
+    if stored_data != data_sha256:
+        raise SpecbenchError(
+            f"--resume {run_dir}: the workload data changed since the run started "
+            f"(sha256 {stored_data or 'none'} then, {data_sha256 or 'none'} now)"
+        )

@@ -1,0 +1,204 @@
+"""The results schema of a sweep run directory (stable; bump SCHEMA_VERSION on any change). Plain pandas reads it.
+
+`results/<run-id>/` holds:
+- `manifest.json`: versions, git sha, models and weight hashes, device, data sha256, the full config (see manifest.py).
+- `cells.parquet`: one row per cell and repeat (CELL_COLUMNS, then `accept_rate_pos_{k}` / `cond_accept_rate_pos_{k}`
+  for k = 1..max num-steps of the sweep).
+- `requests.parquet`: one row per measured request (one per turn of a multi-turn sample), raw timestamps kept so
+  every cell metric can be recomputed (`specbench.bench.records.cell_metrics_from_rows`).
+- `steps.parquet`: one row per engine step of a cell's measured window.
+- `categories.parquet`: one row per cell and sample category (acceptance and latency per category).
+- `parts/{cells,requests,steps,categories}/<cell_id>.parquet`: the same rows, one file per completed cell. Each part
+  is written to `.tmp/` and renamed into place, requests/steps/categories before cells: a cell is complete exactly
+  when `parts/cells/<cell_id>.parquet` exists. The four consolidated files are rewritten (atomically) after every
+  cell, so after a kill they hold every completed cell, or every one but the last (`pd.read_parquet(run /
+  "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
+
+Times are `time.perf_counter()` seconds of the sweep's process (unix time = `time_origin_unix` of manifest.json,
+or of its `resumed` entry for cells run by a resumed session, + t). Temperature NaN = the workload's own per-sample
+temperature (mt_bench: FastChat's per-category table). List columns read as numpy arrays. Metric definitions:
+`specbench/metrics/definitions.py`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+Column = tuple[str, pa.DataType, str]
+
+KEY_COLUMNS: tuple[Column, ...] = (
+    ("run_id", STR, "run directory name"),
+    ("cell_id", STR, "r{repeat}-t{temperature}-c{concurrency}-k{num_steps}"),
+    ("repeat", I64, "0-based repeat index"),
+    ("concurrency", I64, "max requests in flight"),
+    ("temperature", F64, "grid temperature; NaN = workload default per sample"),
+    ("num_steps", I64, "draft tokens per round k (0 = no speculation)"),
+    ("method", STR, "speculative method (none | ngram | draft | ...)"),
+    ("workload", STR, "workload name"),
+    ("workload_version", STR, "workload version (compare like with like)"),
+    ("label", STR, "user --label (e.g. before / after), may be null"),
+)
+
+
+def _distribution(prefix: str, unit: str) -> tuple[Column, ...]:
+    return (
+        (f"{prefix}_count", I64, f"requests (or gaps) with a defined {unit}"),
+        *((f"{prefix}_{stat}", F64, f"{stat} of {unit}, seconds") for stat in ("mean", "median", "p90", "p99", "std")),
+    )
+
+
+CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
+    ("request_rate", F64, "arrivals per second (inf = all at once under the concurrency cap)"),
+    ("burstiness", F64, "gamma shape of inter-arrival times (1 = Poisson)"),
+    ("num_warmup", I64, "warmup requests run before the measured window (not measured)"),
+    ("start_unix_s", F64, "unix time the cell started (warmup included)"),
+    ("wall_s", F64, "cell wall time, warmup included"),
+    ("num_requests", I64, "measured requests (turns)"),
+    ("duration_s", F64, "measured window: last emission - first arrival"),
+    ("num_prompt_tokens", I64, "sum of prompt tokens"),
+    ("num_output_tokens", I64, "sum of output tokens"),
+    ("num_emissions", I64, "sum of emissions (an emission may carry several tokens)"),
+    ("output_throughput", F64, "output tokens / duration_s"),
+    ("total_throughput", F64, "(prompt + output) tokens / duration_s"),
+    ("request_throughput", F64, "requests / duration_s"),
+    ("tokens_per_emission", F64, "pooled output tokens / emissions"),
+    *_distribution("ttft_s", "TTFT"),
+    *_distribution("tpot_s", "TPOT"),
+    *_distribution("itl_s", "ITL (gap between emissions)"),
+    *_distribution("e2e_s", "E2E latency"),
+    ("num_draft_rounds", I64, "verify rounds with >= 1 draft token (D)"),
+    ("num_draft_tokens", I64, "draft tokens proposed (T_d)"),
+    ("num_accepted_tokens", I64, "draft tokens accepted (A)"),
+    ("acceptance_rate", F64, "A / T_d; null without drafts"),
+    ("acceptance_length", F64, "token-weighted AL = 1 + A / D"),
+    ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
+    ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
+    ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
+    ("num_preemptions", I64, "sum of request preemptions"),
+    ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency); null if none"),
+    ("speedup", F64, "output_throughput / baseline output_throughput"),
+    ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
+    ("accuracy_strict", F64, "exact match, strict-match filter"),
+    ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),
+    ("accuracy_flexible", F64, "exact match, flexible-extract filter"),
+    ("accuracy_flexible_stderr", F64, "sample std / sqrt(n)"),
+    ("agreement_num_pairs", I64, "requests paired with the baseline cell by (sample_id, turn)"),
+    ("agreement_strict", F64, "fraction with equal normalised strict answers"),
+    ("agreement_flexible", F64, "fraction with equal normalised flexible answers"),
+    ("agreement_text", F64, "fraction with identical output text"),
+)
+POSITION_COLUMNS: tuple[Column, ...] = (
+    ("accept_rate_pos_{k}", F64, "A_k / D: rounds accepting draft position k per round"),
+    ("cond_accept_rate_pos_{k}", F64, "A_k / A_(k-1), A_0 = D"),
+)
+
+REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
+    ("request_id", STR, "engine request id"),
+    ("request_index", I64, "submission order within the cell"),
+    ("sample_id", STR, "workload sample id (stable across runs)"),
+    ("category", STR, "sample category"),
+    ("subcategory", STR, "spec_bench: MT-Bench category of its mt_bench questions; else null"),
+    ("turn", I64, "0-based turn; turn t+1 carries the model's own answer to turn t"),
+    ("scheduled_time", F64, "Poisson/gamma arrival target (first turns under a finite rate); else null"),
+    ("arrival_time", F64, "when the request became eligible to run (TTFT/E2E start here)"),
+    ("first_scheduled_time", F64, "first engine step that ran it"),
+    ("finish_time", F64, "last emission"),
+    ("emission_times", pa.list_(F64), "[num_emissions] emission times"),
+    ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission"),
+    ("num_prompt_tokens", I64, "prompt tokens"),
+    ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
+    ("num_emissions", I64, "emissions"),
+    ("finish_reason", STR, "stop | length"),
+    ("ttft_s", F64, "first emission - arrival"),
+    ("tpot_s", F64, "(e2e - ttft) / (output tokens - 1); null below 2 tokens"),
+    ("e2e_s", F64, "last emission - arrival"),
+    ("num_draft_rounds", I64, "verify rounds with >= 1 draft"),
+    ("num_draft_tokens", I64, "draft tokens proposed"),
+    ("num_accepted_tokens", I64, "draft tokens accepted"),
+    ("num_drafted_per_pos", pa.list_(I64), "[num_steps] rounds proposing draft position k"),
+    ("num_accepted_per_pos", pa.list_(I64), "[num_steps] rounds accepting draft position k"),
+    ("accepted_per_round", pa.list_(I64), "[num_draft_rounds] accepted drafts per round"),
+    ("num_preemptions", I64, "times the request was preempted"),
+    ("request_temperature", F64, "temperature the request ran with"),
+    ("max_tokens", I64, "max new tokens"),
+    ("request_seed", I64, "sampling seed (same for the same sample and turn in every cell of a repeat)"),
+    ("prompt_sha256", STR, "sha256 of the prompt token ids"),
+    ("output_text", STR, "completion text (cut at stop strings)"),
+    ("gold_answer", STR, "gsm8k: normalised gold answer; else null"),
+    ("strict_answer", STR, "gsm8k: strict-match extraction"),
+    ("flexible_answer", STR, "gsm8k: flexible-extract extraction"),
+    ("strict_normalized", STR, "gsm8k: strict answer after exact_match normalisation"),
+    ("flexible_normalized", STR, "gsm8k: flexible answer after normalisation"),
+    ("is_strict_match", BOOL, "gsm8k: strict answer == gold"),
+    ("is_flexible_match", BOOL, "gsm8k: flexible answer == gold"),
+)
+
+STEP_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
+    ("step", I64, "engine step index (global over the sweep)"),
+    ("start_time", F64, "step start"),
+    ("phase", STR, "prefill | decode"),
+    ("num_reqs", I64, "requests in the step"),
+    ("num_scheduled_tokens", I64, "target query tokens in the forward"),
+    ("num_draft_tokens", I64, "drafts proposed"),
+    ("num_accepted_tokens", I64, "drafts accepted"),
+    ("num_preempted", I64, "requests preempted by the step"),
+    ("num_free_blocks", I64, "free KV blocks after the step"),
+    ("draft_ms", F64, "proposer time"),
+    ("target_ms", F64, "target forward time"),
+    ("sample_ms", F64, "verify / sampling time"),
+    ("step_ms", F64, "whole step wall time"),
+)
+
+CATEGORY_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
+    ("category", STR, "sample category"),
+    ("num_requests", I64, "measured requests (turns) of the category"),
+    ("num_output_tokens", I64, "output tokens"),
+    ("num_emissions", I64, "emissions"),
+    ("tokens_per_emission", F64, "pooled output tokens / emissions"),
+    ("ttft_s_mean", F64, "mean TTFT"),
+    ("tpot_s_mean", F64, "mean TPOT"),
+    ("e2e_s_mean", F64, "mean E2E latency"),
+    ("num_draft_rounds", I64, "D"),
+    ("num_draft_tokens", I64, "T_d"),
+    ("num_accepted_tokens", I64, "A"),
+    ("acceptance_rate", F64, "A / T_d"),
+    ("acceptance_length", F64, "1 + A / D"),
+    ("acceptance_length_per_request", F64, "mean of 1 + A_i / D_i"),
+)
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "cells": CELL_COLUMNS,
+    "requests": REQUEST_COLUMNS,
+    "steps": STEP_COLUMNS,
+    "categories": CATEGORY_COLUMNS,
+}
+# Per-position columns appended to these tables, k = 1..max num-steps of the sweep.
+POSITIONAL: dict[str, tuple[Column, ...]] = {"cells": POSITION_COLUMNS, "categories": POSITION_COLUMNS[:1]}
+
+
+def columns(table: str, num_positions: int) -> tuple[Column, ...]:
+    specs = POSITIONAL.get(table, ())
+    return TABLES[table] + tuple(
+        (name.format(k=k), dtype, doc) for k in range(1, num_positions + 1) for name, dtype, doc in specs
+    )
+
+
+def arrow_schema(table: str, num_positions: int) -> pa.Schema:
+    return pa.schema([pa.field(name, dtype) for name, dtype, _ in columns(table, num_positions)])
+
+
+def schema_markdown() -> str:
+    """The column reference as Markdown (for the README): key columns once, then each table's own."""
+
+    def rows(specs: tuple[Column, ...]) -> list[str]:
+        return ["| column | type | meaning |", "|---|---|---|"] + [
+            f"| `{name}` | {dtype} | {doc.replace('|', '/')} |" for name, dtype, doc in specs
+        ]
+
+    lines = ["#### Key columns (first in every table)", "", *rows(KEY_COLUMNS), ""]
+    for table, specs in TABLES.items():
+        lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""Terminal summary of a sweep: metric rows x cell columns per temperature (means over repeats), plus categories."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from specbench.bench.records import Row
+
+Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
+
+
+def _mean(rows: Sequence[Row], column: str) -> float | None:
+    values = [r[column] for r in rows if r.get(column) is not None and not _isnan(r[column])]
+    return sum(values) / len(values) if values else None
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _num(column: str, scale: float = 1.0, digits: int = 2) -> Cell:
+    def fmt(rows: Sequence[Row]) -> str:
+        value = _mean(rows, column)
+        return "-" if value is None else f"{value * scale:.{digits}f}"
+
+    return fmt
+
+
+def _per_position(rows: Sequence[Row]) -> str:
+    k = max(r["num_steps"] for r in rows)
+    values = [_mean(rows, f"accept_rate_pos_{i}") for i in range(1, k + 1)]
+    return " ".join("-" if v is None else f"{100 * v:.0f}" for v in values) if k else "-"
+
+
+def _accuracy(column: str) -> Cell:
+    def fmt(rows: Sequence[Row]) -> str:
+        value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
+        if value is None:
+            return "-"
+        return f"{value:.3f}" + (f"±{stderr:.3f}" if stderr is not None else "")
+
+    return fmt
+
+
+METRICS: tuple[tuple[str, Cell], ...] = (
+    ("Output throughput (tok/s)", _num("output_throughput")),
+    ("Request throughput (req/s)", _num("request_throughput", digits=3)),
+    ("Mean TTFT (ms)", _num("ttft_s_mean", 1e3)),
+    ("P99 TTFT (ms)", _num("ttft_s_p99", 1e3)),
+    ("Mean TPOT (ms)", _num("tpot_s_mean", 1e3)),
+    ("P99 TPOT (ms)", _num("tpot_s_p99", 1e3)),
+    ("Mean ITL (ms)", _num("itl_s_mean", 1e3)),
+    ("Tokens per emission", _num("tokens_per_emission")),
+    ("Acceptance rate (%)", _num("acceptance_rate", 100, 1)),
+    ("Acceptance length", _num("acceptance_length", digits=3)),
+    ("Per-position acceptance (%)", _per_position),
+    ("Speedup vs k=0", _num("speedup", digits=3)),
+    ("Same text as k=0", _num("agreement_text", digits=3)),
+)
+ACCURACY: tuple[tuple[str, Cell], ...] = (
+    ("Accuracy strict-match", _accuracy("accuracy_strict")),
+    ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),
+    ("Same answer as k=0 (flex)", _num("agreement_flexible", digits=3)),
+)
+
+
+def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
+    """One block per temperature; columns are (concurrency, k) grid points, averaged over repeats."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    has_accuracy = any(r["accuracy_n"] for r in cells)
+    metrics = METRICS + (ACCURACY if has_accuracy else ())
+    blocks = []
+    for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
+        points = _group(rows, lambda r: (r["concurrency"], r["num_steps"]))
+        headers = [f"c={c} k={k}" for c, k in points]
+        body = [[label] + [fmt(point_rows) for point_rows in points.values()] for label, fmt in metrics]
+        repeats = max(len(v) for v in points.values())
+        title = f"temperature {temperature}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
+        blocks.append(_render(title, "Metric", headers, body, width))
+    return "\n\n".join(blocks)
+
+
+def format_categories(categories: Sequence[Row], width: int | None = None) -> str:
+    """Acceptance length and rate per category for the speculative cells (k > 0)."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    rows = [r for r in categories if r["num_steps"] > 0]
+    if not rows:
+        return ""
+    points = _group(rows, lambda r: (_temperature_label(r["temperature"]), r["concurrency"], r["num_steps"]))
+    headers = [f"t={t} c={c} k={k}" for t, c, k in points]
+    names = list(dict.fromkeys(r["category"] for r in rows))
+    body = []
+    for name in names:
+        line = [name]
+        for point_rows in points.values():
+            subset = [r for r in point_rows if r["category"] == name]
+            al, rate = _mean(subset, "acceptance_length"), _mean(subset, "acceptance_rate")
+            line.append("-" if al is None else f"{al:.2f} / {100 * rate:.0f}%" if rate is not None else f"{al:.2f}")
+        body.append(line)
+    return _render("acceptance length / rate per category", "Category", headers, body, width)
+
+
+def _temperature_label(value: float) -> str:
+    return "workload default" if _isnan(value) else format(value, "g")
+
+
+def _group(rows: Sequence[Row], key) -> dict[Any, list[Row]]:
+    groups: dict[Any, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    return groups
+
+
+def _render(title: str, corner: str, headers: list[str], body: list[list[str]], width: int) -> str:
+    """Columns that do not fit `width` continue in a further table below."""
+    label_width = max(len(corner), *(len(line[0]) for line in body))
+    widths = [max(len(h), *(len(line[i + 1]) for line in body)) for i, h in enumerate(headers)]
+    chunks, current, used = [], [], label_width
+    for i, w in enumerate(widths):
+        if current and used + 2 + w > width:
+            chunks.append(current)
+            current, used = [], label_width
+        current.append(i)
+        used += 2 + w
+    chunks.append(current)
+    out = [title]
+    for chunk in chunks:
+        out.append(corner.ljust(label_width) + "".join("  " + headers[i].rjust(widths[i]) for i in chunk))
+        out.append("-" * (label_width + sum(2 + widths[i] for i in chunk)))
+        for line in body:
+            out.append(line[0].ljust(label_width) + "".join("  " + line[i + 1].rjust(widths[i]) for i in chunk))
+    return "\n".join(out)

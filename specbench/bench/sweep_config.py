@@ -1,0 +1,144 @@
+"""What a sweep runs: workload, grid, load pattern, engine options and outputs, as one frozen record."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.errors import SpecbenchError
+
+# Where results go and how they are shown: free to differ when a run is resumed.
+RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet"})
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    # workload
+    workload: str = "gsm8k"
+    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, then the hub
+    limit: int | None = None  # first N samples in dataset order (None: all)
+    shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
+    chat_template: bool | None = None  # None: the workload's default (on for chat workloads)
+    max_tokens: int | None = None  # None: workload default (gsm8k 256, mt_bench 1024)
+    input_len: int | None = None  # random workload prompt length
+    output_len: int | None = None  # random workload output length
+    # grid: the cartesian product of these three, times `repeats`
+    concurrency: tuple[int, ...] = (1,)
+    temperature: tuple[float | None, ...] = (0.0,)  # None: the workload's per-sample default
+    num_steps: tuple[int, ...] = (0,)
+    speedup: bool = True  # add num_steps 0 (the baseline of speedup and agreement) to the grid
+    top_p: float = 1.0
+    top_k: int = -1
+    # load pattern
+    request_rate: float = math.inf  # inf: all at once under the concurrency cap; else Poisson/gamma arrivals
+    burstiness: float = 1.0  # gamma shape of inter-arrival times (1 = Poisson)
+    # Unmeasured requests run before every cell; None: the cell's concurrency (one per slot, so the measured
+    # window starts with every batch shape and slot warmed).
+    warmup: int | None = None
+    repeats: int = 1
+    seed: int = 0
+    # engine (models are loaded once per sweep)
+    target: str = "default"
+    method: str = "none"
+    draft: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    load_format: str = "auto"
+    allow_pickle: bool = False
+    tokenizer: str | None = None
+    kv_cache_gb: float | None = None
+    gpu_memory_utilization: float = 0.85
+    block_size: int = 16
+    max_model_len: int | None = None
+    max_num_batched_tokens: int = 8192
+    ngram_min: int = 1
+    ngram_max: int = 4
+    # outputs
+    label: str | None = None
+    results_dir: str = "results"
+    run_id: str | None = None  # None: <timestamp>-<config hash>
+    resume: str | None = None  # run directory to finish
+    quiet: bool = False
+
+    @property
+    def grid_num_steps(self) -> tuple[int, ...]:
+        values = set(self.num_steps) | ({0} if self.speedup else set())
+        return tuple(sorted(values))
+
+    @property
+    def max_num_steps(self) -> int:
+        return max(self.grid_num_steps)
+
+    def num_warmup(self, concurrency: int) -> int:
+        return concurrency if self.warmup is None else self.warmup
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: tuples become lists, an infinite rate the string "inf"."""
+        out = dataclasses.asdict(self)
+        out["request_rate"] = "inf" if math.isinf(self.request_rate) else self.request_rate
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
+        values = dict(data)
+        values["request_rate"] = float(values.get("request_rate", math.inf))
+        for name in ("concurrency", "temperature", "num_steps"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the measurements (a resumed run must match them)."""
+        return {k: v for k, v in self.to_dict().items() if k not in RUN_LOCAL_FIELDS}
+
+
+def validate_config(config: SweepConfig) -> None:
+    """Every check that needs neither data nor models; raises SpecbenchError with one message."""
+    from specbench.spec.registry import PROPOSERS
+    from specbench.workloads import WORKLOADS
+
+    WORKLOADS.get(config.workload)
+    PROPOSERS.get(config.method)
+    _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
+    if not config.temperature:
+        raise SpecbenchError("--temperature needs at least one value")
+    _check_values("--temperature", [t for t in config.temperature if t is not None], lambda v: v >= 0, ">= 0")
+    _check_values("--num-steps", config.num_steps, lambda v: v >= 0, ">= 0")
+    if config.method == "none" and config.max_num_steps > 0:
+        raise SpecbenchError(
+            f"--num-steps {','.join(map(str, config.num_steps))} needs a speculative --method (ngram, draft, ...)"
+        )
+    for flag, value, ok, need in (
+        ("--limit", config.limit, lambda v: v >= 1, ">= 1"),
+        ("--shots", config.shots, lambda v: v >= 0, ">= 0"),
+        ("--max-tokens", config.max_tokens, lambda v: v >= 1, ">= 1"),
+        ("--input-len", config.input_len, lambda v: v >= 1, ">= 1"),
+        ("--output-len", config.output_len, lambda v: v >= 1, ">= 1"),
+        ("--request-rate", config.request_rate, lambda v: v > 0, "> 0 (inf for all at once)"),
+        ("--burstiness", config.burstiness, lambda v: v > 0, "> 0"),
+        ("--warmup", config.warmup, lambda v: v >= 0, ">= 0"),
+        ("--repeats", config.repeats, lambda v: v >= 1, ">= 1"),
+        ("--top-p", config.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
+        ("--top-k", config.top_k, lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"),
+    ):
+        if value is not None:
+            _check_values(flag, [value], ok, need)
+    if config.run_id is not None and not _RUN_ID.match(config.run_id):
+        raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def _check_values(flag: str, values, ok, need: str) -> None:
+    values = list(values)
+    if flag in ("--concurrency", "--num-steps") and not values:
+        raise SpecbenchError(f"{flag} needs at least one value")
+    bad = [v for v in values if not ok(v)]
+    if bad:
+        raise SpecbenchError(f"{flag} must be {need}, got {bad[0]}")
