@@ -29,13 +29,19 @@ class EngineConfig:
     max_concurrency: int = 64
     max_num_batched_tokens: int = 8192
     max_model_len: int | None = None
-    attention_backend: str = "torch"
+    attention_backend: str = "auto"  # auto (triton on CUDA when importable, else torch) | torch | triton
+    verifier: str = "auto"  # auto (triton on CUDA when importable, else torch) | torch | triton
+    # Forced per-position acceptance rates (unconditional, position 1..k) for performance work at real
+    # shapes without real weights. Output is then NOT lossless; manifests and tables say so.
+    synthetic_acceptance: tuple[float, ...] | None = None
     ngram_min: int = 1
     ngram_max: int = 4
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
     eagle_aux_layer_ids: tuple[int, ...] | None = None
     eagle_aux_convention: str = "auto"
     seed: int = 0
+    # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
+    inject: str | None = None
 
     def __post_init__(self) -> None:
         if self.num_steps < 0:
@@ -52,6 +58,15 @@ class EngineConfig:
             raise SpecbenchError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.ngram_min < 1 or self.ngram_max < self.ngram_min:
             raise SpecbenchError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.synthetic_acceptance is not None:
+            rates = tuple(float(r) for r in self.synthetic_acceptance)
+            if not rates or any(not 0 <= r <= 1 for r in rates) or any(b > a for a, b in zip(rates, rates[1:])):
+                raise SpecbenchError(
+                    f"synthetic acceptance rates must be non-increasing values in [0, 1], got {self.synthetic_acceptance}"
+                )
+            if len(rates) < self.num_steps:
+                raise SpecbenchError(f"synthetic acceptance gives {len(rates)} rates for num_steps {self.num_steps}")
+            object.__setattr__(self, "synthetic_acceptance", rates)
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
                 f"unknown eagle_aux_convention {self.eagle_aux_convention!r}; "
@@ -61,6 +76,12 @@ class EngineConfig:
             if not self.eagle_aux_layer_ids or not all(isinstance(i, int) for i in self.eagle_aux_layer_ids):
                 raise SpecbenchError(f"eagle_aux_layer_ids must be non-empty integers, got {self.eagle_aux_layer_ids}")
             object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
+
+        if self.inject is not None:
+            from specbench.faults import resolve_fault
+
+            if resolve_fault(self.inject) is None:
+                object.__setattr__(self, "inject", None)
 
     def to_dict(self) -> dict:
         return asdict(self)

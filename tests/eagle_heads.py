@@ -16,14 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from eagle_heads_fit import FitRecipe, fit_head
+from eagle_heads_fit import FitRecipe, fit_head, random_head_tensors
 from safetensors.torch import load_file, save_file
 from tiny_models import REPO_ROOT, build_tiny_model
 
 from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
 
+MAX_TOKENS = 24
+# 26 blocks of 4 tokens cannot hold 4 concurrent requests of up to 40 + 24 + k tokens: forces preemption.
+PREEMPTING_KV_BLOCKS = 26
 CACHE_DIR = REPO_ROOT / ".cache" / "eagle_heads"
-TARGETS = {"t2": dict(num_layers=2, seed=0), "t4": dict(num_layers=4, seed=3)}
+# name -> (build_tiny_model kwargs, residual growth per layer). In tiny_models the token embedding dominates
+# the residual stream, so consecutive layers' hidden states are nearly parallel (cosine ~0.98) and a head
+# reading the neighbouring layers would not notice. As in real LMs, the residual norm here grows with depth:
+# layer i's attention and MLP outputs are scaled by growth ** (i + 1), so each layer's state is distinct.
+TARGETS = {"t2": (dict(num_layers=2, seed=0), 1.0), "t4": (dict(num_layers=4, seed=3), 3.0)}
 AUX_HF_INDICES = (1, 2, 4)  # of the 4-layer target: low, mid, and the last layer's (pre-norm) output
 RECIPES = {
     "e1-bias": FitRecipe("eagle1", fc_bias=True),
@@ -58,7 +65,14 @@ VARIANTS = {
 def build_target(root: Path, name: str) -> Path:
     out = root / name
     if not (out / "config.json").exists():
-        build_tiny_model(out, "llama", **TARGETS[name])
+        kwargs, growth = TARGETS[name]
+        build_tiny_model(out, "llama", **kwargs)
+        if growth != 1.0:
+            weights = load_file(out / "model.safetensors")
+            for i in range(kwargs["num_layers"]):
+                for proj in ("self_attn.o_proj", "mlp.down_proj"):
+                    weights[f"model.layers.{i}.{proj}.weight"] *= growth ** (i + 1)
+            save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
     return out
 
 
@@ -84,6 +98,13 @@ def fitted_tensors(target_dir: Path, recipe_name: str) -> dict[str, torch.Tensor
     save_file({k: v.contiguous() for k, v in tensors.items()}, tmp)
     os.replace(tmp, path)  # atomic: concurrent workers never read a half-written file
     return tensors
+
+
+def unfitted_tensors(target_dir: Path, recipe_name: str) -> dict[str, torch.Tensor]:
+    """Random tensors shaped like the recipe's head (no fitting): for load-validation tests."""
+    from specbench.models.loader import read_config
+
+    return random_head_tensors(read_config(target_dir / "config.json"), RECIPES[recipe_name])
 
 
 def layer_config(target_dir: Path, recipe: FitRecipe) -> dict:
@@ -164,3 +185,20 @@ def build_head_dir(root: Path, variant_name: str, target_dir: Path) -> Path:
     if not (out / "config.json").exists():
         write_head(out, fitted_tensors(target_dir, variant.recipe), variant, target_dir)
     return out
+
+
+def run_engine(target: Path, prompts, **kwargs):
+    """A 4-way concurrent fp32 CPU engine over `prompts`, greedy, MAX_TOKENS each; returns (llm, outputs)."""
+    from specbench import LLM, SamplingParams
+
+    llm = LLM(str(target), dtype="fp32", device="cpu", block_size=4, max_concurrency=4, allow_pickle=True, **kwargs)
+    outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    return llm, outs
+
+
+def acceptance_per_pos(outs) -> list[float]:
+    """Per draft position: rounds that accepted it / rounds that drafted it, over all requests."""
+    num_pos = len(outs[0].stats.num_drafted_per_pos)
+    drafted = [sum(o.stats.num_drafted_per_pos[i] for o in outs) for i in range(num_pos)]
+    accepted = [sum(o.stats.num_accepted_per_pos[i] for o in outs) for i in range(num_pos)]
+    return [a / d if d else 0.0 for a, d in zip(accepted, drafted)]

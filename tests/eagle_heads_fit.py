@@ -1,6 +1,6 @@
 """Fit tiny EAGLE heads to a tiny target's own greedy outputs (test fixtures; cached by eagle_heads.py).
 
-Data: gsm8k train questions cut to a fixed length, continued greedily by the engine's plain decode; the
+Data: gsm8k train questions cut to a fixed length, continued greedily by the target (HF generate); the
 target's features come from one teacher-forced forward of our DecoderLM, exactly as the engine captures
 them. Training unrolls the head like the engine drafts: step 0 reads target features, step s >= 1 its own
 previous hidden, with the training-time-test mask (step 0 causal over target-feature keys, step s also
@@ -29,15 +29,15 @@ class FitRecipe:
     draft_vocab_size: int = 0  # 0 = the target's vocabulary
     aux_hf_indices: tuple[int, ...] = ()  # EAGLE-3: target hidden_states indices the head reads
     rope_theta: float = 10000.0  # the head's own RoPE (EAGLE-3 heads here differ from the target on purpose)
-    num_prompts: int = 64
+    num_prompts: int = 512
     prompt_len: int = 16
     gen_len: int = 48
-    steps: int = 300
-    batch: int = 16
-    lr: float = 3e-3
+    steps: int = 200
+    batch: int = 12
+    lr: float = 3e-2
     unroll: int = 3
     seed: int = 0
-    version: int = 1  # bump when the fitting code changes meaning
+    version: int = 2  # bump when the fitting code changes meaning
 
     def key(self) -> str:
         return repr(sorted(asdict(self).items()))
@@ -95,25 +95,45 @@ def head_config(target_cfg: ModelConfig, recipe: FitRecipe) -> EagleHeadConfig:
     )
 
 
-def _training_data(target_dir: str, recipe: FitRecipe):
-    """(tokens [N, T], features [N, T, F], target logits [N, T, V], target model config)."""
-    from specbench import LLM, SamplingParams
-    from tiny_models import gsm8k_questions
+def _greedy_sequences(target_dir: str, recipe: FitRecipe) -> torch.Tensor:
+    """[N, prompt_len + gen_len]: gsm8k train prompts and the target's greedy continuations (HF generate)."""
+    from tiny_models import gsm8k_questions, load_tiny_tokenizer
+    from transformers import AutoModelForCausalLM
 
-    llm = LLM(target_dir, dtype="fp32", device="cpu", block_size=16, max_concurrency=recipe.num_prompts)
-    tok = llm.tokenizer
+    tok = load_tiny_tokenizer()
     prompts = [ids[: recipe.prompt_len] for ids in (tok(q)["input_ids"] for q in gsm8k_questions("train"))
                if len(ids) >= recipe.prompt_len][: recipe.num_prompts]
-    outs = llm.generate(prompts, SamplingParams(max_tokens=recipe.gen_len, ignore_eos=True))
-    tokens = torch.tensor([p + list(o.output_token_ids) for p, o in zip(prompts, outs)])
-    model = llm.engine.parts.target.model
+    hf = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    hf.generation_config.eos_token_id = None
+    x = torch.tensor(prompts)
+    with torch.no_grad():
+        return hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=recipe.gen_len, do_sample=False,
+                           pad_token_id=0)
+
+
+_DATA: dict[tuple, tuple] = {}  # heads fitted on the same target and features share one data set
+
+
+def _training_data(target_dir: str, recipe: FitRecipe):
+    """(tokens [N, T], features [N, T, F], target logits [N, T, V], target DecoderLM)."""
+    key = (target_dir, recipe.kind, recipe.aux_hf_indices, recipe.num_prompts, recipe.prompt_len, recipe.gen_len)
+    if key not in _DATA:
+        _DATA[key] = _compute_training_data(target_dir, recipe)
+    return _DATA[key]
+
+
+def _compute_training_data(target_dir: str, recipe: FitRecipe):
+    from specbench.models.loader import load_model
+
+    tokens = _greedy_sequences(target_dir, recipe)
+    model = load_model(target_dir, dtype=torch.float32, device="cpu", attn_backend="torch").model
     n, t = tokens.shape
     blocks_per_seq = -(-t // 16)
     md = build_metadata(positions=list(range(t)) * n, num_query=[t] * n, seq_lens=[t] * n,
                         block_tables=[list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(n)],
                         block_size=16, device=torch.device("cpu"))
     kv = KVCache(model.kv_cache_spec(), n * blocks_per_seq, 16, torch.device("cpu"))
-    with torch.inference_mode():
+    with torch.inference_mode():  # the features exactly as the engine's target runner captures them
         out = model(tokens.reshape(-1), md, kv, aux_layer_ids=recipe.aux_hf_indices, phase="fit")
         feats = out.hidden_states if recipe.kind == "eagle1" else out.aux_hidden_states
         logits = model.compute_logits(out.hidden_states)
@@ -124,62 +144,95 @@ def fit_head(target_dir: str, recipe: FitRecipe) -> dict[str, torch.Tensor]:
     """Canonical-name tensors of a fitted head (plus d2t/t2d for a reduced draft vocabulary)."""
     torch.manual_seed(recipe.seed)
     tokens, feats, logits, model = _training_data(target_dir, recipe)
-    n, t = tokens.shape
     cfg = head_config(model.config, recipe)
+    mapping = _draft_vocab(tokens, logits, cfg)  # [draft_vocab] target ids, or None
+    attn = UnrolledAttention(recipe.batch, tokens.shape[1])
+    head = _new_head(cfg, recipe, model, mapping, attn)
+    # labels[n, t]: the target's greedy token after position t as a draft id (-100 when outside the draft vocab)
+    draft_index = torch.full((cfg.vocab_size,), -100, dtype=torch.int64)
+    draft_index[torch.arange(cfg.vocab_size) if mapping is None else mapping] = torch.arange(cfg.draft_vocab_size)
+    _train(head, attn, recipe, tokens, feats, draft_index[logits.argmax(-1)])
+    return export_tensors(head, mapping)
+
+
+def random_head_tensors(target_cfg: ModelConfig, recipe: FitRecipe) -> dict[str, torch.Tensor]:
+    """Unfitted tensors with the recipe's shapes (draft vocab = every other target id), for load tests."""
+    cfg = head_config(target_cfg, recipe)
+    head = _new_head(cfg, recipe, None, None, None)
+    reduced = cfg.draft_vocab_size < cfg.vocab_size
+    return export_tensors(head, torch.arange(cfg.draft_vocab_size) * 2 if reduced else None)
+
+
+def export_tensors(head: EagleHead, mapping: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Canonical checkpoint tensors of a head, plus d2t/t2d when `mapping` (draft id -> target id) is given."""
+    targets = head.checkpoint_targets()
+    tensors = {name: param[start:end].detach().clone() for name, (param, start, end) in targets.items()}
+    if mapping is not None:
+        tensors["d2t"] = mapping - torch.arange(len(mapping))  # offsets: target id = draft id + d2t[draft id]
+        tensors["t2d"] = torch.zeros(head.config.vocab_size, dtype=torch.bool).index_fill_(0, mapping, True)
+    return tensors
+
+
+def _new_head(cfg: EagleHeadConfig, recipe: FitRecipe, model, mapping, attn) -> EagleHead:
+    """A randomly initialised head; with the target `model` bound (and EAGLE-3 output started from it)."""
     eagle1 = recipe.kind == "eagle1"
     fc_in = (2 if eagle1 else len(recipe.aux_hf_indices)) * cfg.target_hidden_size
-    attn = UnrolledAttention(recipe.batch, t)
     head = EagleHead(HeadShape(cfg, fc_in, has_own_embed=False, has_own_lm_head=not eagle1), attn,
                      torch.float32, "cpu")
-    head.bind_target(model.embed_weight, model.lm_head_weight)
     _init(head, recipe.seed)
-    mapping = _draft_vocab(tokens, logits, cfg)
-    draft_ids = torch.arange(cfg.vocab_size) if mapping is None else mapping
-    probs = logits[..., draft_ids].softmax(-1)  # [N, T, draft_vocab] target distribution on the draft vocab
-    params = [p for p in head.parameters()]
+    if model is None:
+        return head
+    head.bind_target(model.embed_weight, model.lm_head_weight)
+    if not eagle1:  # start the head's own output from the target's (restricted to the draft vocab)
+        with torch.no_grad():
+            head.norm.weight.copy_(model.norm.weight)
+            head.lm_head.weight.copy_(model.lm_head_weight if mapping is None else model.lm_head_weight[mapping])
+    return head
+
+
+def _train(head: EagleHead, attn: UnrolledAttention, recipe: FitRecipe, tokens, feats, labels) -> None:
+    """tokens/labels [N, T], feats [N, T, F]: Adam over unrolled drafting from every base position."""
+    n, t = tokens.shape
+    params = list(head.parameters())
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.Adam(params, lr=recipe.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, recipe.steps)
     gen = torch.Generator().manual_seed(recipe.seed)
     base = torch.arange(t)
-    for _ in range(recipe.steps):
+    for _step in range(recipe.steps):
         idx = torch.randint(0, n, (recipe.batch,), generator=gen)
         attn.reset()
         hidden = head.project_target_features(feats[idx].reshape(recipe.batch * t, -1))
         loss = 0.0
         for s in range(recipe.unroll):
             src = base + 1 + s  # step s at base t reads token t+1+s and predicts like the target at t+1+s
-            valid = (src < t).float()  # [T]
+            is_valid = src < t  # [T]
             src = src.clamp(max=t - 1)
             md = _PositionsOnly((base + s).repeat(recipe.batch), t + s)
             out = head(tokens[idx][:, src].reshape(-1), hidden, md, None, phase="fit")
-            logp = head.compute_logits(out.logits_input).log_softmax(-1).view(recipe.batch, t, -1)
-            ce = -(probs[idx][:, src] * logp).sum(-1)  # [B, T]
-            loss = loss + (ce * valid).sum() / (valid.sum() * recipe.batch)
-            if eagle1:  # the EAGLE-1 head's output stands in for the target feature at t+1+s
+            step_labels = torch.where(is_valid, labels[idx][:, src], -100).reshape(-1)
+            loss = loss + F.cross_entropy(head.compute_logits(out.logits_input), step_labels)
+            if recipe.kind == "eagle1":  # the EAGLE-1 head's output stands in for the target feature at t+1+s
                 reg = F.smooth_l1_loss(out.hidden.view(recipe.batch, t, -1), feats[idx][:, src], reduction="none")
-                loss = loss + (reg.mean(-1) * valid).sum() / (valid.sum() * recipe.batch)
+                loss = loss + (reg.mean(-1) * is_valid).sum() / (is_valid.sum() * recipe.batch)
             hidden = out.hidden
         opt.zero_grad()
         loss.backward()
         opt.step()
         sched.step()
-    tensors = {name: param[start:end].detach().clone() for name, (param, start, end) in head.checkpoint_targets().items()}
-    if mapping is not None:
-        tensors["d2t"] = mapping - torch.arange(len(mapping))
-        tensors["t2d"] = torch.zeros(cfg.vocab_size, dtype=torch.bool).index_fill_(0, mapping, True)
-    return tensors
 
 
 @torch.no_grad()
 def _init(head: EagleHead, seed: int) -> None:
+    # Random norm weights and biases (as in tiny_models), so a head loaded without its fc bias or with a
+    # swapped norm measurably changes its drafts.
     gen = torch.Generator().manual_seed(seed)
     for name, param in sorted(head.named_parameters()):
         if name.endswith("norm.weight"):
-            param.fill_(1.0)
+            param.copy_(1.0 + 0.2 * torch.randn(param.shape, generator=gen))
         elif name.endswith(".bias"):
-            param.zero_()
+            param.copy_(0.5 * torch.randn(param.shape, generator=gen))
         else:
             param.copy_(torch.randn(param.shape, generator=gen) / param.shape[1] ** 0.5)
 

@@ -19,6 +19,7 @@ from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.spec.fault_hooks import DraftStepRecord, mutate_step_plan
 from specbench.spec.proposer import DraftProposal, ProposeInput
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 
@@ -28,6 +29,7 @@ class _DraftState:
     num_cached: int = 0  # draft KV valid for positions [0, num_cached)
     num_written: int = 0  # positions [0, num_written) written in the last round
     newest: int = 0  # position of the newest committed token at the last propose
+    stale_end: int = 0  # fault catchup-sees-rejected: draft KV was written up to here before the last verify
 
 
 def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
@@ -54,6 +56,9 @@ class DraftModelProposer:
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, _DraftState] = {}
+        self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
+        self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
+        self._leaked_md = None  # fault state: step 1's metadata (stale-draft-metadata), last step's (phase-state-leak)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.model.kv_cache_spec()
@@ -86,6 +91,8 @@ class DraftModelProposer:
         extend = self._build_extend(inp, active)
         out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
         logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
+        if self.recorder is not None:
+            self._record(inp, active, 0, logits, draft_ids)
         st = _select(inp.sampling, active)
         ids, probs = self._draft_tokens(logits, st)
         rows = torch.tensor(active, dtype=torch.int64, device=self.device)
@@ -99,6 +106,8 @@ class DraftModelProposer:
             step = self._build_step(inp, step_rows, j, draft_ids)
             out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{j}")
             logits = self.model.compute_logits(out.hidden_states)
+            if self.recorder is not None:
+                self._record(inp, step_rows, j, logits, draft_ids)
             ids, probs = self._draft_tokens(logits, _select(inp.sampling, step_rows))
             draft_ids[step.row_of_request, j] = ids
             if probs is not None:
@@ -124,6 +133,16 @@ class DraftModelProposer:
             num_query.append(len(tokens) - state.num_cached)
             seq_lens.append(len(tokens))
             last_rows.append(len(input_ids) - 1)
+        if self.fault is not None:
+            if self.fault.name == "catchup-sees-rejected":  # seed 001: rejected positions stay visible
+                seq_lens = [max(n, self._state[inp.request_ids[r]].stale_end) for n, r in zip(seq_lens, active)]
+            leaked = self._leaked_md
+            if self.fault.name == "phase-state-leak" and leaked is not None and leaked.num_tokens == len(input_ids):
+                # seed 002: the catch-up reuses the previous round's last draft-decode input object
+                return DraftExtendInput(
+                    input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device), md=leaked,
+                    target_features=None, logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+                )
         md = build_metadata(
             positions=positions,
             num_query=num_query,
@@ -142,22 +161,48 @@ class DraftModelProposer:
     def _build_step(self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor) -> DraftStepInput:
         # Fresh metadata for every step: positions newest + j, visible keys newest + j + 1.
         newest = [len(inp.token_ids[r]) - 1 for r in rows]
+        positions, seq_lens, slots = [n + j for n in newest], [n + j + 1 for n in newest], None
+        tables = [inp.block_tables[r] for r in rows]
+        if self.fault is not None:
+            plan = mutate_step_plan(self.fault, j, positions, seq_lens, tables, self.block_size)
+            positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
         md = build_metadata(
-            positions=[n + j for n in newest],
+            positions=positions,
             num_query=[1] * len(rows),
-            seq_lens=[n + j + 1 for n in newest],
-            block_tables=[inp.block_tables[r] for r in rows],
+            seq_lens=seq_lens,
+            block_tables=tables,
             block_size=self.block_size,
             device=self.device,
+            slot_mapping=slots,
         )
+        if self.fault is not None:
+            md = self._fault_step_md(j, md)
         row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
+
+    def _fault_step_md(self, j: int, md):
+        if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
+            if j == 1:
+                self._leaked_md = md
+            elif self._leaked_md is not None and self._leaked_md.num_reqs == md.num_reqs:
+                return self._leaked_md
+        elif self.fault.name == "phase-state-leak":
+            self._leaked_md = md
+        return md
+
+    def _record(self, inp: ProposeInput, rows: list[int], j: int, logits: torch.Tensor, draft_ids) -> None:
+        drafts = draft_ids[torch.tensor(rows, dtype=torch.int64).to(self.device), :j].tolist()  # host sync: oracle only
+        for i, r in enumerate(rows):
+            self.recorder.append(
+                DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
+            )
 
     def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
         for request_id, accepted in zip(request_ids, num_accepted):
             state = self._state.get(request_id)
             if state is None or state.num_written <= state.newest:
                 continue
+            state.stale_end = state.num_written
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached

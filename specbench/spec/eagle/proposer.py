@@ -1,0 +1,168 @@
+"""EAGLE-1 / EAGLE-3 proposer: catch-up over target features, then argmax draft-decode steps.
+
+Shift-by-one pairing at draft position p: (token at p + 1, target feature at p), query position p,
+p + 1 visible keys. Per round, for a request whose newest committed token sits at position `newest`:
+- draft-extend (catch-up) runs over every position with a new target feature, [start, newest - 1],
+  writing the draft KV there from target features (overwriting last round's draft-step scratch);
+  its last row yields draft 1;
+- draft-decode step j (1 <= j < k) feeds (draft j, the head's own hidden of step j - 1) at position
+  newest - 1 + j with newest + j visible keys. Its KV is scratch the next catch-up overwrites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.attention.metadata import build_metadata
+from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.spec.eagle.loader import LoadedEagleHead
+from specbench.spec.proposer import DraftProposal, ProposeInput
+
+
+@dataclass
+class _RequestState:
+    num_committed: int = 0  # draft KV at positions [0, num_committed) came from target features
+
+
+class EagleProposer:
+    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device) -> None:
+        self.loaded = loaded
+        self.head = loaded.head
+        self.name = loaded.checkpoint.config.method
+        self.target_feature_layers = loaded.feature_layers
+        self.block_size = block_size
+        self.device = device
+        self.kv_cache: KVCache | None = None
+        self._state: dict[str, _RequestState] = {}
+
+    def kv_cache_spec(self) -> KVCacheSpec | None:
+        return self.head.kv_cache_spec()
+
+    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
+        self.kv_cache = kv_cache
+
+    @torch.inference_mode()
+    def propose(self, inp: ProposeInput) -> DraftProposal:
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        num_reqs = len(inp.request_ids)
+        max_num_draft = max(inp.num_draft_tokens, default=0)
+        draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
+        caught_up = [r for r in range(num_reqs) if inp.cu_num_new_features[r + 1] > inp.cu_num_new_features[r]]
+        active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
+        missing = set(active) - set(caught_up)
+        if missing:
+            raise RuntimeError(f"requests {sorted(missing)} asked for drafts without new target features")
+        if not caught_up:
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+
+        extend = self._build_extend(inp, caught_up)
+        out = self.head(extend.input_ids, self.head.project_target_features(extend.target_features),
+                        extend.md, self.kv_cache, phase="eagle_extend")
+        if not active:
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+        # hidden[r] = the feature the next step of request r is fed  [num_reqs, H]
+        hidden = torch.zeros(num_reqs, out.hidden.shape[-1], dtype=out.hidden.dtype, device=self.device)
+        rows = torch.tensor(caught_up, dtype=torch.int64).to(self.device)
+        hidden[rows] = out.hidden[extend.logits_indices]
+        extend_row = {r: i for i, r in enumerate(caught_up)}
+        last = extend.logits_indices[torch.tensor([extend_row[r] for r in active], dtype=torch.int64).to(self.device)]
+        draft_ids[torch.tensor(active, dtype=torch.int64).to(self.device), 0] = self._argmax(out.logits_input[last])
+
+        for j in range(1, max_num_draft):
+            step = self._build_step(inp, [r for r in active if inp.num_draft_tokens[r] > j], j, draft_ids, hidden)
+            out = self.head(step.input_ids, step.hidden_states, step.md, self.kv_cache, phase=f"eagle_step_{j}")
+            draft_ids[step.row_of_request, j] = self._argmax(out.logits_input)
+            hidden = hidden.index_copy(0, step.row_of_request, out.hidden)
+        return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
+
+    def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
+        return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
+
+    def _build_extend(self, inp: ProposeInput, caught_up: list[int]) -> DraftExtendInput:
+        input_ids: list[int] = []
+        positions: list[int] = []
+        num_query: list[int] = []
+        last_rows: list[int] = []
+        for r in caught_up:
+            request_id, tokens = inp.request_ids[r], inp.token_ids[r]
+            start = inp.new_feature_start[r]
+            num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
+            state = self._state.setdefault(request_id, _RequestState())
+            # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
+            # it never sees a rejected or not-yet-committed position.
+            if start != state.num_committed or start + num_new != len(tokens) - 1:
+                raise RuntimeError(
+                    f"{request_id}: features for positions [{start}, {start + num_new}) but draft KV is committed "
+                    f"up to {state.num_committed} and the newest token is at {len(tokens) - 1}"
+                )
+            input_ids.extend(tokens[start + 1 : start + num_new + 1])  # token at p + 1 pairs with feature p
+            positions.extend(range(start, start + num_new))
+            num_query.append(num_new)
+            last_rows.append(len(input_ids) - 1)
+            state.num_committed = start + num_new
+        md = build_metadata(
+            positions=positions,
+            num_query=num_query,
+            seq_lens=[inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)],
+            block_tables=[inp.block_tables[r] for r in caught_up],
+            block_size=self.block_size,
+            device=self.device,
+        )
+        assert inp.new_features is not None and inp.new_features.shape[0] == len(input_ids)
+        return DraftExtendInput(
+            input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device),
+            md=md,
+            target_features=inp.new_features,
+            logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+        )
+
+    def _build_step(
+        self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor, hidden: torch.Tensor
+    ) -> DraftStepInput:
+        # Fresh metadata for every step: position newest - 1 + j, newest + j visible keys.
+        newest = [len(inp.token_ids[r]) - 1 for r in rows]
+        md = build_metadata(
+            positions=[n - 1 + j for n in newest],
+            num_query=[1] * len(rows),
+            seq_lens=[n + j for n in newest],
+            block_tables=[inp.block_tables[r] for r in rows],
+            block_size=self.block_size,
+            device=self.device,
+        )
+        row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
+        return DraftStepInput(
+            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
+        )
+
+    def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+        """Nothing to do: the next round's target features say which positions were committed."""
+
+    def free(self, request_id: str) -> None:
+        self._state.pop(request_id, None)
+
+    def describe(self) -> dict[str, object]:
+        return self.loaded.describe()
+
+
+def load_eagle_proposer(ctx, method: str) -> EagleProposer:
+    from specbench.errors import SpecbenchError
+    from specbench.spec.eagle.loader import load_eagle_head
+
+    cfg = ctx.config
+    if not cfg.draft:
+        raise SpecbenchError(f"method {method!r} needs --draft (the EAGLE head's directory or hub id)")
+    loaded = load_eagle_head(
+        cfg.draft,
+        method=method,
+        target=ctx.target,
+        aux_override=None if cfg.eagle_aux_layer_ids is None else tuple(cfg.eagle_aux_layer_ids),
+        aux_convention=cfg.eagle_aux_convention,
+        attn_backend=ctx.attn_backend,
+        dtype=ctx.dtype,
+        device=ctx.device,
+        allow_pickle=cfg.allow_pickle,
+    )
+    return EagleProposer(loaded, cfg.block_size, ctx.device)
