@@ -12,11 +12,19 @@ from specbench.bench.turns import Turn
 from specbench.engine.outputs import RequestOutput
 
 
+# How a request's output tokens were counted (requests.parquet `token_count_source`).
+ENGINE_COUNTS = "engine"  # the embedded engine's own emissions
+
+
 @dataclass(frozen=True, slots=True)
 class FinishedTurn:
     turn: Turn
-    output: RequestOutput
+    output: RequestOutput  # HTTP backends: what arrived before a failure too (text may be partial)
     request_index: int  # submission order within the run
+    error: str | None = None  # why the request failed (HTTP backends); None = success
+    token_count_source: str = ENGINE_COUNTS  # see backends/token_counts.py for the HTTP sources
+    is_usage_reported: bool | None = None  # HTTP: the server sent a usage block; None for the embedded engine
+    has_draft_stats: bool = True  # False over HTTP: acceptance comes from server counters per cell
 
 
 def run_turns(

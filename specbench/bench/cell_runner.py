@@ -1,4 +1,4 @@
-"""Run one sweep cell on the shared engine: set k, warm up, then the measured requests under the load pattern."""
+"""Run one sweep cell on the backend: set k, warm up, then the measured requests under the load pattern."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from specbench.bench.admission import FinishedTurn, run_turns
+from specbench.bench.admission import FinishedTurn
 from specbench.bench.arrivals import arrival_offsets
 from specbench.bench.grid import CellKey
 from specbench.bench.sweep_config import SweepConfig
@@ -17,6 +18,10 @@ from specbench.bench.turns import TurnPlanner, TurnSettings
 from specbench.engine.stats import StepStats
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import Sample
+
+if TYPE_CHECKING:
+    from specbench.backends.base import BenchBackend
+    from specbench.backends.spec_counters import SpecCounters
 
 # Warmup requests only trigger first-call costs (allocations, kernels, caches); their length does not matter.
 WARMUP_MAX_TOKENS = 8
@@ -26,9 +31,12 @@ WARMUP_MAX_TOKENS = 8
 class CellRun:
     key: CellKey
     finished: tuple[FinishedTurn, ...]  # measured requests, in finish order
-    steps: tuple[StepStats, ...]  # engine steps of the measured window
+    steps: tuple[StepStats, ...]  # engine steps of the measured window (embedded backend only)
     start_unix_s: float
     wall_s: float  # warmup included
+    backend: str = "embedded"
+    counters: SpecCounters | None = None  # HTTP: server speculative counter deltas over the measured window
+    counters_note: str | None = None  # HTTP: why `counters` is None
 
 
 def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
@@ -44,7 +52,7 @@ def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> Tur
 
 
 def run_cell(
-    engine,
+    backend: BenchBackend,
     planner: TurnPlanner,
     samples: Sequence[Sample],
     key: CellKey,
@@ -52,16 +60,16 @@ def run_cell(
     chat_template: bool,
     on_request_done: Callable[[FinishedTurn], None] | None = None,
 ) -> CellRun:
-    engine.set_num_steps(key.num_steps)
+    backend.start_cell(key)
     settings = turn_settings(config, key, chat_template)
     start_unix, start = time.time(), time.perf_counter()
     num_warmup = config.num_warmup(key.concurrency)
     if num_warmup:
         warm = [planner.first_turn(samples[i % len(samples)], settings) for i in range(num_warmup)]
         warm = [dataclasses.replace(t, params=_short(t.params)) for t in warm]
-        run_turns(engine, warm, key.concurrency, id_prefix=f"warmup/{key.cell_id}")
+        backend.run_turns(warm, key.concurrency, id_prefix=f"warmup/{key.cell_id}")
 
-    first_step = len(engine.step_stats)
+    backend.begin_window()
     turns = [planner.first_turn(sample, settings) for sample in samples]
     if not math.isinf(config.request_rate):
         # Every cell of a repeat sees the same arrival pattern, so cells differ only in what the grid varies.
@@ -69,20 +77,23 @@ def run_cell(
         offsets = arrival_offsets(len(turns), config.request_rate, config.burstiness, seed)
         origin = time.perf_counter()
         turns = [dataclasses.replace(t, scheduled_time=origin + offset) for t, offset in zip(turns, offsets)]
-    finished = run_turns(
-        engine,
+    finished = backend.run_turns(
         turns,
         key.concurrency,
         id_prefix=key.cell_id,
         next_turn=lambda turn, completion: planner.next_turn(turn, completion, settings),
         on_finish=on_request_done,
     )
+    window = backend.end_window()
     return CellRun(
         key=key,
         finished=tuple(finished),
-        steps=tuple(engine.step_stats[first_step:]),
+        steps=window.steps,
         start_unix_s=start_unix,
         wall_s=time.perf_counter() - start,
+        backend=backend.name,
+        counters=window.counters,
+        counters_note=window.counters_note,
     )
 
 

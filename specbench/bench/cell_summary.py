@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench.bench.records import Row, cell_metrics_from_rows, score_from_row
+from specbench.bench.records import Row, cell_metrics_from_rows, has_draft_stats, is_success, score_from_row
 from specbench.bench.schema import columns
+from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 
@@ -19,14 +21,29 @@ def cell_row(
     baseline_id: str | None,
     baseline_rows: Sequence[Row] | None,
     num_positions: int,
+    *,
+    backend: str = "embedded",
 ) -> Row:
-    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run."""
+    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run.
+
+    `metrics` covers the successful requests. Over HTTP the caller replaces the acceptance columns with the
+    server's (server_acceptance.py); here they say "engine".
+    """
+    ok_rows = [r for r in request_rows if is_success(r)]
     row: Row = {**keys, **extra, **metrics.to_row(num_positions)}
-    row["num_preemptions"] = sum(r["num_preemptions"] for r in request_rows)
+    preemptions = [r["num_preemptions"] for r in ok_rows if r["num_preemptions"] is not None]
+    row["num_preemptions"] = sum(preemptions) if preemptions or not ok_rows else None
+    row.update(
+        backend=backend,
+        acceptance_source=ENGINE_SOURCE,
+        acceptance_note=None,
+        server_generation_tokens=None,
+        **failure_columns(request_rows),
+    )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
     row["speedup"] = speedup(metrics, cell_metrics_from_rows(baseline_rows)) if baseline_rows else None
 
-    scores = [s for s in map(score_from_row, request_rows) if s is not None]
+    scores = [s for s in map(score_from_row, ok_rows) if s is not None]
     acc = accuracy(scores)
     row.update(
         accuracy_n=acc.n,
@@ -35,8 +52,20 @@ def cell_row(
         accuracy_flexible=acc.flexible,
         accuracy_flexible_stderr=acc.flexible_stderr,
     )
-    row.update(_agreement(request_rows, baseline_rows or ()))
+    row.update(_agreement(ok_rows, [r for r in baseline_rows or () if is_success(r)]))
     return row
+
+
+def failure_columns(request_rows: Sequence[Row]) -> Row:
+    """num_errors, error_summary ('2 x http 500; 1 x timeout': kinds are the text before ':') and how the
+    successful requests' tokens were counted."""
+    kinds = Counter(str(r["error"]).split(":", 1)[0] for r in request_rows if not is_success(r))
+    sources = {r.get("token_count_source") for r in request_rows if is_success(r)} - {None}
+    return {
+        "num_errors": sum(kinds.values()),
+        "error_summary": "; ".join(f"{n} x {kind}" for kind, n in kinds.most_common()) or None,
+        "token_count_source": (sources.pop() if len(sources) == 1 else "mixed") if sources else None,
+    }
 
 
 def _agreement(rows: Sequence[Row], baseline_rows: Sequence[Row]) -> Row:
@@ -66,5 +95,7 @@ def category_rows(keys: Mapping[str, Any], request_rows: Sequence[Row], num_posi
     out = []
     for category, rows in by_category.items():
         merged = {**keys, "category": category, **cell_metrics_from_rows(rows).to_row(num_positions)}
+        if not all(has_draft_stats(r) for r in rows):  # HTTP: server counters are per cell, not per category
+            merged.update(empty_acceptance(num_positions))
         out.append({name: merged[name] for name in names})
     return out

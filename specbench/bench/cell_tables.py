@@ -8,6 +8,7 @@ from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.grid import CellKey
 from specbench.bench.records import Row, request_row, step_rows
+from specbench.bench.server_acceptance import server_acceptance
 from specbench.bench.store import RunStore
 from specbench.bench.sweep_config import SweepConfig
 from specbench.metrics.cell_metrics import CellMetrics
@@ -37,7 +38,7 @@ def cell_tables(
     keys = key_columns(run_id, run.key, config, workload)
     finished = sorted(run.finished, key=lambda item: item.request_index)
     requests = [request_row(keys, item, workload) for item in finished]
-    metrics = CellMetrics.of([RequestMetrics.from_stats(item.output.stats) for item in finished])
+    metrics = CellMetrics.of([RequestMetrics.from_stats(item.output.stats) for item in finished if item.error is None])
     baseline = run.key.baseline
     is_baseline = baseline == run.key
     extra = {
@@ -55,7 +56,10 @@ def cell_tables(
         baseline.cell_id,
         requests if is_baseline else store.rows("requests", baseline.cell_id),
         store.num_positions,
+        backend=run.backend,
     )
+    if not all(item.has_draft_stats for item in finished):
+        cell.update(server_acceptance(run.counters, run.counters_note, store.num_positions))
     return {
         "requests": requests,
         "steps": step_rows(keys, run.steps),

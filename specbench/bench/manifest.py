@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specbench.bench.environment import device_info, git_state, package_versions
+from specbench.bench.environment import git_state, package_versions
 from specbench.bench.schema import SCHEMA_VERSION
 from specbench.bench.store import MANIFEST
 from specbench.bench.sweep_config import SweepConfig
@@ -20,14 +20,16 @@ from specbench.workloads.base import LoadedData, Workload
 def build_manifest(
     run_id: str,
     config: SweepConfig,
-    engine,
+    backend,
     workload: Workload,
     data: LoadedData,
     cell_ids: list[str],
     sampling: dict[str, Any],
 ) -> dict[str, Any]:
-    """`sampling`: the effective sampling settings of the first sample (workload defaults resolved)."""
-    proposer = engine.proposer
+    """`sampling`: the effective sampling settings of the first sample (workload defaults resolved).
+
+    `backend` (backends.base.BenchBackend) adds backend, device, models, proposer, engine_config and kv_pool.
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -37,12 +39,9 @@ def build_manifest(
         "label": config.label,
         "specbench": {"version": package_versions()["specbench"], "git": git_state()},
         "versions": package_versions(),
-        "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
-        "kv_pool": engine.parts.kv_pool_note,
-        "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
+        **backend.manifest_entries(config),
         "method": config.method,
-        "proposer": proposer.describe() if proposer is not None else None,
-        "engine_config": engine.config.to_dict(),
+        "fault_injected": config.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
         "workload": {
             "name": workload.name,
             "version": workload.version,

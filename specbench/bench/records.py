@@ -16,11 +16,15 @@ Row = dict[str, Any]
 SCORE_FIELDS = tuple(f.name for f in dataclasses.fields(Score))
 
 
+DRAFT_COLUMNS = ("num_draft_rounds", "num_draft_tokens", "num_accepted_tokens", "num_drafted_per_pos",
+                 "num_accepted_per_pos", "accepted_per_round")
+
+
 def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload) -> Row:
     turn, out, stats = item.turn, item.output, item.output.stats
     metrics = RequestMetrics.from_stats(stats)
     text = out.text
-    score = workload.score(turn.sample, text) if text is not None else None
+    score = workload.score(turn.sample, text) if text is not None and item.error is None else None
     row: Row = dict(keys)
     row.update(
         request_id=out.request_id,
@@ -39,6 +43,9 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload)
         num_output_tokens=metrics.num_output_tokens,
         num_emissions=metrics.num_emissions,
         finish_reason=out.finish_reason,
+        error=item.error,
+        token_count_source=item.token_count_source,
+        is_usage_reported=item.is_usage_reported,
         ttft_s=metrics.ttft_s,
         tpot_s=metrics.tpot_s,
         e2e_s=metrics.e2e_s,
@@ -56,6 +63,8 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload)
         output_text=text,
     )
     row.update({name: getattr(score, name) if score is not None else None for name in SCORE_FIELDS})
+    if not item.has_draft_stats:  # HTTP: the engine's internals are not visible per request
+        row.update({name: None for name in DRAFT_COLUMNS}, first_scheduled_time=None, num_preemptions=None)
     return row
 
 
@@ -63,28 +72,53 @@ def step_rows(keys: Mapping[str, Any], steps: Iterable[StepStats]) -> list[Row]:
     return [{**keys, **dataclasses.asdict(step)} for step in steps]
 
 
+def is_null(value: Any) -> bool:
+    """None, or pandas' NaN for a missing number."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def has_draft_stats(row: Mapping[str, Any]) -> bool:
+    """False for HTTP rows: no per-request draft counts (acceptance is per cell, from server counters)."""
+    return not is_null(row["num_draft_rounds"])
+
+
+def is_success(row: Mapping[str, Any]) -> bool:
+    return is_null(row.get("error"))
+
+
 def stats_from_row(row: Mapping[str, Any]) -> RequestStats:
-    """The engine's raw per-request record, rebuilt from a requests.parquet row (dict or pandas Series)."""
+    """The engine's raw per-request record, rebuilt from a requests.parquet row (dict or pandas Series).
+
+    Null draft and preemption columns (HTTP rows) read as zero: use `has_draft_stats` to tell them apart.
+    """
+
+    def count(name: str) -> int:
+        return 0 if is_null(row[name]) else int(row[name])
+
+    def counts(name: str) -> list[int]:
+        return [] if row[name] is None else [int(n) for n in row[name]]
+
     first = row["first_scheduled_time"]
     return RequestStats(
         arrival_time=float(row["arrival_time"]),
-        num_prompt_tokens=int(row["num_prompt_tokens"]),
-        first_scheduled_time=None if first is None or first != first else float(first),  # NaN from pandas
+        num_prompt_tokens=count("num_prompt_tokens"),
+        first_scheduled_time=None if is_null(first) else float(first),
         emission_times=[float(t) for t in row["emission_times"]],
         tokens_per_emission=[int(n) for n in row["tokens_per_emission"]],
-        num_draft_rounds=int(row["num_draft_rounds"]),
-        num_draft_tokens=int(row["num_draft_tokens"]),
-        num_accepted_tokens=int(row["num_accepted_tokens"]),
-        num_drafted_per_pos=[int(n) for n in row["num_drafted_per_pos"]],
-        num_accepted_per_pos=[int(n) for n in row["num_accepted_per_pos"]],
-        accepted_per_round=[int(n) for n in row["accepted_per_round"]],
-        num_preemptions=int(row["num_preemptions"]),
+        num_draft_rounds=count("num_draft_rounds"),
+        num_draft_tokens=count("num_draft_tokens"),
+        num_accepted_tokens=count("num_accepted_tokens"),
+        num_drafted_per_pos=counts("num_drafted_per_pos"),
+        num_accepted_per_pos=counts("num_accepted_per_pos"),
+        accepted_per_round=counts("accepted_per_round"),
+        num_preemptions=count("num_preemptions"),
     )
 
 
 def cell_metrics_from_rows(rows: Sequence[Mapping[str, Any]]) -> CellMetrics:
-    """Recompute a cell's metrics from its requests.parquet rows (what cells.parquet holds)."""
-    return CellMetrics.of([RequestMetrics.from_stats(stats_from_row(row)) for row in rows])
+    """Recompute a cell's metrics from its requests.parquet rows (what cells.parquet holds): failed requests are
+    left out; over HTTP the acceptance part is empty (cells.parquet takes it from the server's counters)."""
+    return CellMetrics.of([RequestMetrics.from_stats(stats_from_row(row)) for row in rows if is_success(row)])
 
 
 def score_from_row(row: Mapping[str, Any]) -> Score | None:

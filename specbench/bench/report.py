@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from specbench.backends.credentials import public_url
+from specbench.bench.backend_notes import backend_notes
 from specbench.bench.summary_table import format_categories, format_summary
 from specbench.bench.sweep import SweepReport
 
 
 def format_report(report: SweepReport, width: int | None = None) -> str:
     config = report.config
+    server = f"{config.backend} server {public_url(config.base_url or '')}"
+    where = f"target {config.target}" if config.is_embedded else server
     head = (
-        f"{config.workload} | method {config.method} | target {config.target}"
+        f"{config.workload} | method {config.method} | {where}"
         + (f" | label {config.label}" if config.label else "")
+        + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
         + f" | {report.num_cells_run} cells run"
         + (f", {report.num_cells_skipped} already complete" if report.num_cells_skipped else "")
     )
     parts = [head, format_summary(report.cells, width)]
     if len({row["category"] for row in report.categories}) > 1:
         parts.append(format_categories(report.categories, width))
+    notes = backend_notes(report.cells)
+    if notes:
+        parts.append("\n".join(f"note: {line}" for line in notes))
     parts.append(f"results: {report.run_dir}/ (cells, requests, steps, categories .parquet; manifest.json)")
     return "\n\n".join(part for part in parts if part)

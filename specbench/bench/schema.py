@@ -14,6 +14,11 @@
   cell, so after a kill they hold every completed cell, or every one but the last (`pd.read_parquet(run /
   "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
 
+HTTP backends (`cells.backend` != "embedded") measure on the client: arrival = when the request was sent (after
+its concurrency slot), one emission per streamed chunk with content; the per-request draft columns are null and
+the cell's acceptance columns come from the server's /metrics counter deltas over the measured window
+(`acceptance_source`); failed requests are rows with `error` set, left out of every metric.
+
 Times are `time.perf_counter()` seconds of the sweep's process (unix time = `time_origin_unix` of manifest.json,
 or of its `resumed` entry for cells run by a resumed session, + t). Temperature NaN = the workload's own per-sample
 temperature (mt_bench: FastChat's per-category table). List columns read as numpy arrays. Metric definitions:
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: backend, errors, token-count and acceptance sources (HTTP backends)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -56,7 +61,11 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_warmup", I64, "warmup requests run before the measured window (not measured)"),
     ("start_unix_s", F64, "unix time the cell started (warmup included)"),
     ("wall_s", F64, "cell wall time, warmup included"),
-    ("num_requests", I64, "measured requests (turns)"),
+    ("backend", STR, "embedded | openai (an OpenAI-compatible server over HTTP)"),
+    ("num_errors", I64, "measured requests that failed (left out of every metric)"),
+    ("error_summary", STR, "failures by kind, e.g. '2 x http 500; 1 x timeout'; null without failures"),
+    ("token_count_source", STR, "how output tokens were counted (requests' token_count_source, or 'mixed')"),
+    ("num_requests", I64, "measured requests (turns) that succeeded"),
     ("duration_s", F64, "measured window: last emission - first arrival"),
     ("num_prompt_tokens", I64, "sum of prompt tokens"),
     ("num_output_tokens", I64, "sum of output tokens"),
@@ -77,7 +86,12 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
-    ("num_preemptions", I64, "sum of request preemptions"),
+    ("acceptance_source", STR, "engine (per-request stats) | server:vllm / server:specbench / server:sglang "
+     "(/metrics counter deltas over the measured window); null when unavailable"),
+    ("acceptance_note", STR, "why the acceptance columns are null or approximate (HTTP), else null"),
+    ("server_generation_tokens", I64, "HTTP: delta of the server's generation-token counter over the window "
+     "(all its traffic: more than num_output_tokens means other requests were mixed in); else null"),
+    ("num_preemptions", I64, "sum of request preemptions; null over HTTP"),
     ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency); null if none"),
     ("speedup", F64, "output_throughput / baseline output_throughput"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
@@ -103,29 +117,34 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("subcategory", STR, "spec_bench: MT-Bench category of its mt_bench questions; else null"),
     ("turn", I64, "0-based turn; turn t+1 carries the model's own answer to turn t"),
     ("scheduled_time", F64, "Poisson/gamma arrival target (first turns under a finite rate); else null"),
-    ("arrival_time", F64, "when the request became eligible to run (TTFT/E2E start here)"),
-    ("first_scheduled_time", F64, "first engine step that ran it"),
+    ("arrival_time", F64, "when the request became eligible to run; HTTP: when it was sent (TTFT/E2E start here)"),
+    ("first_scheduled_time", F64, "first engine step that ran it; null over HTTP"),
     ("finish_time", F64, "last emission"),
-    ("emission_times", pa.list_(F64), "[num_emissions] emission times"),
-    ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission"),
+    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed chunks with content)"),
+    ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission (see token_count_source)"),
     ("num_prompt_tokens", I64, "prompt tokens"),
     ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
     ("num_emissions", I64, "emissions"),
-    ("finish_reason", STR, "stop | length"),
+    ("finish_reason", STR, "stop | length (null when the request failed before it finished)"),
+    ("error", STR, "why the request failed (HTTP: connection, http <status>, timeout, malformed or cut stream); "
+     "null on success"),
+    ("token_count_source", STR, "engine | server_per_chunk (usage in every chunk) | retokenized (chunk text, local "
+     "tokenizer) | one_per_chunk (no per-chunk counts, no tokenizer); totals match the server's usage if sent"),
+    ("is_usage_reported", BOOL, "HTTP: the server sent a usage block; null for the embedded engine"),
     ("ttft_s", F64, "first emission - arrival"),
     ("tpot_s", F64, "(e2e - ttft) / (output tokens - 1); null below 2 tokens"),
     ("e2e_s", F64, "last emission - arrival"),
-    ("num_draft_rounds", I64, "verify rounds with >= 1 draft"),
+    ("num_draft_rounds", I64, "verify rounds with >= 1 draft (this and the next five: null over HTTP)"),
     ("num_draft_tokens", I64, "draft tokens proposed"),
     ("num_accepted_tokens", I64, "draft tokens accepted"),
     ("num_drafted_per_pos", pa.list_(I64), "[num_steps] rounds proposing draft position k"),
     ("num_accepted_per_pos", pa.list_(I64), "[num_steps] rounds accepting draft position k"),
     ("accepted_per_round", pa.list_(I64), "[num_draft_rounds] accepted drafts per round"),
-    ("num_preemptions", I64, "times the request was preempted"),
+    ("num_preemptions", I64, "times the request was preempted; null over HTTP"),
     ("request_temperature", F64, "temperature the request ran with"),
     ("max_tokens", I64, "max new tokens"),
     ("request_seed", I64, "sampling seed (same for the same sample and turn in every cell of a repeat)"),
-    ("prompt_sha256", STR, "sha256 of the prompt token ids"),
+    ("prompt_sha256", STR, "sha256 of the prompt token ids (HTTP without a tokenizer: of 'text:' + prompt text)"),
     ("output_text", STR, "completion text (cut at stop strings)"),
     ("gold_answer", STR, "gsm8k: normalised gold answer; else null"),
     ("strict_answer", STR, "gsm8k: strict-match extraction"),

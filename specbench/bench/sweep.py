@@ -1,4 +1,4 @@
-"""`run_sweep`: validate, load data and models once, run the missing cells, write each one as it completes."""
+"""`run_sweep`: validate, load data and the backend (models or server) once, run the missing cells, write each."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from specbench.bench.cell_runner import run_cell, turn_settings
 from specbench.bench.cell_tables import cell_tables
 from specbench.bench.grid import CellKey, build_grid
 from specbench.bench.manifest import build_manifest, with_resume_session
-from specbench.bench.preflight import check_prompts_fit, workload_options
+from specbench.bench.preflight import workload_options
 from specbench.bench.progress import Progress
 from specbench.bench.records import Row
-from specbench.bench.resume import check_same_inputs, resume_config
+from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, write_json
 from specbench.bench.sweep_config import SweepConfig, validate_config
 from specbench.bench.turns import TurnPlanner
-from specbench.config import EngineConfig
 
 
 @dataclass(frozen=True)
@@ -32,36 +31,12 @@ class SweepReport:
     num_cells_skipped: int  # already complete (resume)
 
 
-def engine_config(config: SweepConfig, target: str) -> EngineConfig:
-    return EngineConfig(
-        target=target,
-        method=config.method,
-        draft=config.draft,
-        num_steps=config.max_num_steps,
-        dtype=config.dtype,
-        device=config.device,
-        load_format=config.load_format,
-        allow_pickle=config.allow_pickle,
-        tokenizer=config.tokenizer,
-        block_size=config.block_size,
-        kv_cache_gb=config.kv_cache_gb,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        max_concurrency=max(config.concurrency),  # cells cap concurrency themselves
-        max_num_batched_tokens=config.max_num_batched_tokens,
-        max_model_len=config.max_model_len,
-        ngram_min=config.ngram_min,
-        ngram_max=config.ngram_max,
-        seed=config.seed,
-    )
-
-
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> SweepReport:
     """Run (or, with `config.resume`, finish) a sweep. Every user error is raised before a file is written.
 
     `explicit`: for --resume, the fields the user set; they must match the stored run (None: all fields).
     """
-    from specbench.engine.llm_engine import LLMEngine
-    from specbench.models.default_model import resolve_model_source
+    from specbench.backends import create_backend
     from specbench.workloads import get_workload
     from specbench.workloads.data import resolve_data_source
 
@@ -74,34 +49,44 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
     run_dir = Path(config.resume) if manifest is not None else plan_run_dir(config)
     grid = build_grid(config)
 
-    engine = LLMEngine(engine_config(config, resolve_model_source(config.target)))
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    planner = TurnPlanner(workload, engine.tokenizer)
-    check_prompts_fit(engine, planner, data.samples, config, turn_settings(config, grid[0], chat_template))
-    if manifest is not None:
-        check_same_inputs(run_dir, manifest, engine.parts.target.info.weights_sha256, data.data_sha256)
-        write_json(run_dir / MANIFEST, with_resume_session(manifest), run_dir)
-    else:
-        create_run_dir(run_dir)
-        sampling = _effective_sampling(planner, data.samples[0], config, grid[0], chat_template)
-        manifest = build_manifest(run_dir.name, config, engine, workload, data, [k.cell_id for k in grid], sampling)
-        write_json(run_dir / MANIFEST, manifest, run_dir)
+    backend = create_backend(config)
+    try:
+        chat_template = workload.is_chat if config.chat_template is None else config.chat_template
+        planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
+        backend.check_prompts(planner, data.samples, config, turn_settings(config, grid[0], chat_template))
+        if manifest is not None:
+            backend.check_resume(run_dir, manifest)
+            check_same_data(run_dir, manifest, data.data_sha256)
+            write_json(run_dir / MANIFEST, with_resume_session(manifest), run_dir)
+        else:
+            create_run_dir(run_dir)
+            sampling = _effective_sampling(planner, data.samples[0], config, grid[0], chat_template)
+            cell_ids = [k.cell_id for k in grid]
+            manifest = build_manifest(run_dir.name, config, backend, workload, data, cell_ids, sampling)
+            write_json(run_dir / MANIFEST, manifest, run_dir)
+        store = RunStore(run_dir, [key.cell_id for key in grid], config.max_num_steps)
+        num_run = _run_missing_cells(backend, planner, data.samples, grid, config, chat_template, workload, store)
+    finally:
+        backend.close()
+    return _report(run_dir, config, store, grid, num_run)
 
-    store = RunStore(run_dir, [key.cell_id for key in grid], config.max_num_steps)
+
+def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:
+    """Run every cell without a completed part, writing each as it finishes; returns how many ran."""
     store.open()
     todo = [key for key in grid if key.cell_id not in store.completed()]
     progress = Progress(len(grid), len(grid) - len(todo), quiet=config.quiet)
-    num_requests = sum(sample.num_turns for sample in data.samples)
+    num_requests = sum(sample.num_turns for sample in samples)
     try:
         for key in todo:
             progress.start_cell(key.cell_id, num_requests)
-            run = run_cell(engine, planner, data.samples, key, config, chat_template, progress.request_done)
-            store.write_cell(key.cell_id, cell_tables(run_dir.name, run, config, workload, store))
+            run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
+            store.write_cell(key.cell_id, cell_tables(store.run_dir.name, run, config, workload, store))
             progress.cell_done()
     finally:
         progress.close()
         store.close()
-    return _report(run_dir, config, store, grid, len(todo))
+    return len(todo)
 
 
 def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[CellKey, ...], num_run: int):

@@ -11,7 +11,8 @@ from typing import Any
 from specbench.errors import SpecbenchError
 
 # Where results go and how they are shown: free to differ when a run is resumed.
-RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet"})
+RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env"})
+EMBEDDED = "embedded"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -41,7 +42,14 @@ class SweepConfig:
     warmup: int | None = None
     repeats: int = 1
     seed: int = 0
-    # engine (models are loaded once per sweep)
+    inject: str | None = None  # engine fault (specbench.faults) for check/selftest studies; marked in every table
+    # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
+    backend: str = EMBEDDED  # embedded | openai
+    base_url: str | None = None  # openai: server root, e.g. http://127.0.0.1:8000
+    server_model: str | None = None  # openai: model to request (None: the server's first /v1/models entry)
+    api_key_env: str | None = None  # openai: environment variable holding the API key (the key is never stored)
+    request_timeout: float = 600.0  # openai: seconds per request, connect to last byte
+    # engine (models are loaded once per sweep; over HTTP only `method`/`num_steps` label what the server runs)
     target: str = "default"
     method: str = "none"
     draft: str | None = None
@@ -66,12 +74,17 @@ class SweepConfig:
 
     @property
     def grid_num_steps(self) -> tuple[int, ...]:
-        values = set(self.num_steps) | ({0} if self.speedup else set())
+        # A server's speculative config is fixed: an HTTP run measures one k (compare runs for speedup).
+        values = set(self.num_steps) | ({0} if self.speedup and self.is_embedded else set())
         return tuple(sorted(values))
 
     @property
     def max_num_steps(self) -> int:
         return max(self.grid_num_steps)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.backend == EMBEDDED
 
     def num_warmup(self, concurrency: int) -> int:
         return concurrency if self.warmup is None else self.warmup
@@ -102,11 +115,15 @@ class SweepConfig:
 
 def validate_config(config: SweepConfig) -> None:
     """Every check that needs neither data nor models; raises SpecbenchError with one message."""
+    from specbench.backends import BENCH_BACKENDS
     from specbench.spec.registry import PROPOSERS
     from specbench.workloads import WORKLOADS
 
     WORKLOADS.get(config.workload)
-    PROPOSERS.get(config.method)
+    BENCH_BACKENDS.get(config.backend)
+    if config.is_embedded:
+        PROPOSERS.get(config.method)  # over HTTP the method only labels what the server runs
+    _check_backend(config)
     _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
     if not config.temperature:
         raise SpecbenchError("--temperature needs at least one value")
@@ -133,6 +150,28 @@ def validate_config(config: SweepConfig) -> None:
             _check_values(flag, [value], ok, need)
     if config.run_id is not None and not _RUN_ID.match(config.run_id):
         raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def _check_backend(config: SweepConfig) -> None:
+    if config.is_embedded:
+        for flag, value in (("--base-url", config.base_url), ("--model", config.server_model),
+                            ("--api-key-env", config.api_key_env)):
+            if value is not None:
+                raise SpecbenchError(f"{flag} needs an HTTP backend (--backend openai)")
+        return
+    if config.inject is not None:
+        raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
+    if not config.base_url or not config.base_url.startswith(("http://", "https://")):
+        raise SpecbenchError(
+            f"--backend {config.backend} needs --base-url http(s)://HOST:PORT, got {config.base_url!r}"
+        )
+    if len(config.num_steps) != 1:
+        raise SpecbenchError(
+            f"--backend {config.backend}: the server's speculative config is fixed; give the one --num-steps it runs "
+            f"(0 for a non-speculative server), got {','.join(map(str, config.num_steps))}"
+        )
+    if not config.request_timeout > 0:
+        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
 
 
 def _check_values(flag: str, values, ok, need: str) -> None:

@@ -16,12 +16,15 @@ class Turn:
     sample: Sample
     turn_index: int  # 0-based
     prompt: Prompt
-    token_ids: tuple[int, ...]  # [num_prompt_tokens]
+    token_ids: tuple[int, ...]  # [num_prompt_tokens]; () over HTTP without a local tokenizer
     params: SamplingParams
     scheduled_time: float | None  # perf_counter arrival target (first turns under a finite rate), else None
 
     @property
     def prompt_sha256(self) -> str:
+        """Of the token ids; without them (HTTP, no tokenizer) of the prompt text, prefixed "text:"."""
+        if not self.token_ids:
+            return hashlib.sha256(("text:" + self.prompt.text).encode()).hexdigest()
         return hashlib.sha256(" ".join(map(str, self.token_ids)).encode()).hexdigest()
 
 
@@ -39,9 +42,11 @@ class TurnSettings:
 class TurnPlanner:
     """Renders and tokenizes turns for one workload; first-turn prompts are cached across cells."""
 
-    def __init__(self, workload: Workload, tokenizer) -> None:
+    def __init__(self, workload: Workload, tokenizer, *, tokenize: bool = True) -> None:
+        """`tokenize` False: prompts keep no token ids (an HTTP server tokenises them; `tokenizer` only renders)."""
         self.workload = workload
         self.tokenizer = tokenizer
+        self.tokenize = tokenize
         self._first: dict[tuple[str, bool], tuple[Prompt, tuple[int, ...]]] = {}
 
     def first_turn(self, sample: Sample, settings: TurnSettings, scheduled_time: float | None = None) -> Turn:
@@ -64,6 +69,8 @@ class TurnPlanner:
     def encode(self, prompt: Prompt) -> tuple[int, ...]:
         if prompt.token_ids is not None:
             return tuple(prompt.token_ids)
+        if not self.tokenize:
+            return ()
         return tuple(self.tokenizer(prompt.text, add_special_tokens=prompt.add_special_tokens)["input_ids"])
 
     def _params(self, sample: Sample, turn_index: int, settings: TurnSettings) -> SamplingParams:

@@ -24,7 +24,9 @@ def _root() -> None:
 
 def _register() -> None:
     # Commands register on import.
-    from specbench.cli import bench_presets, compare, demo, generate, plot, sweep  # noqa: F401
+    from specbench.cli import (  # noqa: F401
+        bench_presets, check, check_lossless, compare, demo, generate, plot, selftest, serve, sweep,
+    )
 
 
 _register()

@@ -32,7 +32,7 @@ def sweep(
     num_steps: Annotated[Optional[str], typer.Option("--num-steps", "-k", help="draft tokens per round, e.g. "
                                                      "0,1,3,5 (default: 0,1,3,5 with a method, else 0)")] = None,
     speedup: Annotated[bool, typer.Option("--speedup/--no-speedup", help="add the num-steps 0 baseline "
-                                          "(speedup, answer agreement)")] = True,
+                                          "(speedup, answer agreement; embedded backend only)")] = True,
     top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
     top_k: Annotated[int, typer.Option("--top-k")] = -1,
     request_rate: Annotated[float, typer.Option("--request-rate", help="arrivals/s; inf = all at once under the "
@@ -43,6 +43,19 @@ def sweep(
                                                   "(default: the cell's concurrency)")] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
     seed: o.Seed = 0,
+    inject: Annotated[Optional[str], typer.Option("--inject", help="engine fault to inject (see specbench selftest); "
+                                                  "marks the run as a mutant")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="embedded (in-process engine) | openai (an "
+                                         "OpenAI-compatible server: vLLM, SGLang, TensorRT-LLM, specbench serve)")
+                       ] = "embedded",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="openai: server root, e.g. "
+                                                    "http://127.0.0.1:8000")] = None,
+    server_model: Annotated[Optional[str], typer.Option("--model", help="openai: model to request (default: "
+                                                        "the server's first /v1/models entry)")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="openai: environment variable "
+                                                       "holding the API key (never stored)")] = None,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", help="openai: seconds per request")
+                               ] = 600.0,
     target: o.Target = "default",
     method: o.Method = "none",
     draft: o.Draft = None,

@@ -44,7 +44,7 @@ def acceptance_by_category(run: Run) -> pd.DataFrame:
     for (num_steps, temperature, category), group in frame.groupby(["num_steps", "temperature", "category"]):
         rounds = int(group["num_draft_rounds"].sum())
         per_pos = np.zeros(int(num_steps))
-        for counts in group["num_accepted_per_pos"]:
+        for counts in group["num_accepted_per_pos"].dropna():  # null over HTTP
             per_pos[: len(counts)] += np.asarray(counts, dtype=float)[: int(num_steps)]
         row = {"num_steps": num_steps, "temperature": temperature, "category": category,
                "num_requests": len(group), "num_draft_rounds": rounds,

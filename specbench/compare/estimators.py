@@ -78,9 +78,11 @@ def acceptance_rate(sample: RequestSample, draw: Draw) -> np.ndarray:
 
 
 def acceptance_length(sample: RequestSample, draw: Draw) -> np.ndarray:
-    """Token-weighted 1 + A / D (1.0 without draft rounds, as the cell tables report it)."""
+    """Token-weighted 1 + A / D (1.0 without draft rounds, as the cell tables report it; NaN when the
+    per-request counts are unknown, as over HTTP)."""
     rounds = draw.counts @ sample.num_draft_rounds
-    return np.where(rounds > 0, 1.0 + _ratio(draw.counts @ sample.num_accepted_tokens, rounds), 1.0)
+    no_drafts = np.where(np.isnan(rounds), np.nan, 1.0)
+    return np.where(rounds > 0, 1.0 + _ratio(draw.counts @ sample.num_accepted_tokens, rounds), no_drafts)
 
 
 def accept_rate_at(position: int) -> Estimator:

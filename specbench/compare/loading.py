@@ -22,7 +22,7 @@ class Run:
     info: RunInfo
     manifest: dict[str, Any]  # manifest.json as written by the sweep
     cells: pd.DataFrame  # cells.parquet: one row per cell and repeat
-    requests: pd.DataFrame  # requests.parquet rows of those cells
+    requests: pd.DataFrame  # requests.parquet rows of those cells that succeeded
     categories: pd.DataFrame | None  # categories.parquet, None when the file is absent
 
     @property
@@ -38,7 +38,8 @@ def load_run(spec: str | Path, results_dir: str | Path | None = None) -> Run:
     if cells.empty:
         raise SpecbenchError(f"{path}: the run has no completed cells")
     requests = _read_table(path, "requests")
-    requests = requests[requests["cell_id"].isin(set(cells["cell_id"]))].reset_index(drop=True)
+    requests = requests[requests["cell_id"].isin(set(cells["cell_id"]))]
+    requests = requests[requests["error"].isna()].reset_index(drop=True)  # failed requests (HTTP) measure nothing
     categories = _read_table(path, "categories") if (path / "categories.parquet").exists() else None
     return Run(path, run_info(path, manifest), manifest, cells, requests, categories)
 

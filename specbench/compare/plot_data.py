@@ -56,7 +56,7 @@ def _pooled_acceptance(requests: pd.DataFrame) -> pd.DataFrame:
         if rounds == 0:
             continue
         per_pos = np.zeros(int(num_steps))
-        for counts in group["num_accepted_per_pos"]:
+        for counts in group["num_accepted_per_pos"].dropna():  # null over HTTP
             per_pos[: len(counts)] += np.asarray(counts, dtype=float)[: int(num_steps)]
         row = {"temperature": temperature, "num_steps": int(num_steps),
                "acceptance_length": 1 + group["num_accepted_tokens"].sum() / rounds}

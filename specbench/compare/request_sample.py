@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.bench.records import stats_from_row
+from specbench.bench.records import has_draft_stats, stats_from_row
 from specbench.metrics.request_metrics import RequestMetrics
 
 
@@ -31,6 +31,7 @@ class RequestSample:
     e2e_s: np.ndarray  # [num_requests] NaN where undefined
     itl_s: np.ndarray  # [num_gaps] emission gaps of all requests
     itl_request: np.ndarray  # [num_gaps] index of the request each gap belongs to
+    # Draft counts are NaN for HTTP rows (per-request counts unknown; acceptance then has no estimate).
     num_draft_rounds: np.ndarray  # [num_requests] D_i
     num_draft_tokens: np.ndarray  # [num_requests] T_d,i
     num_accepted_tokens: np.ndarray  # [num_requests] A_i
@@ -58,6 +59,11 @@ class RequestSample:
         def column(name: str) -> np.ndarray:
             return np.array([_nan(getattr(m, name)) for m in metrics], dtype=np.float64)
 
+        known = np.array([has_draft_stats(row) for row in rows], dtype=bool)
+
+        def draft_column(name: str) -> np.ndarray:
+            return np.where(known, column(name), np.nan)
+
         return cls(
             window_s=window,
             concurrency=int(rows[0]["concurrency"]) if rows else 1,
@@ -71,8 +77,8 @@ class RequestSample:
             e2e_s=column("e2e_s"),
             itl_s=np.array([gap for m in metrics for gap in m.itl_s], dtype=np.float64),
             itl_request=np.array([i for i, m in enumerate(metrics) for _ in m.itl_s], dtype=np.int64),
-            num_draft_rounds=column("num_draft_rounds"),
-            num_draft_tokens=column("num_draft_tokens"),
-            num_accepted_tokens=column("num_accepted_tokens"),
-            num_accepted_per_pos=per_pos,
+            num_draft_rounds=draft_column("num_draft_rounds"),
+            num_draft_tokens=draft_column("num_draft_tokens"),
+            num_accepted_tokens=draft_column("num_accepted_tokens"),
+            num_accepted_per_pos=np.where(known[:, None], per_pos, np.nan),
         )

@@ -13,6 +13,7 @@ from specbench.engine.model_runner import TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError
+from specbench.faults import resolve_fault, wrap_verifier
 from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
 from specbench.spec.registry import ProposerContext, create_proposer
@@ -35,6 +36,7 @@ class EngineParts:
     attention_backend: str  # resolved name
     verifier: str  # resolved name
     verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
+    fault: object | None = None  # specbench.faults.Fault: the injected mutant, None = clean engine
 
 
 def _triton_usable(device: torch.device) -> bool:
@@ -127,6 +129,14 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device)
     proposer = create_proposer(ctx)
+    fault = resolve_fault(config.inject)
+    if fault is not None:
+        if config.method not in fault.methods:
+            raise SpecbenchError(
+                f"fault {fault.name!r} has no hook in method {config.method!r}; it applies to: {', '.join(fault.methods)}"
+            )
+        if hasattr(proposer, "fault"):
+            proposer.fault = fault
 
     target_spec = target.model.kv_cache_spec()
     draft_spec = proposer.kv_cache_spec() if proposer is not None else None
@@ -160,5 +170,6 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         kv_pool_note=note,
         attention_backend=backend_name,
         verifier=verifier_name,
-        verify_fn=select_verifier(verifier_name),
+        verify_fn=wrap_verifier(select_verifier(verifier_name), fault),
+        fault=fault,
     )

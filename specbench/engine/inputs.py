@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.metadata import build_metadata
+from specbench.attention.metadata import build_metadata, slot_of
 from specbench.engine.phases import PrefillInput, VerifyInput
 from specbench.engine.request import Request
 from specbench.spec.proposer import DraftProposal
@@ -40,7 +40,11 @@ def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: 
 
 
 def build_verify_input(
-    requests: tuple[Request, ...], proposal: DraftProposal | None, block_size: int, device: torch.device
+    requests: tuple[Request, ...],
+    proposal: DraftProposal | None,
+    block_size: int,
+    device: torch.device,
+    kv_slot_shift: int = 0,
 ) -> VerifyInput:
     """Per request: the newest token at position num_cached, then its drafts.
 
@@ -66,6 +70,15 @@ def build_verify_input(
         gather.extend(range(r * width, r * width + 1 + num_drafts[r]))
     table = torch.cat([_to_device(newest, device)[:, None], draft_token_ids.to(device)], dim=1)
     input_ids = table.reshape(-1)[_to_device(gather, device)]
+    slot_mapping = None
+    if kv_slot_shift and proposal is not None:  # fault verify-kv-off-by-one: each token writes a neighbour's slot
+        slot_mapping = []
+        for r, request in enumerate(requests):
+            table_r, end = request.block_table, len(request.block_table) * block_size
+            start = request.num_cached_tokens
+            for pos in range(start, start + 1 + num_drafts[r]):
+                shifted = pos + kv_slot_shift
+                slot_mapping.append(slot_of(table_r, shifted if 0 <= shifted < end else pos, block_size))
     md = build_metadata(
         positions=positions,
         num_query=[1 + n for n in num_drafts],
@@ -73,6 +86,7 @@ def build_verify_input(
         block_tables=[r.block_table for r in requests],
         block_size=block_size,
         device=device,
+        slot_mapping=slot_mapping,
     )
     # Counts stay on the host: the verifier reads them for seeded requests without a device sync.
     return VerifyInput(input_ids, md, torch.tensor(num_drafts, dtype=torch.int64), draft_token_ids, draft_probs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -15,6 +16,7 @@ from specbench.engine.request import Request
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
+from specbench.faults import is_active
 from specbench.sampling_params import SamplingParams
 from specbench.spec.proposer import ProposeInput
 from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator, sample
@@ -37,12 +39,17 @@ class LLMEngine:
         self.num_steps = config.num_steps
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.verify_fn = p.verify_fn
+        self.fault = p.fault  # specbench.faults.Fault or None (clean engine)
+        self._verify_slot_shift = 1 if is_active(p.fault, "verify-kv-off-by-one") else 0
         self.synthetic_conditional = None
         if config.synthetic_acceptance is not None:
             rates = conditional_rates(config.synthetic_acceptance)
             self.synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
             self.synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.step_stats: list[StepStats] = []
+        # Called on the stepping thread with (request_id, tokens it committed this step) as each step commits:
+        # streaming servers forward tokens as they are emitted. None: only finished requests are reported.
+        self.on_emission: Callable[[str, tuple[int, ...]], None] | None = None
         self._requests: dict[str, Request] = {}
         self._ids = itertools.count()
         self._step_index = 0
@@ -190,7 +197,7 @@ class LLMEngine:
             timer.stop("draft")
             for request in requests:
                 request.pending_features = None
-        inp = build_verify_input(requests, proposal, self.block_size, self.device)
+        inp = build_verify_input(requests, proposal, self.block_size, self.device, self._verify_slot_shift)
         timer.start("target")
         out = self.runner.verify(inp)
         timer.stop("target")
@@ -275,6 +282,8 @@ class LLMEngine:
                 break
         request.stats.emission_times.append(emit_time)
         request.stats.tokens_per_emission.append(num_emitted)
+        if self.on_emission is not None:
+            self.on_emission(request.request_id, tuple(request.output_token_ids[-num_emitted:]))
         return reason
 
     def _finish(self, request: Request, reason: str) -> RequestOutput:

@@ -1,0 +1,35 @@
+"""Benchmark backends (where a sweep's requests run): the registry and `create_backend`.
+
+embedded: the in-process engine. openai: an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM, `specbench
+serve`) driven over HTTP with streaming. Factories import lazily so the embedded path needs no HTTP client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from specbench.registry import Registry
+
+if TYPE_CHECKING:
+    from specbench.backends.base import BenchBackend
+    from specbench.bench.sweep_config import SweepConfig
+
+BENCH_BACKENDS: Registry[BenchBackend] = Registry("benchmark backend")
+
+
+@BENCH_BACKENDS.register("embedded")
+def _embedded(config: SweepConfig) -> BenchBackend:
+    from specbench.backends.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(config)
+
+
+@BENCH_BACKENDS.register("openai")
+def _openai(config: SweepConfig) -> BenchBackend:
+    from specbench.backends.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(config)
+
+
+def create_backend(config: SweepConfig) -> BenchBackend:
+    return BENCH_BACKENDS.create(config.backend, config)

@@ -1,0 +1,109 @@
+"""The embedded engine as a benchmark backend: today's in-process sweep (per-request draft statistics, step rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from specbench.backends.base import CellWindow
+from specbench.bench.admission import FinishedTurn, run_turns
+from specbench.bench.environment import device_info
+from specbench.bench.grid import CellKey
+from specbench.bench.preflight import check_prompts_fit
+from specbench.bench.sweep_config import SweepConfig
+from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
+from specbench.config import EngineConfig
+from specbench.errors import SpecbenchError
+from specbench.workloads.base import Sample
+
+
+def engine_config(config: SweepConfig, target: str) -> EngineConfig:
+    return EngineConfig(
+        target=target,
+        method=config.method,
+        draft=config.draft,
+        num_steps=config.max_num_steps,
+        dtype=config.dtype,
+        device=config.device,
+        load_format=config.load_format,
+        allow_pickle=config.allow_pickle,
+        tokenizer=config.tokenizer,
+        block_size=config.block_size,
+        kv_cache_gb=config.kv_cache_gb,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        max_concurrency=max(config.concurrency),  # cells cap concurrency themselves
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_model_len=config.max_model_len,
+        ngram_min=config.ngram_min,
+        ngram_max=config.ngram_max,
+        seed=config.seed,
+        inject=config.inject,
+    )
+
+
+class EmbeddedBackend:
+    name = "embedded"
+    can_tokenize = True
+    has_draft_stats = True
+
+    def __init__(self, config: SweepConfig, engine=None) -> None:
+        """`engine`: an already built LLMEngine (tests); else one is loaded from the config."""
+        if engine is None:
+            from specbench.engine.llm_engine import LLMEngine
+            from specbench.models.default_model import resolve_model_source
+
+            engine = LLMEngine(engine_config(config, resolve_model_source(config.target)))
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self._first_step = 0
+
+    def check_prompts(
+        self, planner: TurnPlanner, samples: Sequence[Sample], config: SweepConfig, settings: TurnSettings
+    ) -> None:
+        check_prompts_fit(self.engine, planner, samples, config, settings)
+
+    def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
+        engine = self.engine
+        proposer = engine.proposer
+        return {
+            "backend": {"name": self.name},
+            "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
+            "kv_pool": engine.parts.kv_pool_note,
+            "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
+            "proposer": proposer.describe() if proposer is not None else None,
+            "engine_config": engine.config.to_dict(),
+        }
+
+    def check_resume(self, run_dir: Path, manifest: dict[str, Any]) -> None:
+        stored = manifest["models"]["target"].get("weights_sha256")
+        current = self.engine.parts.target.info.weights_sha256
+        if stored != current:
+            raise SpecbenchError(
+                f"--resume {run_dir}: the target weights changed since the run started "
+                f"(sha256 {stored} then, {current} now)"
+            )
+
+    def start_cell(self, key: CellKey) -> None:
+        self.engine.set_num_steps(key.num_steps)
+
+    def run_turns(
+        self,
+        turns: Sequence[Turn],
+        concurrency: int,
+        *,
+        id_prefix: str,
+        next_turn: Callable[[Turn, str], Turn | None] = lambda turn, completion: None,
+        on_finish: Callable[[FinishedTurn], None] | None = None,
+    ) -> list[FinishedTurn]:
+        return run_turns(self.engine, turns, concurrency, id_prefix=id_prefix, next_turn=next_turn, on_finish=on_finish)
+
+    def begin_window(self) -> None:
+        self._first_step = len(self.engine.step_stats)
+
+    def end_window(self) -> CellWindow:
+        return CellWindow(tuple(self.engine.step_stats[self._first_step :]), None, None)
+
+    def close(self) -> None:
+        pass

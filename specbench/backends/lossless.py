@@ -1,0 +1,119 @@
+"""Greedy losslessness against a server pair: the same prompts, temperature 0, on a speculative and a reference
+(non-speculative) OpenAI-compatible endpoint; every turn's text must be identical.
+
+Library entry point for `specbench check-lossless` (and the later `specbench check`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specbench.bench.admission import FinishedTurn
+from specbench.bench.cell_runner import turn_settings
+from specbench.bench.grid import CellKey
+from specbench.bench.preflight import workload_options
+from specbench.bench.sweep_config import SweepConfig, validate_config
+from specbench.bench.turns import TurnPlanner
+
+
+@dataclass(frozen=True)
+class TurnPair:
+    sample_id: str
+    turn: int
+    spec_text: str | None  # None when the request failed
+    ref_text: str | None
+    error: str | None  # the failing side's error, "spec: ..." / "ref: ..."
+
+    @property
+    def is_identical(self) -> bool:
+        return self.error is None and self.spec_text == self.ref_text
+
+    @property
+    def first_divergence(self) -> int | None:
+        """Character index of the first difference; None when identical or failed."""
+        if self.error is not None or self.spec_text == self.ref_text:
+            return None
+        a, b = self.spec_text or "", self.ref_text or ""
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+@dataclass(frozen=True)
+class LosslessReport:
+    spec_url: str
+    ref_url: str
+    pairs: tuple[TurnPair, ...]  # one per (sample, turn) answered by both sides, in sample order
+
+    @property
+    def num_identical(self) -> int:
+        return sum(p.is_identical for p in self.pairs)
+
+    @property
+    def mismatches(self) -> tuple[TurnPair, ...]:
+        return tuple(p for p in self.pairs if p.error is None and not p.is_identical)
+
+    @property
+    def failures(self) -> tuple[TurnPair, ...]:
+        return tuple(p for p in self.pairs if p.error is not None)
+
+    @property
+    def is_lossless(self) -> bool:
+        return bool(self.pairs) and self.num_identical == len(self.pairs)
+
+
+def check_lossless(spec: SweepConfig, ref: SweepConfig) -> LosslessReport:
+    """`spec`/`ref`: openai-backend configs (base_url, model, api key, workload, limit, max tokens, concurrency);
+    temperature is forced to 0 and no warmup runs. Multi-turn samples ask turn t+1 with each side's own answer."""
+    from specbench.backends.openai_backend import OpenAIBackend
+    from specbench.workloads import get_workload
+    from specbench.workloads.data import resolve_data_source
+
+    spec, ref = (dataclasses.replace(c, temperature=(0.0,), speedup=False) for c in (spec, ref))
+    validate_config(spec)
+    validate_config(ref)
+    workload = get_workload(spec.workload, **workload_options(spec))
+    samples = workload.load(resolve_data_source(spec.data_dir), spec.limit, spec.seed).samples
+    key = CellKey(0, 0.0, max(spec.concurrency), spec.num_steps[0])
+    chat_template = workload.is_chat if spec.chat_template is None else spec.chat_template
+    results = []
+    for config in (spec, ref):
+        backend = OpenAIBackend(config)
+        try:
+            planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
+            settings = turn_settings(config, key, chat_template)
+            turns = [planner.first_turn(sample, settings) for sample in samples]
+            results.append(backend.run_turns(turns, key.concurrency, id_prefix="lossless",
+                                             next_turn=lambda t, text: planner.next_turn(t, text, settings)))
+        finally:
+            backend.close()
+    return LosslessReport(spec.base_url or "", ref.base_url or "", _pairs(samples, *results))
+
+
+def _pairs(samples, spec: Sequence[FinishedTurn], ref: Sequence[FinishedTurn]) -> tuple[TurnPair, ...]:
+    def by_turn(items: Sequence[FinishedTurn]) -> dict[tuple[str, int], FinishedTurn]:
+        return {(i.turn.sample.sample_id, i.turn.turn_index): i for i in items}
+
+    spec_turns, ref_turns = by_turn(spec), by_turn(ref)
+    order = {s.sample_id: n for n, s in enumerate(samples)}
+    keys = sorted(set(spec_turns) & set(ref_turns), key=lambda k: (order[k[0]], k[1]))
+    pairs = []
+    for k in keys:
+        a, b = spec_turns[k], ref_turns[k]
+        error = f"spec: {a.error}" if a.error else (f"ref: {b.error}" if b.error else None)
+        pairs.append(TurnPair(k[0], k[1], None if a.error else a.output.text, None if b.error else b.output.text,
+                              error))
+    return tuple(pairs)
+
+
+def format_lossless(report: LosslessReport, limit: int = 5) -> str:
+    verdict = "LOSSLESS" if report.is_lossless else ("NOT LOSSLESS" if report.mismatches else "INCONCLUSIVE")
+    lines = [f"greedy outputs: {report.num_identical}/{len(report.pairs)} turns identical "
+             f"(spec {report.spec_url} vs ref {report.ref_url}): {verdict}"]
+    for pair in report.mismatches[:limit]:
+        at = pair.first_divergence or 0
+        lines.append(f"  sample {pair.sample_id} turn {pair.turn}: differs at char {at}: "
+                     f"spec {(pair.spec_text or '')[at:at + 30]!r} vs ref {(pair.ref_text or '')[at:at + 30]!r}")
+    for pair in report.failures[:limit]:
+        lines.append(f"  sample {pair.sample_id} turn {pair.turn}: not compared ({pair.error})")
+    return "\n".join(lines)

@@ -1,0 +1,195 @@
+"""An OpenAI-compatible server as a benchmark backend: streamed requests timed on the client, counters per cell.
+
+Client-side timing: arrival = when a request is sent (after its concurrency slot); each streamed chunk with text
+is one emission, carrying the tokens the server reports per chunk (else re-tokenised, else one per chunk; see
+token_counts.py). Acceptance comes from /metrics counter deltas over each cell's measured window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from specbench.backends.base import CellWindow
+from specbench.backends.chat_stand_in import ServerChatTemplate
+from specbench.backends.http_stream import run_request
+from specbench.backends.request_body import build_request
+from specbench.backends.credentials import api_key_from_env, auth_headers, public_url, redact
+from specbench.backends.server_info import INFO_TIMEOUT_S, read_server_info, scrape_spec_counters
+from specbench.backends.spec_counters import counter_delta
+from specbench.backends.stream_state import StreamState
+from specbench.backends.token_counts import count_tokens
+from specbench.bench.admission import FinishedTurn
+from specbench.bench.grid import CellKey
+from specbench.bench.sweep_config import SweepConfig
+from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
+from specbench.engine.outputs import RequestOutput
+from specbench.engine.stats import RequestStats
+from specbench.errors import SpecbenchError
+from specbench.workloads.base import Sample
+
+
+def server_root(base_url: str) -> str:
+    """`--base-url` may end in /v1 (OpenAI-client style); requests and /metrics are under the server root."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class OpenAIBackend:
+    name = "openai"
+    has_draft_stats = False
+
+    def __init__(self, config: SweepConfig) -> None:
+        self.root = server_root(config.base_url or "")
+        self._api_key = api_key_from_env(config.api_key_env)
+        self.timeout_s = config.request_timeout
+        self.tokenizer, self.can_tokenize = _local_tokenizer(config)
+        self._client = httpx.Client(base_url=self.root, headers=auth_headers(self._api_key), timeout=INFO_TIMEOUT_S)
+        self.info = read_server_info(self._client, self._api_key)
+        if config.server_model is not None:
+            self.model = config.server_model
+        elif self.info.models:
+            self.model = self.info.models[0]
+        else:
+            why = self.info.models_error or "it lists no model"
+            raise SpecbenchError(f"cannot read {public_url(self.root)}/v1/models ({why}); pass --model NAME")
+        self._window_start = None
+        self._window_note: str | None = None
+
+    def check_prompts(
+        self, planner: TurnPlanner, samples: Sequence[Sample], config: SweepConfig, settings: TurnSettings
+    ) -> None:
+        if not samples:
+            raise SpecbenchError(f"workload {config.workload} has no samples")
+        for sample in samples:  # renders every first turn: template problems surface before anything is written
+            planner.first_turn(sample, settings)
+
+    def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
+        url = public_url(self.root)
+        return {
+            "backend": {
+                "name": self.name,
+                "base_url": url,
+                "api_key_env": config.api_key_env,  # the variable's name; its value is never written
+                "server": {
+                    "model": self.model,
+                    "models": list(self.info.models),
+                    "models_error": self.info.models_error,
+                    "version": self.info.version,
+                },
+                "tokenizer": _tokenizer_source(config) if self.can_tokenize else None,
+            },
+            "device": {"type": "remote", "name": url, "dtype": None},
+            "kv_pool": None,
+            "models": {"target": {"path": self.model, "weights_sha256": None}, "draft_source": config.draft},
+            "proposer": None,
+            "engine_config": None,
+        }
+
+    def check_resume(self, run_dir: Path, manifest: dict[str, Any]) -> None:
+        stored = (manifest.get("backend") or {}).get("server", {}).get("model")
+        if stored != self.model:
+            raise SpecbenchError(f"--resume {run_dir}: the run measured model {stored!r}, the server now serves "
+                                 f"{self.model!r}")
+
+    def start_cell(self, key: CellKey) -> None:
+        pass
+
+    def run_turns(
+        self,
+        turns: Sequence[Turn],
+        concurrency: int,
+        *,
+        id_prefix: str,
+        next_turn: Callable[[Turn, str], Turn | None] = lambda turn, completion: None,
+        on_finish: Callable[[FinishedTurn], None] | None = None,
+    ) -> list[FinishedTurn]:
+        return asyncio.run(self._run(turns, concurrency, id_prefix, next_turn, on_finish))
+
+    async def _run(self, turns, concurrency, id_prefix, next_turn, on_finish) -> list[FinishedTurn]:
+        """One task per conversation; a semaphore keeps `concurrency` requests in flight, and a conversation
+        keeps its slot for its follow-up turns (as the embedded admission does)."""
+        slots = asyncio.Semaphore(concurrency)
+        counter = itertools.count()
+        finished: list[FinishedTurn] = []
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(base_url=self.root, headers=auth_headers(self._api_key), limits=limits,
+                                     timeout=self.timeout_s) as client:
+
+            async def conversation(turn: Turn | None) -> None:  # None once the conversation is over
+                if turn.scheduled_time is not None:
+                    await asyncio.sleep(max(0.0, turn.scheduled_time - time.perf_counter()))
+                async with slots:
+                    while turn is not None:
+                        item = await self._one(client, turn, next(counter), id_prefix)
+                        finished.append(item)
+                        if on_finish is not None:
+                            on_finish(item)
+                        turn = next_turn(turn, item.output.text or "") if item.error is None else None
+
+            await asyncio.gather(*(conversation(turn) for turn in turns))
+        return finished
+
+    async def _one(self, client: httpx.AsyncClient, turn: Turn, index: int, id_prefix: str) -> FinishedTurn:
+        # Chat-template prompts go to /v1/chat/completions (the server renders the template); plain ones as text.
+        is_chat = bool(turn.prompt.messages) and not turn.prompt.add_special_tokens
+        state, error = await run_request(client, build_request(turn, self.model, chat=is_chat), self.timeout_s)
+        return self._finished(turn, index, id_prefix, state, None if error is None else redact(error, self._api_key))
+
+    def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
+        counts = count_tokens(state, self.tokenizer if self.can_tokenize else None)
+        emissions = state.content_chunks
+        num_prompt = state.prompt_tokens if state.prompt_tokens is not None else len(turn.token_ids)
+        stats = RequestStats(
+            arrival_time=state.send_time if state.send_time is not None else time.perf_counter(),
+            num_prompt_tokens=num_prompt,
+            emission_times=[c.time for c in emissions],
+            tokens_per_emission=list(counts.tokens_per_emission),
+        )
+        output = RequestOutput(
+            request_id=f"{id_prefix}/{index}/{turn.sample.sample_id}/t{turn.turn_index}",
+            prompt=turn.prompt.text,
+            prompt_token_ids=turn.token_ids,
+            output_token_ids=(),  # text only over HTTP
+            text=state.text,
+            finish_reason=state.finish_reason,
+            stats=stats,
+        )
+        return FinishedTurn(turn, output, index, error=error, token_count_source=counts.source,
+                            is_usage_reported=state.is_usage_reported, has_draft_stats=False)
+
+    def begin_window(self) -> None:
+        self._window_start, self._window_note = scrape_spec_counters(self._client)
+
+    def end_window(self) -> CellWindow:
+        after, note = scrape_spec_counters(self._client)
+        if self._window_note is not None or note is not None:
+            return CellWindow((), None, self._window_note or note)
+        delta, note = counter_delta(self._window_start, after)
+        return CellWindow((), delta, note)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _tokenizer_source(config: SweepConfig) -> str | None:
+    if config.tokenizer is not None:
+        return config.tokenizer
+    return config.target if config.target != "default" else None
+
+
+def _local_tokenizer(config: SweepConfig):
+    """(tokenizer, can_tokenize): the --tokenizer / --target one when given (exact prompt hashes, re-tokenising
+    fallback), else a stand-in that only renders chat prompts for hashing (the server applies its template)."""
+    source = _tokenizer_source(config)
+    if source is None:
+        return ServerChatTemplate(), False
+    from specbench.models.tokenizer import load_tokenizer
+
+    return load_tokenizer(source), True

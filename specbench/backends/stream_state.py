@@ -1,0 +1,83 @@
+"""What one streamed OpenAI response delivered, event by event (kept when the read is cut off by an error)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class StreamFormatError(Exception):
+    """The stream is not an OpenAI completion stream (bad JSON, no choices, an error event)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    time: float  # perf_counter when the event was parsed
+    text: str  # content delta; "" for role-only, usage-only and finish events
+    completion_tokens: int | None  # cumulative usage.completion_tokens carried by this event (continuous usage)
+
+
+@dataclass
+class StreamState:
+    """Filled while a response streams; a timeout or disconnect keeps what arrived."""
+
+    send_time: float | None = None  # perf_counter when the request was sent (after its concurrency slot)
+    chunks: list[Chunk] = field(default_factory=list)  # every data event, in order
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None  # from the last usage block
+    completion_tokens: int | None = None  # from the last usage block
+    is_usage_reported: bool = False
+    is_done: bool = False  # the [DONE] sentinel arrived
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+    @property
+    def content_chunks(self) -> list[Chunk]:
+        """The emissions: chunks that carried text."""
+        return [c for c in self.chunks if c.text]
+
+    def add_event(self, data: str, now: float) -> None:
+        """Parse one `data:` payload (not [DONE]) into the state."""
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError as err:
+            raise StreamFormatError(f"not JSON ({err.msg}): {data[:80]!r}") from None
+        if not isinstance(event, dict):
+            raise StreamFormatError(f"event is not an object: {data[:80]!r}")
+        if "error" in event or event.get("object") == "error":
+            raise StreamFormatError(f"server error in stream: {_error_message(event)}")
+        usage = event.get("usage")
+        completion_tokens = None
+        if isinstance(usage, dict):
+            self.is_usage_reported = True
+            self.prompt_tokens = _int_or(usage.get("prompt_tokens"), self.prompt_tokens)
+            completion_tokens = _int_or(usage.get("completion_tokens"), None)
+            self.completion_tokens = _int_or(completion_tokens, self.completion_tokens)
+        choices = event.get("choices")
+        if not isinstance(choices, list) or (not choices and usage is None):
+            raise StreamFormatError(f"event without choices: {data[:80]!r}")
+        text = ""
+        if choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            text = content if isinstance(content, str) else ""
+            if choice.get("finish_reason") is not None:
+                self.finish_reason = str(choice["finish_reason"])
+        self.chunks.append(Chunk(now, text, completion_tokens))
+
+
+def _int_or(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _error_message(event: dict[str, Any]) -> str:
+    error = event.get("error", event)
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error)[:200]

@@ -1,0 +1,46 @@
+"""Lines the sweep summary adds about how an HTTP run was measured: acceptance source, failures, token counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specbench.bench.records import Row, is_null
+from specbench.bench.sweep_config import EMBEDDED
+
+_TOKEN_SOURCES = {
+    "server_per_chunk": "exact, from the server's per-chunk usage",
+    "retokenized": "the server sent no per-chunk usage: chunk text re-tokenised locally (approximate per chunk)",
+    "one_per_chunk": "the server sent no per-chunk usage and no tokenizer was given: one token per chunk, "
+                     "the last chunk the rest (approximate per chunk)",
+    "mixed": "mixed sources (see requests.parquet token_count_source)",
+}
+
+
+def backend_notes(cells: Sequence[Row]) -> list[str]:
+    http = [c for c in cells if c.get("backend", EMBEDDED) != EMBEDDED]
+    notes = []
+    if http:
+        notes.append("HTTP backend: latencies measured on the client (arrival = request sent); per-request draft "
+                     "columns are empty, acceptance is per cell from the server's /metrics counter deltas")
+        sources = sorted({c["acceptance_source"] for c in http if not is_null(c["acceptance_source"])})
+        missing = sorted({c["acceptance_note"] for c in http if is_null(c["acceptance_source"])
+                          and not is_null(c["acceptance_note"])})
+        if sources:
+            notes.append(f"acceptance from: {', '.join(sources)}")
+        notes += [f"no acceptance metrics: {note}" for note in missing]
+        for source in sorted({c["token_count_source"] for c in http if not is_null(c["token_count_source"])}):
+            notes.append(f"tokens per chunk: {_TOKEN_SOURCES.get(source, source)}")
+        for c in http:
+            generated, received = c["server_generation_tokens"], c["num_output_tokens"]
+            if not is_null(generated) and generated > received:
+                notes.append(f"{_where(c)}: the server generated {generated} tokens in the window but "
+                             f"{received} were received: other traffic (or failed requests) is in its counters")
+    for c in cells:
+        if c.get("num_errors"):
+            notes.append(f"{_where(c)}: {c['num_errors']} failed request(s) left out of the metrics "
+                         f"({c['error_summary']})")
+    return notes
+
+
+def _where(cell: Row) -> str:
+    return f"cell {cell['cell_id']}"

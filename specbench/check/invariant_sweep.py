@@ -1,0 +1,51 @@
+"""Check 4, invariant sweep: debug invariants (INV-0, INV-SLOT) on across batch shapes and forced acceptance.
+
+Concurrency 1 and 4, k in {1, 3, 5}, forced full / zero / mixed acceptance rounds (synthetic acceptance:
+the drafts are accepted by fiat, so every round shape is reached), real verification, and preemption
+(a KV pool too small for the batch). CUDA graphs on/off: not implemented in the engine yet.
+"""
+
+from __future__ import annotations
+
+import time
+
+from specbench.attention.invariants import InvariantViolation
+from specbench.check.result import CheckResult
+from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.sampling_params import SamplingParams
+
+FORCED_ACCEPTANCE = {"full": (1.0,) * 5, "zero": (0.0,) * 5, "mixed": (0.9, 0.6, 0.4, 0.2, 0.1)}
+NUM_STEPS = (1, 3, 5)
+
+
+def _sweep_cases(setup: CheckSetup):
+    """(label, engine overrides, ks) per engine; built lazily so a violation stops the sweep early."""
+    for mode, rates in FORCED_ACCEPTANCE.items():
+        for concurrency in (1, 4):
+            yield f"{mode} acceptance, concurrency {concurrency}", {"synthetic_acceptance": rates,
+                                                                   "max_concurrency": concurrency}, NUM_STEPS
+    yield "real verification, concurrency 4", {}, NUM_STEPS
+    longest = max(len(p) for p in setup.prompts) + setup.max_tokens + max(NUM_STEPS) + 1
+    blocks = -(-longest // setup.block_size) + 2  # room for one request at a time: forces preemption
+    yield "preemption, real verification", {"num_kv_blocks": blocks}, (3,)
+
+
+def check_invariants(setup: CheckSetup) -> CheckResult:
+    start = time.perf_counter()
+    prompts = prompt_list(setup)[:3]
+    params = SamplingParams(max_tokens=min(setup.max_tokens, 10), ignore_eos=True)
+    num_runs = 0
+    preempted = 0
+    for label, overrides, ks in _sweep_cases(setup):
+        llm = build_llm(setup.with_inject(setup.inject), invariants=True, **overrides)
+        for k in ks:
+            llm.engine.set_num_steps(k)
+            try:
+                llm.generate(prompts, params)
+            except InvariantViolation as exc:
+                return CheckResult("invariants", False, f"{label}, k={k}: {exc}", time.perf_counter() - start)
+            num_runs += 1
+        preempted += sum(s.num_preempted for s in llm.engine.step_stats)
+    detail = (f"INV-0 / INV-SLOT held over {num_runs} runs (concurrency 1/4, k 1/3/5, full/zero/mixed acceptance, "
+              f"{preempted} preemptions); CUDA graphs on/off: not implemented yet")
+    return CheckResult("invariants", True, detail, time.perf_counter() - start)

@@ -1,0 +1,75 @@
+"""Check 3, draft oracle: every recorded draft-step logit vs a cache-free recomputation on the same prefix.
+
+Draft LM: one fresh prefill (new KV, positions 0..n-1) over the committed tokens plus the drafts fed
+so far; its last row must match the step's logits. All steps of one round share a prefix, so one
+forward per round serves all of them. This catches position, metadata, KV-slice, catch-up and
+phase-leak bugs that never change greedy output.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import torch
+
+from specbench.attention.metadata import build_metadata
+from specbench.check.greedy import greedy_params
+from specbench.check.result import CheckResult
+from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.kv.kv_cache import KVCache
+
+FP32_RTOL = 1e-4  # of the logits' max magnitude
+BF16_RTOL = 3e-2
+
+
+@torch.inference_mode()
+def recompute_draft_logits(proposer, token_ids: tuple[int, ...]) -> torch.Tensor:
+    """[len(token_ids), vocab] float32 logits of the draft LM over token_ids with a fresh, private KV cache."""
+    n, block_size = len(token_ids), proposer.block_size
+    num_blocks = math.ceil(n / block_size)
+    kv = KVCache(proposer.model.kv_cache_spec(), num_blocks, block_size, proposer.device)
+    md = build_metadata(positions=list(range(n)), num_query=[n], seq_lens=[n], block_tables=[list(range(num_blocks))],
+                        block_size=block_size, device=proposer.device)
+    ids = torch.tensor(token_ids, dtype=torch.int64, device=proposer.device)
+    out = proposer.model(ids, md, kv, phase="oracle")
+    return proposer.model.compute_logits(out.hidden_states).float().cpu()
+
+
+def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
+    """(records compared, mismatch descriptions); rounds are grouped by their committed prefix."""
+    rounds: dict[tuple, list] = defaultdict(list)
+    for rec in records:
+        rounds[(rec.request_id, rec.token_ids[: len(rec.token_ids) - rec.step])].append(rec)
+    bad: list[str] = []
+    for recs in rounds.values():
+        longest = max(recs, key=lambda r: r.step)
+        logits = recompute_draft_logits(proposer, longest.token_ids)
+        for rec in recs:
+            ref = logits[len(rec.token_ids) - 1]
+            err = (rec.logits - ref).abs().max().item()
+            if err > rtol * max(1.0, ref.abs().max().item()):
+                bad.append(f"{rec.request_id} step {rec.step} at position {len(rec.token_ids) - 1}: max |diff| {err:.3g}")
+    return len(records), bad
+
+
+def check_oracle(setup: CheckSetup) -> CheckResult:
+    start = time.perf_counter()
+    if setup.method != "draft":
+        return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} yet (draft LM only)",
+                           time.perf_counter() - start, skipped=True)
+    llm = build_llm(setup)
+    proposer = llm.engine.proposer
+    proposer.recorder = []
+    llm.generate(prompt_list(setup), greedy_params(setup))
+    rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
+    num, bad = compare_records(proposer, proposer.recorder, rtol)
+    by_step: dict[int, int] = defaultdict(int)
+    for line in bad:
+        by_step[int(line.split(" step ")[1].split()[0])] += 1
+    detail = f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g})"
+    if bad:
+        steps = ", ".join(f"step {s}: {c}" for s, c in sorted(by_step.items()))
+        detail += f"; mismatches by step ({steps}); first: {bad[0]}"
+    return CheckResult("oracle", not bad and num > 0, detail, time.perf_counter() - start)

@@ -1,0 +1,23 @@
+"""One check's verdict and the battery's table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str  # greedy | sampled | oracle | invariants | baseline
+    passed: bool
+    detail: str  # one line: what was compared and, on failure, where it first went wrong
+    seconds: float
+    skipped: bool = False  # not applicable (e.g. no draft model for the oracle); counts as passed
+
+
+def format_table(results: list[CheckResult], title: str = "") -> str:
+    lines = [title] if title else []
+    width = max((len(r.name) for r in results), default=5)
+    for r in results:
+        verdict = "SKIP" if r.skipped else ("PASS" if r.passed else "FAIL")
+        lines.append(f"{r.name:<{width}}  {verdict}  {r.seconds:6.2f}s  {r.detail}")
+    return "\n".join(lines)

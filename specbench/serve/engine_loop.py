@@ -1,0 +1,130 @@
+"""One thread owns the LLMEngine: it admits submitted requests, steps while any is unfinished (continuous batching
+across HTTP requests) and reports each request's events to its sink. HTTP code never touches the engine."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specbench.engine.outputs import RequestOutput
+from specbench.errors import SpecbenchError
+from specbench.sampling_params import SamplingParams
+from specbench.serve.metrics import ServerCounters
+
+log = logging.getLogger(__name__)
+IDLE_WAIT_S = 0.5  # an idle loop wakes this often to notice stop()
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    message: str  # the request cannot run (prompt too long, ...): HTTP 400
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    token_ids: tuple[int, ...]  # [num_tokens] committed by one engine step
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    output: RequestOutput
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    message: str  # the engine stopped (a bug): HTTP 500
+
+
+Event = Admitted | Rejected | Emitted | Finished | Failed
+Sink = Callable[[Event], None]  # called on the engine thread; must not block
+
+
+@dataclass(frozen=True, slots=True)
+class _Submission:
+    prompt_token_ids: tuple[int, ...]
+    params: SamplingParams
+    sink: Sink
+
+
+class EngineLoop:
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.counters = ServerCounters(num_positions=engine.num_steps)
+        self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._sinks: dict[str, Sink] = {}
+        self._ids = itertools.count()
+        self.error: str | None = None  # set when the loop died
+        self._thread = threading.Thread(target=self._run, name="specbench-engine", daemon=True)
+        engine.on_emission = self._on_emission
+
+    @property
+    def is_healthy(self) -> bool:
+        return self._thread.is_alive() and self.error is None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def submit(self, prompt_token_ids: tuple[int, ...], params: SamplingParams, sink: Sink) -> None:
+        """Thread-safe: the sink first gets Admitted or Rejected, then Emitted events and Finished (or Failed)."""
+        if self.error is not None:
+            sink(Failed(self.error))
+            return
+        self._inbox.put(_Submission(prompt_token_ids, params, sink))
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                self._admit()
+                if not self.engine.has_unfinished():
+                    self._wake.wait(IDLE_WAIT_S)
+                    self._wake.clear()
+                    continue
+                for output in self.engine.step():
+                    self.counters.on_finish(output)
+                    self._sinks.pop(output.request_id)(Finished(output))
+                scheduler = self.engine.scheduler
+                self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
+        except Exception as err:  # a bug in the engine: fail what is in flight, report unhealthy
+            log.exception("engine loop stopped")
+            self.error = f"engine error: {type(err).__name__}: {err}"
+            for sink in self._sinks.values():
+                sink(Failed(self.error))
+            self._sinks.clear()
+
+    def _admit(self) -> None:
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            request_id = f"srv-{next(self._ids)}"
+            try:
+                self.engine.add_request(list(item.prompt_token_ids), item.params, request_id=request_id)
+            except SpecbenchError as err:
+                item.sink(Rejected(str(err)))
+                continue
+            self._sinks[request_id] = item.sink
+            item.sink(Admitted(request_id))
+
+    def _on_emission(self, request_id: str, token_ids: tuple[int, ...]) -> None:
+        sink = self._sinks.get(request_id)
+        if sink is not None:
+            sink(Emitted(token_ids))

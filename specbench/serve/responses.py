@@ -1,0 +1,69 @@
+"""OpenAI response bodies: whole responses, stream chunks and usage, for completions and chat completions."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ResponseKind:
+    is_chat: bool
+    model: str
+    response_id: str
+    created: int  # unix seconds
+
+    @classmethod
+    def new(cls, is_chat: bool, model: str) -> ResponseKind:
+        prefix = "chatcmpl" if is_chat else "cmpl"
+        return cls(is_chat, model, f"{prefix}-{uuid.uuid4().hex}", int(time.time()))
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.response_id, "object": obj, "created": self.created, "model": self.model}
+
+    def chunk(self, text: str | None, finish_reason: str | None, usage: dict | None = None) -> str:
+        """One SSE event. `text` None on chat's first chunk carries the role instead."""
+        if self.is_chat:
+            delta = {"role": "assistant", "content": ""} if text is None else ({"content": text} if text else {})
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            body = self._head("chat.completion.chunk")
+        else:
+            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            body = self._head("text_completion")
+        body["choices"] = [choice]
+        if usage is not None:
+            body["usage"] = usage
+        return sse(body)
+
+    def usage_chunk(self, usage: dict) -> str:
+        body = self._head("chat.completion.chunk" if self.is_chat else "text_completion")
+        return sse({**body, "choices": [], "usage": usage})
+
+    def full(self, text: str, finish_reason: str, usage: dict) -> dict[str, Any]:
+        if self.is_chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                      "finish_reason": finish_reason}
+            body = self._head("chat.completion")
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            body = self._head("text_completion")
+        return {**body, "choices": [choice], "usage": usage}
+
+
+def usage(num_prompt_tokens: int, num_completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_completion_tokens,
+            "total_tokens": num_prompt_tokens + num_completion_tokens}
+
+
+def sse(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
+
+
+DONE_EVENT = "data: [DONE]\n\n"
+
+
+def error_body(message: str, status: int, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": status}}

@@ -1,0 +1,103 @@
+"""Run `specbench serve`: load the engine, start its loop thread, serve the app with uvicorn (127.0.0.1 default)."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from specbench.backends.credentials import api_key_from_env
+from specbench.errors import SpecbenchError
+from specbench.serve.app import build_app
+from specbench.serve.config import ServeConfig
+from specbench.serve.engine_loop import EngineLoop
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+STARTUP_TIMEOUT_S = 30.0
+
+
+def _engine(config: ServeConfig):
+    from specbench.engine.llm_engine import LLMEngine
+    from specbench.models.default_model import resolve_model_source
+
+    engine_config = config.engine
+    source = resolve_model_source(engine_config.target)
+    if source != engine_config.target:
+        engine_config = dataclasses.replace(engine_config, target=source)
+    return LLMEngine(engine_config)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise SpecbenchError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    return sock
+
+
+def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve until interrupted (Ctrl-C)."""
+    import uvicorn
+
+    api_key = api_key_from_env(config.api_key_env)
+    sock = _bind(host, port)  # fail before loading models when the port is taken
+    loop = EngineLoop(_engine(config))
+    loop.start()
+    try:
+        app = build_app(loop, config.model_name, api_key)
+        server = uvicorn.Server(uvicorn.Config(app, log_level=config.log_level, timeout_graceful_shutdown=5))
+        print(f"specbench serve: {config.model_name} on http://{host}:{sock.getsockname()[1]} "
+              f"(method {config.engine.method}, k={config.engine.num_steps})", flush=True)
+        server.run(sockets=[sock])
+    finally:
+        loop.stop()
+        sock.close()
+
+
+@dataclass
+class RunningServer:
+    """A server on a background thread (tests, notebooks): `url`, then `stop()`."""
+
+    url: str
+    loop: EngineLoop
+    _server: object
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self.loop.stop()
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, engine=None) -> RunningServer:
+    """Start serving on a background thread; port 0 picks a free one. `engine`: an already built LLMEngine."""
+    import uvicorn
+
+    api_key = api_key_from_env(config.api_key_env)
+    sock = _bind(host, port)
+    loop = EngineLoop(engine if engine is not None else _engine(config))
+    loop.start()
+    app = build_app(loop, config.model_name, api_key)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=config.log_level, timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="specbench-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            loop.stop()
+            raise SpecbenchError("the server did not start")
+        time.sleep(0.01)
+    return RunningServer(f"http://{host}:{sock.getsockname()[1]}", loop, server, thread)
