@@ -40,6 +40,11 @@ def engine_config(config: SweepConfig, target: str) -> EngineConfig:
         ngram_max=config.ngram_max,
         seed=config.seed,
         inject=config.inject,
+        eagle_aux_layer_ids=config.eagle_aux_layer_ids,
+        eagle_aux_convention=config.eagle_aux_convention,
+        attention_backend=config.attention_backend,
+        verifier=config.verifier,
+        synthetic_acceptance=config.synthetic_acceptance,
     )
 
 

@@ -41,6 +41,8 @@ def build_manifest(
         "versions": package_versions(),
         **backend.manifest_entries(config),
         "method": config.method,
+        # Forced per-position acceptance rates: outputs are NOT lossless when set (performance work only).
+        "synthetic_acceptance": list(config.synthetic_acceptance) if config.synthetic_acceptance else None,
         "fault_injected": config.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
         "workload": {
             "name": workload.name,

@@ -16,6 +16,11 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         f"{config.workload} | method {config.method} | {where}"
         + (f" | label {config.label}" if config.label else "")
         + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
+        + (
+            f" | SYNTHETIC ACCEPTANCE {','.join(map(str, config.synthetic_acceptance))} (forced: output not lossless)"
+            if config.synthetic_acceptance
+            else ""
+        )
         + f" | {report.num_cells_run} cells run"
         + (f", {report.num_cells_skipped} already complete" if report.num_cells_skipped else "")
     )

@@ -65,6 +65,11 @@ class SweepConfig:
     max_num_batched_tokens: int = 8192
     ngram_min: int = 1
     ngram_max: int = 4
+    eagle_aux_layer_ids: tuple[int, ...] | None = None
+    eagle_aux_convention: str = "auto"
+    attention_backend: str = "auto"
+    verifier: str = "auto"
+    synthetic_acceptance: tuple[float, ...] | None = None  # forced acceptance: output NOT lossless
     # outputs
     label: str | None = None
     results_dir: str = "results"
@@ -103,8 +108,8 @@ class SweepConfig:
             raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
         values = dict(data)
         values["request_rate"] = float(values.get("request_rate", math.inf))
-        for name in ("concurrency", "temperature", "num_steps"):
-            if name in values:
+        for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance"):
+            if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
 

@@ -40,6 +40,9 @@ def generate(
     ngram_max: o.NgramMax = 4,
     eagle_aux_layer_ids: o.EagleAuxLayerIds = None,
     eagle_aux_convention: o.EagleAuxConvention = "auto",
+    attention_backend: o.AttentionBackendOpt = "auto",
+    verifier: o.VerifierOpt = "auto",
+    synthetic_acceptance: o.SyntheticAcceptance = None,
     seed: o.Seed = 0,
 ) -> None:
     """Generate for PROMPTs and print each output with its acceptance statistics."""
@@ -75,6 +78,9 @@ def generate(
         ngram_max=ngram_max,
         eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
         eagle_aux_convention=eagle_aux_convention,
+        attention_backend=attention_backend,
+        verifier=verifier,
+        synthetic_acceptance=o.parse_rates(synthetic_acceptance),
         seed=seed,
     )
     print_generation(report)

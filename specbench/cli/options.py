@@ -50,3 +50,26 @@ def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
     except ValueError:
         raise SpecbenchError(f"--eagle-aux-layer-ids takes comma-separated integers, got {text!r}") from None
     return ids
+
+AttentionBackendOpt = Annotated[
+    str, typer.Option("--attention-backend", help="auto (triton on CUDA, else torch) | torch | triton")
+]
+VerifierOpt = Annotated[str, typer.Option("--verifier", help="auto (triton on CUDA, else torch) | torch | triton")]
+SyntheticAcceptance = Annotated[
+    Optional[str],
+    typer.Option(
+        "--synthetic-acceptance",
+        help="force per-position acceptance, e.g. '0.73,0.52,0.35' (performance work; output NOT lossless)",
+    ),
+]
+
+
+def parse_rates(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    from specbench.errors import SpecbenchError
+
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecbenchError(f"--synthetic-acceptance takes comma-separated rates, got {text!r}") from None

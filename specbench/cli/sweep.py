@@ -71,6 +71,11 @@ def sweep(
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens")] = 8192,
     ngram_min: o.NgramMin = 1,
     ngram_max: o.NgramMax = 4,
+    eagle_aux_layer_ids: o.EagleAuxLayerIds = None,
+    eagle_aux_convention: o.EagleAuxConvention = "auto",
+    attention_backend: o.AttentionBackendOpt = "auto",
+    verifier: o.VerifierOpt = "auto",
+    synthetic_acceptance: o.SyntheticAcceptance = None,
     label: Annotated[Optional[str], typer.Option("--label", help="tag stored with every row, e.g. "
                                                  "before / after")] = None,
     results_dir: Annotated[str, typer.Option("--results-dir", help="parent of the run directory")] = "results",
@@ -89,6 +94,8 @@ def sweep(
         concurrency=parse_int_list(concurrency, "--concurrency"),
         temperature=parse_temperature_list(temperature),
         num_steps=default_num_steps(method) if num_steps is None else parse_int_list(num_steps, "--num-steps"),
+        eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
+        synthetic_acceptance=o.parse_rates(synthetic_acceptance),
     )
     fields = {f.name for f in dataclasses.fields(SweepConfig)}
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
