@@ -12,7 +12,7 @@ from specbench.cli.app import app
 
 @app.command()
 def check(
-    target: o.Target,
+    target: o.Target = "default",
     method: o.Method = "draft",
     draft: o.Draft = None,
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="drafts per round")] = 3,
@@ -29,8 +29,29 @@ def check(
     tolerance: Annotated[float, typer.Option("--tolerance", help="allowed acceptance drop per position")] = 0.05,
     kv_cache_gb: Annotated[float, typer.Option("--kv-cache-gb")] = 0.5,
     seed: o.Seed = 0,
+    base_url_spec: Annotated[Optional[str], typer.Option("--base-url-spec", help="check a server pair instead: "
+                                                         "the speculative server's root URL")] = None,
+    base_url_ref: Annotated[Optional[str], typer.Option("--base-url-ref", help="with --base-url-spec: the "
+                                                        "non-speculative reference server's root URL")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="server pair: variable holding the "
+                                                       "API key")] = None,
 ) -> None:
-    """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails."""
+    """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails.
+
+    With --base-url-spec/--base-url-ref it runs the greedy lossless check against two OpenAI-compatible
+    servers instead (the other checks need the embedded engine's internals).
+    """
+    if base_url_spec or base_url_ref:
+        from specbench.cli.check_lossless import check_lossless as check_server_pair
+        from specbench.errors import SpecbenchError
+
+        if not (base_url_spec and base_url_ref):
+            raise SpecbenchError("a server-pair check needs both --base-url-spec and --base-url-ref")
+        check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, model_spec=None, model_ref=None,
+                          workload="gsm8k", data_dir=data_dir, limit=20, shots=None, chat_template=None,
+                          max_tokens=max_tokens, concurrency=1, tokenizer=None, api_key_env=api_key_env,
+                          request_timeout=600.0, show=5)
+        return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
     from specbench.check.battery import run_checks
     from specbench.check.prompts import check_prompts

@@ -78,3 +78,18 @@ def test_a_different_model_is_reported_not_lossless(spec_server, tiny_draft_dir)
         result = _check(spec_server, other.url, "--workload", "gsm8k", "--shots", "1", "--limit", "3")
     assert result.exit_code == 1 and "NOT LOSSLESS" in result.output, result.output
     assert "differs at char" in result.output
+
+
+def test_check_command_runs_the_server_pair_check(spec_server, tiny_model_dir, tiny_draft_dir):
+    from specbench.cli.app import app
+
+    def check(ref_url: str):
+        return CliRunner().invoke(app, ["check", "--base-url-spec", spec_server, "--base-url-ref", ref_url,
+                                        "--data-dir", str(data_dir()), "--max-tokens", "8"],
+                                  env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
+
+    with _in_process(tiny_model_dir) as same:
+        assert check(same.url).exit_code == 0
+    with _in_process(tiny_draft_dir) as other:
+        result = check(other.url)
+    assert result.exit_code == 1 and "NOT LOSSLESS" in result.output, result.output
