@@ -22,21 +22,21 @@ class Fault:
 
 
 _ALL = ("draft", "eagle", "eagle3", "ngram")
-_DRAFT_LM = ("draft",)  # EAGLE hooks: not wired yet (the EAGLE proposer is still being finished)
+_DRAFT_SIDE = ("draft", "eagle", "eagle3")  # proposers with a draft KV cache and draft-decode steps
 
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault("draft-positions-off-by-one", "draft-decode step positions +1 while the visible keys are unchanged",
-              "003 (sglang#25015)", "draft", _DRAFT_LM),
+              "003 (sglang#25015)", "draft", _DRAFT_SIDE),
         Fault("stale-draft-metadata", "draft step j > 1 reuses step 1's attention metadata",
-              "004", "draft", _DRAFT_LM),
+              "004", "draft", _DRAFT_SIDE),
         Fault("draft-kv-slice", "draft step j > 1 writes step 1's slot and its visible length is not advanced by j",
-              "000 (sglang#24750)", "draft", _DRAFT_LM),
+              "000 (sglang#24750)", "draft", _DRAFT_SIDE),
         Fault("catchup-sees-rejected", "catch-up visible length not trimmed after a partial acceptance",
-              "001 (tokenspeed#318)", "draft", _DRAFT_LM),
+              "001 (tokenspeed#318)", "draft", _DRAFT_SIDE),
         Fault("phase-state-leak", "draft-extend reuses the previous draft-decode step's input (metadata / hidden)",
-              "002 (sglang#24859)", "draft", _DRAFT_LM),
+              "002 (sglang#24859)", "draft", _DRAFT_SIDE),
         Fault("verify-kv-off-by-one", "verify writes each token's KV to the slot of the next position",
               "", "target", _ALL),
         Fault("bonus-from-wrong-row", "the recovered/bonus token is taken from the next (or previous) logits row",

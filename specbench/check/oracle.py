@@ -2,8 +2,8 @@
 
 Draft LM: one fresh prefill (new KV, positions 0..n-1) over the committed tokens plus the drafts fed
 so far; its last row must match the step's logits. All steps of one round share a prefix, so one
-forward per round serves all of them. This catches position, metadata, KV-slice, catch-up and
-phase-leak bugs that never change greedy output.
+forward per round serves all of them. EAGLE / EAGLE-3: see `eagle_oracle` (the head's chain over target
+features). This catches position, metadata, KV-slice, catch-up and phase-leak bugs that never change greedy output.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections import defaultdict
 import torch
 
 from specbench.attention.metadata import build_metadata
+from specbench.check.eagle_oracle import compare_eagle_records
 from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
@@ -56,15 +57,16 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
 
 def check_oracle(setup: CheckSetup) -> CheckResult:
     start = time.perf_counter()
-    if setup.method != "draft":
-        return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} yet (draft LM only)",
+    if setup.method not in ("draft", "eagle", "eagle3"):
+        return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
     llm = build_llm(setup)
     proposer = llm.engine.proposer
     proposer.recorder = []
     llm.generate(prompt_list(setup), greedy_params(setup))
     rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
-    num, bad = compare_records(proposer, proposer.recorder, rtol)
+    compare = compare_records if setup.method == "draft" else compare_eagle_records
+    num, bad = compare(proposer, proposer.recorder, rtol)
     by_step: dict[int, int] = defaultdict(int)
     for line in bad:
         by_step[int(line.split(" step ")[1].split()[0])] += 1

@@ -19,12 +19,14 @@ from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.eagle.loader import LoadedEagleHead
+from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord, mutate_step_plan
 from specbench.spec.proposer import DraftProposal, ProposeInput
 
 
 @dataclass
 class _RequestState:
     num_committed: int = 0  # draft KV at positions [0, num_committed) came from target features
+    stale_end: int = 0  # fault catchup-sees-rejected: draft-step scratch KV was written up to here last round
 
 
 class EagleProposer:
@@ -37,6 +39,10 @@ class EagleProposer:
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, _RequestState] = {}
+        self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
+        self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
+        self._step1_md = None  # fault stale-draft-metadata: step 1's metadata
+        self._leaked_hidden: dict[str, torch.Tensor] = {}  # fault phase-state-leak: last step's input hidden [H]
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -58,9 +64,13 @@ class EagleProposer:
         if not caught_up:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
+        if self.recorder is not None:
+            self._record_features(inp, caught_up)
         extend = self._build_extend(inp, caught_up)
-        out = self.head(extend.input_ids, self.head.project_target_features(extend.target_features),
-                        extend.md, self.kv_cache, phase="eagle_extend")
+        extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
+        if self.fault is not None and self.fault.name == "phase-state-leak":
+            extend_hidden = self._leak_into_extend(inp, caught_up, extend, extend_hidden)
+        out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
         if not active:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         # hidden[r] = the feature the next step of request r is fed  [num_reqs, H]
@@ -70,12 +80,20 @@ class EagleProposer:
         extend_row = {r: i for i, r in enumerate(caught_up)}
         last = extend.logits_indices[torch.tensor([extend_row[r] for r in active], dtype=torch.int64).to(self.device)]
         draft_ids[torch.tensor(active, dtype=torch.int64).to(self.device), 0] = self._argmax(out.logits_input[last])
+        if self.recorder is not None:
+            self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
         for j in range(1, max_num_draft):
-            step = self._build_step(inp, [r for r in active if inp.num_draft_tokens[r] > j], j, draft_ids, hidden)
+            step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
+            step = self._build_step(inp, step_rows, j, draft_ids, hidden)
             out = self.head(step.input_ids, step.hidden_states, step.md, self.kv_cache, phase=f"eagle_step_{j}")
             draft_ids[step.row_of_request, j] = self._argmax(out.logits_input)
+            if self.recorder is not None:
+                self._record(inp, step_rows, j, out.logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, out.hidden)
+        if self.fault is not None:
+            for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
+                self._state[inp.request_ids[r]].stale_end = len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
     def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
@@ -103,10 +121,16 @@ class EagleProposer:
             num_query.append(num_new)
             last_rows.append(len(input_ids) - 1)
             state.num_committed = start + num_new
+        seq_lens = [inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)]
+        if self.fault is not None and self.fault.name == "catchup-sees-rejected":
+            # seed 001: visible length not trimmed back after a partial acceptance (rejected scratch stays visible)
+            stale = [min(self._state[inp.request_ids[r]].stale_end, len(inp.block_tables[r]) * self.block_size)
+                     for r in caught_up]
+            seq_lens = [max(n, s) for n, s in zip(seq_lens, stale)]
         md = build_metadata(
             positions=positions,
             num_query=num_query,
-            seq_lens=[inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)],
+            seq_lens=seq_lens,
             block_tables=[inp.block_tables[r] for r in caught_up],
             block_size=self.block_size,
             device=self.device,
@@ -124,24 +148,67 @@ class EagleProposer:
     ) -> DraftStepInput:
         # Fresh metadata for every step: position newest - 1 + j, newest + j visible keys.
         newest = [len(inp.token_ids[r]) - 1 for r in rows]
+        positions, seq_lens, slots = [n - 1 + j for n in newest], [n + j for n in newest], None
+        tables = [inp.block_tables[r] for r in rows]
+        if self.fault is not None:
+            plan = mutate_step_plan(self.fault, j, positions, seq_lens, tables, self.block_size)
+            positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
         md = build_metadata(
-            positions=[n - 1 + j for n in newest],
+            positions=positions,
             num_query=[1] * len(rows),
-            seq_lens=[n + j for n in newest],
-            block_tables=[inp.block_tables[r] for r in rows],
+            seq_lens=seq_lens,
+            block_tables=tables,
             block_size=self.block_size,
             device=self.device,
+            slot_mapping=slots,
         )
         row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
+        if self.fault is not None:
+            md = self._fault_step_md(inp, rows, j, md, hidden)
         return DraftStepInput(
             step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
         )
+
+    def _fault_step_md(self, inp: ProposeInput, rows: list[int], j: int, md, hidden: torch.Tensor):
+        if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
+            if j == 1:
+                self._step1_md = md
+            elif self._step1_md is not None and self._step1_md.num_reqs == md.num_reqs:
+                return self._step1_md
+        elif self.fault.name == "phase-state-leak":  # remember each request's last draft-decode input hidden
+            for r in rows:
+                self._leaked_hidden[inp.request_ids[r]] = hidden[r]
+        return md
+
+    def _leak_into_extend(self, inp: ProposeInput, caught_up: list[int], extend: DraftExtendInput,
+                          extend_hidden: torch.Tensor) -> torch.Tensor:
+        """seed 002: the catch-up's last row is fed the previous draft-decode input's (draft-own) hidden."""
+        extend_hidden = extend_hidden.clone()
+        for i, r in enumerate(caught_up):
+            leaked = self._leaked_hidden.get(inp.request_ids[r])
+            if leaked is not None:
+                extend_hidden[extend.logits_indices[i]] = leaked
+        return extend_hidden
+
+    def _record_features(self, inp: ProposeInput, caught_up: list[int]) -> None:
+        for r in caught_up:
+            rows = inp.new_features[inp.cu_num_new_features[r] : inp.cu_num_new_features[r + 1]]
+            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], inp.new_feature_start[r], rows.float().cpu()))
+
+    def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
+        logits = self.head.compute_logits(logits_input)
+        drafts = draft_ids[torch.tensor(rows, dtype=torch.int64).to(self.device), :j].tolist()  # host sync: oracle only
+        for i, r in enumerate(rows):
+            self.recorder.append(
+                DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
+            )
 
     def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
         """Nothing to do: the next round's target features say which positions were committed."""
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
+        self._leaked_hidden.pop(request_id, None)
 
     def describe(self) -> dict[str, object]:
         return self.loaded.describe()
