@@ -19,8 +19,9 @@ from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
-from specbench.spec.fault_hooks import DraftStepRecord, mutate_step_plan
+from specbench.spec.fault_hooks import DraftStepRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.step_plan import draft_step_metadata
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 
 
@@ -159,21 +160,14 @@ class DraftModelProposer:
         )
 
     def _build_step(self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor) -> DraftStepInput:
-        # Fresh metadata for every step: positions newest + j, visible keys newest + j + 1.
-        newest = [len(inp.token_ids[r]) - 1 for r in rows]
-        positions, seq_lens, slots = [n + j for n in newest], [n + j + 1 for n in newest], None
-        tables = [inp.block_tables[r] for r in rows]
-        if self.fault is not None:
-            plan = mutate_step_plan(self.fault, j, positions, seq_lens, tables, self.block_size)
-            positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
-        md = build_metadata(
-            positions=positions,
-            num_query=[1] * len(rows),
-            seq_lens=seq_lens,
-            block_tables=tables,
+        # Draft token j sits at position newest + j: step 1's query is at newest + 1.
+        md = draft_step_metadata(
+            first_positions=[len(inp.token_ids[r]) for r in rows],
+            step=j,
+            block_tables=[inp.block_tables[r] for r in rows],
             block_size=self.block_size,
             device=self.device,
-            slot_mapping=slots,
+            fault=self.fault,
         )
         if self.fault is not None:
             md = self._fault_step_md(j, md)

@@ -19,8 +19,9 @@ from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.eagle.loader import LoadedEagleHead
-from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord, mutate_step_plan
+from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.step_plan import draft_step_metadata
 
 
 @dataclass
@@ -146,21 +147,14 @@ class EagleProposer:
     def _build_step(
         self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor, hidden: torch.Tensor
     ) -> DraftStepInput:
-        # Fresh metadata for every step: position newest - 1 + j, newest + j visible keys.
-        newest = [len(inp.token_ids[r]) - 1 for r in rows]
-        positions, seq_lens, slots = [n - 1 + j for n in newest], [n + j for n in newest], None
-        tables = [inp.block_tables[r] for r in rows]
-        if self.fault is not None:
-            plan = mutate_step_plan(self.fault, j, positions, seq_lens, tables, self.block_size)
-            positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
-        md = build_metadata(
-            positions=positions,
-            num_query=[1] * len(rows),
-            seq_lens=seq_lens,
-            block_tables=tables,
+        # Draft token j is paired with the head's own hidden at position newest - 1 + j (step 1 at newest).
+        md = draft_step_metadata(
+            first_positions=[len(inp.token_ids[r]) - 1 for r in rows],
+            step=j,
+            block_tables=[inp.block_tables[r] for r in rows],
             block_size=self.block_size,
             device=self.device,
-            slot_mapping=slots,
+            fault=self.fault,
         )
         row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
         if self.fault is not None:
