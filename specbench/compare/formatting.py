@@ -43,7 +43,8 @@ def verdict_text(verdict: Verdict, emphasis: bool = False) -> str:
 
 
 def run_text(info) -> str:
-    return info.label if info.label == info.run_id else f"{info.label} ({info.run_id})"
+    text = info.label if info.label == info.run_id else f"{info.label} ({info.run_id})"
+    return f"{text} {info.engine_note}" if info.engine_note else text
 
 
 def statistics_note(comparison: Comparison) -> str:

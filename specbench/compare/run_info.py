@@ -24,6 +24,8 @@ class RunInfo:
     proposer: str
     git: str
     versions: str
+    # Not a real measurement when set: "MUTANT[name]" (fault injected) and/or "SYNTHETIC ACCEPTANCE [...]".
+    engine_note: str = ""
 
 
 CRITICAL_FIELDS = ("workload", "workload_version", "workload_data", "target_model", "dtype", "device")
@@ -71,7 +73,17 @@ def run_info(path: Path, manifest: dict[str, Any]) -> RunInfo:
         proposer=_text(manifest.get("proposer")),
         git=f"{_text(git.get('sha'))[:10]}{' (dirty)' if git.get('dirty') else ''}" if isinstance(git, dict) else "-",
         versions=_text({k: v for k, v in (manifest.get("versions") or {}).items() if k != "specbench"}),
+        engine_note=_engine_note(manifest),
     )
+
+
+def _engine_note(manifest: dict[str, Any]) -> str:
+    notes = []
+    if manifest.get("fault_injected"):
+        notes.append(f"MUTANT[{manifest['fault_injected']}]")
+    if manifest.get("synthetic_acceptance"):
+        notes.append(f"SYNTHETIC ACCEPTANCE {manifest['synthetic_acceptance']} (not lossless)")
+    return " ".join(notes)
 
 
 def differences(before: RunInfo, after: RunInfo) -> list[Difference]:
