@@ -6,7 +6,7 @@ Attention goes through an `AttentionBackend`, which also writes K/V. Projections
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -166,26 +166,9 @@ class DecoderLM(nn.Module):
 
     def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
         """HF checkpoint name -> (our parameter, first row, end row) it fills."""
-        c = self.config
-        fused = {
-            "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
-                                   ("self_attn.v_proj", c.kv_size)],
-            "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
-        }
-        targets: dict[str, tuple[torch.Tensor, int, int]] = {}
-        for name, param in self.named_parameters():
-            prefix = "" if name.startswith("lm_head.") else "model."
-            module, _, leaf = name.rpartition(".")
-            parts = next((p for f, p in fused.items() if module.endswith(f)), None)
-            if parts is None:
-                targets[prefix + name] = (param, 0, param.shape[0])
-                continue
-            owner = module.rsplit(".", 2)[0]  # "layers.N"
-            start = 0
-            for part, rows in parts:
-                targets[f"{prefix}{owner}.{part}.{leaf}"] = (param, start, start + rows)
-                start += rows
-        return targets
+        return fused_checkpoint_targets(
+            self, self.config, lambda name: name if name.startswith("lm_head.") else "model." + name
+        )
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -236,3 +219,32 @@ class DecoderLM(nn.Module):
             else:
                 param.normal_(0.0, std, generator=gen)
         self.is_initialized = True
+
+
+def fused_checkpoint_targets(
+    module: nn.Module, config: ModelConfig, checkpoint_name: Callable[[str], str] = lambda name: name
+) -> dict[str, tuple[torch.Tensor, int, int]]:
+    """Checkpoint name -> (parameter, first row, end row) for every parameter of `module`.
+
+    Fused qkv_proj / gate_up_proj parameters are filled from the separate q/k/v and gate/up tensors that
+    checkpoints store; `checkpoint_name` maps our parameter path to the checkpoint's (e.g. adds "model.").
+    """
+    c = config
+    fused = {
+        "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
+                               ("self_attn.v_proj", c.kv_size)],
+        "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
+    }
+    targets: dict[str, tuple[torch.Tensor, int, int]] = {}
+    for name, param in module.named_parameters():
+        path, _, leaf = name.rpartition(".")
+        fused_path = next((f for f in fused if path.endswith(f)), None)
+        if fused_path is None:
+            targets[checkpoint_name(name)] = (param, 0, param.shape[0])
+            continue
+        owner = path[: -len(fused_path)]  # "layers.N."
+        start = 0
+        for part, rows in fused[fused_path]:
+            targets[checkpoint_name(f"{owner}{part}.{leaf}")] = (param, start, start + rows)
+            start += rows
+    return targets

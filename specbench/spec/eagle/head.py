@@ -16,7 +16,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
-from specbench.models.llama import DecoderLayer, SelfAttention
+from specbench.models.llama import DecoderLayer, SelfAttention, fused_checkpoint_targets
 from specbench.spec.eagle.config import EagleHeadConfig
 
 
@@ -142,22 +142,4 @@ class EagleHead(nn.Module):
 
     def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
         """Canonical checkpoint name -> (our parameter, first row, end row) it fills."""
-        c = self.config.layer
-        fused = {
-            "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
-                                   ("self_attn.v_proj", c.kv_size)],
-            "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
-        }
-        targets: dict[str, tuple[torch.Tensor, int, int]] = {}
-        for name, param in self.named_parameters():
-            module, _, leaf = name.rpartition(".")
-            fused_module = next((f for f in fused if module.endswith(f)), None)
-            if fused_module is None:
-                targets[name] = (param, 0, param.shape[0])
-                continue
-            prefix = module[: -len(fused_module)]  # "layers.0."
-            start = 0
-            for part, rows in fused[fused_module]:
-                targets[f"{prefix}{part}.{leaf}"] = (param, start, start + rows)
-                start += rows
-        return targets
+        return fused_checkpoint_targets(self, self.config.layer)
