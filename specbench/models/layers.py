@@ -52,16 +52,23 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq = rope_inv_freq(head_dim, theta, scaling)  # [head_dim // 2], fp32, host
         self._cos_sin: torch.Tensor | None = None  # [num_cached_positions, 2, head_dim], fp32
 
-    def cos_sin(self, positions: torch.Tensor, max_seq_len: int) -> torch.Tensor:
-        """[num_tokens, 2, head_dim] fp32; `max_seq_len` (a host int) bounds the positions, avoiding a sync."""
+    def reserve(self, num_positions: int, device: torch.device) -> torch.Tensor:
+        """Grow the table to cover positions [0, num_positions) on `device`; returns it.
+
+        CUDA graphs call this before capture: a replay must never need a bigger table than the captured one.
+        """
         table = self._cos_sin
-        if table is None or table.shape[0] < max_seq_len or table.device != positions.device:
-            size = max(1024, 1 << max(max_seq_len - 1, 1).bit_length())
-            inv_freq = self.inv_freq.to(positions.device)
-            freqs = torch.outer(torch.arange(size, device=positions.device, dtype=torch.float32), inv_freq)
+        if table is None or table.shape[0] < num_positions or table.device != device:
+            size = max(1024, 1 << max(num_positions - 1, 1).bit_length())
+            inv_freq = self.inv_freq.to(device)
+            freqs = torch.outer(torch.arange(size, device=device, dtype=torch.float32), inv_freq)
             emb = torch.cat([freqs, freqs], dim=-1)  # [size, head_dim]
             table = self._cos_sin = torch.stack([emb.cos(), emb.sin()], dim=1)
-        return table[positions]
+        return table
+
+    def cos_sin(self, positions: torch.Tensor, max_seq_len: int) -> torch.Tensor:
+        """[num_tokens, 2, head_dim] fp32; `max_seq_len` (a host int) bounds the positions, avoiding a sync."""
+        return self.reserve(max_seq_len, positions.device)[positions]
 
     @staticmethod
     def apply(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
