@@ -46,5 +46,12 @@ def _triton_backend() -> AttentionBackend:
     return TritonPagedAttention()
 
 
+@ATTENTION_BACKENDS.register("flashinfer")
+def _flashinfer_backend() -> AttentionBackend:
+    from specbench.attention.flashinfer_backend import FlashInferPagedAttention
+
+    return FlashInferPagedAttention()
+
+
 def create_backend(name: str) -> AttentionBackend:
     return ATTENTION_BACKENDS.create(name)

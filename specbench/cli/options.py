@@ -52,7 +52,12 @@ def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
     return ids
 
 AttentionBackendOpt = Annotated[
-    str, typer.Option("--attention-backend", help="auto (triton on CUDA, else torch) | torch | triton")
+    str,
+    typer.Option(
+        "--attention-backend",
+        help="auto (triton on CUDA, else torch) | torch | triton | flashinfer (optional extra "
+        "'specbench-cli[flashinfer]'; CUDA only, falls back to auto's choice with a note when not importable)",
+    ),
 ]
 VerifierOpt = Annotated[str, typer.Option("--verifier", help="auto (triton on CUDA, else torch) | torch | triton")]
 SyntheticAcceptance = Annotated[

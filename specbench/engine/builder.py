@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -50,12 +51,34 @@ def _triton_usable(device: torch.device) -> bool:
 
 
 def resolve_kernel_choice(name: str, device: torch.device, what: str) -> str:
-    """`auto` picks triton on CUDA when triton imports, else the torch reference."""
+    """`auto` picks triton on CUDA when triton imports, else the torch reference.
+
+    The attention backend may also be `flashinfer` (optional extra); where it cannot run, one stderr line says
+    why and `auto`'s choice is used instead.
+    """
     if name == "auto":
         return "triton" if _triton_usable(device) else "torch"
-    if name not in ("torch", "triton"):
-        raise SpecbenchError(f"unknown {what} {name!r}; supported: auto, torch, triton")
+    supported = ("torch", "triton", "flashinfer") if what == "attention backend" else ("torch", "triton")
+    if name not in supported:
+        raise SpecbenchError(f"unknown {what} {name!r}; supported: auto, {', '.join(supported)}")
+    if name == "flashinfer":
+        return _flashinfer_or_fallback(device)
     return name
+
+
+def _flashinfer_or_fallback(device: torch.device) -> str:
+    from specbench.attention.flashinfer_backend import flashinfer_import_error
+
+    fallback = resolve_kernel_choice("auto", device, "attention backend")
+    if device.type != "cuda":
+        print(f"flashinfer runs on CUDA only (device is {device.type}); using the {fallback} attention backend",
+              file=sys.stderr)
+        return fallback
+    reason = flashinfer_import_error()
+    if reason is not None:
+        print(f"flashinfer is not importable ({reason}); using the {fallback} attention backend", file=sys.stderr)
+        return fallback
+    return "flashinfer"
 
 
 def select_verifier(name: str) -> Callable:
