@@ -32,13 +32,14 @@ def _rotate(x_ptr, token, num_heads, stride_token, stride_head, cos1, cos2, sin1
 def _rope_kernel(
     q_ptr,  # [num_tokens, num_heads, head_dim], rotated in place
     k_ptr,  # [num_tokens, num_kv_heads, head_dim], rotated in place
-    positions_ptr,  # [num_tokens] int64
-    cos_sin_ptr,  # fp32 [num_positions, 2, head_dim]: cos row then sin row
+    positions_ptr,  # [num_tokens] int64 (HAS_POSITIONS only)
+    cos_sin_ptr,  # fp32 [num_positions, 2, head_dim]: cos row then sin row ([num_tokens, ...] w/o positions)
     num_heads,
     num_kv_heads,
     stride_q_token, stride_q_head,
     stride_k_token, stride_k_head,
     stride_cs_position, stride_cs_kind,
+    HAS_POSITIONS: tl.constexpr,
     HALF: tl.constexpr,
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
@@ -47,7 +48,11 @@ def _rope_kernel(
     token = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, BLOCK_HALF)
     is_i = i < HALF
-    row = cos_sin_ptr + tl.load(positions_ptr + token) * stride_cs_position
+    if HAS_POSITIONS:
+        position = tl.load(positions_ptr + token)
+    else:
+        position = token
+    row = cos_sin_ptr + position * stride_cs_position
     dtype = q_ptr.dtype.element_ty
     # The table is fp32; the eager path casts it to the activation dtype before multiplying.
     cos1 = tl.load(row + i, mask=is_i, other=0.0).to(dtype).to(tl.float32)[None, :]
@@ -63,10 +68,14 @@ def _rope_kernel(
 def apply_rope_(
     q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
     k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim], same dtype as q
-    positions: torch.Tensor,  # [num_tokens] int64
+    positions: torch.Tensor | None,  # [num_tokens] int64
     cos_sin_cache: torch.Tensor,  # fp32 [num_positions, 2, head_dim] (RotaryEmbedding's table)
 ) -> None:
-    """Rotate q and k in place: x * cos + rotate_half(x) * sin at each token's position."""
+    """Rotate q and k in place: x * cos + rotate_half(x) * sin at each token's position.
+
+    `positions` None: `cos_sin_cache` already holds each token's row, [num_tokens, 2, head_dim] as
+    `RotaryEmbedding.cos_sin` returns it.
+    """
     num_tokens, num_heads, head_dim = q.shape
     if num_tokens == 0:
         return
@@ -75,10 +84,13 @@ def apply_rope_(
         raise ValueError("apply_rope_ needs an even head_dim and unit stride along it")
     if q.dtype != k.dtype:
         raise ValueError(f"q is {q.dtype} but k is {k.dtype}")
+    if positions is None and cos_sin_cache.shape[0] != num_tokens:
+        raise ValueError(f"{cos_sin_cache.shape[0]} cos/sin rows for {num_tokens} tokens and no positions")
     _rope_kernel[(num_tokens,)](
-        q, k, positions, cos_sin_cache, num_heads, k.shape[1],
+        q, k, cos_sin_cache if positions is None else positions, cos_sin_cache, num_heads, k.shape[1],
         q.stride(0), q.stride(1), k.stride(0), k.stride(1),
         cos_sin_cache.stride(0), cos_sin_cache.stride(1),
+        HAS_POSITIONS=positions is not None,
         HALF=head_dim // 2,
         BLOCK_HQ=next_pow2(num_heads),
         BLOCK_HK=next_pow2(k.shape[1]),

@@ -1,4 +1,7 @@
-"""Building blocks of a Llama-family decoder: RMSNorm, rotary embedding, gated MLP."""
+"""Building blocks of a Llama-family decoder: RMSNorm, rotary embedding, gated MLP.
+
+Norms and RoPE run the fused Triton kernels where `fused_kernels.use_fused` says so; the torch code is the reference.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.models import fused_kernels
 from specbench.models.config import RopeScaling
 
 
@@ -18,6 +22,26 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))  # [size]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
+        if self._is_fused(x):
+            return fused_kernels.rms_norm(x, self.weight, self.eps)[0]
+        return self.reference(x)
+
+    def add_and_norm(
+        self,
+        x: torch.Tensor,  # [num_tokens, size]
+        residual: torch.Tensor,  # [num_tokens, size]
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # (norm(residual + x), residual + x), both [num_tokens, size]
+        """The pre-norm block's residual add and the next norm: one kernel on the fused path."""
+        if self._is_fused(x):
+            return fused_kernels.rms_norm(x, self.weight, self.eps, residual)
+        summed = residual + x
+        return self.reference(summed), summed
+
+    def _is_fused(self, x: torch.Tensor) -> bool:
+        # The kernel writes x's dtype; torch would promote a mixed-dtype product.
+        return x.dtype == self.weight.dtype and fused_kernels.use_fused(x)
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
         # Statistics in fp32 (bf16 sums of squares lose too much); the weight multiplies in the
         # input dtype, as the reference models do, so bf16 results match them bit for bit.
         x32 = x.float()
@@ -69,6 +93,18 @@ class RotaryEmbedding(nn.Module):
     def cos_sin(self, positions: torch.Tensor, max_seq_len: int) -> torch.Tensor:
         """[num_tokens, 2, head_dim] fp32; `max_seq_len` (a host int) bounds the positions, avoiding a sync."""
         return self.reserve(max_seq_len, positions.device)[positions]
+
+    @staticmethod
+    def rotate_qk(
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
+        cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # (rotated q, rotated k), same shapes
+        """`apply` to q and k; the fused kernel rotates both in place (views into one qkv tensor are fine)."""
+        if fused_kernels.use_fused(q):
+            fused_kernels.apply_rope_(q, k, cos_sin)
+            return q, k
+        return RotaryEmbedding.apply(q, cos_sin), RotaryEmbedding.apply(k, cos_sin)
 
     @staticmethod
     def apply(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:

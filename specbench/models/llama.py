@@ -63,8 +63,7 @@ class SelfAttention(nn.Module):
         v = v.view(n, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q = RotaryEmbedding.apply(q, cos_sin)
-        k = RotaryEmbedding.apply(k, cos_sin)
+        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin)
         out = backend.forward(self.layer_idx, q, k, v, kv_cache, md)  # [num_tokens, num_heads, head_dim]
         return self.o_proj(out.reshape(n, self.q_size))
 
@@ -87,8 +86,10 @@ class DecoderLayer(nn.Module):
         md: AttentionMetadata,
         backend: AttentionBackend,
     ) -> torch.Tensor:  # [num_tokens, hidden]
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos_sin, kv_cache, md, backend)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        attn_out = self.self_attn(self.input_layernorm(hidden), cos_sin, kv_cache, md, backend)
+        # A new tensor, never `hidden` updated in place: callers keep earlier layers' outputs as aux states.
+        normed, hidden = self.post_attention_layernorm.add_and_norm(attn_out, hidden)
+        return hidden + self.mlp(normed)
 
 
 class DecoderLM(nn.Module):

@@ -71,10 +71,16 @@ def check_rope(num_tokens: int, num_heads: int, num_kv_heads: int, head_dim: int
     q, k = q.view(num_tokens, num_heads, head_dim), k.view(num_tokens, num_kv_heads, head_dim)  # strided views
     expected_q, expected_k = RotaryEmbedding.apply(q, cos_sin), RotaryEmbedding.apply(k, cos_sin)
     untouched = qkv[:, (num_heads + num_kv_heads) * head_dim:].clone()
+    original = qkv.clone()
     apply_rope_(q, k, positions, rotary._cos_sin)
     assert_close_to_eager(q, expected_q, exact_16bit=True)
     assert_close_to_eager(k, expected_k, exact_16bit=True)
     assert torch.equal(qkv[:, (num_heads + num_kv_heads) * head_dim:], untouched)  # v never written
+    # Rows already gathered per token (what the model layers pass): the same rotation.
+    rotated = qkv.clone()
+    qkv.copy_(original)
+    apply_rope_(q, k, None, cos_sin)
+    assert torch.equal(qkv, rotated)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,0 +1,108 @@
+"""One process-wide switch for the fused Triton RMSNorm / RoPE kernels in the model layers.
+
+The torch path in `layers.py` stays the reference; `SPECBENCH_FUSED_KERNELS` (auto | on | off) sets the start value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from types import ModuleType
+
+import torch
+
+from specbench.errors import SpecbenchError
+
+# auto: fused on CUDA tensors when Triton imports, torch elsewhere.
+# on:   fused on every device where the kernels can run (CPU only under TRITON_INTERPRET=1: tests), else an error.
+# off:  the torch reference path everywhere.
+POLICIES = ("auto", "on", "off")
+_policy: str | None = None  # None: not read from the environment yet
+
+
+def _checked(policy: str, source: str) -> str:
+    if policy not in POLICIES:
+        raise SpecbenchError(f"unknown fused-kernel policy {policy!r} ({source}); supported: {', '.join(POLICIES)}")
+    return policy
+
+
+def fused_policy() -> str:
+    global _policy
+    if _policy is None:
+        _policy = _checked(os.environ.get("SPECBENCH_FUSED_KERNELS", "auto"), "SPECBENCH_FUSED_KERNELS")
+    return _policy
+
+
+def set_fused_kernels(policy: str) -> None:
+    """Takes effect at the next forward; CUDA graphs keep the path they were captured with."""
+    global _policy
+    _policy = _checked(policy, "set_fused_kernels")
+
+
+@contextlib.contextmanager
+def fused_kernels(policy: str) -> Iterator[None]:
+    previous = fused_policy()
+    set_fused_kernels(policy)
+    try:
+        yield
+    finally:
+        set_fused_kernels(previous)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_modules() -> tuple[ModuleType, ModuleType] | None:
+    # Imported on first use, never at specbench import: the first `import triton` fixes its TRITON_INTERPRET mode.
+    try:
+        from specbench.kernels import rms_norm, rope
+    except ImportError:
+        return None
+    return rms_norm, rope
+
+
+@functools.lru_cache(maxsize=None)
+def _runnable_on(device_type: str) -> bool:
+    modules = _kernel_modules()
+    if modules is None:
+        return False
+    from specbench.kernels.runtime import is_interpreted
+
+    return device_type == "cuda" or (device_type == "cpu" and is_interpreted(modules[0]._rms_norm_kernel))
+
+
+def use_fused(x: torch.Tensor) -> bool:
+    """Whether the layers run the fused kernels on `x`.
+
+    Depends on the policy and x's device type only (never on values): no host sync, and a CUDA graph
+    captures one fixed path.
+    """
+    policy = fused_policy()
+    device_type = x.device.type
+    if policy == "off" or (policy == "auto" and device_type != "cuda"):
+        return False
+    if _runnable_on(device_type):
+        return True
+    if policy == "on":
+        hint = "triton is not importable"
+        if _kernel_modules() is not None:
+            from specbench.kernels.runtime import CPU_HINT as hint
+        raise SpecbenchError(f"fused kernels are on but cannot run on {device_type} tensors; {hint}")
+    return False
+
+
+def rms_norm(
+    x: torch.Tensor,  # [..., hidden]
+    weight: torch.Tensor,  # [hidden]
+    eps: float,
+    residual: torch.Tensor | None = None,  # [..., hidden]
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # (RMSNorm(x [+ residual]) [..., hidden], x + residual or None)
+    return _kernel_modules()[0].rms_norm(x, weight, eps, residual)
+
+
+def apply_rope_(
+    q: torch.Tensor,  # [num_tokens, num_heads, head_dim], rotated in place
+    k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim], rotated in place
+    cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32, each token's own row
+) -> None:
+    _kernel_modules()[1].apply_rope_(q, k, None, cos_sin)
