@@ -1,0 +1,202 @@
+"""HuggingFace transformers `generate` on specbench's dummy model shapes: the baseline specbench is compared with.
+
+`python -m specbench.bench.hf_baseline --preset llama-3.1-8b --batch-sizes 1,16,64 --cache dynamic --json OUT`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from specbench.errors import SpecbenchError
+from specbench.models.config import ModelConfig
+from specbench.models.loader import parse_dtype
+from specbench.models.presets import get_preset
+
+CACHES = ("dynamic", "static")
+
+
+@dataclass(frozen=True)
+class HFBaselineResult:
+    batch_size: int
+    cache: str  # "dynamic" | "static"
+    is_compiled: bool
+    num_output_tokens: int  # generated tokens counted in generate's output, all requests
+    output_tokens_per_s: float  # num_output_tokens / total_s of the steady (second) call
+    total_s: float  # steady call, prefill included
+    compile_s: float  # first call minus steady call: compilation (and other first-call) cost
+    peak_mem_gb: float | None  # torch.cuda.max_memory_allocated during the steady call; None off CUDA
+
+
+def hf_llama_config(config: ModelConfig):
+    """A transformers LlamaConfig with the same shapes and RoPE as `config`."""
+    from transformers import LlamaConfig
+
+    if config.architecture != "llama":
+        raise SpecbenchError(f"the HF baseline builds Llama models only, got a {config.architecture!r} config")
+    rope = {"rope_type": "default", "rope_theta": config.rope_theta}
+    if config.rope_scaling is not None:
+        s = config.rope_scaling
+        rope.update(rope_type=s.rope_type, factor=s.factor)
+        if s.rope_type == "llama3":
+            rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor,
+                        original_max_position_embeddings=s.original_max_position_embeddings)
+    eos = list(config.eos_token_ids) or None
+    return LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads, head_dim=config.head_dim, rms_norm_eps=config.rms_norm_eps,
+        max_position_embeddings=config.max_position_embeddings, tie_word_embeddings=config.tie_word_embeddings,
+        attention_bias=config.attention_bias, rope_parameters=rope, bos_token_id=config.bos_token_id,
+        eos_token_id=eos, pad_token_id=eos[0] if eos else None,
+    )
+
+
+def build_hf_model(config: ModelConfig, *, device: torch.device | str, dtype: torch.dtype, seed: int = 0):
+    """Random weights (HF's own N(0, 0.02) init) materialized directly on `device` in `dtype`; no hub access."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(hf_llama_config(config), dtype=dtype, attn_implementation="sdpa")
+    return model.eval().requires_grad_(False)
+
+
+def random_prompts(batch_size: int, prompt_len: int, vocab_size: int, device: torch.device | str,
+                   seed: int = 0) -> torch.Tensor:  # [batch_size, prompt_len] int64
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab_size, (batch_size, prompt_len), generator=gen).to(device)
+
+
+def greedy_generate(model, prompts: torch.Tensor, output_len: int, *, cache: str,
+                    compile: bool) -> torch.Tensor:  # prompts [batch, prompt_len] -> [batch, output_len]
+    """Exactly `output_len` greedy tokens per prompt (EOS masked until then).
+
+    Static cache: transformers compiles the decode step itself (CompileConfig, mode "reduce-overhead") on
+    CUDA unless `disable_compile`; prefill runs eagerly.
+    """
+    if cache not in CACHES:
+        raise SpecbenchError(f"unknown HF cache {cache!r}; supported: {', '.join(CACHES)}")
+    if compile and cache != "static":
+        raise SpecbenchError("compile needs cache='static': transformers compiles only static-cache decoding")
+    if compile and prompts.device.type != "cuda":
+        raise SpecbenchError("compile needs a CUDA device: transformers compiles generate's decode step only there")
+    kwargs = {"cache_implementation": "static", "disable_compile": not compile} if cache == "static" else {}
+    out = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                         max_new_tokens=output_len, min_new_tokens=output_len, **kwargs)
+    generated = out[:, prompts.shape[1]:]
+    if generated.shape[1] != output_len:
+        raise RuntimeError(f"generate returned {generated.shape[1]} new tokens, asked for {output_len}")
+    return generated
+
+
+def _timed(fn, device: torch.device) -> tuple[float, object]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result
+
+
+def run_hf_baseline(
+    preset_or_config: str | ModelConfig,
+    *,
+    batch_sizes: list[int],
+    prompt_len: int = 128,
+    output_len: int = 256,
+    cache: str = "dynamic",
+    compile: bool = False,
+    device: torch.device | str = "cuda",
+    dtype: torch.dtype = torch.bfloat16,
+    seed: int = 0,
+) -> list[HFBaselineResult]:
+    """One model, then per batch size: a warm-up call (compiles, when asked) and one timed call."""
+    config = get_preset(preset_or_config) if isinstance(preset_or_config, str) else preset_or_config
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SpecbenchError("the HF baseline was asked for a CUDA device but torch sees none")
+    model = build_hf_model(config, device=device, dtype=dtype, seed=seed)
+    results = []
+    for batch_size in batch_sizes:
+        prompts = random_prompts(batch_size, prompt_len, config.vocab_size, device, seed=seed + batch_size)
+
+        def generate(prompts=prompts):
+            return greedy_generate(model, prompts, output_len, cache=cache, compile=compile)
+
+        first_s, _ = _timed(generate, device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        total_s, tokens = _timed(generate, device)
+        results.append(HFBaselineResult(
+            batch_size=batch_size, cache=cache, is_compiled=compile, num_output_tokens=tokens.numel(),
+            output_tokens_per_s=tokens.numel() / total_s, total_s=total_s, compile_s=max(first_s - total_s, 0.0),
+            peak_mem_gb=torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        ))
+    return results
+
+
+def format_table(results: list[HFBaselineResult]) -> str:
+    lines = [f"{'batch':>5}  {'cache':<7} {'compiled':<8} {'tok/s':>9} {'total s':>8} {'compile s':>9} {'peak GB':>7}"]
+    for r in results:
+        mem = f"{r.peak_mem_gb:7.2f}" if r.peak_mem_gb is not None else f"{'-':>7}"
+        lines.append(f"{r.batch_size:>5}  {r.cache:<7} {str(r.is_compiled):<8} {r.output_tokens_per_s:9.1f} "
+                     f"{r.total_s:8.2f} {r.compile_s:9.2f} {mem}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specbench.bench.hf_baseline", description=__doc__)
+    parser.add_argument("--preset", default="llama-3.1-8b")
+    parser.add_argument("--batch-sizes", default="1,16,64", help="comma-separated")
+    parser.add_argument("--prompt-len", type=int, default=128)
+    parser.add_argument("--output-len", type=int, default=256)
+    parser.add_argument("--cache", choices=CACHES, default="dynamic")
+    parser.add_argument("--compile", action="store_true", help="static cache only")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--json", help="write the results here as a JSON list")
+    args = parser.parse_args(argv)
+    try:
+        batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+        if not batch_sizes or min(batch_sizes) < 1:
+            raise ValueError
+    except ValueError:
+        print(f"error: --batch-sizes must be positive integers, got {args.batch_sizes!r}", file=sys.stderr)
+        return 2
+    try:
+        results = run_hf_baseline(
+            args.preset, batch_sizes=batch_sizes, prompt_len=args.prompt_len, output_len=args.output_len,
+            cache=args.cache, compile=args.compile, device=args.device, dtype=parse_dtype(args.dtype) or torch.bfloat16,
+        )
+    except SpecbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    device = torch.device(args.device)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    print(f"HF transformers {transformers_version()} generate, {args.preset}, {device_name}, "
+          f"{args.prompt_len}-token prompts, {args.output_len} output tokens")
+    print(format_table(results))
+    if args.json:
+        run = {"preset": args.preset, "device": device_name, "transformers": transformers_version(),
+               "torch": torch.__version__, "dtype": args.dtype, "prompt_len": args.prompt_len,
+               "output_len": args.output_len, "results": [asdict(r) for r in results]}
+        with open(args.json, "w") as f:
+            json.dump(run, f, indent=2)
+    return 0
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+if __name__ == "__main__":
+    sys.exit(main())
