@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import torch
 import triton
 
+from specbench.device_copy import tensor_to_device
 from specbench.kernels.runtime import check_runnable, next_pow2
 from specbench.kernels.verify_kernels import (
     accept_kernel,
@@ -41,7 +42,7 @@ def verify_triton(
     num_tokens, vocab_size = target_logits.shape
     block_v = block_v or min(DEFAULT_BLOCK_V, next_pow2(vocab_size))
     num_chunks = triton.cdiv(vocab_size, block_v)
-    num_draft = num_draft_tokens.to(device=device, dtype=torch.int64)
+    num_draft = tensor_to_device(num_draft_tokens, device, torch.int64)
     # Kernels clamp the -1 padding themselves; a zero-width draft tensor gets one dummy column of storage.
     drafts = draft_token_ids.to(device=device, dtype=torch.int64)
     if not max_num_draft:

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/specbench_gpu}
 mkdir -p "$OUT"
-"$PY" -m pip install -q --no-build-isolation --no-deps -e . >/dev/null 2>&1 || export PYTHONPATH=$PWD
+source scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
 export SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_REPORT="$OUT/gpu_report.jsonl"

@@ -34,6 +34,9 @@ class EngineConfig:
     # Forced per-position acceptance rates (unconditional, position 1..k) for performance work at real
     # shapes without real weights. Output is then NOT lossless; manifests and tables say so.
     synthetic_acceptance: tuple[float, ...] | None = None
+    # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
+    # True runs every forward eagerly (debugging, or comparing against graphs).
+    enforce_eager: bool = False
     ngram_min: int = 1
     ngram_max: int = 4
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).

@@ -13,6 +13,7 @@ from specbench.registry import Registry
 
 class AttentionBackend(Protocol):
     name: str
+    supports_cuda_graphs: bool  # forward may be captured once and replayed on refreshed metadata buffers
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
         """Called once per forward before any layer; runs debug invariants."""

@@ -45,7 +45,7 @@ class AttentionMetadata:
 
 
 def _pin(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    if device.type == "cuda":
+    if device.type == "cuda":  # pinned + non-blocking: the host never waits on the stream here
         return t.pin_memory().to(device, non_blocking=True)
     return t
 

@@ -12,6 +12,7 @@ from specbench.kv.kv_cache import KVCache
 
 class TorchPagedAttention:
     name = "torch"
+    supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
 
     def __init__(self) -> None:
         self.check_invariants = invariants_enabled()

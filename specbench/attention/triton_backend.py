@@ -18,6 +18,7 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 class TritonPagedAttention:
     name = "triton"
+    supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
 
     def __init__(self) -> None:
         try:

@@ -45,6 +45,7 @@ def engine_config(config: SweepConfig, target: str) -> EngineConfig:
         attention_backend=config.attention_backend,
         verifier=config.verifier,
         synthetic_acceptance=config.synthetic_acceptance,
+        enforce_eager=config.enforce_eager,
     )
 
 
@@ -76,6 +77,7 @@ class EmbeddedBackend:
             "backend": {"name": self.name},
             "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
             "kv_pool": engine.parts.kv_pool_note,
+            "cuda_graphs": engine.parts.cuda_graphs,
             "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
             "proposer": proposer.describe() if proposer is not None else None,
             "engine_config": engine.config.to_dict(),

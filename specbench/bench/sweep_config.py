@@ -70,6 +70,7 @@ class SweepConfig:
     attention_backend: str = "auto"
     verifier: str = "auto"
     synthetic_acceptance: tuple[float, ...] | None = None  # forced acceptance: output NOT lossless
+    enforce_eager: bool = False  # no CUDA graphs
     # outputs
     label: str | None = None
     results_dir: str = "results"

@@ -43,6 +43,7 @@ def generate(
     attention_backend: o.AttentionBackendOpt = "auto",
     verifier: o.VerifierOpt = "auto",
     synthetic_acceptance: o.SyntheticAcceptance = None,
+    enforce_eager: o.EnforceEager = False,
     seed: o.Seed = 0,
 ) -> None:
     """Generate for PROMPTs and print each output with its acceptance statistics."""
@@ -81,6 +82,7 @@ def generate(
         attention_backend=attention_backend,
         verifier=verifier,
         synthetic_acceptance=o.parse_rates(synthetic_acceptance),
+        enforce_eager=enforce_eager,
         seed=seed,
     )
     print_generation(report)

@@ -59,6 +59,9 @@ AttentionBackendOpt = Annotated[
         "'specbench-cli[flashinfer]'; CUDA only, falls back to auto's choice with a note when not importable)",
     ),
 ]
+EnforceEager = Annotated[
+    bool, typer.Option("--enforce-eager", help="run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
+]
 VerifierOpt = Annotated[str, typer.Option("--verifier", help="auto (triton on CUDA, else torch) | torch | triton")]
 SyntheticAcceptance = Annotated[
     Optional[str],

@@ -38,6 +38,7 @@ def serve(
     ngram_max: o.NgramMax = 4,
     eagle_aux_layer_ids: o.EagleAuxLayerIds = None,
     eagle_aux_convention: o.EagleAuxConvention = "auto",
+    enforce_eager: o.EnforceEager = False,
     seed: o.Seed = 0,
 ) -> None:
     """Serve /v1/models, /v1/completions, /v1/chat/completions (streaming), /metrics, /health, /version."""
@@ -51,6 +52,6 @@ def serve(
         kv_cache_gb=kv_cache_gb, gpu_memory_utilization=gpu_memory_utilization, max_concurrency=max_concurrency,
         max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len, ngram_min=ngram_min,
         ngram_max=ngram_max, eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
-        eagle_aux_convention=eagle_aux_convention, seed=seed,
+        eagle_aux_convention=eagle_aux_convention, enforce_eager=enforce_eager, seed=seed,
     )
     run_server(ServeConfig(engine, served_model_name, api_key_env, log_level), host=host, port=port)

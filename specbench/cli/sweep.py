@@ -76,6 +76,7 @@ def sweep(
     attention_backend: o.AttentionBackendOpt = "auto",
     verifier: o.VerifierOpt = "auto",
     synthetic_acceptance: o.SyntheticAcceptance = None,
+    enforce_eager: o.EnforceEager = False,
     label: Annotated[Optional[str], typer.Option("--label", help="tag stored with every row, e.g. "
                                                  "before / after")] = None,
     results_dir: Annotated[str, typer.Option("--results-dir", help="parent of the run directory")] = "results",

@@ -10,7 +10,7 @@ import torch
 
 from specbench.attention import create_backend
 from specbench.config import EngineConfig
-from specbench.engine.model_runner import TargetRunner
+from specbench.engine.model_runner import GraphPlan, TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError
@@ -38,6 +38,7 @@ class EngineParts:
     verifier: str  # resolved name
     verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
     fault: object | None = None  # specbench.faults.Fault: the injected mutant, None = clean engine
+    cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
 
 
 def _triton_usable(device: torch.device) -> bool:
@@ -180,13 +181,15 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         max_model_len=max_model_len,
     )
     feature_layers = proposer.target_feature_layers if proposer is not None else ()
+    runner = TargetRunner(target.model, target_kv, feature_layers)
+    graphs_note = enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len)
     return EngineParts(
         device=device,
         dtype=dtype,
         target=target,
         tokenizer=tokenizer,
         proposer=proposer,
-        runner=TargetRunner(target.model, target_kv, feature_layers),
+        runner=runner,
         scheduler=scheduler,
         stop_checker=StopChecker(tokenizer, eos_token_ids(target.config, tokenizer), max_model_len),
         num_kv_blocks=num_blocks,
@@ -195,4 +198,39 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         verifier=verifier_name,
         verify_fn=wrap_verifier(select_verifier(verifier_name), fault),
         fault=fault,
+        cuda_graphs=graphs_note,
     )
+
+
+def enable_cuda_graphs(config: EngineConfig, backend, device: torch.device, runner: TargetRunner, proposer,
+                       max_model_len: int) -> str:
+    """Capture target decode/verify and draft-step graphs unless they cannot or must not be used; says which."""
+    if config.enforce_eager:
+        return "off: enforce_eager"
+    if device.type != "cuda":
+        return f"off: {device.type}"
+    if not getattr(backend, "supports_cuda_graphs", False):
+        return f"off: attention backend {backend.name!r} runs eagerly"
+    capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.num_steps)
+    return "on"
+
+
+def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -> GraphPlan:
+    max_positions = max_model_len + config.num_steps + 1  # a request's last verify block may reach past the limit
+    return GraphPlan(
+        max_num_reqs=config.max_concurrency,
+        max_blocks_per_req=-(-max_positions // config.block_size),
+        max_positions=max_positions,
+        block_size=config.block_size,
+        device=device,
+    )
+
+
+def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: int) -> None:
+    """Target graphs for 1 and max_steps + 1 queries per request; draft-step graphs when there are steps >= 1."""
+    runner.enable_cuda_graphs(plan, max_query_len=max_steps + 1)
+    runner.graphs.capture(1)
+    if max_steps:
+        runner.graphs.capture(max_steps + 1)
+    if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
+        proposer.enable_cuda_graphs(plan)

@@ -5,16 +5,14 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.metadata import build_metadata, slot_of
+from specbench.device_copy import to_device
 from specbench.engine.phases import PrefillInput, VerifyInput
 from specbench.engine.request import Request
 from specbench.spec.proposer import DraftProposal
 
 
 def _to_device(values: list[int], device: torch.device) -> torch.Tensor:
-    t = torch.tensor(values, dtype=torch.int64)
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t
+    return to_device(values, torch.int64, device)
 
 
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:

@@ -120,6 +120,9 @@ class LLMEngine:
             raise SpecbenchError("num_steps > 0 needs a speculative method (ngram, draft, ...)")
         self.num_steps = num_steps
         self.scheduler.num_steps = num_steps
+        graphs = self.runner.graphs
+        if graphs is not None and 0 < num_steps < graphs.max_query_len:
+            graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()

@@ -1,11 +1,25 @@
-"""Runs the target model's phases (prefill, verify) over the paged KV cache."""
+"""Runs the target model's phases (prefill, verify) over the paged KV cache; verify replays CUDA graphs when on."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from specbench.engine.cuda_graph import CudaGraphRunner
 from specbench.engine.phases import PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """What every CUDA-graph runner of one engine is sized for."""
+
+    max_num_reqs: int
+    max_blocks_per_req: int  # ceil((max_model_len + k_max + 1) / block_size)
+    max_positions: int  # RoPE tables are grown to this before capture
+    block_size: int
+    device: torch.device
 
 
 class TargetRunner:
@@ -15,6 +29,7 @@ class TargetRunner:
         # () = no features, (-1,) = final normed hidden state, else HF hidden_states indices.
         self.feature_layers = feature_layers
         self._aux_ids = tuple(i for i in feature_layers if i >= 0)
+        self.graphs: CudaGraphRunner | None = None
 
     def _features(self, out) -> torch.Tensor | None:
         if not self.feature_layers:
@@ -31,5 +46,27 @@ class TargetRunner:
 
     @torch.inference_mode()
     def verify(self, inp: VerifyInput) -> TargetOutput:
-        out = self.model(inp.input_ids, inp.md, self.kv_cache, aux_layer_ids=self._aux_ids, phase="verify")
+        shape = None if self.graphs is None else self.graphs.shape_for(inp.md)
+        if shape is None:
+            return self._verify_eager(inp.input_ids, inp.md)
+        outputs = self.graphs.replay(shape, inp.input_ids, inp.md)
+        # Features outlive the step (the proposer reads them next round): copy them out of the graph's pool.
+        return TargetOutput(outputs[0], outputs[1].clone() if len(outputs) > 1 else None)
+
+    def _verify_eager(self, input_ids, md, check_metadata: bool = True) -> TargetOutput:
+        out = self.model(input_ids, md, self.kv_cache, aux_layer_ids=self._aux_ids, phase="verify",
+                         check_metadata=check_metadata)
         return TargetOutput(self.model.compute_logits(out.hidden_states), self._features(out))
+
+    def enable_cuda_graphs(self, plan: GraphPlan, max_query_len: int) -> None:
+        self.model.rotary.reserve(plan.max_positions, plan.device)
+
+        def forward(input_ids, md, hidden):
+            out = self._verify_eager(input_ids, md, check_metadata=False)
+            return (out.logits,) if out.features is None else (out.logits, out.features)
+
+        self.graphs = CudaGraphRunner(
+            forward, name="verify", check_metadata=self.model.attn_backend.begin_forward,
+            max_num_reqs=plan.max_num_reqs, max_query_len=max_query_len,
+            max_blocks_per_req=plan.max_blocks_per_req, block_size=plan.block_size, device=plan.device,
+        )

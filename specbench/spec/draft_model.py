@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.device_copy import to_device
 from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
@@ -34,7 +35,7 @@ class _DraftState:
 
 
 def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
-    idx = torch.tensor(rows, dtype=torch.int64, device=st.temperature.device)
+    idx = to_device(rows, torch.int64, st.temperature.device)
     return SamplingTensors(
         temperature=st.temperature[idx],
         top_k=st.top_k[idx],
@@ -59,6 +60,7 @@ class DraftModelProposer:
         self._state: dict[str, _DraftState] = {}
         self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
         self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
+        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._leaked_md = None  # fault state: step 1's metadata (stale-draft-metadata), last step's (phase-state-leak)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
@@ -96,7 +98,7 @@ class DraftModelProposer:
             self._record(inp, active, 0, logits, draft_ids)
         st = _select(inp.sampling, active)
         ids, probs = self._draft_tokens(logits, st)
-        rows = torch.tensor(active, dtype=torch.int64, device=self.device)
+        rows = to_device(active, torch.int64, self.device)
         draft_ids[rows, 0] = ids
         if probs is not None:
             draft_probs = torch.zeros(num_reqs, max_num_draft, self.target_vocab_size, device=self.device)
@@ -105,8 +107,7 @@ class DraftModelProposer:
         for j in range(1, max_num_draft):
             step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
             step = self._build_step(inp, step_rows, j, draft_ids)
-            out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{j}")
-            logits = self.model.compute_logits(out.hidden_states)
+            logits = self._step_logits(step)
             if self.recorder is not None:
                 self._record(inp, step_rows, j, logits, draft_ids)
             ids, probs = self._draft_tokens(logits, _select(inp.sampling, step_rows))
@@ -141,8 +142,8 @@ class DraftModelProposer:
             if self.fault.name == "phase-state-leak" and leaked is not None and leaked.num_tokens == len(input_ids):
                 # seed 002: the catch-up reuses the previous round's last draft-decode input object
                 return DraftExtendInput(
-                    input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device), md=leaked,
-                    target_features=None, logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+                    input_ids=to_device(input_ids, torch.int64, self.device), md=leaked,
+                    target_features=None, logits_indices=to_device(last_rows, torch.int64, self.device),
                 )
         md = build_metadata(
             positions=positions,
@@ -153,10 +154,10 @@ class DraftModelProposer:
             device=self.device,
         )
         return DraftExtendInput(
-            input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device),
+            input_ids=to_device(input_ids, torch.int64, self.device),
             md=md,
             target_features=None,
-            logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+            logits_indices=to_device(last_rows, torch.int64, self.device),
         )
 
     def _build_step(self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor) -> DraftStepInput:
@@ -171,8 +172,32 @@ class DraftModelProposer:
         )
         if self.fault is not None:
             md = self._fault_step_md(j, md)
-        row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
+        row_idx = to_device(rows, torch.int64, self.device)
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
+
+    def _step_logits(self, step: DraftStepInput) -> torch.Tensor:  # [num_reqs_in_step, draft_vocab] fp32
+        shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
+        if shape is not None:
+            return self.step_graphs.replay(shape, step.input_ids, step.md, where=f"draft_step_{step.step}")[0]
+        out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{step.step}")
+        return self.model.compute_logits(out.hidden_states)
+
+    def enable_cuda_graphs(self, plan) -> None:
+        """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
+        from specbench.engine.cuda_graph import CudaGraphRunner
+
+        self.model.rotary.reserve(plan.max_positions, plan.device)
+
+        def forward(input_ids, md, hidden):
+            out = self.model(input_ids, md, self.kv_cache, phase="draft_step", check_metadata=False)
+            return (self.model.compute_logits(out.hidden_states),)
+
+        self.step_graphs = CudaGraphRunner(
+            forward, name="draft_step", check_metadata=self.model.attn_backend.begin_forward,
+            max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
+            block_size=plan.block_size, device=plan.device,
+        )
+        self.step_graphs.capture(1)
 
     def _fault_step_md(self, j: int, md):
         if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
@@ -185,7 +210,7 @@ class DraftModelProposer:
         return md
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits: torch.Tensor, draft_ids) -> None:
-        drafts = draft_ids[torch.tensor(rows, dtype=torch.int64).to(self.device), :j].tolist()  # host sync: oracle only
+        drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
             self.recorder.append(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())

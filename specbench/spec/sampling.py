@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.device_copy import to_device
 from specbench.sampling_params import SamplingParams
 
 
@@ -54,10 +55,10 @@ def build_sampling_tensors(
     temperature = [0.0 if greedy else p.temperature for p, greedy in zip(params, is_greedy)]
     top_k = [vocab_size if p.top_k == -1 else min(p.top_k, vocab_size) for p in params]
     return SamplingTensors(
-        temperature=torch.tensor(temperature, dtype=torch.float32, device=device),
-        top_k=torch.tensor(top_k, dtype=torch.int64, device=device),
-        top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device),
-        is_greedy=torch.tensor(is_greedy, dtype=torch.bool, device=device),
+        temperature=to_device(temperature, torch.float32, device),
+        top_k=to_device(top_k, torch.int64, device),
+        top_p=to_device([p.top_p for p in params], torch.float32, device),
+        is_greedy=to_device(is_greedy, torch.bool, device),
         generators=tuple(generators),
         all_greedy=all(is_greedy),
         is_greedy_cpu=tuple(is_greedy),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from specbench.device_copy import tensor_to_device
 from specbench.spec.verifier import PLACEHOLDER_TOKEN_ID, VerifyResult, _rows_per_request
 
 
@@ -28,7 +29,7 @@ def synthetic_verify(
 ) -> VerifyResult:
     num_reqs, max_num_draft = draft_token_ids.shape
     device = target_logits.device
-    num_draft = num_draft_tokens.to(device=device, dtype=torch.int64)
+    num_draft = tensor_to_device(num_draft_tokens, device, torch.int64)
     positions = torch.arange(max_num_draft + 1, device=device)
     logits = _rows_per_request(target_logits, num_draft, positions)  # [num_reqs, K + 1, V]
     coins = torch.rand(num_reqs, max_num_draft, device=device, generator=generator)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.device_copy import tensor_to_device
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -39,7 +40,7 @@ def verify(
     _check_shapes(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
     device = target_logits.device
     vocab_size = target_logits.shape[1]
-    num_draft = num_draft_tokens.to(device=device, dtype=torch.int64)
+    num_draft = tensor_to_device(num_draft_tokens, device, torch.int64)
     positions = torch.arange(max_num_draft + 1, device=device)  # [K + 1]
     is_draft = positions[None, :max_num_draft] < num_draft[:, None]  # [num_reqs, K]
     drafts = draft_token_ids.to(device).clamp_min(0)  # [num_reqs, K]; padding masked by is_draft

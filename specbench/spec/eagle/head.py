@@ -118,8 +118,10 @@ class EagleHead(nn.Module):
         md: AttentionMetadata,
         kv_cache: KVCache,
         phase: str,
+        check_metadata: bool = True,  # False only under CUDA-graph capture (replays check the real metadata)
     ) -> HeadOutput:
-        self.attn_backend.begin_forward(md, phase)
+        if check_metadata:
+            self.attn_backend.begin_forward(md, phase)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.embed_weight)
         if self.is_eagle3:

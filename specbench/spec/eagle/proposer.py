@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.device_copy import to_device
 from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -42,6 +43,7 @@ class EagleProposer:
         self._state: dict[str, _RequestState] = {}
         self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
+        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._step1_md = None  # fault stale-draft-metadata: step 1's metadata
         self._leaked_hidden: dict[str, torch.Tensor] = {}  # fault phase-state-leak: last step's input hidden [H]
 
@@ -76,22 +78,22 @@ class EagleProposer:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         # hidden[r] = the feature the next step of request r is fed  [num_reqs, H]
         hidden = torch.zeros(num_reqs, out.hidden.shape[-1], dtype=out.hidden.dtype, device=self.device)
-        rows = torch.tensor(caught_up, dtype=torch.int64).to(self.device)
+        rows = to_device(caught_up, torch.int64, self.device)
         hidden[rows] = out.hidden[extend.logits_indices]
         extend_row = {r: i for i, r in enumerate(caught_up)}
-        last = extend.logits_indices[torch.tensor([extend_row[r] for r in active], dtype=torch.int64).to(self.device)]
-        draft_ids[torch.tensor(active, dtype=torch.int64).to(self.device), 0] = self._argmax(out.logits_input[last])
+        last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
+        draft_ids[to_device(active, torch.int64, self.device), 0] = self._argmax(out.logits_input[last])
         if self.recorder is not None:
             self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
         for j in range(1, max_num_draft):
             step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
             step = self._build_step(inp, step_rows, j, draft_ids, hidden)
-            out = self.head(step.input_ids, step.hidden_states, step.md, self.kv_cache, phase=f"eagle_step_{j}")
-            draft_ids[step.row_of_request, j] = self._argmax(out.logits_input)
+            step_hidden, logits_input, step_ids = self._run_step(step)
+            draft_ids[step.row_of_request, j] = step_ids
             if self.recorder is not None:
-                self._record(inp, step_rows, j, out.logits_input, draft_ids)
-            hidden = hidden.index_copy(0, step.row_of_request, out.hidden)
+                self._record(inp, step_rows, j, logits_input, draft_ids)
+            hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
         if self.fault is not None:
             for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
                 self._state[inp.request_ids[r]].stale_end = len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1
@@ -99,6 +101,35 @@ class EagleProposer:
 
     def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
+
+    def _step_forward(self, step_input_ids, hidden, md, phase: str, check_metadata: bool = True):
+        out = self.head(step_input_ids, hidden, md, self.kv_cache, phase=phase, check_metadata=check_metadata)
+        return out.hidden, out.logits_input, self._argmax(out.logits_input)
+
+    def _run_step(self, step: DraftStepInput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(next hidden [n, H], logits input [n, H], draft ids [n]) of one draft-decode step."""
+        shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
+        if shape is None:
+            return self._step_forward(step.input_ids, step.hidden_states, step.md, f"eagle_step_{step.step}")
+        return self.step_graphs.replay(shape, step.input_ids, step.md, step.hidden_states,
+                                       where=f"eagle_step_{step.step}")
+
+    def enable_cuda_graphs(self, plan) -> None:
+        """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
+        from specbench.engine.cuda_graph import CudaGraphRunner
+
+        self.head.rotary.reserve(plan.max_positions, plan.device)
+
+        def forward(input_ids, md, hidden):
+            return self._step_forward(input_ids, hidden, md, "eagle_step", check_metadata=False)
+
+        self.step_graphs = CudaGraphRunner(
+            forward, name="eagle_step", check_metadata=self.head.attn_backend.begin_forward,
+            max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
+            block_size=plan.block_size, device=plan.device,
+            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype,
+        )
+        self.step_graphs.capture(1)
 
     def _build_extend(self, inp: ProposeInput, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
@@ -138,10 +169,10 @@ class EagleProposer:
         )
         assert inp.new_features is not None and inp.new_features.shape[0] == len(input_ids)
         return DraftExtendInput(
-            input_ids=torch.tensor(input_ids, dtype=torch.int64).to(self.device),
+            input_ids=to_device(input_ids, torch.int64, self.device),
             md=md,
             target_features=inp.new_features,
-            logits_indices=torch.tensor(last_rows, dtype=torch.int64).to(self.device),
+            logits_indices=to_device(last_rows, torch.int64, self.device),
         )
 
     def _build_step(
@@ -156,7 +187,7 @@ class EagleProposer:
             device=self.device,
             fault=self.fault,
         )
-        row_idx = torch.tensor(rows, dtype=torch.int64).to(self.device)
+        row_idx = to_device(rows, torch.int64, self.device)
         if self.fault is not None:
             md = self._fault_step_md(inp, rows, j, md, hidden)
         return DraftStepInput(
@@ -191,7 +222,7 @@ class EagleProposer:
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
         logits = self.head.compute_logits(logits_input)
-        drafts = draft_ids[torch.tensor(rows, dtype=torch.int64).to(self.device), :j].tolist()  # host sync: oracle only
+        drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
             self.recorder.append(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())

@@ -1,0 +1,145 @@
+"""Issue-5 benchmark in one command on a GPU machine: engine vs the bandwidth floor, verify vs decode cost,
+EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton vs flashinfer.
+
+    python scripts/bench_gpu.py --out results/bench_gpu [--skip-hf-static] [--skip-flashinfer]
+
+Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
+table for BENCHMARKS.md is printed last and written to OUT/bench.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from specbench import LLM
+from specbench.bench.gpu_perf import GraphsOff, copy_bandwidth_gbps, measure_decode, weight_bytes
+from specbench.models.presets import get_preset
+from specbench.spec.eagle.dummy import write_dummy_eagle3_head
+
+SYNTHETIC = (0.73, 0.52, 0.35)  # Llama-3.1-8B + EAGLE-3 on MT-Bench, k = 3 (acceptance length 2.60)
+
+
+class Results:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        self.data: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "sections": {}}
+
+    def put(self, section: str, value) -> None:
+        self.data["sections"][section] = value
+        (self.out / "bench.json").write_text(json.dumps(self.data, indent=2, default=str))
+        print(f"[{time.strftime('%H:%M:%S')}] {section}: {json.dumps(value, default=str)[:400]}", flush=True)
+
+
+def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
+    t0 = time.perf_counter()
+    llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
+              num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+              max_concurrency=max(args.concurrency), max_model_len=args.max_model_len)
+    engine = llm.engine
+    res.put("engine_build", {"seconds": time.perf_counter() - t0, "kv_pool": engine.parts.kv_pool_note,
+                             "cuda_graphs": engine.parts.cuda_graphs,
+                             "num_target_graphs": engine.runner.graphs.num_graphs,
+                             "weights_gb": weight_bytes(engine.runner.model) / 1e9,
+                             "draft_weights_gb": weight_bytes(engine.proposer.head) / 1e9})
+    common = dict(prompt_len=args.prompt_len, output_len=args.output_len, bandwidth_gbps=bw)
+    rows = []
+    for conc in args.concurrency:
+        rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, **common))
+        res.put(f"plain_c{conc}", rows[-1].to_dict())
+    for conc in args.concurrency:
+        rows.append(measure_decode(llm, label="eagle3 synthetic", concurrency=conc, num_steps=3, **common))
+        res.put(f"eagle3_c{conc}", rows[-1].to_dict())
+    with GraphsOff(engine):
+        for conc in (1,):
+            rows.append(measure_decode(llm, label="plain eager", concurrency=conc, num_steps=0, **common))
+            res.put(f"plain_eager_c{conc}", rows[-1].to_dict())
+            rows.append(measure_decode(llm, label="eagle3 synthetic eager", concurrency=conc, num_steps=3, **common))
+            res.put(f"eagle3_eager_c{conc}", rows[-1].to_dict())
+    res.put("peak_gpu_mem_gb_engine", torch.cuda.max_memory_allocated() / 1e9)
+    del llm, engine
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def flashinfer_section(res: Results, args, bw: float) -> None:
+    common = dict(prompt_len=args.prompt_len, output_len=args.output_len, bandwidth_gbps=bw)
+    rows = {}
+    for backend in ("flashinfer", "triton"):
+        t0 = time.perf_counter()
+        llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", attention_backend=backend,
+                  enforce_eager=True, kv_cache_gb=args.kv_cache_gb, max_concurrency=max(args.concurrency),
+                  max_model_len=args.max_model_len)
+        resolved = llm.engine.parts.attention_backend
+        rows[backend] = {"resolved": resolved, "build_s": time.perf_counter() - t0}
+        for conc in args.concurrency:
+            row = measure_decode(llm, label=f"plain eager {resolved}", concurrency=conc, num_steps=0, **common)
+            rows[backend][f"c{conc}"] = row.to_dict()
+        res.put(f"attention_{backend}", rows[backend])
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def hf_section(res: Results, args) -> None:
+    from specbench.bench.hf_baseline import run_hf_baseline
+
+    runs = [("dynamic", False, args.concurrency)]
+    if not args.skip_hf_static:
+        runs.append(("static", True, (1,)))
+    for cache, compile_, sizes in runs:
+        out = run_hf_baseline(args.preset, batch_sizes=tuple(sizes), prompt_len=args.prompt_len,
+                              output_len=args.output_len, cache=cache, compile=compile_, device="cuda",
+                              dtype=torch.bfloat16)
+        res.put(f"hf_{cache}{'_compiled' if compile_ else ''}", [asdict(r) for r in out])
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--concurrency", default="1,16,64", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--kv-cache-gb", type=float, default=8.0)
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--out", default="results/bench_gpu")
+    ap.add_argument("--skip-engine", action="store_true")
+    ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--skip-hf-static", action="store_true")
+    ap.add_argument("--skip-flashinfer", action="store_true")
+    args = ap.parse_args()
+
+    res = Results(Path(args.out))
+    bw = copy_bandwidth_gbps()
+    res.put("copy_bandwidth_gbps", bw)
+    res.put("config", {k: v for k, v in vars(args).items()})
+    if not args.skip_engine:
+        with tempfile.TemporaryDirectory() as tmp:
+            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+            engine_section(res, args, bw, head_dir)
+    if not args.skip_flashinfer:
+        flashinfer_section(res, args, bw)
+    if not args.skip_hf:
+        hf_section(res, args)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_gpu_table import render
+
+    table = render(res.data)
+    (res.out / "bench.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""GPU kernel time per decode step, by kernel, for one engine configuration (dummy weights).
+
+    python scripts/profile_step.py --concurrency 1 [--num-steps 3 --eagle3] [--steps 20]
+
+Runs the steps eagerly under torch.profiler (kernels inside CUDA graphs are not attributed) and prints each
+kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from specbench import LLM, SamplingParams
+from specbench.bench.gpu_perf import GraphsOff, random_prompts
+from specbench.models.presets import get_preset
+from specbench.spec.eagle.dummy import write_dummy_eagle3_head
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--num-steps", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--top", type=int, default=18)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    kwargs = {}
+    if args.num_steps:
+        head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3")
+        kwargs = dict(method="eagle3", draft=str(head), num_steps=args.num_steps,
+                      synthetic_acceptance=(0.73, 0.52, 0.35, 0.2, 0.1)[: args.num_steps])
+    llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
+              max_concurrency=args.concurrency, max_model_len=4096, **kwargs)
+    prompts = random_prompts(llm.engine.runner.model.config.vocab_size, args.concurrency, 128)
+    engine = llm.engine
+    with GraphsOff(engine):
+        for i, p in enumerate(prompts):
+            engine.add_request(p, SamplingParams(max_tokens=args.steps * 4 + 40, ignore_eos=True))
+        for _ in range(10):  # prefill and warm-up
+            engine.step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.steps):
+                engine.step()
+            torch.cuda.synchronize()
+    per_kernel: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            per_kernel[event.name][0] += event.device_time_total
+            per_kernel[event.name][1] += 1
+    total_us = sum(t for t, _ in per_kernel.values()) / args.steps
+    print(f"device kernel time per step: {total_us / 1e3:.3f} ms over {args.steps} eager steps "
+          f"(concurrency {args.concurrency}, k {args.num_steps})")
+    for name, (t, n) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: args.top]:
+        print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f}/step  {name[:110]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""CUDA graphs for fixed-shape forwards: target decode/verify and draft-decode steps.
+
+One graph per (batch-size bucket, query tokens per request). Every replay first checks the real batch's
+metadata on the host (debug invariants), then copies it into the static buffers the graph was captured
+on; padding requests get slot -1 (their K/V is never stored) and see only their own keys. The metadata of
+each draft step is therefore rebuilt into the buffers before its replay: a graph never runs on the
+previous step's positions, slots or visible lengths (seed 004), and nothing edits the buffers in place
+after capture (seed 003).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from specbench.attention.metadata import AttentionMetadata
+
+# Batch-size buckets: every size up to 4, then powers of two to 16, then steps of 16.
+_SMALL_BUCKETS = (1, 2, 3, 4, 8, 16)
+# The captured max_seq_len only sizes the attention's key splits; longer sequences stay correct.
+CAPTURE_SEQ_LEN = 4096
+
+
+def batch_buckets(max_num_reqs: int) -> tuple[int, ...]:
+    sizes = [b for b in _SMALL_BUCKETS if b < max_num_reqs]
+    sizes += range(32, max_num_reqs, 16)
+    return tuple(sorted(set(sizes) | {max_num_reqs}))
+
+
+# forward(input_ids [num_tokens], md, hidden [num_tokens, H] or None) -> tensors with num_tokens rows
+GraphForward = Callable[[torch.Tensor, AttentionMetadata, torch.Tensor | None], tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphShape:
+    num_reqs: int  # the bucket: requests in the captured batch, padding included
+    query_len: int  # query tokens per request (1 = decode / draft step, k + 1 = verify)
+
+
+class _StaticBuffers:
+    """Device buffers every graph of one runner reads (sized for the largest bucket and query length)."""
+
+    def __init__(self, max_num_reqs: int, max_query_len: int, max_blocks: int, hidden_size: int | None,
+                 hidden_dtype: torch.dtype, device: torch.device) -> None:
+        max_tokens = max_num_reqs * max_query_len
+        self.input_ids = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
+        self.positions = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
+        self.slot_mapping = torch.full((max_tokens,), -1, dtype=torch.int64, device=device)  # [max_tokens]
+        self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)  # [max_reqs + 1]
+        self.seq_lens = torch.ones(max_num_reqs, dtype=torch.int32, device=device)  # [max_reqs]
+        self.block_tables = torch.zeros(max_num_reqs, max_blocks, dtype=torch.int32, device=device)  # [max_reqs, max_blocks]
+        # [max_tokens, hidden] the EAGLE head's input feature; None for plain LMs
+        self.hidden = None if hidden_size is None else torch.zeros(max_tokens, hidden_size, dtype=hidden_dtype,
+                                                                    device=device)
+        # [max_reqs + 1] cu_num_query_tokens of a uniform batch, one row per query length
+        self._uniform_cu = {q: torch.arange(0, (max_num_reqs + 1) * q, q, dtype=torch.int32, device=device)
+                            for q in range(1, max_query_len + 1)}
+
+    def metadata(self, shape: GraphShape, block_size: int) -> AttentionMetadata:
+        num_tokens = shape.num_reqs * shape.query_len
+        return AttentionMetadata(
+            positions=self.positions[:num_tokens],
+            slot_mapping=self.slot_mapping[:num_tokens],
+            query_start_loc=self.query_start_loc[: shape.num_reqs + 1],
+            seq_lens=self.seq_lens[: shape.num_reqs],
+            block_tables=self.block_tables[: shape.num_reqs],
+            block_size=block_size,
+            max_query_len=shape.query_len,
+            max_seq_len=CAPTURE_SEQ_LEN,
+            # Host views are meaningless for a graph's buffers: replays check the real batch's metadata instead.
+            query_start_loc_cpu=(),
+            seq_lens_cpu=(),
+            positions_cpu=(),
+            slot_mapping_cpu=(),
+            block_tables_cpu=(),
+        )
+
+    def load(self, shape: GraphShape, input_ids: torch.Tensor, md: AttentionMetadata,
+             hidden: torch.Tensor | None) -> None:
+        """Copy one batch in; padding requests [md.num_reqs, shape.num_reqs) write nothing and see Q keys."""
+        n, q = md.num_reqs, shape.query_len
+        num_tokens, padded_tokens = n * q, shape.num_reqs * q
+        self.input_ids[:num_tokens].copy_(input_ids, non_blocking=True)
+        self.positions[:num_tokens].copy_(md.positions, non_blocking=True)
+        self.slot_mapping[:num_tokens].copy_(md.slot_mapping, non_blocking=True)
+        self.seq_lens[:n].copy_(md.seq_lens, non_blocking=True)
+        self.query_start_loc[: shape.num_reqs + 1].copy_(self._uniform_cu[q][: shape.num_reqs + 1])
+        width = md.block_tables.shape[1]
+        self.block_tables[:n, :width].copy_(md.block_tables, non_blocking=True)
+        if hidden is not None:
+            self.hidden[:num_tokens].copy_(hidden, non_blocking=True)
+        if padded_tokens > num_tokens:
+            self.slot_mapping[num_tokens:padded_tokens].fill_(-1)
+            self.positions[num_tokens:padded_tokens].zero_()
+            self.seq_lens[n : shape.num_reqs].fill_(q)
+
+
+@dataclass(frozen=True)
+class _Captured:
+    graph: torch.cuda.CUDAGraph | None  # None off CUDA: `rerun` stands in for the replay
+    outputs: tuple[torch.Tensor, ...]  # the graph's static outputs, [padded_tokens, ...] each
+    rerun: Callable[[], tuple[torch.Tensor, ...]] | None
+
+
+class CudaGraphRunner:
+    """Captures `forward` per GraphShape and replays it for batches whose requests all have one query length."""
+
+    def __init__(
+        self,
+        forward: GraphForward,
+        *,
+        name: str,  # phase name used by the debug invariants, e.g. "verify", "draft_step"
+        check_metadata: Callable[[AttentionMetadata, str], None],  # the attention backend's begin_forward
+        max_num_reqs: int,
+        max_query_len: int,
+        max_blocks_per_req: int,
+        block_size: int,
+        device: torch.device,
+        hidden_size: int | None = None,
+        hidden_dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
+        self.forward = forward
+        self.name = name
+        self.check_metadata = check_metadata
+        self.buckets = batch_buckets(max_num_reqs)
+        self.max_query_len = max_query_len
+        self.block_size = block_size
+        self.device = device
+        self.buffers = _StaticBuffers(max_num_reqs, max_query_len, max_blocks_per_req, hidden_size, hidden_dtype,
+                                      device)
+        # Off CUDA (Triton interpreter tests) "replay" reruns forward on the static buffers: same buffer
+        # logic, no capture.
+        self.is_graph = device.type == "cuda"
+        self.pool = torch.cuda.graph_pool_handle() if self.is_graph else None
+        self._graphs: dict[GraphShape, _Captured] = {}
+        self.num_replays = 0
+
+    def shape_for(self, md: AttentionMetadata) -> GraphShape | None:
+        """The graph a batch replays on, or None when it must run eagerly (ragged, too big, never captured)."""
+        n, q = md.num_reqs, md.max_query_len
+        if n == 0 or q > self.max_query_len or md.num_tokens != n * q or n > self.buckets[-1]:
+            return None
+        bucket = next(b for b in self.buckets if b >= n)
+        shape = GraphShape(bucket, q)
+        return shape if shape in self._graphs else None
+
+    def capture(self, query_len: int) -> None:
+        """Capture every bucket at this query length, largest first so smaller ones reuse its pool memory."""
+        for bucket in sorted(self.buckets, reverse=True):
+            shape = GraphShape(bucket, query_len)
+            if shape not in self._graphs:
+                self._capture(shape)
+
+    @torch.inference_mode()
+    def _capture(self, shape: GraphShape) -> None:
+        buf = self.buffers
+        num_tokens = shape.num_reqs * shape.query_len
+        buf.query_start_loc[: shape.num_reqs + 1].copy_(buf._uniform_cu[shape.query_len][: shape.num_reqs + 1])
+        buf.seq_lens[: shape.num_reqs].fill_(shape.query_len)
+        buf.slot_mapping[:num_tokens].fill_(-1)  # warm-up and capture never write real KV
+        buf.positions[:num_tokens].zero_()
+        md = buf.metadata(shape, self.block_size)
+        hidden = None if buf.hidden is None else buf.hidden[:num_tokens]
+        input_ids = buf.input_ids[:num_tokens]
+        if not self.is_graph:
+            self._graphs[shape] = _Captured(None, (), lambda: self.forward(input_ids, md, hidden))
+            return
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):  # warm-up compiles kernels and settles the allocator outside capture
+            for _ in range(2):
+                self.forward(input_ids, md, hidden)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            outputs = self.forward(input_ids, md, hidden)
+        self._graphs[shape] = _Captured(graph, outputs, None)
+
+    def replay(self, shape: GraphShape, input_ids: torch.Tensor, md: AttentionMetadata,
+               hidden: torch.Tensor | None = None, where: str | None = None) -> tuple[torch.Tensor, ...]:
+        """Outputs are views of the graph's static outputs, valid until the next replay of this runner."""
+        self.check_metadata(md, where or self.name)
+        captured = self._graphs[shape]
+        self.buffers.load(shape, input_ids, md, hidden)
+        if captured.graph is not None:
+            captured.graph.replay()
+            outputs = captured.outputs
+        else:
+            with torch.inference_mode():
+                outputs = captured.rerun()
+        self.num_replays += 1
+        return tuple(out[: md.num_tokens] for out in outputs)
+
+    @property
+    def num_graphs(self) -> int:
+        return len(self._graphs)
