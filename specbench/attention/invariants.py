@@ -7,14 +7,15 @@ are the checks that catch the seed bug class:
   seeing rejected positions).
 - INV-SLOT: each token writes exactly the slot of its own position in its own
   request's block table, and no two tokens write the same slot (a step using
-  another step's slots, or a full [bs x steps] slot tensor).
+  another step's slots, or a full [bs x steps] slot tensor). Slot -1 marks a padding query
+  (it writes nothing and its output is unused); padding may only lead a request's queries.
 """
 
 from __future__ import annotations
 
 import os
 
-from specbench.attention.metadata import AttentionMetadata, slot_of
+from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, slot_of
 
 
 class InvariantViolation(AssertionError):
@@ -51,8 +52,15 @@ def check_metadata(md: AttentionMetadata, where: str = "") -> None:
                     f"{where}: INV-0 violated: request {r} query {j} at position {pos} sees {visible} keys "
                     f"(expected position {visible - 1})"
                 )
-            expected_slot = slot_of(table, pos, md.block_size)
             slot = md.slot_mapping_cpu[t]
+            if slot == PADDING_SLOT:
+                if j > 0 and md.slot_mapping_cpu[t - 1] != PADDING_SLOT:
+                    raise InvariantViolation(
+                        f"{where}: request {r} query {j} (position {pos}) writes nothing after a query that wrote: "
+                        "padding may only lead a request's queries"
+                    )
+                continue
+            expected_slot = slot_of(table, pos, md.block_size)
             if slot != expected_slot:
                 raise InvariantViolation(
                     f"{where}: INV-SLOT violated: request {r} query {j} (position {pos}) writes slot {slot}, "

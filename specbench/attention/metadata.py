@@ -18,6 +18,10 @@ from dataclasses import dataclass
 import torch
 
 
+# slot_mapping value of a padding query: its K/V is not stored (fixed-shape batches for CUDA graphs).
+PADDING_SLOT = -1
+
+
 @dataclass(frozen=True, slots=True)
 class AttentionMetadata:
     positions: torch.Tensor  # [num_tokens] int64, RoPE position of each query token

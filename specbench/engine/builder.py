@@ -234,3 +234,5 @@ def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: i
         runner.graphs.capture(max_steps + 1)
     if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
         proposer.enable_cuda_graphs(plan)
+        if hasattr(proposer, "prepare_cuda_graphs"):
+            proposer.prepare_cuda_graphs(max_steps)

@@ -39,7 +39,7 @@ class GraphShape:
     query_len: int  # query tokens per request (1 = decode / draft step, k + 1 = verify)
 
 
-class _StaticBuffers:
+class StaticBuffers:
     """Device buffers every graph of one runner reads (sized for the largest bucket and query length)."""
 
     def __init__(self, max_num_reqs: int, max_query_len: int, max_blocks: int, hidden_size: int | None,
@@ -57,6 +57,14 @@ class _StaticBuffers:
         # [max_reqs + 1] cu_num_query_tokens of a uniform batch, one row per query length
         self._uniform_cu = {q: torch.arange(0, (max_num_reqs + 1) * q, q, dtype=torch.int32, device=device)
                             for q in range(1, max_query_len + 1)}
+
+    def reset(self, shape: GraphShape) -> None:
+        """A valid batch of padding requests: what warm-up and capture run on (they never write real KV)."""
+        num_tokens = shape.num_reqs * shape.query_len
+        self.query_start_loc[: shape.num_reqs + 1].copy_(self._uniform_cu[shape.query_len][: shape.num_reqs + 1])
+        self.seq_lens[: shape.num_reqs].fill_(shape.query_len)
+        self.slot_mapping[:num_tokens].fill_(-1)
+        self.positions[:num_tokens].zero_()
 
     def metadata(self, shape: GraphShape, block_size: int) -> AttentionMetadata:
         num_tokens = shape.num_reqs * shape.query_len
@@ -77,12 +85,16 @@ class _StaticBuffers:
             block_tables_cpu=(),
         )
 
-    def load(self, shape: GraphShape, input_ids: torch.Tensor, md: AttentionMetadata,
+    def load(self, shape: GraphShape, input_ids: torch.Tensor | None, md: AttentionMetadata,
              hidden: torch.Tensor | None) -> None:
-        """Copy one batch in; padding requests [md.num_reqs, shape.num_reqs) write nothing and see Q keys."""
+        """Copy one batch in; padding requests [md.num_reqs, shape.num_reqs) write nothing and see Q keys.
+
+        `input_ids` None: the graph computes them itself (a draft step feeds the previous step's tokens).
+        """
         n, q = md.num_reqs, shape.query_len
         num_tokens, padded_tokens = n * q, shape.num_reqs * q
-        self.input_ids[:num_tokens].copy_(input_ids, non_blocking=True)
+        if input_ids is not None:
+            self.input_ids[:num_tokens].copy_(input_ids, non_blocking=True)
         self.positions[:num_tokens].copy_(md.positions, non_blocking=True)
         self.slot_mapping[:num_tokens].copy_(md.slot_mapping, non_blocking=True)
         self.seq_lens[:n].copy_(md.seq_lens, non_blocking=True)
@@ -95,6 +107,21 @@ class _StaticBuffers:
             self.slot_mapping[num_tokens:padded_tokens].fill_(-1)
             self.positions[num_tokens:padded_tokens].zero_()
             self.seq_lens[n : shape.num_reqs].fill_(q)
+
+
+def capture_graph(fn: Callable[[], tuple[torch.Tensor, ...]], pool, device: torch.device):
+    """(graph, static outputs) of `fn`, after a warm-up on a side stream that compiles kernels and settles the
+    allocator outside the capture."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        outputs = fn()
+    return graph, outputs
 
 
 @dataclass(frozen=True)
@@ -128,7 +155,7 @@ class CudaGraphRunner:
         self.max_query_len = max_query_len
         self.block_size = block_size
         self.device = device
-        self.buffers = _StaticBuffers(max_num_reqs, max_query_len, max_blocks_per_req, hidden_size, hidden_dtype,
+        self.buffers = StaticBuffers(max_num_reqs, max_query_len, max_blocks_per_req, hidden_size, hidden_dtype,
                                       device)
         # Off CUDA (Triton interpreter tests) "replay" reruns forward on the static buffers: same buffer
         # logic, no capture.
@@ -157,25 +184,14 @@ class CudaGraphRunner:
     def _capture(self, shape: GraphShape) -> None:
         buf = self.buffers
         num_tokens = shape.num_reqs * shape.query_len
-        buf.query_start_loc[: shape.num_reqs + 1].copy_(buf._uniform_cu[shape.query_len][: shape.num_reqs + 1])
-        buf.seq_lens[: shape.num_reqs].fill_(shape.query_len)
-        buf.slot_mapping[:num_tokens].fill_(-1)  # warm-up and capture never write real KV
-        buf.positions[:num_tokens].zero_()
+        buf.reset(shape)
         md = buf.metadata(shape, self.block_size)
         hidden = None if buf.hidden is None else buf.hidden[:num_tokens]
         input_ids = buf.input_ids[:num_tokens]
         if not self.is_graph:
             self._graphs[shape] = _Captured(None, (), lambda: self.forward(input_ids, md, hidden))
             return
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):  # warm-up compiles kernels and settles the allocator outside capture
-            for _ in range(2):
-                self.forward(input_ids, md, hidden)
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            outputs = self.forward(input_ids, md, hidden)
+        graph, outputs = capture_graph(lambda: self.forward(input_ids, md, hidden), self.pool, self.device)
         self._graphs[shape] = _Captured(graph, outputs, None)
 
     def replay(self, shape: GraphShape, input_ids: torch.Tensor, md: AttentionMetadata,

@@ -11,8 +11,6 @@ p + 1 visible keys. Per round, for a request whose newest committed token sits a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from specbench.device_copy import to_device
@@ -20,15 +18,11 @@ from specbench.attention.metadata import build_metadata
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.eagle.loader import LoadedEagleHead
+from specbench.spec.eagle.round_graph import EagleRoundGraphs
+from specbench.spec.eagle.round_input import RequestState, build_round_input, is_graphable_round
 from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput
 from specbench.spec.step_plan import draft_step_metadata
-
-
-@dataclass
-class _RequestState:
-    num_committed: int = 0  # draft KV at positions [0, num_committed) came from target features
-    stale_end: int = 0  # fault catchup-sees-rejected: draft-step scratch KV was written up to here last round
 
 
 class EagleProposer:
@@ -40,10 +34,12 @@ class EagleProposer:
         self.block_size = block_size
         self.device = device
         self.kv_cache: KVCache | None = None
-        self._state: dict[str, _RequestState] = {}
+        self._state: dict[str, RequestState] = {}
         self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
+        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (clean engine only)
         self._step1_md = None  # fault stale-draft-metadata: step 1's metadata
         self._leaked_hidden: dict[str, torch.Tensor] = {}  # fault phase-state-leak: last step's input hidden [H]
 
@@ -69,6 +65,11 @@ class EagleProposer:
 
         if self.recorder is not None:
             self._record_features(inp, caught_up)
+        graphs = self.round_graphs.get(max_num_draft)
+        if (graphs is not None and self.fault is None and self.recorder is None
+                and is_graphable_round(inp, caught_up, active, graphs)):
+            draft_ids.copy_(graphs.run(build_round_input(self, inp, graphs.query_len)))
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         extend = self._build_extend(inp, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
         if self.fault is not None and self.fault.name == "phase-state-leak":
@@ -118,6 +119,7 @@ class EagleProposer:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
         from specbench.engine.cuda_graph import CudaGraphRunner
 
+        self._graph_plan = plan
         self.head.rotary.reserve(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
@@ -140,7 +142,7 @@ class EagleProposer:
             request_id, tokens = inp.request_ids[r], inp.token_ids[r]
             start = inp.new_feature_start[r]
             num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-            state = self._state.setdefault(request_id, _RequestState())
+            state = self._state.setdefault(request_id, RequestState())
             # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
             # it never sees a rejected or not-yet-committed position.
             if start != state.num_committed or start + num_new != len(tokens) - 1:
@@ -193,6 +195,14 @@ class EagleProposer:
         return DraftStepInput(
             step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
         )
+
+    def prepare_cuda_graphs(self, num_steps: int) -> None:
+        """Capture whole-round graphs for k = num_steps (once per k; a no-op until graphs are enabled)."""
+        if self._graph_plan is None or num_steps < 2 or num_steps in self.round_graphs:
+            return
+        graphs = EagleRoundGraphs(self, num_steps, self._graph_plan, self.head.attn_backend.begin_forward)
+        graphs.capture()
+        self.round_graphs[num_steps] = graphs
 
     def _fault_step_md(self, inp: ProposeInput, rows: list[int], j: int, md, hidden: torch.Tensor):
         if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
