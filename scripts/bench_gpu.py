@@ -41,6 +41,11 @@ class Results:
         print(f"[{time.strftime('%H:%M:%S')}] {section}: {json.dumps(value, default=str)[:400]}", flush=True)
 
 
+def _repeats(concurrency: int) -> int:
+    """Batches per measurement: at least ~400 request-rounds of synthetic acceptance at every concurrency."""
+    return max(1, 4 // concurrency)
+
+
 def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
     t0 = time.perf_counter()
     llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
@@ -55,10 +60,11 @@ def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
     common = dict(prompt_len=args.prompt_len, output_len=args.output_len, bandwidth_gbps=bw)
     rows = []
     for conc in args.concurrency:
-        rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, **common))
+        rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, repeats=_repeats(conc), **common))
         res.put(f"plain_c{conc}", rows[-1].to_dict())
     for conc in args.concurrency:
-        rows.append(measure_decode(llm, label="eagle3 synthetic", concurrency=conc, num_steps=3, **common))
+        rows.append(measure_decode(llm, label="eagle3 synthetic", concurrency=conc, num_steps=3, repeats=_repeats(conc),
+                                   **common))
         res.put(f"eagle3_c{conc}", rows[-1].to_dict())
     with GraphsOff(engine):
         for conc in (1,):

@@ -61,19 +61,24 @@ def random_prompts(vocab_size: int, num: int, length: int, seed: int = 0) -> lis
 
 
 def measure_decode(llm, *, label: str, concurrency: int, num_steps: int, prompt_len: int, output_len: int,
-                   bandwidth_gbps: float) -> DecodeRow:
-    """Run `concurrency` requests of prompt_len -> output_len tokens at k = num_steps; median decode step."""
+                   bandwidth_gbps: float, repeats: int = 1) -> DecodeRow:
+    """Run `concurrency` requests of prompt_len -> output_len tokens at k = num_steps, `repeats` times with fresh
+    prompts (more rounds: synthetic acceptance averages closer to its rates); median decode step."""
     engine = llm.engine
     engine.set_num_steps(num_steps)
     model = engine.runner.model
-    prompts = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=concurrency)
-    llm.generate(prompts, SamplingParams(max_tokens=16, ignore_eos=True))  # warm-up: kernels, allocator
+    warmup = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=concurrency)
+    llm.generate(warmup, SamplingParams(max_tokens=16, ignore_eos=True))  # warm-up: kernels, allocator
     first = len(engine.step_stats)
-    if engine.device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    outs = llm.generate(prompts, SamplingParams(max_tokens=output_len, ignore_eos=True))
-    wall = time.perf_counter() - start
+    wall, num_output_tokens = 0.0, 0
+    for repeat in range(repeats):
+        prompts = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=1000 * repeat + concurrency)
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        outs = llm.generate(prompts, SamplingParams(max_tokens=output_len, ignore_eos=True))
+        wall += time.perf_counter() - start
+        num_output_tokens += sum(len(o.output_token_ids) for o in outs)
     steps = [s for s in engine.step_stats[first:] if s.phase == "decode" and s.num_reqs == concurrency]
     step_ms = statistics.median(s.step_ms for s in steps)
     tokens_per_step = statistics.mean((s.num_accepted_tokens + s.num_reqs) / s.num_reqs for s in steps)
@@ -92,7 +97,7 @@ def measure_decode(llm, *, label: str, concurrency: int, num_steps: int, prompt_
         floor_ms=floor_ms,
         tokens_per_step=tokens_per_step,
         decode_tok_s=concurrency * tokens_per_step / (step_ms / 1e3),
-        end_to_end_tok_s=sum(len(o.output_token_ids) for o in outs) / wall,
+        end_to_end_tok_s=num_output_tokens / wall,
         pct_of_floor=100 * floor_ms / step_ms,
     )
 

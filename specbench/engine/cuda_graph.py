@@ -43,25 +43,34 @@ class StaticBuffers:
     """Device buffers every graph of one runner reads (sized for the largest bucket and query length)."""
 
     def __init__(self, max_num_reqs: int, max_query_len: int, max_blocks: int, hidden_size: int | None,
-                 hidden_dtype: torch.dtype, device: torch.device) -> None:
+                 hidden_dtype: torch.dtype, device: torch.device, block_tables: torch.Tensor | None = None) -> None:
         max_tokens = max_num_reqs * max_query_len
         self.input_ids = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
         self.positions = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
         self.slot_mapping = torch.full((max_tokens,), -1, dtype=torch.int64, device=device)  # [max_tokens]
         self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)  # [max_reqs + 1]
         self.seq_lens = torch.ones(max_num_reqs, dtype=torch.int32, device=device)  # [max_reqs]
-        self.block_tables = torch.zeros(max_num_reqs, max_blocks, dtype=torch.int32, device=device)  # [max_reqs, max_blocks]
+        # [max_reqs, max_blocks]; `block_tables` shares another buffer set's (phases of one round read one table)
+        self.owns_block_tables = block_tables is None
+        self.block_tables = (torch.zeros(max_num_reqs, max_blocks, dtype=torch.int32, device=device)
+                             if block_tables is None else block_tables)
         # [max_tokens, hidden] the EAGLE head's input feature; None for plain LMs
         self.hidden = None if hidden_size is None else torch.zeros(max_tokens, hidden_size, dtype=hidden_dtype,
                                                                     device=device)
         # [max_reqs + 1] cu_num_query_tokens of a uniform batch, one row per query length
         self._uniform_cu = {q: torch.arange(0, (max_num_reqs + 1) * q, q, dtype=torch.int32, device=device)
                             for q in range(1, max_query_len + 1)}
+        self._cu_shape: GraphShape | None = None  # query_start_loc holds this shape's uniform prefix sums
+
+    def _set_uniform_cu(self, shape: GraphShape) -> None:
+        if shape != self._cu_shape:
+            self.query_start_loc[: shape.num_reqs + 1].copy_(self._uniform_cu[shape.query_len][: shape.num_reqs + 1])
+            self._cu_shape = shape
 
     def reset(self, shape: GraphShape) -> None:
         """A valid batch of padding requests: what warm-up and capture run on (they never write real KV)."""
         num_tokens = shape.num_reqs * shape.query_len
-        self.query_start_loc[: shape.num_reqs + 1].copy_(self._uniform_cu[shape.query_len][: shape.num_reqs + 1])
+        self._set_uniform_cu(shape)
         self.seq_lens[: shape.num_reqs].fill_(shape.query_len)
         self.slot_mapping[:num_tokens].fill_(-1)
         self.positions[:num_tokens].zero_()
@@ -98,9 +107,10 @@ class StaticBuffers:
         self.positions[:num_tokens].copy_(md.positions, non_blocking=True)
         self.slot_mapping[:num_tokens].copy_(md.slot_mapping, non_blocking=True)
         self.seq_lens[:n].copy_(md.seq_lens, non_blocking=True)
-        self.query_start_loc[: shape.num_reqs + 1].copy_(self._uniform_cu[q][: shape.num_reqs + 1])
-        width = md.block_tables.shape[1]
-        self.block_tables[:n, :width].copy_(md.block_tables, non_blocking=True)
+        self._set_uniform_cu(shape)
+        if self.owns_block_tables:
+            width = md.block_tables.shape[1]
+            self.block_tables[:n, :width].copy_(md.block_tables, non_blocking=True)
         if hidden is not None:
             self.hidden[:num_tokens].copy_(hidden, non_blocking=True)
         if padded_tokens > num_tokens:

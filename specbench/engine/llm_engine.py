@@ -53,6 +53,7 @@ class LLMEngine:
         self._requests: dict[str, Request] = {}
         self._ids = itertools.count()
         self._step_index = 0
+        self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
 
     # ---- requests -------------------------------------------------------------------------
     def encode(self, prompt: str) -> list[int]:
@@ -307,9 +308,14 @@ class LLMEngine:
         )
 
     def _sampling_tensors(self, requests) -> SamplingTensors:
-        return build_sampling_tensors(
-            [r.sampling_params for r in requests], [r.generator for r in requests], self.vocab_size, self.device
-        )
+        """Rebuilt only when the batch changes: decode steps of a steady batch reuse the device tensors."""
+        key = tuple(map(id, requests))  # the cache holds the requests, so their ids cannot be reused meanwhile
+        if self._sampling_cache is None or self._sampling_cache[1] != key:
+            st = build_sampling_tensors(
+                [r.sampling_params for r in requests], [r.generator for r in requests], self.vocab_size, self.device
+            )
+            self._sampling_cache = (tuple(requests), key, st)
+        return self._sampling_cache[2]
 
     def run_until_done(self, on_finish=None) -> list[RequestOutput]:
         """Step until every added request finished, sleeping until future arrivals."""
