@@ -1,9 +1,10 @@
 """GPU kernel time per decode step, by kernel, for one engine configuration (dummy weights).
 
-    python scripts/profile_step.py --concurrency 1 [--num-steps 3 --eagle3] [--steps 20]
+    python scripts/profile_step.py --concurrency 1 [--num-steps 3] [--steps 20] [--host]
 
 Runs the steps eagerly under torch.profiler (kernels inside CUDA graphs are not attributed) and prints each
 kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps.
+--host instead profiles the Python step loop (graphs on) with cProfile: where the host time per step goes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,27 @@ from specbench.models.presets import get_preset
 from specbench.spec.eagle.dummy import write_dummy_eagle3_head
 
 
+def profile_host(engine, prompts, args) -> None:
+    import cProfile
+    import pstats
+    import time
+
+    for p in prompts:
+        engine.add_request(p, SamplingParams(max_tokens=args.steps * 4 + 40, ignore_eos=True))
+    for _ in range(10):
+        engine.step()
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(args.steps):
+        engine.step()
+    profiler.disable()
+    print(f"host wall per step (under cProfile): {(time.perf_counter() - start) / args.steps * 1e3:.3f} ms")
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(args.top * 2)
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="llama-3.1-8b")
@@ -29,6 +51,7 @@ def main() -> None:
     ap.add_argument("--num-steps", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--top", type=int, default=18)
+    ap.add_argument("--host", action="store_true")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     kwargs = {}
@@ -40,6 +63,9 @@ def main() -> None:
               max_concurrency=args.concurrency, max_model_len=4096, **kwargs)
     prompts = random_prompts(llm.engine.runner.model.config.vocab_size, args.concurrency, 128)
     engine = llm.engine
+    if args.host:
+        profile_host(engine, prompts, args)
+        return
     with GraphsOff(engine):
         for i, p in enumerate(prompts):
             engine.add_request(p, SamplingParams(max_tokens=args.steps * 4 + 40, ignore_eos=True))

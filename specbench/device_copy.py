@@ -6,11 +6,25 @@ loop with the GPU; every host-built tensor in the step loop goes through here in
 
 from __future__ import annotations
 
+from array import array
+
 import torch
+
+# array typecodes of the dtypes the step loop builds from Python lists (array -> tensor is ~3x faster than
+# torch.tensor(list), which dominates metadata building at batch 64)
+_TYPECODES = {torch.int64: "q", torch.int32: "i", torch.float32: "f", torch.bool: "b"}
+
+
+def host_tensor(values, dtype: torch.dtype) -> torch.Tensor:
+    """A CPU tensor of `values` (a flat sequence of Python numbers)."""
+    code = _TYPECODES.get(dtype)
+    if code is None or not len(values):
+        return torch.tensor(values, dtype=dtype)
+    return torch.frombuffer(array(code, values), dtype=dtype)
 
 
 def to_device(values, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
-    t = torch.tensor(values, dtype=dtype)
+    t = host_tensor(values, dtype)
     if torch.device(device).type == "cuda":
         # The caching host allocator keeps the pinned block alive until the copy has run.
         return t.pin_memory().to(device, non_blocking=True)
