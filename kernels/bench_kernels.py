@@ -10,10 +10,12 @@ import json
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
 from specbench.attention.torch_ref import TorchPagedAttention
+from specbench.kernels.activation import silu_and_mul
 from specbench.kernels.kv_store import store_kv
 from specbench.kernels.paged_attention import paged_attention, plan_launch
 from specbench.kernels.rms_norm import rms_norm
@@ -29,6 +31,7 @@ from specbench.spec.sampling import build_sampling_tensors
 from specbench.spec.verifier import verify
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, HIDDEN, VOCAB, NUM_LAYERS = 32, 8, 128, 16, 4096, 128256, 32
+INTER = 14336
 DTYPE = torch.bfloat16
 
 
@@ -196,6 +199,13 @@ def bench_rope(num_tokens: int) -> Row:
                    lambda: apply_rope_(q, k, positions, rotary._cos_sin), torch_fn)
 
 
+def bench_silu_and_mul(num_tokens: int) -> Row:
+    gate_up = torch.randn(num_tokens, 2 * INTER, device="cuda", dtype=DTYPE)
+    gate, up = gate_up.split(INTER, dim=-1)
+    return compare("silu_and_mul", f"tokens={num_tokens}", 3 * num_tokens * INTER * DTYPE.itemsize,
+                   lambda: silu_and_mul(gate_up), lambda: F.silu(gate) * up)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer shapes")
@@ -216,6 +226,7 @@ def main() -> None:
     rows += [bench_verify(b, 4, greedy) for greedy in (True, False) for b in (1, 16, 64)]
     rows += [bench_rms_norm(n) for n in (1, 64, 4096)]
     rows += [bench_rope(n) for n in (1, 64, 4096)]
+    rows += [bench_silu_and_mul(n) for n in (1, 64, 4096)]
     print(HEADER)
     for row in rows:
         print(row.line(copy_gbps))

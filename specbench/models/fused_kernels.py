@@ -1,4 +1,4 @@
-"""One process-wide switch for the fused Triton RMSNorm / RoPE kernels in the model layers.
+"""One process-wide switch for the fused Triton RMSNorm / RoPE / SiLU-and-mul kernels in the model layers.
 
 The torch path in `layers.py` stays the reference; `SPECBENCH_FUSED_KERNELS` (auto | on | off) sets the start value.
 """
@@ -9,6 +9,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 
 import torch
@@ -51,14 +52,21 @@ def fused_kernels(policy: str) -> Iterator[None]:
         set_fused_kernels(previous)
 
 
+@dataclass(frozen=True)
+class KernelModules:
+    rms_norm: ModuleType
+    rope: ModuleType
+    activation: ModuleType
+
+
 @functools.lru_cache(maxsize=None)
-def _kernel_modules() -> tuple[ModuleType, ModuleType] | None:
+def _kernel_modules() -> KernelModules | None:
     # Imported on first use, never at specbench import: the first `import triton` fixes its TRITON_INTERPRET mode.
     try:
-        from specbench.kernels import rms_norm, rope
+        from specbench.kernels import activation, rms_norm, rope
     except ImportError:
         return None
-    return rms_norm, rope
+    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation)
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,7 +76,7 @@ def _runnable_on(device_type: str) -> bool:
         return False
     from specbench.kernels.runtime import is_interpreted
 
-    return device_type == "cuda" or (device_type == "cpu" and is_interpreted(modules[0]._rms_norm_kernel))
+    return device_type == "cuda" or (device_type == "cpu" and is_interpreted(modules.rms_norm._rms_norm_kernel))
 
 
 def use_fused(x: torch.Tensor) -> bool:
@@ -97,7 +105,7 @@ def rms_norm(
     eps: float,
     residual: torch.Tensor | None = None,  # [..., hidden]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # (RMSNorm(x [+ residual]) [..., hidden], x + residual or None)
-    return _kernel_modules()[0].rms_norm(x, weight, eps, residual)
+    return _kernel_modules().rms_norm.rms_norm(x, weight, eps, residual)
 
 
 def apply_rope_(
@@ -105,4 +113,8 @@ def apply_rope_(
     k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim], rotated in place
     cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32, each token's own row
 ) -> None:
-    _kernel_modules()[1].apply_rope_(q, k, None, cos_sin)
+    _kernel_modules().rope.apply_rope_(q, k, None, cos_sin)
+
+
+def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:  # [num_tokens, 2 * inter] (gate, up) -> [num_tokens, inter]
+    return _kernel_modules().activation.silu_and_mul(gate_up)

@@ -1,6 +1,7 @@
 """Building blocks of a Llama-family decoder: RMSNorm, rotary embedding, gated MLP.
 
-Norms and RoPE run the fused Triton kernels where `fused_kernels.use_fused` says so; the torch code is the reference.
+Norms, RoPE and the MLP activation run the fused Triton kernels where `fused_kernels.use_fused` says so;
+the torch code is the reference.
 """
 
 from __future__ import annotations
@@ -125,5 +126,8 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        gate_up = self.gate_up_proj(x)  # [num_tokens, 2 * inter]
+        if fused_kernels.use_fused(gate_up):
+            return self.down_proj(fused_kernels.silu_and_mul(gate_up))
+        gate, up = gate_up.split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate) * up)

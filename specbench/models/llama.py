@@ -68,8 +68,20 @@ class SelfAttention(nn.Module):
         return self.o_proj(out.reshape(n, self.q_size))
 
 
+@dataclass(frozen=True, slots=True)
+class LayerOutput:
+    """A block's result with its last residual add left undone: the next norm fuses it (stream = residual + hidden)."""
+
+    hidden: torch.Tensor  # [num_tokens, hidden] MLP output, not yet added to `residual`
+    residual: torch.Tensor  # [num_tokens, hidden] residual stream after the attention add
+    layer_input: torch.Tensor  # [num_tokens, hidden] residual stream entering the block (HF hidden_states[i])
+
+
 class DecoderLayer(nn.Module):
-    """Pre-norm residual block: h += attn(norm(h)); h += mlp(norm(h))."""
+    """Pre-norm residual block: h += attn(norm(h)); h += mlp(norm(h)).
+
+    The previous block's MLP add happens in this block's input norm (one add+norm kernel on the fused path).
+    """
 
     def __init__(self, config: ModelConfig, layer_idx: int) -> None:
         super().__init__()
@@ -80,16 +92,22 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self,
-        hidden: torch.Tensor,  # [num_tokens, hidden] residual stream
+        hidden: torch.Tensor,  # [num_tokens, hidden] previous block's MLP output, or the stream itself (first block)
+        residual: torch.Tensor | None,  # [num_tokens, hidden] stream before that MLP output; None: first block
         cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
         backend: AttentionBackend,
-    ) -> torch.Tensor:  # [num_tokens, hidden]
-        attn_out = self.self_attn(self.input_layernorm(hidden), cos_sin, kv_cache, md, backend)
-        # A new tensor, never `hidden` updated in place: callers keep earlier layers' outputs as aux states.
-        normed, hidden = self.post_attention_layernorm.add_and_norm(attn_out, hidden)
-        return hidden + self.mlp(normed)
+    ) -> LayerOutput:
+        # Every sum is a new tensor, never an input updated in place: callers keep layer inputs as aux states.
+        if residual is None:
+            normed, residual = self.input_layernorm(hidden), hidden
+        else:
+            normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
+        layer_input = residual
+        attn_out = self.self_attn(normed, cos_sin, kv_cache, md, backend)
+        normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, residual)
+        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
 
 
 class DecoderLM(nn.Module):
@@ -159,14 +177,16 @@ class DecoderLM(nn.Module):
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
-        hidden = self.embed_tokens(input_ids)
-        captured: dict[int, torch.Tensor] = {0: hidden} if 0 in aux_layer_ids else {}
+        hidden, residual = self.embed_tokens(input_ids), None
+        captured: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.layers):
-            hidden = layer(hidden, cos_sin, kv_cache, md, self.attn_backend)
-            if i + 1 in aux_layer_ids:
-                captured[i + 1] = hidden
+            out = layer(hidden, residual, cos_sin, kv_cache, md, self.attn_backend)
+            hidden, residual = out.hidden, out.residual
+            if i in aux_layer_ids:
+                captured[i] = out.layer_input
+        normed, captured[num_layers] = self.norm.add_and_norm(hidden, residual)  # the last MLP add, fused
         aux = torch.cat([captured[i] for i in aux_layer_ids], dim=-1) if aux_layer_ids else None
-        return ModelOutput(hidden_states=self.norm(hidden), aux_hidden_states=aux)
+        return ModelOutput(hidden_states=normed, aux_hidden_states=aux)
 
     def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
         """HF checkpoint name -> (our parameter, first row, end row) it fills."""

@@ -1,5 +1,6 @@
-"""DecoderLM with the fused Triton RMSNorm / residual-add+norm / RoPE kernels == the torch path: prefill and decode
-over the torch attention backend (CPU under TRITON_INTERPRET=1), greedy bf16 tokens and graph capture on a GPU."""
+"""DecoderLM with the fused Triton RMSNorm / residual-add+norm / RoPE / SiLU-and-mul kernels == the torch path:
+prefill and decode over the torch attention backend (CPU under TRITON_INTERPRET=1), greedy bf16 tokens and graph
+capture on a GPU."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
-from specbench.models.layers import RMSNorm, RotaryEmbedding  # noqa: E402
+from specbench.models import layers  # noqa: E402
+from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding  # noqa: E402
 
 RERUN_REASON = "triton was imported before TRITON_INTERPRET=1; test_interpreted_fused_tests_pass_in_a_fresh_process"
 runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
@@ -89,8 +91,8 @@ def prompts_for(vocab_size: int, lengths: tuple[int, ...] = (9, 5, 14)) -> list[
 @pytest.fixture
 def kernel_calls(monkeypatch) -> dict[str, int]:
     """Counts fused-kernel launches and torch-reference calls during a test."""
-    calls = {"rms_norm": 0, "rope": 0, "torch_norm": 0, "torch_rope": 0}
-    rms_module, rope_module = fused._kernel_modules()
+    calls = {"rms_norm": 0, "rope": 0, "silu_and_mul": 0, "torch_norm": 0, "torch_rope": 0, "torch_silu": 0}
+    modules = fused._kernel_modules()
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -98,8 +100,11 @@ def kernel_calls(monkeypatch) -> dict[str, int]:
             return fn(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(rms_module, "rms_norm", counted("rms_norm", rms_module.rms_norm))
-    monkeypatch.setattr(rope_module, "apply_rope_", counted("rope", rope_module.apply_rope_))
+    monkeypatch.setattr(modules.rms_norm, "rms_norm", counted("rms_norm", modules.rms_norm.rms_norm))
+    monkeypatch.setattr(modules.rope, "apply_rope_", counted("rope", modules.rope.apply_rope_))
+    monkeypatch.setattr(modules.activation, "silu_and_mul",
+                        counted("silu_and_mul", modules.activation.silu_and_mul))
+    monkeypatch.setattr(layers.F, "silu", counted("torch_silu", layers.F.silu))
     monkeypatch.setattr(RMSNorm, "reference", counted("torch_norm", RMSNorm.reference))
     monkeypatch.setattr(RotaryEmbedding, "apply", staticmethod(counted("torch_rope", RotaryEmbedding.apply)))
     return calls
@@ -113,19 +118,19 @@ def test_fused_forward_matches_torch_path(preset, dtype, kernel_calls):
     prompts, num_decode_steps = prompts_for(model.config.vocab_size), 3
     with fused.fused_kernels("off"):
         expected_tokens, expected, expected_kv = greedy(model, prompts, num_decode_steps)
-    assert kernel_calls["rms_norm"] == kernel_calls["rope"] == 0
+    assert kernel_calls["rms_norm"] == kernel_calls["rope"] == kernel_calls["silu_and_mul"] == 0
     torch_calls = dict(kernel_calls)
     with fused.fused_kernels("on"):
         _, got, got_kv = greedy(model, prompts, num_decode_steps, forced=expected_tokens)
 
-    # Every norm and rotation took the fused path, none the torch one.
+    # Every norm, rotation and MLP activation took the fused path, none the torch one.
     c = model.config
     norms_per_layer = 2 + (2 if c.use_qk_norm else 0)
     num_forwards = num_decode_steps + 1
     assert kernel_calls["rms_norm"] == num_forwards * (c.num_hidden_layers * norms_per_layer + 1)
-    assert kernel_calls["rope"] == num_forwards * c.num_hidden_layers
-    assert kernel_calls["torch_norm"] == torch_calls["torch_norm"]
-    assert kernel_calls["torch_rope"] == torch_calls["torch_rope"]
+    assert kernel_calls["rope"] == kernel_calls["silu_and_mul"] == num_forwards * c.num_hidden_layers
+    for name in ("torch_norm", "torch_rope", "torch_silu"):
+        assert kernel_calls[name] == torch_calls[name], name
 
     # RoPE and the residual sums round like torch; the norm's rsqrt and sum order may differ by an ulp
     # (the interpreter's numpy math matched torch exactly in fp16; a GPU's approximate rsqrt may not).
@@ -146,7 +151,8 @@ def test_auto_keeps_cpu_on_the_torch_path(kernel_calls):
     model = tiny_model("tiny-llama", torch.float32, torch.device("cpu"), num_layers=2)
     with fused.fused_kernels("auto"):
         greedy(model, prompts_for(model.config.vocab_size, (4,)), 1)
-    assert kernel_calls["rms_norm"] == kernel_calls["rope"] == 0 and kernel_calls["torch_norm"] > 0
+    assert kernel_calls["rms_norm"] == kernel_calls["rope"] == kernel_calls["silu_and_mul"] == 0
+    assert kernel_calls["torch_norm"] > 0 and kernel_calls["torch_silu"] > 0
 
 
 def test_unknown_policy_names_the_supported_ones(monkeypatch):
@@ -200,12 +206,15 @@ def test_gpu_fused_layers_never_sync_and_replay_in_a_cuda_graph():
     qkv = torch.randn(16, 48 * 128, device=DEVICE, dtype=torch.bfloat16)
     positions = torch.arange(100, 116, device=DEVICE)
     cos_sin = rotary.cos_sin(positions, 200)
+    mlp = GatedMLP(4096, 14336).to(DEVICE, torch.bfloat16).requires_grad_(False)
+    for weight in (mlp.gate_up_proj.weight, mlp.down_proj.weight):
+        weight.normal_(0.0, 0.02)
 
     def step() -> tuple[torch.Tensor, ...]:
         q, k, _ = qkv.clone().view(16, 48, 128).split([32, 8, 8], dim=1)
         q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin)
         normed, summed = norm.add_and_norm(x, residual)
-        return norm(x), normed, summed, q, k
+        return norm(x), normed, summed, q, k, mlp(x)
 
     with fused.fused_kernels("on"):
         eager = step()  # compiles the kernels
@@ -226,3 +235,4 @@ def test_gpu_fused_layers_never_sync_and_replay_in_a_cuda_graph():
         reference = step()
     assert torch.equal(captured[2], reference[2])  # the residual sum rounds like torch's add
     assert torch.equal(captured[3], reference[3]) and torch.equal(captured[4], reference[4])  # RoPE: bit for bit
+    assert torch.equal(captured[5], reference[5])  # silu_and_mul rounds like F.silu then the multiply

@@ -16,7 +16,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
-from specbench.models.llama import DecoderLayer, SelfAttention, fused_checkpoint_targets
+from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention, fused_checkpoint_targets
 from specbench.spec.eagle.config import EagleHeadConfig
 
 
@@ -37,7 +37,10 @@ class HeadShape:
 
 
 class Eagle3FirstLayer(nn.Module):
-    """q/k/v read [input_layernorm(embedding), hidden_norm(hidden)] (2H wide); then a standard block."""
+    """q/k/v read [input_layernorm(embedding), hidden_norm(hidden)] (2H wide); then a standard block.
+
+    Like DecoderLayer, it leaves the MLP's residual add to the next norm.
+    """
 
     def __init__(self, config: ModelConfig, norm_before_residual: bool) -> None:
         super().__init__()
@@ -49,12 +52,13 @@ class Eagle3FirstLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(h, config.rms_norm_eps)
         self.mlp = GatedMLP(h, config.intermediate_size)
 
-    def forward(self, embeds, hidden, cos_sin, kv_cache, md, backend) -> torch.Tensor:  # all [n, H] -> [n, H]
+    def forward(self, embeds, hidden, cos_sin, kv_cache, md, backend) -> LayerOutput:  # embeds, hidden: [n, H]
         normed = self.hidden_norm(hidden)
-        residual = normed if self.norm_before_residual else hidden
+        layer_input = normed if self.norm_before_residual else hidden
         x = torch.cat([self.input_layernorm(embeds), normed], dim=-1)  # embedding first
-        h = residual + self.self_attn(x, cos_sin, kv_cache, md, backend)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        attn_out = self.self_attn(x, cos_sin, kv_cache, md, backend)
+        normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, layer_input)
+        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
 
 
 class EagleHead(nn.Module):
@@ -125,15 +129,17 @@ class EagleHead(nn.Module):
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.embed_weight)
         if self.is_eagle3:
-            h = self.layers[0](embeds, hidden, cos_sin, kv_cache, md, self.attn_backend)
-            rest = self.layers[1:]
+            out = self.layers[0](embeds, hidden, cos_sin, kv_cache, md, self.attn_backend)
+            h, residual, rest = out.hidden, out.residual, self.layers[1:]
         else:
-            h, rest = self.fc(torch.cat([embeds, hidden], dim=-1)), self.layers
+            h, residual, rest = self.fc(torch.cat([embeds, hidden], dim=-1)), None, self.layers
         for layer in rest:
-            h = layer(h, cos_sin, kv_cache, md, self.attn_backend)
+            out = layer(h, residual, cos_sin, kv_cache, md, self.attn_backend)
+            h, residual = out.hidden, out.residual
         if not self.is_eagle3:
-            return HeadOutput(hidden=h, logits_input=h)  # EAGLE-1: no final norm
-        normed = self.norm(h)
+            h = residual + h  # EAGLE-1: no final norm to fuse the last MLP add into
+            return HeadOutput(hidden=h, logits_input=h)
+        normed, h = self.norm.add_and_norm(h, residual)
         return HeadOutput(hidden=normed if self.config.norm_output else h, logits_input=normed)
 
     def compute_logits(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n, draft_vocab] fp32
