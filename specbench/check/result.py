@@ -12,6 +12,7 @@ class CheckResult:
     detail: str  # one line: what was compared and, on failure, where it first went wrong
     seconds: float
     skipped: bool = False  # not applicable (e.g. no draft model for the oracle); counts as passed
+    note: str = ""  # a few characters for a mutation-table cell (e.g. the sampled test's p-value and power)
 
 
 def format_table(results: list[CheckResult], title: str = "") -> str:

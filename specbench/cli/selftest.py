@@ -1,4 +1,4 @@
-"""`specbench selftest`: the check battery against every injected fault on a tiny random pair (mutation table)."""
+"""`specbench selftest`: the check battery against every injected fault on tiny random models (mutation table)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,36 @@ from specbench.cli.app import app
 
 @app.command()
 def selftest(
-    seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed (false-alarm check)")]
-    = "0,1",
+    seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed and method "
+                                       "(false-alarm check)")] = "0,1",
+    methods: Annotated[str, typer.Option("--methods", help="comma list of draft,eagle: the draft LM and an "
+                                         "EAGLE-1 head, both built from the tiny target")] = "draft,eagle",
+    faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
+                                        "the method's proposer hosts)")] = "",
+    checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
+    = "greedy,sampled,oracle,invariants,baseline",
     num_steps: Annotated[int, typer.Option("--num-steps", "-k")] = 3,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds); exit 1 if a fault is missed or the clean engine fails."""
+    from specbench.errors import SpecbenchError
     from specbench.selftest.runner import format_mutation_table, selftest_ok, timed_selftest
 
-    rows, seconds = timed_selftest(seeds=tuple(int(s) for s in seeds.split(",")), num_steps=num_steps)
-    print(format_mutation_table(rows))
+    try:
+        seed_list = tuple(int(s) for s in _names(seeds))
+    except ValueError:
+        raise SpecbenchError(f"--seeds {seeds!r}: expected a comma list of integers") from None
+    rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods), faults=_names(faults) or None,
+                                   checks=_names(checks), num_steps=num_steps)
+    print(format_mutation_table(rows, _names(checks)))
+    for row in rows:
+        if row.inject is None:
+            sampled = next((r for r in row.results if r.name == "sampled"), None)
+            if sampled is not None:
+                print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
     ok = selftest_ok(rows)
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())

@@ -1,4 +1,7 @@
-"""Run the battery against the clean engine and every fault; build the mutation table."""
+"""Run the battery against the clean engine and every fault, per method, and build the mutation table.
+
+Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-1 head built from its weights (tiny_eagle.py).
+"""
 
 from __future__ import annotations
 
@@ -13,12 +16,19 @@ from specbench.check.battery import CHECKS, run_checks
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
-from specbench.faults import FAULTS
+from specbench.errors import SpecbenchError
+from specbench.faults import FAULTS, resolve_fault
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
+from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+
+METHODS = ("draft", "eagle")
+NUM_PROMPTS = 6
 
 
 @dataclass(frozen=True)
 class SelftestRow:
+    method: str  # draft | eagle
+    seed: int
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
 
@@ -27,43 +37,66 @@ class SelftestRow:
         return any(not r.passed for r in self.results)
 
 
+def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int) -> dict[str, CheckSetup]:
+    """One setup per method on the seed's tiny target (written under root)."""
+    unknown = set(methods) - set(METHODS)
+    if unknown or not methods:
+        raise SpecbenchError(f"selftest methods {', '.join(sorted(unknown)) or '(none)'} unknown; "
+                             f"supported: {', '.join(METHODS)}")
+    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed)
+    drafts = {"draft": draft}
+    if "eagle" in methods:
+        drafts["eagle"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle", seed=seed)
+    prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
+    return {m: CheckSetup(target, m, drafts[m], num_steps, prompts, seed=seed) for m in methods}
+
+
 def run_selftest(
-    *, seeds: tuple[int, ...] = (0,), faults: tuple[str, ...] | None = None, checks: tuple[str, ...] = CHECKS,
-    num_steps: int = 3, on_row=None,
+    *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
+    checks: tuple[str, ...] = CHECKS, num_steps: int = 3, on_row=None,
 ) -> list[SelftestRow]:
-    """Clean rows (one per seed: prompts and models differ) then one row per fault on the first seed."""
+    """Per method: clean rows (one per seed: models and prompts differ), then one row per fault on the first seed.
+
+    The baseline each row is checked against is the clean engine's acceptance on the same seed and method.
+    """
+    chosen = [resolve_fault(n) for n in (faults if faults is not None else FAULTS)]  # unknown names fail here
+    if not seeds:
+        raise SpecbenchError("selftest needs at least one seed")
+    if not checks or set(checks) - set(CHECKS):
+        raise SpecbenchError(f"selftest checks {', '.join(checks) or '(none)'}: supported: {', '.join(CHECKS)}")
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     rows: list[SelftestRow] = []
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
-            target, draft = build_tiny_pair(f"{tmp}/{seed}", seed=seed)
-            prompts = tuple(tuple(p) for p in random_prompts(6, seed=seed))
-            setup = CheckSetup(target, "draft", draft, num_steps, prompts, seed=seed)
-            reference = reference_outputs(setup)
-            baseline = measure_acceptance(setup)
-            names = [None] + list(faults if faults is not None else FAULTS) if i == 0 else [None]
-            for name in names:
-                row = SelftestRow(name, tuple(run_checks(setup.with_inject(name), checks, reference=reference,
-                                                         baseline=baseline)))
-                rows.append(row)
-                if on_row is not None:
-                    on_row(row)
+            setups = selftest_setups(tmp, seed, methods, num_steps)
+            reference = reference_outputs(next(iter(setups.values())))  # plain decoding: the same for every method
+            for method, setup in setups.items():
+                baseline = measure_acceptance(setup)
+                hosted = [f.name for f in chosen if method in f.methods]
+                for name in [None] + hosted if i == 0 else [None]:
+                    results = run_checks(setup.with_inject(name), checks, reference=reference, baseline=baseline)
+                    rows.append(SelftestRow(method, seed, name, tuple(results)))
+                    if on_row is not None:
+                        on_row(rows[-1])
     return rows
 
 
+def _cell(r: CheckResult) -> str:
+    mark = "skip" if r.skipped else ("DETECTED" if not r.passed else "pass")
+    return " ".join(x for x in (mark, r.note, f"{r.seconds:.1f}s") if x)
+
+
 def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHECKS) -> str:
-    head = f"{'engine':<28}" + "".join(f"{c:>18}" for c in checks) + "   verdict"
-    lines = [head, "-" * len(head)]
+    widths = [max([len(c)] + [len(_cell(r)) for row in rows for r in row.results if r.name == c]) + 2 for c in checks]
+    head = f"{'method':<7}{'seed':>5}  {'engine':<28}" + "".join(f"{c:>{w}}" for c, w in zip(checks, widths))
+    lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
-        cells = []
-        for r in row.results:
-            mark = "skip" if r.skipped else ("DETECTED" if not r.passed else "pass")
-            cells.append(f"{mark + f' {r.seconds:.1f}s':>18}")
+        cells = "".join(f"{_cell(r):>{w}}" for r, w in zip(row.results, widths))
         if row.inject is None:
             verdict = "ok" if not row.detected else "FALSE ALARM"
         else:
             verdict = "detected" if row.detected else "MISSED"
-        lines.append(f"{row.inject or 'clean':<28}" + "".join(cells) + f"   {verdict}")
+        lines.append(f"{row.method:<7}{row.seed:>5}  {row.inject or 'clean':<28}{cells}   {verdict}")
     return "\n".join(lines)
 
 

@@ -1,18 +1,27 @@
-"""The selftest in CI: every injected fault detected, the clean engine passes every check on several seeds."""
+"""The selftest in CI (draft LM rows): every injected fault detected, the clean engine passes every check on
+several seeds. EAGLE rows: test_selftest_eagle.py."""
 
 from __future__ import annotations
 
 import pytest
+from selftest_rows import assert_selftest_rows
+from typer.testing import CliRunner
 
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS, resolve_fault, wrap_verifier
-from specbench.selftest.runner import format_mutation_table, run_selftest
+from specbench.selftest.runner import run_selftest
+
+SEEDS = (0, 1)
 
 
 def test_unknown_fault_lists_supported():
     with pytest.raises(SpecbenchError, match="supported: .*draft-kv-slice"):
         EngineConfig(target="x", inject="no-such-fault")
+    with pytest.raises(SpecbenchError, match="supported: .*draft-kv-slice"):
+        run_selftest(faults=("no-such-fault",))
+    with pytest.raises(SpecbenchError, match="supported: draft, eagle"):
+        run_selftest(methods=("medusa",))
 
 
 def test_fault_off_costs_nothing():
@@ -23,17 +32,29 @@ def test_fault_off_costs_nothing():
     assert wrap_verifier(verify, resolve_fault("draft-kv-slice")) is verify
 
 
-def test_selftest_detects_every_fault_without_false_alarms():
-    rows = run_selftest(seeds=(0, 1))
-    table = format_mutation_table(rows)
-    clean = [r for r in rows if r.inject is None]
-    mutants = {r.inject: r for r in rows if r.inject is not None}
-    assert len(clean) == 2 and set(mutants) == set(FAULTS), table
-    for row in clean:
-        assert not row.detected, f"false alarm on the clean engine:\n{table}"
+def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():
+    rows = run_selftest(seeds=SEEDS, methods=("draft",))
+    mutants = assert_selftest_rows(rows, "draft", SEEDS)
+    # The tiny pair's positional heads make every draft-side fault cost acceptance: the baseline sees each.
     for name, row in mutants.items():
-        assert row.detected, f"{name} went undetected:\n{table}"
-    # Target-corrupting faults must change greedy output; draft-only faults must not (they are lossless).
-    for name, row in mutants.items():
-        greedy = next(r for r in row.results if r.name == "greedy")
-        assert greedy.passed == (FAULTS[name].layer == "draft"), f"{name}: {greedy.detail}"
+        baseline = next(r for r in row.results if r.name == "baseline")
+        if FAULTS[name].layer == "draft":
+            assert not baseline.passed and "dropped at pos" in baseline.detail, f"{name}: {baseline.detail}"
+
+
+def test_cli_selftest_prints_the_table_power_and_verdict():
+    from specbench.cli.app import app
+
+    result = CliRunner().invoke(app, ["selftest", "--seeds", "0", "--methods", "eagle", "--faults",
+                                      "bonus-from-wrong-row", "--checks", "greedy,sampled"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    rows = [line for line in lines if line.startswith("eagle")]
+    assert [r.split()[2] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output
+    assert lines[0].split()[3:] == ["greedy", "sampled", "verdict"], lines[0]
+    assert rows[0].endswith("ok") and rows[1].endswith("detected"), result.output
+    assert "DETECTED p=0.00" in rows[1], rows[1]  # the sampled test's p-value is in the table
+    assert any(line.startswith("sampled, eagle seed 0 clean:") and " power " in line for line in lines), result.output
+    assert "selftest passed" in lines[-1]
+    bad = CliRunner().invoke(app, ["selftest", "--faults", "nope"])
+    assert isinstance(bad.exception, SpecbenchError) and "supported:" in str(bad.exception)

@@ -1,0 +1,47 @@
+"""`specbench check --save-baseline FILE`, then `--baseline FILE`: the clean engine passes, and every draft-side
+(acceptance-only) fault fails, naming the positions whose acceptance dropped, for the draft LM and EAGLE."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from tiny_models import data_dir
+from typer.testing import CliRunner
+
+from specbench.check.baseline import DEFAULT_TOLERANCE, load_baseline
+from specbench.faults import FAULTS
+
+DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft"]
+
+
+def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
+    from specbench.cli.app import app
+
+    draft = pair.draft if method == "draft" else pair.eagle
+    result = CliRunner().invoke(app, ["check", "--target", str(pair.target), "--method", method, "--draft", str(draft),
+                                      "--data-dir", str(data_dir()), "--checks", "baseline", "--kv-cache-gb", "0.05",
+                                      *args], catch_exceptions=False)
+    return result.exit_code, next(line for line in result.output.splitlines() if line.startswith("baseline"))
+
+
+@pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle", 0)])
+def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_dropped(sensitive_pairs, tmp_path,
+                                                                                   method, seed):
+    pair = sensitive_pairs(seed)
+    path = tmp_path / "baseline.json"
+    code, _ = _baseline_line(pair, method, "--save-baseline", str(path))
+    saved = load_baseline(path)
+    assert code == 0 and (saved.method, saved.num_steps) == (method, 3)
+    assert min(saved.acceptance_per_pos) > 0.1, saved  # every position accepts often enough to drop measurably
+
+    code, line = _baseline_line(pair, method, "--baseline", str(path), "--seed", "7")
+    assert code == 0 and " PASS " in line, line
+
+    for name in DRAFT_FAULTS:
+        code, line = _baseline_line(pair, method, "--baseline", str(path), "--inject", name)
+        assert code == 1 and " FAIL " in line, f"{name}: {line}"
+        now = [float(x) for x in re.search(r"acceptance per position ([\d. ]+) vs", line).group(1).split()]
+        dropped = {int(p): (float(b), float(n)) for p, b, n in re.findall(r"pos (\d+): ([\d.]+) -> ([\d.]+)", line)}
+        expected = {i + 1 for i, (b, n) in enumerate(zip(saved.acceptance_per_pos, now)) if b - n > DEFAULT_TOLERANCE}
+        assert set(dropped) == expected and expected, f"{name}: {line}"

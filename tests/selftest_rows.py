@@ -1,0 +1,34 @@
+"""What every selftest run must show, per method: no false alarm on any seed, every hosted fault detected, and
+each check seeing what it exists for (shared by tests/check/test_selftest*.py)."""
+
+from __future__ import annotations
+
+from specbench.faults import FAULTS
+from specbench.selftest.runner import SelftestRow, format_mutation_table
+
+
+def _result(row: SelftestRow, name: str):
+    return next(r for r in row.results if r.name == name)
+
+
+def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int, ...]) -> dict[str, SelftestRow]:
+    """Returns the fault rows by fault name."""
+    table = format_mutation_table(rows)
+    clean = [r for r in rows if r.inject is None]
+    mutants = {r.inject: r for r in rows if r.inject is not None}
+    assert {r.method for r in rows} == {method}, table
+    assert [r.seed for r in clean] == list(seeds), table
+    assert set(mutants) == {name for name, f in FAULTS.items() if method in f.methods}, table
+    for row in clean:
+        assert not row.detected, f"false alarm on the clean engine:\n{table}"
+        assert not any(r.skipped for r in row.results if r.name != "baseline"), table
+    for name, row in mutants.items():
+        assert row.detected, f"{name} went undetected:\n{table}"
+        is_lossless = FAULTS[name].layer == "draft"
+        # Draft-side faults only lower acceptance: output (greedy) and its distribution (sampled) stay exact,
+        # and the draft oracle sees them. Target-side faults corrupt output: both lossless checks see them.
+        assert _result(row, "greedy").passed == is_lossless, f"{name}: {_result(row, 'greedy').detail}"
+        assert _result(row, "sampled").passed == is_lossless, f"{name}: {_result(row, 'sampled').detail}"
+        if is_lossless:
+            assert not _result(row, "oracle").passed, f"{name}: {_result(row, 'oracle').detail}"
+    return mutants
