@@ -110,10 +110,11 @@ class Scheduler:
         return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
 
     def _num_drafts_for(self, request: Request) -> int:
-        # Never draft past max_tokens or the model's context: accepted + bonus must fit.
-        remaining = request.sampling_params.max_tokens - request.num_output_tokens - 1
+        # Never draft past the model's context (accepted + bonus must fit). Near max_tokens every request still
+        # drafts k, as serving engines do, and the commit truncates: uniform rounds keep CUDA graphs in use
+        # (a batch always has requests in their last rounds), and acceptance counts what the verifier accepted.
         room = self.max_model_len - request.num_tokens - 1
-        return max(0, min(self.num_steps, remaining, room))
+        return max(0, min(self.num_steps, room))
 
     def _preempt(self, request: Request) -> None:
         self.running.remove(request)

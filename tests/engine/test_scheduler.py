@@ -12,9 +12,9 @@ def _req(i: int, n: int, max_tokens: int = 16, arrival: float = 0.0) -> Request:
                    RequestStats(arrival_time=arrival, num_prompt_tokens=n))
 
 
-def _sched(num_blocks=100, block_size=4, max_concurrency=2, num_steps=3):
+def _sched(num_blocks=100, block_size=4, max_concurrency=2, num_steps=3, max_model_len=1000):
     return Scheduler(BlockManager(num_blocks, block_size), max_concurrency=max_concurrency,
-                     max_num_batched_tokens=1000, num_steps=num_steps, max_model_len=1000)
+                     max_num_batched_tokens=1000, num_steps=num_steps, max_model_len=max_model_len)
 
 
 def _prefilled(s: Scheduler, batch):
@@ -45,12 +45,17 @@ def test_future_arrivals_wait():
     assert s.schedule(now=10.0).is_prefill
 
 
-def test_drafts_capped_by_remaining_tokens():
+def test_drafts_uniform_near_max_tokens_but_capped_by_context():
     s = _sched(num_steps=5)
     s.add(_req(0, 4, max_tokens=3))
     _prefilled(s, s.schedule(now=0.0))
-    # 1 output so far, max 3: at most 2 more tokens -> 1 draft + bonus
-    assert s.schedule(now=0.0).num_draft_tokens == (1,)
+    # 1 output so far, max 3: still k drafts (the commit truncates), so rounds stay uniform for CUDA graphs
+    assert s.schedule(now=0.0).num_draft_tokens == (5,)
+    s = _sched(num_steps=5, max_model_len=8)
+    s.add(_req(1, 4))
+    _prefilled(s, s.schedule(now=0.0))
+    # 5 tokens of an 8-token context: newest + drafts + bonus must fit -> 2 drafts
+    assert s.schedule(now=0.0).num_draft_tokens == (2,)
 
 
 def test_preempts_most_recent_when_pool_runs_out():
