@@ -2,7 +2,9 @@
 
 Concurrency 1 and 4, k in {1, 3, 5}, forced full / zero / mixed acceptance rounds (synthetic acceptance:
 the drafts are accepted by fiat, so every round shape is reached), real verification, and preemption
-(a KV pool too small for the batch). CUDA graphs on/off: not implemented in the engine yet.
+(a KV pool too small for the batch). On CUDA every case runs with CUDA graphs on (the engine built for the
+largest k, so every k replays graphs: each replay checks the real metadata before loading it into the graph's
+buffers) and with --enforce-eager.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import time
 
 from specbench.attention.invariants import InvariantViolation
+import dataclasses
+
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.sampling_params import SamplingParams
@@ -30,14 +34,27 @@ def _sweep_cases(setup: CheckSetup):
     yield "preemption, real verification", {"num_kv_blocks": blocks}, (3,)
 
 
+def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
+    """(enforce_eager, ...) to run: both on CUDA, eager only elsewhere (graphs need CUDA)."""
+    from specbench.engine.builder import resolve_device
+
+    return (False, True) if resolve_device(setup.device).type == "cuda" else (True,)
+
+
 def check_invariants(setup: CheckSetup) -> CheckResult:
     start = time.perf_counter()
     prompts = prompt_list(setup)[:3]
     params = SamplingParams(max_tokens=min(setup.max_tokens, 10), ignore_eos=True)
     num_runs = 0
     preempted = 0
-    for label, overrides, ks in _sweep_cases(setup):
-        llm = build_llm(setup.with_inject(setup.inject), invariants=True, **overrides)
+    modes = _graph_modes(setup)
+    cases = [(eager, case) for case in _sweep_cases(setup) for eager in modes]
+    for enforce_eager, (label, overrides, ks) in cases:
+        label += ", eager" if enforce_eager else ", CUDA graphs"
+        run_setup = setup.with_inject(setup.inject)
+        if not enforce_eager:  # built for the largest k so that every k has captured graphs
+            run_setup = dataclasses.replace(run_setup, num_steps=max(ks))
+        llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
         for k in ks:
             llm.engine.set_num_steps(k)
             try:
@@ -46,6 +63,7 @@ def check_invariants(setup: CheckSetup) -> CheckResult:
                 return CheckResult("invariants", False, f"{label}, k={k}: {exc}", time.perf_counter() - start)
             num_runs += 1
         preempted += sum(s.num_preempted for s in llm.engine.step_stats)
+    graphs = "CUDA graphs on and off" if len(modes) == 2 else "eager (CUDA graphs need a GPU)"
     detail = (f"INV-0 / INV-SLOT held over {num_runs} runs (concurrency 1/4, k 1/3/5, full/zero/mixed acceptance, "
-              f"{preempted} preemptions); CUDA graphs on/off: not implemented yet")
+              f"{preempted} preemptions; {graphs})")
     return CheckResult("invariants", True, detail, time.perf_counter() - start)
