@@ -20,6 +20,8 @@ def selftest(
     checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
     = "greedy,sampled,oracle,invariants,baseline",
     num_steps: Annotated[int, typer.Option("--num-steps", "-k")] = 3,
+    device: Annotated[str, typer.Option("--device", help="cpu | cuda | auto: on CUDA the engine replays CUDA "
+                                        "graphs and the invariant sweep runs with graphs on and off")] = "cpu",
 ) -> None:
     """Mutation table (fault x check -> detected, seconds); exit 1 if a fault is missed or the clean engine fails."""
     from specbench.errors import SpecbenchError
@@ -30,7 +32,7 @@ def selftest(
     except ValueError:
         raise SpecbenchError(f"--seeds {seeds!r}: expected a comma list of integers") from None
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods), faults=_names(faults) or None,
-                                   checks=_names(checks), num_steps=num_steps)
+                                   checks=_names(checks), num_steps=num_steps, device=device)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         if row.inject is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -211,8 +212,7 @@ def enable_cuda_graphs(config: EngineConfig, backend, device: torch.device, runn
         return f"off: {device.type}"
     if not getattr(backend, "supports_cuda_graphs", False):
         return f"off: attention backend {backend.name!r} runs eagerly"
-    capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.num_steps)
-    return "on"
+    return capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.num_steps)
 
 
 def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -> GraphPlan:
@@ -226,13 +226,20 @@ def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -
     )
 
 
-def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: int) -> None:
+def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: int) -> str:
     """Target graphs for 1 and max_steps + 1 queries per request; draft-step graphs when there are steps >= 1."""
-    runner.enable_cuda_graphs(plan, max_query_len=max_steps + 1)
-    runner.graphs.capture(1)
-    if max_steps:
-        runner.graphs.capture(max_steps + 1)
-    if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
-        proposer.enable_cuda_graphs(plan)
-        if hasattr(proposer, "prepare_cuda_graphs"):
-            proposer.prepare_cuda_graphs(max_steps)
+    gc.collect()  # dead engines' graphs are destroyed here, not by a collection during a capture
+    try:
+        runner.enable_cuda_graphs(plan, max_query_len=max_steps + 1)
+        runner.graphs.capture(1)
+        if max_steps:
+            runner.graphs.capture(max_steps + 1)
+        if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
+            proposer.enable_cuda_graphs(plan)
+            if hasattr(proposer, "prepare_cuda_graphs"):
+                proposer.prepare_cuda_graphs(max_steps)
+    except (RuntimeError, torch.AcceleratorError) as exc:
+        # Not recoverable in-process: a failed capture can leave CUDA RNG state mid-capture.
+        raise SpecbenchError(f"CUDA graph capture failed ({str(exc).splitlines()[0]}); rerun with --enforce-eager "
+                             "and report it") from exc
+    return "on"

@@ -10,6 +10,8 @@ after capture (seed 003).
 
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,7 +45,11 @@ class StaticBuffers:
     """Device buffers every graph of one runner reads (sized for the largest bucket and query length)."""
 
     def __init__(self, max_num_reqs: int, max_query_len: int, max_blocks: int, hidden_size: int | None,
-                 hidden_dtype: torch.dtype, device: torch.device, block_tables: torch.Tensor | None = None) -> None:
+                 hidden_dtype: torch.dtype, device: torch.device, block_tables: torch.Tensor | None = None,
+                 max_positions: int = CAPTURE_SEQ_LEN) -> None:
+        # The captured max_seq_len: never past the positions the RoPE tables were grown to before capture
+        # (growing a table inside a capture would copy from the host, which a capture forbids).
+        self.capture_seq_len = min(CAPTURE_SEQ_LEN, max_positions)
         max_tokens = max_num_reqs * max_query_len
         self.input_ids = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
         self.positions = torch.zeros(max_tokens, dtype=torch.int64, device=device)  # [max_tokens]
@@ -85,7 +91,7 @@ class StaticBuffers:
             block_tables=self.block_tables[: shape.num_reqs],
             block_size=block_size,
             max_query_len=shape.query_len,
-            max_seq_len=CAPTURE_SEQ_LEN,
+            max_seq_len=self.capture_seq_len,
             # Host views are meaningless for a graph's buffers: replays check the real batch's metadata instead.
             query_start_loc_cpu=(),
             seq_lens_cpu=(),
@@ -129,8 +135,20 @@ def capture_graph(fn: Callable[[], tuple[torch.Tensor, ...]], pool, device: torc
             fn()
     torch.cuda.current_stream(device).wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        outputs = fn()
+    # Garbage collection inside a capture can destroy another engine's graphs and free their memory, which a
+    # capturing stream forbids (seen on an H200 when one process builds many engines: check, selftest); the
+    # builder collects once before capturing. A host sync inside a capture invalidates it with an error that
+    # names no operation; sync debug mode raises at the offending call instead.
+    gc.disable()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype")
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.cuda.graph(graph, pool=pool):
+                outputs = fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            gc.enable()
     return graph, outputs
 
 
@@ -155,6 +173,7 @@ class CudaGraphRunner:
         max_blocks_per_req: int,
         block_size: int,
         device: torch.device,
+        max_positions: int,  # the RoPE tables cover [0, max_positions)
         hidden_size: int | None = None,
         hidden_dtype: torch.dtype = torch.bfloat16,
     ) -> None:
@@ -166,7 +185,7 @@ class CudaGraphRunner:
         self.block_size = block_size
         self.device = device
         self.buffers = StaticBuffers(max_num_reqs, max_query_len, max_blocks_per_req, hidden_size, hidden_dtype,
-                                      device)
+                                     device, max_positions=max_positions)
         # Off CUDA (Triton interpreter tests) "replay" reruns forward on the static buffers: same buffer
         # logic, no capture.
         self.is_graph = device.type == "cuda"

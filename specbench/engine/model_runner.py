@@ -69,4 +69,5 @@ class TargetRunner:
             forward, name="verify", check_metadata=self.model.attn_backend.begin_forward,
             max_num_reqs=plan.max_num_reqs, max_query_len=max_query_len,
             max_blocks_per_req=plan.max_blocks_per_req, block_size=plan.block_size, device=plan.device,
+            max_positions=plan.max_positions,
         )

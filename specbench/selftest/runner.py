@@ -37,7 +37,8 @@ class SelftestRow:
         return any(not r.passed for r in self.results)
 
 
-def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int) -> dict[str, CheckSetup]:
+def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int,
+                    device: str = "cpu") -> dict[str, CheckSetup]:
     """One setup per method on the seed's tiny target (written under root)."""
     unknown = set(methods) - set(METHODS)
     if unknown or not methods:
@@ -48,12 +49,12 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     if "eagle" in methods:
         drafts["eagle"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle", seed=seed)
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(target, m, drafts[m], num_steps, prompts, seed=seed) for m in methods}
+    return {m: CheckSetup(target, m, drafts[m], num_steps, prompts, seed=seed, device=device) for m in methods}
 
 
 def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
-    checks: tuple[str, ...] = CHECKS, num_steps: int = 3, on_row=None,
+    checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu", on_row=None,
 ) -> list[SelftestRow]:
     """Per method: clean rows (one per seed: models and prompts differ), then one row per fault on the first seed.
 
@@ -68,7 +69,7 @@ def run_selftest(
     rows: list[SelftestRow] = []
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
-            setups = selftest_setups(tmp, seed, methods, num_steps)
+            setups = selftest_setups(tmp, seed, methods, num_steps, device)
             reference = reference_outputs(next(iter(setups.values())))  # plain decoding: the same for every method
             for method, setup in setups.items():
                 baseline = measure_acceptance(setup)

@@ -196,6 +196,7 @@ class DraftModelProposer:
             forward, name="draft_step", check_metadata=self.model.attn_backend.begin_forward,
             max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
             block_size=plan.block_size, device=plan.device,
+            max_positions=plan.max_positions,
         )
         self.step_graphs.capture(1)
 

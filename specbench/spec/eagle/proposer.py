@@ -129,6 +129,7 @@ class EagleProposer:
             forward, name="eagle_step", check_metadata=self.head.attn_backend.begin_forward,
             max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
             block_size=plan.block_size, device=plan.device,
+            max_positions=plan.max_positions,
             hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype,
         )
         self.step_graphs.capture(1)

@@ -38,10 +38,11 @@ class EagleRoundGraphs:
         head = proposer.head
         hidden = head.config.layer.hidden_size
         self.extend = StaticBuffers(plan.max_num_reqs, self.query_len, plan.max_blocks_per_req, hidden, head.dtype,
-                                    plan.device)
+                                    plan.device, max_positions=plan.max_positions)
         # Every phase of a round reads the same block tables: the steps share the catch-up's buffer.
         self.steps = [StaticBuffers(plan.max_num_reqs, 1, plan.max_blocks_per_req, None, head.dtype, plan.device,
-                                    block_tables=self.extend.block_tables) for _ in range(num_steps - 1)]
+                                    block_tables=self.extend.block_tables, max_positions=plan.max_positions)
+                      for _ in range(num_steps - 1)]
         # [max_reqs] row of each request's last catch-up query
         self.last_rows = torch.arange(1, plan.max_num_reqs + 1, device=plan.device) * self.query_len - 1
         self.pool = torch.cuda.graph_pool_handle() if plan.device.type == "cuda" else None
