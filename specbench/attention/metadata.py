@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.device_copy import host_tensor
+from specbench.device_copy import host_tensor, tensor_to_device
 
 
 # slot_mapping value of a padding query: its K/V is not stored (fixed-shape batches for CUDA graphs).
@@ -48,12 +48,6 @@ class AttentionMetadata:
     @property
     def num_tokens(self) -> int:
         return self.query_start_loc_cpu[-1]
-
-
-def _pin(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    if device.type == "cuda":  # pinned + non-blocking: the host never waits on the stream here
-        return t.pin_memory().to(device, non_blocking=True)
-    return t
 
 
 def slot_of(block_table: list[int] | tuple[int, ...], position: int, block_size: int) -> int:
@@ -90,9 +84,9 @@ def build_metadata(
     max_blocks = max((len(b) for b in block_tables), default=0) or 1
     # Two host buffers (int64 per token, int32 per request), two copies: each separate pinned copy costs
     # ~15 us of host time, and per-row block-table tensors ~5 us per request.
-    per_token = _pin(host_tensor([*positions, *slot_mapping], torch.int64), device)
+    per_token = tensor_to_device(host_tensor([*positions, *slot_mapping], torch.int64), device)
     flat_tables = [block for blocks in block_tables for block in (*blocks, *(0,) * (max_blocks - len(blocks)))]
-    per_request = _pin(host_tensor([*cu, *seq_lens, *flat_tables], torch.int32), device)
+    per_request = tensor_to_device(host_tensor([*cu, *seq_lens, *flat_tables], torch.int32), device)
     return AttentionMetadata(
         positions=per_token[:num_tokens],
         slot_mapping=per_token[num_tokens:],

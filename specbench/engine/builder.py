@@ -11,7 +11,8 @@ import torch
 
 from specbench.attention import create_backend
 from specbench.config import EngineConfig
-from specbench.engine.model_runner import GraphPlan, TargetRunner
+from specbench.engine.cuda_graph import GraphPlan
+from specbench.engine.model_runner import TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError

@@ -35,6 +35,17 @@ def batch_buckets(max_num_reqs: int) -> tuple[int, ...]:
 GraphForward = Callable[[torch.Tensor, AttentionMetadata, torch.Tensor | None], tuple[torch.Tensor, ...]]
 
 
+@dataclass(frozen=True)
+class GraphPlan:
+    """What every CUDA-graph runner of one engine is sized for."""
+
+    max_num_reqs: int
+    max_blocks_per_req: int  # ceil((max_model_len + k_max + 1) / block_size)
+    max_positions: int  # RoPE tables are grown to this before capture
+    block_size: int
+    device: torch.device
+
+
 @dataclass(frozen=True, slots=True)
 class GraphShape:
     num_reqs: int  # the bucket: requests in the captured batch, padding included
@@ -165,27 +176,23 @@ class CudaGraphRunner:
     def __init__(
         self,
         forward: GraphForward,
+        plan: GraphPlan,
         *,
         name: str,  # phase name used by the debug invariants, e.g. "verify", "draft_step"
         check_metadata: Callable[[AttentionMetadata, str], None],  # the attention backend's begin_forward
-        max_num_reqs: int,
         max_query_len: int,
-        max_blocks_per_req: int,
-        block_size: int,
-        device: torch.device,
-        max_positions: int,  # the RoPE tables cover [0, max_positions)
         hidden_size: int | None = None,
         hidden_dtype: torch.dtype = torch.bfloat16,
     ) -> None:
         self.forward = forward
         self.name = name
         self.check_metadata = check_metadata
-        self.buckets = batch_buckets(max_num_reqs)
+        self.buckets = batch_buckets(plan.max_num_reqs)
         self.max_query_len = max_query_len
-        self.block_size = block_size
-        self.device = device
-        self.buffers = StaticBuffers(max_num_reqs, max_query_len, max_blocks_per_req, hidden_size, hidden_dtype,
-                                     device, max_positions=max_positions)
+        self.block_size = plan.block_size
+        self.device = device = plan.device
+        self.buffers = StaticBuffers(plan.max_num_reqs, max_query_len, plan.max_blocks_per_req, hidden_size,
+                                     hidden_dtype, device, max_positions=plan.max_positions)
         # Off CUDA (Triton interpreter tests) "replay" reruns forward on the static buffers: same buffer
         # logic, no capture.
         self.is_graph = device.type == "cuda"

@@ -11,10 +11,6 @@ from specbench.engine.request import Request
 from specbench.spec.proposer import DraftProposal
 
 
-def _to_device(values: list[int], device: torch.device) -> torch.Tensor:
-    return to_device(values, torch.int64, device)
-
-
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:
     input_ids: list[int] = []
     positions: list[int] = []
@@ -34,7 +30,7 @@ def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: 
         block_size=block_size,
         device=device,
     )
-    return PrefillInput(_to_device(input_ids, device), md, _to_device(logits_indices, device))
+    return PrefillInput(to_device(input_ids, torch.int64, device), md, to_device(logits_indices, torch.int64, device))
 
 
 def build_verify_input(
@@ -66,8 +62,8 @@ def build_verify_input(
         positions.extend(range(start, start + 1 + num_drafts[r]))
         seq_lens.append(start + 1 + num_drafts[r])
         gather.extend(range(r * width, r * width + 1 + num_drafts[r]))
-    table = torch.cat([_to_device(newest, device)[:, None], draft_token_ids.to(device)], dim=1)
-    input_ids = table.reshape(-1)[_to_device(gather, device)]
+    table = torch.cat([to_device(newest, torch.int64, device)[:, None], draft_token_ids.to(device)], dim=1)
+    input_ids = table.reshape(-1)[to_device(gather, torch.int64, device)]
     slot_mapping = None
     if kv_slot_shift and proposal is not None:  # fault verify-kv-off-by-one: each token writes a neighbour's slot
         slot_mapping = []

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from specbench.engine.cuda_graph import CudaGraphRunner
+from specbench.engine.cuda_graph import CudaGraphRunner, GraphPlan
 from specbench.engine.phases import PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
-
-
-@dataclass(frozen=True)
-class GraphPlan:
-    """What every CUDA-graph runner of one engine is sized for."""
-
-    max_num_reqs: int
-    max_blocks_per_req: int  # ceil((max_model_len + k_max + 1) / block_size)
-    max_positions: int  # RoPE tables are grown to this before capture
-    block_size: int
-    device: torch.device
 
 
 class TargetRunner:
@@ -65,9 +52,5 @@ class TargetRunner:
             out = self._verify_eager(input_ids, md, check_metadata=False)
             return (out.logits,) if out.features is None else (out.logits, out.features)
 
-        self.graphs = CudaGraphRunner(
-            forward, name="verify", check_metadata=self.model.attn_backend.begin_forward,
-            max_num_reqs=plan.max_num_reqs, max_query_len=max_query_len,
-            max_blocks_per_req=plan.max_blocks_per_req, block_size=plan.block_size, device=plan.device,
-            max_positions=plan.max_positions,
-        )
+        self.graphs = CudaGraphRunner(forward, plan, name="verify", max_query_len=max_query_len,
+                                      check_metadata=self.model.attn_backend.begin_forward)

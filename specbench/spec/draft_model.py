@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.device_copy import to_device
 from specbench.attention.metadata import build_metadata
+from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -192,12 +192,8 @@ class DraftModelProposer:
             out = self.model(input_ids, md, self.kv_cache, phase="draft_step", check_metadata=False)
             return (self.model.compute_logits(out.hidden_states),)
 
-        self.step_graphs = CudaGraphRunner(
-            forward, name="draft_step", check_metadata=self.model.attn_backend.begin_forward,
-            max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
-            block_size=plan.block_size, device=plan.device,
-            max_positions=plan.max_positions,
-        )
+        self.step_graphs = CudaGraphRunner(forward, plan, name="draft_step", max_query_len=1,
+                                           check_metadata=self.model.attn_backend.begin_forward)
         self.step_graphs.capture(1)
 
     def _fault_step_md(self, j: int, md):

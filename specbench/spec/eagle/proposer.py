@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from specbench.device_copy import to_device
 from specbench.attention.metadata import build_metadata
+from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.eagle.loader import LoadedEagleHead
@@ -125,13 +125,9 @@ class EagleProposer:
         def forward(input_ids, md, hidden):
             return self._step_forward(input_ids, hidden, md, "eagle_step", check_metadata=False)
 
-        self.step_graphs = CudaGraphRunner(
-            forward, name="eagle_step", check_metadata=self.head.attn_backend.begin_forward,
-            max_num_reqs=plan.max_num_reqs, max_query_len=1, max_blocks_per_req=plan.max_blocks_per_req,
-            block_size=plan.block_size, device=plan.device,
-            max_positions=plan.max_positions,
-            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype,
-        )
+        self.step_graphs = CudaGraphRunner(forward, plan, name="eagle_step", max_query_len=1,
+                                           check_metadata=self.head.attn_backend.begin_forward,
+                                           hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 
     def _build_extend(self, inp: ProposeInput, caught_up: list[int]) -> DraftExtendInput:
