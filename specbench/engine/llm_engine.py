@@ -107,6 +107,18 @@ class LLMEngine:
         self.scheduler.add(request)
         return request_id
 
+    def abort_request(self, request_id: str) -> bool:
+        """Drop an unfinished request between steps: its KV and draft state are freed and it is never reported.
+        False when it is not unfinished (already finished or unknown)."""
+        request = self._requests.pop(request_id, None)
+        if request is None:
+            return False
+        self.scheduler.abort(request)
+        if self.proposer is not None:
+            self.proposer.free(request_id)
+        self._sampling_cache = None  # it may hold the aborted request's row
+        return True
+
     @property
     def needs_features(self) -> bool:
         return bool(self.runner.feature_layers) and self.num_steps > 0

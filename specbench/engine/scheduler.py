@@ -125,6 +125,17 @@ class Scheduler:
         request.stats.num_preemptions += 1
         self.waiting.appendleft(request)
 
+    def abort(self, request: Request) -> None:
+        """Drop a waiting or running request and free its KV blocks (its client went away)."""
+        if request in self.waiting:
+            self.waiting.remove(request)
+        else:
+            self.running.remove(request)
+        self.block_manager.free(request.block_table)
+        request.pending_features = None
+        request.status = RequestStatus.FINISHED
+        request.finish_reason = "abort"
+
     def finish(self, request: Request, reason: str) -> None:
         self.running.remove(request)
         self.block_manager.free(request.block_table)

@@ -10,14 +10,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import specbench
-from specbench.serve.engine_loop import Admitted, EngineLoop, Event, Failed, Rejected
+from specbench.serve.engine_loop import Aborted, Admitted, EngineLoop, Event, Failed, Rejected
+from specbench.serve.error_handlers import error_response, install_error_handlers
 from specbench.serve.generation import stream_events, whole_response
 from specbench.serve.protocol import BadRequest, parse_chat, parse_completion
-from specbench.serve.responses import ResponseKind, error_body
+from specbench.serve.responses import ResponseKind
+
+CLIENT_CLOSED = 499  # status of a response nobody reads (nginx's convention); never reaches a client
 
 
 def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI:
     app = FastAPI(title="specbench serve", docs_url=None, redoc_url=None, openapi_url=None)
+    install_error_handlers(app)
     # The engine thread decodes with the engine's tokenizer; HTTP handlers use their own copy (fast tokenizers
     # are not safe to share across threads).
     tokenizer = copy.deepcopy(loop.engine.tokenizer)
@@ -29,33 +33,42 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         given = request.headers.get("authorization", "")
         if hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
             return None
-        return JSONResponse(error_body("invalid or missing API key", 401, "authentication_error"), status_code=401)
+        return error_response("invalid or missing API key", 401)
 
     async def generate(request: Request, is_chat: bool) -> Response:
         refusal = denied(request)
         if refusal is not None:
             return refusal
         try:
-            body = await request.json()
             parse = parse_chat if is_chat else parse_completion
-            gen = parse(body, tokenizer, max_model_len)
-        except (ValueError, BadRequest) as err:  # json.JSONDecodeError is a ValueError
-            return JSONResponse(error_body(str(err), 400), status_code=400)
+            gen = parse(await request.body(), tokenizer, max_model_len)
+        except BadRequest as err:
+            return error_response(str(err), 400, err.param)
         if gen.model is not None and gen.model != model_name:
-            return JSONResponse(error_body(f"the model {gen.model!r} does not exist", 404, "not_found_error"),
-                                status_code=404)
+            return error_response(f"the model {gen.model!r} does not exist", 404, "model")
         events: asyncio.Queue[Event] = asyncio.Queue()
         loop.submit(gen.prompt_token_ids, gen.params, _sink(asyncio.get_running_loop(), events))
         first = await events.get()
         if isinstance(first, Rejected):
-            return JSONResponse(error_body(first.message, 400), status_code=400)
-        if isinstance(first, Failed):
-            return JSONResponse(error_body(first.message, 500, "server_error"), status_code=500)
+            return error_response(first.message, 400)
+        if isinstance(first, (Failed, Aborted)):
+            return error_response(first.message, 503 if isinstance(first, Aborted) else 500)
         assert isinstance(first, Admitted)
         kind = ResponseKind.new(is_chat, model_name)
+        request_id = first.request_id
         if gen.is_stream:
-            return StreamingResponse(stream_events(events, gen, kind, tokenizer), media_type="text/event-stream")
-        status, payload = await whole_response(events, gen, kind)
+            # Starlette cancels the generator when the client disconnects; it then aborts the request.
+            stream = stream_events(events, gen, kind, tokenizer, abandon=lambda: loop.abort(request_id))
+            return StreamingResponse(stream, media_type="text/event-stream")
+        answer = asyncio.ensure_future(whole_response(events, gen, kind))
+        gone = asyncio.ensure_future(_disconnected(request))
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+        gone.cancel()
+        if not answer.done():
+            answer.cancel()
+            loop.abort(request_id)
+            return Response(status_code=CLIENT_CLOSED)
+        status, payload = answer.result()
         return JSONResponse(payload, status_code=status)
 
     @app.post("/v1/completions")
@@ -90,6 +103,12 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         return PlainTextResponse(loop.counters.render(model_name), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body was read: only a disconnect can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _sink(aloop: asyncio.AbstractEventLoop, events: asyncio.Queue):

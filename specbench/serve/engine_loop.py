@@ -44,7 +44,12 @@ class Failed:
     message: str  # the engine stopped (a bug): HTTP 500
 
 
-Event = Admitted | Rejected | Emitted | Finished | Failed
+@dataclass(frozen=True, slots=True)
+class Aborted:
+    message: str  # dropped before finishing (the server is shutting down): HTTP 503
+
+
+Event = Admitted | Rejected | Emitted | Finished | Failed | Aborted
 Sink = Callable[[Event], None]  # called on the engine thread; must not block
 
 
@@ -60,6 +65,8 @@ class EngineLoop:
         self.engine = engine
         self.counters = ServerCounters(num_positions=engine.num_steps)
         self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
+        # request ids whose client went away (None: every request, the server is shutting down)
+        self._aborts: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stopping = False
         self._sinks: dict[str, Sink] = {}
@@ -81,6 +88,16 @@ class EngineLoop:
         if self._thread.is_alive():
             self._thread.join()
 
+    def abort(self, request_id: str) -> None:
+        """Thread-safe: drop the request (its client went away) on the engine thread before its next step."""
+        self._aborts.put(request_id)
+        self._wake.set()
+
+    def abort_all(self) -> None:
+        """Thread-safe: the server is shutting down; every request in flight gets Aborted and is dropped."""
+        self._aborts.put(None)
+        self._wake.set()
+
     def submit(self, prompt_token_ids: tuple[int, ...], params: SamplingParams, sink: Sink) -> None:
         """Thread-safe: the sink first gets Admitted or Rejected, then Emitted events and Finished (or Failed)."""
         if self.error is not None:
@@ -93,6 +110,7 @@ class EngineLoop:
         try:
             while not self._stopping:
                 self._admit()
+                self._drop_aborted()
                 if not self.engine.has_unfinished():
                     self._wake.wait(IDLE_WAIT_S)
                     self._wake.clear()
@@ -123,6 +141,20 @@ class EngineLoop:
                 continue
             self._sinks[request_id] = item.sink
             item.sink(Admitted(request_id))
+
+    def _drop_aborted(self) -> None:
+        while True:
+            try:
+                request_id = self._aborts.get_nowait()
+            except queue.Empty:
+                return
+            for rid in list(self._sinks) if request_id is None else [request_id]:
+                sink = self._sinks.pop(rid, None)
+                if sink is None or not self.engine.abort_request(rid):
+                    continue  # finished meanwhile
+                self.counters.on_abort()
+                if request_id is None:
+                    sink(Aborted("the server is shutting down"))
 
     def _on_emission(self, request_id: str, token_ids: tuple[int, ...]) -> None:
         sink = self._sinks.get(request_id)

@@ -3,46 +3,55 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from specbench.serve.engine_loop import Emitted, Event, Failed, Finished
+from specbench.serve.engine_loop import Aborted, Emitted, Event, Failed, Finished
 from specbench.serve.protocol import GenerationRequest
 from specbench.serve.responses import DONE_EVENT, ResponseKind, error_body, sse, usage
 from specbench.serve.text_stream import TextStreamer
 
 
 async def stream_events(
-    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
+    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer,
+    abandon: Callable[[], None],
 ) -> AsyncIterator[str]:
-    """One chunk per engine step that settled new text (empty steps send nothing); the finish chunk; usage."""
+    """One chunk per engine step that settled new text (empty steps send nothing); the finish chunk; usage.
+    `abandon` is called when the stream is closed before the request ended (the client went away)."""
     streamer = TextStreamer(tokenizer, gen.params.stop)
     num_prompt = len(gen.prompt_token_ids)
+    is_over = False
 
     def running_usage() -> dict[str, int] | None:
         return usage(num_prompt, len(streamer.token_ids)) if gen.continuous_usage else None
 
-    if kind.is_chat:
-        yield kind.chunk(None, None, running_usage())
-    while True:
-        event = await events.get()
-        if isinstance(event, Emitted):
-            delta = streamer.push(event.token_ids)
-            if delta:
-                yield kind.chunk(delta, None, running_usage())
-        elif isinstance(event, Finished):
-            output = event.output
-            final = usage(num_prompt, len(output.output_token_ids))
-            yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
-                             final if gen.continuous_usage else None)
-            if gen.include_usage:
-                yield kind.usage_chunk(final)
-            yield DONE_EVENT
-            return
-        elif isinstance(event, Failed):
-            yield sse(error_body(event.message, 500, "server_error"))
-            yield DONE_EVENT
-            return
+    try:
+        if kind.is_chat:
+            yield kind.chunk(None, None, running_usage())
+        while True:
+            event = await events.get()
+            if isinstance(event, Emitted):
+                delta = streamer.push(event.token_ids)
+                if delta:
+                    yield kind.chunk(delta, None, running_usage())
+            elif isinstance(event, Finished):
+                is_over = True
+                output = event.output
+                final = usage(num_prompt, len(output.output_token_ids))
+                yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
+                                 final if gen.continuous_usage else None)
+                if gen.include_usage:
+                    yield kind.usage_chunk(final)
+                yield DONE_EVENT
+                return
+            elif isinstance(event, (Failed, Aborted)):
+                is_over = True
+                yield sse(error_body(event.message, 503 if isinstance(event, Aborted) else 500))
+                yield DONE_EVENT
+                return
+    finally:
+        if not is_over:
+            abandon()
 
 
 async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind
@@ -55,4 +64,6 @@ async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, k
                              usage(len(gen.prompt_token_ids), len(output.output_token_ids)))
             return 200, body
         if isinstance(event, Failed):
-            return 500, error_body(event.message, 500, "server_error")
+            return 500, error_body(event.message, 500)
+        if isinstance(event, Aborted):
+            return 503, error_body(event.message, 503)

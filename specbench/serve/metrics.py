@@ -25,6 +25,7 @@ class ServerCounters:
     num_prompt_tokens: int = 0
     num_generation_tokens: int = 0
     num_finished: Counter = field(default_factory=Counter)  # finish reason -> requests
+    num_aborted: int = 0  # dropped unfinished: client disconnected, or server shutdown
     num_running: int = 0  # gauges, refreshed after every step
     num_waiting: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -45,6 +46,10 @@ class ServerCounters:
             self.num_prompt_tokens += stats.num_prompt_tokens
             self.num_generation_tokens += len(output.output_token_ids)
             self.num_finished[output.finish_reason] += 1
+
+    def on_abort(self) -> None:
+        with self.lock:
+            self.num_aborted += 1
 
     def set_load(self, num_running: int, num_waiting: int) -> None:
         with self.lock:
@@ -68,6 +73,8 @@ class ServerCounters:
                  [("", self.num_generation_tokens)]),
                 ("request_success", "counter", "Finished requests by finish reason.",
                  [(f'finished_reason="{_escape(r)}"', n) for r, n in sorted(self.num_finished.items())]),
+                ("request_aborted", "counter", "Requests dropped unfinished (client disconnected, or shutdown).",
+                 [("", self.num_aborted)]),
                 ("num_requests_running", "gauge", "Requests in the running batch.", [("", self.num_running)]),
                 ("num_requests_waiting", "gauge", "Requests waiting to be scheduled.", [("", self.num_waiting)]),
             ]

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import ValidationError
 
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
+from specbench.serve.request_models import (
+    NEUTRAL_VALUES,
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenerationBody,
+    non_neutral_fields,
+)
 from specbench.workloads.base import Message
 from specbench.workloads.chat import apply_chat_template
 
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
-ROLES = ("system", "user", "assistant")
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (lowered to the context left)
 
 
 class BadRequest(Exception):
-    """The request is malformed or asks for something unsupported."""
+    """The request is malformed or asks for something unsupported; `param` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -28,120 +40,106 @@ class GenerationRequest:
     continuous_usage: bool  # stream_options.continuous_usage_stats: cumulative usage in every chunk
 
 
-def parse_completion(body: Any, tokenizer, max_model_len: int) -> GenerationRequest:
-    body = _object(body)
-    prompt = body.get("prompt")
+def parse_completion(raw: bytes, tokenizer, max_model_len: int) -> GenerationRequest:
+    body = _validate(CompletionRequest, raw)
+    prompt = body.prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
         token_ids = _encode(tokenizer, prompt, add_special_tokens=True)
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    elif prompt and all(isinstance(t, int) for t in prompt):
         token_ids = tuple(prompt)
     else:
-        raise BadRequest("'prompt' must be a string or a list of token ids (one prompt per request)")
-    if body.get("echo") or body.get("logprobs") not in (None, False):
-        raise BadRequest("echo and logprobs are not supported")
-    return _request(body, token_ids, body.get("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS), max_model_len)
+        raise BadRequest("'prompt' must be a string or a list of token ids (one prompt per request)", "prompt")
+    max_tokens = body.max_tokens
+    if max_tokens is None:
+        max_tokens = max(min(COMPLETIONS_DEFAULT_MAX_TOKENS, max_model_len - len(token_ids)), 1)
+    return _request(body, token_ids, max_tokens, "max_tokens", max_model_len)
 
 
-def parse_chat(body: Any, tokenizer, max_model_len: int) -> GenerationRequest:
-    body = _object(body)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list")
-    parsed = tuple(_message(m) for m in messages)
-    if body.get("logprobs"):
-        raise BadRequest("logprobs are not supported")
+def parse_chat(raw: bytes, tokenizer, max_model_len: int) -> GenerationRequest:
+    body = _validate(ChatCompletionRequest, raw)
+    if not body.messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    messages = tuple(Message(m.role, m.content if isinstance(m.content, str) else "".join(p.text for p in m.content))
+                     for m in body.messages)
     if tokenizer is None:
-        raise BadRequest("this model has no tokenizer: chat needs one")
+        raise BadRequest("this model has no tokenizer: chat needs one", "messages")
     try:
-        text = apply_chat_template(tokenizer, parsed)
+        text = apply_chat_template(tokenizer, messages)
     except SpecbenchError as err:
-        raise BadRequest(str(err)) from None
+        raise BadRequest(str(err), "messages") from None
     token_ids = _encode(tokenizer, text, add_special_tokens=False)  # the template rendered BOS & co already
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    return _request(body, token_ids, max_tokens, max_model_len)
-
-
-def _request(body: dict, token_ids: tuple[int, ...], max_tokens: Any, max_model_len: int) -> GenerationRequest:
-    if body.get("n", 1) != 1:
-        raise BadRequest("only n = 1 is supported")
+    name = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     if max_tokens is None:
         max_tokens = max(max_model_len - len(token_ids), 1)
-    stop = body.get("stop")
-    if stop is None:
-        stop = ()
-    elif isinstance(stop, str):
-        stop = (stop,)
-    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
-        stop = tuple(s for s in stop if s)
-    else:
-        raise BadRequest("'stop' must be a string or a list of strings")
-    top_k = body.get("top_k")
+    return _request(body, token_ids, max_tokens, name, max_model_len)
+
+
+def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
     try:
-        params = SamplingParams(
-            temperature=float(_number(body, "temperature", 1.0)),
-            top_p=float(_number(body, "top_p", 1.0)),
-            top_k=-1 if top_k in (None, 0, -1) else _integer(top_k, "top_k"),
-            max_tokens=_integer(max_tokens, "max_tokens"),
-            seed=None if body.get("seed") is None else _integer(body["seed"], "seed"),
-            stop=stop,
-            ignore_eos=bool(body.get("ignore_eos", False)),
-        )
-    except SpecbenchError as err:
-        raise BadRequest(str(err)) from None
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise BadRequest("'stream_options' must be an object")
-    is_stream = bool(body.get("stream", False))
-    return GenerationRequest(
-        model=body.get("model"),
-        prompt_token_ids=token_ids,
-        params=params,
-        is_stream=is_stream,
-        include_usage=is_stream and bool(options.get("include_usage", False)),
-        continuous_usage=is_stream and bool(options.get("continuous_usage_stats", False)),
-    )
-
-
-def _object(body: Any) -> dict:
-    if not isinstance(body, dict):
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
+    try:
+        body = model.model_validate(data)
+    except ValidationError as err:
+        raise _bad_request(err) from None
+    for name in non_neutral_fields(body):
+        allowed = " or ".join(json.dumps(v) for v in NEUTRAL_VALUES[name])
+        raise BadRequest(f"'{name}' is not supported by specbench serve (accepted only as {allowed})", name)
     return body
 
 
-def _message(message: Any) -> Message:
-    if not isinstance(message, dict) or message.get("role") not in ROLES:
-        raise BadRequest(f"each message needs a role in {', '.join(ROLES)}")
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: text only
-        if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-            raise BadRequest("only text content parts are supported")
-        content = "".join(str(p.get("text", "")) for p in content)
-    if not isinstance(content, str):
-        raise BadRequest("message content must be a string")
-    return Message(message["role"], content)
+def _bad_request(err: ValidationError) -> BadRequest:
+    first = err.errors()[0]
+    param = ".".join(str(part) for part in first["loc"]) or None
+    if first["type"] == "extra_forbidden":
+        return BadRequest(f"'{param}' is not supported by specbench serve", param)
+    if first["type"] == "missing":
+        return BadRequest(f"'{param}' is required", param)
+    return BadRequest(f"'{param}': {first['msg']}", param)
+
+
+def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, max_tokens_name: str,
+             max_model_len: int) -> GenerationRequest:
+    room = max_model_len - len(token_ids)
+    if room >= 1 and max_tokens > room:  # a prompt that does not fit at all is the engine's refusal
+        raise BadRequest(
+            f"'{max_tokens_name}' is {max_tokens} but the prompt has {len(token_ids)} tokens and the model's context "
+            f"is {max_model_len}: at most {room} tokens can be generated", max_tokens_name)
+    stop = body.stop
+    stop = () if stop is None else (stop,) if isinstance(stop, str) else tuple(s for s in stop if s)
+    try:
+        params = SamplingParams(
+            temperature=1.0 if body.temperature is None else body.temperature,
+            top_p=1.0 if body.top_p is None else body.top_p,
+            top_k=-1 if body.top_k in (None, 0, -1) else body.top_k,
+            max_tokens=max_tokens,
+            seed=body.seed,
+            stop=stop,
+            ignore_eos=body.ignore_eos,
+        )
+    except SpecbenchError as err:
+        raise BadRequest(str(err)) from None
+    options = body.stream_options
+    return GenerationRequest(
+        model=body.model,
+        prompt_token_ids=token_ids,
+        params=params,
+        is_stream=body.stream,
+        include_usage=body.stream and options is not None and options.include_usage,
+        continuous_usage=body.stream and options is not None and options.continuous_usage_stats,
+    )
 
 
 def _encode(tokenizer, text: str, *, add_special_tokens: bool) -> tuple[int, ...]:
     if tokenizer is None:
-        raise BadRequest("this model has no tokenizer: send token ids")
+        raise BadRequest("this model has no tokenizer: send token ids", "prompt")
     ids = tuple(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
     if not ids:
-        raise BadRequest("empty prompt")
+        raise BadRequest("empty prompt", "prompt")
     return ids
-
-
-def _number(body: dict, name: str, default: float) -> float:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadRequest(f"'{name}' must be a number")
-    return value
-
-
-def _integer(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"'{name}' must be an integer")
-    return value

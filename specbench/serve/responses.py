@@ -65,5 +65,10 @@ def sse(body: dict[str, Any]) -> str:
 DONE_EVENT = "data: [DONE]\n\n"
 
 
-def error_body(message: str, status: int, kind: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "code": status}}
+_ERROR_KINDS = {401: "authentication_error", 404: "not_found_error", 503: "service_unavailable"}
+
+
+def error_body(message: str, status: int, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error shape; every error `specbench serve` answers has it (`code` is the HTTP status)."""
+    kind = _ERROR_KINDS.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import socket
 import threading
 import time
@@ -42,23 +43,40 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve until interrupted (Ctrl-C)."""
+def _uvicorn_server(app, loop: EngineLoop, log_level: str, timeout_graceful_shutdown: int):
+    """A uvicorn server whose shutdown first aborts every request in flight, so their responses end at once
+    (an error event / HTTP 503) instead of running into uvicorn's graceful-shutdown timeout and cancellation."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None) -> None:
+            loop.abort_all()
+            await super().shutdown(sockets=sockets)
+
+    return Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=timeout_graceful_shutdown))
+
+
+def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve until SIGINT (Ctrl-C) or SIGTERM; then abort what is in flight and return cleanly."""
     api_key = api_key_from_env(config.api_key_env)
     sock = _bind(host, port)  # fail before loading models when the port is taken
     loop = EngineLoop(_engine(config))
     loop.start()
+    # uvicorn re-raises the signal that stopped it once it has shut down: with these handlers that is a no-op
+    # (not a KeyboardInterrupt traceback, nor a death by SIGTERM before the engine thread is stopped).
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         app = build_app(loop, config.model_name, api_key)
-        server = uvicorn.Server(uvicorn.Config(app, log_level=config.log_level, timeout_graceful_shutdown=5))
+        server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=5)
         print(f"specbench serve: {config.model_name} on http://{host}:{sock.getsockname()[1]} "
               f"(method {config.engine.method}, k={config.engine.num_steps})", flush=True)
         server.run(sockets=[sock])
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         loop.stop()
         sock.close()
+    print("specbench serve: stopped", flush=True)
 
 
 @dataclass
@@ -84,14 +102,12 @@ class RunningServer:
 
 def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, engine=None) -> RunningServer:
     """Start serving on a background thread; port 0 picks a free one. `engine`: an already built LLMEngine."""
-    import uvicorn
-
     api_key = api_key_from_env(config.api_key_env)
     sock = _bind(host, port)
     loop = EngineLoop(engine if engine is not None else _engine(config))
     loop.start()
     app = build_app(loop, config.model_name, api_key)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=config.log_level, timeout_graceful_shutdown=2))
+    server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=2)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="specbench-serve", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S

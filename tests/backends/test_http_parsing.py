@@ -118,20 +118,26 @@ def test_text_streamer_holds_back_stop_prefixes_and_partial_characters():
 
 
 def test_request_parsing(tiny_tokenizer):
+    import json
+
     from specbench.serve.protocol import BadRequest, parse_chat, parse_completion
 
-    gen = parse_completion({"prompt": [5, 6, 7], "max_tokens": 3, "temperature": 0, "stop": "x", "top_k": 0,
-                            "stream": True, "stream_options": {"include_usage": True}}, tiny_tokenizer, 64)
+    def completion(body):
+        return parse_completion(json.dumps(body).encode(), tiny_tokenizer, 64)
+
+    gen = completion({"prompt": [5, 6, 7], "max_tokens": 3, "temperature": 0, "stop": "x", "top_k": 0,
+                      "stream": True, "stream_options": {"include_usage": True}})
     assert gen.prompt_token_ids == (5, 6, 7) and gen.params.stop == ("x",) and gen.params.top_k == -1
     assert gen.include_usage and not gen.continuous_usage and gen.params.max_tokens == 3
-    chat = parse_chat({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}, tiny_tokenizer, 64)
+    chat = parse_chat(json.dumps({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}).encode(),
+                      tiny_tokenizer, 64)
     assert chat.params.max_tokens == 64 - len(chat.prompt_token_ids) and chat.params.temperature == 1.0
     for body in ({"prompt": ["a", "b"]}, {"prompt": "a", "n": 3}, {"prompt": "a", "temperature": "hot"},
                  {"prompt": "a", "top_p": 0}, {"prompt": "a", "stop": [1]}):
         with pytest.raises(BadRequest):
-            parse_completion(body, tiny_tokenizer, 64)
+            completion(body)
     with pytest.raises(BadRequest):
-        parse_chat({"messages": [{"role": "robot", "content": "x"}]}, tiny_tokenizer, 64)
+        parse_chat(b'{"messages": [{"role": "robot", "content": "x"}]}', tiny_tokenizer, 64)
 
 
 @pytest.fixture(scope="module")
