@@ -1,6 +1,8 @@
 """Every third-party module imported by the package is declared in pyproject.toml: in `dependencies` when the
 import runs on module import, in `dependencies` or an extra when it is guarded (inside a function, under
-`try: ... except ImportError`, or under `if TYPE_CHECKING:`). A fresh install then never fails on an import."""
+`try: ... except ImportError`, or under `if TYPE_CHECKING:`), in its extra when the importing subpackage belongs
+to one (specbench.extras: imported only after the command checked the extra). A fresh install then never fails
+on an import."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from specbench.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("specbench", "kernels", "workloads")  # kernels/ and workloads/ install as specbench.kernels/workloads
@@ -26,6 +30,7 @@ class ImportSite:
     path: str  # file relative to the repo root
     line: int
     is_guarded: bool
+    extra: str | None = None  # the extra owning the importing subpackage (specbench.extras), when one does
 
 
 def _normalize(name: str) -> str:
@@ -52,8 +57,23 @@ def _is_guard(node: ast.AST, child: ast.AST) -> bool:
     return False
 
 
+def _dotted(relative: Path) -> str:
+    parts = relative.with_suffix("").parts
+    return ".".join(parts if parts[0] == "specbench" else ("specbench", *parts))
+
+
+def _owning_extra(relative: Path, module: str) -> str | None:
+    dotted = _dotted(relative)
+    for extra in EXTRAS.values():
+        is_inside = any(dotted == p or dotted.startswith(p + ".") for p in extra.packages)
+        if is_inside and module in extra.modules:
+            return extra.name
+    return None
+
+
 def _sites_in(path: Path) -> list[ImportSite]:
     tree = ast.parse(path.read_text(), filename=str(path))
+    relative = path.relative_to(ROOT)
     sites: list[ImportSite] = []
 
     def visit(node: ast.AST, is_guarded: bool) -> None:
@@ -65,7 +85,7 @@ def _sites_in(path: Path) -> list[ImportSite]:
         for name in names:
             top = name.split(".")[0]
             if top not in sys.stdlib_module_names and top != "specbench":
-                sites.append(ImportSite(top, str(path.relative_to(ROOT)), node.lineno, is_guarded))
+                sites.append(ImportSite(top, str(relative), node.lineno, is_guarded, _owning_extra(relative, top)))
         for child in ast.iter_child_nodes(node):
             visit(child, is_guarded or _is_guard(node, child))
 
@@ -91,11 +111,11 @@ def distribution_of(module: str) -> str:
     return _normalize(NOT_INSTALLED_HERE[module])
 
 
-def declared() -> tuple[set[str], set[str]]:
-    """(distributions in `dependencies`, distributions in any extra)."""
+def declared() -> tuple[set[str], dict[str, set[str]]]:
+    """(distributions in `dependencies`, extra -> its distributions)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = {_requirement_name(r) for r in project["dependencies"]}
-    extras = {_requirement_name(r) for reqs in project["optional-dependencies"].values() for r in reqs}
+    extras = {name: {_requirement_name(r) for r in reqs} for name, reqs in project["optional-dependencies"].items()}
     return base, extras
 
 
@@ -104,9 +124,13 @@ def undeclared(sites: list[ImportSite]) -> list[str]:
     missing = []
     for site in sites:
         dist = distribution_of(site.module)
-        allowed = base | extras if site.is_guarded else base
+        if site.extra is not None:
+            allowed, where = extras.get(site.extra, set()), f"the {site.extra!r} extra"
+        elif site.is_guarded:
+            allowed, where = base.union(*extras.values()), "dependencies or an extra"
+        else:
+            allowed, where = base, "dependencies"
         if dist not in allowed:
-            where = "dependencies or an extra" if site.is_guarded else "dependencies"
             missing.append(f"{site.path}:{site.line} imports {site.module} ({dist}): declare it in {where}")
     return missing
 
@@ -131,9 +155,19 @@ def test_guards_are_recognised(tmp_path, monkeypatch):
     assert sites == {"numpy": False, "gguf": True, "accelerate": True, "pandas": True}
 
 
+def test_every_extra_of_specbench_extras_is_declared_with_its_modules():
+    _, extras = declared()
+    for extra in EXTRAS.values():
+        assert {distribution_of(m) for m in extra.modules} <= extras[extra.name], extra
+        assert {distribution_of(m) for m in extra.modules} <= extras["test"]  # CI tests every optional part
+
+
 def test_an_unguarded_import_of_an_extra_only_package_is_reported():
     base, extras = declared()
-    assert "gguf" in extras and "gguf" not in base
+    assert "gguf" in extras["gguf"] and "gguf" not in base
+    assert undeclared([ImportSite("fastapi", "specbench/serve/app.py", 1, False, "serve")]) == []
+    assert undeclared([ImportSite("fastapi", "specbench/bench/x.py", 1, False)]) == [
+        "specbench/bench/x.py:1 imports fastapi (fastapi): declare it in dependencies"]
     assert undeclared([ImportSite("gguf", "x.py", 1, is_guarded=True)]) == []
     assert undeclared([ImportSite("gguf", "x.py", 1, is_guarded=False)]) == [
         "x.py:1 imports gguf (gguf): declare it in dependencies"]

@@ -42,6 +42,9 @@ def serve(
     seed: o.Seed = 0,
 ) -> None:
     """Serve /v1/models, /v1/completions, /v1/chat/completions (streaming), /metrics, /health, /version."""
+    from specbench.extras import require
+
+    require("serve")  # before anything loads: fastapi & co are the `serve` extra
     from specbench.config import EngineConfig
     from specbench.serve import ServeConfig
     from specbench.serve import serve as run_server
