@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hmac
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -57,9 +58,7 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         kind = ResponseKind.new(is_chat, model_name)
         request_id = first.request_id
         if gen.is_stream:
-            # Starlette cancels the generator when the client disconnects; it then aborts the request.
-            stream = stream_events(events, gen, kind, tokenizer, abandon=lambda: loop.abort(request_id))
-            return StreamingResponse(stream, media_type="text/event-stream")
+            return _EngineStream(stream_events(events, gen, kind, tokenizer), on_close=lambda: loop.abort(request_id))
         answer = asyncio.ensure_future(whole_response(events, gen, kind))
         gone = asyncio.ensure_future(_disconnected(request))
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -103,6 +102,21 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         return PlainTextResponse(loop.counters.render(model_name), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+class _EngineStream(StreamingResponse):
+    """An SSE response that calls `on_close` however it ends: finished, or cut because the client disconnected
+    (Starlette then cancels the stream, possibly before its first chunk). Aborting a finished request is a no-op."""
+
+    def __init__(self, content, on_close: Callable[[], None]) -> None:
+        super().__init__(content, media_type="text/event-stream")
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
 
 
 async def _disconnected(request: Request) -> None:

@@ -89,7 +89,7 @@ class EngineLoop:
             self._thread.join()
 
     def abort(self, request_id: str) -> None:
-        """Thread-safe: drop the request (its client went away) on the engine thread before its next step."""
+        """Thread-safe: drop the request (its client went away) before its next step; a no-op once finished."""
         self._aborts.put(request_id)
         self._wake.set()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from specbench.serve.engine_loop import Aborted, Emitted, Event, Failed, Finished
@@ -13,45 +13,36 @@ from specbench.serve.text_stream import TextStreamer
 
 
 async def stream_events(
-    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer,
-    abandon: Callable[[], None],
+    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
 ) -> AsyncIterator[str]:
-    """One chunk per engine step that settled new text (empty steps send nothing); the finish chunk; usage.
-    `abandon` is called when the stream is closed before the request ended (the client went away)."""
+    """One chunk per engine step that settled new text (empty steps send nothing); the finish chunk; usage."""
     streamer = TextStreamer(tokenizer, gen.params.stop)
     num_prompt = len(gen.prompt_token_ids)
-    is_over = False
 
     def running_usage() -> dict[str, int] | None:
         return usage(num_prompt, len(streamer.token_ids)) if gen.continuous_usage else None
 
-    try:
-        if kind.is_chat:
-            yield kind.chunk(None, None, running_usage())
-        while True:
-            event = await events.get()
-            if isinstance(event, Emitted):
-                delta = streamer.push(event.token_ids)
-                if delta:
-                    yield kind.chunk(delta, None, running_usage())
-            elif isinstance(event, Finished):
-                is_over = True
-                output = event.output
-                final = usage(num_prompt, len(output.output_token_ids))
-                yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
-                                 final if gen.continuous_usage else None)
-                if gen.include_usage:
-                    yield kind.usage_chunk(final)
-                yield DONE_EVENT
-                return
-            elif isinstance(event, (Failed, Aborted)):
-                is_over = True
-                yield sse(error_body(event.message, 503 if isinstance(event, Aborted) else 500))
-                yield DONE_EVENT
-                return
-    finally:
-        if not is_over:
-            abandon()
+    if kind.is_chat:
+        yield kind.chunk(None, None, running_usage())
+    while True:
+        event = await events.get()
+        if isinstance(event, Emitted):
+            delta = streamer.push(event.token_ids)
+            if delta:
+                yield kind.chunk(delta, None, running_usage())
+        elif isinstance(event, Finished):
+            output = event.output
+            final = usage(num_prompt, len(output.output_token_ids))
+            yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
+                             final if gen.continuous_usage else None)
+            if gen.include_usage:
+                yield kind.usage_chunk(final)
+            yield DONE_EVENT
+            return
+        elif isinstance(event, (Failed, Aborted)):
+            yield sse(error_body(event.message, 503 if isinstance(event, Aborted) else 500))
+            yield DONE_EVENT
+            return
 
 
 async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind
