@@ -123,7 +123,7 @@ def test_stopping_the_server_aborts_requests_in_flight_at_once(tiny_model_dir, c
     elapsed = time.monotonic() - start
     for thread in threads:
         thread.join(timeout=10)
-    assert elapsed < 1.5, elapsed  # not uvicorn's 2 s graceful-shutdown timeout
+    assert elapsed < 1.9, elapsed  # not uvicorn's 2 s graceful-shutdown timeout
     lines = results["stream"]
     assert lines[-1] == "data: [DONE]"
     error = json.loads(lines[-2].removeprefix("data: "))["error"]
