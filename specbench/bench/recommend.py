@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specbench.bench.schema import RECOMMENDATION_COLUMNS
-from specbench.bench.store import write_atomic
+from specbench.bench.store import drop_staging, write_atomic
 from specbench.compare.bootstrap import percentile_interval
 from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.loading import Run, load_run
@@ -101,6 +101,7 @@ def write_recommendations(run_dir: Path, optimize: str) -> list[Recommendation]:
         schema = pa.schema([pa.field(name, dtype) for name, dtype, _ in RECOMMENDATION_COLUMNS])
         table = pa.Table.from_pylist([asdict(r) for r in rows], schema=schema)
         write_atomic(Path(run_dir) / RECOMMENDATIONS, lambda tmp: pq.write_table(table, tmp), Path(run_dir))
+        drop_staging(Path(run_dir))
     return rows
 
 

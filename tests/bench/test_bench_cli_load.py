@@ -94,6 +94,7 @@ def test_recommendations_table_and_summary(file_run):
         assert rec["best_value"] == pytest.approx(best) and best >= other
         assert rec["ratio"] == pytest.approx(best / other)
     assert "best num-steps per grid point" in output and "recommendations .parquet" in output
+    assert not (run_dir / ".tmp").exists()
     by_tpot = write_recommendations(run_dir, "tpot")
     assert {r.metric for r in by_tpot} == {"tpot_median"}
     for r in by_tpot:
