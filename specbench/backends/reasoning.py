@@ -28,3 +28,20 @@ def split_delta(choice: dict[str, Any]) -> DeltaText:
     content = delta.get("content")
     reasoning = next((delta[k] for k in REASONING_KEYS if isinstance(delta.get(k), str)), "")
     return DeltaText(reasoning, content if isinstance(content, str) else "")
+
+
+THINK_START, THINK_END = "<think>", "</think>"
+REASONING_PARSERS = ("think",)  # --reasoning-parser: split <think>...</think> out of the completion text
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """(reasoning, answer) of a completion whose reasoning is inline, as DeepSeek-R1 / Qwen3 write it: text up to
+    `</think>` is reasoning (a leading `<think>` dropped); an unclosed `<think>` (cut at max_tokens) is all
+    reasoning. (None, text) when the text has neither tag."""
+    if THINK_END in text:
+        reasoning, answer = text.split(THINK_END, 1)
+        return reasoning.strip().removeprefix(THINK_START).strip(), answer.lstrip()
+    stripped = text.lstrip()
+    if stripped.startswith(THINK_START):
+        return stripped.removeprefix(THINK_START).strip(), ""
+    return None, text

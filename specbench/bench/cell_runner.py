@@ -14,6 +14,7 @@ from specbench.bench.admission import FinishedTurn
 from specbench.bench.grid import CellKey
 from specbench.bench.load_pattern import LoadPattern
 from specbench.bench.sweep_config import SweepConfig
+from specbench.bench.reasoning_split import answer_text
 from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.bench.warmup import warmup_turns
 from specbench.engine.stats import StepStats
@@ -75,7 +76,8 @@ def run_cell(
         measured_turns(planner, samples, settings, LoadPattern.of(config), seed),
         key.concurrency,
         id_prefix=key.cell_id,
-        next_turn=lambda turn, completion: planner.next_turn(turn, completion, settings),
+        next_turn=lambda turn, completion: planner.next_turn(
+            turn, answer_text(completion, config.reasoning_parser), settings),
         on_finish=on_request_done,
     )
     window = backend.end_window()

@@ -7,6 +7,7 @@ from typing import Any
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.grid import CellKey
+from specbench.bench.reasoning_split import split_reasoning
 from specbench.bench.records import Row, request_row, step_rows
 from specbench.bench.server_acceptance import server_acceptance
 from specbench.bench.store import RunStore
@@ -37,7 +38,8 @@ def cell_tables(
 ) -> dict[str, list[Row]]:
     """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`."""
     keys = key_columns(run_id, run.key, config, workload)
-    finished = sorted(run.finished, key=lambda item: item.request_index)
+    finished = sorted((split_reasoning(item, config.reasoning_parser) for item in run.finished),
+                      key=lambda item: item.request_index)
     slo = parse_goodput(config.goodput)
     requests = [request_row(keys, item, workload, slo) for item in finished]
     metrics = CellMetrics.of([RequestMetrics.from_stats(item.output.stats) for item in finished if item.error is None])

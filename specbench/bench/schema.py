@@ -161,7 +161,8 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("request_seed", I64, "sampling seed (same for the same sample and turn in every cell of a repeat)"),
     ("prompt_sha256", STR, "sha256 of the prompt token ids (HTTP without a tokenizer: of 'text:' + prompt text)"),
     ("output_text", STR, "completion text (cut at stop strings); for reasoning models the answer only"),
-    ("reasoning_text", STR, "HTTP: streamed reasoning (reasoning_content / reasoning deltas); else null"),
+    ("reasoning_text", STR, "reasoning: streamed reasoning_content / reasoning deltas (HTTP), or inline "
+     "<think>...</think> split off by --reasoning-parser think; else null"),
     ("is_good", BOOL, "meets every --goodput bound (false when failed); null without --goodput"),
     ("gold_answer", STR, "gsm8k: normalised gold answer; else null"),
     ("strict_answer", STR, "gsm8k: strict-match extraction"),

@@ -46,6 +46,7 @@ class SweepConfig:
     cache_reset: bool = True  # reset the server's prefix cache before each cell where it offers an endpoint
     goodput: tuple[str, ...] = ()  # --goodput KEY:MS service-level objectives (metrics/goodput.py)
     optimize: str = "throughput"  # best k per (workload, concurrency, temperature): throughput | tpot
+    reasoning_parser: str | None = None  # "think": split inline <think>...</think> reasoning from the answer
     # Unmeasured requests run before every cell; None: the cell's concurrency (one per slot, so the measured
     # window starts with every batch shape and slot warmed).
     warmup: int | None = None
@@ -175,6 +176,11 @@ def _check_load_pattern(config: SweepConfig) -> None:
     parse_goodput(config.goodput)
     if config.optimize not in OPTIMIZE_TARGETS:
         raise SpecbenchError(f"--optimize must be one of {', '.join(OPTIMIZE_TARGETS)}, got {config.optimize!r}")
+    from specbench.backends.reasoning import REASONING_PARSERS
+
+    if config.reasoning_parser is not None and config.reasoning_parser not in REASONING_PARSERS:
+        raise SpecbenchError(f"--reasoning-parser must be one of {', '.join(REASONING_PARSERS)}, "
+                             f"got {config.reasoning_parser!r}")
     if config.duration is not None and not (config.duration > 0 and math.isfinite(config.duration)):
         raise SpecbenchError(f"--duration must be a finite number of seconds > 0, got {config.duration}")
     ramp = (config.ramp_up_start_rps, config.ramp_up_end_rps)

@@ -33,3 +33,8 @@ Optimize = Annotated[
     typer.Option("--optimize", help="best k per (workload, concurrency, temperature): throughput (highest output "
                  "throughput) | tpot (lowest median TPOT)"),
 ]
+ReasoningParser = Annotated[
+    Optional[str],
+    typer.Option("--reasoning-parser", help="think: split inline <think>...</think> reasoning from the answer "
+                 "(embedded engine, or servers without their own parser); the answer is scored"),
+]

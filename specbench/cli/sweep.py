@@ -50,6 +50,7 @@ def sweep(
     cache_reset: lo.CacheReset = True,
     goodput: lo.Goodput = None,
     optimize: lo.Optimize = "throughput",
+    reasoning_parser: lo.ReasoningParser = None,
     repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
     seed: o.Seed = 0,
     inject: Annotated[Optional[str], typer.Option("--inject", help="engine fault to inject (see specbench selftest); "

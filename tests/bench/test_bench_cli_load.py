@@ -115,7 +115,8 @@ def test_cells_record_the_cache_policy_and_the_load(file_run):
 def test_duration_bounded_linear_ramp(tiny_model_dir, prompt_file, tmp_path):
     _cli(["sweep", "--target", str(tiny_model_dir), "--workload", f"file:{prompt_file}", "-c", "4",
           "--duration", "1.5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "4", "--ramp-up-end-rps", "12",
-          "--warmup", "0", "--no-cache-reset", "--results-dir", str(tmp_path), "--run-id", "ramp", *COMMON])
+          "--warmup", "0", "--no-cache-reset", "--reasoning-parser", "think", "--results-dir", str(tmp_path),
+          "--run-id", "ramp", *COMMON])
     cells = pd.read_parquet(tmp_path / "ramp" / "cells.parquet")
     requests = pd.read_parquet(tmp_path / "ramp" / "requests.parquet")
     cell = cells.iloc[0]
@@ -126,6 +127,8 @@ def test_duration_bounded_linear_ramp(tiny_model_dir, prompt_file, tmp_path):
     offsets = first["scheduled_time"] - first["scheduled_time"].min()
     assert len(first) > len(ROWS) and offsets.max() < 1.5  # samples cycled, arrivals only within the duration
     assert first["request_id"].is_unique
+    # the tiny model writes no <think> tags: nothing is split off, the answer is the whole text
+    assert requests["reasoning_text"].isna().all() and requests["output_text"].notna().all()
 
 
 def test_malformed_prompt_file_is_one_error_line(tmp_path, monkeypatch, capsys, tiny_model_dir):
