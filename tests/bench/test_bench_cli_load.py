@@ -144,3 +144,15 @@ def test_malformed_prompt_file_is_one_error_line(tmp_path, monkeypatch, capsys, 
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err.startswith("error: malformed row in") and f"{bad} line 2: field 'messages[0].content'" in err
     assert not (tmp_path / "res").exists()
+
+
+def test_duration_bounded_all_at_once(tiny_model_dir, prompt_file, tmp_path):
+    """No arrival schedule: a first turn starts whenever a slot frees, until the duration has passed."""
+    _cli(["sweep", "--target", str(tiny_model_dir), "--workload", f"file:{prompt_file}", "-c", "2",
+          "--duration", "1.0", "--warmup", "0", "--results-dir", str(tmp_path), "--run-id", "all", *COMMON])
+    requests = pd.read_parquet(tmp_path / "all" / "requests.parquet")
+    first = requests[requests["turn"] == 0]
+    assert len(first) > len(ROWS) and first["scheduled_time"].isna().all()
+    assert first["arrival_time"].max() - first["arrival_time"].min() < 1.0
+    assert requests["error"].isna().all() and pd.read_parquet(tmp_path / "all" / "cells.parquet").iloc[0][
+        "duration_limit_s"] == 1.0
