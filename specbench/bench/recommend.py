@@ -109,8 +109,8 @@ def format_recommendations(rows: list[Recommendation]) -> str:
     if not rows:
         return ""
     optimize = rows[0].optimize
-    lines = [f"best num-steps per grid point ({'highest output throughput' if optimize == 'throughput' else 'lowest median TPOT'}; "
-             f"vs runner-up: ratio and {CONFIDENCE:.0%} bootstrap interval)"]
+    goal = "highest output throughput" if optimize == "throughput" else "lowest median TPOT"
+    lines = [f"best num-steps per grid point ({goal}; vs runner-up: ratio and {CONFIDENCE:.0%} bootstrap interval)"]
     for r in rows:
         temperature = "default" if math.isnan(r.temperature) else format(r.temperature, "g")
         where = f"{r.workload} {r.method} t={temperature} c={r.concurrency}"

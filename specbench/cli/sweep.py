@@ -16,7 +16,7 @@ from specbench.cli.app import app
 def sweep(
     ctx: typer.Context,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench | random | "
-                                                            "file:PATH (JSONL prompt/messages, ShareGPT JSON)")] = "gsm8k",
+                                          "file:PATH (JSONL prompt/messages, ShareGPT JSON)")] = "gsm8k",
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root (else $SPECBENCH_DATA_DIR, "
                                                     "else the hub)")] = None,
     limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = None,

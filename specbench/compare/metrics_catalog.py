@@ -118,7 +118,8 @@ def select(names: Sequence[str] | None, num_positions: int) -> tuple[Metric, ...
     known = {m.name for m in metrics} | set(GROUPS) | {"accept_pos"}
     unknown = [n for n in names if n not in known and not n.startswith("accept_pos_")]
     if unknown:
-        supported = ", ".join([*GROUPS, *(m.name for m in BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS),
+        named = BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS
+        supported = ", ".join([*GROUPS, *(m.name for m in named),
                                "accept_pos", "accept_pos_<k>"])
         raise SpecbenchError(f"unknown metric {', '.join(map(repr, unknown))}; supported: {supported}")
     wanted = set(names)

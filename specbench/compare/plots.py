@@ -15,8 +15,8 @@ from specbench.errors import SpecbenchError
 
 
 def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
-    """throughput/TPOT and TTFT vs concurrency, goodput (runs swept with --goodput), acceptance length vs k, per-position acceptance, the speedup
-    heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
+    """throughput/TPOT and TTFT vs concurrency, goodput (runs swept with --goodput), acceptance length vs k,
+    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
     if not runs:
         raise SpecbenchError("plot needs at least one run")
     series = run_series(runs)

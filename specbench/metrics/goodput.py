@@ -25,7 +25,8 @@ class SloBounds:
 
     def describe(self) -> str | None:
         """Canonical text, e.g. "ttft:200,tpot:50" (ms); None without bounds."""
-        parts = [f"{key}:{getattr(self, key + '_ms'):g}" for key in SLO_FIELDS if getattr(self, key + "_ms") is not None]
+        bounds = {key: getattr(self, f"{key}_ms") for key in SLO_FIELDS}
+        parts = [f"{key}:{bound:g}" for key, bound in bounds.items() if bound is not None]
         return ",".join(parts) or None
 
     def is_good(self, request: RequestMetrics) -> bool:
