@@ -57,4 +57,5 @@ class PrefixCacheResetter:
     @staticmethod
     def _no_endpoint() -> CacheReset:
         tried = ", ".join(f"{path} ({server})" for path, server in RESET_ENDPOINTS)
-        return CacheReset(False, f"the server offers no prefix-cache reset (tried POST {tried})")
+        return CacheReset(False, f"the server offers no prefix-cache reset (tried POST {tried}; vLLM serves "
+                                 "its endpoint only with VLLM_SERVER_DEV_MODE=1)")
