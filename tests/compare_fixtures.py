@@ -13,7 +13,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from specbench.bench.cell_summary import category_rows, cell_row
-from specbench.bench.records import cell_metrics_from_rows
+from specbench.bench.records import cell_metrics_from_rows, stats_from_row
+from specbench.metrics.goodput import parse_goodput
+from specbench.metrics.request_metrics import RequestMetrics
 from specbench.bench.schema import SCHEMA_VERSION
 from specbench.bench.store import to_table
 
@@ -38,6 +40,7 @@ class RunSpec:
     workload: str = "gsm8k"
     method: str = "draft"
     manifest: dict = field(default_factory=dict)  # overrides merged into the manifest
+    goodput: str | None = None  # --goodput bounds, e.g. "tpot:12" (requests get is_good, cells goodput columns)
 
 
 def _rng(*parts: object) -> np.random.Generator:
@@ -90,9 +93,13 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
             "num_accepted_per_pos": [sum(a > j for a in accepted) for j in range(k)],
             "accepted_per_round": accepted, "num_preemptions": 0, "request_temperature": keys["temperature"],
             "max_tokens": spec.output_len, "request_seed": i, "prompt_sha256": f"{i:064x}",
-            "output_text": f"The answer is {answer}.",
+            "output_text": f"The answer is {answer}.", "reasoning_text": None, "is_good": None,
             **_score(spec, correct, answer),
         })
+    if spec.goodput is not None:
+        slo = parse_goodput([spec.goodput])
+        for row in rows:
+            row["is_good"] = slo.is_good(RequestMetrics.from_stats(stats_from_row(row)))
     return rows
 
 
@@ -120,7 +127,10 @@ def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
                             "workload": spec.workload, "workload_version": "1", "label": spec.label}
                     rows = _requests(spec, keys, cell)
                     baseline_rows = rows if k == 0 else baseline_rows
-                    extra = {"request_rate": float("inf"), "burstiness": 1.0, "num_warmup": 0,
+                    extra = {"request_rate": float("inf"), "burstiness": 1.0, "duration_limit_s": None,
+                             "ramp_up_strategy": None, "ramp_up_start_rps": None, "ramp_up_end_rps": None,
+                             "num_warmup": 0, "is_cache_reset": False, "cache_reset_note": "synthetic",
+                             "goodput_slo": spec.goodput and parse_goodput([spec.goodput]).describe(),
                              "start_unix_s": 0.0, "wall_s": 1.0}
                     tables["cells"].append(cell_row(keys, extra, cell_metrics_from_rows(rows), rows,
                                                     f"r{repeat}-t{temperature:g}-c{c}-k0", baseline_rows,

@@ -42,8 +42,36 @@ def _random(
     return RandomTokensWorkload(input_len, output_len, num_prompts, vocab_size)
 
 
-def get_workload(name: str, **options: Any) -> Workload:
-    """Build workload `name`; unknown names or options raise SpecbenchError listing what is supported."""
+@WORKLOADS.register("file")
+def _file(path: str, max_tokens: int = 256) -> Workload:
+    from specbench.workloads.custom_file import PromptFileWorkload
+
+    return PromptFileWorkload(path, max_tokens=max_tokens)
+
+
+FILE_PREFIX = "file:"  # --workload file:PATH
+
+
+def workload_factory(spec: str) -> tuple[str, dict[str, Any]]:
+    """`--workload` value -> (registry name, options it fixes): "file:PATH" -> ("file", {"path": PATH})."""
+    if spec.startswith(FILE_PREFIX):
+        path = spec[len(FILE_PREFIX):]
+        if not path:
+            raise SpecbenchError("--workload file:PATH needs a path after 'file:'")
+        return "file", {"path": path}
+    if spec == "file":
+        raise SpecbenchError("--workload file needs a path: --workload file:PATH")
+    if spec not in WORKLOADS:
+        names = ["file:PATH" if name == "file" else name for name in WORKLOADS.supported()]
+        raise SpecbenchError(f"unknown workload {spec!r}; supported: {', '.join(names)}")
+    return spec, {}
+
+
+def get_workload(spec: str, **options: Any) -> Workload:
+    """Build workload `spec` (a registry name or file:PATH); unknown names or options raise SpecbenchError
+    listing what is supported."""
+    name, fixed = workload_factory(spec)
+    options = {**options, **fixed}
     factory = WORKLOADS.get(name)
     params = inspect.signature(factory).parameters
     unknown = sorted(set(options) - set(params))

@@ -39,6 +39,10 @@ class Sample:
     num_prompt_tokens: int | None = None  # random: fixed input length
     num_output_tokens: int | None = None  # random: fixed output length (ignore_eos)
     seed: int | None = None  # random: seed of the prompt token draw
+    system: str | None = None  # file: system message sent before the first user turn
+    max_tokens: int | None = None  # file: per-row max new tokens (--max-tokens overrides it)
+    temperature: float | None = None  # file: per-row temperature (used when the grid temperature is 'default')
+    is_raw_prompt: bool = False  # file: a `prompt` row, sent as plain text unless a chat template is applied
 
     @property
     def num_turns(self) -> int:

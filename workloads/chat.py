@@ -31,7 +31,10 @@ def apply_chat_template(tokenizer: Tokenizer | None, messages: tuple[Message, ..
 def render_vicuna(messages: tuple[Message, ...]) -> str:
     """`SYSTEM USER: q1 ASSISTANT: a1</s>USER: q2 ASSISTANT:` (FastChat ADD_COLON_TWO, seps " " and "</s>")."""
     roles = {"user": "USER", "assistant": "ASSISTANT"}
-    parts = [VICUNA_SYSTEM, " "]
+    system = VICUNA_SYSTEM
+    if messages and messages[0].role == "system":  # a conversation's own system message replaces Vicuna's
+        system, messages = messages[0].content, messages[1:]
+    parts = [system, " "]
     for i, message in enumerate(messages):
         parts.append(f"{roles[message.role]}: {message.content}{' ' if i % 2 == 0 else '</s>'}")
     parts.append("ASSISTANT:")

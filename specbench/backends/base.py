@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from specbench.backends.cache_reset import CacheReset
 from specbench.backends.spec_counters import SpecCounters
 from specbench.bench.admission import FinishedTurn
 from specbench.bench.grid import CellKey
@@ -45,16 +46,20 @@ class BenchBackend(Protocol):
     def start_cell(self, key: CellKey) -> None:
         """Prepare for a cell (embedded: set k; HTTP: nothing, the server's k is fixed)."""
 
+    def reset_prefix_cache(self) -> CacheReset:
+        """Empty the backend's prefix cache before a cell (its warmup included), where one exists."""
+
     def run_turns(
         self,
-        turns: Sequence[Turn],
+        turns: Iterable[Turn],
         concurrency: int,
         *,
         id_prefix: str,
         next_turn: Callable[[Turn, str], Turn | None] = lambda turn, completion: None,
         on_finish: Callable[[FinishedTurn], None] | None = None,
     ) -> list[FinishedTurn]:
-        """Run `turns` and their follow-ups with at most `concurrency` in flight; finished turns in finish order."""
+        """Run `turns` and their follow-ups with at most `concurrency` in flight; finished turns in finish order.
+        `turns` is consumed lazily, one first turn per free slot (a duration-bounded source ends at its deadline)."""
 
     def begin_window(self) -> None:
         """Mark the start of a cell's measured window (after warmup)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from specbench.backends.base import CellWindow
+from specbench.backends.cache_reset import CacheReset
 from specbench.bench.admission import FinishedTurn, run_turns
 from specbench.bench.environment import device_info
 from specbench.bench.grid import CellKey
@@ -49,6 +50,11 @@ def engine_config(config: SweepConfig, target: str) -> EngineConfig:
     )
 
 
+# The engine frees a request's KV blocks when it finishes and never matches a new prompt against old blocks
+# (kv/block_manager.py has no prefix hashing): later cells cannot be served from an earlier cell's cache.
+NO_PREFIX_CACHE = CacheReset(False, "no prefix cache: the embedded engine reuses no KV across requests")
+
+
 class EmbeddedBackend:
     name = "embedded"
     can_tokenize = True
@@ -78,6 +84,7 @@ class EmbeddedBackend:
             "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
             "kv_pool": engine.parts.kv_pool_note,
             "cuda_graphs": engine.parts.cuda_graphs,
+            "prefix_caching": False,  # see NO_PREFIX_CACHE
             "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
             "proposer": proposer.describe() if proposer is not None else None,
             "engine_config": engine.config.to_dict(),
@@ -95,9 +102,12 @@ class EmbeddedBackend:
     def start_cell(self, key: CellKey) -> None:
         self.engine.set_num_steps(key.num_steps)
 
+    def reset_prefix_cache(self) -> CacheReset:
+        return NO_PREFIX_CACHE
+
     def run_turns(
         self,
-        turns: Sequence[Turn],
+        turns: Iterable[Turn],
         concurrency: int,
         *,
         id_prefix: str,

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from specbench.backends.base import CellWindow
+from specbench.backends.cache_reset import CacheReset, PrefixCacheResetter
 from specbench.backends.chat_stand_in import ServerChatTemplate
 from specbench.backends.http_stream import run_request
 from specbench.backends.request_body import build_request
@@ -59,6 +60,7 @@ class OpenAIBackend:
         else:
             why = self.info.models_error or "it lists no model"
             raise SpecbenchError(f"cannot read {public_url(self.root)}/v1/models ({why}); pass --model NAME")
+        self._cache = PrefixCacheResetter(self._client)
         self._window_start = None
         self._window_note: str | None = None
 
@@ -101,9 +103,12 @@ class OpenAIBackend:
     def start_cell(self, key: CellKey) -> None:
         pass
 
+    def reset_prefix_cache(self) -> CacheReset:
+        return self._cache.reset()
+
     def run_turns(
         self,
-        turns: Sequence[Turn],
+        turns: Iterable[Turn],
         concurrency: int,
         *,
         id_prefix: str,
@@ -122,18 +127,31 @@ class OpenAIBackend:
         async with httpx.AsyncClient(base_url=self.root, headers=auth_headers(self._api_key), limits=limits,
                                      timeout=self.timeout_s) as client:
 
-            async def conversation(turn: Turn | None) -> None:  # None once the conversation is over
-                if turn.scheduled_time is not None:
-                    await asyncio.sleep(max(0.0, turn.scheduled_time - time.perf_counter()))
-                async with slots:
+            async def conversation(turn: Turn | None) -> None:  # runs in an acquired slot; None once over
+                try:
                     while turn is not None:
                         item = await self._one(client, turn, next(counter), id_prefix)
                         finished.append(item)
                         if on_finish is not None:
                             on_finish(item)
                         turn = next_turn(turn, item.output.text or "") if item.error is None else None
+                finally:
+                    slots.release()
 
-            await asyncio.gather(*(conversation(turn) for turn in turns))
+            tasks = []
+            source = iter(turns)
+            while True:  # a first turn is pulled when a slot is free (a duration-bounded source ends on time)
+                await slots.acquire()
+                turn = next(source, None)
+                if turn is None:
+                    slots.release()
+                    break
+                if turn.scheduled_time is not None and turn.scheduled_time > time.perf_counter():
+                    slots.release()  # wait for the arrival time without holding a slot, then for a slot
+                    await asyncio.sleep(turn.scheduled_time - time.perf_counter())
+                    await slots.acquire()
+                tasks.append(asyncio.create_task(conversation(turn)))
+            await asyncio.gather(*tasks)
         return finished
 
     async def _one(self, client: httpx.AsyncClient, turn: Turn, index: int, id_prefix: str) -> FinishedTurn:
@@ -162,7 +180,8 @@ class OpenAIBackend:
             stats=stats,
         )
         return FinishedTurn(turn, output, index, error=error, token_count_source=counts.source,
-                            is_usage_reported=state.is_usage_reported, has_draft_stats=False)
+                            is_usage_reported=state.is_usage_reported, has_draft_stats=False,
+                            reasoning_text=state.reasoning_text or None)
 
     def begin_window(self) -> None:
         self._window_start, self._window_note = scrape_spec_counters(self._client)

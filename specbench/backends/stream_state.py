@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.backends.reasoning import DeltaText, split_delta
+
 
 class StreamFormatError(Exception):
     """The stream is not an OpenAI completion stream (bad JSON, no choices, an error event)."""
@@ -14,8 +16,14 @@ class StreamFormatError(Exception):
 @dataclass(frozen=True, slots=True)
 class Chunk:
     time: float  # perf_counter when the event was parsed
-    text: str  # content delta; "" for role-only, usage-only and finish events
+    text: str  # content (answer) delta; "" for role-only, usage-only and finish events
     completion_tokens: int | None  # cumulative usage.completion_tokens carried by this event (continuous usage)
+    reasoning: str = ""  # reasoning delta (reasoning.py); "" for answer-only events
+
+    @property
+    def emitted(self) -> str:
+        """Everything the model generated in this event: reasoning and answer are both output tokens."""
+        return self.reasoning + self.text
 
 
 @dataclass
@@ -35,9 +43,13 @@ class StreamState:
         return "".join(c.text for c in self.chunks)
 
     @property
+    def reasoning_text(self) -> str:
+        return "".join(c.reasoning for c in self.chunks)
+
+    @property
     def content_chunks(self) -> list[Chunk]:
-        """The emissions: chunks that carried text."""
-        return [c for c in self.chunks if c.text]
+        """The emissions: chunks that carried generated text (reasoning or answer)."""
+        return [c for c in self.chunks if c.emitted]
 
     def add_event(self, data: str, now: float) -> None:
         """Parse one `data:` payload (not [DONE]) into the state."""
@@ -59,17 +71,15 @@ class StreamState:
         choices = event.get("choices")
         if not isinstance(choices, list) or (not choices and usage is None):
             raise StreamFormatError(f"event without choices: {data[:80]!r}")
-        text = ""
+        parts = DeltaText("", "")
         if choices:
             choice = choices[0]
             if not isinstance(choice, dict):
                 raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
-            delta = choice.get("delta")
-            content = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-            text = content if isinstance(content, str) else ""
+            parts = split_delta(choice)
             if choice.get("finish_reason") is not None:
                 self.finish_reason = str(choice["finish_reason"])
-        self.chunks.append(Chunk(now, text, completion_tokens))
+        self.chunks.append(Chunk(now, parts.answer, completion_tokens, parts.reasoning))
 
 
 def _int_or(value: Any, default: int | None) -> int | None:

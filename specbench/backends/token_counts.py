@@ -22,7 +22,7 @@ def count_tokens(state: StreamState, tokenizer=None) -> TokenCounts:
     per_chunk = _server_per_chunk(state)
     if per_chunk is not None:
         return TokenCounts(per_chunk, SERVER_PER_CHUNK)
-    texts = [c.text for c in state.content_chunks]
+    texts = [c.emitted for c in state.content_chunks]
     if tokenizer is not None:
         lengths = [0]
         prefix = ""
@@ -43,7 +43,7 @@ def _server_per_chunk(state: StreamState) -> tuple[int, ...] | None:
     counts: list[int] = []
     previous = 0
     for chunk in state.chunks:
-        if not chunk.text:
+        if not chunk.emitted:
             continue
         if chunk.completion_tokens is None or chunk.completion_tokens < previous:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from specbench.bench.turns import Turn
@@ -25,11 +25,12 @@ class FinishedTurn:
     token_count_source: str = ENGINE_COUNTS  # see backends/token_counts.py for the HTTP sources
     is_usage_reported: bool | None = None  # HTTP: the server sent a usage block; None for the embedded engine
     has_draft_stats: bool = True  # False over HTTP: acceptance comes from server counters per cell
+    reasoning_text: str | None = None  # HTTP: streamed reasoning (output.text is the answer); None when none came
 
 
 def run_turns(
     engine,
-    turns: Sequence[Turn],
+    turns: Iterable[Turn],
     concurrency: int,
     *,
     id_prefix: str,
@@ -41,14 +42,17 @@ def run_turns(
     A request is handed to the engine when a slot is free, with arrival time max(scheduled time, now): time spent
     waiting for a slot is client queueing (kept as scheduled_time), not TTFT, as with a concurrency semaphore.
     """
-    pending = deque(turns)
+    source = iter(turns)  # pulled one first turn per free slot: a duration-bounded source ends at its deadline
+    follow_ups: deque[Turn] = deque()
     in_flight: dict[str, tuple[Turn, int]] = {}
     finished: list[FinishedTurn] = []
     counter = itertools.count()
 
     def submit() -> None:
-        while pending and len(in_flight) < concurrency:
-            turn = pending.popleft()
+        while len(in_flight) < concurrency:
+            turn = follow_ups.popleft() if follow_ups else next(source, None)
+            if turn is None:
+                return
             index = next(counter)
             arrival = None if turn.scheduled_time is None else max(turn.scheduled_time, time.perf_counter())
             request_id = engine.add_request(
@@ -65,7 +69,7 @@ def run_turns(
         finished.append(item)
         follow_up = next_turn(turn, output.text or "")
         if follow_up is not None:
-            pending.appendleft(follow_up)  # the same user asks on, in the slot it just freed
+            follow_ups.append(follow_up)  # the same user asks on, in the slot it just freed
         if on_finish is not None:
             on_finish(item)
         submit()

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
+import itertools
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specbench.backends.cache_reset import SKIPPED, CacheReset
 from specbench.bench.admission import FinishedTurn
-from specbench.bench.arrivals import arrival_offsets
 from specbench.bench.grid import CellKey
+from specbench.bench.load_pattern import LoadPattern
 from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import TurnPlanner, TurnSettings
+from specbench.bench.reasoning_split import answer_text
+from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
+from specbench.bench.warmup import warmup_turns
 from specbench.engine.stats import StepStats
-from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
     from specbench.backends.spec_counters import SpecCounters
-
-# Warmup requests only trigger first-call costs (allocations, kernels, caches); their length does not matter.
-WARMUP_MAX_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -34,6 +32,7 @@ class CellRun:
     steps: tuple[StepStats, ...]  # engine steps of the measured window (embedded backend only)
     start_unix_s: float
     wall_s: float  # warmup included
+    cache_reset: CacheReset  # whether the prefix cache was emptied before the cell (warmup included)
     backend: str = "embedded"
     counters: SpecCounters | None = None  # HTTP: server speculative counter deltas over the measured window
     counters_note: str | None = None  # HTTP: why `counters` is None
@@ -63,25 +62,22 @@ def run_cell(
     backend.start_cell(key)
     settings = turn_settings(config, key, chat_template)
     start_unix, start = time.time(), time.perf_counter()
+    cache_reset = backend.reset_prefix_cache() if config.cache_reset else SKIPPED
     num_warmup = config.num_warmup(key.concurrency)
     if num_warmup:
-        warm = [planner.first_turn(samples[i % len(samples)], settings) for i in range(num_warmup)]
-        warm = [dataclasses.replace(t, params=_short(t.params)) for t in warm]
+        template = planner.first_turn(samples[0], settings)
+        warm = warmup_turns(planner, template, key, settings, num_warmup, config.seed)
         backend.run_turns(warm, key.concurrency, id_prefix=f"warmup/{key.cell_id}")
 
     backend.begin_window()
-    turns = [planner.first_turn(sample, settings) for sample in samples]
-    if not math.isinf(config.request_rate):
-        # Every cell of a repeat sees the same arrival pattern, so cells differ only in what the grid varies.
-        seed = zlib.crc32(f"arrivals/{config.seed}/{key.repeat}".encode())
-        offsets = arrival_offsets(len(turns), config.request_rate, config.burstiness, seed)
-        origin = time.perf_counter()
-        turns = [dataclasses.replace(t, scheduled_time=origin + offset) for t, offset in zip(turns, offsets)]
+    # Every cell of a repeat sees the same arrival pattern, so cells differ only in what the grid varies.
+    seed = zlib.crc32(f"arrivals/{config.seed}/{key.repeat}".encode())
     finished = backend.run_turns(
-        turns,
+        measured_turns(planner, samples, settings, LoadPattern.of(config), seed),
         key.concurrency,
         id_prefix=key.cell_id,
-        next_turn=lambda turn, completion: planner.next_turn(turn, completion, settings),
+        next_turn=lambda turn, completion: planner.next_turn(
+            turn, answer_text(completion, config.reasoning_parser), settings),
         on_finish=on_request_done,
     )
     window = backend.end_window()
@@ -91,11 +87,27 @@ def run_cell(
         steps=window.steps,
         start_unix_s=start_unix,
         wall_s=time.perf_counter() - start,
+        cache_reset=cache_reset,
         backend=backend.name,
         counters=window.counters,
         counters_note=window.counters_note,
     )
 
 
-def _short(params: SamplingParams) -> SamplingParams:
-    return dataclasses.replace(params, max_tokens=min(params.max_tokens, WARMUP_MAX_TOKENS))
+def measured_turns(
+    planner: TurnPlanner, samples: Sequence[Sample], settings: TurnSettings, pattern: LoadPattern, seed: int
+) -> Iterator[Turn]:
+    """First turns in submission order, pulled lazily by the backend. Count-bounded: each sample once.
+    Duration-bounded: samples cycle until the last scheduled arrival before the duration, or (all at once)
+    until the duration has passed when a slot frees."""
+    count = None if pattern.duration_s is not None else len(samples)
+    origin = time.perf_counter()
+    if pattern.is_scheduled:
+        for i, offset in enumerate(pattern.offsets(count, seed)):
+            yield planner.first_turn(samples[i % len(samples)], settings, scheduled_time=origin + offset)
+        return
+    indices = itertools.count() if count is None else range(count)
+    for i in indices:
+        if pattern.duration_s is not None and time.perf_counter() - origin >= pattern.duration_s:
+            return
+        yield planner.first_turn(samples[i % len(samples)], settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from specbench.bench.schema import columns
 from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
+from specbench.metrics.goodput import Goodput
 
 
 def cell_row(
@@ -31,6 +33,7 @@ def cell_row(
     """
     ok_rows = [r for r in request_rows if is_success(r)]
     row: Row = {**keys, **extra, **metrics.to_row(num_positions)}
+    row.update(goodput_columns(request_rows, metrics.duration_s, extra.get("goodput_slo")))
     preemptions = [r["num_preemptions"] for r in ok_rows if r["num_preemptions"] is not None]
     row["num_preemptions"] = sum(preemptions) if preemptions or not ok_rows else None
     row.update(
@@ -54,6 +57,16 @@ def cell_row(
     )
     row.update(_agreement(ok_rows, [r for r in baseline_rows or () if is_success(r)]))
     return row
+
+
+def goodput_columns(request_rows: Sequence[Row], duration_s: float, slo_text: str | None) -> Row:
+    """From the requests' `is_good` flags (metrics/goodput.py); all null without --goodput."""
+    if slo_text is None:
+        return {"goodput_slo": None, "num_good_requests": None, "good_request_fraction": None,
+                "request_goodput": None, "output_goodput": None}
+    good = Goodput.of([r["num_output_tokens"] for r in request_rows if r["is_good"] is True], len(request_rows),
+                      duration_s)
+    return {"goodput_slo": slo_text, **dataclasses.asdict(good)}
 
 
 def failure_columns(request_rows: Sequence[Row]) -> Row:

@@ -7,11 +7,13 @@ from typing import Any
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.grid import CellKey
+from specbench.bench.reasoning_split import split_reasoning
 from specbench.bench.records import Row, request_row, step_rows
 from specbench.bench.server_acceptance import server_acceptance
 from specbench.bench.store import RunStore
 from specbench.bench.sweep_config import SweepConfig
 from specbench.metrics.cell_metrics import CellMetrics
+from specbench.metrics.goodput import parse_goodput
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.workloads.base import Workload
 
@@ -36,15 +38,24 @@ def cell_tables(
 ) -> dict[str, list[Row]]:
     """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`."""
     keys = key_columns(run_id, run.key, config, workload)
-    finished = sorted(run.finished, key=lambda item: item.request_index)
-    requests = [request_row(keys, item, workload) for item in finished]
+    finished = sorted((split_reasoning(item, config.reasoning_parser) for item in run.finished),
+                      key=lambda item: item.request_index)
+    slo = parse_goodput(config.goodput)
+    requests = [request_row(keys, item, workload, slo) for item in finished]
     metrics = CellMetrics.of([RequestMetrics.from_stats(item.output.stats) for item in finished if item.error is None])
     baseline = run.key.baseline
     is_baseline = baseline == run.key
     extra = {
         "request_rate": config.request_rate,
         "burstiness": config.burstiness,
+        "duration_limit_s": config.duration,
+        "ramp_up_strategy": config.ramp_up_strategy,
+        "ramp_up_start_rps": config.ramp_up_start_rps,
+        "ramp_up_end_rps": config.ramp_up_end_rps,
         "num_warmup": config.num_warmup(run.key.concurrency),
+        "is_cache_reset": run.cache_reset.is_reset,
+        "cache_reset_note": run.cache_reset.note,
+        "goodput_slo": slo.describe(),
         "start_unix_s": run.start_unix_s,
         "wall_s": run.wall_s,
     }

@@ -9,6 +9,7 @@ from typing import Any
 from specbench.bench.admission import FinishedTurn
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.metrics.cell_metrics import CellMetrics
+from specbench.metrics.goodput import SloBounds
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.workloads.base import Score, Workload
 
@@ -20,7 +21,8 @@ DRAFT_COLUMNS = ("num_draft_rounds", "num_draft_tokens", "num_accepted_tokens", 
                  "num_accepted_per_pos", "accepted_per_round")
 
 
-def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload) -> Row:
+def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload, slo: SloBounds | None = None) -> Row:
+    """`slo`: --goodput bounds (None: `is_good` stays null)."""
     turn, out, stats = item.turn, item.output, item.output.stats
     metrics = RequestMetrics.from_stats(stats)
     text = out.text
@@ -61,6 +63,8 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload)
         request_seed=turn.params.seed,
         prompt_sha256=turn.prompt_sha256,
         output_text=text,
+        reasoning_text=item.reasoning_text,
+        is_good=None if slo is None or not slo.is_set else item.error is None and slo.is_good(metrics),
     )
     row.update({name: getattr(score, name) if score is not None else None for name in SCORE_FIELDS})
     if not item.has_draft_stats:  # HTTP: the engine's internals are not visible per request

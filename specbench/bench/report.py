@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
+from specbench.bench.load_notes import load_notes
+from specbench.bench.recommend import format_recommendations
 from specbench.bench.summary_table import format_categories, format_summary
 from specbench.bench.sweep import SweepReport
 
@@ -27,8 +29,10 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     parts = [head, format_summary(report.cells, width)]
     if len({row["category"] for row in report.categories}) > 1:
         parts.append(format_categories(report.categories, width))
-    notes = backend_notes(report.cells)
+    parts.append(format_recommendations(list(report.recommendations)))
+    notes = backend_notes(report.cells) + load_notes(report.cells)
     if notes:
         parts.append("\n".join(f"note: {line}" for line in notes))
-    parts.append(f"results: {report.run_dir}/ (cells, requests, steps, categories .parquet; manifest.json)")
+    tables = "cells, requests, steps, categories" + (", recommendations" if report.recommendations else "")
+    parts.append(f"results: {report.run_dir}/ ({tables} .parquet; manifest.json)")
     return "\n\n".join(part for part in parts if part)

@@ -8,6 +8,8 @@
   every cell metric can be recomputed (`specbench.bench.records.cell_metrics_from_rows`).
 - `steps.parquet`: one row per engine step of a cell's measured window.
 - `categories.parquet`: one row per cell and sample category (acceptance and latency per category).
+- `recommendations.parquet`: the best num-steps per (workload, method, temperature, concurrency), when the sweep
+  measured several (bench/recommend.py).
 - `parts/{cells,requests,steps,categories}/<cell_id>.parquet`: the same rows, one file per completed cell. Each part
   is written to `.tmp/` and renamed into place, requests/steps/categories before cells: a cell is complete exactly
   when `parts/cells/<cell_id>.parquet` exists. The four consolidated files are rewritten (atomically) after every
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2  # 2: backend, errors, token-count and acceptance sources (HTTP backends)
+SCHEMA_VERSION = 3  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+# (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -58,7 +61,14 @@ def _distribution(prefix: str, unit: str) -> tuple[Column, ...]:
 CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("request_rate", F64, "arrivals per second (inf = all at once under the concurrency cap)"),
     ("burstiness", F64, "gamma shape of inter-arrival times (1 = Poisson)"),
-    ("num_warmup", I64, "warmup requests run before the measured window (not measured)"),
+    ("duration_limit_s", F64, "--duration: seconds of first-turn arrivals, samples cycled; null = each sample once"),
+    ("ramp_up_strategy", STR, "linear: arrival rate ramped from ramp_up_start_rps to ramp_up_end_rps; else null"),
+    ("ramp_up_start_rps", F64, "ramp start rate (arrivals/s); null without a ramp"),
+    ("ramp_up_end_rps", F64, "ramp end rate (arrivals/s); null without a ramp"),
+    ("num_warmup", I64, "warmup requests run before the measured window (synthetic prompts, never measured ones)"),
+    ("is_cache_reset", BOOL, "the backend's prefix cache was emptied right before the cell (its warmup included)"),
+    ("cache_reset_note", STR, "how it was reset (e.g. 'POST /reset_prefix_cache'), or why not (no prefix cache, no "
+     "endpoint, --no-cache-reset)"),
     ("start_unix_s", F64, "unix time the cell started (warmup included)"),
     ("wall_s", F64, "cell wall time, warmup included"),
     ("backend", STR, "embedded | openai (an OpenAI-compatible server over HTTP)"),
@@ -74,6 +84,11 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("total_throughput", F64, "(prompt + output) tokens / duration_s"),
     ("request_throughput", F64, "requests / duration_s"),
     ("tokens_per_emission", F64, "pooled output tokens / emissions"),
+    ("goodput_slo", STR, "--goodput bounds in ms, e.g. 'ttft:200,tpot:50'; null (and the next four) without"),
+    ("num_good_requests", I64, "measured requests meeting every bound"),
+    ("good_request_fraction", F64, "good / all measured requests (failed ones count as not good)"),
+    ("request_goodput", F64, "good requests / duration_s"),
+    ("output_goodput", F64, "output tokens of good requests / duration_s"),
     *_distribution("ttft_s", "TTFT"),
     *_distribution("tpot_s", "TPOT"),
     *_distribution("itl_s", "ITL (gap between emissions)"),
@@ -116,11 +131,12 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("category", STR, "sample category"),
     ("subcategory", STR, "spec_bench: MT-Bench category of its mt_bench questions; else null"),
     ("turn", I64, "0-based turn; turn t+1 carries the model's own answer to turn t"),
-    ("scheduled_time", F64, "Poisson/gamma arrival target (first turns under a finite rate); else null"),
+    ("scheduled_time", F64, "Poisson/gamma arrival target (first turns under a finite or ramped rate); else null"),
     ("arrival_time", F64, "when the request became eligible to run; HTTP: when it was sent (TTFT/E2E start here)"),
     ("first_scheduled_time", F64, "first engine step that ran it; null over HTTP"),
     ("finish_time", F64, "last emission"),
-    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed chunks with content)"),
+    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed chunks with answer or "
+     "reasoning text)"),
     ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission (see token_count_source)"),
     ("num_prompt_tokens", I64, "prompt tokens"),
     ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
@@ -145,7 +161,10 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("max_tokens", I64, "max new tokens"),
     ("request_seed", I64, "sampling seed (same for the same sample and turn in every cell of a repeat)"),
     ("prompt_sha256", STR, "sha256 of the prompt token ids (HTTP without a tokenizer: of 'text:' + prompt text)"),
-    ("output_text", STR, "completion text (cut at stop strings)"),
+    ("output_text", STR, "completion text (cut at stop strings); for reasoning models the answer only"),
+    ("reasoning_text", STR, "reasoning: streamed reasoning_content / reasoning deltas (HTTP), or inline "
+     "<think>...</think> split off by --reasoning-parser think; else null"),
+    ("is_good", BOOL, "meets every --goodput bound (false when failed); null without --goodput"),
     ("gold_answer", STR, "gsm8k: normalised gold answer; else null"),
     ("strict_answer", STR, "gsm8k: strict-match extraction"),
     ("flexible_answer", STR, "gsm8k: flexible-extract extraction"),
@@ -188,6 +207,28 @@ CATEGORY_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("acceptance_length_per_request", F64, "mean of 1 + A_i / D_i"),
 )
 
+# recommendations.parquet: one row per (workload, method, temperature, concurrency) of a sweep with several
+# num-steps values, written after the last cell (bench/recommend.py); not per cell, so not in TABLES.
+RECOMMENDATION_COLUMNS: tuple[Column, ...] = (
+    ("run_id", STR, "run directory name"),
+    ("workload", STR, "workload name"),
+    ("method", STR, "speculative method"),
+    ("temperature", F64, "grid temperature; NaN = workload default per sample"),
+    ("concurrency", I64, "max requests in flight"),
+    ("optimize", STR, "throughput (highest output throughput) | tpot (lowest median TPOT)"),
+    ("metric", STR, "compare metric ranked: output_throughput | tpot_median"),
+    ("num_candidates", I64, "num-steps values measured at this point"),
+    ("best_num_steps", I64, "recommended k"),
+    ("best_value", F64, "its metric value (tok/s or seconds; mean over repeats)"),
+    ("runner_up_num_steps", I64, "second-best k"),
+    ("runner_up_value", F64, "its metric value"),
+    ("ratio", F64, "best_value / runner_up_value"),
+    ("ratio_low", F64, "bootstrap 95% interval of the ratio (requests resampled as compare does); null when too "
+     "few requests"),
+    ("ratio_high", F64, "upper end of that interval"),
+    ("is_distinguishable", BOOL, "the interval excludes 1 (best beats runner-up beyond noise); null without one"),
+)
+
 TABLES: dict[str, tuple[Column, ...]] = {
     "cells": CELL_COLUMNS,
     "requests": REQUEST_COLUMNS,
@@ -220,4 +261,6 @@ def schema_markdown() -> str:
     lines = ["#### Key columns (first in every table)", "", *rows(KEY_COLUMNS), ""]
     for table, specs in TABLES.items():
         lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
+    lines += ["#### `recommendations.parquet` (sweeps with several num-steps values)", "",
+              *rows(RECOMMENDATION_COLUMNS), ""]
     return "\n".join(lines)

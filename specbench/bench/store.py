@@ -32,6 +32,13 @@ def write_atomic(path: Path, write, run_dir: Path) -> None:
     os.replace(tmp, path)
 
 
+def drop_staging(run_dir: Path) -> None:
+    """Remove the staging directory once empty (it stays only when a write was interrupted)."""
+    tmp_dir = run_dir / TMP_DIR
+    if tmp_dir.is_dir() and not any(tmp_dir.iterdir()):
+        tmp_dir.rmdir()
+
+
 def write_json(path: Path, data: dict[str, Any], run_dir: Path) -> None:
     write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2) + "\n"), run_dir)
 
@@ -86,10 +93,7 @@ class RunStore:
         self.consolidate()
 
     def close(self) -> None:
-        """Drop the staging directory (left only when a write was interrupted)."""
-        tmp_dir = self.run_dir / TMP_DIR
-        if tmp_dir.is_dir() and not any(tmp_dir.iterdir()):
-            tmp_dir.rmdir()
+        drop_staging(self.run_dir)
 
     def consolidate(self) -> None:
         for table, parts in self._tables.items():

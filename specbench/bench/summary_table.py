@@ -60,6 +60,11 @@ METRICS: tuple[tuple[str, Cell], ...] = (
     ("Speedup vs k=0", _num("speedup", digits=3)),
     ("Same text as k=0", _num("agreement_text", digits=3)),
 )
+GOODPUT: tuple[tuple[str, Cell], ...] = (
+    ("Goodput (req/s)", _num("request_goodput", digits=3)),
+    ("Goodput (tok/s)", _num("output_goodput")),
+    ("Good requests (%)", _num("good_request_fraction", 100, 1)),
+)
 ACCURACY: tuple[tuple[str, Cell], ...] = (
     ("Accuracy strict-match", _accuracy("accuracy_strict")),
     ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),
@@ -71,7 +76,8 @@ def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
     """One block per temperature; columns are (concurrency, k) grid points, averaged over repeats."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     has_accuracy = any(r["accuracy_n"] for r in cells)
-    metrics = METRICS + (ACCURACY if has_accuracy else ())
+    has_goodput = any(r.get("goodput_slo") is not None for r in cells)
+    metrics = METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
     blocks = []
     for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
         points = _group(rows, lambda r: (r["concurrency"], r["num_steps"]))

@@ -13,6 +13,7 @@ from specbench.bench.grid import CellKey, build_grid
 from specbench.bench.manifest import build_manifest, with_resume_session
 from specbench.bench.preflight import workload_options
 from specbench.bench.progress import Progress
+from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.records import Row
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
@@ -29,6 +30,7 @@ class SweepReport:
     categories: tuple[Row, ...]
     num_cells_run: int  # by this call
     num_cells_skipped: int  # already complete (resume)
+    recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> SweepReport:
@@ -68,7 +70,8 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
         num_run = _run_missing_cells(backend, planner, data.samples, grid, config, chat_template, workload, store)
     finally:
         backend.close()
-    return _report(run_dir, config, store, grid, num_run)
+    recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []
+    return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations))
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:
@@ -76,7 +79,8 @@ def _run_missing_cells(backend, planner, samples, grid, config, chat_template, w
     store.open()
     todo = [key for key in grid if key.cell_id not in store.completed()]
     progress = Progress(len(grid), len(grid) - len(todo), quiet=config.quiet)
-    num_requests = sum(sample.num_turns for sample in samples)
+    # A duration-bounded cell issues as many requests as fit in its duration: no total to show.
+    num_requests = None if config.duration is not None else sum(sample.num_turns for sample in samples)
     try:
         for key in todo:
             progress.start_cell(key.cell_id, num_requests)

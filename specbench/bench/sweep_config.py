@@ -11,7 +11,9 @@ from typing import Any
 from specbench.errors import SpecbenchError
 
 # Where results go and how they are shown: free to differ when a run is resumed.
-RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env"})
+RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env", "optimize"})
+RAMP_UP_STRATEGIES = ("linear",)
+OPTIMIZE_TARGETS = ("throughput", "tpot")  # best k: highest output throughput | lowest median TPOT
 EMBEDDED = "embedded"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -37,6 +39,14 @@ class SweepConfig:
     # load pattern
     request_rate: float = math.inf  # inf: all at once under the concurrency cap; else Poisson/gamma arrivals
     burstiness: float = 1.0  # gamma shape of inter-arrival times (1 = Poisson)
+    duration: float | None = None  # seconds of arrivals per cell, samples cycled (None: each sample once)
+    ramp_up_strategy: str | None = None  # "linear": the arrival rate ramps from start to end rps (load_pattern.py)
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
+    cache_reset: bool = True  # reset the server's prefix cache before each cell where it offers an endpoint
+    goodput: tuple[str, ...] = ()  # --goodput KEY:MS service-level objectives (metrics/goodput.py)
+    optimize: str = "throughput"  # best k per (workload, concurrency, temperature): throughput | tpot
+    reasoning_parser: str | None = None  # "think": split inline <think>...</think> reasoning from the answer
     # Unmeasured requests run before every cell; None: the cell's concurrency (one per slot, so the measured
     # window starts with every batch shape and slot warmed).
     warmup: int | None = None
@@ -109,7 +119,8 @@ class SweepConfig:
             raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
         values = dict(data)
         values["request_rate"] = float(values.get("request_rate", math.inf))
-        for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance"):
+        for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance",
+                     "goodput"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
@@ -123,9 +134,9 @@ def validate_config(config: SweepConfig) -> None:
     """Every check that needs neither data nor models; raises SpecbenchError with one message."""
     from specbench.backends import BENCH_BACKENDS
     from specbench.spec.registry import PROPOSERS
-    from specbench.workloads import WORKLOADS
+    from specbench.workloads import workload_factory
 
-    WORKLOADS.get(config.workload)
+    workload_factory(config.workload)
     BENCH_BACKENDS.get(config.backend)
     if config.is_embedded:
         PROPOSERS.get(config.method)  # over HTTP the method only labels what the server runs
@@ -154,8 +165,38 @@ def validate_config(config: SweepConfig) -> None:
     ):
         if value is not None:
             _check_values(flag, [value], ok, need)
+    _check_load_pattern(config)
     if config.run_id is not None and not _RUN_ID.match(config.run_id):
         raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def _check_load_pattern(config: SweepConfig) -> None:
+    from specbench.metrics.goodput import parse_goodput
+
+    parse_goodput(config.goodput)
+    if config.optimize not in OPTIMIZE_TARGETS:
+        raise SpecbenchError(f"--optimize must be one of {', '.join(OPTIMIZE_TARGETS)}, got {config.optimize!r}")
+    from specbench.backends.reasoning import REASONING_PARSERS
+
+    if config.reasoning_parser is not None and config.reasoning_parser not in REASONING_PARSERS:
+        raise SpecbenchError(f"--reasoning-parser must be one of {', '.join(REASONING_PARSERS)}, "
+                             f"got {config.reasoning_parser!r}")
+    if config.duration is not None and not (config.duration > 0 and math.isfinite(config.duration)):
+        raise SpecbenchError(f"--duration must be a finite number of seconds > 0, got {config.duration}")
+    ramp = (config.ramp_up_start_rps, config.ramp_up_end_rps)
+    if config.ramp_up_strategy is None:
+        if any(v is not None for v in ramp):
+            raise SpecbenchError("--ramp-up-start-rps / --ramp-up-end-rps need --ramp-up-strategy linear")
+        return
+    if config.ramp_up_strategy not in RAMP_UP_STRATEGIES:
+        raise SpecbenchError(f"--ramp-up-strategy must be one of {', '.join(RAMP_UP_STRATEGIES)}, "
+                             f"got {config.ramp_up_strategy!r}")
+    if any(v is None for v in ramp):
+        raise SpecbenchError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
+    if not all(v > 0 and math.isfinite(v) for v in ramp):
+        raise SpecbenchError(f"--ramp-up-start-rps / --ramp-up-end-rps must be finite and > 0, got {ramp}")
+    if not math.isinf(config.request_rate):
+        raise SpecbenchError("--ramp-up-strategy sets the arrival rate itself: leave --request-rate out")
 
 
 def _check_backend(config: SweepConfig) -> None:

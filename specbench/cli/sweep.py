@@ -8,13 +8,15 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.cli import load_options as lo
 from specbench.cli import options as o
 from specbench.cli.app import app
 
 
 def sweep(
     ctx: typer.Context,
-    workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench | random")] = "gsm8k",
+    workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench | random | "
+                                          "file:PATH (JSONL prompt/messages, ShareGPT JSON)")] = "gsm8k",
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root (else $SPECBENCH_DATA_DIR, "
                                                     "else the hub)")] = None,
     limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = None,
@@ -39,8 +41,16 @@ def sweep(
                                                 "concurrency cap")] = math.inf,
     burstiness: Annotated[float, typer.Option("--burstiness", help="gamma shape of arrival gaps "
                                               "(1 = Poisson, < 1 burstier)")] = 1.0,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", help="unmeasured requests before each cell "
-                                                  "(default: the cell's concurrency)")] = None,
+    duration: lo.Duration = None,
+    ramp_up_strategy: lo.RampUpStrategy = None,
+    ramp_up_start_rps: lo.RampUpStartRps = None,
+    ramp_up_end_rps: lo.RampUpEndRps = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="unmeasured requests before each cell, "
+                                                  "synthetic prompts (default: the cell's concurrency)")] = None,
+    cache_reset: lo.CacheReset = True,
+    goodput: lo.Goodput = None,
+    optimize: lo.Optimize = "throughput",
+    reasoning_parser: lo.ReasoningParser = None,
     repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
     seed: o.Seed = 0,
     inject: Annotated[Optional[str], typer.Option("--inject", help="engine fault to inject (see specbench selftest); "
@@ -97,6 +107,7 @@ def sweep(
         num_steps=default_num_steps(method) if num_steps is None else parse_int_list(num_steps, "--num-steps"),
         eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
         synthetic_acceptance=o.parse_rates(synthetic_acceptance),
+        goodput=tuple(goodput or ()),
     )
     fields = {f.name for f in dataclasses.fields(SweepConfig)}
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.

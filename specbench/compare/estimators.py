@@ -95,3 +95,22 @@ def accept_rate_at(position: int) -> Estimator:
         return _ratio(accepted, draw.counts @ sample.num_draft_rounds)
 
     return estimate
+
+
+def _good(sample: RequestSample, draw: Draw, weights: np.ndarray) -> np.ndarray:
+    """counts @ (is_good x weights); NaN when the run has no --goodput (is_good null)."""
+    if sample.num_requests == 0 or np.isnan(sample.is_good).any():
+        return np.full(draw.counts.shape[0], np.nan)
+    return draw.counts @ (sample.is_good * weights)
+
+
+def request_goodput(sample: RequestSample, draw: Draw) -> np.ndarray:
+    return _ratio(_good(sample, draw, np.ones(sample.num_requests)), draw.window_s)
+
+
+def output_goodput(sample: RequestSample, draw: Draw) -> np.ndarray:
+    return _ratio(_good(sample, draw, sample.num_output_tokens), draw.window_s)
+
+
+def good_request_fraction(sample: RequestSample, draw: Draw) -> np.ndarray:
+    return _ratio(_good(sample, draw, np.ones(sample.num_requests)), draw.counts.sum(axis=1))

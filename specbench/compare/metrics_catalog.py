@@ -76,6 +76,15 @@ BASE_METRICS: tuple[Metric, ...] = (
     _acceptance("acceptance_rate", "Acceptance Rate", "%", 100.0, 2, est.acceptance_rate),
     _acceptance("acceptance_length", "Acceptance Length", "", 1.0, 4, est.acceptance_length),
 )
+# Goodput (metrics/goodput.py): only for runs swept with --goodput; compare resamples their successful requests.
+GOODPUT_METRICS: tuple[Metric, ...] = (
+    Metric("request_goodput", "Goodput", "req/s", 1.0, 4, True, Resampling.REQUESTS, Delta.RELATIVE, "goodput",
+           est.request_goodput),
+    Metric("output_goodput", "Output Goodput", "tok/s", 1.0, 2, True, Resampling.REQUESTS, Delta.RELATIVE, "goodput",
+           est.output_goodput),
+    Metric("good_request_fraction", "Good Requests", "%", 100.0, 1, True, Resampling.REQUESTS, Delta.ABSOLUTE,
+           "goodput", est.good_request_fraction),
+)
 SPEEDUP = Metric("speedup", "Speedup vs k=0", "x", 1.0, 3, True, Resampling.SPEEDUP, Delta.RELATIVE, "speedup",
                  needs_drafts=True)
 ACCURACY_METRICS: tuple[Metric, ...] = (
@@ -95,10 +104,10 @@ def position_metric(position: int) -> Metric:
 def catalog(num_positions: int) -> tuple[Metric, ...]:
     """Every metric, in table order; per-position rows for positions 1..num_positions."""
     positions = tuple(position_metric(k) for k in range(1, num_positions + 1))
-    return BASE_METRICS + positions + (SPEEDUP,) + ACCURACY_METRICS
+    return BASE_METRICS + GOODPUT_METRICS + positions + (SPEEDUP,) + ACCURACY_METRICS
 
 
-GROUPS = ("throughput", "latency", "acceptance", "speedup", "accuracy", "agreement")
+GROUPS = ("throughput", "latency", "goodput", "acceptance", "speedup", "accuracy", "agreement")
 
 
 def select(names: Sequence[str] | None, num_positions: int) -> tuple[Metric, ...]:
@@ -109,7 +118,8 @@ def select(names: Sequence[str] | None, num_positions: int) -> tuple[Metric, ...
     known = {m.name for m in metrics} | set(GROUPS) | {"accept_pos"}
     unknown = [n for n in names if n not in known and not n.startswith("accept_pos_")]
     if unknown:
-        supported = ", ".join([*GROUPS, *(m.name for m in BASE_METRICS + (SPEEDUP,) + ACCURACY_METRICS),
+        named = BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS
+        supported = ", ".join([*GROUPS, *(m.name for m in named),
                                "accept_pos", "accept_pos_<k>"])
         raise SpecbenchError(f"unknown metric {', '.join(map(repr, unknown))}; supported: {supported}")
     wanted = set(names)

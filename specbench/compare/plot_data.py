@@ -14,7 +14,7 @@ from specbench.compare.matching import DEFAULT_TEMPERATURE
 CELL_VALUES = (
     "output_throughput", "tpot_s_mean", "ttft_s_mean", "ttft_s_p99", "speedup", "acceptance_length",
     "accuracy_strict", "accuracy_strict_stderr", "accuracy_flexible", "accuracy_flexible_stderr",
-    "agreement_flexible", "agreement_text", "accuracy_n",
+    "agreement_flexible", "agreement_text", "accuracy_n", "request_goodput", "good_request_fraction",
 )
 
 

@@ -10,17 +10,19 @@ from specbench.compare.plot_data import run_series
 from specbench.compare.plot_style import NamedFigure, save_figures
 from specbench.compare.plots_acceptance import acceptance_length_figure, per_position_figure, speedup_figure
 from specbench.compare.plots_accuracy import accuracy_figure
-from specbench.compare.plots_latency import throughput_tpot_figure, ttft_figure
+from specbench.compare.plots_latency import goodput_figure, throughput_tpot_figure, ttft_figure
 from specbench.errors import SpecbenchError
 
 
 def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
-    """throughput/TPOT and TTFT vs concurrency, acceptance length vs k, per-position acceptance, the speedup
-    heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
+    """throughput/TPOT and TTFT vs concurrency, goodput (runs swept with --goodput), acceptance length vs k,
+    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
     if not runs:
         raise SpecbenchError("plot needs at least one run")
     series = run_series(runs)
     figures = [throughput_tpot_figure(series), ttft_figure(series)]
+    goodput = goodput_figure(series)
+    figures += [goodput] if goodput is not None else []
     if any(not s.acceptance.empty for s in series):
         figures += [acceptance_length_figure(series), per_position_figure(series)]
     speedup = speedup_figure(series)

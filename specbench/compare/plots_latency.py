@@ -63,3 +63,12 @@ def throughput_tpot_figure(series: Sequence[RunSeries]) -> NamedFigure:
 def ttft_figure(series: Sequence[RunSeries]) -> NamedFigure:
     panels = (("ttft_s_mean", 1e3, "mean TTFT (ms)"), ("ttft_s_p99", 1e3, "P99 TTFT (ms)"))
     return _figure(series, "ttft_vs_concurrency", "Time to first token vs concurrency", panels)
+
+
+def goodput_figure(series: Sequence[RunSeries]) -> NamedFigure | None:
+    """Goodput and the share of good requests vs concurrency; None when no run was swept with --goodput."""
+    if not any(s.cells["request_goodput"].notna().any() for s in series if "request_goodput" in s.cells):
+        return None
+    panels = (("request_goodput", 1.0, "goodput (req/s)"), ("good_request_fraction", 100.0, "good requests (%)"))
+    return _figure(series, "goodput_vs_concurrency", "Goodput (requests meeting every SLO bound) vs concurrency",
+                   panels)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.bench.records import has_draft_stats, stats_from_row
+from specbench.bench.records import is_null as _is_null
 from specbench.metrics.request_metrics import RequestMetrics
 
 
@@ -36,6 +37,7 @@ class RequestSample:
     num_draft_tokens: np.ndarray  # [num_requests] T_d,i
     num_accepted_tokens: np.ndarray  # [num_requests] A_i
     num_accepted_per_pos: np.ndarray  # [num_requests, num_positions] rounds accepting draft position k + 1
+    is_good: np.ndarray  # [num_requests] 1.0 when meeting every --goodput bound, 0.0 if not, NaN without --goodput
 
     @property
     def num_requests(self) -> int:
@@ -81,4 +83,6 @@ class RequestSample:
             num_draft_tokens=draft_column("num_draft_tokens"),
             num_accepted_tokens=draft_column("num_accepted_tokens"),
             num_accepted_per_pos=np.where(known[:, None], per_pos, np.nan),
+            is_good=np.array([np.nan if _is_null(row.get("is_good")) else float(row["is_good"]) for row in rows],
+                             dtype=np.float64),
         )

@@ -26,6 +26,9 @@ class RunInfo:
     versions: str
     # Not a real measurement when set: "MUTANT[name]" (fault injected) and/or "SYNTHETIC ACCEPTANCE [...]".
     engine_note: str = ""
+    # Shown when they differ: goodput deltas compare like with like only under the same bounds.
+    goodput_slo: str = "-"  # --goodput items of the sweep
+    load_pattern: str = "-"  # request rate / ramp / duration / prefix-cache reset
 
 
 CRITICAL_FIELDS = ("workload", "workload_version", "workload_data", "target_model", "dtype", "device")
@@ -74,7 +77,15 @@ def run_info(path: Path, manifest: dict[str, Any]) -> RunInfo:
         git=f"{_text(git.get('sha'))[:10]}{' (dirty)' if git.get('dirty') else ''}" if isinstance(git, dict) else "-",
         versions=_text({k: v for k, v in (manifest.get("versions") or {}).items() if k != "specbench"}),
         engine_note=_engine_note(manifest),
+        goodput_slo=",".join(_get(manifest, "config", "goodput") or []) or "-",
+        load_pattern=_load_pattern(_get(manifest, "config") or {}),
     )
+
+
+def _load_pattern(config: dict[str, Any]) -> str:
+    keys = ("request_rate", "burstiness", "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
+            "cache_reset")
+    return _text({key: config.get(key) for key in keys}) or "-"
 
 
 def _engine_note(manifest: dict[str, Any]) -> str:

@@ -21,6 +21,25 @@ Throughput over a measured window of duration T = (last emission - first arrival
 requests, unless the caller passes T (warmup requests are never measured):
 - output throughput = sum N_i / T; total throughput = sum (prompt_i + N_i) / T; request throughput = n / T.
 
+Goodput under service-level objectives (--goodput ttft:MS tpot:MS e2el:MS; vLLM's definition):
+- request i is good when it meets every bound given: TTFT_i <= ttft, TPOT_i <= tpot, E2E_i <= e2el (ms,
+  inclusive). TPOT undefined (one output token) meets the TPOT bound (vLLM counts it as 0); a request that
+  emitted nothing, or failed, is not good.
+- goodput (req/s) = good requests / T; output goodput (tok/s) = output tokens of good requests / T;
+  share of good requests = good / all measured requests, failed ones included (compare resamples the
+  successful requests only).
+
+Load patterns (bench/load_pattern.py): arrivals all at once under the concurrency cap, or gamma gaps of mean
+1 / rate (shape = burstiness). A linear ramp (vLLM --ramp-up-strategy linear) uses rate start + (end - start) *
+progress for each gap, progress = i / (n - 1) over n arrivals, or t_i / duration under --duration. With
+--duration, first turns arrive (samples cycled) until the duration has passed; requests in flight then finish
+and are measured, so T may exceed the duration.
+
+Best num-steps (bench/recommend.py): per (workload, method, temperature, concurrency) with several k, the k with
+the highest output throughput (or the lowest median TPOT), and the ratio best / runner-up with the percentile
+interval of its bootstrap replicates (compare's resampling, each cell drawn independently); distinguishable when
+the interval excludes 1.
+
 Acceptance, summed over the measured requests. A draft round = a verify step in which >= 1 draft token
 was proposed for the request. D = rounds, T_d = draft tokens proposed, A = draft tokens accepted,
 A_k = rounds whose draft position k (1-based) was accepted (accepting k implies accepting 1..k-1).

@@ -49,7 +49,7 @@ def test_grid_runs_each_baseline_before_its_speculative_cells():
         ({"concurrency": ()}, "--concurrency needs at least one value"),
         ({"temperature": (-1.0,)}, "--temperature must be >= 0"),
         ({"num_steps": (2,)}, "needs a speculative --method"),
-        ({"workload": "bogus"}, "unknown workload 'bogus'; supported: gsm8k, mt_bench, random, spec_bench"),
+        ({"workload": "bogus"}, "unknown workload 'bogus'; supported: file:PATH, gsm8k, mt_bench, random, spec_bench"),
         ({"method": "bogus"}, "unknown speculative method 'bogus'"),
         ({"request_rate": 0.0}, "--request-rate must be > 0"),
         ({"repeats": 0}, "--repeats must be >= 1"),

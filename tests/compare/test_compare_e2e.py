@@ -17,6 +17,7 @@ from tiny_models import data_dir, derive_draft
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "compare_runs.ipynb"
 NUM_SAMPLES = 6
+GOODPUT = "ttft:60000,tpot:150"  # generous TTFT; the TPOT bound splits the requests of a slow CPU run
 
 
 def _sweep(results: Path, target: Path, draft: Path, label: str) -> None:
@@ -25,7 +26,8 @@ def _sweep(results: Path, target: Path, draft: Path, label: str) -> None:
     args = ["sweep", "--target", str(target), "--method", "draft", "--draft", str(draft), "--concurrency", "1,2",
             "--temperature", "0", "--num-steps", "0,2", "--data-dir", str(data_dir()), "--limit", str(NUM_SAMPLES),
             "--shots", "1", "--max-tokens", "8", "--warmup", "0", "--device", "cpu", "--kv-cache-gb", "0.02",
-            "--results-dir", str(results), "--label", label, "--run-id", label, "--quiet"]
+            "--results-dir", str(results), "--label", label, "--run-id", label, "--quiet",
+            "--goodput", GOODPUT]
     result = CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
 
@@ -59,7 +61,8 @@ def test_compare_gates_on_real_runs(results, tmp_path, monkeypatch, capsys):
             "--plots", str(tmp_path / "plots")]
     code, out, err = _main(args, monkeypatch, capsys)
     assert code == 0, err
-    assert len(list((tmp_path / "plots").glob("*.png"))) == 6
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 7
+    assert (tmp_path / "plots" / "goodput_vs_concurrency.png").is_file()
     assert "differs: draft_model:" in out and "WARNING" not in err  # the draft is the change under test
     doc = json.loads((tmp_path / "cmp.json").read_text())
     assert not doc["unmatched"]["only_before"] and not doc["unmatched"]["only_after"]
@@ -71,6 +74,8 @@ def test_compare_gates_on_real_runs(results, tmp_path, monkeypatch, capsys):
     acceptance = [r for r in rows if r["metric"] == "acceptance_length"]
     assert len(acceptance) == 2 and all(r["after"] < r["before"] for r in acceptance)  # the noisier draft
     assert all(r["ci_low"] is not None for r in rows if r["metric"] == "output_throughput")
+    goodput = [r for r in rows if r["metric"] in ("request_goodput", "good_request_fraction")]
+    assert len(goodput) == 8 and all(r["verdict"] in ("improved", "regressed", "within noise") for r in goodput)
 
 
 def test_estimators_reproduce_the_sweep_cells(results):
@@ -106,5 +111,8 @@ def test_notebook_runs_headless_against_the_sweeps(results, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     markdown = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
     assert any("| Metric | Before (c=1) | After (c=1) | Delta |" in m for m in markdown)
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 6
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 7  # goodput figure included
+    assert any("| Goodput (req/s)" in m for m in markdown)
+    html = [o["data"].get("text/html", "") for o in outputs if "data" in o]
+    assert any("best_num_steps" in h and "is_distinguishable" in h for h in html)
     assert any("changed their flexible-extract answer" in o.get("text", "") for o in outputs)

@@ -71,7 +71,8 @@ def test_paired_compare_counts_discordant_questions():
 
 
 def test_estimators_reproduce_the_stored_cell_metrics(tmp_path):
-    run = load_run(write_run(tmp_path, "r", RunSpec("r", num_steps=(0, 3), repeats=2, temperatures=(0.0, 1.0))))
+    spec = RunSpec("r", num_steps=(0, 3), repeats=2, temperatures=(0.0, 1.0), goodput="tpot:15")
+    run = load_run(write_run(tmp_path, "r", spec))
     estimates = RunEstimates(run, "before", 200, 0)
     cells = run.cells.set_index("cell_id")
     checked = 0

@@ -1,0 +1,23 @@
+"""compare names a difference in --goodput bounds or load pattern between two runs (goodput deltas are only
+like with like under the same bounds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specbench.bench.sweep_config import SweepConfig
+from specbench.compare.run_info import differences, run_info
+
+
+def _info(config: SweepConfig):
+    return run_info(Path("r"), {"run_id": "r", "config": config.to_dict()})
+
+
+def test_goodput_and_load_differences_are_listed():
+    before = _info(SweepConfig(goodput=("ttft:200",)))
+    after = _info(SweepConfig(goodput=("ttft:100",), duration=30.0, cache_reset=False))
+    found = {d.field: d for d in differences(before, after)}
+    assert found["goodput_slo"].before == "ttft:200" and found["goodput_slo"].after == "ttft:100"
+    assert "duration=30.0" in found["load_pattern"].after and "cache_reset=False" in found["load_pattern"].after
+    assert not found["goodput_slo"].is_critical
+    assert not differences(_info(SweepConfig()), _info(SweepConfig()))
