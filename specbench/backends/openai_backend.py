@@ -144,12 +144,11 @@ class OpenAIBackend:
 
     def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
         counts = count_tokens(state, self.tokenizer if self.can_tokenize else None)
-        emissions = state.content_chunks
         num_prompt = state.prompt_tokens if state.prompt_tokens is not None else len(turn.token_ids)
         stats = RequestStats(
             arrival_time=state.send_time if state.send_time is not None else time.perf_counter(),
             num_prompt_tokens=num_prompt,
-            emission_times=[c.time for c in emissions],
+            emission_times=list(counts.emission_times),
             tokens_per_emission=list(counts.tokens_per_emission),
         )
         output = RequestOutput(

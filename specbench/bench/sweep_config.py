@@ -122,13 +122,14 @@ class SweepConfig:
 def validate_config(config: SweepConfig) -> None:
     """Every check that needs neither data nor models; raises SpecbenchError with one message."""
     from specbench.backends import BENCH_BACKENDS
-    from specbench.spec.registry import PROPOSERS
     from specbench.workloads import WORKLOADS
 
     WORKLOADS.get(config.workload)
     BENCH_BACKENDS.get(config.backend)
-    if config.is_embedded:
-        PROPOSERS.get(config.method)  # over HTTP the method only labels what the server runs
+    if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
+        from specbench.spec.registry import PROPOSERS
+
+        PROPOSERS.get(config.method)
     _check_backend(config)
     _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
     if not config.temperature:
