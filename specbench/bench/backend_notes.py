@@ -20,8 +20,11 @@ def backend_notes(cells: Sequence[Row]) -> list[str]:
     http = [c for c in cells if c.get("backend", EMBEDDED) != EMBEDDED]
     notes = []
     if http:
-        notes.append("HTTP backend: latencies measured on the client (arrival = request sent); per-request draft "
-                     "columns are empty, acceptance is per cell from the server's /metrics counter deltas")
+        notes.append("HTTP backend: latencies measured on the client (arrival = request sent); acceptance is per "
+                     "cell from the server's /metrics counter deltas")
+        draft_sources = sorted({c["draft_stats_source"] for c in http if not is_null(c.get("draft_stats_source"))})
+        notes.append(f"per-request draft columns from: {', '.join(draft_sources)}" if draft_sources else
+                     "per-request draft columns are empty (the server sent no per-request speculative counts)")
         sources = sorted({c["acceptance_source"] for c in http if not is_null(c["acceptance_source"])})
         missing = sorted({c["acceptance_note"] for c in http if is_null(c["acceptance_source"])
                           and not is_null(c["acceptance_note"])})
