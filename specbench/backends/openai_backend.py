@@ -65,6 +65,10 @@ class OpenAIBackend:
         self._window_start = None
         self._window_note: str | None = None
 
+    @property
+    def api_key(self) -> str | None:
+        return self._api_key
+
     def check_prompts(
         self, planner: TurnPlanner, samples: Sequence[Sample], config: SweepConfig, settings: TurnSettings
     ) -> None:

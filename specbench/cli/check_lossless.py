@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.backends.near_tie import NEAR_TIE_MARGIN
 from specbench.cli.app import app
 
 
@@ -28,8 +29,13 @@ def check_lossless(
                                                        "API key of both servers")] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout")] = 600.0,
     show: Annotated[int, typer.Option("--show", help="mismatches to print")] = 5,
+    near_tie_margin: Annotated[float, typer.Option("--near-tie-margin", help="a mismatch whose top-2 logprob margin "
+                                                   "(reference server, first divergent token) is below this many "
+                                                   "nats is a near-tie")] = NEAR_TIE_MARGIN,
+    strict: Annotated[bool, typer.Option("--strict", help="near-ties fail too")] = False,
 ) -> None:
-    """Exit 0 when every greedy turn is identical on both servers, 1 on a mismatch or a failed request."""
+    """Exit 0 when every greedy turn is identical on both servers or differs only by near-tied argmaxes (--strict:
+    identical), 1 on a divergent or unclassified mismatch or a failed request."""
     from specbench.backends.lossless import check_lossless as run_check
     from specbench.backends.lossless import format_lossless
     from specbench.bench.sweep_config import SweepConfig
@@ -40,7 +46,7 @@ def check_lossless(
                            server_model=model, api_key_env=api_key_env, request_timeout=request_timeout,
                            tokenizer=tokenizer, warmup=0, quiet=True)
 
-    report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref))
+    report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref), near_tie_margin)
     print(format_lossless(report, show))
-    if not report.is_lossless:
+    if not report.passes(strict):
         raise typer.Exit(1)
