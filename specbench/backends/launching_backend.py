@@ -24,6 +24,20 @@ from specbench.workloads.base import Sample
 SERVERS_DIR = "servers"
 
 
+def start_server(config: SweepConfig, num_steps: int, log_path: Path) -> ServerProcess:
+    """The server of one num-steps group, started and ready (stopped again when it never gets ready)."""
+    template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
+    values = LaunchValues(num_steps, config.method, free_port(), config.target, config.draft)
+    server = ServerProcess(render(template, values), values.port, log_path)
+    server.start()
+    try:
+        server.wait_ready(config.server_ready_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 class LaunchingBackend:
     name = "openai"
     has_draft_stats = False
@@ -95,13 +109,8 @@ class LaunchingBackend:
 
     def _launch(self, num_steps: int) -> None:
         config = self.config
-        template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
-        values = LaunchValues(num_steps, config.method, free_port(), config.target, config.draft)
         logs = self.run_dir / SERVERS_DIR
-        server = ServerProcess(render(template, values), values.port, logs / f"k{num_steps}.log")
-        self._server = server
-        server.start()
-        server.wait_ready(config.server_ready_timeout)
+        server = self._server = start_server(config, num_steps, logs / f"k{num_steps}.log")
         self._client = OpenAIBackend(dataclasses.replace(config, base_url=server.url),
                                      local_tokenizer=(self.tokenizer, self.can_tokenize))
         self._num_steps = num_steps

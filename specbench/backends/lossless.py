@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, TieDiagnosis
 from specbench.bench.admission import FinishedTurn
@@ -17,6 +18,7 @@ from specbench.bench.grid import CellKey
 from specbench.bench.preflight import workload_options
 from specbench.bench.sweep_config import SweepConfig, validate_config
 from specbench.bench.turns import TurnPlanner
+from specbench.errors import SpecbenchError
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,31 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float =
         finally:
             backend.close()
     return LosslessReport(spec.base_url or "", ref.base_url or "", pairs)
+
+
+def check_lossless_launched(config: SweepConfig, log_dir: Path,
+                            near_tie_margin: float = NEAR_TIE_MARGIN) -> LosslessReport:
+    """`config.server_cmd` launched twice: at `config.num_steps` (the speculative side) and at 0 (the reference,
+    `server_baseline_cmd` or the preset's); both are stopped afterwards, logs in `log_dir`."""
+    from specbench.backends.launching_backend import start_server
+
+    validate_config(config)
+    num_steps = config.num_steps[0]
+    if num_steps == 0:
+        raise SpecbenchError("check-lossless --server-cmd needs --num-steps > 0 for the speculative server")
+    servers = []
+    try:
+        for k in (num_steps, 0):
+            servers.append(start_server(config, k, log_dir / f"k{k}.log"))
+
+        def side(server, k: int) -> SweepConfig:
+            return dataclasses.replace(config, base_url=server.url, server_cmd=None, server_baseline_cmd=None,
+                                       num_steps=(k,))
+
+        return check_lossless(side(servers[0], num_steps), side(servers[1], 0), near_tie_margin)
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def _diagnosed(pairs: tuple[TurnPair, ...], ref_turns: Sequence[FinishedTurn], backend, margin: float):

@@ -197,3 +197,16 @@ def test_presets_render_for_every_k_and_the_baseline_drops_speculation():
             assert "3" in spec
     assert resolve_template("a --port {port}", "b --port {port}", 0) == "b --port {port}"
     assert resolve_template("a --port {port}", None, 0) == "a --port {port}"
+
+
+def test_check_lossless_launches_the_speculative_and_the_reference_server(tmp_path):
+    from specbench.cli.app import app
+
+    result = CliRunner().invoke(app, ["check-lossless", "--server-cmd", _template(tmp_path), "-k", "2",
+                                      "--server-log-dir", str(tmp_path / "logs"), "--data-dir", str(data_dir()),
+                                      "--shots", "0", "--num-prompts", "2", "--max-tokens", "5"],
+                                env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
+    assert result.exit_code == 0 and "2/2 turns identical" in result.output, result.output
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["k0.log", "k2.log"]
+    assert sorted((tmp_path / "launches").read_text().split()) == ["k0", "k2"]
+    _assert_all_dead(tmp_path)
