@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,8 @@ class ServerProcess:
             log.flush()
             try:  # a new session: the server and everything it spawns form one group that stop() signals
                 self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
+                                                stderr=subprocess.STDOUT, start_new_session=True,
+                                                preexec_fn=_die_with_parent)
             except OSError as err:
                 raise SpecbenchError(f"cannot start server {self.argv[0]!r}: {err.strerror or err}") from None
 
@@ -89,6 +91,16 @@ class ServerProcess:
             _signal_group(process.pid, signal.SIGKILL)
             process.wait()
         _signal_group(process.pid, signal.SIGKILL)  # children that outlived their parent
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM if specbench itself is killed outright (SIGKILL leaves no time to stop it).
+    The signal follows the launching *thread*: launches happen on the sweep's own (main) thread."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _answers(client: httpx.Client, path: str) -> bool:
