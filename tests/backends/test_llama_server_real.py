@@ -15,7 +15,7 @@ from tiny_models import data_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 
-COMMON = "--host {host} --port {port} --metrics -np 1 -c 2048 -t 2 --no-warmup"
+COMMON = "--host {host} --port {port} --metrics -np 1 -c 2048 -t 1 --no-warmup"  # -t 1: spinning threads crawl on a busy 2-core box
 SPEC = "-md {draft} --spec-type draft-simple --spec-draft-n-max {num_steps} --spec-draft-n-min 0"
 
 
@@ -30,8 +30,8 @@ def run(tmp_path_factory):
     args = ["sweep", "--backend", "openai", "--target", gguf, "--draft", gguf, "--method", "draft",
             "--server-cmd", f"{binary} -m {{model}} {SPEC} {COMMON}",
             "--server-baseline-cmd", f"{binary} -m {{model}} {COMMON}",
-            "--workload", "gsm8k", "--shots", "0", "--data-dir", str(data_dir()), "--limit", "3",
-            "--max-tokens", "32", "-k", "0,1,3", "-c", "1", "--warmup", "1", "--server-ready-timeout", "120",
+            "--workload", "gsm8k", "--shots", "0", "--data-dir", str(data_dir()), "--limit", "2",
+            "--max-tokens", "32", "-k", "0,1,3", "-c", "1", "--warmup", "0", "--server-ready-timeout", "120",
             "--results-dir", str(results), "--run-id", "llama", "--quiet"]
     result = CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -83,3 +83,29 @@ def test_variable_draft_lengths_keep_every_position():
     assert row["acceptance_length_from_positions"] == pytest.approx(1 + 30 / 4) and row["is_acceptance_consistent"]
     assert len(row["server_accepted_per_pos"]) == 12 and row["accept_rate_pos_3"] == pytest.approx(3 / 4)
     assert "12 draft positions" in row["acceptance_note"]
+
+
+def test_llamacpp_recorded_from_a_real_server():
+    before, after = _samples("llamacpp_metrics_before.txt"), _samples("llamacpp_metrics_after.txt")
+    props = json.loads((FIXTURES / "llamacpp_props.json").read_text())
+    assert _detect(before)[0].name == "llamacpp" and _detect((), None, props)[0].name == "llamacpp"
+    adapter = SERVER_ADAPTERS.create("llamacpp")
+    assert adapter.read_counters(before).num_accepted_per_pos == ()  # no per-position line before any draft
+    delta, note = counter_delta(adapter.read_counters(before), adapter.read_counters(after))
+    assert note is None
+    assert (delta.num_drafts, delta.num_draft_tokens, delta.num_accepted_tokens) == (8, 23, 23)
+    assert delta.num_accepted_per_pos == (8, 8, 7) and delta.num_generation_tokens == 32
+    final = _event("llamacpp_final_chunk.json")
+    draft = adapter.request_draft(final)
+    assert (draft.num_draft_tokens, draft.num_accepted_tokens, draft.num_draft_rounds) == (23, 23, None)
+    assert final["usage"]["completion_tokens"] == 32 and final["choices"][0]["finish_reason"] == "length"
+    row = server_acceptance(delta, None, num_positions=3)
+    assert row["acceptance_length"] == pytest.approx(1 + 23 / 8) and row["is_acceptance_consistent"]
+
+
+def test_llamacpp_logprobs_shape_recorded():
+    from specbench.backends.near_tie import parse_logprobs
+
+    tokens = parse_logprobs(_event("llamacpp_logprobs_speculative.json")["choices"][0])
+    assert tokens[0].token == " " and len(tokens[0].top) == 5 and tokens[0].top[0][0] == " "
+    assert tokens[1].top == ()  # accepted draft tokens carry no alternatives on a speculating llama-server
