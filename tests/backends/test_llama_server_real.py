@@ -75,3 +75,23 @@ def test_speedup_and_greedy_agreement_against_k0(run):
     spec = requests[requests["num_steps"] == 3].set_index("sample_id")["output_text"]
     identical = (base == spec.reindex(base.index)).mean()
     assert identical == cells.loc[3]["agreement_text"]  # greedy k = 0 vs k = 3 outputs compared text by text
+
+
+def test_check_lossless_on_a_real_server_pair(tmp_path):
+    """Greedy k = 3 vs k = 0 through two launches; any mismatch is diagnosed with the k = 0 server's logprobs."""
+    from specbench.cli.app import app
+    from specbench.models.default_model import packaged_gguf
+
+    binary = shlex.quote(str(llama_server_binary()))
+    gguf = packaged_gguf()
+    result = CliRunner().invoke(app, ["check-lossless", "--server-cmd", f"{binary} -m {{model}} {SPEC} {COMMON}",
+                                      "--server-baseline-cmd", f"{binary} -m {{model}} {COMMON}", "--target", gguf,
+                                      "--draft", gguf, "-k", "3", "--server-log-dir", str(tmp_path),
+                                      "--data-dir", str(data_dir()), "--shots", "0", "--num-prompts", "2",
+                                      "--max-tokens", "24", "--show", "2"],
+                                env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
+    assert "turns identical" in result.output and (tmp_path / "k3.log").is_file(), result.output
+    if "NOT LOSSLESS" in result.output or result.exit_code != 0:
+        assert "near-tie" in result.output or "divergent" in result.output, result.output
+    else:
+        assert "2/2 turns identical" in result.output

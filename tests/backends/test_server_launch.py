@@ -210,3 +210,13 @@ def test_check_lossless_launches_the_speculative_and_the_reference_server(tmp_pa
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["k0.log", "k2.log"]
     assert sorted((tmp_path / "launches").read_text().split()) == ["k0", "k2"]
     _assert_all_dead(tmp_path)
+
+
+def test_an_http_num_steps_needs_no_method_and_a_launch_adds_the_baseline():
+    from specbench.bench.grid import build_grid
+    from specbench.bench.sweep_config import SweepConfig, validate_config
+
+    validate_config(SweepConfig(backend="openai", base_url="http://h", num_steps=(3,)))  # the server picks it
+    launched = SweepConfig(backend="openai", server_cmd="s --port {port}", num_steps=(3, 1), concurrency=(1, 4))
+    assert launched.grid_num_steps == (0, 1, 3)
+    assert [key.num_steps for key in build_grid(launched)] == [0, 0, 1, 1, 3, 3]  # one launch per k
