@@ -15,7 +15,8 @@ from tiny_models import data_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 
-COMMON = "--host {host} --port {port} --metrics -np 1 -c 2048 -t 1 --no-warmup"  # -t 1: spinning threads crawl on a busy 2-core box
+# -t 1: llama.cpp's spinning threads crawl when the cores are shared (a busy 2-core machine)
+COMMON = "--host {host} --port {port} --metrics -np 1 -c 2048 -t 1 --no-warmup"
 SPEC = "-md {draft} --spec-type draft-simple --spec-draft-n-max {num_steps} --spec-draft-n-min 0"
 
 
