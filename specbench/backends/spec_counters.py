@@ -1,10 +1,11 @@
 """Server-side speculative-decoding counters from a /metrics scrape, and their difference over a window.
 
 vLLM (and `specbench serve` and llama.cpp's server, under their own namespaces) export
-`<ns>:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total{position=
-"0".."k-1"}`; SGLang exports only `sglang:spec_verify_calls_total` (verify rounds). Label sets (engines, data-parallel
-ranks) are summed. Only differences of counters are meaningful for a window: running gauges (SGLang's
-`spec_accept_length`) are deliberately ignored.
+`<ns>:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
+`..._num_accepted_tokens_per_pos_total{position="0".."n-1"}`; SGLang exports only `sglang:spec_verify_calls_total`
+(verify rounds). Label sets (engines, data-parallel ranks) are summed. Only differences of counters are meaningful
+for a window: running gauges (SGLang's `spec_accept_length`) are deliberately ignored. Which family a server speaks
+is chosen by server_adapters.py.
 """
 
 from __future__ import annotations
