@@ -14,14 +14,16 @@ from tiny_models import data_dir
 
 pytestmark = pytest.mark.slow  # two `specbench serve` processes start (torch import, model load)
 
-SERVE = f"{shlex.quote(sys.executable)} -m specbench serve --target {{model}} --host {{host}} --port {{port}} --device cpu"
+SERVE = (f"{shlex.quote(sys.executable)} -m specbench serve --target {{model}} --host {{host}} --port {{port}} "
+         "--device cpu")
 
 
 def test_sweep_launches_specbench_serve_per_num_steps(tiny_model_dir, tiny_draft_dir, tmp_path):
     from specbench.cli.app import app
 
     args = ["sweep", "--backend", "openai", "--target", str(tiny_model_dir), "--draft", str(tiny_draft_dir),
-            "--method", "draft", "-k", "0,2", "--server-cmd", SERVE + " --method {method} --draft {draft} -k {num_steps}",
+            "--method", "draft", "-k", "0,2",
+            "--server-cmd", SERVE + " --method {method} --draft {draft} -k {num_steps}",
             "--server-baseline-cmd", SERVE, "--workload", "gsm8k", "--shots", "0", "--data-dir", str(data_dir()),
             "--limit", "2", "--max-tokens", "8", "--warmup", "0", "--results-dir", str(tmp_path), "--run-id", "sb",
             "--quiet", "--server-ready-timeout", "300"]
