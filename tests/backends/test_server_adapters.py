@@ -109,3 +109,17 @@ def test_llamacpp_logprobs_shape_recorded():
     tokens = parse_logprobs(_event("llamacpp_logprobs_speculative.json")["choices"][0])
     assert tokens[0].token == " " and len(tokens[0].top) == 5 and tokens[0].top[0][0] == " "
     assert tokens[1].top == ()  # accepted draft tokens carry no alternatives on a speculating llama-server
+
+
+def test_llamacpp_ngram_recorded_drafts_past_num_steps():
+    """Recorded: n-gram drafts of up to 37 tokens with --spec-draft-n-max 4; from a fresh server, so the scrape
+    itself is the window's delta."""
+    adapter = SERVER_ADAPTERS.create("llamacpp")
+    counters = adapter.read_counters(_samples("llamacpp_ngram_metrics.txt"))
+    assert (counters.num_drafts, counters.num_draft_tokens, counters.num_accepted_tokens) == (2, 37, 37)
+    row = server_acceptance(counters, None, num_positions=4)
+    assert row["acceptance_length"] == pytest.approx(1 + 37 / 2) and row["is_acceptance_consistent"]
+    assert len(row["server_accepted_per_pos"]) == 48 and sum(row["server_accepted_per_pos"]) == 37
+    assert row["accept_rate_pos_4"] == 1.0 and "48 draft positions" in row["acceptance_note"]
+    draft = adapter.request_draft(_event("llamacpp_ngram_response.json"))
+    assert (draft.num_draft_tokens, draft.num_accepted_tokens) == (37, 37)
