@@ -8,7 +8,10 @@ VERSION=0.3.36
 SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 CACHE=${1:-${SPECBENCH_LLAMA_CACHE:-$HOME/.cache/specbench/llama}}
 BIN="$CACHE/build/bin/llama-server"
-if [ -x "$BIN" ]; then echo "$BIN"; exit 0; fi
+if [ -x "$BIN" ]; then
+  [ -f "$CACHE/build_seconds" ] && echo "reusing llama-server built in $(cat "$CACHE/build_seconds") s" >&2
+  echo "$BIN"; exit 0
+fi
 mkdir -p "$CACHE"
 cd "$CACHE"
 SDIST="llama_cpp_python-$VERSION.tar.gz"
@@ -25,5 +28,7 @@ start=$(date +%s)
 cmake -S src -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
 cmake --build build --target llama-server -j "${JOBS:-$(nproc)}" >build.log 2>&1 || { tail -30 build.log; exit 1; }
-echo "built llama-server in $(( $(date +%s) - start )) s" >&2
+seconds=$(( $(date +%s) - start ))
+echo "$seconds" > "$CACHE/build_seconds"
+echo "built llama-server in $seconds s (configure + build, ${JOBS:-$(nproc)} jobs)" >&2
 echo "$BIN"

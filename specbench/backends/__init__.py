@@ -6,6 +6,7 @@ serve`) driven over HTTP with streaming. Factories import lazily so the embedded
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbench.registry import Registry
@@ -18,18 +19,23 @@ BENCH_BACKENDS: Registry[BenchBackend] = Registry("benchmark backend")
 
 
 @BENCH_BACKENDS.register("embedded")
-def _embedded(config: SweepConfig) -> BenchBackend:
+def _embedded(config: SweepConfig, run_dir: Path) -> BenchBackend:
     from specbench.backends.embedded import EmbeddedBackend
 
-    return EmbeddedBackend(config)
+    return EmbeddedBackend(config)  # models load in-process: nothing in run_dir
 
 
 @BENCH_BACKENDS.register("openai")
-def _openai(config: SweepConfig) -> BenchBackend:
+def _openai(config: SweepConfig, run_dir: Path) -> BenchBackend:
+    if config.server_cmd is not None:
+        from specbench.backends.launching_backend import LaunchingBackend
+
+        return LaunchingBackend(config, run_dir)
     from specbench.backends.openai_backend import OpenAIBackend
 
     return OpenAIBackend(config)
 
 
-def create_backend(config: SweepConfig) -> BenchBackend:
-    return BENCH_BACKENDS.create(config.backend, config)
+def create_backend(config: SweepConfig, run_dir: Path) -> BenchBackend:
+    """`run_dir`: where the run's files go (a launched server's log); nothing is written there by creation."""
+    return BENCH_BACKENDS.create(config.backend, config, run_dir)

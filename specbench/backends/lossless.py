@@ -9,13 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, TieDiagnosis
 from specbench.bench.admission import FinishedTurn
 from specbench.bench.cell_runner import turn_settings
 from specbench.bench.grid import CellKey
 from specbench.bench.preflight import workload_options
 from specbench.bench.sweep_config import SweepConfig, validate_config
 from specbench.bench.turns import TurnPlanner
+from specbench.errors import SpecbenchError
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class TurnPair:
     spec_text: str | None  # None when the request failed
     ref_text: str | None
     error: str | None  # the failing side's error, "spec: ..." / "ref: ..."
+    diagnosis: TieDiagnosis | None = None  # mismatches only: near-tie or divergent at the first divergent token
 
     @property
     def is_identical(self) -> bool:
@@ -61,10 +65,26 @@ class LosslessReport:
     def is_lossless(self) -> bool:
         return bool(self.pairs) and self.num_identical == len(self.pairs)
 
+    @property
+    def num_near_ties(self) -> int:
+        return sum(p.diagnosis is not None and p.diagnosis.verdict == NEAR_TIE for p in self.mismatches)
 
-def check_lossless(spec: SweepConfig, ref: SweepConfig) -> LosslessReport:
+    @property
+    def num_divergent(self) -> int:
+        """Mismatches not shown to be near-ties (unclassified ones included)."""
+        return len(self.mismatches) - self.num_near_ties
+
+    def passes(self, strict: bool) -> bool:
+        """Every turn answered on both sides and no divergent mismatch (strict: no mismatch at all)."""
+        if not self.pairs or self.failures:
+            return False
+        return self.is_lossless if strict else self.num_divergent == 0
+
+
+def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float = NEAR_TIE_MARGIN) -> LosslessReport:
     """`spec`/`ref`: openai-backend configs (base_url, model, api key, workload, limit, max tokens, concurrency);
-    temperature is forced to 0 and no warmup runs. Multi-turn samples ask turn t+1 with each side's own answer."""
+    temperature is forced to 0 and no warmup runs. Multi-turn samples ask turn t+1 with each side's own answer.
+    Each mismatch of a text prompt is diagnosed on the reference server (near_tie.py)."""
     from specbench.backends.openai_backend import OpenAIBackend
     from specbench.workloads import get_workload
     from specbench.workloads.data import resolve_data_source
@@ -85,9 +105,59 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig) -> LosslessReport:
             turns = [planner.first_turn(sample, settings) for sample in samples]
             results.append(backend.run_turns(turns, key.concurrency, id_prefix="lossless",
                                              next_turn=lambda t, text: planner.next_turn(t, text, settings)))
+            if config is ref:
+                pairs = _diagnosed(_pairs(samples, *results), results[1], backend, near_tie_margin)
         finally:
             backend.close()
-    return LosslessReport(spec.base_url or "", ref.base_url or "", _pairs(samples, *results))
+    return LosslessReport(spec.base_url or "", ref.base_url or "", pairs)
+
+
+def check_lossless_launched(config: SweepConfig, log_dir: Path,
+                            near_tie_margin: float = NEAR_TIE_MARGIN) -> LosslessReport:
+    """`config.server_cmd` launched twice: at `config.num_steps` (the speculative side) and at 0 (the reference,
+    `server_baseline_cmd` or the preset's); both are stopped afterwards, logs in `log_dir`."""
+    from specbench.backends.launching_backend import start_server
+
+    validate_config(config)
+    num_steps = config.num_steps[0]
+    if num_steps == 0:
+        raise SpecbenchError("check-lossless --server-cmd needs --num-steps > 0 for the speculative server")
+    servers = []
+    try:
+        for k in (num_steps, 0):
+            servers.append(start_server(config, k, log_dir / f"k{k}.log"))
+
+        def side(server, k: int) -> SweepConfig:
+            return dataclasses.replace(config, base_url=server.url, server_cmd=None, server_baseline_cmd=None,
+                                       num_steps=(k,))
+
+        return check_lossless(side(servers[0], num_steps), side(servers[1], 0), near_tie_margin)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _diagnosed(pairs: tuple[TurnPair, ...], ref_turns: Sequence[FinishedTurn], backend, margin: float):
+    """Pairs with a near-tie diagnosis on every mismatch (text prompts; chat ones stay unclassified)."""
+    import httpx
+
+    from specbench.backends.credentials import auth_headers
+    from specbench.backends.near_tie import UNCLASSIFIED, diagnose
+
+    prompts = {(i.turn.sample.sample_id, i.turn.turn_index): i.turn.prompt for i in ref_turns}
+    out = []
+    with httpx.Client(base_url=backend.root, headers=auth_headers(backend.api_key), timeout=backend.timeout_s) as c:
+        for pair in pairs:
+            if pair.error is None and not pair.is_identical:
+                prompt = prompts[(pair.sample_id, pair.turn)]
+                if prompt.messages and not prompt.add_special_tokens:
+                    diagnosis = TieDiagnosis(UNCLASSIFIED, None, (), "chat prompt: no text continuation to probe")
+                else:
+                    diagnosis = diagnose(c, backend.model, prompt.text, pair.ref_text or "", pair.spec_text or "",
+                                         margin)
+                pair = dataclasses.replace(pair, diagnosis=diagnosis)
+            out.append(pair)
+    return tuple(out)
 
 
 def _pairs(samples, spec: Sequence[FinishedTurn], ref: Sequence[FinishedTurn]) -> tuple[TurnPair, ...]:
@@ -110,10 +180,23 @@ def format_lossless(report: LosslessReport, limit: int = 5) -> str:
     verdict = "LOSSLESS" if report.is_lossless else ("NOT LOSSLESS" if report.mismatches else "INCONCLUSIVE")
     lines = [f"greedy outputs: {report.num_identical}/{len(report.pairs)} turns identical "
              f"(spec {report.spec_url} vs ref {report.ref_url}): {verdict}"]
+    if report.mismatches:
+        lines.append(f"mismatches: {report.num_near_ties} near-tie (top-2 margin < {NEAR_TIE_MARGIN:g} nats unless "
+                     f"--near-tie-margin), {report.num_divergent} divergent or unclassified")
     for pair in report.mismatches[:limit]:
         at = pair.first_divergence or 0
         lines.append(f"  sample {pair.sample_id} turn {pair.turn}: differs at char {at}: "
-                     f"spec {(pair.spec_text or '')[at:at + 30]!r} vs ref {(pair.ref_text or '')[at:at + 30]!r}")
+                     f"spec {(pair.spec_text or '')[at:at + 30]!r} vs ref {(pair.ref_text or '')[at:at + 30]!r}"
+                     f"{_diagnosis_text(pair.diagnosis)}")
     for pair in report.failures[:limit]:
         lines.append(f"  sample {pair.sample_id} turn {pair.turn}: not compared ({pair.error})")
     return "\n".join(lines)
+
+
+def _diagnosis_text(diagnosis: TieDiagnosis | None) -> str:
+    if diagnosis is None:
+        return ""
+    if diagnosis.margin is None:
+        return f" [{diagnosis.verdict}: {diagnosis.note}]"
+    first, second = diagnosis.candidates
+    return f" [{diagnosis.verdict}: top-2 {first!r} vs {second!r}, margin {diagnosis.margin:.4f} nats]"

@@ -22,6 +22,7 @@ from specbench.backends.chat_stand_in import ServerChatTemplate
 from specbench.backends.http_stream import run_request
 from specbench.backends.request_body import build_request
 from specbench.backends.credentials import api_key_from_env, auth_headers, public_url, redact
+from specbench.backends.server_adapters import choose_adapter
 from specbench.backends.server_info import INFO_TIMEOUT_S, read_server_info, scrape_spec_counters
 from specbench.backends.spec_counters import counter_delta
 from specbench.backends.stream_state import StreamState
@@ -46,13 +47,15 @@ class OpenAIBackend:
     name = "openai"
     has_draft_stats = False
 
-    def __init__(self, config: SweepConfig) -> None:
+    def __init__(self, config: SweepConfig, local_tokenizer: tuple[Any, bool] | None = None) -> None:
+        """`local_tokenizer`: (tokenizer, can_tokenize) already loaded by the caller (one load per sweep)."""
         self.root = server_root(config.base_url or "")
         self._api_key = api_key_from_env(config.api_key_env)
         self.timeout_s = config.request_timeout
-        self.tokenizer, self.can_tokenize = _local_tokenizer(config)
+        self.tokenizer, self.can_tokenize = local_tokenizer or local_tokenizer_of(config)
         self._client = httpx.Client(base_url=self.root, headers=auth_headers(self._api_key), timeout=INFO_TIMEOUT_S)
         self.info = read_server_info(self._client, self._api_key)
+        self.adapter, self.adapter_choice = choose_adapter(config.server_adapter, self.info.probe)
         if config.server_model is not None:
             self.model = config.server_model
         elif self.info.models:
@@ -63,6 +66,10 @@ class OpenAIBackend:
         self._cache = PrefixCacheResetter(self._client)
         self._window_start = None
         self._window_note: str | None = None
+
+    @property
+    def api_key(self) -> str | None:
+        return self._api_key
 
     def check_prompts(
         self, planner: TurnPlanner, samples: Sequence[Sample], config: SweepConfig, settings: TurnSettings
@@ -84,6 +91,8 @@ class OpenAIBackend:
                     "models": list(self.info.models),
                     "models_error": self.info.models_error,
                     "version": self.info.version,
+                    "adapter": None if self.adapter is None else self.adapter.name,
+                    "adapter_choice": self.adapter_choice,
                 },
                 "tokenizer": _tokenizer_source(config) if self.can_tokenize else None,
             },
@@ -162,12 +171,11 @@ class OpenAIBackend:
 
     def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
         counts = count_tokens(state, self.tokenizer if self.can_tokenize else None)
-        emissions = state.content_chunks
         num_prompt = state.prompt_tokens if state.prompt_tokens is not None else len(turn.token_ids)
         stats = RequestStats(
             arrival_time=state.send_time if state.send_time is not None else time.perf_counter(),
             num_prompt_tokens=num_prompt,
-            emission_times=[c.time for c in emissions],
+            emission_times=list(counts.emission_times),
             tokens_per_emission=list(counts.tokens_per_emission),
         )
         output = RequestOutput(
@@ -179,15 +187,19 @@ class OpenAIBackend:
             finish_reason=state.finish_reason,
             stats=stats,
         )
+        draft = self.adapter.request_draft(state.server_fields) if self.adapter is not None else None
         return FinishedTurn(turn, output, index, error=error, token_count_source=counts.source,
                             is_usage_reported=state.is_usage_reported, has_draft_stats=False,
-                            reasoning_text=state.reasoning_text or None)
+                            reasoning_text=state.reasoning_text or None, server_draft=draft)
 
     def begin_window(self) -> None:
-        self._window_start, self._window_note = scrape_spec_counters(self._client)
+        self._window_start, self._window_note = self._scrape()
+
+    def _scrape(self):
+        return scrape_spec_counters(self._client, self.adapter, self.adapter_choice)
 
     def end_window(self) -> CellWindow:
-        after, note = scrape_spec_counters(self._client)
+        after, note = self._scrape()
         if self._window_note is not None or note is not None:
             return CellWindow((), None, self._window_note or note)
         delta, note = counter_delta(self._window_start, after)
@@ -203,12 +215,16 @@ def _tokenizer_source(config: SweepConfig) -> str | None:
     return config.target if config.target != "default" else None
 
 
-def _local_tokenizer(config: SweepConfig):
+def local_tokenizer_of(config: SweepConfig):
     """(tokenizer, can_tokenize): the --tokenizer / --target one when given (exact prompt hashes, re-tokenising
-    fallback), else a stand-in that only renders chat prompts for hashing (the server applies its template)."""
+    fallback), else a stand-in that only renders chat prompts for hashing (the server applies its template).
+    A .gguf file gives the tokenizer embedded in it."""
     source = _tokenizer_source(config)
     if source is None:
         return ServerChatTemplate(), False
     from specbench.models.tokenizer import load_tokenizer
 
+    path = Path(source)
+    if path.suffix == ".gguf" and path.is_file():
+        return load_tokenizer(path.parent, gguf_file=path.name), True
     return load_tokenizer(source), True

@@ -8,7 +8,8 @@ import httpx
 
 from specbench.backends.credentials import redact
 from specbench.backends.prometheus import parse_metrics
-from specbench.backends.spec_counters import SpecCounters, read_spec_counters
+from specbench.backends.server_adapters import ServerAdapter, ServerProbe
+from specbench.backends.spec_counters import SpecCounters
 
 INFO_TIMEOUT_S = 10.0
 
@@ -18,6 +19,7 @@ class ServerInfo:
     models: tuple[str, ...]  # ids listed by /v1/models
     models_error: str | None  # why /v1/models could not be read
     version: dict | None  # /version's JSON (vLLM, specbench serve); None where absent
+    probe: ServerProbe  # for choosing the server adapter
 
 
 def read_server_info(client: httpx.Client, secret: str | None) -> ServerInfo:
@@ -29,26 +31,40 @@ def read_server_info(client: httpx.Client, secret: str | None) -> ServerInfo:
         models = tuple(str(m["id"]) for m in response.json().get("data", []) if isinstance(m, dict) and "id" in m)
     except (httpx.HTTPError, ValueError, AttributeError) as err:
         models_error = redact(f"{type(err).__name__}: {err}", secret)
-    version = None
+    version = _json_object(client, "/version")
+    props = _json_object(client, "/props")
     try:
-        response = client.get("/version")
+        response = client.get("/metrics")
+        samples = tuple(parse_metrics(response.text)) if response.status_code == 200 else ()
+    except httpx.HTTPError:
+        samples = ()
+    return ServerInfo(models, models_error, version, ServerProbe(samples, version, props))
+
+
+def _json_object(client: httpx.Client, path: str) -> dict | None:
+    try:
+        response = client.get(path)
         if response.status_code == 200:
             data = response.json()
-            version = data if isinstance(data, dict) else {"version": str(data)}
+            return data if isinstance(data, dict) else {"value": data}
     except (httpx.HTTPError, ValueError):
         pass
-    return ServerInfo(models, models_error, version)
+    return None
 
 
-def scrape_spec_counters(client: httpx.Client) -> tuple[SpecCounters | None, str | None]:
-    """(counters, None), or (None, why not): no /metrics, or no speculative counters on it."""
+def scrape_spec_counters(
+    client: httpx.Client, adapter: ServerAdapter | None, no_adapter_note: str
+) -> tuple[SpecCounters | None, str | None]:
+    """(counters, None), or (None, why not): no /metrics, no known server, or no speculative counters on it."""
     try:
         response = client.get("/metrics")
     except httpx.HTTPError as err:
         return None, f"could not scrape /metrics ({type(err).__name__})"
     if response.status_code != 200:
         return None, f"the server has no /metrics (http {response.status_code})"
-    counters = read_spec_counters(parse_metrics(response.text))
+    if adapter is None:
+        return None, no_adapter_note
+    counters = adapter.read_counters(parse_metrics(response.text))
     if counters is None:
-        return None, "the server's /metrics exports no speculative-decoding counters"
+        return None, f"the server's /metrics exports no {adapter.name} speculative-decoding counters"
     return counters, None

@@ -1,10 +1,11 @@
 """Server-side speculative-decoding counters from a /metrics scrape, and their difference over a window.
 
-vLLM (and `specbench serve`, which mirrors its names) export `<ns>:spec_decode_num_drafts_total`,
-`..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total{position=
-"0".."k-1"}`; SGLang exports only `sglang:spec_verify_calls_total` (verify rounds). Label sets (engines, data-parallel
-ranks) are summed. Only differences of counters are meaningful for a window: running gauges (SGLang's
-`spec_accept_length`) are deliberately ignored.
+vLLM (and `specbench serve` and llama.cpp's server, under their own namespaces) export
+`<ns>:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
+`..._num_accepted_tokens_per_pos_total{position="0".."n-1"}`; SGLang exports only `sglang:spec_verify_calls_total`
+(verify rounds). Label sets (engines, data-parallel ranks) are summed. Only differences of counters are meaningful
+for a window: running gauges (SGLang's `spec_accept_length`) are deliberately ignored. Which family a server speaks
+is chosen by server_adapters.py.
 """
 
 from __future__ import annotations
@@ -14,42 +15,50 @@ from dataclasses import dataclass
 
 from specbench.backends.prometheus import Sample
 
-SPEC_DECODE_NAMESPACES = ("vllm", "specbench")
-
 
 @dataclass(frozen=True, slots=True)
 class SpecCounters:
-    source: str  # "vllm" | "specbench" | "sglang": whose counter family
+    source: str  # whose counter family: "vllm" | "specbench" | "llamacpp" | "sglang"
     num_drafts: float  # D: verify rounds that carried drafts
     num_draft_tokens: float | None  # T_d; None where not exported (SGLang)
     num_accepted_tokens: float | None  # A; None where not exported (SGLang)
-    num_accepted_per_pos: tuple[float, ...]  # [num_positions] A_k, position label 0 first; () if not exported
+    # [num_positions] A_k, position label 0 first; () if not exported. As long as the longest draft the server
+    # allows (llama.cpp sizes it to its draft n_max, which n-gram drafts may reach), not --num-steps.
+    num_accepted_per_pos: tuple[float, ...]
     num_generation_tokens: float | None  # the server's generation-token counter (all traffic)
 
 
-def read_spec_counters(samples: Sequence[Sample]) -> SpecCounters | None:
-    """The first counter family present (vLLM, specbench, SGLang); None when the server exports none."""
-    for namespace in SPEC_DECODE_NAMESPACES:
-        drafts = _total(samples, f"{namespace}:spec_decode_num_drafts")
-        if drafts is None:
-            continue
-        per_pos: dict[int, float] = {}
-        for sample in _matching(samples, f"{namespace}:spec_decode_num_accepted_tokens_per_pos"):
-            position = sample.label("position")
-            if position is not None and position.isdigit():
-                per_pos[int(position)] = per_pos.get(int(position), 0.0) + sample.value
-        return SpecCounters(
-            source=namespace,
-            num_drafts=drafts,
-            num_draft_tokens=_total(samples, f"{namespace}:spec_decode_num_draft_tokens"),
-            num_accepted_tokens=_total(samples, f"{namespace}:spec_decode_num_accepted_tokens"),
-            num_accepted_per_pos=tuple(per_pos.get(k, 0.0) for k in range(max(per_pos) + 1)) if per_pos else (),
-            num_generation_tokens=_total(samples, f"{namespace}:generation_tokens"),
-        )
+def read_vllm_style(samples: Sequence[Sample], namespace: str, generation_counter: str) -> SpecCounters | None:
+    """`<ns>:spec_decode_num_drafts` / `_num_draft_tokens` / `_num_accepted_tokens` / `_num_accepted_tokens_per_pos
+    {position=}` (vLLM's names; specbench serve and llama.cpp's server use the same under their namespace)."""
+    drafts = _total(samples, f"{namespace}:spec_decode_num_drafts")
+    if drafts is None:
+        return None
+    per_pos: dict[int, float] = {}
+    for sample in _matching(samples, f"{namespace}:spec_decode_num_accepted_tokens_per_pos"):
+        position = sample.label("position")
+        if position is not None and position.isdigit():
+            per_pos[int(position)] = per_pos.get(int(position), 0.0) + sample.value
+    return SpecCounters(
+        source=namespace,
+        num_drafts=drafts,
+        num_draft_tokens=_total(samples, f"{namespace}:spec_decode_num_draft_tokens"),
+        num_accepted_tokens=_total(samples, f"{namespace}:spec_decode_num_accepted_tokens"),
+        num_accepted_per_pos=tuple(per_pos.get(k, 0.0) for k in range(max(per_pos) + 1)) if per_pos else (),
+        num_generation_tokens=_total(samples, f"{namespace}:{generation_counter}"),
+    )
+
+
+def read_sglang(samples: Sequence[Sample]) -> SpecCounters | None:
+    """SGLang exports only verify rounds as a counter."""
     verify_calls = _total(samples, "sglang:spec_verify_calls")
-    if verify_calls is not None:
-        return SpecCounters("sglang", verify_calls, None, None, (), _total(samples, "sglang:generation_tokens"))
-    return None
+    if verify_calls is None:
+        return None
+    return SpecCounters("sglang", verify_calls, None, None, (), _total(samples, "sglang:generation_tokens"))
+
+
+def has_namespace(samples: Sequence[Sample], namespace: str) -> bool:
+    return any(s.name.startswith(f"{namespace}:") for s in samples)
 
 
 def counter_delta(before: SpecCounters | None, after: SpecCounters | None) -> tuple[SpecCounters | None, str | None]:

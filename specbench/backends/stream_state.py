@@ -9,6 +9,9 @@ from typing import Any
 from specbench.backends.reasoning import DeltaText, split_delta
 
 
+SERVER_FIELDS = ("timings", "metrics", "meta_info")
+
+
 class StreamFormatError(Exception):
     """The stream is not an OpenAI completion stream (bad JSON, no choices, an error event)."""
 
@@ -37,6 +40,9 @@ class StreamState:
     completion_tokens: int | None = None  # from the last usage block
     is_usage_reported: bool = False
     is_done: bool = False  # the [DONE] sentinel arrived
+    # Top-level blocks some servers add beside the OpenAI fields (llama.cpp `timings`, vLLM `metrics`, SGLang
+    # `meta_info`), the last of each kept: read by the server adapter (request_draft.py).
+    server_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -61,6 +67,7 @@ class StreamState:
             raise StreamFormatError(f"event is not an object: {data[:80]!r}")
         if "error" in event or event.get("object") == "error":
             raise StreamFormatError(f"server error in stream: {_error_message(event)}")
+        self.server_fields.update({k: event[k] for k in SERVER_FIELDS if isinstance(event.get(k), dict)})
         usage = event.get("usage")
         completion_tokens = None
         if isinstance(usage, dict):

@@ -13,15 +13,25 @@ ONE_PER_CHUNK = "one_per_chunk"  # no per-chunk counts and no tokenizer: each ch
 
 @dataclass(frozen=True, slots=True)
 class TokenCounts:
-    tokens_per_emission: tuple[int, ...]  # [num_emissions] for the chunks that carried text
+    emission_times: tuple[float, ...]  # [num_emissions] perf_counter of each emission
+    tokens_per_emission: tuple[int, ...]  # [num_emissions]; sums to the server's usage total when it sent one
     source: str  # SERVER_PER_CHUNK | RETOKENIZED | ONE_PER_CHUNK
 
 
 def count_tokens(state: StreamState, tokenizer=None) -> TokenCounts:
-    """`tokenizer`: a transformers tokenizer for the fallback, or None."""
+    """`tokenizer`: a transformers tokenizer for the fallback, or None.
+
+    Emissions are the chunks that carried text. A response whose text is empty but whose usage counts tokens (the
+    first token was end-of-sequence: usage says 1) has one emission, its last event, carrying that count.
+    """
+    emissions = state.content_chunks
+    if not emissions and state.completion_tokens and state.chunks:
+        last = state.chunks[-1]
+        return TokenCounts((last.time,), (state.completion_tokens,), _untextual_source(state, tokenizer))
+    times = tuple(c.time for c in emissions)
     per_chunk = _server_per_chunk(state)
     if per_chunk is not None:
-        return TokenCounts(per_chunk, SERVER_PER_CHUNK)
+        return TokenCounts(times, per_chunk, SERVER_PER_CHUNK)
     texts = [c.emitted for c in state.content_chunks]
     if tokenizer is not None:
         lengths = [0]
@@ -31,10 +41,17 @@ def count_tokens(state: StreamState, tokenizer=None) -> TokenCounts:
             lengths.append(len(tokenizer(prefix, add_special_tokens=False)["input_ids"]))
         counts = [max(b - a, 0) for a, b in zip(lengths, lengths[1:])]
         total = state.completion_tokens if state.completion_tokens is not None else lengths[-1]
-        return TokenCounts(_match_total(counts, total), RETOKENIZED)
+        return TokenCounts(times, _match_total(counts, total), RETOKENIZED)
     counts = [1] * len(texts)
     total = state.completion_tokens if state.completion_tokens is not None else len(texts)
-    return TokenCounts(_match_total(counts, total), ONE_PER_CHUNK)
+    return TokenCounts(times, _match_total(counts, total), ONE_PER_CHUNK)
+
+
+def _untextual_source(state: StreamState, tokenizer) -> str:
+    """How a text-less response's count is known: the server's own per-event usage, else its final usage block."""
+    if any(c.completion_tokens is not None for c in state.chunks[:-1]):
+        return SERVER_PER_CHUNK
+    return RETOKENIZED if tokenizer is not None else ONE_PER_CHUNK
 
 
 def _server_per_chunk(state: StreamState) -> tuple[int, ...] | None:

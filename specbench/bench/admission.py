@@ -7,9 +7,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specbench.bench.turns import Turn
 from specbench.engine.outputs import RequestOutput
+
+if TYPE_CHECKING:
+    from specbench.backends.request_draft import RequestDraft
 
 
 # How a request's output tokens were counted (requests.parquet `token_count_source`).
@@ -26,6 +30,7 @@ class FinishedTurn:
     is_usage_reported: bool | None = None  # HTTP: the server sent a usage block; None for the embedded engine
     has_draft_stats: bool = True  # False over HTTP: acceptance comes from server counters per cell
     reasoning_text: str | None = None  # HTTP: streamed reasoning (output.text is the answer); None when none came
+    server_draft: RequestDraft | None = None  # HTTP: the per-request counts the server sent in its response body
 
 
 def run_turns(

@@ -20,8 +20,11 @@ def backend_notes(cells: Sequence[Row]) -> list[str]:
     http = [c for c in cells if c.get("backend", EMBEDDED) != EMBEDDED]
     notes = []
     if http:
-        notes.append("HTTP backend: latencies measured on the client (arrival = request sent); per-request draft "
-                     "columns are empty, acceptance is per cell from the server's /metrics counter deltas")
+        notes.append("HTTP backend: latencies measured on the client (arrival = request sent); acceptance is per "
+                     "cell from the server's /metrics counter deltas")
+        draft_sources = sorted({c["draft_stats_source"] for c in http if not is_null(c.get("draft_stats_source"))})
+        notes.append(f"per-request draft columns from: {', '.join(draft_sources)}" if draft_sources else
+                     "per-request draft columns are empty (the server sent no per-request speculative counts)")
         sources = sorted({c["acceptance_source"] for c in http if not is_null(c["acceptance_source"])})
         missing = sorted({c["acceptance_note"] for c in http if is_null(c["acceptance_source"])
                           and not is_null(c["acceptance_note"])})
@@ -34,12 +37,19 @@ def backend_notes(cells: Sequence[Row]) -> list[str]:
             generated, received = c["server_generation_tokens"], c["num_output_tokens"]
             if not is_null(generated) and generated > received:
                 notes.append(f"{_where(c)}: the server generated {generated} tokens in the window but "
-                             f"{received} were received: other traffic (or failed requests) is in its counters")
+                             f"{received} were received by successful requests: {_gap_cause(c)}")
     for c in cells:
         if c.get("num_errors"):
             notes.append(f"{_where(c)}: {c['num_errors']} failed request(s) left out of the metrics "
                          f"({c['error_summary']})")
     return notes
+
+
+def _gap_cause(cell: Row) -> str:
+    """Specbench's own failed requests generated tokens nobody counted; only without them is it other traffic."""
+    if cell.get("num_errors"):
+        return f"its {cell['num_errors']} failed request(s) (or other traffic) account for the rest"
+    return "other traffic is in its counters"
 
 
 def _where(cell: Row) -> str:

@@ -41,6 +41,7 @@ def cell_row(
         acceptance_source=ENGINE_SOURCE,
         acceptance_note=None,
         server_generation_tokens=None,
+        server_accepted_per_pos=None,
         **failure_columns(request_rows),
     )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
@@ -74,11 +75,17 @@ def failure_columns(request_rows: Sequence[Row]) -> Row:
     successful requests' tokens were counted."""
     kinds = Counter(str(r["error"]).split(":", 1)[0] for r in request_rows if not is_success(r))
     sources = {r.get("token_count_source") for r in request_rows if is_success(r)} - {None}
+    draft_sources = {r.get("draft_stats_source") for r in request_rows if is_success(r)} - {None}
     return {
+        "draft_stats_source": _one_or_mixed(draft_sources),
         "num_errors": sum(kinds.values()),
         "error_summary": "; ".join(f"{n} x {kind}" for kind, n in kinds.most_common()) or None,
-        "token_count_source": (sources.pop() if len(sources) == 1 else "mixed") if sources else None,
+        "token_count_source": _one_or_mixed(sources),
     }
+
+
+def _one_or_mixed(values: set[str]) -> str | None:
+    return (next(iter(values)) if len(values) == 1 else "mixed") if values else None
 
 
 def _agreement(rows: Sequence[Row], baseline_rows: Sequence[Row]) -> Row:

@@ -7,10 +7,12 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 import specbench
+
+if TYPE_CHECKING:  # torch is imported only where a device is described: HTTP runs start without it
+    import torch
 
 _PACKAGES = ("torch", "triton", "transformers", "numpy", "pandas", "pyarrow", "tokenizers", "gguf")
 
@@ -36,6 +38,8 @@ def git_state() -> dict[str, object]:
 
 
 def device_info(device: torch.device) -> dict[str, object]:
+    import torch
+
     info: dict[str, object] = {"type": device.type, "cpu": _cpu_name(), "num_cpus": _num_cpus()}
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()

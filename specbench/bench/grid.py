@@ -38,13 +38,16 @@ class CellKey:
 
 def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
     """Every cell in run order: a baseline (k = 0) runs before the speculative cells that compare with it."""
-    return tuple(
+    cells = tuple(
         CellKey(repeat, temperature, concurrency, num_steps)
         for repeat in range(config.repeats)
         for temperature in config.temperature
         for concurrency in config.concurrency
         for num_steps in config.grid_num_steps
     )
+    if config.server_cmd is not None:  # one server launch per k: its cells run together, k = 0 first
+        return tuple(sorted(cells, key=lambda key: key.num_steps))
+    return cells
 
 
 def default_num_steps(method: str) -> tuple[int, ...]:

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from specbench.bench.admission import FinishedTurn
+from specbench.bench.admission import ENGINE_COUNTS, FinishedTurn
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import SloBounds
@@ -67,8 +67,14 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload,
         is_good=None if slo is None or not slo.is_set else item.error is None and slo.is_good(metrics),
     )
     row.update({name: getattr(score, name) if score is not None else None for name in SCORE_FIELDS})
-    if not item.has_draft_stats:  # HTTP: the engine's internals are not visible per request
+    row["draft_stats_source"] = ENGINE_COUNTS if item.has_draft_stats else None
+    if not item.has_draft_stats:  # HTTP: only what the server's response body says
         row.update({name: None for name in DRAFT_COLUMNS}, first_scheduled_time=None, num_preemptions=None)
+        draft = item.server_draft
+        if draft is not None:
+            row.update(draft_stats_source=draft.source, num_draft_rounds=draft.num_draft_rounds,
+                       num_draft_tokens=draft.num_draft_tokens, num_accepted_tokens=draft.num_accepted_tokens,
+                       num_accepted_per_pos=list(draft.num_accepted_per_pos) if draft.num_accepted_per_pos else None)
     return row
 
 
@@ -82,8 +88,9 @@ def is_null(value: Any) -> bool:
 
 
 def has_draft_stats(row: Mapping[str, Any]) -> bool:
-    """False for HTTP rows: no per-request draft counts (acceptance is per cell, from server counters)."""
-    return not is_null(row["num_draft_rounds"])
+    """Rounds and accepted tokens are both known (the engine; HTTP only where the server sends both per request).
+    False for other HTTP rows: acceptance is per cell, from server counters."""
+    return not is_null(row["num_draft_rounds"]) and not is_null(row["num_accepted_tokens"])
 
 
 def is_success(row: Mapping[str, Any]) -> bool:

@@ -101,8 +101,12 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
-    ("acceptance_source", STR, "engine (per-request stats) | server:vllm / server:specbench / server:sglang "
-     "(/metrics counter deltas over the measured window); null when unavailable"),
+    ("acceptance_source", STR, "engine (per-request stats) | server:vllm / server:specbench / server:llamacpp / "
+     "server:sglang (/metrics counter deltas over the measured window); null when unavailable"),
+    ("draft_stats_source", STR, "where the requests' per-request draft columns come from: engine | "
+     "llamacpp:timings | vllm:metrics.speculative_decoding | sglang:meta_info | mixed; null when none sent"),
+    ("server_accepted_per_pos", pa.list_(F64), "HTTP: [num_positions] A_k counter deltas at every position the "
+     "server reported (variable-length drafts may exceed num-steps; per-position columns stop at num-steps)"),
     ("acceptance_note", STR, "why the acceptance columns are null or approximate (HTTP), else null"),
     ("server_generation_tokens", I64, "HTTP: delta of the server's generation-token counter over the window "
      "(all its traffic: more than num_output_tokens means other requests were mixed in); else null"),
@@ -147,10 +151,13 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("token_count_source", STR, "engine | server_per_chunk (usage in every chunk) | retokenized (chunk text, local "
      "tokenizer) | one_per_chunk (no per-chunk counts, no tokenizer); totals match the server's usage if sent"),
     ("is_usage_reported", BOOL, "HTTP: the server sent a usage block; null for the embedded engine"),
+    ("draft_stats_source", STR, "engine | llamacpp:timings | vllm:metrics.speculative_decoding | sglang:meta_info "
+     "(per-request counts from the response body); null when none"),
     ("ttft_s", F64, "first emission - arrival"),
     ("tpot_s", F64, "(e2e - ttft) / (output tokens - 1); null below 2 tokens"),
     ("e2e_s", F64, "last emission - arrival"),
-    ("num_draft_rounds", I64, "verify rounds with >= 1 draft (this and the next five: null over HTTP)"),
+    ("num_draft_rounds", I64, "verify rounds with >= 1 draft (this and the next five: over HTTP only what the "
+     "server's response body says, see draft_stats_source, else null)"),
     ("num_draft_tokens", I64, "draft tokens proposed"),
     ("num_accepted_tokens", I64, "draft tokens accepted"),
     ("num_drafted_per_pos", pa.list_(I64), "[num_steps] rounds proposing draft position k"),

@@ -30,7 +30,8 @@ def server_acceptance(counters: SpecCounters | None, note: str | None, num_posit
     SGLang's give only verify rounds, so AL = generation tokens / verify rounds (approximate, said in the note).
     """
     row = empty_acceptance(num_positions)
-    row.update(acceptance_source=None, acceptance_note=note, server_generation_tokens=None)
+    row.update(acceptance_source=None, acceptance_note=note, server_generation_tokens=None,
+               server_accepted_per_pos=None)
     if counters is None:
         return row
     row["acceptance_source"] = f"server:{counters.source}"
@@ -52,6 +53,7 @@ def server_acceptance(counters: SpecCounters | None, note: str | None, num_posit
         acceptance_length=1.0 + accepted / rounds if rounds else 1.0,
     )
     per_pos = counters.num_accepted_per_pos
+    row["server_accepted_per_pos"] = list(per_pos) if per_pos else None
     if per_pos:
         rates = [a / rounds for a in per_pos] if rounds else []
         from_positions = 1.0 + sum(rates)
@@ -65,7 +67,7 @@ def server_acceptance(counters: SpecCounters | None, note: str | None, num_posit
             row[f"cond_accept_rate_pos_{k + 1}"] = per_pos[k] / previous[k] if previous[k] else None
         if len(per_pos) > num_positions:
             row["acceptance_note"] = (
-                f"the server drafts {len(per_pos)} positions but --num-steps says {num_positions}: "
-                "per-position columns beyond it are not stored"
+                f"the server reports {len(per_pos)} draft positions, more than the {num_positions} per-position "
+                "columns: every position is in server_accepted_per_pos (AL and rates are exact)"
             )
     return row

@@ -51,7 +51,7 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
     run_dir = Path(config.resume) if manifest is not None else plan_run_dir(config)
     grid = build_grid(config)
 
-    backend = create_backend(config)
+    backend = create_backend(config, run_dir)
     try:
         chat_template = workload.is_chat if config.chat_template is None else config.chat_template
         planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)

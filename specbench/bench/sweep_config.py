@@ -59,6 +59,11 @@ class SweepConfig:
     server_model: str | None = None  # openai: model to request (None: the server's first /v1/models entry)
     api_key_env: str | None = None  # openai: environment variable holding the API key (the key is never stored)
     request_timeout: float = 600.0  # openai: seconds per request, connect to last byte
+    # openai: specbench launches the server per num-steps group from these (backends/server_template.py)
+    server_cmd: str | None = None  # template with {num_steps} {method} {port} {model} {draft} {host}, or preset:NAME
+    server_baseline_cmd: str | None = None  # template for num-steps 0 (None: the preset's, else server_cmd)
+    server_adapter: str = "auto"  # whose metrics and response fields to read (backends/server_adapters.py)
+    server_ready_timeout: float = 600.0  # seconds a launched server may take to answer /health
     # engine (models are loaded once per sweep; over HTTP only `method`/`num_steps` label what the server runs)
     target: str = "default"
     method: str = "none"
@@ -90,8 +95,9 @@ class SweepConfig:
 
     @property
     def grid_num_steps(self) -> tuple[int, ...]:
-        # A server's speculative config is fixed: an HTTP run measures one k (compare runs for speedup).
-        values = set(self.num_steps) | ({0} if self.speedup and self.is_embedded else set())
+        # A running server's speculative config is fixed: an HTTP run against --base-url measures one k; with
+        # --server-cmd specbench launches one server per k, the baseline included.
+        values = set(self.num_steps) | ({0} if self.speedup and self.has_num_steps_control else set())
         return tuple(sorted(values))
 
     @property
@@ -101,6 +107,11 @@ class SweepConfig:
     @property
     def is_embedded(self) -> bool:
         return self.backend == EMBEDDED
+
+    @property
+    def has_num_steps_control(self) -> bool:
+        """specbench sets k per cell: the embedded engine, or a server it launches per k."""
+        return self.is_embedded or self.server_cmd is not None
 
     def num_warmup(self, concurrency: int) -> int:
         return concurrency if self.warmup is None else self.warmup
@@ -133,20 +144,21 @@ class SweepConfig:
 def validate_config(config: SweepConfig) -> None:
     """Every check that needs neither data nor models; raises SpecbenchError with one message."""
     from specbench.backends import BENCH_BACKENDS
-    from specbench.spec.registry import PROPOSERS
     from specbench.workloads import workload_factory
 
     workload_factory(config.workload)
     BENCH_BACKENDS.get(config.backend)
-    if config.is_embedded:
-        PROPOSERS.get(config.method)  # over HTTP the method only labels what the server runs
+    if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
+        from specbench.spec.registry import PROPOSERS
+
+        PROPOSERS.get(config.method)
     _check_backend(config)
     _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
     if not config.temperature:
         raise SpecbenchError("--temperature needs at least one value")
     _check_values("--temperature", [t for t in config.temperature if t is not None], lambda v: v >= 0, ">= 0")
     _check_values("--num-steps", config.num_steps, lambda v: v >= 0, ">= 0")
-    if config.method == "none" and config.max_num_steps > 0:
+    if config.is_embedded and config.method == "none" and config.max_num_steps > 0:  # a server picks its own
         raise SpecbenchError(
             f"--num-steps {','.join(map(str, config.num_steps))} needs a speculative --method (ngram, draft, ...)"
         )
@@ -208,6 +220,11 @@ def _check_backend(config: SweepConfig) -> None:
         return
     if config.inject is not None:
         raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
+    if config.server_cmd is not None:
+        _check_server_launch(config)
+        return
+    if config.server_baseline_cmd is not None:
+        raise SpecbenchError("--server-baseline-cmd needs --server-cmd")
     if not config.base_url or not config.base_url.startswith(("http://", "https://")):
         raise SpecbenchError(
             f"--backend {config.backend} needs --base-url http(s)://HOST:PORT, got {config.base_url!r}"
@@ -217,6 +234,23 @@ def _check_backend(config: SweepConfig) -> None:
             f"--backend {config.backend}: the server's speculative config is fixed; give the one --num-steps it runs "
             f"(0 for a non-speculative server), got {','.join(map(str, config.num_steps))}"
         )
+    if not config.request_timeout > 0:
+        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
+
+
+def _check_server_launch(config: SweepConfig) -> None:
+    from specbench.backends.server_adapters import SERVER_ADAPTERS
+    from specbench.backends.server_template import check_template
+
+    if config.base_url is not None:
+        raise SpecbenchError("--server-cmd launches its own server: drop --base-url")
+    check_template(config.server_cmd)
+    if config.server_baseline_cmd is not None:
+        check_template(config.server_baseline_cmd, "--server-baseline-cmd")
+    if config.server_adapter != "auto":
+        SERVER_ADAPTERS.get(config.server_adapter)
+    if not config.server_ready_timeout > 0:
+        raise SpecbenchError(f"--server-ready-timeout must be > 0, got {config.server_ready_timeout}")
     if not config.request_timeout > 0:
         raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
 

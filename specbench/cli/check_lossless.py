@@ -6,13 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.backends.near_tie import NEAR_TIE_MARGIN
+from specbench.cli import server_options as so
 from specbench.cli.app import app
+from specbench.errors import SpecbenchError
 
 
 @app.command("check-lossless")
 def check_lossless(
-    base_url_spec: Annotated[str, typer.Option("--base-url-spec", help="speculative server root")],
-    base_url_ref: Annotated[str, typer.Option("--base-url-ref", help="reference (non-speculative) server root")],
+    base_url_spec: Annotated[Optional[str], typer.Option("--base-url-spec", help="speculative server root")] = None,
+    base_url_ref: Annotated[Optional[str], typer.Option("--base-url-ref", help="reference (non-speculative) server "
+                                                        "root")] = None,
     model_spec: Annotated[Optional[str], typer.Option("--model-spec", help="model on the speculative server "
                                                       "(default: its first /v1/models entry)")] = None,
     model_ref: Annotated[Optional[str], typer.Option("--model-ref", help="model on the reference server")] = None,
@@ -28,8 +32,24 @@ def check_lossless(
                                                        "API key of both servers")] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout")] = 600.0,
     show: Annotated[int, typer.Option("--show", help="mismatches to print")] = 5,
+    near_tie_margin: Annotated[float, typer.Option("--near-tie-margin", help="a mismatch whose top-2 logprob margin "
+                                                   "(reference server, first divergent token) is below this many "
+                                                   "nats is a near-tie")] = NEAR_TIE_MARGIN,
+    strict: Annotated[bool, typer.Option("--strict", help="near-ties fail too")] = False,
+    server_cmd: so.ServerCmd = None,
+    server_baseline_cmd: so.ServerBaselineCmd = None,
+    server_ready_timeout: so.ServerReadyTimeout = 600.0,
+    server_log_dir: Annotated[Optional[str], typer.Option("--server-log-dir", help="--server-cmd: where the two "
+                                                          "servers' logs go (default: a new temporary directory)")
+                              ] = None,
+    target: Annotated[str, typer.Option("--target", help="--server-cmd: {model}")] = "default",
+    draft: Annotated[Optional[str], typer.Option("--draft", help="--server-cmd: {draft}")] = None,
+    method: Annotated[str, typer.Option("--method", help="--server-cmd: {method}")] = "draft",
+    num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="--server-cmd: k of the speculative server "
+                                           "(the reference runs k = 0)")] = 3,
 ) -> None:
-    """Exit 0 when every greedy turn is identical on both servers, 1 on a mismatch or a failed request."""
+    """Exit 0 when every greedy turn is identical on both servers or differs only by near-tied argmaxes (--strict:
+    identical), 1 on a divergent or unclassified mismatch or a failed request."""
     from specbench.backends.lossless import check_lossless as run_check
     from specbench.backends.lossless import format_lossless
     from specbench.bench.sweep_config import SweepConfig
@@ -40,7 +60,25 @@ def check_lossless(
                            server_model=model, api_key_env=api_key_env, request_timeout=request_timeout,
                            tokenizer=tokenizer, warmup=0, quiet=True)
 
-    report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref))
+    if server_cmd is not None:
+        import dataclasses
+        import tempfile
+        from pathlib import Path
+
+        from specbench.backends.lossless import check_lossless_launched
+
+        if base_url_spec or base_url_ref:
+            raise SpecbenchError("--server-cmd launches both servers: drop --base-url-spec/--base-url-ref")
+        logs = Path(server_log_dir or tempfile.mkdtemp(prefix="specbench-lossless-"))
+        config = dataclasses.replace(side(None, model_spec), server_cmd=server_cmd, server_ready_timeout=
+                                     server_ready_timeout, server_baseline_cmd=server_baseline_cmd, target=target,
+                                     draft=draft, method=method, num_steps=(num_steps,), speedup=False)
+        report = check_lossless_launched(config, logs, near_tie_margin)
+        print(f"server logs: {logs}")
+    elif not (base_url_spec and base_url_ref):
+        raise SpecbenchError("check-lossless needs --base-url-spec and --base-url-ref, or --server-cmd")
+    else:
+        report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref), near_tie_margin)
     print(format_lossless(report, show))
-    if not report.is_lossless:
+    if not report.passes(strict):
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ import typer
 
 from specbench.cli import load_options as lo
 from specbench.cli import options as o
+from specbench.cli import server_options as so
 from specbench.cli.app import app
 
 
@@ -34,7 +35,7 @@ def sweep(
     num_steps: Annotated[Optional[str], typer.Option("--num-steps", "-k", help="draft tokens per round, e.g. "
                                                      "0,1,3,5 (default: 0,1,3,5 with a method, else 0)")] = None,
     speedup: Annotated[bool, typer.Option("--speedup/--no-speedup", help="add the num-steps 0 baseline "
-                                          "(speedup, answer agreement; embedded backend only)")] = True,
+                                          "(speedup, answer agreement; embedded or --server-cmd)")] = True,
     top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
     top_k: Annotated[int, typer.Option("--top-k")] = -1,
     request_rate: Annotated[float, typer.Option("--request-rate", help="arrivals/s; inf = all at once under the "
@@ -66,6 +67,10 @@ def sweep(
                                                        "holding the API key (never stored)")] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout", help="openai: seconds per request")
                                ] = 600.0,
+    server_cmd: so.ServerCmd = None,
+    server_baseline_cmd: so.ServerBaselineCmd = None,
+    server_adapter: so.ServerAdapter = "auto",
+    server_ready_timeout: so.ServerReadyTimeout = 600.0,
     target: o.Target = "default",
     method: o.Method = "none",
     draft: o.Draft = None,

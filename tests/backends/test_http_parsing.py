@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from specbench.backends.prometheus import parse_metrics
-from specbench.backends.spec_counters import counter_delta, read_spec_counters
+from specbench.backends.server_adapters import ServerProbe, choose_adapter
+from specbench.backends.spec_counters import counter_delta
 from specbench.backends.sse import sse_data
 from specbench.backends.stream_state import StreamFormatError, StreamState
 from specbench.backends.token_counts import ONE_PER_CHUNK, SERVER_PER_CHUNK, count_tokens
@@ -32,6 +33,12 @@ def _vllm_page(drafts: int, draft_tokens: int, accepted: int, per_pos: tuple[int
         lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{k}"}} {n * share}'
                   for k, n in enumerate(per_pos)]
     return "\n".join(lines + ["garbage line {", ""])
+
+
+def read_spec_counters(samples):
+    """What the auto-detected adapter reads from one scrape."""
+    adapter, _ = choose_adapter("auto", ServerProbe(tuple(samples), None, None))
+    return None if adapter is None else adapter.read_counters(samples)
 
 
 def test_vllm_counters_are_summed_over_label_sets_and_differenced():

@@ -1,0 +1,131 @@
+"""`--server-cmd`: specbench launches the server itself, once per (method, num-steps) group of cells, and drives
+each launch with the OpenAI backend. Logs go to <run_dir>/servers/k<num_steps>.log (and what the server said about
+itself to k<num_steps>.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from specbench.backends.base import CellWindow
+from specbench.backends.cache_reset import CacheReset
+from specbench.backends.openai_backend import OpenAIBackend, local_tokenizer_of
+from specbench.backends.server_process import ServerProcess, free_port
+from specbench.backends.server_template import LaunchValues, render, resolve_template
+from specbench.bench.admission import FinishedTurn
+from specbench.bench.grid import CellKey
+from specbench.bench.sweep_config import SweepConfig
+from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
+from specbench.errors import SpecbenchError
+from specbench.workloads.base import Sample
+
+SERVERS_DIR = "servers"
+
+
+def start_server(config: SweepConfig, num_steps: int, log_path: Path) -> ServerProcess:
+    """The server of one num-steps group, started and ready (stopped again when it never gets ready)."""
+    template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
+    values = LaunchValues(num_steps, config.method, free_port(), config.target, config.draft)
+    server = ServerProcess(render(template, values), values.port, log_path)
+    server.start()
+    try:
+        server.wait_ready(config.server_ready_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+class LaunchingBackend:
+    name = "openai"
+    has_draft_stats = False
+
+    def __init__(self, config: SweepConfig, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.tokenizer, self.can_tokenize = local_tokenizer_of(config)
+        self._server: ServerProcess | None = None
+        self._client: OpenAIBackend | None = None
+        self._num_steps: int | None = None
+
+    def check_prompts(self, planner: TurnPlanner, samples: Sequence[Sample], config: SweepConfig,
+                      settings: TurnSettings) -> None:
+        if not samples:
+            raise SpecbenchError(f"workload {config.workload} has no samples")
+        for sample in samples:
+            planner.first_turn(sample, settings)
+
+    def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
+        return {
+            "backend": {
+                "name": self.name,
+                "base_url": None,  # one loopback server per num-steps group; see server_launch
+                "api_key_env": config.api_key_env,
+                "server_launch": {
+                    "template": config.server_cmd,
+                    "baseline_template": config.server_baseline_cmd,
+                    "adapter": config.server_adapter,
+                    "logs": f"{SERVERS_DIR}/k<num_steps>.log",
+                },
+                "server": {"model": config.server_model, "models": [], "models_error": None, "version": None},
+                "tokenizer": config.tokenizer or (config.target if self.can_tokenize else None),
+            },
+            "device": {"type": "remote", "name": "launched loopback server", "dtype": None},
+            "kv_pool": None,
+            "models": {"target": {"path": config.target, "weights_sha256": None}, "draft_source": config.draft},
+            "proposer": None,
+            "engine_config": None,
+        }
+
+    def check_resume(self, run_dir: Path, manifest: dict[str, Any]) -> None:
+        pass  # the launch templates are part of the run's config identity, checked by resume_config
+
+    def start_cell(self, key: CellKey) -> None:
+        if key.num_steps != self._num_steps:
+            self._stop()
+            self._launch(key.num_steps)
+
+    def reset_prefix_cache(self) -> CacheReset:
+        return self._live().reset_prefix_cache()
+
+    def run_turns(self, turns: Iterable[Turn], concurrency: int, *, id_prefix: str,
+                  next_turn: Callable[[Turn, str], Turn | None] = lambda turn, completion: None,
+                  on_finish: Callable[[FinishedTurn], None] | None = None) -> list[FinishedTurn]:
+        return self._live().run_turns(turns, concurrency, id_prefix=id_prefix, next_turn=next_turn,
+                                      on_finish=on_finish)
+
+    def begin_window(self) -> None:
+        self._live().begin_window()
+
+    def end_window(self) -> CellWindow:
+        return self._live().end_window()
+
+    def close(self) -> None:
+        self._stop()
+
+    def _live(self) -> OpenAIBackend:
+        if self._client is None:
+            raise RuntimeError("start_cell launches the server before a cell runs")
+        return self._client
+
+    def _launch(self, num_steps: int) -> None:
+        config = self.config
+        logs = self.run_dir / SERVERS_DIR
+        server = self._server = start_server(config, num_steps, logs / f"k{num_steps}.log")
+        self._client = OpenAIBackend(dataclasses.replace(config, base_url=server.url),
+                                     local_tokenizer=(self.tokenizer, self.can_tokenize))
+        self._num_steps = num_steps
+        info = {"argv": list(server.argv), "port": server.port, "model": self._client.model,
+                "models": list(self._client.info.models), "version": self._client.info.version}
+        (logs / f"k{num_steps}.json").write_text(json.dumps(info, indent=2) + "\n")
+
+    def _stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._client, self._num_steps = None, None
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
