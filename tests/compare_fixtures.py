@@ -137,6 +137,8 @@ def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
         "method": spec.method, "proposer": {"method": spec.method},
         "workload": {"name": spec.workload, "version": "1", "data_sha256": "cd" * 32,
                      "num_samples": spec.num_requests},
+        "config": {"workload": spec.workload, "limit": spec.num_requests, "shots": None, "seed": 0},
+        "sampling": {"max_tokens": 256, "ignore_eos": False, "top_p": 1.0, "top_k": -1, "chat_template": False},
     }
     for key, value in spec.manifest.items():
         manifest[key] = {**manifest[key], **value} if isinstance(value, dict) else value

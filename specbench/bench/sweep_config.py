@@ -13,6 +13,15 @@ from specbench.errors import SpecbenchError
 # Where results go and how they are shown: free to differ when a run is resumed.
 RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env"})
 EMBEDDED = "embedded"
+# Settings that change what a run measures (which prompts, how many, how long the outputs, the load on the engine):
+# runs that differ in any of them are not like for like, whatever the engine did. Values are read from a manifest's
+# effective `sampling` when recorded there (workload defaults resolved), else from its `config`. What comparisons are
+# for (method, num_steps, engine options, label) is deliberately absent; workload version and data sha256 are
+# checked with the models (specbench.compare.run_info).
+MEASUREMENT_SETTINGS = (
+    "workload", "limit", "shots", "chat_template", "max_tokens", "ignore_eos", "stop", "input_len", "output_len",
+    "top_p", "top_k", "request_rate", "burstiness", "warmup", "seed",
+)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
