@@ -29,7 +29,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class SweepConfig:
     # workload
     workload: str = "gsm8k"
-    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, then the hub
+    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
     limit: int | None = None  # first N samples in dataset order (None: all)
     shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
     chat_template: bool | None = None  # None: the workload's default (on for chat workloads)

@@ -17,7 +17,7 @@ def demo(
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = 4,
     shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = 2,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = 32,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root")] = None,
+    data_dir: o.DataDir = None,
     results_dir: Annotated[str, typer.Option("--results-dir")] = "results",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ) -> None:
