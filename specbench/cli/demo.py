@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

@@ -76,10 +76,7 @@ class DraftModelProposer:
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        pad = self.target_vocab_size - probs.shape[-1]
-        if pad:
-            probs = torch.nn.functional.pad(probs, (0, pad))
-        return ids, probs
+        return ids, probs  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
