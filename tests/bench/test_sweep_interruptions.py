@@ -123,3 +123,31 @@ def test_unreadable_part_reruns_its_cell(table, tiny_model_dir, tmp_path, monkey
     assert f"1 cells run, {NUM_CELLS - 1} already complete" in out
     assert len(pd.read_parquet(run_dir / "cells.parquet")) == NUM_CELLS
     assert (pd.read_parquet(run_dir / "requests.parquet")["cell_id"] == cell_id).sum() == 2
+
+
+@pytest.mark.slow
+def test_real_sigint_from_the_command_line(tiny_model_dir, tmp_path):
+    """Ctrl-C as a terminal sends it: SIGINT to a running `specbench sweep` process."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    results = tmp_path / "results"
+    args = [sys.executable, "-m", "specbench", *_args(tiny_model_dir, results)]
+    args[args.index("--max-tokens") + 1] = "24"  # cells long enough that the signal lands mid-sweep
+    args[args.index("--limit") + 1] = "4"
+    proc = subprocess.Popen(args, env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    cells_dir = results / "run" / "parts" / "cells"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and not list(cells_dir.glob("*.parquet")):
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        pytest.fail(f"the sweep ended before it could be interrupted: {proc.stderr.read()[-2000:]}")
+    os.kill(proc.pid, signal.SIGINT)
+    err = proc.communicate(timeout=120)[1]
+    kept = len(list(cells_dir.glob("*.parquet")))
+    assert proc.returncode == 130, err
+    assert f"interrupted: {kept} of {NUM_CELLS} cells are complete in {results / 'run'}; " in err
+    assert f"finish with: specbench sweep --resume {results / 'run'}" in err and "Traceback" not in err
