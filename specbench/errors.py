@@ -9,3 +9,10 @@ its traceback.
 
 class SpecbenchError(Exception):
     """A problem with the user's inputs or configuration, not a bug."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C that stopped work part-way; the message says what was kept and how to go on (exit status 130).
+
+    Not a KeyboardInterrupt: click turns those into a silent exit before the CLI could print this message.
+    """

@@ -83,10 +83,8 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
 
 def run_generate(req: GenerateRequest, **engine_kwargs) -> GenerateReport:
     from specbench.llm import LLM
-    from specbench.models.default_model import resolve_model_source
 
     prompts = read_prompts(req)
-    engine_kwargs["target"] = resolve_model_source(engine_kwargs["target"])
     llm = LLM(**engine_kwargs)
     return generate_with(llm, prompts, req)
 

@@ -10,6 +10,8 @@ from specbench.registry import Registry
 from specbench.workloads.base import Workload
 
 WORKLOADS: Registry[Workload] = Registry("workload")
+# Workloads that measure speed only: outputs are random ids, so accuracy and output agreement mean nothing.
+SPEED_ONLY_WORKLOADS = frozenset({"random"})
 
 
 @WORKLOADS.register("gsm8k")

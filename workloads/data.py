@@ -14,6 +14,9 @@ from specbench.errors import SpecbenchError
 from specbench.workloads.base import DataFile
 
 DATA_DIR_ENV = "SPECBENCH_DATA_DIR"
+# The checkout this module runs from (editable installs; for a wheel the candidate below simply does not exist).
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+HUB_PROBE_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
@@ -24,7 +27,8 @@ class RowError(ValueError):
 @dataclass(frozen=True, slots=True)
 class DataSource:
     data_dir: Path | None  # None: fall back to the Hugging Face hub where a workload has a hub id
-    origin: str  # "--data-dir" | DATA_DIR_ENV | "hub"
+    origin: str  # "--data-dir" | DATA_DIR_ENV | "../shared/data" | "hub"
+    searched: tuple[str, ...] = ()  # hub: where local data was looked for first, for the error when the hub fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +44,16 @@ class DataFileSpec:
     hub: HubSplit | None  # same rows on the hub, if any
 
 
+def default_data_dirs() -> tuple[Path, ...]:
+    """`../shared/data` beside the current directory, then beside the repository checkout (the layout the scripts
+    and README use: data shared by sibling checkouts, never copied into one)."""
+    candidates = (Path.cwd() / ".." / "shared" / "data", _REPO_ROOT.parent / "shared" / "data")
+    return tuple(dict.fromkeys(path.resolve() for path in candidates))
+
+
 def resolve_data_source(data_dir: str | Path | None = None) -> DataSource:
-    """Explicit `data_dir` first, then $SPECBENCH_DATA_DIR, else the hub (checked lazily when a file is read)."""
+    """Explicit `data_dir`, then $SPECBENCH_DATA_DIR, then the first of `default_data_dirs` that exists, else the hub
+    (checked lazily when a file is read)."""
     for value, origin in ((data_dir, "--data-dir"), (os.environ.get(DATA_DIR_ENV) or None, DATA_DIR_ENV)):
         if value is None:
             continue
@@ -49,7 +61,12 @@ def resolve_data_source(data_dir: str | Path | None = None) -> DataSource:
         if not path.is_dir():
             raise SpecbenchError(f"data directory {str(path)!r} (from {origin}) does not exist or is not a directory")
         return DataSource(path, origin)
-    return DataSource(None, "hub")
+    defaults = default_data_dirs()
+    for path in defaults:
+        if path.is_dir():
+            return DataSource(path, "../shared/data")
+    searched = ("--data-dir (not given)", f"${DATA_DIR_ENV} (not set)", *(f"{p} (missing)" for p in defaults))
+    return DataSource(None, "hub", searched)
 
 
 def field(row: Mapping[str, Any], key: str, kind: type) -> Any:
@@ -77,7 +94,7 @@ def read_rows(
         rows = _parse_jsonl(raw, str(path))
         label = f"local:{source.data_dir}"
     else:
-        rows, raw = _hub_rows(spec)
+        rows, raw = _hub_rows(spec, source.searched)
         label = f"hub:{spec.hub.dataset_id}" if spec.hub else "hub"
     parsed = []
     for lineno, row in rows:
@@ -108,8 +125,10 @@ def _parse_jsonl(raw: bytes, where: str) -> list[tuple[int, Any]]:
     return rows
 
 
-def _hub_rows(spec: DataFileSpec) -> tuple[list[tuple[int, Any]], bytes]:
+def _hub_rows(spec: DataFileSpec, searched: tuple[str, ...]) -> tuple[list[tuple[int, Any]], bytes]:
     hint = f"pass --data-dir DIR or set ${DATA_DIR_ENV}=DIR, where DIR holds {spec.name} in its upstream format"
+    if searched:
+        hint += f" (looked in: {'; '.join(searched)})"
     if spec.hub is None:
         raise SpecbenchError(f"no local data for {spec.name} and no Hugging Face hub copy of it: {hint}")
     hub = spec.hub
@@ -126,7 +145,18 @@ def _hub_rows(spec: DataFileSpec) -> tuple[list[tuple[int, Any]], bytes]:
 
 
 def load_hub_rows(hub: HubSplit) -> list[dict[str, Any]]:
-    """Rows of a hub split, in dataset order (tests replace this function; they never reach the hub)."""
+    """Rows of a hub split, in dataset order (tests replace this function; they never reach the hub).
+
+    One quick probe first: `datasets` retries an unreachable hub for half a minute before it gives up.
+    """
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        raise ConnectionError("offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().dataset_info(hub.dataset_id, timeout=HUB_PROBE_TIMEOUT_S)
+    except Exception as err:
+        raise ConnectionError(f"the hub is unreachable: {str(err).splitlines()[0] if str(err) else err!r}") from None
     import datasets
 
     return [dict(row) for row in datasets.load_dataset(hub.dataset_id, hub.config, split=hub.split)]

@@ -20,9 +20,9 @@ from specbench.errors import SpecbenchError
 from specbench.workloads.base import Sample
 
 
-def engine_config(config: SweepConfig, target: str) -> EngineConfig:
+def engine_config(config: SweepConfig) -> EngineConfig:
     return EngineConfig(
-        target=target,
+        target=config.target,
         method=config.method,
         draft=config.draft,
         num_steps=config.max_num_steps,
@@ -64,9 +64,8 @@ class EmbeddedBackend:
         """`engine`: an already built LLMEngine (tests); else one is loaded from the config."""
         if engine is None:
             from specbench.engine.llm_engine import LLMEngine
-            from specbench.models.default_model import resolve_model_source
 
-            engine = LLMEngine(engine_config(config, resolve_model_source(config.target)))
+            engine = LLMEngine(engine_config(config))
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self._first_step = 0

@@ -73,7 +73,7 @@ def cell_tables(
         cell.update(server_acceptance(run.counters, run.counters_note, store.num_positions))
     return {
         "requests": requests,
-        "steps": step_rows(keys, run.steps),
+        "steps": step_rows(keys, run.steps, store.step_offset),
         "categories": category_rows(keys, requests, store.num_positions),
         "cells": [cell],
     }

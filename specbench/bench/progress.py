@@ -1,21 +1,36 @@
-"""Progress bars on stderr: cells of the sweep, requests of the current cell (off when quiet or not a TTY)."""
+"""Progress on stderr: bars for the cells of the sweep and the requests of the current cell on a terminal; else
+(CI logs, `| tee`) one line per finished cell with the elapsed time and an estimate of what is left. Nothing when
+quiet."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 from tqdm import tqdm
 
 
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
 class Progress:
     def __init__(self, num_cells: int, num_done: int, *, quiet: bool) -> None:
-        disable = quiet or not sys.stderr.isatty()
+        is_tty = sys.stderr.isatty()
+        disable = quiet or not is_tty
+        self.is_logging = not quiet and not is_tty
+        self.num_cells, self.num_done, self.num_done_at_start = num_cells, num_done, num_done
+        self.start = time.perf_counter()
+        self.cell_start = self.start
+        self.cell_id = ""
         self.cells = tqdm(total=num_cells, initial=num_done, desc="cells", unit="cell", position=0,
                           file=sys.stderr, disable=disable, dynamic_ncols=True)
         self.requests = tqdm(total=0, desc="requests", unit="req", position=1, leave=False,
                              file=sys.stderr, disable=disable, dynamic_ncols=True)
 
     def start_cell(self, cell_id: str, num_requests: int) -> None:
+        self.cell_id, self.cell_start = cell_id, time.perf_counter()
         self.cells.set_postfix_str(cell_id)
         self.requests.reset(total=num_requests)
 
@@ -24,6 +39,17 @@ class Progress:
 
     def cell_done(self) -> None:
         self.cells.update(1)
+        self.num_done += 1
+        if self.is_logging:
+            print(self.cell_line(time.perf_counter()), file=sys.stderr, flush=True)
+
+    def cell_line(self, now: float) -> str:
+        """`cell 3/8 r0-t0-c4-k3 done in 12s; elapsed 40s, about 1m05s left` (left: this session's mean cell time)."""
+        elapsed = now - self.start
+        num_run = self.num_done - self.num_done_at_start
+        left = elapsed / num_run * (self.num_cells - self.num_done)
+        return (f"cell {self.num_done}/{self.num_cells} {self.cell_id} done in {_duration(now - self.cell_start)}; "
+                f"elapsed {_duration(elapsed)}, about {_duration(left)} left")
 
     def close(self) -> None:
         self.requests.close()

@@ -78,8 +78,9 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload,
     return row
 
 
-def step_rows(keys: Mapping[str, Any], steps: Iterable[StepStats]) -> list[Row]:
-    return [{**keys, **dataclasses.asdict(step)} for step in steps]
+def step_rows(keys: Mapping[str, Any], steps: Iterable[StepStats], step_offset: int) -> list[Row]:
+    """`step_offset`: where this session's engine step 0 lands in the run's global step numbering."""
+    return [{**keys, **dataclasses.asdict(step), "step": step.step + step_offset} for step in steps]
 
 
 def is_null(value: Any) -> bool:

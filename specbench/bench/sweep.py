@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
+import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +19,10 @@ from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.records import Row
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
-from specbench.bench.store import MANIFEST, RunStore, write_json
+from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.sweep_config import SweepConfig, validate_config
 from specbench.bench.turns import TurnPlanner
+from specbench.errors import Interrupted, SpecbenchError
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,15 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
             check_same_data(run_dir, manifest, data.data_sha256)
             write_json(run_dir / MANIFEST, with_resume_session(manifest), run_dir)
         else:
-            create_run_dir(run_dir)
             sampling = _effective_sampling(planner, data.samples[0], config, grid[0], chat_template)
             cell_ids = [k.cell_id for k in grid]
             manifest = build_manifest(run_dir.name, config, backend, workload, data, cell_ids, sampling)
-            write_json(run_dir / MANIFEST, manifest, run_dir)
+            create_run_dir(run_dir)
+            try:
+                write_json(run_dir / MANIFEST, manifest, run_dir)
+            except WriteFailed:
+                shutil.rmtree(run_dir, ignore_errors=True)  # nothing was kept: leave no run directory behind
+                raise
         store = RunStore(run_dir, [key.cell_id for key in grid], config.max_num_steps)
         num_run = _run_missing_cells(backend, planner, data.samples, grid, config, chat_template, workload, store)
     finally:
@@ -87,10 +94,23 @@ def _run_missing_cells(backend, planner, samples, grid, config, chat_template, w
             run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
             store.write_cell(key.cell_id, cell_tables(store.run_dir.name, run, config, workload, store))
             progress.cell_done()
+    except WriteFailed as err:
+        raise SpecbenchError(f"{err}; {_kept(store, grid)}; once space is freed: {resume_command(store.run_dir)}"
+                             ) from None
+    except KeyboardInterrupt:
+        raise Interrupted(f"{_kept(store, grid)}; finish with: {resume_command(store.run_dir)}") from None
     finally:
         progress.close()
         store.close()
     return len(todo)
+
+
+def _kept(store: RunStore, grid: tuple[CellKey, ...]) -> str:
+    return f"{len(store.completed())} of {len(grid)} cells are complete in {store.run_dir}"
+
+
+def resume_command(run_dir: Path) -> str:
+    return f"specbench sweep --resume {shlex.quote(str(run_dir))}"
 
 
 def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[CellKey, ...], num_run: int):

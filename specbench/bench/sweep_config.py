@@ -15,6 +15,17 @@ RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_k
 RAMP_UP_STRATEGIES = ("linear",)
 OPTIMIZE_TARGETS = ("throughput", "tpot")  # best k: highest output throughput | lowest median TPOT
 EMBEDDED = "embedded"
+# Settings that change what a run measures (which prompts, how many, how long the outputs, the load on the engine):
+# runs that differ in any of them are not like for like, whatever the engine did. Values are read from a manifest's
+# effective `sampling` when recorded there (workload defaults resolved), else from its `config`. What comparisons are
+# for (method, num_steps, engine options, label) is deliberately absent; workload version and data sha256 are
+# checked with the models (specbench.compare.run_info).
+MEASUREMENT_SETTINGS = (
+    "workload", "limit", "shots", "chat_template", "max_tokens", "ignore_eos", "stop", "input_len", "output_len",
+    "top_p", "top_k", "request_rate", "burstiness", "warmup", "seed",
+    # the load pattern: a ramp, a duration bound or a warm prefix cache change every latency measured
+    "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "cache_reset",
+)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -22,7 +33,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class SweepConfig:
     # workload
     workload: str = "gsm8k"
-    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, then the hub
+    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
     limit: int | None = None  # first N samples in dataset order (None: all)
     shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
     chat_template: bool | None = None  # None: the workload's default (on for chat workloads)

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from specbench.errors import SpecbenchError
+from specbench.errors import Interrupted, SpecbenchError
 
 app = typer.Typer(
     name="specbench",
@@ -39,6 +39,9 @@ def main() -> None:
     except SpecbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        sys.exit(130)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

@@ -22,7 +22,7 @@ def check(
     checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
     = "greedy,sampled,oracle,invariants,baseline",
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 32,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root (gsm8k/, mt_bench/)")] = None,
+    data_dir: o.DataDir = None,
     save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", help="write per-position acceptance")]
     = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="compare acceptance with this file")] = None,

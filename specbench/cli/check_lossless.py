@@ -8,6 +8,7 @@ import typer
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN
 from specbench.cli import server_options as so
+from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
 
@@ -21,7 +22,7 @@ def check_lossless(
                                                       "(default: its first /v1/models entry)")] = None,
     model_ref: Annotated[Optional[str], typer.Option("--model-ref", help="model on the reference server")] = None,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench")] = "gsm8k",
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root")] = None,
+    data_dir: o.DataDir = None,
     limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = 20,
     shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples")] = None,
     chat_template: Annotated[Optional[bool], typer.Option("--chat-template/--no-chat-template")] = None,

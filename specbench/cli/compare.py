@@ -26,8 +26,9 @@ def compare(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="write the table to FILE")] = None,
     fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="regressed[:metric,...]: exit 1 when a "
                                                    "(named) metric regressed beyond noise")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="runs differing in workload, model, dtype or device "
-                                         "are an error, not a warning")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="runs differing in workload, data, model, dtype, "
+                                         "device or a setting that changes what is measured (shots, max tokens, "
+                                         "prompt count, ...) are an error, not a warning")] = False,
     plots: Annotated[Optional[str], typer.Option("--plots", help="also write the figures of both runs to DIR")] = None,
     resamples: Annotated[int, typer.Option("--resamples", help="bootstrap resamples")] = 1000,
     confidence: Annotated[float, typer.Option("--confidence", help="interval level")] = 0.95,

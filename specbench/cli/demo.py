@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from specbench.bench.demo import DEMO_LIMIT, DEMO_MAX_TOKENS, DEMO_SHOTS, DEMO_SUMMARY
 from specbench.cli import options as o
 from specbench.cli.app import app
 
 
-@app.command()
+@app.command(help=f"{DEMO_SUMMARY}: results/<run-id>/ and a summary table.")
 def demo(
     target: o.Target = "default",
-    limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = 4,
-    shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = 2,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = 32,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root")] = None,
+    limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = DEMO_LIMIT,
+    shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = DEMO_SHOTS,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = DEMO_MAX_TOKENS,
+    data_dir: o.DataDir = None,
     results_dir: Annotated[str, typer.Option("--results-dir")] = "results",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ) -> None:
-    """GSM8K 5-shot subset, concurrency 1,4 x num-steps 0,3 with n-gram drafts: results/<run-id>/ and a summary."""
     from specbench.bench.demo import demo_config
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep

@@ -36,6 +36,11 @@ EagleAuxConvention = Annotated[
         help="how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output",
     ),
 ]
+DataDir = Annotated[
+    Optional[str],
+    typer.Option("--data-dir", help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
+                 "$SPECBENCH_DATA_DIR, else ../shared/data beside the current directory or the checkout, else the hub"),
+]
 Seed = Annotated[int, typer.Option("--seed", help="engine seed (dummy weights, unseeded requests)")]
 
 

@@ -18,8 +18,7 @@ def sweep(
     ctx: typer.Context,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench | random | "
                                           "file:PATH (JSONL prompt/messages, ShareGPT JSON)")] = "gsm8k",
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="local data root (else $SPECBENCH_DATA_DIR, "
-                                                    "else the hub)")] = None,
+    data_dir: o.DataDir = None,
     limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = None,
     shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples (default 5)")] = None,
     chat_template: Annotated[Optional[bool], typer.Option("--chat-template/--no-chat-template",

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import textwrap
+
 import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # pyplot-free: no GUI backend or global state; savefig renders with Agg
 
@@ -72,6 +75,28 @@ def no_data(ax: Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def fit_titles(figure: Figure) -> None:
+    """Wrap the figure title and every panel title that is wider than its room (the figure, or its panel), so
+    none is cut at the edge of the PNG; layout is recomputed around the wrapped lines."""
+    canvas = FigureCanvasAgg(figure)
+    for _ in range(3):  # wrapping changes the layout, which changes the room: settle in a few passes
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        changed = False
+        suptitle = figure._suptitle  # the Text itself (get_suptitle gives only its string)
+        texts = [(suptitle, figure.bbox.width * 0.96)] if suptitle is not None else []
+        texts += [(ax.title, ax.get_window_extent(renderer).width) for ax in figure.axes if ax.get_title()]
+        for text, room in texts:
+            width = text.get_window_extent(renderer).width
+            if width > room:
+                flat = " ".join(text.get_text().split())
+                chars = max(12, int(len(flat) * room / width))
+                text.set_text(textwrap.fill(flat, chars))
+                changed = True
+        if not changed:
+            return
 
 
 def save_figures(figures: Sequence[NamedFigure], out_dir: str | Path) -> list[Path]:

@@ -7,16 +7,18 @@ from pathlib import Path
 
 from specbench.compare.loading import Run
 from specbench.compare.plot_data import run_series
-from specbench.compare.plot_style import NamedFigure, save_figures
+from specbench.compare.plot_style import NamedFigure, fit_titles, save_figures
 from specbench.compare.plots_acceptance import acceptance_length_figure, per_position_figure, speedup_figure
 from specbench.compare.plots_accuracy import accuracy_figure
 from specbench.compare.plots_latency import goodput_figure, throughput_tpot_figure, ttft_figure
 from specbench.errors import SpecbenchError
+from specbench.workloads import SPEED_ONLY_WORKLOADS
 
 
 def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
     """throughput/TPOT and TTFT vs concurrency, goodput (runs swept with --goodput), acceptance length vs k,
-    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines) and accuracy/agreement."""
+    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines) and accuracy/agreement (not
+    for speed-only workloads)."""
     if not runs:
         raise SpecbenchError("plot needs at least one run")
     series = run_series(runs)
@@ -27,7 +29,10 @@ def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
         figures += [acceptance_length_figure(series), per_position_figure(series)]
     speedup = speedup_figure(series)
     figures += [speedup] if speedup is not None else []
-    figures.append(accuracy_figure(series))
+    if not all(run.info.workload in SPEED_ONLY_WORKLOADS for run in runs):
+        figures.append(accuracy_figure(series))
+    for named in figures:
+        fit_titles(named.figure)
     return figures
 
 

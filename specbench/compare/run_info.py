@@ -6,6 +6,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from specbench.bench.sweep_config import MEASUREMENT_SETTINGS
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -28,7 +30,8 @@ class RunInfo:
     engine_note: str = ""
     # Shown when they differ: goodput deltas compare like with like only under the same bounds.
     goodput_slo: str = "-"  # --goodput items of the sweep
-    load_pattern: str = "-"  # request rate / ramp / duration / prefix-cache reset
+    # (name, value) of every MEASUREMENT_SETTINGS entry: any difference makes the runs incomparable.
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 CRITICAL_FIELDS = ("workload", "workload_version", "workload_data", "target_model", "dtype", "device")
@@ -78,14 +81,21 @@ def run_info(path: Path, manifest: dict[str, Any]) -> RunInfo:
         versions=_text({k: v for k, v in (manifest.get("versions") or {}).items() if k != "specbench"}),
         engine_note=_engine_note(manifest),
         goodput_slo=",".join(_get(manifest, "config", "goodput") or []) or "-",
-        load_pattern=_load_pattern(_get(manifest, "config") or {}),
+        settings=measurement_settings(manifest),
     )
 
 
-def _load_pattern(config: dict[str, Any]) -> str:
-    keys = ("request_rate", "burstiness", "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
-            "cache_reset")
-    return _text({key: config.get(key) for key in keys}) or "-"
+def measurement_settings(manifest: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    sampling, config = manifest.get("sampling") or {}, manifest.get("config") or {}
+    out = []
+    for name in MEASUREMENT_SETTINGS:
+        value = sampling[name] if name in sampling else config.get(name)
+        out.append((name, "default" if value is None else _text(value)))
+    return tuple(out)
+
+
+def settings_text(info: RunInfo) -> str:
+    return ", ".join(f"{name}={value}" for name, value in info.settings)
 
 
 def _engine_note(manifest: dict[str, Any]) -> str:
@@ -98,10 +108,16 @@ def _engine_note(manifest: dict[str, Any]) -> str:
 
 
 def differences(before: RunInfo, after: RunInfo) -> list[Difference]:
-    """Every manifest field (but run id and label) whose value differs, critical ones first."""
+    """Every manifest field (but run id and label) and measurement setting whose value differs, critical first."""
     out = [
         Difference(f.name, getattr(before, f.name), getattr(after, f.name), f.name in CRITICAL_FIELDS)
         for f in fields(RunInfo)
-        if f.name not in ("run_id", "label") and getattr(before, f.name) != getattr(after, f.name)
+        if f.name not in ("run_id", "label", "settings") and getattr(before, f.name) != getattr(after, f.name)
+    ]
+    after_settings = dict(after.settings)
+    out += [
+        Difference(name, value, after_settings.get(name, "-"), True)
+        for name, value in before.settings
+        if after_settings.get(name, "-") != value
     ]
     return sorted(out, key=lambda d: not d.is_critical)

@@ -19,6 +19,7 @@ from specbench.compare.formatting import (
     verdict_text,
 )
 from specbench.compare.metrics_catalog import Metric
+from specbench.compare.run_info import settings_text
 
 COLUMNS_PER_CONCURRENCY = 5
 
@@ -70,8 +71,9 @@ def _unmatched(comparison: Comparison) -> list[str]:
     return lines
 
 
-def _preamble(comparison: Comparison) -> list[str]:
-    lines = [f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}"]
+def _preamble(comparison: Comparison, width: int = 1_000_000) -> list[str]:
+    settings = textwrap.fill(f"settings: {settings_text(comparison.before)}", width, subsequent_indent="  ")
+    lines = [f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}", settings]
     for d in comparison.differences:
         prefix = "WARNING: not comparable:" if d.is_critical else "differs:"
         lines.append(f"{prefix} {d.field}: {d.before} -> {d.after}")
@@ -100,7 +102,7 @@ def render_markdown(comparison: Comparison) -> str:
 def render_console(comparison: Comparison, width: int | None = None) -> str:
     """Aligned text; with a width, concurrencies that do not fit continue in a second table below."""
     width = width or 1_000_000
-    parts = _preamble(comparison)
+    parts = _preamble(comparison, width)
     for block in blocks(comparison):
         labels = [m.title for m, _ in block.rows]
         cells = [[c for r in row_cells for c in _cells(r, m, markdown=False)] for m, row_cells in block.rows]

@@ -134,6 +134,7 @@ def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.devic
 def build_engine_parts(config: EngineConfig) -> EngineParts:
     from specbench.models.loader import load_model
     from specbench.models.tokenizer import eos_token_ids, load_tokenizer
+    from specbench.models.vocab import check_tokenizer_fits
 
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
@@ -153,6 +154,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         seed=config.seed,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
+    check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")
     ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device)
     proposer = create_proposer(ctx)
     fault = resolve_fault(config.inject)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 
@@ -37,6 +38,11 @@ def resolve_model_source(source: str) -> str:
     """Map the alias `default` to a loadable source; other sources pass through."""
     if source != DEFAULT_MODEL:
         return source
+    return _resolve_default()
+
+
+@functools.cache  # one hub probe per process, however many engines (check builds several) load the default
+def _resolve_default() -> str:
     if hub_reachable(HUB_ID):
         return HUB_ID
     gguf = packaged_gguf()

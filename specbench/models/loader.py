@@ -16,6 +16,7 @@ import torch
 from specbench.attention.backend import AttentionBackend, create_backend
 from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
+from specbench.models.default_model import resolve_model_source
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
 from specbench.models.presets import MODEL_PRESETS, get_preset
@@ -76,6 +77,7 @@ def load_model(
     device = torch.device(device)
     if load_format == "dummy":
         return _load_dummy(source, dtype, device, attn_backend, seed)
+    source = resolve_model_source(source)  # every model (target, draft) is taken here: the one place for the alias
 
     path, hub_id = Path(source).expanduser(), None
     if not path.exists():

@@ -20,6 +20,7 @@ from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.spec.fault_hooks import DraftStepRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput
 from specbench.spec.step_plan import draft_step_metadata
@@ -75,10 +76,7 @@ class DraftModelProposer:
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        pad = self.target_vocab_size - probs.shape[-1]
-        if pad:
-            probs = torch.nn.functional.pad(probs, (0, pad))
-        return ids, probs
+        return ids, probs  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
@@ -251,12 +249,9 @@ def load_draft_proposer(ctx) -> DraftModelProposer:
 
 
 def check_vocab_fits(draft, target) -> None:
-    """A draft may only propose ids the target has, with the same meaning."""
-    if draft.config.vocab_size > target.config.vocab_size:
-        raise SpecbenchError(
-            f"draft vocabulary ({draft.config.vocab_size} ids) does not fit the target's "
-            f"({target.config.vocab_size} ids): the draft must use the target's tokenizer"
-        )
+    """A draft may only propose ids the target has, with the same meaning, and must embed every id it commits."""
+    check_draft_vocab(draft.config.vocab_size, target.config.vocab_size)
+    check_tokenizer_fits(draft.tokenizer, draft.config.vocab_size, "draft")
     if draft.tokenizer is not None and target.tokenizer is not None:
         if draft.tokenizer.get_vocab() != target.tokenizer.get_vocab():
             raise SpecbenchError("draft and target tokenizers differ: a draft LM must share the target's tokenizer")

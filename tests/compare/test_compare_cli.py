@@ -25,6 +25,8 @@ def results(tmp_path_factory):
     write_run(root, "other_c", RunSpec("other_c", concurrencies=(1, 8)))
     write_run(root, "other_device", RunSpec("other_device", manifest={"device": {"name": "other-cpu"}}))
     write_run(root, "other_workload", RunSpec("other_workload", workload="random"))
+    write_run(root, "other_shots", RunSpec("other_shots", manifest={"config": {"shots": 1},
+                                                                     "sampling": {"max_tokens": 64}}))
     return root
 
 
@@ -114,6 +116,30 @@ def test_manifest_differences_warn_loudly_or_fail_with_strict(results, monkeypat
     code, out, err = _compare(results, "base", "other_device", "--strict", monkeypatch=monkeypatch, capsys=capsys)
     expected = "error: --strict: the runs are not comparable (device: cpu test-cpu vs cpu other-cpu)"
     assert code == 2 and err.strip() == expected
+
+
+def test_measurement_settings_make_runs_incomparable(results, monkeypatch, capsys):
+    """Shots and max tokens change the prompts and output lengths: not a change of the engine."""
+    code, out, err = _compare(results, "base", "other_shots", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0
+    assert "WARNING: the runs differ in shots (default vs 1)" in err
+    assert "WARNING: the runs differ in max_tokens (256 vs 64)" in err
+    assert "settings: workload=gsm8k, limit=40, shots=default, chat_template=False, max_tokens=256" in out
+    assert "WARNING: not comparable: shots: default -> 1" in out
+    code, out, err = _compare(results, "base", "other_shots", "--strict", "--fail-on", "regressed",
+                              monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "error: --strict: the runs are not comparable (" in err and "shots: default vs 1" in err
+    assert "max_tokens: 256 vs 64" in err
+
+
+def test_compared_things_are_not_incomparable(results, monkeypatch, capsys):
+    """The method, num_steps, engine options and label are what a comparison is for."""
+    from specbench.bench.sweep_config import MEASUREMENT_SETTINGS
+
+    assert not {"method", "num_steps", "label", "attention_backend", "kv_cache_gb"} & set(MEASUREMENT_SETTINGS)
+    code, _, err = _compare(results, "base", "faster", "--strict", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "WARNING" not in err
 
 
 def test_labels_resolve_inside_a_results_dir(results, monkeypatch, capsys):

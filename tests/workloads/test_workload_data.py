@@ -33,6 +33,7 @@ def no_hub(monkeypatch):
     """Tests never reach the hub: any hub read fails as it would offline."""
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(data, "default_data_dirs", lambda: ())  # a ../shared/data on this machine is not looked at
 
     def offline(hub):
         raise ConnectionError("offline")
@@ -47,6 +48,58 @@ def test_resolution_order(tmp_path, monkeypatch):
     monkeypatch.setenv(DATA_DIR_ENV, str(env_dir))
     assert resolve_data_source(None).data_dir == env_dir
     assert resolve_data_source(tmp_path).data_dir == tmp_path  # explicit wins
+
+
+@pytest.mark.parametrize("where", ["cwd", "repo"])
+def test_shared_data_beside_the_checkout_is_the_default(where, gsm8k_dir, tmp_path, monkeypatch):
+    """With neither --data-dir nor $SPECBENCH_DATA_DIR: ../shared/data from the current directory, then from the
+    repository checkout (the README's layout)."""
+    monkeypatch.undo()
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    shared = tmp_path / "shared" / "data"
+    shared.parent.mkdir()
+    (shared).symlink_to(gsm8k_dir, target_is_directory=True)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    elsewhere = tmp_path / "a" / "b"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(checkout if where == "cwd" else elsewhere)
+    monkeypatch.setattr(data, "_REPO_ROOT", checkout if where == "repo" else elsewhere)
+    source = resolve_data_source(None)
+    assert source.data_dir == shared.resolve() and source.origin == "../shared/data"
+    assert len(Gsm8kWorkload().load(source, None, seed=0).samples) == 3
+
+
+def test_no_data_anywhere_fails_fast_naming_where_it_looked(tmp_path, monkeypatch):
+    """Offline or unreachable hub: one error at once (no `datasets` retries), naming every place looked."""
+    import time
+
+    import huggingface_hub
+
+    monkeypatch.undo()
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(data, "_REPO_ROOT", tmp_path)
+    for offline in (True, False):
+        if offline:
+            monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        else:
+            monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+            monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+
+            def unreachable(*args, **kwargs):
+                raise ConnectionError("Name or service not known")
+
+            monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", unreachable)
+        start = time.monotonic()
+        with pytest.raises(SpecbenchError) as err:
+            Gsm8kWorkload().load(resolve_data_source(None), None, seed=0)
+        assert time.monotonic() - start < 2
+        message = str(err.value)
+        assert "openai/gsm8k" in message and "--data-dir (not given)" in message
+        assert f"${DATA_DIR_ENV} (not set)" in message
+        assert f"{(tmp_path / '..' / 'shared' / 'data').resolve()} (missing)" in message
+        assert ("offline mode" if offline else "the hub is unreachable") in message
 
 
 @pytest.mark.parametrize("use_env", [False, True])

@@ -34,7 +34,8 @@ def check_config(ckpt: EagleCheckpoint, target: ModelConfig) -> None:
         )
     if cfg.draft_vocab_size > cfg.vocab_size or cfg.draft_vocab_size < 1:
         raise SpecbenchError(
-            f"EAGLE head config draft_vocab_size {cfg.draft_vocab_size} must be in [1, vocab_size {cfg.vocab_size}]"
+            f"EAGLE head draft vocabulary ({cfg.draft_vocab_size} ids, config draft_vocab_size) must be within the "
+            f"target vocabulary ({cfg.vocab_size} ids, config vocab_size)"
         )
     if cfg.method == "eagle3" and "lm_head.weight" not in ckpt.tensors:
         if cfg.draft_vocab_size != cfg.vocab_size or cfg.hidden_size != target.hidden_size:
@@ -91,7 +92,8 @@ def vocab_mapping(ckpt: EagleCheckpoint) -> torch.Tensor | None:
         if len(bad):
             i = int(bad[0])
             raise SpecbenchError(
-                f"'d2t' maps draft id {i} to target id {int(target_ids[i])}, outside the target vocabulary [0, {vocab})"
+                f"'d2t' maps draft id {i} to target id {int(target_ids[i])}, outside the target vocabulary "
+                f"[0, {vocab}) (draft vocabulary {draft_vocab} ids, target vocabulary {vocab} ids)"
             )
         if len(torch.unique(target_ids)) != draft_vocab:
             raise SpecbenchError("'d2t' maps two draft ids to the same target id")
