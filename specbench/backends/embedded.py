@@ -57,10 +57,10 @@ class EmbeddedBackend:
     def __init__(self, config: SweepConfig, engine=None) -> None:
         """`engine`: an already built LLMEngine (tests); else one is loaded from the config."""
         if engine is None:
-            from specbench.engine.llm_engine import LLMEngine
+            from specbench.llm import create_engine
             from specbench.models.default_model import resolve_model_source
 
-            engine = LLMEngine(engine_config(config, resolve_model_source(config.target)))
+            engine = create_engine(engine_config(config, resolve_model_source(config.target)))
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self._first_step = 0

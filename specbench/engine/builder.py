@@ -16,9 +16,9 @@ from specbench.engine.model_runner import TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError
-from specbench.faults import resolve_fault, wrap_verifier
 from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.registry import ProposerContext, create_proposer
 
 _CPU_DEFAULT_KV_GB = 1.0
@@ -39,7 +39,7 @@ class EngineParts:
     attention_backend: str  # resolved name
     verifier: str  # resolved name
     verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
-    fault: object | None = None  # specbench.faults.Fault: the injected mutant, None = clean engine
+    hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
 
 
@@ -131,10 +131,12 @@ def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.devic
     return num_blocks, f"{note} -> {num_blocks} blocks of {config.block_size} tokens"
 
 
-def build_engine_parts(config: EngineConfig) -> EngineParts:
+def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> EngineParts:
     from specbench.models.loader import load_model
     from specbench.models.tokenizer import eos_token_ids, load_tokenizer
 
+    if config.inject is not None and hooks is NO_HOOKS:
+        raise SpecbenchError(f"inject={config.inject!r} needs its hooks: build the engine with specbench.llm.create_engine")
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     torch.manual_seed(config.seed)
@@ -153,16 +155,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         seed=config.seed,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
-    ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device)
+    ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device, hooks=hooks)
     proposer = create_proposer(ctx)
-    fault = resolve_fault(config.inject)
-    if fault is not None:
-        if config.method not in fault.methods:
-            raise SpecbenchError(
-                f"fault {fault.name!r} has no hook in method {config.method!r}; it applies to: {', '.join(fault.methods)}"
-            )
-        if hasattr(proposer, "fault"):
-            proposer.fault = fault
 
     target_spec = target.model.kv_cache_spec()
     draft_spec = proposer.kv_cache_spec() if proposer is not None else None
@@ -198,8 +192,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         kv_pool_note=note,
         attention_backend=backend_name,
         verifier=verifier_name,
-        verify_fn=wrap_verifier(select_verifier(verifier_name), fault),
-        fault=fault,
+        verify_fn=hooks.wrap_verifier(select_verifier(verifier_name)),
+        hooks=hooks,
         cuda_graphs=graphs_note,
     )
 

@@ -16,7 +16,7 @@ from specbench.engine.request import Request
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
-from specbench.faults import is_active
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.spec.proposer import ProposeInput
 from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator, sample
@@ -24,9 +24,11 @@ from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig, parts: EngineParts | None = None) -> None:
+    def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
+                 hooks: PhaseHooks = NO_HOOKS) -> None:
+        """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
         self.config = config
-        p = parts or build_engine_parts(config)
+        p = parts or build_engine_parts(config, hooks)
         self.parts = p
         self.device, self.dtype = p.device, p.dtype
         self.tokenizer = p.tokenizer
@@ -39,8 +41,7 @@ class LLMEngine:
         self.num_steps = config.num_steps
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.verify_fn = p.verify_fn
-        self.fault = p.fault  # specbench.faults.Fault or None (clean engine)
-        self._verify_slot_shift = 1 if is_active(p.fault, "verify-kv-off-by-one") else 0
+        self.hooks = p.hooks
         self.synthetic_conditional = None
         if config.synthetic_acceptance is not None:
             rates = conditional_rates(config.synthetic_acceptance)
@@ -203,7 +204,7 @@ class LLMEngine:
             timer.stop("draft")
             for request in requests:
                 request.pending_features = None
-        inp = build_verify_input(requests, proposal, self.block_size, self.device, self._verify_slot_shift)
+        inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
         timer.start("target")
         out = self.runner.verify(inp)
         timer.stop("target")

@@ -8,6 +8,7 @@ import torch
 
 from specbench.config import EngineConfig
 from specbench.registry import Registry
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.proposer import Proposer
 
 
@@ -18,6 +19,7 @@ class ProposerContext:
     attn_backend: object
     dtype: torch.dtype
     device: torch.device
+    hooks: PhaseHooks = NO_HOOKS  # what the proposer calls while it builds each draft phase's input
 
 
 PROPOSERS: Registry[Proposer | None] = Registry("speculative method")

@@ -17,16 +17,18 @@ from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import EagleRoundGraphs
 from specbench.spec.eagle.round_input import RequestState, build_round_input, is_graphable_round
-from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord
+from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput
 from specbench.spec.step_plan import draft_step_metadata
 
 
 class EagleProposer:
-    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device) -> None:
+    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
+                 hooks: PhaseHooks = NO_HOOKS) -> None:
         self.loaded = loaded
         self.head = loaded.head
         self.name = loaded.checkpoint.config.method
@@ -35,13 +37,11 @@ class EagleProposer:
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
-        self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
+        self.hooks = hooks
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
-        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (clean engine only)
-        self._step1_md = None  # fault stale-draft-metadata: step 1's metadata
-        self._leaked_hidden: dict[str, torch.Tensor] = {}  # fault phase-state-leak: last step's input hidden [H]
+        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -66,14 +66,14 @@ class EagleProposer:
         if self.recorder is not None:
             self._record_features(inp, caught_up)
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and self.fault is None and self.recorder is None
+        if (graphs is not None and not self.hooks.eager_drafting and self.recorder is None
                 and is_graphable_round(inp, caught_up, active, graphs)):
             draft_ids.copy_(graphs.run(build_round_input(self, inp, graphs.query_len)))
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         extend = self._build_extend(inp, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
-        if self.fault is not None and self.fault.name == "phase-state-leak":
-            extend_hidden = self._leak_into_extend(inp, caught_up, extend, extend_hidden)
+        extend_hidden = self.hooks.extend_hidden(tuple(inp.request_ids[r] for r in caught_up), extend_hidden,
+                                                 extend.logits_indices)
         out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
         if not active:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
@@ -95,9 +95,8 @@ class EagleProposer:
             if self.recorder is not None:
                 self._record(inp, step_rows, j, logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
-        if self.fault is not None:
-            for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
-                self._state[inp.request_ids[r]].stale_end = len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1
+        for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
+            self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
     def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
@@ -152,24 +151,23 @@ class EagleProposer:
             num_query.append(num_new)
             last_rows.append(len(input_ids) - 1)
             state.num_committed = start + num_new
-        seq_lens = [inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)]
-        if self.fault is not None and self.fault.name == "catchup-sees-rejected":
-            # seed 001: visible length not trimmed back after a partial acceptance (rejected scratch stays visible)
-            stale = [min(self._state[inp.request_ids[r]].stale_end, len(inp.block_tables[r]) * self.block_size)
-                     for r in caught_up]
-            seq_lens = [max(n, s) for n, s in zip(seq_lens, stale)]
+        block_tables = [inp.block_tables[r] for r in caught_up]
+        seq_lens = self.hooks.extend_seq_lens(
+            tuple(inp.request_ids[r] for r in caught_up),
+            [inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)], block_tables, self.block_size,
+        )
         md = build_metadata(
             positions=positions,
             num_query=num_query,
             seq_lens=seq_lens,
-            block_tables=[inp.block_tables[r] for r in caught_up],
+            block_tables=block_tables,
             block_size=self.block_size,
             device=self.device,
         )
         assert inp.new_features is not None and inp.new_features.shape[0] == len(input_ids)
         return DraftExtendInput(
             input_ids=to_device(input_ids, torch.int64, self.device),
-            md=md,
+            md=self.hooks.extend_metadata(md),
             target_features=inp.new_features,
             logits_indices=to_device(last_rows, torch.int64, self.device),
         )
@@ -184,13 +182,13 @@ class EagleProposer:
             block_tables=[inp.block_tables[r] for r in rows],
             block_size=self.block_size,
             device=self.device,
-            fault=self.fault,
+            hooks=self.hooks,
         )
         row_idx = to_device(rows, torch.int64, self.device)
-        if self.fault is not None:
-            md = self._fault_step_md(inp, rows, j, md, hidden)
+        step_hidden = hidden[row_idx]
+        md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
         return DraftStepInput(
-            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
+            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=step_hidden, row_of_request=row_idx
         )
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
@@ -200,27 +198,6 @@ class EagleProposer:
         graphs = EagleRoundGraphs(self, num_steps, self._graph_plan, self.head.attn_backend.begin_forward)
         graphs.capture()
         self.round_graphs[num_steps] = graphs
-
-    def _fault_step_md(self, inp: ProposeInput, rows: list[int], j: int, md, hidden: torch.Tensor):
-        if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
-            if j == 1:
-                self._step1_md = md
-            elif self._step1_md is not None and self._step1_md.num_reqs == md.num_reqs:
-                return self._step1_md
-        elif self.fault.name == "phase-state-leak":  # remember each request's last draft-decode input hidden
-            for r in rows:
-                self._leaked_hidden[inp.request_ids[r]] = hidden[r]
-        return md
-
-    def _leak_into_extend(self, inp: ProposeInput, caught_up: list[int], extend: DraftExtendInput,
-                          extend_hidden: torch.Tensor) -> torch.Tensor:
-        """seed 002: the catch-up's last row is fed the previous draft-decode input's (draft-own) hidden."""
-        extend_hidden = extend_hidden.clone()
-        for i, r in enumerate(caught_up):
-            leaked = self._leaked_hidden.get(inp.request_ids[r])
-            if leaked is not None:
-                extend_hidden[extend.logits_indices[i]] = leaked
-        return extend_hidden
 
     def _record_features(self, inp: ProposeInput, caught_up: list[int]) -> None:
         for r in caught_up:
@@ -240,7 +217,7 @@ class EagleProposer:
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
-        self._leaked_hidden.pop(request_id, None)
+        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         return self.loaded.describe()
@@ -264,4 +241,4 @@ def load_eagle_proposer(ctx, method: str) -> EagleProposer:
         device=ctx.device,
         allow_pickle=cfg.allow_pickle,
     )
-    return EagleProposer(loaded, cfg.block_size, ctx.device)
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks)

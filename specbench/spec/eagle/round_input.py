@@ -16,7 +16,6 @@ from specbench.spec.step_plan import draft_step_metadata
 @dataclass
 class RequestState:
     num_committed: int = 0  # draft KV at positions [0, num_committed) came from target features
-    stale_end: int = 0  # fault catchup-sees-rejected: draft-step scratch KV was written up to here last round
 
 
 def is_graphable_round(inp: ProposeInput, caught_up: list[int], active: list[int], graphs) -> bool:
