@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.config import EngineConfig
 from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.metrics.acceptance import AcceptanceMetrics
@@ -81,13 +82,14 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
     )
 
 
-def run_generate(req: GenerateRequest, **engine_kwargs) -> GenerateReport:
+def run_generate(req: GenerateRequest, config: EngineConfig) -> GenerateReport:
+    import dataclasses
+
     from specbench.llm import LLM
     from specbench.models.default_model import resolve_model_source
 
     prompts = read_prompts(req)
-    engine_kwargs["target"] = resolve_model_source(engine_kwargs["target"])
-    llm = LLM(**engine_kwargs)
+    llm = LLM(dataclasses.replace(config, target=resolve_model_source(config.target)))
     return generate_with(llm, prompts, req)
 
 

@@ -13,7 +13,7 @@ from specbench.cli.app import app
 
 @app.command()
 def demo(
-    target: o.Target = "default",
+    target: o.option_type("target") = "default",
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = 4,
     shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = 2,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = 32,
