@@ -5,13 +5,13 @@ from __future__ import annotations
 import gc
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from specbench.attention import create_backend
 from specbench.config import EngineConfig
-from specbench.engine.cuda_graph import GraphPlan
+from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
@@ -21,6 +21,12 @@ from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.registry import ProposerContext, create_proposer
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from specbench.models.loader import LoadedModel
+    from specbench.spec.proposer import Proposer
+
 _CPU_DEFAULT_KV_GB = 1.0
 
 
@@ -28,9 +34,9 @@ _CPU_DEFAULT_KV_GB = 1.0
 class EngineParts:
     device: torch.device
     dtype: torch.dtype
-    target: object  # LoadedModel
-    tokenizer: object | None
-    proposer: object | None
+    target: LoadedModel
+    tokenizer: PreTrainedTokenizerBase | None
+    proposer: Proposer | None  # None: method none (plain decoding)
     runner: TargetRunner
     scheduler: Scheduler
     stop_checker: StopChecker
@@ -229,10 +235,9 @@ def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: i
         runner.graphs.capture(1)
         if max_steps:
             runner.graphs.capture(max_steps + 1)
-        if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
+        if proposer is not None and max_steps > 1:
             proposer.enable_cuda_graphs(plan)
-            if hasattr(proposer, "prepare_cuda_graphs"):
-                proposer.prepare_cuda_graphs(max_steps)
+            proposer.prepare_cuda_graphs(max_steps)
     except (RuntimeError, torch.AcceleratorError) as exc:
         # Not recoverable in-process: a failed capture can leave CUDA RNG state mid-capture.
         raise SpecbenchError(f"CUDA graph capture failed ({str(exc).splitlines()[0]}); rerun with --enforce-eager "

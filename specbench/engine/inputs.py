@@ -6,7 +6,7 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import PrefillInput, VerifyInput
+from specbench.runtime.phases import PrefillInput, VerifyInput
 from specbench.engine.request import Request
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.proposer import DraftProposal

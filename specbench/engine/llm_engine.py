@@ -125,7 +125,7 @@ class LLMEngine:
         graphs = self.runner.graphs
         if graphs is not None and 0 < num_steps < graphs.max_query_len:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
-        if graphs is not None and hasattr(self.proposer, "prepare_cuda_graphs"):
+        if graphs is not None and self.proposer is not None:
             self.proposer.prepare_cuda_graphs(num_steps)
 
     def has_unfinished(self) -> bool:

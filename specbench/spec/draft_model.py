@@ -17,12 +17,12 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.draft_records import DraftStepRecord
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 
@@ -47,7 +47,7 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer:
+class DraftModelProposer(Proposer):
     name = "draft"
     target_feature_layers: tuple[int, ...] = ()
 
@@ -61,7 +61,7 @@ class DraftModelProposer:
         self._state: dict[str, _DraftState] = {}
         self.hooks = hooks
         self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
-        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.model.kv_cache_spec()
@@ -176,7 +176,7 @@ class DraftModelProposer:
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.engine.cuda_graph import CudaGraphRunner
+        from specbench.runtime.cuda_graph import CudaGraphRunner
 
         self.model.rotary.reserve(plan.max_positions, plan.device)
 

@@ -10,12 +10,15 @@ slot as target KV for p, in the proposer's own tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.sampling import SamplingTensors
+
+if TYPE_CHECKING:
+    from specbench.runtime.cuda_graph import GraphPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +64,10 @@ class Proposer(Protocol):
 
     def describe(self) -> dict[str, object]:
         """JSON-serialisable facts for the run manifest (checkpoint dialect, resolved layers, ...)."""
+
+    # Optional capabilities: proposers subclass Proposer, so one without them inherits these no-ops.
+    def enable_cuda_graphs(self, plan: GraphPlan) -> None:
+        """Capture draft-phase graphs for every batch bucket of `plan` (no-op: the proposer drafts eagerly)."""
+
+    def prepare_cuda_graphs(self, num_steps: int) -> None:
+        """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""

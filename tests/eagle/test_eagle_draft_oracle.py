@@ -159,14 +159,14 @@ def test_proposer_phases_against_the_oracle(head_dir, target_dir, prompt_ids):
             new_features=torch.cat(chunks), cu_num_new_features=tuple(cu), new_feature_start=tuple(b[2] for b in batch),
         ))
 
-    seen: list[torch.Tensor] = []  # draft-vocab logits of every _argmax call: draft 0, then step 1, 2, ...
-    argmax = proposer._argmax
+    seen: list[torch.Tensor] = []  # draft-vocab logits of every argmax_target_ids call: draft 0, then step 1, 2, ...
+    argmax = proposer.argmax_target_ids
 
     def recording_argmax(logits_input):
         seen.append(proposer.head.compute_logits(logits_input))
         return argmax(logits_input)
 
-    proposer._argmax = recording_argmax
+    proposer.argmax_target_ids = recording_argmax
     for batch in ROUNDS:
         seen.clear()
         proposal = propose(batch)

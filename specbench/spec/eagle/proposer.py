@@ -15,18 +15,18 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import EagleRoundGraphs
 from specbench.spec.eagle.round_input import RequestState, build_round_input, is_graphable_round
 from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 
 
-class EagleProposer:
+class EagleProposer(Proposer):
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         self.loaded = loaded
@@ -39,7 +39,7 @@ class EagleProposer:
         self._state: dict[str, RequestState] = {}
         self.hooks = hooks
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
-        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
 
@@ -83,7 +83,7 @@ class EagleProposer:
         hidden[rows] = out.hidden[extend.logits_indices]
         extend_row = {r: i for i, r in enumerate(caught_up)}
         last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
-        draft_ids[to_device(active, torch.int64, self.device), 0] = self._argmax(out.logits_input[last])
+        draft_ids[to_device(active, torch.int64, self.device), 0] = self.argmax_target_ids(out.logits_input[last])
         if self.recorder is not None:
             self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
@@ -99,12 +99,12 @@ class EagleProposer:
             self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
-    def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
+    def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
 
     def _step_forward(self, step_input_ids, hidden, md, phase: str, check_metadata: bool = True):
         out = self.head(step_input_ids, hidden, md, self.kv_cache, phase=phase, check_metadata=check_metadata)
-        return out.hidden, out.logits_input, self._argmax(out.logits_input)
+        return out.hidden, out.logits_input, self.argmax_target_ids(out.logits_input)
 
     def _run_step(self, step: DraftStepInput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(next hidden [n, H], logits input [n, H], draft ids [n]) of one draft-decode step."""
@@ -116,7 +116,7 @@ class EagleProposer:
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.engine.cuda_graph import CudaGraphRunner
+        from specbench.runtime.cuda_graph import CudaGraphRunner
 
         self._graph_plan = plan
         self.head.rotary.reserve(plan.max_positions, plan.device)
@@ -138,7 +138,7 @@ class EagleProposer:
             request_id, tokens = inp.request_ids[r], inp.token_ids[r]
             start = inp.new_feature_start[r]
             num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-            state = self._state.setdefault(request_id, RequestState())
+            state = self.request_state(request_id)
             # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
             # it never sees a rejected or not-yet-committed position.
             if start != state.num_committed or start + num_new != len(tokens) - 1:
@@ -211,6 +211,10 @@ class EagleProposer:
             self.recorder.append(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
             )
+
+    def request_state(self, request_id: str) -> RequestState:
+        """This request's drafting state (created on its first round; free() drops it)."""
+        return self._state.setdefault(request_id, RequestState())
 
     def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
         """Nothing to do: the next round's target features say which positions were committed."""

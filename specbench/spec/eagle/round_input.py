@@ -44,7 +44,7 @@ def build_round_input(proposer, inp: ProposeInput, q: int) -> RoundInput:
         tokens, table = inp.token_ids[r], inp.block_tables[r]
         start = inp.new_feature_start[r]
         num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-        state = proposer._state.setdefault(request_id, RequestState())
+        state = proposer.request_state(request_id)
         if start != state.num_committed or start + num_new != len(tokens) - 1:
             raise RuntimeError(f"{request_id}: catch-up over [{start}, {start + num_new}) but draft KV is "
                                f"committed up to {state.num_committed}, newest token at {len(tokens) - 1}")
