@@ -76,3 +76,12 @@ def test_no_import_cycle_between_top_level_packages():
 
 def test_the_walk_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}
+
+
+def test_the_generic_request_carries_no_proposer_state():
+    import dataclasses
+
+    from specbench.engine.request import Request
+
+    names = {f.name for f in dataclasses.fields(Request)}
+    assert not {n for n in names if "feature" in n or "draft" in n}, names

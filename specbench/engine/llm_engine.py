@@ -189,9 +189,8 @@ class LLMEngine:
         for request in requests:
             num = request.num_tokens
             request.num_cached_tokens = num
-            if self.needs_features:
-                request.pending_features = out.features[offset : offset + num]
-                request.pending_feature_start = 0
+            if self.needs_features:  # handed to the proposer where produced: it owns them until free()
+                self.proposer.add_target_features(request.request_id, 0, out.features[offset : offset + num])
             offset += num
         return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
 
@@ -202,8 +201,6 @@ class LLMEngine:
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
-            for request in requests:
-                request.pending_features = None
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
         timer.start("target")
         out = self.runner.verify(inp)
@@ -223,7 +220,8 @@ class LLMEngine:
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
             if self.needs_features:
-                self._stash_features(request, out.features[offset : offset + num_new], request.num_cached_tokens)
+                self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
+                                                  out.features[offset : offset + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
             self._record_round(request, num_drafts[r], accepted[r])
@@ -234,35 +232,13 @@ class LLMEngine:
 
     def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
         requests = batch.requests
-        features = None
-        cu = [0]
-        starts = []
-        if self.needs_features:
-            chunks = [r.pending_features for r in requests]
-            for request, chunk in zip(requests, chunks):
-                cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
-                starts.append(request.pending_feature_start)
-            features = torch.cat([c for c in chunks if c is not None]) if cu[-1] else None
-        else:
-            cu = [0] * (len(requests) + 1)
-            starts = [0] * len(requests)
         return ProposeInput(
             request_ids=tuple(r.request_id for r in requests),
             token_ids=tuple(tuple(r.token_ids) for r in requests),
             num_draft_tokens=batch.num_draft_tokens,
             block_tables=tuple(tuple(r.block_table) for r in requests),
             sampling=st,
-            new_features=features,
-            cu_num_new_features=tuple(cu),
-            new_feature_start=tuple(starts),
         )
-
-    @staticmethod
-    def _stash_features(request: Request, rows: torch.Tensor, start: int) -> None:
-        if request.pending_features is None:
-            request.pending_features, request.pending_feature_start = rows, start
-        else:
-            request.pending_features = torch.cat([request.pending_features, rows])
 
     @staticmethod
     def _record_round(request: Request, num_drafted: int, num_accepted: int) -> None:

@@ -28,12 +28,6 @@ class ProposeInput:
     num_draft_tokens: tuple[int, ...]  # [num_reqs] drafts wanted (0 allowed)
     block_tables: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r], cover newest + drafts
     sampling: SamplingTensors  # the requests' sampling settings (drafts must use the same warping)
-    # Target features of tokens committed since the last round (EAGLE only, else None):
-    # request r owns rows cu_num_new_features[r]:cu_num_new_features[r+1], for positions
-    # new_feature_start[r] + 0, 1, ...
-    new_features: torch.Tensor | None  # [num_new_total, feature_dim]
-    cu_num_new_features: tuple[int, ...]  # [num_reqs + 1]
-    new_feature_start: tuple[int, ...]  # [num_reqs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +62,10 @@ class Proposer(Protocol):
     # Optional capabilities: proposers subclass Proposer, so one without them inherits these no-ops.
     def enable_cuda_graphs(self, plan: GraphPlan) -> None:
         """Capture draft-phase graphs for every batch bucket of `plan` (no-op: the proposer drafts eagerly)."""
+
+    def add_target_features(self, request_id: str, start: int, features: torch.Tensor) -> None:
+        """Target features [n, feature_dim] of positions [start, start + n), handed over as the target produces
+        them (only when target_feature_layers is non-empty); the proposer owns them until free()."""
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""

@@ -20,7 +20,7 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import EagleRoundGraphs
-from specbench.spec.eagle.round_input import RequestState, build_round_input, is_graphable_round
+from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
@@ -55,7 +55,8 @@ class EagleProposer(Proposer):
         num_reqs = len(inp.request_ids)
         max_num_draft = max(inp.num_draft_tokens, default=0)
         draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
-        caught_up = [r for r in range(num_reqs) if inp.cu_num_new_features[r + 1] > inp.cu_num_new_features[r]]
+        feats = self._take_features(inp.request_ids)
+        caught_up = [r for r in range(num_reqs) if feats.cu_num_new_features[r + 1] > feats.cu_num_new_features[r]]
         active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
         missing = set(active) - set(caught_up)
         if missing:
@@ -64,13 +65,13 @@ class EagleProposer(Proposer):
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
         if self.recorder is not None:
-            self._record_features(inp, caught_up)
+            self._record_features(inp, feats, caught_up)
         graphs = self.round_graphs.get(max_num_draft)
         if (graphs is not None and not self.hooks.eager_drafting and self.recorder is None
-                and is_graphable_round(inp, caught_up, active, graphs)):
-            draft_ids.copy_(graphs.run(build_round_input(self, inp, graphs.query_len)))
+                and is_graphable_round(inp, feats, caught_up, active, graphs)):
+            draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
-        extend = self._build_extend(inp, caught_up)
+        extend = self._build_extend(inp, feats, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
         extend_hidden = self.hooks.extend_hidden(tuple(inp.request_ids[r] for r in caught_up), extend_hidden,
                                                  extend.logits_indices)
@@ -129,15 +130,15 @@ class EagleProposer(Proposer):
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 
-    def _build_extend(self, inp: ProposeInput, caught_up: list[int]) -> DraftExtendInput:
+    def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
         positions: list[int] = []
         num_query: list[int] = []
         last_rows: list[int] = []
         for r in caught_up:
             request_id, tokens = inp.request_ids[r], inp.token_ids[r]
-            start = inp.new_feature_start[r]
-            num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
+            start = feats.new_feature_start[r]
+            num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
             state = self.request_state(request_id)
             # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
             # it never sees a rejected or not-yet-committed position.
@@ -154,7 +155,7 @@ class EagleProposer(Proposer):
         block_tables = [inp.block_tables[r] for r in caught_up]
         seq_lens = self.hooks.extend_seq_lens(
             tuple(inp.request_ids[r] for r in caught_up),
-            [inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)], block_tables, self.block_size,
+            [feats.new_feature_start[r] + n for r, n in zip(caught_up, num_query)], block_tables, self.block_size,
         )
         md = build_metadata(
             positions=positions,
@@ -164,11 +165,11 @@ class EagleProposer(Proposer):
             block_size=self.block_size,
             device=self.device,
         )
-        assert inp.new_features is not None and inp.new_features.shape[0] == len(input_ids)
+        assert feats.new_features is not None and feats.new_features.shape[0] == len(input_ids)
         return DraftExtendInput(
             input_ids=to_device(input_ids, torch.int64, self.device),
             md=self.hooks.extend_metadata(md),
-            target_features=inp.new_features,
+            target_features=feats.new_features,
             logits_indices=to_device(last_rows, torch.int64, self.device),
         )
 
@@ -199,10 +200,10 @@ class EagleProposer(Proposer):
         graphs.capture()
         self.round_graphs[num_steps] = graphs
 
-    def _record_features(self, inp: ProposeInput, caught_up: list[int]) -> None:
+    def _record_features(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> None:
         for r in caught_up:
-            rows = inp.new_features[inp.cu_num_new_features[r] : inp.cu_num_new_features[r + 1]]
-            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], inp.new_feature_start[r], rows.float().cpu()))
+            rows = feats.new_features[feats.cu_num_new_features[r] : feats.cu_num_new_features[r + 1]]
+            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], feats.new_feature_start[r], rows.float().cpu()))
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
         logits = self.head.compute_logits(logits_input)
@@ -211,6 +212,27 @@ class EagleProposer(Proposer):
             self.recorder.append(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
             )
+
+    def add_target_features(self, request_id: str, start: int, features: torch.Tensor) -> None:
+        """Features [n, feature_dim] of positions [start, start + n), appended to what the next catch-up consumes."""
+        state = self.request_state(request_id)
+        if state.pending_features is None:
+            state.pending_features, state.pending_start = features, start
+        else:
+            state.pending_features = torch.cat([state.pending_features, features])
+
+    def _take_features(self, request_ids: tuple[str, ...]) -> RoundFeatures:
+        """This round's features of each request, handed over once (the catch-up consumes them)."""
+        chunks: list[torch.Tensor] = []
+        cu, starts = [0], []
+        for request_id in request_ids:
+            state = self.request_state(request_id)
+            chunk, state.pending_features = state.pending_features, None
+            cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
+            starts.append(state.pending_start)
+            if chunk is not None:
+                chunks.append(chunk)
+        return RoundFeatures(torch.cat(chunks) if chunks else None, tuple(cu), tuple(starts))
 
     def request_state(self, request_id: str) -> RequestState:
         """This request's drafting state (created on its first round; free() drops it)."""
