@@ -38,7 +38,6 @@ class LLMEngine:
         self.stop_checker = p.stop_checker
         self.vocab_size = p.target.config.vocab_size
         self.block_size = config.block_size
-        self.num_steps = config.num_steps
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.verify_fn = p.verify_fn
         self.hooks = p.hooks
@@ -109,6 +108,12 @@ class LLMEngine:
         return request_id
 
     @property
+    def num_steps(self) -> int:
+        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.num_steps is the k
+        the engine was built (graphs captured) for."""
+        return self.scheduler.num_steps
+
+    @property
     def needs_features(self) -> bool:
         return bool(self.runner.feature_layers) and self.num_steps > 0
 
@@ -120,7 +125,6 @@ class LLMEngine:
             raise SpecbenchError(f"num_steps must be >= 0, got {num_steps}")
         if num_steps and self.proposer is None:
             raise SpecbenchError("num_steps > 0 needs a speculative method (ngram, draft, ...)")
-        self.num_steps = num_steps
         self.scheduler.num_steps = num_steps
         graphs = self.runner.graphs
         if graphs is not None and 0 < num_steps < graphs.max_query_len:
