@@ -85,3 +85,13 @@ def test_the_generic_request_carries_no_proposer_state():
 
     names = {f.name for f in dataclasses.fields(Request)}
     assert not {n for n in names if "feature" in n or "draft" in n}, names
+
+
+def test_kernels_import_no_private_helpers():
+    """The Triton twins share the torch reference's helpers through their public names."""
+    hits = []
+    for path in (ROOT.parent / "kernels").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specbench"):
+                hits += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert not hits, hits
