@@ -21,7 +21,7 @@ from specbench.kernels.verify_kernels import (
 from specbench.spec.sampling import SamplingTensors, logits_to_probs
 
 # The reference's own shape checks, uniform draws and row gather define the contract; reuse, don't copy.
-from specbench.spec.verifier import VerifyResult, _check_shapes, _draw_uniforms, _rows_per_request
+from specbench.spec.verifier import VerifyResult, check_shapes, draw_uniforms, rows_per_request
 
 DEFAULT_BLOCK_V = 4096
 
@@ -36,7 +36,7 @@ def verify_triton(
     block_v: int | None = None,
 ) -> VerifyResult:
     num_reqs, max_num_draft = draft_token_ids.shape
-    _check_shapes(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
+    check_shapes(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
     check_runnable(accept_kernel, target_logits)
     device = target_logits.device
     num_tokens, vocab_size = target_logits.shape
@@ -64,11 +64,11 @@ def verify_triton(
     uniforms = target_probs = draft_p = None
     if not st.all_greedy:
         # Warping stays in torch (a vocab sort per row): it dominates sampled verification at real vocab sizes.
-        uniforms = _draw_uniforms(st, num_draft_tokens, max_num_draft, device)  # [num_reqs, K]
+        uniforms = draw_uniforms(st, num_draft_tokens, max_num_draft, device)  # [num_reqs, K]
         rows_per_req = max_num_draft + 1
         positions = torch.arange(rows_per_req, device=device)
         target_probs = logits_to_probs(
-            _rows_per_request(target_logits, num_draft, positions).flatten(0, 1),
+            rows_per_request(target_logits, num_draft, positions).flatten(0, 1),
             st.temperature.repeat_interleave(rows_per_req),
             st.top_k.repeat_interleave(rows_per_req),
             st.top_p.repeat_interleave(rows_per_req),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from specbench.errors import SpecbenchError
 
@@ -11,40 +13,79 @@ from specbench.errors import SpecbenchError
 EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 
 
+def option(default, help: str, *, flag: str | None = None, parse: Callable[[str | None], Any] | None = None,
+           cli: bool = True) -> Any:
+    """A field with its command-line option: `--<name-with-dashes>` unless `flag`; `parse` maps the option's text
+    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group."""
+    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli}
+    return field(default=default, metadata=meta)
+
+
+def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
+    """'2, 16,29' -> (2, 16, 29); None stays None."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise SpecbenchError(f"--eagle-aux-layer-ids takes comma-separated integers, got {text!r}") from None
+
+
+def parse_rates(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecbenchError(f"--synthetic-acceptance takes comma-separated rates, got {text!r}") from None
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    target: str  # HF dir, hub id, .gguf file, or (load_format="dummy") a preset name
-    method: str = "none"  # proposer name: none | ngram | draft | eagle | eagle3
-    draft: str | None = None  # draft model (method draft) or EAGLE head (eagle, eagle3) source
-    num_steps: int = 0  # drafts per round (k); 0 = plain decoding
-    dtype: str = "auto"  # fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)
-    device: str = "auto"
-    load_format: str = "auto"  # auto | safetensors | gguf | pt | dummy (applies to target and draft)
-    allow_pickle: bool = False  # allow pytorch_model.bin (loaded with weights_only=True)
-    tokenizer: str | None = None  # overrides the tokenizer source (needed for dummy presets)
-    block_size: int = 16
-    kv_cache_gb: float | None = None  # KV pool budget; default: fraction of free GPU memory, or 1 GiB on CPU
-    gpu_memory_utilization: float = 0.85  # fraction of total GPU memory the engine may hold
-    num_kv_blocks: int | None = None  # exact pool size (overrides the budgets; tests force preemption with it)
-    max_concurrency: int = 64
-    max_num_batched_tokens: int = 8192
-    max_model_len: int | None = None
-    attention_backend: str = "auto"  # auto (triton on CUDA when importable, else torch) | torch | triton
-    verifier: str = "auto"  # auto (triton on CUDA when importable, else torch) | torch | triton
+    """The one declaration of engine options: every model-loading command's option group is generated from it."""
+
+    target: str = option("default", "HF dir, hub id, .gguf file, preset (with --load-format dummy), or 'default'")
+    method: str = option("none", "speculative method: none | ngram | draft | eagle | eagle3")
+    draft: str | None = option(None, "draft model (--method draft) or EAGLE head dir (eagle, eagle3)")
+    # drafts per round (k); 0 = plain decoding. A sweep's grid sets it per cell, so each command declares it.
+    num_steps: int = option(0, "draft tokens per round", cli=False)
+    dtype: str = option("auto", "fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)")
+    device: str = option("auto", "cpu | cuda | cuda:N | auto")
+    load_format: str = option("auto", "auto | safetensors | gguf | pt | dummy (applies to target and draft)")
+    allow_pickle: bool = option(False, "allow pytorch_model.bin (weights_only load)")
+    tokenizer: str | None = option(None, "tokenizer source (for dummy presets)")
+    block_size: int = option(16, "tokens per KV block")
+    kv_cache_gb: float | None = option(None, "KV pool budget in GiB (default: a fraction of free GPU memory, "
+                                       "1 GiB on CPU)")
+    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory the engine may hold")
+    # exact pool size (overrides the budgets; tests force preemption with it)
+    num_kv_blocks: int | None = option(None, "exact KV pool size in blocks", cli=False)
+    # A sweep's concurrency grid sets it, so each command declares it.
+    max_concurrency: int = option(64, "max running requests", cli=False)
+    max_num_batched_tokens: int = option(8192, "max tokens per prefill step")
+    max_model_len: int | None = option(None, "context limit (default: model's)")
+    attention_backend: str = option(
+        "auto", "auto (triton on CUDA, else torch) | torch | triton | flashinfer (optional extra "
+        "'specbench-cli[flashinfer]'; CUDA only, falls back to auto's choice with a note when not importable)")
+    verifier: str = option("auto", "auto (triton on CUDA, else torch) | torch | triton")
     # Forced per-position acceptance rates (unconditional, position 1..k) for performance work at real
     # shapes without real weights. Output is then NOT lossless; manifests and tables say so.
-    synthetic_acceptance: tuple[float, ...] | None = None
+    synthetic_acceptance: tuple[float, ...] | None = option(
+        None, "force per-position acceptance, e.g. '0.73,0.52,0.35' (performance work; output NOT lossless)",
+        parse=parse_rates)
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
-    enforce_eager: bool = False
-    ngram_min: int = 1
-    ngram_max: int = 4
+    enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
+    ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
+    ngram_max: int = option(4, "longest n-gram to match (ngram method)")
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
-    eagle_aux_layer_ids: tuple[int, ...] | None = None
-    eagle_aux_convention: str = "auto"
-    seed: int = 0
+    eagle_aux_layer_ids: tuple[int, ...] | None = option(
+        None, "EAGLE-3 aux layer ids overriding the head's, e.g. '2,16,29'", parse=parse_layer_ids)
+    eagle_aux_convention: str = option(
+        "auto", "how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output")
+    seed: int = option(0, "engine seed (dummy weights, unseeded requests)")
     # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
-    inject: str | None = None
+    inject: str | None = option(None, "engine fault to inject (see specbench selftest); marks the run as a mutant")
 
     def __post_init__(self) -> None:
         if self.num_steps < 0:
@@ -88,3 +129,7 @@ class EngineConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# The options every model-loading command shares (the rest, num_steps and max_concurrency, shape each run).
+ENGINE_OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(EngineConfig) if f.metadata["cli"])

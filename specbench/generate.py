@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.config import EngineConfig
 from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.metrics.acceptance import AcceptanceMetrics
@@ -81,11 +82,11 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
     )
 
 
-def run_generate(req: GenerateRequest, **engine_kwargs) -> GenerateReport:
+def run_generate(req: GenerateRequest, config: EngineConfig) -> GenerateReport:
     from specbench.llm import LLM
 
     prompts = read_prompts(req)
-    llm = LLM(**engine_kwargs)
+    llm = LLM(config)
     return generate_with(llm, prompts, req)
 
 

@@ -10,12 +10,26 @@ from specbench.engine.outputs import RequestOutput
 from specbench.sampling_params import SamplingParams
 
 
+def create_engine(config: EngineConfig) -> LLMEngine:
+    """The engine of `config`, with the injected fault's hooks when `config.inject` names one."""
+    from specbench.faults import build_hooks, check_hosted
+
+    check_hosted(config.inject, config.method)
+    return LLMEngine(config, hooks=build_hooks(config.inject))
+
+
 class LLM:
     """`LLM(target=..., draft=..., method=..., num_steps=...).generate(prompts, SamplingParams(...))`."""
 
-    def __init__(self, target: str, *, method: str = "none", num_steps: int = 0, draft: str | None = None, **kwargs):
-        self.config = EngineConfig(target=target, method=method, num_steps=num_steps, draft=draft, **kwargs)
-        self.engine = LLMEngine(self.config)
+    def __init__(self, target: str | EngineConfig, **kwargs):
+        """`target`: a model source (with EngineConfig fields as keywords), or a whole EngineConfig."""
+        if isinstance(target, EngineConfig):
+            if kwargs:
+                raise TypeError(f"LLM(EngineConfig) takes no other options, got {sorted(kwargs)}")
+            self.config = target
+        else:
+            self.config = EngineConfig(target=target, **kwargs)
+        self.engine = create_engine(self.config)
 
     @property
     def tokenizer(self):

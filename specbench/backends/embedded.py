@@ -15,39 +15,16 @@ from specbench.bench.grid import CellKey
 from specbench.bench.preflight import check_prompts_fit
 from specbench.bench.sweep_config import SweepConfig
 from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
-from specbench.config import EngineConfig
+from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.workloads.base import Sample
 
 
 def engine_config(config: SweepConfig) -> EngineConfig:
-    return EngineConfig(
-        target=config.target,
-        method=config.method,
-        draft=config.draft,
-        num_steps=config.max_num_steps,
-        dtype=config.dtype,
-        device=config.device,
-        load_format=config.load_format,
-        allow_pickle=config.allow_pickle,
-        tokenizer=config.tokenizer,
-        block_size=config.block_size,
-        kv_cache_gb=config.kv_cache_gb,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        max_concurrency=max(config.concurrency),  # cells cap concurrency themselves
-        max_num_batched_tokens=config.max_num_batched_tokens,
-        max_model_len=config.max_model_len,
-        ngram_min=config.ngram_min,
-        ngram_max=config.ngram_max,
-        seed=config.seed,
-        inject=config.inject,
-        eagle_aux_layer_ids=config.eagle_aux_layer_ids,
-        eagle_aux_convention=config.eagle_aux_convention,
-        attention_backend=config.attention_backend,
-        verifier=config.verifier,
-        synthetic_acceptance=config.synthetic_acceptance,
-        enforce_eager=config.enforce_eager,
-    )
+    """The sweep's engine: its engine options, k up to the grid's largest, concurrency up to the largest cell's."""
+    options = {name: getattr(config, name) for name in ENGINE_OPTION_NAMES}
+    return EngineConfig(**options, num_steps=config.max_num_steps,
+                        max_concurrency=max(config.concurrency))  # cells cap concurrency themselves
 
 
 # The engine frees a request's KV blocks when it finishes and never matches a new prompt against old blocks
@@ -63,9 +40,9 @@ class EmbeddedBackend:
     def __init__(self, config: SweepConfig, engine=None) -> None:
         """`engine`: an already built LLMEngine (tests); else one is loaded from the config."""
         if engine is None:
-            from specbench.engine.llm_engine import LLMEngine
+            from specbench.llm import create_engine
 
-            engine = LLMEngine(engine_config(config))
+            engine = create_engine(engine_config(config))
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self._first_step = 0

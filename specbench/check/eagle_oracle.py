@@ -14,7 +14,7 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.kv.kv_cache import KVCache
-from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord
+from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
 
 
 @dataclass

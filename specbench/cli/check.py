@@ -10,15 +10,14 @@ from specbench.cli import options as o
 from specbench.cli.app import app
 
 
+# A check runs tiny prompts on the CPU by default: small KV blocks and pool, fp32 (exact comparisons).
+CHECK_DEFAULTS = {"method": "draft", "dtype": "fp32", "device": "cpu", "kv_cache_gb": 0.5, "block_size": 4}
+
+
 @app.command()
+@o.engine_options(CHECK_DEFAULTS)
 def check(
-    target: o.Target = "default",
-    method: o.Method = "draft",
-    draft: o.Draft = None,
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="drafts per round")] = 3,
-    dtype: o.Dtype = "fp32",
-    device: o.Device = "cpu",
-    inject: Annotated[Optional[str], typer.Option("--inject", help="fault to inject (specbench.faults)")] = None,
     checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
     = "greedy,sampled,oracle,invariants,baseline",
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 32,
@@ -27,14 +26,13 @@ def check(
     = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="compare acceptance with this file")] = None,
     tolerance: Annotated[float, typer.Option("--tolerance", help="allowed acceptance drop per position")] = 0.05,
-    kv_cache_gb: Annotated[float, typer.Option("--kv-cache-gb")] = 0.5,
-    seed: o.Seed = 0,
     base_url_spec: Annotated[Optional[str], typer.Option("--base-url-spec", help="check a server pair instead: "
                                                          "the speculative server's root URL")] = None,
     base_url_ref: Annotated[Optional[str], typer.Option("--base-url-ref", help="with --base-url-spec: the "
                                                         "non-speculative reference server's root URL")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="server pair: variable holding the "
                                                        "API key")] = None,
+    engine: dict = None,  # the shared engine option group (options.engine_options), check's own defaults
 ) -> None:
     """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails.
 
@@ -60,13 +58,14 @@ def check(
     from specbench.faults import mutant_label
 
     prompts = tuple(check_prompts(data_dir))
-    setup = CheckSetup(target, method, draft, num_steps, prompts, max_tokens=max_tokens, dtype=dtype, device=device,
-                       inject=inject, kv_cache_gb=kv_cache_gb, seed=seed)
+    own = ("target", "method", "draft", "dtype", "device", "inject", "block_size", "kv_cache_gb", "seed")
+    setup = CheckSetup(**{k: engine[k] for k in own}, num_steps=num_steps, prompts=prompts, max_tokens=max_tokens,
+                       engine_kwargs={k: v for k, v in engine.items() if k not in own})
     if save_baseline:
         save(measure_acceptance(setup), save_baseline)
         print(f"acceptance baseline written to {save_baseline}")
     names = tuple(c.strip() for c in checks.split(",") if c.strip())
     results = run_checks(setup, names, baseline=load_baseline(baseline) if baseline else None, tolerance=tolerance)
-    title = f"specbench check: {method} k={num_steps} {dtype} {mutant_label(inject)}".rstrip()
+    title = f"specbench check: {engine['method']} k={num_steps} {engine['dtype']} {mutant_label(engine['inject'])}".rstrip()
     print(format_table(results, title))
     raise typer.Exit(0 if all(r.passed for r in results) else 1)

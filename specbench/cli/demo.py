@@ -14,7 +14,7 @@ from specbench.cli.app import app
 
 @app.command(help=f"{DEMO_SUMMARY}: results/<run-id>/ and a summary table.")
 def demo(
-    target: o.Target = "default",
+    target: o.option_type("target") = "default",
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = DEMO_LIMIT,
     shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = DEMO_SHOTS,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = DEMO_MAX_TOKENS,

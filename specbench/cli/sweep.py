@@ -52,9 +52,6 @@ def sweep(
     optimize: lo.Optimize = "throughput",
     reasoning_parser: lo.ReasoningParser = None,
     repeats: Annotated[int, typer.Option("--repeats", help="run the grid N times (noise estimate)")] = 1,
-    seed: o.Seed = 0,
-    inject: Annotated[Optional[str], typer.Option("--inject", help="engine fault to inject (see specbench selftest); "
-                                                  "marks the run as a mutant")] = None,
     backend: Annotated[str, typer.Option("--backend", help="embedded (in-process engine) | openai (an "
                                          "OpenAI-compatible server: vLLM, SGLang, TensorRT-LLM, specbench serve)")
                        ] = "embedded",
@@ -70,33 +67,13 @@ def sweep(
     server_baseline_cmd: so.ServerBaselineCmd = None,
     server_adapter: so.ServerAdapter = "auto",
     server_ready_timeout: so.ServerReadyTimeout = 600.0,
-    target: o.Target = "default",
-    method: o.Method = "none",
-    draft: o.Draft = None,
-    dtype: o.Dtype = "auto",
-    device: o.Device = "auto",
-    load_format: o.LoadFormat = "auto",
-    allow_pickle: o.AllowPickle = False,
-    tokenizer: o.Tokenizer = None,
-    kv_cache_gb: o.KvCacheGb = None,
-    gpu_memory_utilization: o.GpuMemUtil = 0.85,
-    block_size: o.BlockSize = 16,
-    max_model_len: o.MaxModelLen = None,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens")] = 8192,
-    ngram_min: o.NgramMin = 1,
-    ngram_max: o.NgramMax = 4,
-    eagle_aux_layer_ids: o.EagleAuxLayerIds = None,
-    eagle_aux_convention: o.EagleAuxConvention = "auto",
-    attention_backend: o.AttentionBackendOpt = "auto",
-    verifier: o.VerifierOpt = "auto",
-    synthetic_acceptance: o.SyntheticAcceptance = None,
-    enforce_eager: o.EnforceEager = False,
     label: Annotated[Optional[str], typer.Option("--label", help="tag stored with every row, e.g. "
                                                  "before / after")] = None,
     results_dir: Annotated[str, typer.Option("--results-dir", help="parent of the run directory")] = "results",
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="default: <time>-<config hash>")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="finish the missing cells of RUN_DIR")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    engine: dict = None,  # the shared engine option group (options.engine_options)
 ) -> None:
     """Run the cartesian grid concurrency x temperature x num-steps (x repeats) and write results/<run-id>/."""
     from specbench.bench.grid import default_num_steps, parse_int_list, parse_temperature_list
@@ -108,11 +85,10 @@ def sweep(
     values.update(
         concurrency=parse_int_list(concurrency, "--concurrency"),
         temperature=parse_temperature_list(temperature),
-        num_steps=default_num_steps(method) if num_steps is None else parse_int_list(num_steps, "--num-steps"),
-        eagle_aux_layer_ids=o.parse_layer_ids(eagle_aux_layer_ids),
-        synthetic_acceptance=o.parse_rates(synthetic_acceptance),
+        num_steps=default_num_steps(engine["method"]) if num_steps is None else parse_int_list(num_steps, "--num-steps"),
         goodput=tuple(goodput or ()),
     )
+    values.update(engine)
     fields = {f.name for f in dataclasses.fields(SweepConfig)}
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
     fixed = ctx.meta.get("specbench.fixed", {})
@@ -126,4 +102,5 @@ def _is_explicit(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
+sweep = o.engine_options()(sweep)
 app.command("sweep")(sweep)

@@ -5,21 +5,27 @@ from __future__ import annotations
 import gc
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from specbench.attention import create_backend
 from specbench.config import EngineConfig
-from specbench.engine.cuda_graph import GraphPlan
+from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError
-from specbench.faults import resolve_fault, wrap_verifier
 from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.registry import ProposerContext, create_proposer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from specbench.models.loader import LoadedModel
+    from specbench.spec.proposer import Proposer
 
 _CPU_DEFAULT_KV_GB = 1.0
 
@@ -28,9 +34,9 @@ _CPU_DEFAULT_KV_GB = 1.0
 class EngineParts:
     device: torch.device
     dtype: torch.dtype
-    target: object  # LoadedModel
-    tokenizer: object | None
-    proposer: object | None
+    target: LoadedModel
+    tokenizer: PreTrainedTokenizerBase | None
+    proposer: Proposer | None  # None: method none (plain decoding)
     runner: TargetRunner
     scheduler: Scheduler
     stop_checker: StopChecker
@@ -39,7 +45,7 @@ class EngineParts:
     attention_backend: str  # resolved name
     verifier: str  # resolved name
     verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
-    fault: object | None = None  # specbench.faults.Fault: the injected mutant, None = clean engine
+    hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
 
 
@@ -131,11 +137,13 @@ def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.devic
     return num_blocks, f"{note} -> {num_blocks} blocks of {config.block_size} tokens"
 
 
-def build_engine_parts(config: EngineConfig) -> EngineParts:
+def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> EngineParts:
     from specbench.models.loader import load_model
     from specbench.models.tokenizer import eos_token_ids, load_tokenizer
     from specbench.models.vocab import check_tokenizer_fits
 
+    if config.inject is not None and hooks is NO_HOOKS:
+        raise SpecbenchError(f"inject={config.inject!r} needs its hooks: build the engine with specbench.llm.create_engine")
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     torch.manual_seed(config.seed)
@@ -155,16 +163,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")
-    ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device)
+    ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device, hooks=hooks)
     proposer = create_proposer(ctx)
-    fault = resolve_fault(config.inject)
-    if fault is not None:
-        if config.method not in fault.methods:
-            raise SpecbenchError(
-                f"fault {fault.name!r} has no hook in method {config.method!r}; it applies to: {', '.join(fault.methods)}"
-            )
-        if hasattr(proposer, "fault"):
-            proposer.fault = fault
 
     target_spec = target.model.kv_cache_spec()
     draft_spec = proposer.kv_cache_spec() if proposer is not None else None
@@ -200,8 +200,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         kv_pool_note=note,
         attention_backend=backend_name,
         verifier=verifier_name,
-        verify_fn=wrap_verifier(select_verifier(verifier_name), fault),
-        fault=fault,
+        verify_fn=hooks.wrap_verifier(select_verifier(verifier_name)),
+        hooks=hooks,
         cuda_graphs=graphs_note,
     )
 
@@ -237,10 +237,9 @@ def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: i
         runner.graphs.capture(1)
         if max_steps:
             runner.graphs.capture(max_steps + 1)
-        if proposer is not None and max_steps > 1 and hasattr(proposer, "enable_cuda_graphs"):
+        if proposer is not None and max_steps > 1:
             proposer.enable_cuda_graphs(plan)
-            if hasattr(proposer, "prepare_cuda_graphs"):
-                proposer.prepare_cuda_graphs(max_steps)
+            proposer.prepare_cuda_graphs(max_steps)
     except (RuntimeError, torch.AcceleratorError) as exc:
         # Not recoverable in-process: a failed capture can leave CUDA RNG state mid-capture.
         raise SpecbenchError(f"CUDA graph capture failed ({str(exc).splitlines()[0]}); rerun with --enforce-eager "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.metadata import build_metadata, slot_of
+from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import PrefillInput, VerifyInput
+from specbench.runtime.phases import PrefillInput, VerifyInput
 from specbench.engine.request import Request
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.proposer import DraftProposal
 
 
@@ -38,7 +39,7 @@ def build_verify_input(
     proposal: DraftProposal | None,
     block_size: int,
     device: torch.device,
-    kv_slot_shift: int = 0,
+    hooks: PhaseHooks = NO_HOOKS,
 ) -> VerifyInput:
     """Per request: the newest token at position num_cached, then its drafts.
 
@@ -64,20 +65,16 @@ def build_verify_input(
         gather.extend(range(r * width, r * width + 1 + num_drafts[r]))
     table = torch.cat([to_device(newest, torch.int64, device)[:, None], draft_token_ids.to(device)], dim=1)
     input_ids = table.reshape(-1)[to_device(gather, torch.int64, device)]
+    num_query = [1 + n for n in num_drafts]
+    block_tables = [r.block_table for r in requests]
     slot_mapping = None
-    if kv_slot_shift and proposal is not None:  # fault verify-kv-off-by-one: each token writes a neighbour's slot
-        slot_mapping = []
-        for r, request in enumerate(requests):
-            table_r, end = request.block_table, len(request.block_table) * block_size
-            start = request.num_cached_tokens
-            for pos in range(start, start + 1 + num_drafts[r]):
-                shifted = pos + kv_slot_shift
-                slot_mapping.append(slot_of(table_r, shifted if 0 <= shifted < end else pos, block_size))
+    if proposal is not None:
+        slot_mapping = hooks.verify_slot_mapping(block_tables, positions, num_query, block_size)
     md = build_metadata(
         positions=positions,
-        num_query=[1 + n for n in num_drafts],
+        num_query=num_query,
         seq_lens=seq_lens,
-        block_tables=[r.block_table for r in requests],
+        block_tables=block_tables,
         block_size=block_size,
         device=device,
         slot_mapping=slot_mapping,

@@ -16,7 +16,7 @@ from specbench.engine.request import Request
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
-from specbench.faults import is_active
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.spec.proposer import ProposeInput
 from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator, sample
@@ -24,9 +24,11 @@ from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig, parts: EngineParts | None = None) -> None:
+    def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
+                 hooks: PhaseHooks = NO_HOOKS) -> None:
+        """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
         self.config = config
-        p = parts or build_engine_parts(config)
+        p = parts or build_engine_parts(config, hooks)
         self.parts = p
         self.device, self.dtype = p.device, p.dtype
         self.tokenizer = p.tokenizer
@@ -36,11 +38,9 @@ class LLMEngine:
         self.stop_checker = p.stop_checker
         self.vocab_size = p.target.config.vocab_size
         self.block_size = config.block_size
-        self.num_steps = config.num_steps
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.verify_fn = p.verify_fn
-        self.fault = p.fault  # specbench.faults.Fault or None (clean engine)
-        self._verify_slot_shift = 1 if is_active(p.fault, "verify-kv-off-by-one") else 0
+        self.hooks = p.hooks
         self.synthetic_conditional = None
         if config.synthetic_acceptance is not None:
             rates = conditional_rates(config.synthetic_acceptance)
@@ -120,6 +120,12 @@ class LLMEngine:
         return True
 
     @property
+    def num_steps(self) -> int:
+        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.num_steps is the k
+        the engine was built (graphs captured) for."""
+        return self.scheduler.num_steps
+
+    @property
     def needs_features(self) -> bool:
         return bool(self.runner.feature_layers) and self.num_steps > 0
 
@@ -131,12 +137,11 @@ class LLMEngine:
             raise SpecbenchError(f"num_steps must be >= 0, got {num_steps}")
         if num_steps and self.proposer is None:
             raise SpecbenchError("num_steps > 0 needs a speculative method (ngram, draft, ...)")
-        self.num_steps = num_steps
         self.scheduler.num_steps = num_steps
         graphs = self.runner.graphs
         if graphs is not None and 0 < num_steps < graphs.max_query_len:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
-        if graphs is not None and hasattr(self.proposer, "prepare_cuda_graphs"):
+        if graphs is not None and self.proposer is not None:
             self.proposer.prepare_cuda_graphs(num_steps)
 
     def has_unfinished(self) -> bool:
@@ -200,9 +205,8 @@ class LLMEngine:
         for request in requests:
             num = request.num_tokens
             request.num_cached_tokens = num
-            if self.needs_features:
-                request.pending_features = out.features[offset : offset + num]
-                request.pending_feature_start = 0
+            if self.needs_features:  # handed to the proposer where produced: it owns them until free()
+                self.proposer.add_target_features(request.request_id, 0, out.features[offset : offset + num])
             offset += num
         return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
 
@@ -213,9 +217,7 @@ class LLMEngine:
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
-            for request in requests:
-                request.pending_features = None
-        inp = build_verify_input(requests, proposal, self.block_size, self.device, self._verify_slot_shift)
+        inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
         timer.start("target")
         out = self.runner.verify(inp)
         timer.stop("target")
@@ -234,7 +236,8 @@ class LLMEngine:
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
             if self.needs_features:
-                self._stash_features(request, out.features[offset : offset + num_new], request.num_cached_tokens)
+                self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
+                                                  out.features[offset : offset + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
             self._record_round(request, num_drafts[r], accepted[r])
@@ -245,35 +248,13 @@ class LLMEngine:
 
     def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
         requests = batch.requests
-        features = None
-        cu = [0]
-        starts = []
-        if self.needs_features:
-            chunks = [r.pending_features for r in requests]
-            for request, chunk in zip(requests, chunks):
-                cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
-                starts.append(request.pending_feature_start)
-            features = torch.cat([c for c in chunks if c is not None]) if cu[-1] else None
-        else:
-            cu = [0] * (len(requests) + 1)
-            starts = [0] * len(requests)
         return ProposeInput(
             request_ids=tuple(r.request_id for r in requests),
             token_ids=tuple(tuple(r.token_ids) for r in requests),
             num_draft_tokens=batch.num_draft_tokens,
             block_tables=tuple(tuple(r.block_table) for r in requests),
             sampling=st,
-            new_features=features,
-            cu_num_new_features=tuple(cu),
-            new_feature_start=tuple(starts),
         )
-
-    @staticmethod
-    def _stash_features(request: Request, rows: torch.Tensor, start: int) -> None:
-        if request.pending_features is None:
-            request.pending_features, request.pending_feature_start = rows, start
-        else:
-            request.pending_features = torch.cat([request.pending_features, rows])
 
     @staticmethod
     def _record_round(request: Request, num_drafted: int, num_accepted: int) -> None:

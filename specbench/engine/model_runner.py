@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.cuda_graph import CudaGraphRunner, GraphPlan
-from specbench.engine.phases import PrefillInput, TargetOutput, VerifyInput
+from specbench.runtime.cuda_graph import CudaGraphRunner, GraphPlan
+from specbench.runtime.phases import PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
 
 

@@ -33,11 +33,6 @@ class Request:
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None
     output_text: str | None = None  # set at finish (truncated at a stop string)
-    # Target features of committed tokens the proposer has not consumed yet
-    # (only for proposers that need them). Rows are positions
-    # [pending_feature_start, pending_feature_start + len).
-    pending_features: torch.Tensor | None = None  # [num_pending, feature_dim]
-    pending_feature_start: int = 0
 
     @property
     def token_ids(self) -> list[int]:

@@ -120,7 +120,6 @@ class Scheduler:
         self.running.remove(request)
         self.block_manager.free(request.block_table)
         request.num_cached_tokens = 0
-        request.pending_features = None
         request.status = RequestStatus.WAITING
         request.stats.num_preemptions += 1
         self.waiting.appendleft(request)
@@ -139,6 +138,5 @@ class Scheduler:
     def finish(self, request: Request, reason: str) -> None:
         self.running.remove(request)
         self.block_manager.free(request.block_table)
-        request.pending_features = None
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason

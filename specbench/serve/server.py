@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import socket
 import threading
@@ -21,14 +20,9 @@ STARTUP_TIMEOUT_S = 30.0
 
 
 def _engine(config: ServeConfig):
-    from specbench.engine.llm_engine import LLMEngine
-    from specbench.models.default_model import resolve_model_source
+    from specbench.llm import create_engine
 
-    engine_config = config.engine
-    source = resolve_model_source(engine_config.target)
-    if source != engine_config.target:
-        engine_config = dataclasses.replace(engine_config, target=source)
-    return LLMEngine(engine_config)
+    return create_engine(config.engine)  # load_model resolves the 'default' alias
 
 
 def _bind(host: str, port: int) -> socket.socket:

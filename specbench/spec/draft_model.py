@@ -17,12 +17,13 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
-from specbench.spec.fault_hooks import DraftStepRecord
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.spec.draft_records import DraftStepRecord
+from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 
@@ -32,7 +33,6 @@ class _DraftState:
     num_cached: int = 0  # draft KV valid for positions [0, num_cached)
     num_written: int = 0  # positions [0, num_written) written in the last round
     newest: int = 0  # position of the newest committed token at the last propose
-    stale_end: int = 0  # fault catchup-sees-rejected: draft KV was written up to here before the last verify
 
 
 def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
@@ -48,21 +48,21 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer:
+class DraftModelProposer(Proposer):
     name = "draft"
     target_feature_layers: tuple[int, ...] = ()
 
-    def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device) -> None:
+    def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
+                 hooks: PhaseHooks = NO_HOOKS) -> None:
         self.model = model
         self.target_vocab_size = target_vocab_size
         self.block_size = block_size
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, _DraftState] = {}
-        self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
+        self.hooks = hooks
         self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
-        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
-        self._leaked_md = None  # fault state: step 1's metadata (stale-draft-metadata), last step's (phase-state-leak)
+        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.model.kv_cache_spec()
@@ -133,27 +133,20 @@ class DraftModelProposer:
             num_query.append(len(tokens) - state.num_cached)
             seq_lens.append(len(tokens))
             last_rows.append(len(input_ids) - 1)
-        if self.fault is not None:
-            if self.fault.name == "catchup-sees-rejected":  # seed 001: rejected positions stay visible
-                seq_lens = [max(n, self._state[inp.request_ids[r]].stale_end) for n, r in zip(seq_lens, active)]
-            leaked = self._leaked_md
-            if self.fault.name == "phase-state-leak" and leaked is not None and leaked.num_tokens == len(input_ids):
-                # seed 002: the catch-up reuses the previous round's last draft-decode input object
-                return DraftExtendInput(
-                    input_ids=to_device(input_ids, torch.int64, self.device), md=leaked,
-                    target_features=None, logits_indices=to_device(last_rows, torch.int64, self.device),
-                )
+        request_ids = tuple(inp.request_ids[r] for r in active)
+        block_tables = [inp.block_tables[r] for r in active]
+        seq_lens = self.hooks.extend_seq_lens(request_ids, seq_lens, block_tables, self.block_size)
         md = build_metadata(
             positions=positions,
             num_query=num_query,
             seq_lens=seq_lens,
-            block_tables=[inp.block_tables[r] for r in active],
+            block_tables=block_tables,
             block_size=self.block_size,
             device=self.device,
         )
         return DraftExtendInput(
             input_ids=to_device(input_ids, torch.int64, self.device),
-            md=md,
+            md=self.hooks.extend_metadata(md),
             target_features=None,
             logits_indices=to_device(last_rows, torch.int64, self.device),
         )
@@ -166,10 +159,9 @@ class DraftModelProposer:
             block_tables=[inp.block_tables[r] for r in rows],
             block_size=self.block_size,
             device=self.device,
-            fault=self.fault,
+            hooks=self.hooks,
         )
-        if self.fault is not None:
-            md = self._fault_step_md(j, md)
+        md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, None)
         row_idx = to_device(rows, torch.int64, self.device)
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
 
@@ -182,7 +174,7 @@ class DraftModelProposer:
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.engine.cuda_graph import CudaGraphRunner
+        from specbench.runtime.cuda_graph import CudaGraphRunner
 
         self.model.rotary.reserve(plan.max_positions, plan.device)
 
@@ -193,16 +185,6 @@ class DraftModelProposer:
         self.step_graphs = CudaGraphRunner(forward, plan, name="draft_step", max_query_len=1,
                                            check_metadata=self.model.attn_backend.begin_forward)
         self.step_graphs.capture(1)
-
-    def _fault_step_md(self, j: int, md):
-        if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
-            if j == 1:
-                self._leaked_md = md
-            elif self._leaked_md is not None and self._leaked_md.num_reqs == md.num_reqs:
-                return self._leaked_md
-        elif self.fault.name == "phase-state-leak":
-            self._leaked_md = md
-        return md
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits: torch.Tensor, draft_ids) -> None:
         drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
@@ -216,13 +198,14 @@ class DraftModelProposer:
             state = self._state.get(request_id)
             if state is None or state.num_written <= state.newest:
                 continue
-            state.stale_end = state.num_written
+            self.hooks.draft_kv_written(request_id, state.num_written)
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
+        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         cfg = self.model.config
@@ -245,7 +228,7 @@ def load_draft_proposer(ctx) -> DraftModelProposer:
         seed=cfg.seed + 1,
     )
     check_vocab_fits(draft, ctx.target)
-    return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device)
+    return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device, ctx.hooks)
 
 
 def check_vocab_fits(draft, target) -> None:

@@ -7,10 +7,10 @@ import torch
 
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.ngram_lookup import propose_ngram
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 
 
-class NgramProposer:
+class NgramProposer(Proposer):
     name = "ngram"
     target_feature_layers: tuple[int, ...] = ()
 

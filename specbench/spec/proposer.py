@@ -10,12 +10,15 @@ slot as target KV for p, in the proposer's own tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.spec.sampling import SamplingTensors
+
+if TYPE_CHECKING:
+    from specbench.runtime.cuda_graph import GraphPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +28,6 @@ class ProposeInput:
     num_draft_tokens: tuple[int, ...]  # [num_reqs] drafts wanted (0 allowed)
     block_tables: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r], cover newest + drafts
     sampling: SamplingTensors  # the requests' sampling settings (drafts must use the same warping)
-    # Target features of tokens committed since the last round (EAGLE only, else None):
-    # request r owns rows cu_num_new_features[r]:cu_num_new_features[r+1], for positions
-    # new_feature_start[r] + 0, 1, ...
-    new_features: torch.Tensor | None  # [num_new_total, feature_dim]
-    cu_num_new_features: tuple[int, ...]  # [num_reqs + 1]
-    new_feature_start: tuple[int, ...]  # [num_reqs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +58,14 @@ class Proposer(Protocol):
 
     def describe(self) -> dict[str, object]:
         """JSON-serialisable facts for the run manifest (checkpoint dialect, resolved layers, ...)."""
+
+    # Optional capabilities: proposers subclass Proposer, so one without them inherits these no-ops.
+    def enable_cuda_graphs(self, plan: GraphPlan) -> None:
+        """Capture draft-phase graphs for every batch bucket of `plan` (no-op: the proposer drafts eagerly)."""
+
+    def add_target_features(self, request_id: str, start: int, features: torch.Tensor) -> None:
+        """Target features [n, feature_dim] of positions [start, start + n), handed over as the target produces
+        them (only when target_feature_layers is non-empty); the proposer owns them until free()."""
+
+    def prepare_cuda_graphs(self, num_steps: int) -> None:
+        """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.config import EngineConfig
 from specbench.registry import Registry
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.proposer import Proposer
+
+if TYPE_CHECKING:
+    from specbench.attention.backend import AttentionBackend
+    from specbench.models.loader import LoadedModel
 
 
 @dataclass(frozen=True)
 class ProposerContext:
     config: EngineConfig
-    target: object  # specbench.models.loader.LoadedModel
-    attn_backend: object
+    target: LoadedModel
+    attn_backend: AttentionBackend
     dtype: torch.dtype
     device: torch.device
+    hooks: PhaseHooks = NO_HOOKS  # what the proposer calls while it builds each draft phase's input
 
 
 PROPOSERS: Registry[Proposer | None] = Registry("speculative method")

@@ -2,7 +2,7 @@
 
 Step j (>= 1) of a request whose step-1 query sits at position `first` queries position first + j - 1 and
 sees first + j keys (INV-0), writing only its own slot. Both the draft-LM and the EAGLE proposer use this,
-so the plan lives in one place; an injected fault (specbench.faults) bends it exactly as a seed bug did.
+so the plan lives in one place; the hooks (specbench.runtime.hooks) see it before the metadata is built.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.metadata import AttentionMetadata, build_metadata
-from specbench.spec.fault_hooks import mutate_step_plan
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks, StepPlan
 
 
 def draft_step_metadata(
@@ -20,20 +20,16 @@ def draft_step_metadata(
     block_tables: list[tuple[int, ...]],  # [num_reqs_in_step]
     block_size: int,
     device: torch.device,
-    fault=None,  # specbench.faults.Fault or None
+    hooks: PhaseHooks = NO_HOOKS,
 ) -> AttentionMetadata:
     positions = [p + step - 1 for p in first_positions]
-    seq_lens = [p + 1 for p in positions]
-    slots = None
-    if fault is not None:
-        plan = mutate_step_plan(fault, step, positions, seq_lens, block_tables, block_size)
-        positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
+    plan = hooks.step_plan(step, StepPlan(positions, [p + 1 for p in positions], None), block_tables, block_size)
     return build_metadata(
-        positions=positions,
-        num_query=[1] * len(positions),
-        seq_lens=seq_lens,
+        positions=plan.positions,
+        num_query=[1] * len(plan.positions),
+        seq_lens=plan.seq_lens,
         block_tables=block_tables,
         block_size=block_size,
         device=device,
-        slot_mapping=slots,
+        slot_mapping=plan.slot_mapping,
     )

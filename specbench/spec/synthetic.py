@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from specbench.device_copy import tensor_to_device
-from specbench.spec.verifier import PLACEHOLDER_TOKEN_ID, VerifyResult, _rows_per_request
+from specbench.spec.verifier import PLACEHOLDER_TOKEN_ID, VerifyResult, rows_per_request
 
 
 def conditional_rates(rates: tuple[float, ...]) -> tuple[float, ...]:
@@ -31,7 +31,7 @@ def synthetic_verify(
     device = target_logits.device
     num_draft = tensor_to_device(num_draft_tokens, device, torch.int64)
     positions = torch.arange(max_num_draft + 1, device=device)
-    logits = _rows_per_request(target_logits, num_draft, positions)  # [num_reqs, K + 1, V]
+    logits = rows_per_request(target_logits, num_draft, positions)  # [num_reqs, K + 1, V]
     coins = torch.rand(num_reqs, max_num_draft, device=device, generator=generator)
     is_accepted = (coins < conditional[None, :max_num_draft]) & (positions[None, :max_num_draft] < num_draft[:, None])
     num_accepted = is_accepted.long().cumprod(dim=1).sum(dim=1)  # [num_reqs]

@@ -26,7 +26,7 @@ class VerifyResult:
 def verify(
     target_logits: torch.Tensor,  # [num_tokens, V]; request r owns rows cu[r] .. cu[r] + num_draft_tokens[r]
     draft_token_ids: torch.Tensor,  # [num_reqs, max_num_draft] int64, padded with -1
-    num_draft_tokens: torch.Tensor,  # [num_reqs] int64; host tensor preferred (see _draw_uniforms)
+    num_draft_tokens: torch.Tensor,  # [num_reqs] int64; host tensor preferred (see draw_uniforms)
     draft_probs: torch.Tensor | None,  # [num_reqs, max_num_draft, V] warped draft dists; None = deterministic
     st: SamplingTensors,
 ) -> VerifyResult:
@@ -37,14 +37,14 @@ def verify(
     row is always row `num_accepted`: the first rejected position, or `num_draft` for the bonus.
     """
     num_reqs, max_num_draft = draft_token_ids.shape
-    _check_shapes(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
+    check_shapes(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
     device = target_logits.device
     vocab_size = target_logits.shape[1]
     num_draft = tensor_to_device(num_draft_tokens, device, torch.int64)
     positions = torch.arange(max_num_draft + 1, device=device)  # [K + 1]
     is_draft = positions[None, :max_num_draft] < num_draft[:, None]  # [num_reqs, K]
     drafts = draft_token_ids.to(device).clamp_min(0)  # [num_reqs, K]; padding masked by is_draft
-    logits = _rows_per_request(target_logits, num_draft, positions)  # [num_reqs, K + 1, V]
+    logits = rows_per_request(target_logits, num_draft, positions)  # [num_reqs, K + 1, V]
     target_argmax = logits.argmax(dim=-1)  # [num_reqs, K + 1]
     is_greedy_match = drafts == target_argmax[:, :max_num_draft]  # [num_reqs, K]
 
@@ -53,7 +53,7 @@ def verify(
         final_tokens = target_argmax.gather(1, num_accepted[:, None])[:, 0]
         return _assemble(drafts, num_accepted, final_tokens, positions)
 
-    uniforms = _draw_uniforms(st, num_draft_tokens, max_num_draft, device)  # [num_reqs, K] in (0, 1]
+    uniforms = draw_uniforms(st, num_draft_tokens, max_num_draft, device)  # [num_reqs, K] in (0, 1]
     rows_per_req = max_num_draft + 1
     target_probs = logits_to_probs(
         logits.flatten(0, 1),
@@ -111,7 +111,7 @@ def _draft_probs_at(
     return stop.masked_fill((stop_row == num_draft)[:, None], 0.0)
 
 
-def _draw_uniforms(
+def draw_uniforms(
     st: SamplingTensors, num_draft_tokens: torch.Tensor, max_num_draft: int, device: torch.device
 ) -> torch.Tensor:  # [num_reqs, max_num_draft] in (0, 1]
     """Acceptance uniforms; a seeded sampled request draws exactly its own num_draft values, before its
@@ -130,7 +130,7 @@ def _draw_uniforms(
     return 1.0 - uniforms
 
 
-def _rows_per_request(
+def rows_per_request(
     target_logits: torch.Tensor,  # [num_tokens, V]
     num_draft: torch.Tensor,  # [num_reqs]
     positions: torch.Tensor,  # [K + 1]
@@ -158,7 +158,7 @@ def _assemble(
     return VerifyResult(output_token_ids=output, num_accepted=num_accepted)
 
 
-def _check_shapes(
+def check_shapes(
     target_logits: torch.Tensor,
     draft_token_ids: torch.Tensor,
     num_draft_tokens: torch.Tensor,

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
-from specbench.faults import FAULTS, resolve_fault, wrap_verifier
+from specbench.faults import FAULTS, build_hooks
 from specbench.selftest.runner import run_selftest
 
 SEEDS = (0, 1)
@@ -28,8 +28,9 @@ def test_fault_off_costs_nothing():
     def verify(*args):
         return args
 
-    assert wrap_verifier(verify, None) is verify
-    assert wrap_verifier(verify, resolve_fault("draft-kv-slice")) is verify
+    assert build_hooks(None).wrap_verifier(verify) is verify
+    assert build_hooks("draft-kv-slice").wrap_verifier(verify) is verify
+    assert build_hooks("bonus-from-wrong-row").wrap_verifier(verify) is not verify
 
 
 def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():

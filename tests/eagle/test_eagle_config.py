@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.cli.options import parse_layer_ids
+from specbench.config import parse_layer_ids
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.spec.eagle.aux_layers import resolve_aux_layers

@@ -75,14 +75,17 @@ def test_every_draft_matches_the_no_cache_oracle(variant, head_dir, target_dir, 
 
     def wrap(proposer):
         features: dict[str, dict[int, torch.Tensor]] = {}
-        propose = proposer.propose
+        propose, add_features = proposer.propose, proposer.add_target_features
+
+        def recording_add(request_id, start, rows):  # the features the engine hands over, by position
+            for i, row in enumerate(rows):
+                features.setdefault(request_id, {})[start + i] = row.clone()
+            add_features(request_id, start, rows)
+
+        proposer.add_target_features = recording_add
 
         @torch.inference_mode()
         def checked_propose(inp):
-            for r, request_id in enumerate(inp.request_ids):
-                rows = inp.new_features[inp.cu_num_new_features[r] : inp.cu_num_new_features[r + 1]]
-                for i, row in enumerate(rows):
-                    features.setdefault(request_id, {})[inp.new_feature_start[r] + i] = row.clone()
             proposal = propose(inp)
             for r, request_id in enumerate(inp.request_ids):
                 k = inp.num_draft_tokens[r]
@@ -148,25 +151,22 @@ def test_proposer_phases_against_the_oracle(head_dir, target_dir, prompt_ids):
         features[rid] = out.aux_hidden_states  # [n, 3H]
 
     def propose(batch):
-        cu, chunks = [0], []
-        for rid, count, start, _ in batch:
-            chunks.append(features[rid][start : count - 1])
-            cu.append(cu[-1] + len(chunks[-1]))
+        for rid, count, start, _ in batch:  # the engine hands features over as the target produces them
+            proposer.add_target_features(rid, start, features[rid][start : count - 1])
         return proposer.propose(ProposeInput(
             request_ids=tuple(b[0] for b in batch), token_ids=tuple(tuple(sequences[b[0]][: b[1]]) for b in batch),
             num_draft_tokens=tuple(b[3] for b in batch), block_tables=tuple(tuple(tables[b[0]]) for b in batch),
             sampling=build_sampling_tensors([SamplingParams()] * len(batch), [None] * len(batch), 1024, cpu),
-            new_features=torch.cat(chunks), cu_num_new_features=tuple(cu), new_feature_start=tuple(b[2] for b in batch),
         ))
 
-    seen: list[torch.Tensor] = []  # draft-vocab logits of every _argmax call: draft 0, then step 1, 2, ...
-    argmax = proposer._argmax
+    seen: list[torch.Tensor] = []  # draft-vocab logits of every argmax_target_ids call: draft 0, then step 1, 2, ...
+    argmax = proposer.argmax_target_ids
 
     def recording_argmax(logits_input):
         seen.append(proposer.head.compute_logits(logits_input))
         return argmax(logits_input)
 
-    proposer._argmax = recording_argmax
+    proposer.argmax_target_ids = recording_argmax
     for batch in ROUNDS:
         seen.clear()
         proposal = propose(batch)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
-from specbench.engine.cuda_graph import batch_buckets  # noqa: E402
+from specbench.runtime.cuda_graph import batch_buckets  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -15,18 +15,20 @@ import torch
 
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.engine.phases import DraftExtendInput, DraftStepInput
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import EagleRoundGraphs
-from specbench.spec.eagle.round_input import RequestState, build_round_input, is_graphable_round
-from specbench.spec.fault_hooks import DraftStepRecord, TargetFeatureRecord
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
+from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
+from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 
 
-class EagleProposer:
-    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device) -> None:
+class EagleProposer(Proposer):
+    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
+                 hooks: PhaseHooks = NO_HOOKS) -> None:
         self.loaded = loaded
         self.head = loaded.head
         self.name = loaded.checkpoint.config.method
@@ -35,13 +37,11 @@ class EagleProposer:
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
-        self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
+        self.hooks = hooks
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
-        self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
-        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (clean engine only)
-        self._step1_md = None  # fault stale-draft-metadata: step 1's metadata
-        self._leaked_hidden: dict[str, torch.Tensor] = {}  # fault phase-state-leak: last step's input hidden [H]
+        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -55,7 +55,8 @@ class EagleProposer:
         num_reqs = len(inp.request_ids)
         max_num_draft = max(inp.num_draft_tokens, default=0)
         draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
-        caught_up = [r for r in range(num_reqs) if inp.cu_num_new_features[r + 1] > inp.cu_num_new_features[r]]
+        feats = self._take_features(inp.request_ids)
+        caught_up = [r for r in range(num_reqs) if feats.cu_num_new_features[r + 1] > feats.cu_num_new_features[r]]
         active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
         missing = set(active) - set(caught_up)
         if missing:
@@ -64,16 +65,16 @@ class EagleProposer:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
         if self.recorder is not None:
-            self._record_features(inp, caught_up)
+            self._record_features(inp, feats, caught_up)
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and self.fault is None and self.recorder is None
-                and is_graphable_round(inp, caught_up, active, graphs)):
-            draft_ids.copy_(graphs.run(build_round_input(self, inp, graphs.query_len)))
+        if (graphs is not None and not self.hooks.eager_drafting and self.recorder is None
+                and is_graphable_round(inp, feats, caught_up, active, graphs)):
+            draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
-        extend = self._build_extend(inp, caught_up)
+        extend = self._build_extend(inp, feats, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
-        if self.fault is not None and self.fault.name == "phase-state-leak":
-            extend_hidden = self._leak_into_extend(inp, caught_up, extend, extend_hidden)
+        extend_hidden = self.hooks.extend_hidden(tuple(inp.request_ids[r] for r in caught_up), extend_hidden,
+                                                 extend.logits_indices)
         out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
         if not active:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
@@ -83,7 +84,7 @@ class EagleProposer:
         hidden[rows] = out.hidden[extend.logits_indices]
         extend_row = {r: i for i, r in enumerate(caught_up)}
         last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
-        draft_ids[to_device(active, torch.int64, self.device), 0] = self._argmax(out.logits_input[last])
+        draft_ids[to_device(active, torch.int64, self.device), 0] = self.argmax_target_ids(out.logits_input[last])
         if self.recorder is not None:
             self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
@@ -95,17 +96,16 @@ class EagleProposer:
             if self.recorder is not None:
                 self._record(inp, step_rows, j, logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
-        if self.fault is not None:
-            for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
-                self._state[inp.request_ids[r]].stale_end = len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1
+        for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
+            self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
-    def _argmax(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
+    def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
 
     def _step_forward(self, step_input_ids, hidden, md, phase: str, check_metadata: bool = True):
         out = self.head(step_input_ids, hidden, md, self.kv_cache, phase=phase, check_metadata=check_metadata)
-        return out.hidden, out.logits_input, self._argmax(out.logits_input)
+        return out.hidden, out.logits_input, self.argmax_target_ids(out.logits_input)
 
     def _run_step(self, step: DraftStepInput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(next hidden [n, H], logits input [n, H], draft ids [n]) of one draft-decode step."""
@@ -117,7 +117,7 @@ class EagleProposer:
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.engine.cuda_graph import CudaGraphRunner
+        from specbench.runtime.cuda_graph import CudaGraphRunner
 
         self._graph_plan = plan
         self.head.rotary.reserve(plan.max_positions, plan.device)
@@ -130,16 +130,16 @@ class EagleProposer:
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 
-    def _build_extend(self, inp: ProposeInput, caught_up: list[int]) -> DraftExtendInput:
+    def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
         positions: list[int] = []
         num_query: list[int] = []
         last_rows: list[int] = []
         for r in caught_up:
             request_id, tokens = inp.request_ids[r], inp.token_ids[r]
-            start = inp.new_feature_start[r]
-            num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-            state = self._state.setdefault(request_id, RequestState())
+            start = feats.new_feature_start[r]
+            num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
+            state = self.request_state(request_id)
             # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
             # it never sees a rejected or not-yet-committed position.
             if start != state.num_committed or start + num_new != len(tokens) - 1:
@@ -152,25 +152,24 @@ class EagleProposer:
             num_query.append(num_new)
             last_rows.append(len(input_ids) - 1)
             state.num_committed = start + num_new
-        seq_lens = [inp.new_feature_start[r] + n for r, n in zip(caught_up, num_query)]
-        if self.fault is not None and self.fault.name == "catchup-sees-rejected":
-            # seed 001: visible length not trimmed back after a partial acceptance (rejected scratch stays visible)
-            stale = [min(self._state[inp.request_ids[r]].stale_end, len(inp.block_tables[r]) * self.block_size)
-                     for r in caught_up]
-            seq_lens = [max(n, s) for n, s in zip(seq_lens, stale)]
+        block_tables = [inp.block_tables[r] for r in caught_up]
+        seq_lens = self.hooks.extend_seq_lens(
+            tuple(inp.request_ids[r] for r in caught_up),
+            [feats.new_feature_start[r] + n for r, n in zip(caught_up, num_query)], block_tables, self.block_size,
+        )
         md = build_metadata(
             positions=positions,
             num_query=num_query,
             seq_lens=seq_lens,
-            block_tables=[inp.block_tables[r] for r in caught_up],
+            block_tables=block_tables,
             block_size=self.block_size,
             device=self.device,
         )
-        assert inp.new_features is not None and inp.new_features.shape[0] == len(input_ids)
+        assert feats.new_features is not None and feats.new_features.shape[0] == len(input_ids)
         return DraftExtendInput(
             input_ids=to_device(input_ids, torch.int64, self.device),
-            md=md,
-            target_features=inp.new_features,
+            md=self.hooks.extend_metadata(md),
+            target_features=feats.new_features,
             logits_indices=to_device(last_rows, torch.int64, self.device),
         )
 
@@ -184,13 +183,13 @@ class EagleProposer:
             block_tables=[inp.block_tables[r] for r in rows],
             block_size=self.block_size,
             device=self.device,
-            fault=self.fault,
+            hooks=self.hooks,
         )
         row_idx = to_device(rows, torch.int64, self.device)
-        if self.fault is not None:
-            md = self._fault_step_md(inp, rows, j, md, hidden)
+        step_hidden = hidden[row_idx]
+        md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
         return DraftStepInput(
-            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
+            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=step_hidden, row_of_request=row_idx
         )
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
@@ -201,31 +200,10 @@ class EagleProposer:
         graphs.capture()
         self.round_graphs[num_steps] = graphs
 
-    def _fault_step_md(self, inp: ProposeInput, rows: list[int], j: int, md, hidden: torch.Tensor):
-        if self.fault.name == "stale-draft-metadata":  # seed 004: step j > 1 reuses step 1's metadata
-            if j == 1:
-                self._step1_md = md
-            elif self._step1_md is not None and self._step1_md.num_reqs == md.num_reqs:
-                return self._step1_md
-        elif self.fault.name == "phase-state-leak":  # remember each request's last draft-decode input hidden
-            for r in rows:
-                self._leaked_hidden[inp.request_ids[r]] = hidden[r]
-        return md
-
-    def _leak_into_extend(self, inp: ProposeInput, caught_up: list[int], extend: DraftExtendInput,
-                          extend_hidden: torch.Tensor) -> torch.Tensor:
-        """seed 002: the catch-up's last row is fed the previous draft-decode input's (draft-own) hidden."""
-        extend_hidden = extend_hidden.clone()
-        for i, r in enumerate(caught_up):
-            leaked = self._leaked_hidden.get(inp.request_ids[r])
-            if leaked is not None:
-                extend_hidden[extend.logits_indices[i]] = leaked
-        return extend_hidden
-
-    def _record_features(self, inp: ProposeInput, caught_up: list[int]) -> None:
+    def _record_features(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> None:
         for r in caught_up:
-            rows = inp.new_features[inp.cu_num_new_features[r] : inp.cu_num_new_features[r + 1]]
-            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], inp.new_feature_start[r], rows.float().cpu()))
+            rows = feats.new_features[feats.cu_num_new_features[r] : feats.cu_num_new_features[r + 1]]
+            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], feats.new_feature_start[r], rows.float().cpu()))
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
         logits = self.head.compute_logits(logits_input)
@@ -235,12 +213,37 @@ class EagleProposer:
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
             )
 
+    def add_target_features(self, request_id: str, start: int, features: torch.Tensor) -> None:
+        """Features [n, feature_dim] of positions [start, start + n), appended to what the next catch-up consumes."""
+        state = self.request_state(request_id)
+        if state.pending_features is None:
+            state.pending_features, state.pending_start = features, start
+        else:
+            state.pending_features = torch.cat([state.pending_features, features])
+
+    def _take_features(self, request_ids: tuple[str, ...]) -> RoundFeatures:
+        """This round's features of each request, handed over once (the catch-up consumes them)."""
+        chunks: list[torch.Tensor] = []
+        cu, starts = [0], []
+        for request_id in request_ids:
+            state = self.request_state(request_id)
+            chunk, state.pending_features = state.pending_features, None
+            cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
+            starts.append(state.pending_start)
+            if chunk is not None:
+                chunks.append(chunk)
+        return RoundFeatures(torch.cat(chunks) if chunks else None, tuple(cu), tuple(starts))
+
+    def request_state(self, request_id: str) -> RequestState:
+        """This request's drafting state (created on its first round; free() drops it)."""
+        return self._state.setdefault(request_id, RequestState())
+
     def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
         """Nothing to do: the next round's target features say which positions were committed."""
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
-        self._leaked_hidden.pop(request_id, None)
+        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         return self.loaded.describe()
@@ -264,4 +267,4 @@ def load_eagle_proposer(ctx, method: str) -> EagleProposer:
         device=ctx.device,
         allow_pickle=cfg.allow_pickle,
     )
-    return EagleProposer(loaded, cfg.block_size, ctx.device)
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.engine.cuda_graph import GraphShape, StaticBuffers, batch_buckets, capture_graph
+from specbench.runtime.cuda_graph import GraphShape, StaticBuffers, batch_buckets, capture_graph
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +60,12 @@ class EagleRoundGraphs:
         out = head(self.extend.input_ids[:num_tokens], self.extend.hidden[:num_tokens], md, kv,
                    phase="eagle_extend", check_metadata=False)
         last = self.last_rows[:bucket]
-        hidden, ids = out.hidden[last], self.proposer._argmax(out.logits_input[last])
+        hidden, ids = out.hidden[last], self.proposer.argmax_target_ids(out.logits_input[last])
         drafts = [ids]
         for buffers in self.steps:
             md = buffers.metadata(GraphShape(bucket, 1), self.block_size)
             out = head(ids, hidden, md, kv, phase="eagle_step", check_metadata=False)
-            hidden, ids = out.hidden, self.proposer._argmax(out.logits_input)
+            hidden, ids = out.hidden, self.proposer.argmax_target_ids(out.logits_input)
             drafts.append(ids)
         return (torch.stack(drafts, dim=1),)
 

@@ -16,10 +16,23 @@ from specbench.spec.step_plan import draft_step_metadata
 @dataclass
 class RequestState:
     num_committed: int = 0  # draft KV at positions [0, num_committed) came from target features
-    stale_end: int = 0  # fault catchup-sees-rejected: draft-step scratch KV was written up to here last round
+    # Target features of committed tokens not caught up yet, for positions [pending_start, pending_start + len).
+    pending_features: torch.Tensor | None = None  # [num_pending, feature_dim]
+    pending_start: int = 0
 
 
-def is_graphable_round(inp: ProposeInput, caught_up: list[int], active: list[int], graphs) -> bool:
+@dataclass(frozen=True)
+class RoundFeatures:
+    """The target features a round catches up over: request r owns rows cu_num_new_features[r]:[r + 1],
+    for positions new_feature_start[r] + 0, 1, ..."""
+
+    new_features: torch.Tensor | None  # [num_new_total, feature_dim]; None when no request has any
+    cu_num_new_features: tuple[int, ...]  # [num_reqs + 1]
+    new_feature_start: tuple[int, ...]  # [num_reqs]
+
+
+def is_graphable_round(inp: ProposeInput, feats: RoundFeatures, caught_up: list[int], active: list[int],
+                       graphs) -> bool:
     """Every request drafts k and catches up over <= k + 1 positions with room for leading padding."""
     num_reqs = len(inp.request_ids)
     if graphs.bucket_for(num_reqs) is None:
@@ -28,13 +41,13 @@ def is_graphable_round(inp: ProposeInput, caught_up: list[int], active: list[int
         return False
     q = graphs.query_len
     for r in range(num_reqs):
-        num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-        if inp.num_draft_tokens[r] != q - 1 or num_new > q or inp.new_feature_start[r] < q - num_new:
+        num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
+        if inp.num_draft_tokens[r] != q - 1 or num_new > q or feats.new_feature_start[r] < q - num_new:
             return False
     return True
 
 
-def build_round_input(proposer, inp: ProposeInput, q: int) -> RoundInput:
+def build_round_input(proposer, inp: ProposeInput, feats: RoundFeatures, q: int) -> RoundInput:
     """The catch-up padded to q queries per request (padding first, at committed positions, slot -1)."""
     input_ids: list[int] = []
     positions: list[int] = []
@@ -43,9 +56,9 @@ def build_round_input(proposer, inp: ProposeInput, q: int) -> RoundInput:
     seq_lens: list[int] = []
     for r, request_id in enumerate(inp.request_ids):
         tokens, table = inp.token_ids[r], inp.block_tables[r]
-        start = inp.new_feature_start[r]
-        num_new = inp.cu_num_new_features[r + 1] - inp.cu_num_new_features[r]
-        state = proposer._state.setdefault(request_id, RequestState())
+        start = feats.new_feature_start[r]
+        num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
+        state = proposer.request_state(request_id)
         if start != state.num_committed or start + num_new != len(tokens) - 1:
             raise RuntimeError(f"{request_id}: catch-up over [{start}, {start + num_new}) but draft KV is "
                                f"committed up to {state.num_committed}, newest token at {len(tokens) - 1}")
@@ -61,7 +74,7 @@ def build_round_input(proposer, inp: ProposeInput, q: int) -> RoundInput:
     extend_md = build_metadata(positions=positions, num_query=[q] * len(seq_lens), seq_lens=seq_lens,
                                block_tables=block_tables, block_size=proposer.block_size, device=proposer.device,
                                slot_mapping=slots)
-    features = proposer.head.project_target_features(inp.new_features)  # [num_new_total, H]
+    features = proposer.head.project_target_features(feats.new_features)  # [num_new_total, H]
     hidden = features.new_zeros(len(positions), features.shape[-1])
     hidden.index_copy_(0, to_device(real_rows, torch.int64, proposer.device), features)
     step_mds = tuple(

@@ -1,0 +1,55 @@
+"""The registry of mutants, in the order selftest runs them."""
+
+from __future__ import annotations
+
+from specbench.errors import SpecbenchError
+from specbench.faults.bonus_row import BonusFromWrongRow
+from specbench.faults.catchup_rejected import CatchupSeesRejected
+from specbench.faults.draft_kv_slice import DraftKvSlice
+from specbench.faults.draft_positions import DraftPositionsOffByOne
+from specbench.faults.fault import Fault, Mutant
+from specbench.faults.phase_state_leak import PhaseStateLeak
+from specbench.faults.stale_metadata import StaleDraftMetadata
+from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+
+MUTANTS: tuple[type[Mutant], ...] = (
+    DraftPositionsOffByOne,
+    StaleDraftMetadata,
+    DraftKvSlice,
+    CatchupSeesRejected,
+    PhaseStateLeak,
+    VerifyKvOffByOne,
+    BonusFromWrongRow,
+)
+
+FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS}
+_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS}
+
+
+def resolve_fault(name: str | None) -> Fault | None:
+    if name is None or name in ("", "none"):
+        return None
+    try:
+        return FAULTS[name]
+    except KeyError:
+        raise SpecbenchError(f"unknown fault {name!r}; supported: {', '.join(sorted(FAULTS))}") from None
+
+
+def fault_names() -> list[str]:
+    return list(FAULTS)
+
+
+def build_hooks(inject: str | None) -> PhaseHooks:
+    """A fresh mutant for one engine (its state is that engine's), or the identity hooks."""
+    fault = resolve_fault(inject)
+    return NO_HOOKS if fault is None else _MUTANT_OF[fault.name]()
+
+
+def check_hosted(inject: str | None, method: str) -> None:
+    """A fault runs only on a method whose proposer (or speculative round) calls its hook."""
+    fault = resolve_fault(inject)
+    if fault is not None and method not in fault.methods:
+        raise SpecbenchError(
+            f"fault {fault.name!r} has no hook in method {method!r}; it applies to: {', '.join(fault.methods)}"
+        )

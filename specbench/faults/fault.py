@@ -1,0 +1,34 @@
+"""What a fault is (the catalog's facts) and the base class every mutant's hooks derive from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from specbench.runtime.hooks import PhaseHooks
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    description: str
+    seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
+    layer: str  # "draft" (lowers acceptance only) or "target" (corrupts output)
+    methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
+
+
+ALL_METHODS = ("draft", "eagle", "eagle3", "ngram")
+DRAFT_SIDE = ("draft", "eagle", "eagle3")  # proposers with a draft KV cache and draft-decode steps
+
+
+class Mutant(PhaseHooks):
+    """One injected bug; an instance lives as long as its engine and holds the state the bug leaks."""
+
+    fault: ClassVar[Fault]
+    # A mutant engine drafts phase by phase, so every draft hook runs (never a whole-round graph).
+    eager_drafting = True
+
+
+def mutant_label(inject: str | None) -> str:
+    """Marker every table of a mutant run carries."""
+    return f"MUTANT[{inject}]" if inject else ""

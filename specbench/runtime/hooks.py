@@ -1,0 +1,72 @@
+"""The seam where a test harness may bend the inputs the engine and proposers build; identity by default.
+
+Proposers and the engine call these at fixed points of each phase and use what comes back. A clean engine
+holds `NO_HOOKS`; `specbench.faults` subclasses `PhaseHooks` (one class per mutant, owning its own state).
+Every method runs on the host where inputs are built, never inside a kernel or a captured graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the seam stays importable without torch
+    import torch
+
+    from specbench.attention.metadata import AttentionMetadata
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What draft-decode step j queries and sees, per request still drafting."""
+
+    positions: list[int]  # [num_reqs_in_step] query position
+    seq_lens: list[int]  # [num_reqs_in_step] visible keys
+    slot_mapping: list[int] | None  # [num_reqs_in_step] KV slot written; None = each position's own slot
+
+
+class PhaseHooks:
+    # True: the proposer drafts phase by phase (no whole-round graph), so every draft hook below runs.
+    eager_drafting: bool = False
+
+    # ---- draft-extend (catch-up) -------------------------------------------------------------
+    def extend_seq_lens(self, request_ids: tuple[str, ...], seq_lens: list[int],
+                        block_tables: list[tuple[int, ...]], block_size: int) -> list[int]:
+        """Visible keys of each request's catch-up ([num_reqs_in_extend])."""
+        return seq_lens
+
+    def extend_metadata(self, md: AttentionMetadata) -> AttentionMetadata:
+        return md
+
+    def extend_hidden(self, request_ids: tuple[str, ...], hidden: torch.Tensor,
+                      last_rows: torch.Tensor) -> torch.Tensor:
+        """EAGLE: the catch-up's input hidden [num_tokens, H]; last_rows [num_reqs_in_extend] each request's last."""
+        return hidden
+
+    # ---- draft-decode steps -----------------------------------------------------------------
+    def step_plan(self, step: int, plan: StepPlan, block_tables: list[tuple[int, ...]], block_size: int) -> StepPlan:
+        return plan
+
+    def step_metadata(self, step: int, request_ids: tuple[str, ...], md: AttentionMetadata,
+                      hidden: torch.Tensor | None) -> AttentionMetadata:
+        """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
+        return md
+
+    def draft_kv_written(self, request_id: str, end: int) -> None:
+        """The round's draft phases wrote this request's draft KV up to position `end` (exclusive)."""
+
+    def free(self, request_id: str) -> None:
+        """The request finished or was preempted."""
+
+    # ---- target -----------------------------------------------------------------------------
+    def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
+                            block_size: int) -> list[int] | None:
+        """Verify KV slots ([num_tokens]) of a speculative round; None = each position's own slot."""
+        return None
+
+    def wrap_verifier(self, verify_fn: Callable) -> Callable:
+        return verify_fn
+
+
+NO_HOOKS = PhaseHooks()
