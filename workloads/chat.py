@@ -55,3 +55,15 @@ def render_conversation(
         add_special_tokens=not chat_template,
         turn_index=num_user_turns - 1,
     )
+
+
+def replay_next_turn(
+    sample_turns: tuple[str, ...], previous: Prompt, completion: str, tokenizer: Tokenizer | None, *, chat_template: bool
+) -> Prompt | None:
+    """The next user turn of a multi-turn sample, asked with the model's own `completion` in the history (never the
+    dataset's reference answer); None after the last turn."""
+    turn = previous.turn_index + 1
+    if turn >= len(sample_turns):
+        return None
+    messages = previous.messages + (Message("assistant", completion.strip()), Message("user", sample_turns[turn]))
+    return render_conversation(messages, tokenizer, chat_template=chat_template)

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import LoadedData, Message, Prompt, Sample, Score, Tokenizer
-from specbench.workloads.chat import render_conversation
+from specbench.workloads.chat import render_conversation, replay_next_turn
 from specbench.workloads.data import DataFileSpec, DataSource, RowError, field, read_rows
 
 
@@ -59,11 +59,7 @@ class ChatQuestionWorkload:
     def next_turn(
         self, sample: Sample, previous: Prompt, completion: str, tokenizer: Tokenizer | None, *, chat_template: bool
     ) -> Prompt | None:
-        turn = previous.turn_index + 1
-        if turn >= len(sample.turns):
-            return None
-        messages = previous.messages + (Message("assistant", completion.strip()), Message("user", sample.turns[turn]))
-        return render_conversation(messages, tokenizer, chat_template=chat_template)
+        return replay_next_turn(sample.turns, previous, completion, tokenizer, chat_template=chat_template)
 
     def sampling_params(
         self,

@@ -83,6 +83,8 @@ def test_a_sweep_launches_one_server_per_num_steps_and_reads_its_acceptance(tmp_
     base = requests[requests["num_steps"] == 0]
     assert base["draft_stats_source"].isna().all() and cells.loc[0]["acceptance_source"] == "server:llamacpp"
     assert "per-request draft columns from: llamacpp:timings" in result.output
+    best = pd.read_parquet(run / "recommendations.parquet")  # a launch per k ranks k over HTTP too
+    assert len(best) == 1 and set(best[["best_num_steps", "runner_up_num_steps"]].iloc[0]) == {0, 3}
 
 
 def test_resume_relaunches_only_the_missing_num_steps(tmp_path):
