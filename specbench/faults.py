@@ -17,7 +17,7 @@ class Fault:
     name: str
     description: str
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
-    layer: str  # "draft" (lowers acceptance only) or "target" (corrupts output)
+    layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output only)
     methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
 
 
@@ -41,6 +41,18 @@ FAULTS: dict[str, Fault] = {
               "", "target", _ALL),
         Fault("bonus-from-wrong-row", "the recovered/bonus token is taken from the next (or previous) logits row",
               "", "target", _ALL),
+        Fault("bonus-row-unwarped", "after full acceptance the bonus token is sampled at T=1 without top-k/top-p",
+              "", "sampling", _ALL),
+        Fault("draft-probs-unwarped", "the draft LM hands the verifier unwarped draft probs (tokens drawn warped)",
+              "", "sampling", ("draft",)),
+        Fault("bonus-row-past-end", "the bonus token is read one row past the request's rows (raises for the last)",
+              "", "target", _ALL),
+        Fault("draft-step-shifted", "draft step j's query, visible length and slot all one position late "
+              "(self-consistent)", "", "draft", _DRAFT_SIDE),
+        Fault("draft-max-seq-len-stale", "draft step j > 1 keeps step 1's max_seq_len (the kernel drops keys)",
+              "", "draft", _DRAFT_SIDE),
+        Fault("draft-state-kept-on-preemption", "the draft LM keeps a preempted request's draft-KV bookkeeping",
+              "", "draft", ("draft",)),
     )
 }
 
@@ -69,6 +81,10 @@ def mutant_label(inject: str | None) -> str:
 
 def wrap_verifier(verify_fn, fault: Fault | None):
     """The verifier, or (bonus-from-wrong-row) one whose recovered/bonus token comes from a neighbouring row."""
+    from specbench.fault_mutants import VERIFIER_MUTANTS
+
+    if fault is not None and fault.name in VERIFIER_MUTANTS:
+        return VERIFIER_MUTANTS[fault.name].wrap(verify_fn)
     if not is_active(fault, "bonus-from-wrong-row"):
         return verify_fn
     def wrong_row_verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.sampling_params import SamplingParams
 
 BF16_MIN_MATCH_RATE = 0.9
@@ -28,19 +28,32 @@ def first_divergence(got: tuple[int, ...], expected: tuple[int, ...]) -> int | N
     return None if len(got) == len(expected) else min(len(got), len(expected))
 
 
-def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None) -> CheckResult:
-    start = time.perf_counter()
-    reference = reference if reference is not None else reference_outputs(setup)
-    outs = build_llm(setup).generate(prompt_list(setup), greedy_params(setup))
+def _compare(outs, reference) -> tuple[list[tuple[int, int]], float]:
+    """(diverged (request, first divergent position), match rate) of outputs vs the reference."""
     divergences = [(i, first_divergence(o.output_token_ids, ref)) for i, (o, ref) in enumerate(zip(outs, reference))]
     diverged = [(i, d) for i, d in divergences if d is not None]
     total = sum(len(r) for r in reference)
     matched = sum(len(r) if d is None else d for r, (_, d) in zip(reference, divergences))
-    rate = matched / max(total, 1)
-    listing = ", ".join(f"req {i} @ {d}" for i, d in diverged[:8])
-    passed = not diverged if setup.dtype == "fp32" else rate >= BF16_MIN_MATCH_RATE
-    rule = "exact identity (fp32)" if setup.dtype == "fp32" else f"match rate >= {BF16_MIN_MATCH_RATE}"
-    detail = f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}, {rule}"
-    if diverged:
-        detail += f"; first divergence: {listing}"
+    return diverged, matched / max(total, 1)
+
+
+def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None) -> CheckResult:
+    """The speculative engine twice: as configured, and once more with a KV pool that forces preemption."""
+    start = time.perf_counter()
+    reference = reference if reference is not None else reference_outputs(setup)
+    outs = build_llm(setup).generate(prompt_list(setup), greedy_params(setup))
+    diverged, rate = _compare(outs, reference)
+    preempting = build_llm(setup, **forced_preemption_overrides(setup))
+    p_diverged, p_rate = _compare(preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
+    if setup.dtype == "fp32":
+        passed, rule = not diverged and not p_diverged, "exact identity (fp32)"
+    else:
+        passed, rule = min(rate, p_rate) >= BF16_MIN_MATCH_RATE, f"match rate >= {BF16_MIN_MATCH_RATE}"
+    detail = (f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}; with forced "
+              f"preemption ({num_preemptions(preempting)} preemptions) {len(outs) - len(p_diverged)}/{len(outs)}, "
+              f"{p_rate:.3f}; {rule}")
+    if diverged or p_diverged:
+        listing = ", ".join(f"req {i} @ {d}" for i, d in diverged[:4])
+        p_listing = ", ".join(f"req {i} @ {d}" for i, d in p_diverged[:4])
+        detail += f"; first divergence: {listing or 'none'}; with preemption: {p_listing or 'none'}"
     return CheckResult("greedy", passed, detail, time.perf_counter() - start)

@@ -60,3 +60,13 @@ def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool =
 
 def prompt_list(setup: CheckSetup) -> list:
     return [p if isinstance(p, str) else list(p) for p in setup.prompts]
+
+
+def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = None) -> dict:
+    """Engine overrides whose KV pool holds about one request at a time, so a batch of several preempts."""
+    longest = max(len(p) for p in setup.prompts) + setup.max_tokens + (max_num_steps or setup.num_steps) + 1
+    return {"num_kv_blocks": -(-longest // setup.block_size) + 2}
+
+
+def num_preemptions(llm: LLM) -> int:
+    return sum(s.num_preempted for s in llm.engine.step_stats)

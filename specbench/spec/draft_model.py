@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
@@ -61,6 +62,7 @@ class DraftModelProposer:
         self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
         self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self.check_requests = invariants_enabled()  # INV-REQ on every draft step (debug invariants)
         self._leaked_md = None  # fault state: step 1's metadata (stale-draft-metadata), last step's (phase-state-leak)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
@@ -75,6 +77,10 @@ class DraftModelProposer:
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
+        if self.fault is not None and self.fault.name == "draft-probs-unwarped":
+            from specbench.fault_mutants import DraftProbsUnwarped
+
+            probs = DraftProbsUnwarped.draft_probs(logits, probs)
         pad = self.target_vocab_size - probs.shape[-1]
         if pad:
             probs = torch.nn.functional.pad(probs, (0, pad))
@@ -172,6 +178,9 @@ class DraftModelProposer:
         )
         if self.fault is not None:
             md = self._fault_step_md(j, md)
+        if self.check_requests:  # step j's query sits at newest + j, newest = committed length - 1
+            check_step_against_requests(md, [len(inp.token_ids[r]) - 1 + j for r in rows],
+                                        [inp.block_tables[r] for r in rows], f"draft step {j}")
         row_idx = to_device(rows, torch.int64, self.device)
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
 
@@ -224,6 +233,8 @@ class DraftModelProposer:
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
+        if self.fault is not None and self.fault.name == "draft-state-kept-on-preemption":
+            return
         self._state.pop(request_id, None)
 
     def describe(self) -> dict[str, object]:

@@ -28,12 +28,15 @@ def draft_step_metadata(
     if fault is not None:
         plan = mutate_step_plan(fault, step, positions, seq_lens, block_tables, block_size)
         positions, seq_lens, slots = plan.positions, plan.seq_lens, plan.slot_mapping
-    return build_metadata(
-        positions=positions,
-        num_query=[1] * len(positions),
-        seq_lens=seq_lens,
-        block_tables=block_tables,
-        block_size=block_size,
-        device=device,
-        slot_mapping=slots,
-    )
+    def rebuild(*, positions: list[int], seq_lens: list[int], slot_mapping: list[int] | None = None):
+        return build_metadata(positions=positions, num_query=[1] * len(positions), seq_lens=seq_lens,
+                              block_tables=block_tables, block_size=block_size, device=device,
+                              slot_mapping=slot_mapping)
+
+    md = rebuild(positions=positions, seq_lens=seq_lens, slot_mapping=slots)
+    if fault is not None:
+        from specbench.fault_mutants import STEP_MUTANTS
+
+        if fault.name in STEP_MUTANTS:
+            md = STEP_MUTANTS[fault.name].mutate(step, md, rebuild)
+    return md

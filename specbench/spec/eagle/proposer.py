@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.engine.phases import DraftExtendInput, DraftStepInput
@@ -35,6 +36,7 @@ class EagleProposer:
         self.device = device
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
+        self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
         self.fault = None  # specbench.faults.Fault, set by the engine builder; None = clean
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.engine.cuda_graph.CudaGraphRunner for draft-decode steps, or None
@@ -189,6 +191,9 @@ class EagleProposer:
         row_idx = to_device(rows, torch.int64, self.device)
         if self.fault is not None:
             md = self._fault_step_md(inp, rows, j, md, hidden)
+        if self.check_requests:  # step j's query sits at newest + j - 1, newest = committed length - 1
+            check_step_against_requests(md, [len(inp.token_ids[r]) - 2 + j for r in rows],
+                                        [inp.block_tables[r] for r in rows], f"eagle draft step {j}")
         return DraftStepInput(
             step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=hidden[row_idx], row_of_request=row_idx
         )
