@@ -23,7 +23,7 @@ from specbench.sampling_params import SamplingParams
 from specbench.spec.sampling import build_sampling_tensors
 
 ROWS_ALPHA = 0.001  # per row type
-ROWS_POWER = 0.9
+ROWS_POWER = 0.8
 TV_SHIFT = 0.02
 WARPING = Warping(temperature=0.7, top_k=10, top_p=0.9)
 BONUS_NUM_DRAFT = 2

@@ -36,5 +36,5 @@ def test_clean_engine_states_the_bonus_run(setup):
     result = check_sampled(setup)
     assert result.passed, result.detail
     assert "T=0.8 top-k 40 top-p 0.95" in result.detail
-    assert "Forced full acceptance (target drafts for itself): 1800/1800 drafts accepted" in result.detail
+    assert "Forced full acceptance (target drafts for itself): 1200/1200 drafts accepted" in result.detail
     assert "bonus rows alone at position 4" in result.detail
