@@ -35,10 +35,10 @@ def _baseline(setup: CheckSetup, ctx: CheckContext) -> CheckResult:
 
 
 CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = {
-    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference),
+    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns),
     "sampled": lambda setup, ctx: check_sampled(setup, engine_runs=ctx.budget.sampled_engine_runs),
     "rows": lambda setup, ctx: check_rows(setup),
-    "oracle": lambda setup, ctx: check_oracle(setup),
+    "oracle": lambda setup, ctx: check_oracle(setup, preemption=ctx.budget.preemption_reruns),
     "invariants": lambda setup, ctx: check_invariants(setup, full_sweep=ctx.budget.full_invariant_sweep),
     "baseline": _baseline,
 }

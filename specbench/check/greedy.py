@@ -37,21 +37,27 @@ def _compare(outs, reference) -> tuple[list[tuple[int, int]], float]:
     return diverged, matched / max(total, 1)
 
 
-def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None) -> CheckResult:
-    """The speculative engine twice: as configured, and once more with a KV pool that forces preemption."""
+def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None,
+                 preemption: bool = True) -> CheckResult:
+    """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption."""
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
     outs = build_llm(setup).generate(prompt_list(setup), greedy_params(setup))
     diverged, rate = _compare(outs, reference)
-    preempting = build_llm(setup, **forced_preemption_overrides(setup))
-    p_diverged, p_rate = _compare(preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
+    p_diverged, p_rate, num_preempted = [], 1.0, 0
+    if preemption:
+        preempting = build_llm(setup, **forced_preemption_overrides(setup))
+        p_diverged, p_rate = _compare(preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
+        num_preempted = num_preemptions(preempting)
     if setup.dtype == "fp32":
         passed, rule = not diverged and not p_diverged, "exact identity (fp32)"
     else:
         passed, rule = min(rate, p_rate) >= BF16_MIN_MATCH_RATE, f"match rate >= {BF16_MIN_MATCH_RATE}"
-    detail = (f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}; with forced "
-              f"preemption ({num_preemptions(preempting)} preemptions) {len(outs) - len(p_diverged)}/{len(outs)}, "
-              f"{p_rate:.3f}; {rule}")
+    detail = f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}; "
+    if preemption:
+        detail += (f"with forced preemption ({num_preempted} preemptions) {len(outs) - len(p_diverged)}/{len(outs)}, "
+                   f"{p_rate:.3f}; ")
+    detail += rule
     if diverged or p_diverged:
         listing = ", ".join(f"req {i} @ {d}" for i, d in diverged[:4])
         p_listing = ", ".join(f"req {i} @ {d}" for i, d in p_diverged[:4])

@@ -55,7 +55,7 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
     return len(records), bad
 
 
-def check_oracle(setup: CheckSetup) -> CheckResult:
+def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
     if setup.method not in ("draft", "eagle", "eagle3"):
         return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} (no draft model)",
@@ -63,7 +63,8 @@ def check_oracle(setup: CheckSetup) -> CheckResult:
     rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
     compare = compare_records if setup.method == "draft" else compare_eagle_records
     num, bad, preempted = 0, [], 0
-    for overrides in ({}, forced_preemption_overrides(setup)):  # as configured, then with forced preemption
+    runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
+    for overrides in runs:
         llm = build_llm(setup, **overrides)
         proposer = llm.engine.proposer
         proposer.recorder = []
@@ -74,8 +75,8 @@ def check_oracle(setup: CheckSetup) -> CheckResult:
     by_step: dict[int, int] = defaultdict(int)
     for line in bad:
         by_step[int(line.split(" step ")[1].split()[0])] += 1
-    detail = (f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}; two runs, one "
-              f"with forced preemption: {preempted} preemptions)")
+    detail = f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}"
+    detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
     if bad:
         steps = ", ".join(f"step {s}: {c}" for s, c in sorted(by_step.items()))
         detail += f"; mismatches by step ({steps}); first: {bad[0]}"
