@@ -95,19 +95,18 @@ def check_kernel_fields(md: AttentionMetadata, where: str = "") -> None:
         )
     if md.positions.is_cuda and torch.cuda.is_current_stream_capturing():
         return
+    # Two reads (per-token and per-request fields), compared with the host copies laid out the same way.
+    per_token = torch.cat([md.positions.view(-1).long(), md.slot_mapping.view(-1).long()]).tolist()
+    if per_token != [*md.positions_cpu, *md.slot_mapping_cpu]:
+        raise InvariantViolation(f"{where}: INV-FIELDS violated: device positions / slot_mapping differ from their "
+                                 f"host copies")
     width = md.block_tables.shape[1] if md.block_tables.dim() == 2 else 0
-    device_view = (
-        tuple(md.positions.tolist()), tuple(md.slot_mapping.tolist()), tuple(md.query_start_loc.tolist()),
-        tuple(md.seq_lens.tolist()), tuple(tuple(row[: len(t)]) for row, t in zip(md.block_tables.tolist(),
-                                                                                   md.block_tables_cpu)),
-    )
-    host_view = (md.positions_cpu, md.slot_mapping_cpu, cu, md.seq_lens_cpu,
-                 tuple(t[:width] for t in md.block_tables_cpu))
-    names = ("positions", "slot_mapping", "query_start_loc", "seq_lens", "block_tables")
-    for name, dev, host in zip(names, device_view, host_view):
-        if dev != host:
-            raise InvariantViolation(f"{where}: INV-FIELDS violated: device {name} {dev[:8]} differs from its host copy "
-                                     f"{host[:8]}")
+    per_request = torch.cat([md.query_start_loc.view(-1).long(), md.seq_lens.view(-1).long(),
+                             md.block_tables.reshape(-1).long()]).tolist()
+    tables = [b for t in md.block_tables_cpu for b in (*t[:width], *(0,) * (width - len(t)))]
+    if per_request != [*cu, *md.seq_lens_cpu, *tables]:
+        raise InvariantViolation(f"{where}: INV-FIELDS violated: device query_start_loc / seq_lens / block_tables "
+                                 f"differ from their host copies")
 
 
 def check_step_against_requests(md: AttentionMetadata, positions: list[int], block_tables: list, where: str) -> None:
