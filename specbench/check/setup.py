@@ -63,9 +63,15 @@ def prompt_list(setup: CheckSetup) -> list:
 
 
 def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = None) -> dict:
-    """Engine overrides whose KV pool holds about one request at a time, so a batch of several preempts."""
-    longest = max(len(p) for p in setup.prompts) + setup.max_tokens + (max_num_steps or setup.num_steps) + 1
-    return {"num_kv_blocks": -(-longest // setup.block_size) + 2}
+    """Engine overrides whose KV pool admits a full batch of prompts but not their growth, so running requests are
+    preempted; never smaller than what the longest request needs alone (it must be able to finish)."""
+    def blocks(num_tokens: int) -> int:
+        return -(-num_tokens // setup.block_size)
+
+    extra = setup.max_tokens + (max_num_steps or setup.num_steps) + 1
+    alone = max(blocks(len(p) + extra) for p in setup.prompts) + 1
+    batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.max_concurrency]) + 1
+    return {"num_kv_blocks": max(alone, batch)}
 
 
 def num_preemptions(llm: LLM) -> int:
