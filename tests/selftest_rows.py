@@ -21,14 +21,20 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     assert set(mutants) == {name for name, f in FAULTS.items() if method in f.methods}, table
     for row in clean:
         assert not row.detected, f"false alarm on the clean engine:\n{table}"
-        assert not any(r.skipped for r in row.results if r.name != "baseline"), table
+        assert not any(r.skipped for r in row.results), table  # every seed selftest runs has a shipped baseline
     for name, row in mutants.items():
         assert row.detected, f"{name} went undetected:\n{table}"
-        is_lossless = FAULTS[name].layer == "draft"
+        layer = FAULTS[name].layer
         # Draft-side faults only lower acceptance: output (greedy) and its distribution (sampled) stay exact,
         # and the draft oracle sees them. Target-side faults corrupt output: both lossless checks see them.
-        assert _result(row, "greedy").passed == is_lossless, f"{name}: {_result(row, 'greedy').detail}"
-        assert _result(row, "sampled").passed == is_lossless, f"{name}: {_result(row, 'sampled').detail}"
-        if is_lossless:
+        # Sampling faults corrupt the sampled law only (greedy output is exact).
+        assert _result(row, "greedy").passed == (layer != "target"), f"{name}: {_result(row, 'greedy').detail}"
+        sampled = _result(row, "sampled")
+        if layer == "draft":  # the sampled law stays exact; only the self-draft run's acceptance may show the bug
+            assert sampled.passed or (sampled.note.startswith("p=") and "acc=" in sampled.note
+                                      and float(sampled.note.split()[0][2:]) >= 0.01), f"{name}: {sampled.detail}"
+        else:
+            assert not sampled.passed, f"{name}: {sampled.detail}"
+        if layer == "draft":
             assert not _result(row, "oracle").passed, f"{name}: {_result(row, 'oracle').detail}"
     return mutants

@@ -2,43 +2,57 @@
 
 from __future__ import annotations
 
-from specbench.check.baseline import AcceptanceBaseline, check_baseline
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specbench.check.baseline import BASELINE_ALPHA, AcceptanceBaseline, check_baseline
+from specbench.check.budget import BUDGETS, Budget
+from specbench.check.crash import run_guarded
 from specbench.check.greedy import check_greedy
 from specbench.check.invariant_sweep import check_invariants
+from specbench.check.names import CHECKS
 from specbench.check.oracle import check_oracle
 from specbench.check.result import CheckResult
+from specbench.check.rows import check_rows
 from specbench.check.sampled import check_sampled
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 
-CHECKS = ("greedy", "sampled", "oracle", "invariants", "baseline")
+
+@dataclass(frozen=True)
+class CheckContext:
+    reference: list[tuple[int, ...]] | None = None  # [num_prompts] clean plain greedy outputs; None = computed
+    baseline: AcceptanceBaseline | None = None  # None: the baseline check is skipped
+    baseline_source: str = ""  # where the baseline came from, for the detail line
+    baseline_alpha: float = BASELINE_ALPHA
+    budget: Budget = field(default_factory=lambda: BUDGETS["full"])
 
 
-def run_checks(
-    setup: CheckSetup,
-    checks: tuple[str, ...] = CHECKS,
-    *,
-    reference: list[tuple[int, ...]] | None = None,
-    baseline: AcceptanceBaseline | None = None,
-    tolerance: float = 0.05,
-) -> list[CheckResult]:
-    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own."""
+def _baseline(setup: CheckSetup, ctx: CheckContext) -> CheckResult:
+    if ctx.baseline is None:
+        return CheckResult("baseline", True, ctx.baseline_source or "no --baseline FILE given", 0.0, skipped=True)
+    return check_baseline(setup, ctx.baseline, ctx.baseline_alpha, ctx.baseline_source)
+
+
+CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = {
+    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns),
+    "sampled": lambda setup, ctx: check_sampled(setup, engine_runs=ctx.budget.sampled_engine_runs),
+    "rows": lambda setup, ctx: check_rows(setup),
+    "oracle": lambda setup, ctx: check_oracle(setup, preemption=ctx.budget.preemption_reruns),
+    "invariants": lambda setup, ctx: check_invariants(setup, full_sweep=ctx.budget.full_invariant_sweep),
+    "baseline": _baseline,
+}
+assert tuple(CHECK_FUNCTIONS) == CHECKS, "check/names.py lists every check once, in table order"
+
+
+def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: CheckContext | None = None
+               ) -> list[CheckResult]:
+    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own.
+    A check that raises inside the engine is a failing `crashed: ...` row; the others still run."""
     unknown = set(checks) - set(CHECKS)
     if unknown:
         raise SpecbenchError(f"unknown check(s) {', '.join(sorted(unknown))}; supported: {', '.join(CHECKS)}")
-    results = []
-    for name in checks:
-        if name == "greedy":
-            results.append(check_greedy(setup, reference))
-        elif name == "sampled":
-            results.append(check_sampled(setup))
-        elif name == "oracle":
-            results.append(check_oracle(setup))
-        elif name == "invariants":
-            results.append(check_invariants(setup))
-        elif name == "baseline":
-            if baseline is None:
-                results.append(CheckResult("baseline", True, "no --baseline FILE given", 0.0, skipped=True))
-            else:
-                results.append(check_baseline(setup, baseline, tolerance))
+    ctx = context or CheckContext()
+    setup = ctx.budget.apply(setup)
+    results = [run_guarded(name, lambda name=name: CHECK_FUNCTIONS[name](setup, ctx)) for name in checks]
     return results

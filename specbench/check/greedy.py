@@ -7,7 +7,7 @@ import time
 
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, classify
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.sampling_params import SamplingParams
 
 
@@ -44,12 +44,9 @@ def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], refere
     return margins
 
 
-def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None) -> CheckResult:
+def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple[bool, str]:
     """fp32: every request identical. bf16/fp16: batched verify and single-token decode may flip a near-tied argmax,
     so each first divergence is classified by the clean target's top-2 margin there; only divergent ones fail."""
-    start = time.perf_counter()
-    reference = reference if reference is not None else reference_outputs(setup)
-    outs = build_llm(setup).generate(prompt_list(setup), greedy_params(setup))
     divergences = [(i, first_divergence(o.output_token_ids, ref)) for i, (o, ref) in enumerate(zip(outs, reference))]
     diverged = [(i, d) for i, d in divergences if d is not None]
     total = sum(len(r) for r in reference)
@@ -57,11 +54,10 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
     rate = matched / max(total, 1)
     detail = f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}"
     if setup.dtype == "fp32" or not diverged:
-        passed = not diverged
         detail += ", exact identity" + (" (fp32)" if setup.dtype == "fp32" else "")
         if diverged:
             detail += "; first divergence: " + ", ".join(f"req {i} @ {d}" for i, d in diverged[:8])
-        return CheckResult("greedy", passed, detail, time.perf_counter() - start)
+        return not diverged, detail
     # A divergence past a reference's end (length mismatch) has no token to compare: it counts as divergent.
     comparable = [(i, d) for i, d in diverged if d < len(reference[i])]
     margins = dict(zip((i for i, _ in comparable), divergence_margins(
@@ -69,9 +65,22 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
         [d for _, d in comparable])))
     verdicts = [(i, d, margins.get(i)) for i, d in diverged]
     num_near = sum(classify(m) == NEAR_TIE for _, _, m in verdicts)
-    passed = num_near == len(verdicts)
     detail += (f", {setup.dtype}: {num_near} near-tie / {len(verdicts) - num_near} divergent (top-2 margin < "
                f"{NEAR_TIE_MARGIN:g} nats is a near-tie); first divergence: "
                + ", ".join(f"req {i} @ {d} {classify(m)}" + (f" {m:.3f}" if m is not None else "")
                            for i, d, m in verdicts[:8]))
+    return num_near == len(verdicts), detail
+
+
+def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None,
+                 preemption: bool = True) -> CheckResult:
+    """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption."""
+    start = time.perf_counter()
+    reference = reference if reference is not None else reference_outputs(setup)
+    passed, detail = _verdict(setup, build_llm(setup).generate(prompt_list(setup), greedy_params(setup)), reference)
+    if preemption:
+        preempting = build_llm(setup, **forced_preemption_overrides(setup))
+        p_passed, p_detail = _verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
+        passed = passed and p_passed
+        detail += f"; with forced preemption ({num_preemptions(preempting)} preemptions): {p_detail}"
     return CheckResult("greedy", passed, detail, time.perf_counter() - start)

@@ -18,7 +18,7 @@ from specbench.attention.metadata import build_metadata
 from specbench.check.eagle_oracle import compare_eagle_records
 from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.kv.kv_cache import KVCache
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude
@@ -55,22 +55,28 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
     return len(records), bad
 
 
-def check_oracle(setup: CheckSetup) -> CheckResult:
+def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
     if setup.method not in ("draft", "eagle", "eagle3"):
         return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
-    llm = build_llm(setup)
-    proposer = llm.engine.proposer
-    proposer.recorder = []
-    llm.generate(prompt_list(setup), greedy_params(setup))
     rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
     compare = compare_records if setup.method == "draft" else compare_eagle_records
-    num, bad = compare(proposer, proposer.recorder, rtol)
+    num, bad, preempted = 0, [], 0
+    runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
+    for overrides in runs:
+        llm = build_llm(setup, **overrides)
+        proposer = llm.engine.proposer
+        proposer.recorder = []
+        llm.generate(prompt_list(setup), greedy_params(setup))
+        run_num, run_bad = compare(proposer, proposer.recorder, rtol)
+        num, bad = num + run_num, bad + [f"{line}{' (preempting run)' if overrides else ''}" for line in run_bad]
+        preempted += num_preemptions(llm)
     by_step: dict[int, int] = defaultdict(int)
     for line in bad:
         by_step[int(line.split(" step ")[1].split()[0])] += 1
-    detail = f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g})"
+    detail = f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}"
+    detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
     if bad:
         steps = ", ".join(f"step {s}: {c}" for s, c in sorted(by_step.items()))
         detail += f"; mismatches by step ({steps}); first: {bad[0]}"

@@ -13,12 +13,13 @@ class CheckResult:
     seconds: float
     skipped: bool = False  # not applicable (e.g. no draft model for the oracle); counts as passed
     note: str = ""  # a few characters for a mutation-table cell (e.g. the sampled test's p-value and power)
+    is_crashed: bool = False  # the check raised inside the engine; detail is `crashed: <one line>`
 
 
 def format_table(results: list[CheckResult], title: str = "") -> str:
     lines = [title] if title else []
     width = max((len(r.name) for r in results), default=5)
     for r in results:
-        verdict = "SKIP" if r.skipped else ("PASS" if r.passed else "FAIL")
+        verdict = "SKIP" if r.skipped else ("PASS" if r.passed else "CRASH" if r.is_crashed else "FAIL")
         lines.append(f"{r.name:<{width}}  {verdict}  {r.seconds:6.2f}s  {r.detail}")
     return "\n".join(lines)

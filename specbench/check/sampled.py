@@ -1,5 +1,10 @@
 """Check 2, lossless sampled: tokens sampled with speculation fit the distributions the target gives them by
 teacher forcing (a clean plain engine), one chi-square cell per (prompt, position); see sampled_stats.py.
+
+Two engine runs at T < 1 with top-k and top-p (so a warping bug on either side changes the law): the setup's own
+drafter (accepted and recovered rows mixed), and forced full acceptance, the target drafting for itself (draft LM
+= target: p = q at every draft row, so every draft is accepted), whose bonus positions are tested on their own.
+The per-row-type test with a stated power vs a 0.02 TV shift is the `rows` check (no engine needed there).
 """
 
 from __future__ import annotations
@@ -11,10 +16,11 @@ import numpy as np
 
 from specbench.check.result import CheckResult
 from specbench.check.sampled_stats import (
-    CellTest, category_of, category_probs, cell_test, choose_categories, combine,
+    CellTest, SampledVerdict, category_of, category_probs, cell_test, choose_categories, combine,
 )
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.check.target_probs import next_token_probs
+from specbench.faults import resolve_fault
 from specbench.sampling_params import SamplingParams
 
 ALPHA = 0.01
@@ -24,9 +30,13 @@ CACHE_BYTES = 1 << 28  # probabilities up to this size are computed once, else r
 SEED_STRIDE = 1_000_003  # sample seeds of setup seed s: s * SEED_STRIDE + 1 + i, disjoint across setups
 
 
-def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: SamplingParams):
+SAMPLED_PARAMS = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, ignore_eos=True)
+SELF_DRAFT_MIN_ACCEPTANCE = {"fp32": 0.999, "bf16": 0.95}  # p = q up to rounding: only rounding rejects
+
+
+def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: SamplingParams, salt: int = 0):
     batch = [p for p in prompts for _ in range(num_samples)]
-    base = setup.seed * SEED_STRIDE + 1
+    base = setup.seed * SEED_STRIDE + 1 + salt * len(batch)
     per_request = [replace(params, seed=base + i) for i in range(len(batch))]
     return build_llm(setup, max_concurrency=len(batch)).generate(batch, per_request)  # one wave: fewest steps
 
@@ -57,34 +67,92 @@ def _cell_tests(chunks, tokens: np.ndarray, num_prompts: int, num_samples: int) 
             for i in range(num_prompts) for t in range(num_positions)]
 
 
-def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 300, num_positions: int = 6,
-                  temperature: float = 1.0) -> CheckResult:
-    """Seeded samples of the first num_positions tokens of the first num_prompts prompts; independent across
-    setup seeds. Powers are stated against moving mass between a cell's two likeliest tokens."""
-    start = time.perf_counter()
-    prompts = prompt_list(setup)[:num_prompts]
-    params = SamplingParams(temperature=temperature, max_tokens=num_positions, ignore_eos=True)
-    outs = _sample(setup, prompts, num_samples, params)
+def _verdict(setup: CheckSetup, model, outs, num_prompts: int, num_samples: int, params: SamplingParams,
+             positions: tuple[int, ...]) -> SampledVerdict:
+    """Cells at `positions` of the outputs vs the teacher-forced laws of `model` (the clean target)."""
+    num_positions = max(positions) + 1
     tokens = np.array([o.output_token_ids[:num_positions] for o in outs])  # [num_prompts * num_samples, P]
-    model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
 
     def chunks():
-        return next_token_probs(model, [o.prompt_token_ids for o in outs], [tuple(t) for t in tokens], params,
-                                block_size=setup.block_size, device=setup.device)
+        for chunk in next_token_probs(model, [o.prompt_token_ids for o in outs], [tuple(t) for t in tokens], params,
+                                      block_size=setup.block_size, device=setup.device):
+            yield chunk[:, list(positions)]
 
-    if len(outs) * num_positions * model.config.vocab_size * 4 <= CACHE_BYTES:
+    picked = tokens[:, list(positions)]
+    if len(outs) * len(positions) * model.config.vocab_size * 4 <= CACHE_BYTES:
         kept = list(chunks())  # small enough to keep: one forward serves both passes
-        cells = _cell_tests(lambda: kept, tokens, len(prompts), num_samples)
+        cells = _cell_tests(lambda: kept, picked, num_prompts, num_samples)
     else:
-        cells = _cell_tests(chunks, tokens, len(prompts), num_samples)
-    v = combine(cells, ALPHA, LOCAL_SHIFT, DIFFUSE_SHIFT)
+        cells = _cell_tests(chunks, picked, num_prompts, num_samples)
+    return combine(cells, ALPHA, LOCAL_SHIFT, DIFFUSE_SHIFT)
+
+
+def _describe(v: SampledVerdict, positions: tuple[int, ...]) -> str:
     median_power, min_power = v.power_local_summary
-    prompt_i, pos = divmod(v.worst_cell, num_positions)
-    detail = (f"{v.num_cells} tested (prompt, position) cells ({len(prompts)} prompts x {num_positions} positions, "
-              f"{num_samples} samples, T={temperature:g}) vs the target's exact conditionals: p {v.p_value:.3g} "
-              f"(pooled chi2 {v.pooled_statistic:.0f} on {v.pooled_dof} dof, p {v.pooled_p:.2g}; worst cell prompt "
-              f"{prompt_i} position {pos}, p {v.worst_cell_p:.2g}), alpha {ALPHA}; power {median_power:.2f} "
-              f"(min {min_power:.2f}) vs {LOCAL_SHIFT} mass moved at one cell, {v.power_diffuse:.2f} "
-              f"vs {DIFFUSE_SHIFT} at every cell")
-    note = f"p={v.p_value:.2f} pw={median_power:.2f}"
-    return CheckResult("sampled", v.p_value >= ALPHA, detail, time.perf_counter() - start, note=note)
+    prompt_i, pos = divmod(v.worst_cell, len(positions))
+    return (f"{v.num_cells} cells: p {v.p_value:.3g} (pooled chi2 {v.pooled_statistic:.0f} on {v.pooled_dof} dof, "
+            f"p {v.pooled_p:.2g}; worst cell prompt {prompt_i} position {positions[pos]}, p {v.worst_cell_p:.2g}); "
+            f"power {median_power:.2f} (min {min_power:.2f}) vs {LOCAL_SHIFT} mass moved at one cell, "
+            f"{v.power_diffuse:.2f} vs {DIFFUSE_SHIFT} at every cell")
+
+
+def self_draft_setup(setup: CheckSetup) -> CheckSetup:
+    """The target drafting for itself with the setup's engine options. It keeps the setup's fault when that fault
+    lives where this run exercises it: anywhere for a draft-LM setup, outside the drafter for other methods."""
+    fault = resolve_fault(setup.inject)
+    keep = fault is not None and "draft" in fault.methods and (setup.method == "draft" or fault.layer != "draft")
+    inject = setup.inject if keep else None
+    return replace(setup, method="draft", draft=setup.target, inject=inject)
+
+
+_SELF_DRAFT_RUNS: dict[str, tuple[int, int, SampledVerdict]] = {}  # repr of the run's inputs -> its outcome
+
+
+def _self_draft_run(setup: CheckSetup, model, prompts: list, num_samples: int, params: SamplingParams,
+                    positions: tuple[int, ...]) -> tuple[int, int, SampledVerdict]:
+    """(accepted, drafted, verdict at `positions`) of the forced-full-acceptance run: a pure function of its inputs
+    (seeded), so setups that reduce to the same run (every method's clean setup on one target) share it."""
+    key = repr((setup, prompts, num_samples, params, positions))
+    if key not in _SELF_DRAFT_RUNS:
+        outs = _sample(setup, prompts, num_samples, params, salt=1)
+        drafted = sum(sum(o.stats.num_drafted_per_pos) for o in outs)
+        accepted = sum(sum(o.stats.num_accepted_per_pos) for o in outs)
+        if len(_SELF_DRAFT_RUNS) > 64:  # bounded: a long selftest keeps only recent runs
+            _SELF_DRAFT_RUNS.clear()
+        _SELF_DRAFT_RUNS[key] = (accepted, drafted, _verdict(setup, model, outs, len(prompts), num_samples, params,
+                                                             positions))
+    return _SELF_DRAFT_RUNS[key]
+
+
+def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 200, num_positions: int = 6,
+                  params: SamplingParams = SAMPLED_PARAMS, engine_runs: bool = True) -> CheckResult:
+    """Seeded samples of the first num_prompts prompts; independent across setup seeds. Powers are stated against
+    moving mass between a cell's two likeliest tokens."""
+    start = time.perf_counter()
+    if not engine_runs:
+        return CheckResult("sampled", True, "engine runs skipped by the budget (the rows check still tests the "
+                           "verifier's row types)", time.perf_counter() - start, skipped=True)
+    prompts = prompt_list(setup)[:num_prompts]
+    run = replace(params, max_tokens=num_positions)
+    outs = _sample(setup, prompts, num_samples, run)
+    mixed_positions = tuple(range(num_positions))
+    model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
+    mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
+
+    bonus_positions = (setup.num_steps + 1,)  # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
+    bonus_run = replace(params, max_tokens=setup.num_steps + 2)
+    accepted, drafted, bonus = _self_draft_run(self_draft_setup(setup), model, prompts, num_samples, bonus_run,
+                                               bonus_positions)
+    acceptance = accepted / max(drafted, 1)
+    min_acceptance = SELF_DRAFT_MIN_ACCEPTANCE.get(setup.dtype, SELF_DRAFT_MIN_ACCEPTANCE["bf16"])
+
+    p_value = min(1.0, 2 * min(mixed.p_value, bonus.p_value))  # Bonferroni over the two runs
+    passed = p_value >= ALPHA and acceptance >= min_acceptance
+    detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
+              f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
+              f"p {p_value:.3g}. {setup.method} drafts, positions 0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
+              f"Forced full acceptance (target drafts for itself): {accepted}/{drafted} drafts accepted (needs >= "
+              f"{min_acceptance}); bonus rows alone at position {bonus_positions[0]}: {_describe(bonus, bonus_positions)}")
+    median_power, _ = mixed.power_local_summary
+    note = f"p={p_value:.2f} pw={median_power:.2f}" + ("" if acceptance >= min_acceptance else f" acc={acceptance:.2f}")
+    return CheckResult("sampled", passed, detail, time.perf_counter() - start, note=note)

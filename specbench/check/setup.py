@@ -60,3 +60,19 @@ def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool =
 
 def prompt_list(setup: CheckSetup) -> list:
     return [p if isinstance(p, str) else list(p) for p in setup.prompts]
+
+
+def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = None) -> dict:
+    """Engine overrides whose KV pool admits a full batch of prompts but not their growth, so running requests are
+    preempted; never smaller than what the longest request needs alone (it must be able to finish)."""
+    def blocks(num_tokens: int) -> int:
+        return -(-num_tokens // setup.block_size)
+
+    extra = setup.max_tokens + (max_num_steps or setup.num_steps) + 1
+    alone = max(blocks(len(p) + extra) for p in setup.prompts) + 1
+    batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.max_concurrency]) + 1
+    return {"num_kv_blocks": max(alone, batch)}
+
+
+def num_preemptions(llm: LLM) -> int:
+    return sum(s.num_preempted for s in llm.engine.step_stats)

@@ -1,5 +1,5 @@
 """The target's exact next-token distributions along sampled sequences: dense forwards over a fresh, private KV
-cache, warped exactly as plain sampling warps them (temperature, top-k, top-p)."""
+cache, warped by the checks' own numpy statement of temperature, top-k, top-p (never the sampling code under test)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from specbench.attention.metadata import build_metadata
 from specbench.kv.kv_cache import KVCache
 from specbench.sampling_params import SamplingParams
-from specbench.spec.sampling import logits_to_probs
+from specbench.check.warp_reference import warp
 
 
 @torch.inference_mode()
@@ -58,14 +58,5 @@ def _chunk_probs(model, prompts, outputs, params: SamplingParams, block_size: in
         rows.extend(range(offset + len(p) - 1, offset + len(s)))  # the rows predicting outputs 0..P-1
         offset += len(s)
     logits = model.compute_logits(hidden[torch.tensor(rows, device=device)])  # [num_seqs * P, vocab] fp32
-    n = logits.shape[0]
-    if params.top_k == -1 and params.top_p == 1.0:  # nothing to truncate: skip logits_to_probs' vocab sort
-        probs = (logits / params.temperature).softmax(dim=-1)
-        return probs.view(len(seqs), len(outputs[0]), -1).cpu()
-    probs = logits_to_probs(
-        logits,
-        torch.full((n,), params.temperature, dtype=torch.float32, device=device),
-        torch.full((n,), params.top_k if params.top_k > 0 else logits.shape[1], dtype=torch.int64, device=device),
-        torch.full((n,), params.top_p, dtype=torch.float32, device=device),
-    )
-    return probs.view(len(seqs), len(outputs[0]), -1).cpu()
+    warped = warp(logits.double().cpu().numpy(), params.temperature, params.top_k, params.top_p)
+    return torch.from_numpy(warped).float().view(len(seqs), len(outputs[0]), -1)

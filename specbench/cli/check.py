@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
 
@@ -18,14 +19,16 @@ CHECK_DEFAULTS = {"method": "draft", "dtype": "fp32", "device": "cpu", "kv_cache
 @o.engine_options(CHECK_DEFAULTS)
 def check(
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="drafts per round")] = 3,
-    checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
-    = "greedy,sampled,oracle,invariants,baseline",
+    checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),
+    budget: Annotated[str, typer.Option("--budget", help="full (every check at full size: for a GPU) | fast (a few "
+                                        "minutes on CPU for a ~135M model; the table says what it skipped)")] = "full",
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 32,
     data_dir: o.DataDir = None,
     save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", help="write per-position acceptance")]
     = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="compare acceptance with this file")] = None,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="allowed acceptance drop per position")] = 0.05,
+    baseline_alpha: Annotated[float, typer.Option("--baseline-alpha", help="false-alarm rate of the per-position "
+                                                  "acceptance-drop test (Fisher exact on the draft counts)")] = 0.01,
     base_url_spec: Annotated[Optional[str], typer.Option("--base-url-spec", help="check a server pair instead: "
                                                          "the speculative server's root URL")] = None,
     base_url_ref: Annotated[Optional[str], typer.Option("--base-url-ref", help="with --base-url-spec: the "
@@ -51,21 +54,28 @@ def check(
                           request_timeout=600.0, show=5)
         return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
-    from specbench.check.battery import run_checks
+    from specbench.check.battery import CheckContext, run_checks
+    from specbench.check.budget import resolve_budget
     from specbench.check.prompts import check_prompts
     from specbench.check.result import format_table
     from specbench.check.setup import CheckSetup
     from specbench.faults import mutant_label
 
+    chosen = resolve_budget(budget)
     prompts = tuple(check_prompts(data_dir))
     own = ("target", "method", "draft", "dtype", "device", "inject", "block_size", "kv_cache_gb", "seed")
     setup = CheckSetup(**{k: engine[k] for k in own}, num_steps=num_steps, prompts=prompts, max_tokens=max_tokens,
                        engine_kwargs={k: v for k, v in engine.items() if k not in own})
     if save_baseline:
-        save(measure_acceptance(setup), save_baseline)
+        save(measure_acceptance(chosen.apply(setup)), save_baseline)
         print(f"acceptance baseline written to {save_baseline}")
     names = tuple(c.strip() for c in checks.split(",") if c.strip())
-    results = run_checks(setup, names, baseline=load_baseline(baseline) if baseline else None, tolerance=tolerance)
-    title = f"specbench check: {engine['method']} k={num_steps} {engine['dtype']} {mutant_label(engine['inject'])}".rstrip()
+    ctx = CheckContext(baseline=load_baseline(baseline) if baseline else None, baseline_alpha=baseline_alpha,
+                       budget=chosen, baseline_source=baseline or "")
+    results = run_checks(setup, names, ctx)
+    title = (f"specbench check: {engine['method']} k={num_steps} {engine['dtype']} budget {budget} "
+             f"{mutant_label(engine['inject'])}").rstrip()
     print(format_table(results, title))
+    if chosen.skipped:
+        print(chosen.skipped)
     raise typer.Exit(0 if all(r.passed for r in results) else 1)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from specbench.check.names import CHECKS
 from specbench.cli.app import app
 
 
@@ -17,8 +18,7 @@ def selftest(
                                          "EAGLE-1 head, both built from the tiny target")] = "draft,eagle",
     faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
                                         "the method's proposer hosts)")] = "",
-    checks: Annotated[str, typer.Option("--checks", help="comma list of greedy,sampled,oracle,invariants,baseline")]
-    = "greedy,sampled,oracle,invariants,baseline",
+    checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),
     num_steps: Annotated[int, typer.Option("--num-steps", "-k")] = 3,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda | auto: on CUDA the engine replays CUDA "
                                         "graphs and the invariant sweep runs with graphs on and off")] = "cpu",
@@ -35,10 +35,15 @@ def selftest(
                                    checks=_names(checks), num_steps=num_steps, device=device)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
+        for crashed in (r for r in row.results if r.is_crashed):
+            print(f"{row.method} seed {row.seed} {row.inject or 'clean'} {crashed.name}: {crashed.detail}")
         if row.inject is None:
             sampled = next((r for r in row.results if r.name == "sampled"), None)
             if sampled is not None:
                 print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
+            rows_check = next((r for r in row.results if r.name == "rows"), None)
+            if rows_check is not None and row.seed == rows[0].seed:
+                print(f"rows, {row.method} seed {row.seed} clean: {rows_check.detail}")
     ok = selftest_ok(rows)
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from specbench.errors import SpecbenchError
 from specbench.faults.bonus_row import BonusFromWrongRow
+from specbench.faults.bonus_row_past_end import BonusRowPastEnd
+from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
 from specbench.faults.catchup_rejected import CatchupSeesRejected
 from specbench.faults.draft_kv_slice import DraftKvSlice
+from specbench.faults.draft_max_seq_len_stale import DraftMaxSeqLenStale
 from specbench.faults.draft_positions import DraftPositionsOffByOne
+from specbench.faults.draft_probs_unwarped import DraftProbsUnwarped
+from specbench.faults.draft_state_kept import DraftStateKeptOnPreemption
+from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.stale_metadata import StaleDraftMetadata
@@ -21,6 +27,12 @@ MUTANTS: tuple[type[Mutant], ...] = (
     PhaseStateLeak,
     VerifyKvOffByOne,
     BonusFromWrongRow,
+    BonusRowUnwarped,
+    DraftProbsUnwarped,
+    BonusRowPastEnd,
+    DraftStepShifted,
+    DraftMaxSeqLenStale,
+    DraftStateKeptOnPreemption,
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS}

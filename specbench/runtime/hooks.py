@@ -53,8 +53,16 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
+    def draft_probs(self, logits: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+        """Draft LM: the draft probs [n, vocab] handed to the verifier for tokens drawn from them; logits [n, vocab]."""
+        return draft_probs
+
     def draft_kv_written(self, request_id: str, end: int) -> None:
         """The round's draft phases wrote this request's draft KV up to position `end` (exclusive)."""
+
+    def forget_draft_state(self, request_id: str) -> bool:
+        """Draft LM: whether `free` drops the request's draft-KV bookkeeping (its blocks are freed with it)."""
+        return True
 
     def free(self, request_id: str) -> None:
         """The request finished or was preempted."""

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.check.baseline import measure_acceptance
-from specbench.check.battery import CHECKS, run_checks
+from specbench.check.battery import CHECKS, CheckContext, run_checks
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS, resolve_fault
+from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
@@ -58,7 +58,8 @@ def run_selftest(
 ) -> list[SelftestRow]:
     """Per method: clean rows (one per seed: models and prompts differ), then one row per fault on the first seed.
 
-    The baseline each row is checked against is the clean engine's acceptance on the same seed and method.
+    The baseline each row is checked against is the shipped reference for the seed and method
+    (reference_baselines.py), never a measurement of the engine under test.
     """
     chosen = [resolve_fault(n) for n in (faults if faults is not None else FAULTS)]  # unknown names fail here
     if not seeds:
@@ -72,18 +73,27 @@ def run_selftest(
             setups = selftest_setups(tmp, seed, methods, num_steps, device)
             reference = reference_outputs(next(iter(setups.values())))  # plain decoding: the same for every method
             for method, setup in setups.items():
-                baseline = measure_acceptance(setup)
+                ctx = CheckContext(reference=reference, **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]
                 for name in [None] + hosted if i == 0 else [None]:
-                    results = run_checks(setup.with_inject(name), checks, reference=reference, baseline=baseline)
+                    results = run_checks(setup.with_inject(name), checks, ctx)
                     rows.append(SelftestRow(method, seed, name, tuple(results)))
                     if on_row is not None:
                         on_row(rows[-1])
     return rows
 
 
+def _reference(method: str, seed: int, num_steps: int) -> dict:
+    """CheckContext fields of the shipped baseline (absent: the baseline check is skipped, saying why)."""
+    baseline = reference_baseline(method, seed, num_steps)
+    if baseline is None:
+        return {"baseline_source": f"no shipped reference baseline for {method} seed {seed} k={num_steps} (shipped: "
+                                   f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
+    return {"baseline": baseline, "baseline_source": reference_source()}
+
+
 def _cell(r: CheckResult) -> str:
-    mark = "skip" if r.skipped else ("DETECTED" if not r.passed else "pass")
+    mark = "skip" if r.skipped else ("CRASHED" if r.is_crashed else "DETECTED" if not r.passed else "pass")
     return " ".join(x for x in (mark, r.note, f"{r.seconds:.1f}s") if x)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
@@ -63,6 +64,7 @@ class DraftModelProposer(Proposer):
         self.hooks = hooks
         self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self.check_requests = invariants_enabled()  # INV-REQ on every draft step (debug invariants)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.model.kv_cache_spec()
@@ -76,7 +78,7 @@ class DraftModelProposer(Proposer):
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        return ids, probs  # the draft's vocabulary is the target's (checked at load)
+        return ids, self.hooks.draft_probs(logits, probs)  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
@@ -162,6 +164,9 @@ class DraftModelProposer(Proposer):
             hooks=self.hooks,
         )
         md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, None)
+        if self.check_requests:  # step j's query sits at newest + j, newest = committed length - 1
+            check_step_against_requests(md, [len(inp.token_ids[r]) - 1 + j for r in rows],
+                                        [inp.block_tables[r] for r in rows], f"draft step {j}")
         row_idx = to_device(rows, torch.int64, self.device)
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
 
@@ -204,7 +209,8 @@ class DraftModelProposer(Proposer):
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
-        self._state.pop(request_id, None)
+        if self.hooks.forget_draft_state(request_id):
+            self._state.pop(request_id, None)
         self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:

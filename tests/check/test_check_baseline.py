@@ -9,10 +9,11 @@ import pytest
 from tiny_models import data_dir
 from typer.testing import CliRunner
 
-from specbench.check.baseline import DEFAULT_TOLERANCE, load_baseline
+from specbench.check.baseline import load_baseline
 from specbench.faults import FAULTS
 
-DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft"]
+PREEMPTION_ONLY = {"draft-state-kept-on-preemption"}  # the baseline run never preempts: test_check_preemption.py
+DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and name not in PREEMPTION_ONLY]
 
 
 def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
@@ -38,10 +39,18 @@ def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_drop
     code, line = _baseline_line(pair, method, "--baseline", str(path), "--seed", "7")
     assert code == 0 and " PASS " in line, line
 
+    num_failed = 0
     for name in DRAFT_FAULTS:
         code, line = _baseline_line(pair, method, "--baseline", str(path), "--inject", name)
-        assert code == 1 and " FAIL " in line, f"{name}: {line}"
         now = [float(x) for x in re.search(r"acceptance per position ([\d. ]+) vs", line).group(1).split()]
+        detectable = [float(x) for x in re.search(r"detectable drop ([\d. ]+)\)", line).group(1).split()]
         dropped = {int(p): (float(b), float(n)) for p, b, n in re.findall(r"pos (\d+): ([\d.]+) -> ([\d.]+)", line)}
-        expected = {i + 1 for i, (b, n) in enumerate(zip(saved.acceptance_per_pos, now)) if b - n > DEFAULT_TOLERANCE}
-        assert set(dropped) == expected and expected, f"{name}: {line}"
+        lower = {i + 1 for i, (b, n) in enumerate(zip(saved.acceptance_per_pos, now)) if n < b}
+        assert set(dropped) <= lower, f"{name}: {line}"  # flagged positions did drop
+        assert (code == 1) == bool(dropped), f"{name}: {line}"
+        # A drop larger than the stated detectable one is flagged (power 0.8 is a statement about chance, so the
+        # margin keeps this from being a coin flip); smaller drops on this many drafts may be noise.
+        big = [i for i, (b, n, d) in enumerate(zip(saved.acceptance_per_pos, now, detectable)) if b - n > 1.3 * d]
+        assert not big or code == 1, f"{name}: {line}"
+        num_failed += code == 1
+    assert num_failed >= 2, "acceptance-only faults on this pair cost enough acceptance to be flagged"

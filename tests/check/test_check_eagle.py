@@ -13,10 +13,12 @@ from specbench.check.oracle import FP32_RTOL
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.faults import FAULTS
 
-DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft"]
-# Faults whose metadata is self-inconsistent (position vs visible keys / slot): the invariant sweep sees them too.
-# stale-draft-metadata and phase-state-leak feed well-formed but wrong inputs: only the oracle can see them.
-INVARIANT_VISIBLE = {"draft-positions-off-by-one", "draft-kv-slice", "catchup-sees-rejected"}
+DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and "eagle3" in f.methods]
+# Faults whose metadata is self-inconsistent (position vs visible keys / slot), or whose draft steps disagree with
+# the requests' committed lengths (INV-REQ): the invariant sweep sees them too. phase-state-leak feeds a
+# well-formed but wrong draft-extend input: only the oracle can see it.
+INVARIANT_VISIBLE = {"draft-positions-off-by-one", "draft-kv-slice", "catchup-sees-rejected", "stale-draft-metadata",
+                     "draft-step-shifted", "draft-max-seq-len-stale"}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,11 @@ from typer.testing import CliRunner
 
 from specbench.faults import FAULTS
 
-DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft"]
+# Acceptance-only faults a 10-question gsm8k comparison cannot flag: the run never preempts (acceptance unchanged),
+# and a stale max_seq_len costs ~8% per position on ~70 drafts, inside the bootstrap interval (the draft oracle and
+# the invariants catch it: selftest).
+NOT_VISIBLE_TO_COMPARE = {"draft-state-kept-on-preemption", "draft-max-seq-len-stale"}
+DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and name not in NOT_VISIBLE_TO_COMPARE]
 
 
 def _run(app, args, **env):

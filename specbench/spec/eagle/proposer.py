@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
@@ -38,6 +39,7 @@ class EagleProposer(Proposer):
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
         self.hooks = hooks
+        self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
@@ -188,6 +190,9 @@ class EagleProposer(Proposer):
         row_idx = to_device(rows, torch.int64, self.device)
         step_hidden = hidden[row_idx]
         md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
+        if self.check_requests:  # step j's query sits at newest + j - 1, newest = committed length - 1
+            check_step_against_requests(md, [len(inp.token_ids[r]) - 2 + j for r in rows],
+                                        [inp.block_tables[r] for r in rows], f"eagle draft step {j}")
         return DraftStepInput(
             step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=step_hidden, row_of_request=row_idx
         )

@@ -1,0 +1,19 @@
+"""Sampling-side: the draft LM draws its token from the warped draft law q but hands the verifier the raw softmax.
+
+The acceptance ratio then uses the wrong q, so sampled output leaves the target's law whenever T != 1 or top-k /
+top-p truncate; greedy output is untouched.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.faults.fault import Fault, Mutant
+
+
+class DraftProbsUnwarped(Mutant):
+    fault = Fault("draft-probs-unwarped", "the draft LM hands the verifier unwarped draft probs (tokens drawn warped)",
+                  "", "sampling", ("draft",))
+
+    def draft_probs(self, logits: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:  # [n, vocab] each
+        return logits.float().softmax(-1)

@@ -1,0 +1,60 @@
+"""Issue 15 item 4: the selftest's baseline comes from shipped references (not from the engine under test), and
+the per-position tolerance is a test on the number of drafts, not a fixed 0.05."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specbench.check.baseline import AcceptanceBaseline, check_baseline, compare_acceptance, measure_acceptance
+from specbench.selftest import reference_baselines as ref
+from specbench.selftest.runner import selftest_setups
+
+
+def _counts(accepted: int, drafted: int) -> AcceptanceBaseline:
+    return AcceptanceBaseline("t", "d", "draft", 1, 6, 16, (drafted,), (accepted,))
+
+
+def test_a_005_drop_is_noise_on_40_drafts_and_a_regression_on_4000():
+    assert compare_acceptance(_counts(24, 40), _counts(22, 40))[0]  # 0.60 -> 0.55 on 40 drafts: noise
+    passed, detail = compare_acceptance(_counts(2400, 4000), _counts(2204, 4000))  # 0.60 -> 0.551: a drop of 0.049
+    assert not passed and "dropped at pos 1: 0.600 -> 0.551" in detail, detail  # a fixed 0.05 tolerance missed it
+    assert not compare_acceptance(_counts(30, 40), _counts(14, 40))[0]  # 0.75 -> 0.35 on 40 drafts: real
+
+
+def test_detectable_drop_is_stated_and_shrinks_with_drafts():
+    few = compare_acceptance(_counts(24, 40), _counts(24, 40))[1]
+    many = compare_acceptance(_counts(2400, 4000), _counts(2400, 4000))[1]
+    drop = lambda d: float(d.split("detectable drop ")[1].split(")")[0])  # noqa: E731
+    assert drop(few) > 0.25 > 0.05 > drop(many), (few, many)
+
+
+def test_selftest_baseline_can_fail_now(tmp_path):
+    """An acceptance-only bug in the engine under test: a baseline measured on that engine passes it (the old
+    selftest), the shipped reference does not."""
+    setup = selftest_setups(str(tmp_path), 0, ("draft",), 3)["draft"].with_inject("stale-draft-metadata")
+    assert check_baseline(setup, measure_acceptance(setup)).passed  # cannot fail
+    shipped = ref.reference_baseline("draft", 0, 3)
+    result = check_baseline(setup, shipped, source=ref.reference_source())
+    assert not result.passed and "dropped at pos" in result.detail, result.detail
+
+
+def test_shipped_file_is_what_the_documented_command_writes():
+    data = json.loads(ref.PATH.read_text())
+    assert data["generated_by"] == ref.COMMAND
+    assert len(data["baselines"]) == 2 * len(ref.SHIPPED_SEEDS)
+    regenerated = ref.generate(seeds=(0,))["baselines"]
+    for key, value in regenerated.items():
+        assert data["baselines"][key] == json.loads(json.dumps(value)), key
+
+
+@pytest.mark.slow
+def test_clean_engine_matches_its_shipped_baselines_over_30_seeds(tmp_path):
+    failed = []
+    for seed in range(30):
+        for method, setup in selftest_setups(str(tmp_path), seed, ("draft", "eagle"), 3).items():
+            result = check_baseline(setup, ref.reference_baseline(method, seed, 3))
+            if not result.passed:
+                failed.append((method, seed, result.detail))
+    assert not failed, failed

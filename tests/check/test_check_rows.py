@@ -1,0 +1,79 @@
+"""Issue 15 item 3, verifier side: each row type (accepted, recovered, bonus) tested on its own against its known
+law at T < 1 with top-k and top-p, with the power vs a 0.02 total-variation shift stated and >= ROWS_POWER."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specbench.check.row_batches import Warping
+from specbench.check.rows import ROWS_ALPHA, ROWS_POWER, TV_SHIFT, WARPING, row_type_tests
+from specbench.check.warp_reference import warp
+from specbench.faults import build_hooks
+from specbench.spec.sampling import logits_to_probs
+from specbench.spec.verifier import VerifyResult, verify
+
+CPU = torch.device("cpu")
+OLD_SETTING = Warping(temperature=1.0, top_k=-1, top_p=1.0)  # the only setting the sampled check used to cover
+
+
+def _failed(tests) -> set[str]:
+    return {t.row_type for t in tests if t.p_value < ROWS_ALPHA}
+
+
+def test_reference_warp_matches_sampling():
+    logits = torch.randn(64, 16, generator=torch.Generator().manual_seed(0)) * 2
+    for t, k, p in ((0.7, 10, 0.9), (1.0, -1, 1.0), (0.5, 3, 1.0), (1.3, -1, 0.5)):
+        n = logits.shape[0]
+        ours = logits_to_probs(logits, torch.full((n,), t), torch.full((n,), k if k > 0 else 16), torch.full((n,), p))
+        np.testing.assert_allclose(warp(logits.double().numpy(), t, k, p), ours.double().numpy(), atol=1e-6)
+
+
+def test_clean_verifier_passes_every_row_type_with_the_stated_power():
+    tests = row_type_tests(verify, CPU, seed=0)
+    assert [t.row_type for t in tests] == ["accepted", "recovered", "bonus"]
+    assert not _failed(tests), tests
+    assert all(t.power >= ROWS_POWER and t.num_impossible == 0 for t in tests), tests
+
+
+@pytest.mark.parametrize("fault, row_type", [("bonus-row-unwarped", "bonus"), ("bonus-from-wrong-row", None)])
+def test_verifier_mutants_caught_on_their_row_type(fault, row_type):
+    mutant = build_hooks(fault).wrap_verifier(verify)
+    failed = _failed(row_type_tests(mutant, CPU, seed=0))
+    assert failed == {row_type} if row_type else failed == {"recovered", "bonus"}, failed
+
+
+def test_bonus_row_unwarped_is_invisible_at_the_old_setting():
+    """At T = 1 without truncation the unwarped law is the right one: no test at that setting can see the bug."""
+    mutant = build_hooks("bonus-row-unwarped").wrap_verifier(verify)
+    assert not _failed(row_type_tests(mutant, CPU, seed=0, w=OLD_SETTING))
+    assert _failed(row_type_tests(mutant, CPU, seed=0, w=WARPING)) == {"bonus"}
+
+
+def _tv_shifted_recovery(verify_fn, shift: float):
+    """Moves `shift` of every recovered row's mass onto that row's likeliest target token: a TV shift <= shift."""
+    def shifted(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):
+        result = verify_fn(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
+        out = result.output_token_ids.clone()
+        num_draft = num_draft_tokens.tolist()
+        rows = torch.cumsum(torch.tensor([0] + [n + 1 for n in num_draft[:-1]]), 0)
+        rejected = (result.num_accepted < num_draft_tokens.to(result.num_accepted.device))
+        coin = torch.rand(len(num_draft)) < shift
+        for r in torch.nonzero(rejected & coin).flatten().tolist():
+            out[r, result.num_accepted[r]] = target_logits[rows[r]].argmax()
+        return VerifyResult(output_token_ids=out, num_accepted=result.num_accepted)
+
+    return shifted
+
+
+def test_a_two_percent_shift_on_recovered_rows_is_caught():
+    torch.manual_seed(1)
+    tests = row_type_tests(_tv_shifted_recovery(verify, 2 * TV_SHIFT), CPU, seed=3)
+    assert _failed(tests) == {"recovered"}, tests
+
+
+@pytest.mark.slow
+def test_no_false_alarm_over_30_seeds():
+    failures = [seed for seed in range(30) if _failed(row_type_tests(verify, CPU, seed=100 + seed))]
+    assert not failures, failures
