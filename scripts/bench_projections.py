@@ -1,0 +1,101 @@
+"""Llama-3.1-8B decode projections at batch 1/16/64: torch's F.linear against the copy bandwidth, and at batch 1
+a plain Triton GEMV over a few tile configurations, to see whether torch's choice for the small GEMVs is poor.
+
+    python scripts/bench_projections.py [--layers 32]
+
+Each timing is a CUDA graph of one projection per layer on `--layers` distinct weights (what a step reads:
+nothing stays in L2), replayed; median of triton.testing.do_bench. Prints one markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+SHAPES = {"qkv": (6144, 4096), "o_proj": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
+GEMV_CONFIGS = [(bn, bk, w) for bn in (4, 8, 16) for bk in (256, 512) for w in (4, 8)]
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # out[n] = sum_k w[n, k] * x[k]; one program per BLOCK_N rows, fp32 accumulation.
+    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + n[:, None] * K + k[None, :], mask=(n < N)[:, None] & (k < K)[None, :], other=0.0)
+        acc += w.to(tl.float32) * x[None, :]
+    tl.store(out_ptr + n, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=n < N)
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, config: tuple[int, int, int]) -> None:
+    block_n, block_k, num_warps = config
+    n, k = w.shape
+    _gemv_kernel[(triton.cdiv(n, block_n),)](x, w, out, n, k, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+
+
+def graphed_ms(fn, num_layers: int) -> float:
+    """Median ms of one call, from a graph of `num_layers` calls (layer index passed in)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(num_layers):  # warm-up / compile outside the capture
+            fn(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(num_layers):
+            fn(i)
+    return triton.testing.do_bench(graph.replay, warmup=50, rep=300, return_mode="median") / num_layers
+
+
+def copy_gbps() -> float:
+    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median")
+    return 2 * src.numel() / (ms / 1e3) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=32)
+    args = ap.parse_args()
+    bw = copy_gbps()
+    print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bw:.0f} GB/s, torch {torch.__version__}, "
+          f"triton {triton.__version__}")
+    rows = []
+    for name, (n, k) in SHAPES.items():
+        weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(args.layers)]
+        nbytes = n * k * 2
+        for m in (1, 16, 64):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            ms = graphed_ms(lambda i: F.linear(x, weights[i]), args.layers)
+            best = ""
+            if m == 1:
+                out = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+                ref = F.linear(x, weights[0]).float()[0]
+                timed = []
+                for config in GEMV_CONFIGS:
+                    gemv(x[0], weights[0], out, config)
+                    err = ((out.float() - ref).norm() / ref.norm()).item()
+                    if not err < 1e-2:
+                        raise AssertionError(f"gemv {config} relative error {err}")
+                    timed.append((graphed_ms(lambda i, c=config: gemv(x[0], weights[i], out, c), args.layers), config))
+                g_ms, config = min(timed)
+                best = f"{g_ms * 1e3:.1f} us, {nbytes / g_ms / 1e6:.0f} GB/s ({100 * nbytes / g_ms / 1e6 / bw:.0f}%) {config}"
+            gbps = nbytes / ms / 1e6
+            rows.append(f"| {name} {n}x{k} | {m} | {ms * 1e3:.1f} | {gbps:.0f} | {100 * gbps / bw:.0f}% | {best} |")
+        del weights
+        torch.cuda.empty_cache()
+    print("| projection | batch | torch us | torch GB/s | % of copy | Triton GEMV best (BLOCK_N, BLOCK_K, warps) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
