@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.output_rewrite import rewrite_output_token
 
 
 class BonusFromWrongRow(Mutant):
@@ -12,17 +13,10 @@ class BonusFromWrongRow(Mutant):
                   "", "target", ALL_METHODS)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
-        def wrong_row_verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):
-            result = verify_fn(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
-            num_draft = num_draft_tokens.tolist()
-            accepted = result.num_accepted.tolist()
-            out = result.output_token_ids.clone()
-            row = 0
-            for r, (n, a) in enumerate(zip(num_draft, accepted)):
-                if n > 0:  # plain decoding rounds stay correct: only speculation is mutated
-                    wrong = a + 1 if a < n else a - 1
-                    out[r, a] = target_logits[row + wrong].argmax()
-                row += 1 + n
-            return type(result)(output_token_ids=out, num_accepted=result.num_accepted)
+        def wrong_row(target_logits, st, r, first_row, num_draft, num_accepted):
+            if num_draft == 0:  # plain decoding rounds stay correct: only speculation is mutated
+                return None
+            wrong = num_accepted + 1 if num_accepted < num_draft else num_accepted - 1
+            return target_logits[first_row + wrong].argmax()
 
-        return wrong_row_verify
+        return rewrite_output_token(verify_fn, wrong_row)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.output_rewrite import rewrite_output_token
 
 
 class BonusRowPastEnd(Mutant):
@@ -16,19 +17,12 @@ class BonusRowPastEnd(Mutant):
                   "", "target", ALL_METHODS)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
-        def verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):
-            result = verify_fn(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
-            num_draft = num_draft_tokens.tolist()
-            accepted = result.num_accepted.tolist()
-            out = result.output_token_ids.clone()
-            row = 0
-            for r, (n, a) in enumerate(zip(num_draft, accepted)):
-                if n > 0 and a == n:
-                    past = row + n + 1
-                    if past >= target_logits.shape[0]:
-                        raise IndexError(f"verify row {past} out of range for {target_logits.shape[0]} target rows")
-                    out[r, a] = target_logits[past].argmax()
-                row += 1 + n
-            return type(result)(output_token_ids=out, num_accepted=result.num_accepted)
+        def past_end(target_logits, st, r, first_row, num_draft, num_accepted):
+            if num_draft == 0 or num_accepted < num_draft:
+                return None
+            past = first_row + num_draft + 1
+            if past >= target_logits.shape[0]:
+                raise IndexError(f"verify row {past} out of range for {target_logits.shape[0]} target rows")
+            return target_logits[past].argmax()
 
-        return verify
+        return rewrite_output_token(verify_fn, past_end)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.output_rewrite import rewrite_output_token
 
 
 class BonusRowUnwarped(Mutant):
@@ -17,18 +18,10 @@ class BonusRowUnwarped(Mutant):
                   "", "sampling", ALL_METHODS)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
-        def verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):
-            result = verify_fn(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
-            num_draft = num_draft_tokens.tolist()
-            accepted = result.num_accepted.tolist()
-            greedy = st.is_greedy.tolist()
-            out = result.output_token_ids.clone()
-            row = 0
-            for r, (n, a) in enumerate(zip(num_draft, accepted)):
-                if n > 0 and a == n and not greedy[r]:
-                    probs = target_logits[row + n].float().softmax(-1)
-                    out[r, a] = torch.multinomial(probs, 1, generator=st.generators[r])[0]
-                row += 1 + n
-            return type(result)(output_token_ids=out, num_accepted=result.num_accepted)
+        def unwarped(target_logits, st, r, first_row, num_draft, num_accepted):
+            if num_draft == 0 or num_accepted < num_draft or bool(st.is_greedy[r]):
+                return None
+            probs = target_logits[first_row + num_draft].float().softmax(-1)
+            return torch.multinomial(probs, 1, generator=st.generators[r])[0]
 
-        return verify
+        return rewrite_output_token(verify_fn, unwarped)
