@@ -76,6 +76,11 @@ class EngineConfig:
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
     enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
+    # Plain decode steps (k = 0) are launched one ahead of the host reading their tokens (engine/overlap.py);
+    # False waits for every step's tokens before scheduling the next (the reference loop).
+    async_scheduling: bool = option(
+        True, "overlap host scheduling with the GPU in plain decoding (--no-async-scheduling: one step at a time)",
+        flag="--async-scheduling/--no-async-scheduling")
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
     ngram_max: int = option(4, "longest n-gram to match (ngram method)")
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).

@@ -97,6 +97,7 @@ class SweepConfig:
     verifier: str = "auto"
     synthetic_acceptance: tuple[float, ...] | None = None  # forced acceptance: output NOT lossless
     enforce_eager: bool = False  # no CUDA graphs
+    async_scheduling: bool = True  # overlapped plain decoding
     # outputs
     label: str | None = None
     results_dir: str = "results"

@@ -12,7 +12,9 @@ from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
 from specbench.engine.inputs import build_prefill_input, build_verify_input
 from specbench.engine.outputs import RequestOutput
+from specbench.engine.overlap import InflightDecode, OverlappedDecode
 from specbench.engine.request import Request
+from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
@@ -23,7 +25,7 @@ from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, mak
 from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
-class LLMEngine:
+class LLMEngine(OverlappedDecode):
     def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
@@ -54,6 +56,8 @@ class LLMEngine:
         self._ids = itertools.count()
         self._step_index = 0
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+        self._inflight: InflightDecode | None = None  # a plain decode step launched, its tokens not yet read
+        self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
 
     # ---- requests -------------------------------------------------------------------------
     def encode(self, prompt: str) -> list[int]:
@@ -145,21 +149,25 @@ class LLMEngine:
             self.proposer.prepare_cuda_graphs(num_steps)
 
     def has_unfinished(self) -> bool:
-        return self.scheduler.has_unfinished()
+        """Requests waiting or running, or a launched step still to read back."""
+        return self._inflight is not None or self.scheduler.has_unfinished()
 
     # ---- the step loop --------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one engine step; returns requests that finished in it (possibly none)."""
+        """Run one engine step; returns requests that finished in it (possibly none).
+
+        With async scheduling a plain decode step is launched and read back on the next call, after that call
+        has launched its successor (engine/overlap.py): the results of a step may come one call late."""
+        if self._inflight is not None:
+            return self._step_overlapped()
         start = time.perf_counter()
         batch = self.scheduler.schedule(start)
         if batch is None:
             return []
-        for request in batch.preempted:
-            if self.proposer is not None:
-                self.proposer.free(request.request_id)
-        for request in batch.requests:
-            if request.stats.first_scheduled_time is None:
-                request.stats.first_scheduled_time = start
+        self._on_scheduled(batch, start)
+        if self._is_overlappable(batch):
+            self._inflight = self._launch_plain_decode(batch, start, None)
+            return []
         timer = PhaseTimer(self.device)
         st = self._sampling_tensors(batch.requests)
         if batch.is_prefill:
@@ -190,7 +198,16 @@ class LLMEngine:
             )
         )
         self._step_index += 1
+        self._last_read_time = emit_time
         return finished
+
+    def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
+        for request in batch.preempted:
+            if self.proposer is not None:
+                self.proposer.free(request.request_id)
+        for request in batch.requests:
+            if request.stats.first_scheduled_time is None:
+                request.stats.first_scheduled_time = start
 
     def _prefill(self, requests, st: SamplingTensors, timer: PhaseTimer):
         inp = build_prefill_input(requests, self.block_size, self.device)
@@ -240,7 +257,7 @@ class LLMEngine:
                                                   out.features[offset : offset + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
-            self._record_round(request, num_drafts[r], accepted[r])
+            request.stats.record_round(num_drafts[r], accepted[r])
             committed.append(output_rows[r][:num_new])
         if proposal is not None:
             self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
@@ -255,20 +272,6 @@ class LLMEngine:
             block_tables=tuple(tuple(r.block_table) for r in requests),
             sampling=st,
         )
-
-    @staticmethod
-    def _record_round(request: Request, num_drafted: int, num_accepted: int) -> None:
-        if num_drafted == 0:
-            return
-        stats = request.stats
-        stats.num_draft_rounds += 1
-        stats.num_draft_tokens += num_drafted
-        stats.num_accepted_tokens += num_accepted
-        stats.accepted_per_round.append(num_accepted)
-        for i in range(num_drafted):
-            stats.num_drafted_per_pos[i] += 1
-        for i in range(num_accepted):
-            stats.num_accepted_per_pos[i] += 1
 
     def _commit(self, request: Request, tokens: list[int], emit_time: float) -> str | None:
         reason = None
