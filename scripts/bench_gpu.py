@@ -59,7 +59,10 @@ def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
                              "draft_weights_gb": weight_bytes(engine.proposer.head) / 1e9})
     common = dict(prompt_len=args.prompt_len, output_len=args.output_len, bandwidth_gbps=bw)
     rows = []
-    for conc in args.concurrency:
+    for conc in args.concurrency:  # before/after side by side: the one-step loop, then overlapped decoding
+        rows.append(measure_decode(llm, label="plain, one step at a time", concurrency=conc, num_steps=0,
+                                   repeats=_repeats(conc), async_scheduling=False, **common))
+        res.put(f"plain_sync_c{conc}", rows[-1].to_dict())
         rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, repeats=_repeats(conc), **common))
         res.put(f"plain_c{conc}", rows[-1].to_dict())
     for conc in args.concurrency:

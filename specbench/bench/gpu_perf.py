@@ -61,11 +61,12 @@ def random_prompts(vocab_size: int, num: int, length: int, seed: int = 0) -> lis
 
 
 def measure_decode(llm, *, label: str, concurrency: int, num_steps: int, prompt_len: int, output_len: int,
-                   bandwidth_gbps: float, repeats: int = 1) -> DecodeRow:
+                   bandwidth_gbps: float, repeats: int = 1, async_scheduling: bool = True) -> DecodeRow:
     """Run `concurrency` requests of prompt_len -> output_len tokens at k = num_steps, `repeats` times with fresh
     prompts (more rounds: synthetic acceptance averages closer to its rates); median decode step."""
     engine = llm.engine
     engine.set_num_steps(num_steps)
+    engine.set_async_scheduling(async_scheduling)
     model = engine.runner.model
     warmup = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=concurrency)
     llm.generate(warmup, SamplingParams(max_tokens=16, ignore_eos=True))  # warm-up: kernels, allocator

@@ -56,6 +56,7 @@ class LLMEngine(OverlappedDecode):
         self._ids = itertools.count()
         self._step_index = 0
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+        self.async_scheduling = config.async_scheduling  # config's value until set_async_scheduling
         self._inflight: InflightDecode | None = None  # a plain decode step launched, its tokens not yet read
         self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
 
@@ -147,6 +148,12 @@ class LLMEngine(OverlappedDecode):
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
         if graphs is not None and self.proposer is not None:
             self.proposer.prepare_cuda_graphs(num_steps)
+
+    def set_async_scheduling(self, is_on: bool) -> None:
+        """Switch overlapped plain decoding between runs (benchmarks compare both on one engine)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_async_scheduling needs an idle engine")
+        self.async_scheduling = is_on
 
     def has_unfinished(self) -> bool:
         """Requests waiting or running, or a launched step still to read back."""

@@ -80,7 +80,7 @@ class OverlappedDecode:
 
     def _is_overlappable(self, batch: ScheduledBatch) -> bool:
         # A draft round needs the previous round's accepted tokens on the host: only plain decode overlaps.
-        return self.config.async_scheduling and not batch.is_prefill and self.num_steps == 0
+        return self.async_scheduling and not batch.is_prefill and self.num_steps == 0
 
     def _step_overlapped(self) -> list[RequestOutput]:
         previous, self._inflight = self._inflight, None

@@ -11,8 +11,17 @@ from specbench import LLM, SamplingParams
 from specbench.engine.stop import StopChecker
 
 
+_ENV = {}
+
+
+@pytest.fixture(autouse=True)
+def _device(engine_env):
+    # On the GPU suite (scripts/gpu_check.sh) the pinned copy and its event are what gets tested.
+    _ENV["device"], _ENV["dtype"] = engine_env
+
+
 def _engine(target, *, is_async: bool, **kwargs):
-    options = dict(dtype="fp32", device="cpu", block_size=4, max_concurrency=4, kv_cache_gb=0.05)
+    options = dict(dtype=_ENV["dtype"], device=_ENV["device"], block_size=4, max_concurrency=4, kv_cache_gb=0.05)
     options.update(kwargs)
     return LLM(target, async_scheduling=is_async, **options).engine
 
@@ -121,8 +130,7 @@ def _run_outputs(engine, prompts, max_tokens):
 
 
 def test_a_speculating_engine_does_not_overlap_its_rounds(tiny_pair, prompt_ids):
-    engine = LLM(tiny_pair[0], method="draft", draft=tiny_pair[1], num_steps=2, dtype="fp32", device="cpu",
-                 block_size=4, kv_cache_gb=0.05).engine
+    engine = _engine(tiny_pair[0], is_async=True, method="draft", draft=tiny_pair[1], num_steps=2)
     engine.add_request(prompt_ids[0], SamplingParams(max_tokens=6, ignore_eos=True))
     while engine.has_unfinished():
         engine.step()
