@@ -252,8 +252,9 @@ class LLMEngine(OverlappedDecode):
         else:
             result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
-        output_rows = result.output_token_ids.tolist()  # the step's one host sync
-        accepted = result.num_accepted.tolist()
+        # the step's one host sync: each row is the output tokens, then the number accepted
+        rows = torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1).tolist()
+        output_rows, accepted = [row[:-1] for row in rows], [row[-1] for row in rows]
         num_drafts = proposal.num_draft_tokens if proposal is not None else (0,) * len(requests)
         committed = []
         offset = 0

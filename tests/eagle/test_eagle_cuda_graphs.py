@@ -56,3 +56,18 @@ def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monk
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata")
     assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
+
+
+def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir, prompt_ids, monkeypatch):
+    # The graph derives each draft step's metadata from the catch-up's: an off-by-one there (seed 000's class)
+    # must be caught by comparing against the host's reference build.
+    from specbench.attention.invariants import InvariantViolation
+    from specbench.spec.eagle.round_graph import EagleRoundGraphs
+
+    derive = EagleRoundGraphs._derive_step_metadata
+    monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
+                        lambda self, buffers, bucket, step: derive(self, buffers, bucket, step + 1))
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    variant = "eagle3-native-flat"
+    with pytest.raises(InvariantViolation, match="round graph derived positions"):
+        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)

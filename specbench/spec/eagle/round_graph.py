@@ -1,10 +1,14 @@
 """One CUDA graph per batch bucket for a whole EAGLE drafting round: the catch-up, padded to k + 1 queries per
 request, then draft steps 1 .. k - 1, each reading its own metadata buffers.
 
-A round replays once instead of launching k forwards from Python. The host still builds every phase's
-metadata (and the debug invariants check it) before the replay; each draft step has its own buffers, so no step
-can run on another step's positions, slots or visible lengths (seed 004). Catch-up padding queries sit before a
-request's real ones, at already committed positions, with slot -1: they attend causally, write nothing, and
+A round replays once instead of launching k forwards from Python. The host builds the catch-up's metadata; the
+graph derives each draft step's metadata from it into that step's own buffers (step j of a request queries the
+position after its last catch-up query plus j - 1, sees one key more, writes that position's slot), so no step
+can run on another step's positions, slots or visible lengths (seed 004), and no host work per step sits
+between the verify and the round. With the debug invariants on, the host also builds every step's metadata the
+reference way (step_plan.draft_step_metadata), checks it before the replay, and after it checks that the graph
+derived exactly that. The target features are projected inside the graph. Catch-up padding queries sit before
+a request's real ones, at already committed positions, with slot -1: they attend causally, write nothing, and
 their outputs are dropped.
 """
 
@@ -14,7 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.invariants import InvariantViolation
+from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.runtime.cuda_graph import GraphShape, StaticBuffers, batch_buckets, capture_graph
 
 
@@ -22,8 +27,10 @@ from specbench.runtime.cuda_graph import GraphShape, StaticBuffers, batch_bucket
 class RoundInput:
     extend_input_ids: torch.Tensor  # [num_reqs * (k + 1)] per request: padding ids, then the catch-up tokens
     extend_md: AttentionMetadata  # num_reqs x (k + 1) queries, leading padding with slot -1
-    extend_hidden: torch.Tensor  # [num_reqs * (k + 1), H] projected target features (padding rows: anything)
-    step_mds: tuple[AttentionMetadata, ...]  # [k - 1] draft step j = 1 .. k - 1, one query per request
+    new_features: torch.Tensor  # [num_new_total, feature_dim] unprojected target features of the real queries
+    real_rows: torch.Tensor  # [num_new_total] int64, row of each real catch-up query in the padded layout
+    # [k - 1] draft step j = 1 .. k - 1 built on the host: only with the debug invariants on (else ()), to check
+    step_mds: tuple[AttentionMetadata, ...]
 
 
 class EagleRoundGraphs:
@@ -36,9 +43,10 @@ class EagleRoundGraphs:
         self.check_metadata = check_metadata
         self.buckets = batch_buckets(plan.max_num_reqs)
         head = proposer.head
-        hidden = head.config.layer.hidden_size
-        self.extend = StaticBuffers(plan.max_num_reqs, self.query_len, plan.max_blocks_per_req, hidden, head.dtype,
-                                    plan.device, max_positions=plan.max_positions)
+        # the catch-up's buffer holds unprojected target features: the graph projects them
+        feature_dim = head.fc.in_features if head.is_eagle3 else head.config.layer.hidden_size
+        self.extend = StaticBuffers(plan.max_num_reqs, self.query_len, plan.max_blocks_per_req, feature_dim,
+                                    head.dtype, plan.device, max_positions=plan.max_positions)
         # Every phase of a round reads the same block tables: the steps share the catch-up's buffer.
         self.steps = [StaticBuffers(plan.max_num_reqs, 1, plan.max_blocks_per_req, None, head.dtype, plan.device,
                                     block_tables=self.extend.block_tables, max_positions=plan.max_positions)
@@ -57,17 +65,32 @@ class EagleRoundGraphs:
         head, kv = self.proposer.head, self.proposer.kv_cache
         num_tokens = bucket * self.query_len
         md = self.extend.metadata(GraphShape(bucket, self.query_len), self.block_size)
-        out = head(self.extend.input_ids[:num_tokens], self.extend.hidden[:num_tokens], md, kv,
-                   phase="eagle_extend", check_metadata=False)
+        features = head.project_target_features(self.extend.hidden[:num_tokens])
+        out = head(self.extend.input_ids[:num_tokens], features, md, kv, phase="eagle_extend", check_metadata=False)
         last = self.last_rows[:bucket]
         hidden, ids = out.hidden[last], self.proposer.argmax_target_ids(out.logits_input[last])
         drafts = [ids]
-        for buffers in self.steps:
+        for j, buffers in enumerate(self.steps, start=1):
+            self._derive_step_metadata(buffers, bucket, j)
             md = buffers.metadata(GraphShape(bucket, 1), self.block_size)
             out = head(ids, hidden, md, kv, phase="eagle_step", check_metadata=False)
             hidden, ids = out.hidden, self.proposer.argmax_target_ids(out.logits_input)
             drafts.append(ids)
         return (torch.stack(drafts, dim=1),)
+
+    def _derive_step_metadata(self, buffers: StaticBuffers, bucket: int, step: int) -> None:
+        """Step j's metadata from the catch-up's, on the device: a request whose last catch-up query sits at p
+        queries p + j, sees p + j + 1 keys and writes the slot of p + j; a padding request (its last catch-up
+        slot is -1) queries position 0, sees 1 key and writes nothing."""
+        last = self.last_rows[:bucket]
+        is_real = self.extend.slot_mapping[last] != PADDING_SLOT  # [bucket]
+        positions = torch.where(is_real, self.extend.positions[last] + step, 0)  # [bucket]
+        tables = self.extend.block_tables[:bucket]
+        blocks = tables.gather(1, (positions // self.block_size)[:, None])[:, 0].to(torch.int64)
+        slots = blocks * self.block_size + positions % self.block_size
+        buffers.positions[:bucket].copy_(positions)
+        buffers.slot_mapping[:bucket].copy_(torch.where(is_real, slots, PADDING_SLOT))
+        buffers.seq_lens[:bucket].copy_(positions + 1)
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -86,9 +109,9 @@ class EagleRoundGraphs:
         self.check_metadata(inp.extend_md, "eagle_extend")
         for j, md in enumerate(inp.step_mds, start=1):
             self.check_metadata(md, f"eagle_step_{j}")
-        self.extend.load(GraphShape(bucket, self.query_len), inp.extend_input_ids, inp.extend_md, inp.extend_hidden)
-        for buffers, md in zip(self.steps, inp.step_mds):
-            buffers.load(GraphShape(bucket, 1), None, md, None)
+        self.extend.load(GraphShape(bucket, self.query_len), inp.extend_input_ids, inp.extend_md, None)
+        # Real rows get this round's features; padding rows keep earlier finite values (their outputs are dropped).
+        self.extend.hidden.index_copy_(0, inp.real_rows, inp.new_features)
         graph, outputs = self._graphs[bucket]
         if graph is None:
             with torch.inference_mode():
@@ -96,4 +119,19 @@ class EagleRoundGraphs:
         else:
             graph.replay()
         self.num_replays += 1
+        for j, (buffers, md) in enumerate(zip(self.steps, inp.step_mds), start=1):
+            check_derived_step(buffers, md, f"eagle_step_{j}")
         return outputs[0][:n]
+
+
+def check_derived_step(buffers: StaticBuffers, md: AttentionMetadata, where: str) -> None:
+    """Debug invariants: what the graph derived for a draft step equals the host's reference metadata."""
+    n = md.num_reqs
+    derived = {"positions": buffers.positions[:n].tolist(), "slot_mapping": buffers.slot_mapping[:n].tolist(),
+               "seq_lens": buffers.seq_lens[:n].tolist()}
+    expected = {"positions": list(md.positions_cpu), "slot_mapping": list(md.slot_mapping_cpu),
+                "seq_lens": list(md.seq_lens_cpu)}
+    for name, values in derived.items():
+        if values != expected[name]:
+            raise InvariantViolation(f"{where}: the round graph derived {name} {values[:8]}, the reference "
+                                     f"metadata says {expected[name][:8]}")
