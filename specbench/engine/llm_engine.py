@@ -12,7 +12,8 @@ from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
 from specbench.engine.inputs import build_prefill_input, build_verify_input
 from specbench.engine.outputs import RequestOutput
-from specbench.engine.overlap import InflightDecode, OverlappedDecode
+from specbench.engine.overlap import InflightDecode, OverlappedDecode, copy_to_host
+from specbench.engine.round_overlap import InflightRound, OverlappedRounds, VerifyLaunch
 from specbench.engine.request import Request
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
@@ -25,7 +26,7 @@ from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, mak
 from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
-class LLMEngine(OverlappedDecode):
+class LLMEngine(OverlappedDecode, OverlappedRounds):
     def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
@@ -58,6 +59,7 @@ class LLMEngine(OverlappedDecode):
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
         self.async_scheduling = config.async_scheduling  # config's value until set_async_scheduling
         self._inflight: InflightDecode | None = None  # a plain decode step launched, its tokens not yet read
+        self._inflight_round: InflightRound | None = None  # a verify launched, the next round drafted ahead
         self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
 
     # ---- requests -------------------------------------------------------------------------
@@ -157,7 +159,7 @@ class LLMEngine(OverlappedDecode):
 
     def has_unfinished(self) -> bool:
         """Requests waiting or running, or a launched step still to read back."""
-        return self._inflight is not None or self.scheduler.has_unfinished()
+        return self._inflight is not None or self._inflight_round is not None or self.scheduler.has_unfinished()
 
     # ---- the step loop --------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
@@ -167,6 +169,8 @@ class LLMEngine(OverlappedDecode):
         has launched its successor (engine/overlap.py): the results of a step may come one call late."""
         if self._inflight is not None:
             return self._step_overlapped()
+        if self._inflight_round is not None:
+            return self._step_round_overlapped()
         start = time.perf_counter()
         batch = self.scheduler.schedule(start)
         if batch is None:
@@ -180,7 +184,10 @@ class LLMEngine(OverlappedDecode):
         if batch.is_prefill:
             committed, num_drafted, num_accepted, num_tokens = self._prefill(batch.requests, st, timer)
         else:
-            committed, num_drafted, num_accepted, num_tokens = self._decode(batch, st, timer)
+            decoded = self._decode(batch, st, timer, start)
+            if decoded is None:
+                return []
+            committed, num_drafted, num_accepted, num_tokens = decoded
         emit_time = time.perf_counter()
         finished = []
         for request, tokens in zip(batch.requests, committed):
@@ -234,13 +241,22 @@ class LLMEngine(OverlappedDecode):
             offset += num
         return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
 
-    def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer):
-        requests = batch.requests
+    def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer, start: float):
+        """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
         proposal = None
         if self.proposer is not None and any(batch.num_draft_tokens):
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
+        launch = self._launch_verify(batch.requests, proposal, st, timer)
+        inflight = self._round_ahead(batch, launch, st, timer, start)
+        if inflight is not None:
+            self._inflight_round = inflight
+            return None
+        output_rows, accepted = launch.rows()
+        return self._read_verify(launch, output_rows, accepted, is_ahead=False)
+
+    def _launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer) -> VerifyLaunch:
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
         timer.start("target")
         out = self.runner.verify(inp)
@@ -252,24 +268,31 @@ class LLMEngine(OverlappedDecode):
         else:
             result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
-        # the step's one host sync: each row is the output tokens, then the number accepted
-        rows = torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1).tolist()
-        output_rows, accepted = [row[:-1] for row in rows], [row[-1] for row in rows]
+        # the step's one device->host copy: each row is the output tokens, then the number accepted
+        host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
+        return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
+                            tuple(r.num_cached_tokens for r in requests), result.output_token_ids,
+                            result.num_accepted, out.features, host_rows, copied)
+
+    def _read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, is_ahead: bool):
+        """Advance each request by its verified tokens; (committed tokens per request, drafted, accepted, tokens).
+        `is_ahead`: the next round was built from this verify on the device, which consumed its features."""
+        requests, proposal = launch.requests, launch.proposal
         num_drafts = proposal.num_draft_tokens if proposal is not None else (0,) * len(requests)
         committed = []
         offset = 0
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
-            if self.needs_features:
+            if self.needs_features and not is_ahead:
                 self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
-                                                  out.features[offset : offset + num_new])
+                                                  launch.features[offset : offset + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
             request.stats.record_round(num_drafts[r], accepted[r])
             committed.append(output_rows[r][:num_new])
         if proposal is not None:
             self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
-        return committed, sum(num_drafts), sum(accepted), inp.md.num_tokens
+        return committed, sum(num_drafts), sum(accepted), launch.num_scheduled_tokens
 
     def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
         requests = batch.requests

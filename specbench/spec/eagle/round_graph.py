@@ -24,6 +24,17 @@ from specbench.runtime.cuda_graph import GraphShape, StaticBuffers, batch_bucket
 
 
 @dataclass(frozen=True, slots=True)
+class AheadRoundInput:
+    """A round launched from a verify's outputs before the host read them (engine overlap of EAGLE rounds)."""
+
+    newest_positions: torch.Tensor  # [num_reqs] int64, position of each request's newest token at that verify
+    block_tables: torch.Tensor  # [num_reqs, max_num_blocks] int32, cover the next verify's positions
+    verify_token_ids: torch.Tensor  # [num_reqs, k + 1] int64 the verify's output: accepted drafts, then the bonus
+    num_accepted: torch.Tensor  # [num_reqs] int64
+    target_features: torch.Tensor  # [num_reqs * (k + 1), feature_dim] the verify's features, row j = newest + j
+
+
+@dataclass(frozen=True, slots=True)
 class RoundInput:
     extend_input_ids: torch.Tensor  # [num_reqs * (k + 1)] per request: padding ids, then the catch-up tokens
     extend_md: AttentionMetadata  # num_reqs x (k + 1) queries, leading padding with slot -1
@@ -53,9 +64,12 @@ class EagleRoundGraphs:
                       for _ in range(num_steps - 1)]
         # [max_reqs] row of each request's last catch-up query
         self.last_rows = torch.arange(1, plan.max_num_reqs + 1, device=plan.device) * self.query_len - 1
+        self.query_index = torch.arange(self.query_len, device=plan.device)  # [k + 1]
+        self.request_index = torch.arange(plan.max_num_reqs, device=plan.device)  # [max_reqs]
         self.pool = torch.cuda.graph_pool_handle() if plan.device.type == "cuda" else None
         self._graphs: dict[int, tuple[object, tuple[torch.Tensor, ...]]] = {}
         self.num_replays = 0
+        self.num_ahead = 0  # replays of rounds built on the device from a verify not yet read (run_ahead)
 
     def bucket_for(self, num_reqs: int) -> int | None:
         return next((b for b in self.buckets if b >= num_reqs), None)
@@ -112,6 +126,12 @@ class EagleRoundGraphs:
         self.extend.load(GraphShape(bucket, self.query_len), inp.extend_input_ids, inp.extend_md, None)
         # Real rows get this round's features; padding rows keep earlier finite values (their outputs are dropped).
         self.extend.hidden.index_copy_(0, inp.real_rows, inp.new_features)
+        outputs = self._replay(bucket)
+        for j, (buffers, md) in enumerate(zip(self.steps, inp.step_mds), start=1):
+            check_derived_step(buffers, md, f"eagle_step_{j}")
+        return outputs[0][:n]
+
+    def _replay(self, bucket: int) -> tuple[torch.Tensor, ...]:
         graph, outputs = self._graphs[bucket]
         if graph is None:
             with torch.inference_mode():
@@ -119,9 +139,57 @@ class EagleRoundGraphs:
         else:
             graph.replay()
         self.num_replays += 1
-        for j, (buffers, md) in enumerate(zip(self.steps, inp.step_mds), start=1):
-            check_derived_step(buffers, md, f"eagle_step_{j}")
-        return outputs[0][:n]
+        return outputs
+
+    @torch.inference_mode()
+    def run_ahead(self, inp: AheadRoundInput) -> torch.Tensor:  # [num_reqs, k], valid until the next replay
+        """The next round from a verify's outputs still on the device (the host has not read them): request r
+        accepted a drafts, so its catch-up covers positions newest .. newest + a (the verify's first a + 1
+        query rows), fed the verify's output tokens 0 .. a; k - a padding queries lead. Built here with device
+        ops, as build_round_input builds it on the host (the debug invariants compare the two)."""
+        n, q, bs = len(inp.newest_positions), self.query_len, self.block_size
+        bucket = self.bucket_for(n)
+        buf = self.extend
+        width = inp.block_tables.shape[1]
+        buf.block_tables[:n, :width].copy_(inp.block_tables, non_blocking=True)
+        num_pad = (q - 1) - inp.num_accepted  # [n]
+        src = self.query_index[None, :] - num_pad[:, None]  # [n, q] verify row feeding each query, < 0 = padding
+        is_real = src >= 0
+        row = src.clamp_min(0)
+        positions = inp.newest_positions[:, None] + src  # [n, q]
+        blocks = inp.block_tables.gather(1, positions // bs).to(torch.int64)
+        slots = torch.where(is_real, blocks * bs + positions % bs, PADDING_SLOT)
+        num_tokens = n * q
+        buf.input_ids[:num_tokens].copy_(torch.where(is_real, inp.verify_token_ids.gather(1, row), 0).flatten())
+        buf.positions[:num_tokens].copy_(positions.flatten())
+        buf.slot_mapping[:num_tokens].copy_(slots.flatten())
+        buf.seq_lens[:n].copy_(inp.newest_positions + inp.num_accepted + 1)
+        buf.hidden[:num_tokens].copy_(inp.target_features[(self.request_index[:n, None] * q + row).flatten()])
+        buf.pad_from(GraphShape(bucket, q), n)
+        self.num_ahead += 1
+        return self._replay(bucket)[0][:n]
+
+
+def check_ahead_round(buffers: StaticBuffers, reference: RoundInput, rows_of_request: tuple[int, ...],
+                      where: str = "eagle_extend (ahead)") -> None:
+    """Debug invariants: the catch-up built on the device equals the host's reference build, for the requests
+    in `reference` (rows `rows_of_request` of the device batch)."""
+    md = reference.extend_md
+    q = md.max_query_len
+    token_rows = torch.tensor([b * q + j for b in rows_of_request for j in range(q)], device=buffers.positions.device)
+    request_rows = torch.tensor(rows_of_request, device=buffers.positions.device)
+    derived = {"positions": buffers.positions[token_rows].tolist(),
+               "slot_mapping": buffers.slot_mapping[token_rows].tolist(),
+               "seq_lens": buffers.seq_lens[request_rows].tolist(), "input_ids": buffers.input_ids[token_rows].tolist()}
+    expected = {"positions": list(md.positions_cpu), "slot_mapping": list(md.slot_mapping_cpu),
+                "seq_lens": list(md.seq_lens_cpu), "input_ids": reference.extend_input_ids.tolist()}
+    for name, values in derived.items():
+        if values != expected[name]:
+            raise InvariantViolation(f"{where}: built on the device {name} {values[:8]}, the reference build says "
+                                     f"{expected[name][:8]}")
+    hidden = buffers.hidden[token_rows][reference.real_rows]
+    if not torch.equal(hidden, reference.new_features.to(hidden.dtype)):
+        raise InvariantViolation(f"{where}: the device catch-up fed other target features than the reference")
 
 
 def check_derived_step(buffers: StaticBuffers, md: AttentionMetadata, where: str) -> None:
