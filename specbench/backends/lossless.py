@@ -93,7 +93,7 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float =
     validate_config(spec)
     validate_config(ref)
     workload = get_workload(spec.workload, **workload_options(spec))
-    samples = workload.load(resolve_data_source(spec.data_dir), spec.limit, spec.seed).samples
+    samples = workload.load(resolve_data_source(spec.data_dir), spec.limit, spec.engine.seed).samples
     key = CellKey(0, 0.0, max(spec.concurrency), spec.num_steps[0])
     chat_template = workload.is_chat if spec.chat_template is None else spec.chat_template
     results = []

@@ -98,7 +98,7 @@ class OpenAIBackend:
             },
             "device": {"type": "remote", "name": url, "dtype": None},
             "kv_pool": None,
-            "models": {"target": {"path": self.model, "weights_sha256": None}, "draft_source": config.draft},
+            "models": {"target": {"path": self.model, "weights_sha256": None}, "draft_source": config.engine.draft},
             "proposer": None,
             "engine_config": None,
         }
@@ -210,9 +210,9 @@ class OpenAIBackend:
 
 
 def _tokenizer_source(config: SweepConfig) -> str | None:
-    if config.tokenizer is not None:
-        return config.tokenizer
-    return config.target if config.target != "default" else None
+    if config.engine.tokenizer is not None:
+        return config.engine.tokenizer
+    return config.engine.target if config.engine.target != "default" else None
 
 
 def local_tokenizer_of(config: SweepConfig):

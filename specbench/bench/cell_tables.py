@@ -26,7 +26,7 @@ def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Worklo
         "concurrency": key.concurrency,
         "temperature": key.temperature_value,
         "num_steps": key.num_steps,
-        "method": config.method,
+        "method": config.engine.method,
         "workload": workload.name,
         "workload_version": workload.version,
         "label": config.label,

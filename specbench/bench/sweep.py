@@ -50,7 +50,7 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
         config, manifest = resume_config(Path(config.resume), config, explicit)
     validate_config(config)
     workload = get_workload(config.workload, **workload_options(config))
-    data = workload.load(resolve_data_source(config.data_dir), config.limit, config.seed)
+    data = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed)
     run_dir = Path(config.resume) if manifest is not None else plan_run_dir(config)
     grid = build_grid(config)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
 from specbench.errors import SpecbenchError
 
 # Where results go and how they are shown: free to differ when a run is resumed.
@@ -62,8 +64,6 @@ class SweepConfig:
     # window starts with every batch shape and slot warmed).
     warmup: int | None = None
     repeats: int = 1
-    seed: int = 0
-    inject: str | None = None  # engine fault (specbench.faults) for check/selftest studies; marked in every table
     # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
     backend: str = EMBEDDED  # embedded | openai
     base_url: str | None = None  # openai: server root, e.g. http://127.0.0.1:8000
@@ -75,28 +75,10 @@ class SweepConfig:
     server_baseline_cmd: str | None = None  # template for num-steps 0 (None: the preset's, else server_cmd)
     server_adapter: str = "auto"  # whose metrics and response fields to read (backends/server_adapters.py)
     server_ready_timeout: float = 600.0  # seconds a launched server may take to answer /health
-    # engine (models are loaded once per sweep; over HTTP only `method`/`num_steps` label what the server runs)
-    target: str = "default"
-    method: str = "none"
-    draft: str | None = None
-    dtype: str = "auto"
-    device: str = "auto"
-    load_format: str = "auto"
-    allow_pickle: bool = False
-    tokenizer: str | None = None
-    kv_cache_gb: float | None = None
-    gpu_memory_utilization: float = 0.85
-    block_size: int = 16
-    max_model_len: int | None = None
-    max_num_batched_tokens: int = 8192
-    ngram_min: int = 1
-    ngram_max: int = 4
-    eagle_aux_layer_ids: tuple[int, ...] | None = None
-    eagle_aux_convention: str = "auto"
-    attention_backend: str = "auto"
-    verifier: str = "auto"
-    synthetic_acceptance: tuple[float, ...] | None = None  # forced acceptance: output NOT lossless
-    enforce_eager: bool = False  # no CUDA graphs
+    # engine: the shared option group, stored flat in manifests under the same keys as the command line's
+    # options. Its max_num_steps and max_concurrency are not the sweep's: the grid sets them (backends/embedded.py).
+    # Over HTTP only target, method, draft and tokenizer are read (labels, --server-cmd templates).
+    engine: EngineConfig = field(default_factory=EngineConfig)
     # outputs
     label: str | None = None
     results_dir: str = "results"
@@ -128,15 +110,27 @@ class SweepConfig:
         return concurrency if self.warmup is None else self.warmup
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: tuples become lists, an infinite rate the string "inf"."""
-        out = dataclasses.asdict(self)
+        """Flat and JSON-safe (a manifest's `config`): engine options beside the sweep's own fields, tuples as
+        lists, an infinite rate as the string "inf"."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "engine":
+                out.update((name, getattr(self.engine, name)) for name in ENGINE_OPTION_NAMES)
+            else:
+                out[f.name] = getattr(self, f.name)
         out["request_rate"] = "inf" if math.isinf(self.request_rate) else self.request_rate
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> SweepConfig:
+        """From flat names, as on the command line and in a manifest: engine options go into `engine`."""
+        own = dict(values)
+        engine = EngineConfig(**{name: own.pop(name) for name in ENGINE_OPTION_NAMES if name in own})
+        return cls(**own, engine=engine)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - set(FLAT_NAMES))
         if unknown:
             raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
         values = dict(data)
@@ -145,11 +139,17 @@ class SweepConfig:
                      "goodput"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
-        return cls(**values)
+        return cls.from_flat(values)
 
     def identity(self) -> dict[str, Any]:
         """The fields that define the measurements (a resumed run must match them)."""
         return {k: v for k, v in self.to_dict().items() if k not in RUN_LOCAL_FIELDS}
+
+
+# The keys of `to_dict`: what a manifest stores, what --resume compares, what a command line may set.
+FLAT_NAMES: tuple[str, ...] = tuple(
+    name for f in dataclasses.fields(SweepConfig) for name in (ENGINE_OPTION_NAMES if f.name == "engine" else (f.name,))
+)
 
 
 def validate_config(config: SweepConfig) -> None:
@@ -162,14 +162,14 @@ def validate_config(config: SweepConfig) -> None:
     if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
         from specbench.spec.registry import PROPOSERS
 
-        PROPOSERS.get(config.method)
+        PROPOSERS.get(config.engine.method)
     _check_backend(config)
     _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
     if not config.temperature:
         raise SpecbenchError("--temperature needs at least one value")
     _check_values("--temperature", [t for t in config.temperature if t is not None], lambda v: v >= 0, ">= 0")
     _check_values("--num-steps", config.num_steps, lambda v: v >= 0, ">= 0")
-    if config.is_embedded and config.method == "none" and config.max_num_steps > 0:  # a server picks its own
+    if config.is_embedded and config.engine.method == "none" and config.max_num_steps > 0:  # a server picks its own
         raise SpecbenchError(
             f"--num-steps {','.join(map(str, config.num_steps))} needs a speculative --method (ngram, draft, ...)"
         )
@@ -229,7 +229,7 @@ def _check_backend(config: SweepConfig) -> None:
             if value is not None:
                 raise SpecbenchError(f"{flag} needs an HTTP backend (--backend openai)")
         return
-    if config.inject is not None:
+    if config.engine.inject is not None:
         raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
     if config.server_cmd is not None:
         _check_server_launch(config)

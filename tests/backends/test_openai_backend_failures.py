@@ -178,11 +178,12 @@ def test_backend_config_errors(fields, message):
     from specbench.errors import SpecbenchError
 
     with pytest.raises(SpecbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        validate_config(SweepConfig(**fields))
+        validate_config(SweepConfig.from_flat(fields))
 
 
 def test_an_http_grid_has_no_baseline_cell():
     from specbench.bench.sweep_config import SweepConfig
+    from specbench.config import EngineConfig
 
-    assert SweepConfig(backend="openai", base_url="http://h", method="draft", num_steps=(3,)).grid_num_steps == (3,)
-    assert SweepConfig(method="draft", num_steps=(3,)).grid_num_steps == (0, 3)
+    assert SweepConfig(backend="openai", base_url="http://h", engine=EngineConfig(method="draft"), num_steps=(3,)).grid_num_steps == (3,)
+    assert SweepConfig(engine=EngineConfig(method="draft"), num_steps=(3,)).grid_num_steps == (0, 3)

@@ -181,7 +181,7 @@ def test_launch_config_errors(fields, message):
     from specbench.errors import SpecbenchError
 
     with pytest.raises(SpecbenchError, match=message.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(")):
-        validate_config(SweepConfig(backend="openai", **fields))
+        validate_config(SweepConfig.from_flat({"backend": "openai", **fields}))
 
 
 def test_presets_render_for_every_k_and_the_baseline_drops_speculation():

@@ -67,7 +67,7 @@ def test_duration_bounds_scheduled_arrivals_and_ramps_by_time():
 )
 def test_validate_rejects_bad_load_options(changes, message):
     with pytest.raises(SpecbenchError, match=message):
-        validate_config(SweepConfig(**changes))
+        validate_config(SweepConfig.from_flat(changes))
 
 
 def test_config_round_trips_the_new_fields():
