@@ -22,7 +22,7 @@ from specbench.workloads.base import Sample
 
 def engine_config(config: SweepConfig) -> EngineConfig:
     """The sweep's engine: its engine options, k up to the grid's largest, concurrency up to the largest cell's."""
-    return dataclasses.replace(config.engine, num_steps=config.max_num_steps,
+    return dataclasses.replace(config.engine, max_num_steps=config.max_num_steps,
                                max_concurrency=max(config.concurrency))  # cells cap concurrency themselves
 
 

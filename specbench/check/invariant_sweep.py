@@ -50,7 +50,7 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
         label += ", eager" if enforce_eager else ", CUDA graphs"
         run_setup = setup
         if not enforce_eager:  # built for the largest k so that every k has captured graphs
-            run_setup = setup.with_engine(num_steps=max(ks))
+            run_setup = setup.with_engine(max_num_steps=max(ks))
         llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
         for k in ks:
             llm.engine.set_num_steps(k)

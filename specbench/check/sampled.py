@@ -139,8 +139,9 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
 
-    bonus_positions = (setup.engine.num_steps + 1,)  # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
-    bonus_run = replace(params, max_tokens=setup.engine.num_steps + 2)
+    # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
+    bonus_positions = (setup.engine.max_num_steps + 1,)
+    bonus_run = replace(params, max_tokens=setup.engine.max_num_steps + 2)
     accepted, drafted, bonus = _self_draft_run(self_draft_setup(setup), model, prompts, num_samples, bonus_run,
                                                bonus_positions)
     acceptance = accepted / max(drafted, 1)

@@ -51,7 +51,7 @@ def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool =
     reference (no fault, no draft)."""
     config = replace(setup.engine, **overrides)
     if not speculative:
-        config = replace(config, method="none", draft=None, num_steps=0, inject=None)
+        config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
     with debug_invariants(invariants):
         return LLM(config)
 
@@ -66,7 +66,7 @@ def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = N
     def blocks(num_tokens: int) -> int:
         return -(-num_tokens // setup.engine.block_size)
 
-    extra = setup.max_tokens + (max_num_steps or setup.engine.num_steps) + 1
+    extra = setup.max_tokens + (max_num_steps or setup.engine.max_num_steps) + 1
     alone = max(blocks(len(p) + extra) for p in setup.prompts) + 1
     batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.engine.max_concurrency]) + 1
     return {"num_kv_blocks": max(alone, batch)}

@@ -68,7 +68,7 @@ def check(
 
     chosen = resolve_budget(budget)
     prompts = tuple(check_prompts(data_dir))
-    setup = CheckSetup(check_engine(**engine, num_steps=num_steps), prompts, max_tokens)
+    setup = CheckSetup(check_engine(**engine, max_num_steps=num_steps), prompts, max_tokens)
     if save_baseline:
         save(measure_acceptance(chosen.apply(setup)), save_baseline)
         print(f"acceptance baseline written to {save_baseline}")

@@ -50,7 +50,7 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     if "eagle" in methods:
         drafts["eagle"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle", seed=seed)
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], num_steps=num_steps, seed=seed,
+    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
                                        device=device), prompts) for m in methods}
 
 

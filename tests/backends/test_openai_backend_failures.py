@@ -185,5 +185,6 @@ def test_an_http_grid_has_no_baseline_cell():
     from specbench.bench.sweep_config import SweepConfig
     from specbench.config import EngineConfig
 
-    assert SweepConfig(backend="openai", base_url="http://h", engine=EngineConfig(method="draft"), num_steps=(3,)).grid_num_steps == (3,)
+    draft = EngineConfig(method="draft")
+    assert SweepConfig(backend="openai", base_url="http://h", engine=draft, num_steps=(3,)).grid_num_steps == (3,)
     assert SweepConfig(engine=EngineConfig(method="draft"), num_steps=(3,)).grid_num_steps == (0, 3)

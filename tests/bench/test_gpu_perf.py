@@ -17,7 +17,7 @@ from bench_gpu_table import render  # noqa: E402
 def test_measure_decode_and_table(tmp_path):
     head = write_dummy_eagle3_head(get_preset("tiny-llama"), tmp_path / "head", draft_vocab_size=512)
     llm = LLM("tiny-llama", load_format="dummy", dtype="fp32", device="cpu", method="eagle3", draft=str(head),
-              num_steps=3, synthetic_acceptance=(0.73, 0.52, 0.35), max_concurrency=4, num_kv_blocks=256)
+              max_num_steps=3, synthetic_acceptance=(0.73, 0.52, 0.35), max_concurrency=4, num_kv_blocks=256)
     common = dict(prompt_len=16, output_len=48, bandwidth_gbps=100.0)
     plain = measure_decode(llm, label="plain", concurrency=4, num_steps=0, **common)
     eagle = measure_decode(llm, label="eagle3 synthetic", concurrency=4, num_steps=3, **common)

@@ -29,7 +29,7 @@ def eagle3_setup(tmp_path_factory) -> CheckSetup:
     head = build_head_dir(root / "heads", "eagle3-native-nested", target)
     tok = load_tiny_tokenizer()
     prompts = tuple(tuple(tok(q)["input_ids"][:n]) for q, n in zip(gsm8k_questions("test")[:6], (9, 30, 14, 22, 6, 35)))
-    return CheckSetup(check_engine(target=str(target), method="eagle3", draft=str(head), num_steps=3), prompts)
+    return CheckSetup(check_engine(target=str(target), method="eagle3", draft=str(head), max_num_steps=3), prompts)
 
 
 def _results(setup: CheckSetup, inject: str | None, checks: tuple[str, ...]):

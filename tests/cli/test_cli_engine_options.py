@@ -46,6 +46,6 @@ def test_engine_option_values_reach_the_config():
 
     raw = {f.name: f.default for f in dataclasses.fields(EngineConfig) if f.metadata.get("cli")}
     raw.update(synthetic_acceptance="0.7,0.5", eagle_aux_layer_ids="2, 5", method="ngram")
-    config = EngineConfig(**parse_engine_values(raw), num_steps=2)
+    config = EngineConfig(**parse_engine_values(raw), max_num_steps=2)
     assert config.synthetic_acceptance == (0.7, 0.5) and config.eagle_aux_layer_ids == (2, 5)
 

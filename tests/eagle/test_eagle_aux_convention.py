@@ -16,7 +16,7 @@ VARIANT = "eagle3-native-nested"
 def runs(head_dir, target_dir, prompt_ids):
     def run(**kwargs):
         llm, outs = run_engine(target_dir("t4"), prompt_ids, method="eagle3", draft=str(head_dir(VARIANT)),
-                               num_steps=3, **kwargs)
+                               max_num_steps=3, **kwargs)
         return llm.engine.proposer.describe()["aux_layers"], outs
 
     return {

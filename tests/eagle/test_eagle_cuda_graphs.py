@@ -26,7 +26,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | None = None):
-    llm = LLM(str(target), method="eagle3", draft=str(head), num_steps=num_steps, dtype="fp32", device=DEVICE,
+    llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=num_steps, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
               inject=inject)
     engine = llm.engine

@@ -34,7 +34,7 @@ def build(target: str, graphs: bool, dtype: str = "fp32", **kwargs) -> LLM:
     engine = llm.engine
     if graphs:
         plan = graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len)
-        capture_graphs(plan, engine.runner, engine.proposer, llm.config.num_steps)
+        capture_graphs(plan, engine.runner, engine.proposer, llm.config.max_num_steps)
     return llm
 
 
@@ -57,7 +57,7 @@ def test_buckets_cover_every_batch_size():
 @pytest.mark.parametrize("method", ["none", "draft"])
 def test_graph_replays_match_eager(tiny_pair, prompts, method):
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=3) if method == "draft" else {}
+    kwargs = dict(method="draft", draft=draft, max_num_steps=3) if method == "draft" else {}
     eager = build(target, graphs=False, **kwargs)
     graphed = build(target, graphs=True, **kwargs)
     lengths = [6, 9, 12, 7, 10]  # requests finish at different steps: every bucket size gets used
@@ -75,7 +75,7 @@ def test_padding_requests_never_write_kv(tiny_pair, prompts):
     """Same batch eager and graphed: the caches end equal (up to matmul blocking, which depends on the padded
     row count), so padding (slot -1) wrote nowhere; a write at slot -1 would land in the never-used last slot."""
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=2)
+    kwargs = dict(method="draft", draft=draft, max_num_steps=2)
     caches = []
     for graphs in (False, True):
         llm = build(target, graphs=graphs, **kwargs)
@@ -94,7 +94,7 @@ def test_gpu_default_engine_uses_graphs_and_matches_enforce_eager(tiny_pair, pro
     identical even in bf16. With padding (5 ragged requests) GEMMs see more rows and may round differently: exact
     in fp32 here, and reported for bf16."""
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=3, dtype=dtype, device="cuda", max_concurrency=8,
+    kwargs = dict(method="draft", draft=draft, max_num_steps=3, dtype=dtype, device="cuda", max_concurrency=8,
                   num_kv_blocks=512, block_size=16)
     graphed = LLM(target, **kwargs)
     eager = LLM(target, enforce_eager=True, **kwargs)

@@ -81,7 +81,7 @@ def prompts() -> list[list[int]]:
 
 def test_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir, prompts):
     """fp32 draft-model speculation: prefill, decode-shaped draft steps and k+1-query verify through Triton."""
-    kwargs = dict(method="draft", draft=str(tiny_draft_dir), num_steps=2)
+    kwargs = dict(method="draft", draft=str(tiny_draft_dir), max_num_steps=2)
     expected = run_engine(str(tiny_model_dir), prompts[:2], "torch", "fp32", **kwargs)
     got = run_engine(str(tiny_model_dir), prompts[:2], "triton", "fp32", **kwargs)
     assert got == expected
@@ -92,7 +92,7 @@ def test_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir
 @pytest.mark.parametrize("method", ["none", "draft"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir, prompts, dtype, method):
-    kwargs = dict(method="draft", draft=str(tiny_draft_dir), num_steps=3) if method == "draft" else {}
+    kwargs = dict(method="draft", draft=str(tiny_draft_dir), max_num_steps=3) if method == "draft" else {}
     expected = run_engine(str(tiny_model_dir), prompts, "torch", dtype, max_tokens=40, **kwargs)
     got = run_engine(str(tiny_model_dir), prompts, "triton", dtype, max_tokens=40, **kwargs)
     if dtype == "fp32":
