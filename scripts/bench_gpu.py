@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -139,8 +138,7 @@ def main() -> None:
         flashinfer_section(res, args, bw)
     if not args.skip_hf:
         hf_section(res, args)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_gpu_table import render
+    from specbench.bench.gpu_table import render
 
     table = render(res.data)
     (res.out / "bench.md").write_text(table)

@@ -7,16 +7,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench.backends.admission import run_turns
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
-from specbench.bench.admission import FinishedTurn, run_turns
-from specbench.bench.environment import device_info
-from specbench.bench.grid import CellKey
-from specbench.bench.preflight import check_prompts_fit
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.environment import device_info
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.preflight import check_prompts_fit
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 

@@ -15,11 +15,11 @@ from specbench.backends.cache_reset import CacheReset
 from specbench.backends.openai_backend import OpenAIBackend, local_tokenizer_of
 from specbench.backends.server_process import ServerProcess, free_port
 from specbench.backends.server_template import LaunchValues, render, resolve_template
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 SERVERS_DIR = "servers"

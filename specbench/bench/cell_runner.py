@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specbench.backends.cache_reset import SKIPPED, CacheReset
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
 from specbench.bench.load_pattern import LoadPattern
-from specbench.bench.sweep_config import SweepConfig
 from specbench.bench.reasoning_split import answer_text
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.bench.warmup import warmup_turns
 from specbench.engine.stats import StepStats
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:

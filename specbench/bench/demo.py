@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specbench.bench.sweep_config import SweepConfig
 from specbench.config import EngineConfig
+from specbench.runs.sweep_config import SweepConfig
 
 DEMO_LIMIT = 4  # GSM8K test questions
 # Fewer shots than the protocol's 5 keep prompts short: on the 135M default model (CPU, 4 questions, 32 tokens)

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specbench.bench.environment import git_state, package_versions
-from specbench.bench.schema import SCHEMA_VERSION
 from specbench.bench.store import MANIFEST
-from specbench.bench.sweep_config import SweepConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.environment import git_state, package_versions
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.sweep_config import SweepConfig
 from specbench.workloads.base import LoadedData, Workload
 
 

@@ -51,10 +51,10 @@ def check_lossless(
 ) -> None:
     """Exit 0 when every greedy turn is identical on both servers or differs only by near-tied argmaxes (--strict:
     identical), 1 on a divergent or unclassified mismatch or a failed request."""
-    from specbench.backends.lossless import check_lossless as run_check
-    from specbench.backends.lossless import format_lossless
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.bench.lossless import check_lossless as run_check
+    from specbench.bench.lossless import format_lossless
     from specbench.config import EngineConfig
+    from specbench.runs.sweep_config import SweepConfig
 
     def side(url: str, model: str | None) -> SweepConfig:
         return SweepConfig(workload=workload, data_dir=data_dir, limit=limit, shots=shots, chat_template=chat_template,
@@ -67,7 +67,7 @@ def check_lossless(
         import tempfile
         from pathlib import Path
 
-        from specbench.backends.lossless import check_lossless_launched
+        from specbench.bench.lossless import check_lossless_launched
 
         if base_url_spec or base_url_ref:
             raise SpecbenchError("--server-cmd launches both servers: drop --base-url-spec/--base-url-ref")

@@ -78,7 +78,7 @@ def sweep(
     from specbench.bench.grid import default_num_steps, parse_int_list, parse_temperature_list
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
-    from specbench.bench.sweep_config import FLAT_NAMES, SweepConfig
+    from specbench.runs.sweep_config import FLAT_NAMES, SweepConfig
 
     values = dict(ctx.params)
     values.update(

@@ -69,3 +69,7 @@ class Proposer(Protocol):
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        """While paused, draft-decode steps run eagerly; their captured graphs are kept for afterwards (no-op: the
+        proposer has none)."""

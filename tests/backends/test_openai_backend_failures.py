@@ -174,16 +174,17 @@ def test_an_unreachable_server_without_model_is_one_clear_error(tmp_path, monkey
     ],
 )
 def test_backend_config_errors(fields, message):
-    from specbench.bench.sweep_config import SweepConfig, validate_config
+    from specbench.bench.validate import validate_config
     from specbench.errors import SpecbenchError
+    from specbench.runs.sweep_config import SweepConfig
 
     with pytest.raises(SpecbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
         validate_config(SweepConfig.from_flat(fields))
 
 
 def test_an_http_grid_has_no_baseline_cell():
-    from specbench.bench.sweep_config import SweepConfig
     from specbench.config import EngineConfig
+    from specbench.runs.sweep_config import SweepConfig
 
     draft = EngineConfig(method="draft")
     assert SweepConfig(backend="openai", base_url="http://h", engine=draft, num_steps=(3,)).grid_num_steps == (3,)

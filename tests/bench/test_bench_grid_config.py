@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from specbench.bench.arrivals import arrival_offsets
-from specbench.bench.grid import CellKey, build_grid, parse_int_list, parse_temperature_list
+from specbench.bench.grid import build_grid, parse_int_list, parse_temperature_list
 from specbench.bench.resume import resume_config
-from specbench.bench.schema import SCHEMA_VERSION
-from specbench.bench.sweep_config import SweepConfig, validate_config
+from specbench.bench.validate import validate_config
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.sweep_config import SweepConfig
 
 NGRAM = EngineConfig(method="ngram")
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from specbench import LLM
 from specbench.bench.gpu_perf import GraphsOff, measure_decode
+from specbench.bench.gpu_table import render
 from specbench.models.presets import get_preset
 from specbench.spec.eagle.dummy import write_dummy_eagle3_head
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from bench_gpu_table import render  # noqa: E402
 
 
 def test_measure_decode_and_table(tmp_path):
@@ -27,6 +22,11 @@ def test_measure_decode_and_table(tmp_path):
     assert eagle.draft_ms > 0 and eagle.step_ms > 0 and eagle.floor_ms > 0
     with GraphsOff(llm.engine):
         assert llm.engine.runner.graphs is None
+    proposer, fake = llm.engine.proposer, object()  # captured step graphs (CPU: none, so a stand-in)
+    proposer.step_graphs = fake
+    with GraphsOff(llm.engine):
+        assert proposer.step_graphs is None
+    assert proposer.step_graphs is fake
     data = {"device": "cpu", "torch": "x", "cuda": None, "sections": {
         "copy_bandwidth_gbps": 100.0, "plain_c1": plain.to_dict(), "eagle3_c1": eagle.to_dict()}}
     table = render(data)

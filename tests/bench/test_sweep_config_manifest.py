@@ -8,10 +8,10 @@ import json
 
 from specbench.bench.resume import resume_config
 from specbench.bench.run_dir import default_run_id
-from specbench.bench.schema import SCHEMA_VERSION
-from specbench.bench.sweep_config import FLAT_NAMES, RUN_LOCAL_FIELDS, SweepConfig
 from specbench.check.setup import CheckSetup
 from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.sweep_config import FLAT_NAMES, RUN_LOCAL_FIELDS, SweepConfig
 
 # manifest.json `config` of a run written when SweepConfig repeated EngineConfig's fields (same schema version).
 STORED = json.loads("""{"workload": "gsm8k", "data_dir": null, "limit": null, "shots": null, "chat_template": null,

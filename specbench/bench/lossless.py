@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, TieDiagnosis
-from specbench.bench.admission import FinishedTurn
 from specbench.bench.cell_runner import turn_settings
-from specbench.bench.grid import CellKey
-from specbench.bench.preflight import workload_options
-from specbench.bench.sweep_config import SweepConfig, validate_config
-from specbench.bench.turns import TurnPlanner
+from specbench.bench.validate import validate_config
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.preflight import workload_options
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import TurnPlanner
 
 
 @dataclass(frozen=True)
