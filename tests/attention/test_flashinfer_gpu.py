@@ -17,8 +17,8 @@ pytestmark = [
                        reason="needs a CUDA device and an importable flashinfer (scripts/install_gpu_wheels.sh)"),
 ]
 
-from gpu_report import record_gpu_result  # noqa: E402
-from tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
+from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import create_backend  # noqa: E402

@@ -20,8 +20,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from asgi_thread import closed_port_url, serve_in_thread
-from tiny_models import data_dir, tiny_tokenizer_dir
+from tests.support.asgi_thread import serve_in_thread
+from tests.support.ports import closed_port_url
+from tests.support.tiny_models import data_dir, tiny_tokenizer_dir
 
 SECRET = "sk-fake-secret-abcdef0123456789"
 BEHAVIOURS = ("ok", "http_500", "disconnect", "no_usage", "slow", "malformed")

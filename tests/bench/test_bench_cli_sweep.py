@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specbench.bench.summary_table import format_summary
 from specbench.runs.records import cell_metrics_from_rows
 from specbench.runs.schema import TABLES, arrow_schema
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 GRID = ["--concurrency", "1,3", "--temperature", "0,1", "--num-steps", "0,2"]
 NUM_SAMPLES, MAX_K = 3, 2

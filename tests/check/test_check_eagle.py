@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from eagle_heads import PREEMPTING_KV_BLOCKS, build_head_dir, build_target
-from tiny_models import gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 from specbench import SamplingParams
 from specbench.check.battery import run_checks

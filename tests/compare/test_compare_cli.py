@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 
 RESAMPLES = ["--resamples", "300"]
 

@@ -10,6 +10,7 @@ import pytest
 from eagle_heads import AUX_HF_INDICES, acceptance_per_pos, run_engine
 
 VARIANT = "eagle3-native-nested"
+pytestmark = pytest.mark.slow  # three engine runs with fitted heads behind one fixture: ~19 s
 
 
 @pytest.fixture(scope="module")

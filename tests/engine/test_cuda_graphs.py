@@ -7,13 +7,10 @@ same tests replay real graphs.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
@@ -54,6 +51,7 @@ def test_buckets_cover_every_batch_size():
     assert batch_buckets(64) == (1, 2, 3, 4, 8, 16, 32, 48, 64)
 
 
+@pytest.mark.slow  # graphs captured and replayed eagerly on CPU: 8-17 s per method
 @pytest.mark.parametrize("method", ["none", "draft"])
 def test_graph_replays_match_eager(tiny_pair, prompts, method):
     target, draft = tiny_pair
@@ -71,6 +69,7 @@ def test_graph_replays_match_eager(tiny_pair, prompts, method):
         assert graphed.engine.proposer.step_graphs.num_replays > 0
 
 
+@pytest.mark.slow  # ~10 s on CPU
 def test_padding_requests_never_write_kv(tiny_pair, prompts):
     """Same batch eager and graphed: the caches end equal (up to matmul blocking, which depends on the padded
     row count), so padding (slot -1) wrote nowhere; a write at slot -1 would land in the never-used last slot."""
@@ -110,7 +109,7 @@ def test_gpu_default_engine_uses_graphs_and_matches_enforce_eager(tiny_pair, pro
     got = [list(o.output_token_ids) for o in graphed.generate(prompt_ids[:5], ragged)]
     expected = [list(o.output_token_ids) for o in eager.generate(prompt_ids[:5], ragged)]
     same = sum(a == b for x, y in zip(got, expected) for a, b in zip(x, y)) / sum(map(len, expected))
-    from gpu_report import record_gpu_result
+    from tests.support.gpu_report import record_gpu_result
 
     record_gpu_result(f"cuda_graphs_vs_eager_padded_{dtype}", same)
     assert same == 1.0 if dtype == "fp32" else same > 0.9

@@ -7,7 +7,7 @@ to be 1, because verify-shaped and decode-shaped kernels round differently.
 from __future__ import annotations
 
 import pytest
-from gpu_report import record_gpu_result
+from tests.support.gpu_report import record_gpu_result
 
 from specbench import LLM, SamplingParams
 

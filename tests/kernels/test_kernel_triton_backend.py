@@ -8,16 +8,14 @@ import os
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, random_paged_batch  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from gpu_report import record_gpu_result  # noqa: E402
-from tiny_models import gsm8k_questions, load_tiny_tokenizer  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
+from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import build_metadata, create_backend  # noqa: E402

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from tiny_models import CHAT_TEMPLATE, gsm8k_questions, load_tiny_tokenizer, write_gguf
+from tests.support.tiny_models import CHAT_TEMPLATE, gsm8k_questions, load_tiny_tokenizer, write_gguf
 
 from specbench.attention import build_metadata
 from specbench.errors import SpecbenchError

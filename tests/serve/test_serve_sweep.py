@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn")
 
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 SECRET = "sk-test-do-not-store-1234567890"
 K = 2
