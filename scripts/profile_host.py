@@ -118,7 +118,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
         llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head),
-                  num_steps=max(k for k, _ in cases), synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+                  max_num_steps=max(k for k, _ in cases), synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
                   max_concurrency=max(c for _, c in cases), max_model_len=4096)
         for num_steps, concurrency in cases:
             profile_case(llm, num_steps, concurrency, args)

@@ -110,13 +110,13 @@ class GraphsOff:
         self.engine = engine
 
     def __enter__(self):
-        self._saved = (self.engine.runner.graphs, getattr(self.engine.proposer, "step_graphs", None))
+        self._saved = self.engine.runner.graphs
         self.engine.runner.graphs = None
-        if self.engine.proposer is not None and hasattr(self.engine.proposer, "step_graphs"):
-            self.engine.proposer.step_graphs = None
+        if self.engine.proposer is not None:
+            self.engine.proposer.pause_step_graphs(True)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.engine.runner.graphs = self._saved[0]
-        if self.engine.proposer is not None and hasattr(self.engine.proposer, "step_graphs"):
-            self.engine.proposer.step_graphs = self._saved[1]
+        self.engine.runner.graphs = self._saved
+        if self.engine.proposer is not None:
+            self.engine.proposer.pause_step_graphs(False)

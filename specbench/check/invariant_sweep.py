@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-import dataclasses
-
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
@@ -37,7 +35,7 @@ def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
     """(enforce_eager, ...) to run: both on CUDA, eager only elsewhere (graphs need CUDA)."""
     from specbench.engine.builder import resolve_device
 
-    return (False, True) if resolve_device(setup.device).type == "cuda" else (True,)
+    return (False, True) if resolve_device(setup.engine.device).type == "cuda" else (True,)
 
 
 def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
@@ -50,9 +48,9 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     cases = [(eager, case) for case in _sweep_cases(setup, full_sweep) for eager in modes]
     for enforce_eager, (label, overrides, ks) in cases:
         label += ", eager" if enforce_eager else ", CUDA graphs"
-        run_setup = setup.with_inject(setup.inject)
+        run_setup = setup
         if not enforce_eager:  # built for the largest k so that every k has captured graphs
-            run_setup = dataclasses.replace(run_setup, num_steps=max(ks))
+            run_setup = setup.with_engine(max_num_steps=max(ks))
         llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
         for k in ks:
             llm.engine.set_num_steps(k)

@@ -128,8 +128,8 @@ class LLMEngine(OverlappedDecode, OverlappedRounds):
 
     @property
     def num_steps(self) -> int:
-        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.num_steps is the k
-        the engine was built (graphs captured) for."""
+        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.max_num_steps is the
+        largest k the engine was built (graphs captured) for."""
         return self.scheduler.num_steps
 
     @property

@@ -14,6 +14,7 @@ import torch
 from specbench.check.battery import CHECKS, CheckContext, run_checks
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
+from specbench.check.engine_defaults import check_engine
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS, resolve_fault
@@ -49,7 +50,8 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     if "eagle" in methods:
         drafts["eagle"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle", seed=seed)
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(target, m, drafts[m], num_steps, prompts, seed=seed, device=device) for m in methods}
+    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
+                                       device=device), prompts) for m in methods}
 
 
 def run_selftest(

@@ -83,3 +83,7 @@ class Proposer(Protocol):
                       rows_of_request: tuple[int, ...]) -> None:
         """The host read the verify a round was proposed ahead from (only after propose_ahead gave drafts);
         `inp` covers the requests still there, `rows_of_request` their rows in that verify."""
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        """While paused, draft-decode steps run eagerly; their captured graphs are kept for afterwards (no-op: the
+        proposer has none)."""

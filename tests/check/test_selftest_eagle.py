@@ -3,7 +3,9 @@ every fault its proposer hosts detected, no false alarm on several seeds."""
 
 from __future__ import annotations
 
-from selftest_rows import assert_selftest_rows
+import pytest
+
+from tests.support.selftest_rows import assert_selftest_rows
 
 from specbench.check.baseline import measure_acceptance
 from specbench.selftest.runner import run_selftest, selftest_setups
@@ -20,6 +22,7 @@ def test_built_eagle_head_drafts_like_its_target(tmp_path):
         assert rates[0] > 0.5 and rates[2] > 0.1, rates
 
 
+@pytest.mark.slow  # every fault on EAGLE, 3 seeds: ~45 s on 2 busy cores
 def test_selftest_detects_every_fault_on_eagle_without_false_alarms():
     rows = run_selftest(seeds=SEEDS, methods=("eagle",))
     assert_selftest_rows(rows, "eagle", SEEDS)

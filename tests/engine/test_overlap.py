@@ -128,7 +128,7 @@ def _run_outputs(engine, prompts, max_tokens):
 
 
 def test_a_speculating_engine_does_not_overlap_its_rounds(make_engine, tiny_pair, prompt_ids):
-    engine = make_engine(is_async=True, method="draft", draft=tiny_pair[1], num_steps=2)
+    engine = make_engine(is_async=True, method="draft", draft=tiny_pair[1], max_num_steps=2)
     engine.add_request(prompt_ids[0], SamplingParams(max_tokens=6, ignore_eos=True))
     while engine.has_unfinished():
         engine.step()

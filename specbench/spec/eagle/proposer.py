@@ -16,13 +16,13 @@ import torch
 from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
+from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import AheadRoundInput, EagleRoundGraphs, check_ahead_round
 from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
-from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 
@@ -43,6 +43,7 @@ class EagleProposer(Proposer):
         self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
         self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
         self._ahead_query_len = 0  # k + 1 of the last round drafted ahead
@@ -185,6 +186,12 @@ class EagleProposer(Proposer):
                                            check_metadata=self.head.attn_backend.begin_forward,
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        if is_paused and self.step_graphs is not None:
+            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
+        elif not is_paused and self._paused_step_graphs is not None:
+            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
 
     def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
