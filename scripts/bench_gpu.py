@@ -64,7 +64,10 @@ def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
         res.put(f"plain_sync_c{conc}", rows[-1].to_dict())
         rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, repeats=_repeats(conc), **common))
         res.put(f"plain_c{conc}", rows[-1].to_dict())
-    for conc in args.concurrency:
+    for conc in args.concurrency:  # the same side by side: rounds one at a time, then drafted ahead
+        rows.append(measure_decode(llm, label="eagle3 synthetic, one round at a time", concurrency=conc, num_steps=3,
+                                   repeats=_repeats(conc), async_scheduling=False, **common))
+        res.put(f"eagle3_sync_c{conc}", rows[-1].to_dict())
         rows.append(measure_decode(llm, label="eagle3 synthetic", concurrency=conc, num_steps=3, repeats=_repeats(conc),
                                    **common))
         res.put(f"eagle3_c{conc}", rows[-1].to_dict())

@@ -41,10 +41,13 @@ def render(data: dict) -> str:
                             f">= {goal}%"))
     for conc, goal in ((1, 2.4), (16, 2.0)):
         plain, eagle = s.get(f"plain_c{conc}"), s.get(f"eagle3_c{conc}")
+        before, plain_before = s.get(f"eagle3_sync_c{conc}"), s.get(f"plain_sync_c{conc}")
         if plain and eagle:
+            was = (f"; one step / round at a time: {before['decode_tok_s'] / plain_before['decode_tok_s']:.2f}x"
+                   if before and plain_before else "")
             targets.append((f"EAGLE-3 synthetic 0.73/0.52/0.35, k=3 / plain decode tok/s, conc {conc}",
                             f"{eagle['decode_tok_s'] / plain['decode_tok_s']:.2f}x "
-                            f"(end to end {eagle['end_to_end_tok_s'] / plain['end_to_end_tok_s']:.2f}x)",
+                            f"(end to end {eagle['end_to_end_tok_s'] / plain['end_to_end_tok_s']:.2f}x{was})",
                             f">= {goal}x"))
     plain1, eagle1 = s.get("plain_c1"), s.get("eagle3_c1")
     if plain1 and eagle1:
