@@ -13,11 +13,16 @@ from specbench.errors import SpecbenchError
 EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 
 
+# `option(..., before=...)` default: the option existed from the start.
+ALWAYS = object()
+
+
 def option(default, help: str, *, flag: str | None = None, parse: Callable[[str | None], Any] | None = None,
-           cli: bool = True) -> Any:
+           cli: bool = True, before: Any = ALWAYS) -> Any:
     """A field with its command-line option: `--<name-with-dashes>` unless `flag`; `parse` maps the option's text
-    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group."""
-    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli}
+    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group;
+    `before`: how runs recorded before the option existed behaved (a manifest without it resumes that way)."""
+    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli, "before": before}
     return field(default=default, metadata=meta)
 
 
@@ -82,7 +87,7 @@ class EngineConfig:
     # False waits for every step's tokens before scheduling the next (the reference loop).
     async_scheduling: bool = option(
         True, "overlap host scheduling with the GPU in plain decoding (--no-async-scheduling: one step at a time)",
-        flag="--async-scheduling/--no-async-scheduling")
+        flag="--async-scheduling/--no-async-scheduling", before=False)
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
     ngram_max: int = option(4, "longest n-gram to match (ngram method)")
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
@@ -138,6 +143,11 @@ class EngineConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def options_added_later() -> dict[str, Any]:
+    """Option -> how a run recorded before the option existed behaved (manifests without the key)."""
+    return {f.name: f.metadata["before"] for f in fields(EngineConfig) if f.metadata["before"] is not ALWAYS}
 
 
 # The options every model-loading command shares (the rest, max_num_steps and max_concurrency, shape each run).

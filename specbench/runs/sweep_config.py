@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
+from specbench.config import ENGINE_OPTION_NAMES, EngineConfig, options_added_later
 from specbench.errors import SpecbenchError
 
 # Where results go and how they are shown: free to differ when a run is resumed.
@@ -131,7 +131,7 @@ class SweepConfig:
         unknown = sorted(set(data) - set(FLAT_NAMES))
         if unknown:
             raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
-        values = dict(data)
+        values = {**options_added_later(), **data}  # a run recorded before an option existed keeps its behaviour
         values["request_rate"] = float(values.get("request_rate", math.inf))
         for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance",
                      "goodput"):

@@ -29,11 +29,16 @@ STORED = json.loads("""{"workload": "gsm8k", "data_dir": null, "limit": null, "s
 "label": "before", "results_dir": "results", "run_id": null, "resume": null, "quiet": false}""")
 
 
+# What that run did where it predates an engine option: it stepped one step at a time.
+ADDED_SINCE = {"async_scheduling": False}
+
+
 def test_a_stored_flat_config_reads_into_the_engine_and_writes_back_unchanged():
     config = SweepConfig.from_dict(STORED)
     assert config.engine.method == "draft" and config.engine.seed == 3 and config.engine.block_size == 8
     assert config.engine.inject == "bonus-from-wrong-row" and config.engine.eagle_aux_layer_ids == (1, 2)
-    assert config.to_dict() == STORED and set(FLAT_NAMES) == set(STORED)
+    assert config.to_dict() == {**STORED, **ADDED_SINCE} and set(FLAT_NAMES) == set(STORED) | set(ADDED_SINCE)
+    assert SweepConfig().engine.async_scheduling  # a new run overlaps
 
 
 def test_a_run_written_before_resumes_with_the_same_identity(tmp_path):
@@ -42,7 +47,7 @@ def test_a_run_written_before_resumes_with_the_same_identity(tmp_path):
     (run_dir / "manifest.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "config": STORED}))
     given = SweepConfig(engine=EngineConfig(method="draft", draft="d", seed=3), resume=str(run_dir))
     merged, _ = resume_config(run_dir, given, explicit={"method", "draft", "seed", "resume"})
-    assert merged.identity() == {k: v for k, v in STORED.items() if k not in RUN_LOCAL_FIELDS}
+    assert merged.identity() == {k: v for k, v in {**STORED, **ADDED_SINCE}.items() if k not in RUN_LOCAL_FIELDS}
     # The default run id hashes the flat identity: unchanged for the same settings.
     assert default_run_id(merged)[-6:] == default_run_id(SweepConfig.from_dict(STORED))[-6:]
 
