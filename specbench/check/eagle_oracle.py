@@ -1,43 +1,35 @@
-"""EAGLE draft oracle: each recorded step's logits vs a fresh dense forward of the head.
+"""EAGLE draft oracle: each recorded step's logits vs the head recomputed from scratch on recomputed target features.
 
-For a round whose newest committed token sits at position `newest`, the head is run from scratch (fresh KV,
+For a round whose newest committed token sits at position `newest`, the target features of positions
+0..newest-1 are recomputed from the committed tokens by a cache-free target forward (target_features.py): the
+features the engine captured while verifying and handed to the proposer are never trusted, so a wrong feature row
+(another request's, a rejected draft's, one position off) shows. The head then runs from scratch (fresh KV,
 positions 0..n-1) over the pairs (token p + 1, target feature p) for p < newest, then over its own chain:
 (draft j, the head's own hidden of the previous row). Step 0 is the catch-up's last row; step j the j-th draft step.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from collections import defaultdict
 
 import torch
 
-from specbench.attention.metadata import build_metadata
-from specbench.kv.kv_cache import KVCache
-from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
-
-
-@dataclass
-class _Round:
-    features: torch.Tensor  # [num_known, feature_dim] the request's target features when the round began
-    records: list[DraftStepRecord] = field(default_factory=list)
+from specbench.check.fresh_forward import fresh_sequence
+from specbench.check.target_features import TargetFeatureCache
+from specbench.spec.draft_records import DraftStepRecord
 
 
 @torch.inference_mode()
-def _dense_forward(proposer, ids: list[int], hidden: torch.Tensor):
+def _head_forward(proposer, ids: list[int], hidden: torch.Tensor):
     """The head over one sequence at positions 0..n-1 with a fresh, private KV cache. hidden: [n, H]."""
-    n, block_size = len(ids), proposer.block_size
-    num_blocks = math.ceil(n / block_size)
-    kv = KVCache(proposer.head.kv_cache_spec(), num_blocks, block_size, proposer.device)
-    md = build_metadata(positions=list(range(n)), num_query=[n], seq_lens=[n], block_tables=[list(range(num_blocks))],
-                        block_size=block_size, device=proposer.device)
+    md, kv = fresh_sequence(proposer.head.kv_cache_spec(), len(ids), proposer.block_size, proposer.device)
     return proposer.head(torch.tensor(ids, dtype=torch.int64, device=proposer.device), hidden, md, kv, phase="oracle")
 
 
 @torch.inference_mode()
 def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
                            features: torch.Tensor) -> list[torch.Tensor]:
-    """[num_steps] draft-vocab float32 logits of steps 0..num_steps-1.
+    """[num_steps] draft-vocab float32 logits of steps 0..num_steps-1 given these target features.
 
     token_ids: committed tokens then the num_steps - 1 drafts fed; features: [>= newest, feature_dim] (host).
     """
@@ -48,7 +40,7 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
     hidden = head.project_target_features(feats)  # [newest, H]
     logits = []
     for j in range(num_steps):
-        out = _dense_forward(proposer, ids, hidden)
+        out = _head_forward(proposer, ids, hidden)
         logits.append(head.compute_logits(out.logits_input[-1]).float().cpu())
         if j + 1 < num_steps:
             ids.append(token_ids[newest + 1 + j])  # draft j + 1
@@ -56,41 +48,29 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
     return logits
 
 
-def _rounds(records) -> list[_Round]:
-    """Replays feature records in order; a step-0 record opens a request's round."""
-    known: dict[str, torch.Tensor] = {}
-    current: dict[str, _Round] = {}
-    rounds: list[_Round] = []
+def group_rounds(records: list[DraftStepRecord]) -> list[list[DraftStepRecord]]:
+    """Step records grouped by (request, committed tokens): one round each."""
+    rounds: dict[tuple, list[DraftStepRecord]] = defaultdict(list)
     for rec in records:
-        if isinstance(rec, TargetFeatureRecord):
-            prev = known.get(rec.request_id)
-            kept = prev[: rec.start] if prev is not None else rec.features[:0]
-            known[rec.request_id] = torch.cat([kept, rec.features])  # a restart (preemption) truncates
-        elif rec.step == 0 or rec.request_id not in current:
-            current[rec.request_id] = _Round(known.get(rec.request_id, torch.empty(0)), [rec])
-            rounds.append(current[rec.request_id])
-        else:
-            current[rec.request_id].records.append(rec)
-    return rounds
+        rounds[(rec.request_id, rec.token_ids[: len(rec.token_ids) - rec.step])].append(rec)
+    return list(rounds.values())
 
 
-def compare_eagle_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
-    """(step records compared, mismatch descriptions)."""
+def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord],
+                          rtol: float) -> tuple[int, list[str]]:
+    """(step records compared, mismatch descriptions); target_model: the engine's target DecoderLM."""
+    cache = TargetFeatureCache(target_model, proposer.target_feature_layers, proposer.block_size, proposer.device)
+    rounds = [(max(recs, key=lambda r: r.step), recs) for recs in group_rounds(records)]
+    for longest, _ in rounds:  # features of positions 0..newest-1: every committed token but the newest
+        cache.prime(longest.request_id, longest.token_ids[: len(longest.token_ids) - 1 - longest.step])
     bad: list[str] = []
-    num = 0
-    for rnd in _rounds(records):
-        longest = max(rnd.records, key=lambda r: r.step)
+    for longest, recs in rounds:
         newest = len(longest.token_ids) - 1 - longest.step
-        if rnd.features.shape[0] < newest:
-            bad.extend(f"{r.request_id} step {r.step}: target features known only for {rnd.features.shape[0]} "
-                       f"of {newest} committed positions" for r in rnd.records)
-            num += len(rnd.records)
-            continue
-        ref_logits = recompute_eagle_logits(proposer, longest.token_ids, longest.step + 1, rnd.features)
-        for rec in rnd.records:
-            num += 1
+        features = cache.features(longest.request_id, longest.token_ids[:newest])
+        ref_logits = recompute_eagle_logits(proposer, longest.token_ids, longest.step + 1, features)
+        for rec in recs:
             ref = ref_logits[rec.step]
             err = (rec.logits - ref).abs().max().item()
             if err > rtol * max(1.0, ref.abs().max().item()):
                 bad.append(f"{rec.request_id} step {rec.step} at position {newest - 1 + rec.step}: max |diff| {err:.3g}")
-    return num, bad
+    return len(records), bad

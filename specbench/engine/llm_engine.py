@@ -236,8 +236,9 @@ class LLMEngine:
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
             if self.needs_features:
+                first = self.hooks.target_feature_rows(offset, num_new, out.features.shape[0])
                 self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
-                                                  out.features[offset : offset + num_new])
+                                                  out.features[first : first + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
             self._record_round(request, num_drafts[r], accepted[r])

@@ -19,6 +19,7 @@ from specbench.spec.sampling import SamplingTensors
 
 if TYPE_CHECKING:
     from specbench.runtime.cuda_graph import GraphPlan
+    from specbench.spec.draft_records import DraftRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +70,7 @@ class Proposer(Protocol):
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""
+
+    def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        """Record every draft step's logits into `recorder` from now on (the draft oracle); None stops recording.
+        No-op: the proposer has no draft model to check, so nothing is recorded."""
