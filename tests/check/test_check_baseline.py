@@ -19,14 +19,14 @@ DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and nam
 def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
     from specbench.cli.app import app
 
-    draft = pair.draft if method == "draft" else pair.eagle
+    draft = pair.draft if method == "draft" else pair.eagle3
     result = CliRunner().invoke(app, ["check", "--target", str(pair.target), "--method", method, "--draft", str(draft),
                                       "--data-dir", str(data_dir()), "--checks", "baseline", "--kv-cache-gb", "0.05",
                                       *args], catch_exceptions=False)
     return result.exit_code, next(line for line in result.output.splitlines() if line.startswith("baseline"))
 
 
-@pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle", 0)])
+@pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle3", 0)])
 def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_dropped(sensitive_pairs, tmp_path,
                                                                                    method, seed):
     pair = sensitive_pairs(seed)

@@ -50,7 +50,7 @@ def _run(setup, monkeypatch):
 
 
 def test_wrong_feature_rows_pass_the_trusting_oracle_and_fail_the_recomputing_one(tmp_path, monkeypatch):
-    setup = selftest_setups(str(tmp_path), 0, ("eagle",), 3)["eagle"]
+    setup = selftest_setups(str(tmp_path), 0, ("eagle3",), 3)["eagle3"]
     for inject in (None, FAULT):
         llm, handed, steps = _run(setup.with_inject(inject), monkeypatch)
         assert len(steps) > 50
@@ -64,7 +64,7 @@ def test_wrong_feature_rows_pass_the_trusting_oracle_and_fail_the_recomputing_on
 
 
 def test_wrong_feature_rows_only_the_oracle_sees(tmp_path):
-    setup = selftest_setups(str(tmp_path), 0, ("eagle",), 3)["eagle"].with_inject(FAULT)
+    setup = selftest_setups(str(tmp_path), 0, ("eagle3",), 3)["eagle3"].with_inject(FAULT)
     results = {r.name: r for r in run_checks(setup, ("greedy", "invariants", "oracle"))}
     assert results["greedy"].passed and results["invariants"].passed, results
     assert not results["oracle"].passed, results["oracle"].detail
