@@ -34,7 +34,9 @@ def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_drop
     code, _ = _baseline_line(pair, method, "--save-baseline", str(path))
     saved = load_baseline(path)
     assert code == 0 and (saved.method, saved.num_steps) == (method, 3)
-    assert min(saved.acceptance_per_pos) > 0.1, saved  # every position accepts often enough to drop measurably
+    # Every position accepts often enough to drop measurably (EAGLE-3's later steps, fed its own hidden instead of
+    # a feature, accept least: ~10 of 116 drafts, so a drop to ~0 still has p < 0.005).
+    assert min(saved.acceptance_per_pos) > (0.1 if method == "draft" else 0.05), saved
 
     code, line = _baseline_line(pair, method, "--baseline", str(path), "--seed", "7")
     assert code == 0 and " PASS " in line, line

@@ -22,3 +22,14 @@ def test_preemption_only_drafter_bug(tmp_path):
     assert not result.passed and "(preempting run)" in result.detail, result.detail
     clean = check_oracle(setup.with_inject(None))
     assert clean.passed and " 0 preemptions" not in clean.detail, clean.detail
+
+
+def test_sampled_check_samples_through_preemption(tmp_path):
+    """Issue 15 item 5 for the sampled check: its own-drafter run uses a KV pool that preempts mid-sampling."""
+    from specbench.check.sampled import check_sampled
+
+    for method, setup in selftest_setups(str(tmp_path), 0, ("draft", "eagle3"), 3).items():
+        result = check_sampled(setup)
+        assert result.passed, result.detail
+        num = int(result.detail.split("forced preemption (")[1].split()[0])
+        assert num > 10, f"{method}: {result.detail}"
