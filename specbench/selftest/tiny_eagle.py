@@ -19,9 +19,11 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from specbench.selftest.tiny import HEAD_DIM, NUM_KV_HEADS, NUM_HEADS, positional_key_bias, positional_query_bias
+from specbench.spec.eagle.config import EAGLE3_SPECULATORS
+from specbench.spec.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
 FEATURE_LAYERS = (0,)  # HF hidden_states indices the head reads: the target's input embeddings
 NUM_HEAD_HEADS = 9  # 4 embedding copies, the target's layer-0 heads 0, 1, 3 over embeddings, its head 2 over both
@@ -108,25 +110,17 @@ def eagle3_tensors(target_dir: str | Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def eagle3_config(target_dir: str | Path) -> dict:
-    """A speculators-dialect config.json: two decoder layers of NUM_HEAD_HEADS heads, the target's RoPE."""
+def eagle3_layout(target_dir: str | Path) -> HeadLayout:
+    """Two decoder layers of NUM_HEAD_HEADS heads with the target's widths and RoPE; the speculators fields."""
     target = json.loads((Path(target_dir) / "config.json").read_text())
     keys = ("hidden_size", "intermediate_size", "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings",
             "rope_parameters", "attention_bias", "mlp_bias", "hidden_act", "bos_token_id", "eos_token_id")
-    layer = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **{k: target[k] for k in keys},
-             "num_hidden_layers": 2, "num_attention_heads": NUM_HEAD_HEADS, "num_key_value_heads": NUM_HEAD_HEADS,
-             "tie_word_embeddings": False}
-    return {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
-            "transformer_layer_config": layer, "draft_vocab_size": target["vocab_size"],
-            "target_hidden_size": target["hidden_size"], "norm_before_residual": True, "norm_output": False,
-            "eagle_aux_hidden_state_layer_ids": list(FEATURE_LAYERS)}
+    layer = {**{k: target[k] for k in keys}, "num_hidden_layers": 2, "num_attention_heads": NUM_HEAD_HEADS,
+             "num_key_value_heads": NUM_HEAD_HEADS, "tie_word_embeddings": False}
+    return HeadLayout(layer, aux_hf_indices=FEATURE_LAYERS, norm_before_residual=True)
 
 
 def build_tiny_eagle_head(target_dir: str | Path, out_dir: str | Path) -> str:
     """Write the EAGLE-3 head directory (speculators dialect) for `target_dir`; return its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(eagle3_config(target_dir), indent=2))
-    save_file({k: v.contiguous() for k, v in eagle3_tensors(target_dir).items()}, out / "model.safetensors",
-              metadata={"format": "pt"})
-    return str(out)
+    return str(write_eagle_head(out_dir, eagle3_tensors(target_dir), eagle3_layout(target_dir),
+                                HeadFormat(EAGLE3_SPECULATORS)))
