@@ -10,13 +10,11 @@ positions 0..n-1) over the pairs (token p + 1, target feature p) for p < newest,
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import torch
 
 from specbench.check.fresh_forward import fresh_sequence
 from specbench.check.target_features import TargetFeatureCache
-from specbench.spec.draft_records import DraftStepRecord
+from specbench.spec.draft_records import DraftStepRecord, group_rounds
 
 
 @torch.inference_mode()
@@ -46,14 +44,6 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
             ids.append(token_ids[newest + 1 + j])  # draft j + 1
             hidden = torch.cat([hidden, out.hidden[-1:]])  # the head's own feature: no fc
     return logits
-
-
-def group_rounds(records: list[DraftStepRecord]) -> list[list[DraftStepRecord]]:
-    """Step records grouped by (request, committed tokens): one round each."""
-    rounds: dict[tuple, list[DraftStepRecord]] = defaultdict(list)
-    for rec in records:
-        rounds[(rec.request_id, rec.token_ids[: len(rec.token_ids) - rec.step])].append(rec)
-    return list(rounds.values())
 
 
 def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord],

@@ -3,7 +3,8 @@
 Draft LM: one fresh prefill (new KV, positions 0..n-1) over the committed tokens plus the drafts fed
 so far; its last row must match the step's logits. All steps of one round share a prefix, so one
 forward per round serves all of them. EAGLE / EAGLE-3: see `eagle_oracle` (the head's chain over target
-features it recomputes from the committed tokens with a cache-free target forward). This catches position, metadata, KV-slice, catch-up and phase-leak bugs that never change greedy output.
+features it recomputes from the committed tokens with a cache-free target forward). This catches position,
+metadata, KV-slice, catch-up, phase-leak and feature-row bugs that never change greedy output.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.llm import LLM
-from specbench.spec.draft_records import DraftRecorder
+from specbench.spec.draft_records import DraftRecorder, group_rounds
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude
 BF16_RTOL = 3e-2
@@ -35,12 +36,9 @@ def recompute_draft_logits(proposer, token_ids: tuple[int, ...]) -> torch.Tensor
 
 
 def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
-    """(records compared, mismatch descriptions); rounds are grouped by their committed prefix."""
-    rounds: dict[tuple, list] = defaultdict(list)
-    for rec in records:
-        rounds[(rec.request_id, rec.token_ids[: len(rec.token_ids) - rec.step])].append(rec)
+    """(records compared, mismatch descriptions); one recompute per round (its steps share a prefix)."""
     bad: list[str] = []
-    for recs in rounds.values():
+    for recs in group_rounds(records):
         longest = max(recs, key=lambda r: r.step)
         logits = recompute_draft_logits(proposer, longest.token_ids)
         for rec in recs:

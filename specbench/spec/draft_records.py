@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
@@ -25,3 +26,11 @@ class DraftRecorder:
 
     def record(self, step: DraftStepRecord) -> None:
         self.steps.append(step)
+
+
+def group_rounds(steps: list[DraftStepRecord]) -> list[list[DraftStepRecord]]:
+    """Step records grouped by (request, committed tokens): one drafting round each, steps in recorded order."""
+    rounds: dict[tuple, list[DraftStepRecord]] = defaultdict(list)
+    for step in steps:
+        rounds[(step.request_id, step.token_ids[: len(step.token_ids) - step.step])].append(step)
+    return list(rounds.values())

@@ -11,12 +11,12 @@ from __future__ import annotations
 import torch
 
 from specbench.check.battery import run_checks
-from specbench.check.eagle_oracle import compare_eagle_records, group_rounds, recompute_eagle_logits
+from specbench.check.eagle_oracle import compare_eagle_records, recompute_eagle_logits
 from specbench.check.greedy import greedy_params
 from specbench.check.oracle import FP32_RTOL
 from specbench.check.setup import build_llm, prompt_list
 from specbench.selftest.runner import selftest_setups
-from specbench.spec.draft_records import DraftRecorder
+from specbench.spec.draft_records import DraftRecorder, group_rounds
 
 FAULT = "feature-rows-off-by-one"
 
