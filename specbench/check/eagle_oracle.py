@@ -3,25 +3,18 @@
 For a round whose newest committed token sits at position `newest`, the target features of positions
 0..newest-1 are recomputed from the committed tokens by a cache-free target forward (target_features.py): the
 features the engine captured while verifying and handed to the proposer are never trusted, so a wrong feature row
-(another request's, a rejected draft's, one position off) shows. The head then runs from scratch (fresh KV,
-positions 0..n-1) over the pairs (token p + 1, target feature p) for p < newest, then over its own chain:
-(draft j, the head's own hidden of the previous row). Step 0 is the catch-up's last row; step j the j-th draft step.
+(another request's, a rejected draft's, one position off) shows. The head then runs from scratch (a fresh, private
+KV filled by one dense pass at positions 0..newest-1) over the pairs (token p + 1, target feature p) for p < newest,
+then over its own chain, one query per step: (draft j, the head's own hidden of the previous row). Step 0 is the catch-up's last row; step j the j-th draft step.
 """
 
 from __future__ import annotations
 
 import torch
 
-from specbench.check.fresh_forward import fresh_sequence
+from specbench.check.fresh_forward import fresh_cache, query_metadata
 from specbench.check.target_features import TargetFeatureCache
 from specbench.spec.draft_records import DraftStepRecord, group_rounds
-
-
-@torch.inference_mode()
-def _head_forward(proposer, ids: list[int], hidden: torch.Tensor):
-    """The head over one sequence at positions 0..n-1 with a fresh, private KV cache. hidden: [n, H]."""
-    md, kv = fresh_sequence(proposer.head.kv_cache_spec(), len(ids), proposer.block_size, proposer.device)
-    return proposer.head(torch.tensor(ids, dtype=torch.int64, device=proposer.device), hidden, md, kv, phase="oracle")
 
 
 @torch.inference_mode()
@@ -30,19 +23,20 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
     """[num_steps] draft-vocab float32 logits of steps 0..num_steps-1 given these target features.
 
     token_ids: committed tokens then the num_steps - 1 drafts fed; features: [>= newest, feature_dim] (host).
+    One dense pass over the committed pairs into a fresh private cache, then one query per chained step on it.
     """
-    head = proposer.head
+    head, device, block_size = proposer.head, proposer.device, proposer.block_size
     newest = len(token_ids) - num_steps  # position of the newest committed token
-    ids = list(token_ids[1 : newest + 1])  # token p + 1 pairs with feature p
-    feats = features[:newest].to(device=proposer.device, dtype=head.dtype)
-    hidden = head.project_target_features(feats)  # [newest, H]
-    logits = []
-    for j in range(num_steps):
-        out = _head_forward(proposer, ids, hidden)
+    kv, table = fresh_cache(head.kv_cache_spec(), newest + num_steps - 1, block_size, device)
+    ids = torch.tensor(token_ids[1 : newest + 1], dtype=torch.int64, device=device)  # token p + 1 pairs with feature p
+    hidden = head.project_target_features(features[:newest].to(device=device, dtype=head.dtype))  # [newest, H]
+    out = head(ids, hidden, query_metadata(0, newest, table, block_size, device), kv, phase="oracle")
+    logits = [head.compute_logits(out.logits_input[-1]).float().cpu()]
+    for j in range(1, num_steps):  # draft j at position newest - 1 + j, fed the head's own previous hidden
+        draft = torch.tensor([token_ids[newest + j]], dtype=torch.int64, device=device)
+        md = query_metadata(newest - 1 + j, 1, table, block_size, device)
+        out = head(draft, out.hidden[-1:], md, kv, phase="oracle")
         logits.append(head.compute_logits(out.logits_input[-1]).float().cpu())
-        if j + 1 < num_steps:
-            ids.append(token_ids[newest + 1 + j])  # draft j + 1
-            hidden = torch.cat([hidden, out.hidden[-1:]])  # the head's own feature: no fc
     return logits
 
 
