@@ -45,8 +45,13 @@ def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord]
     """(step records compared, mismatch descriptions); target_model: the engine's target DecoderLM."""
     cache = TargetFeatureCache(target_model, proposer.target_feature_layers, proposer.block_size, proposer.device)
     rounds = [(max(recs, key=lambda r: r.step), recs) for recs in group_rounds(records)]
-    for longest, _ in rounds:  # features of positions 0..newest-1: every committed token but the newest
-        cache.prime(longest.request_id, longest.token_ids[: len(longest.token_ids) - 1 - longest.step])
+    needed: dict[str, tuple[int, ...]] = {}  # request -> its longest committed tokens but the newest
+    for longest, _ in rounds:  # a round needs the features of positions 0..newest-1
+        tokens = longest.token_ids[: len(longest.token_ids) - 1 - longest.step]
+        if len(tokens) > len(needed.get(longest.request_id, ())):
+            needed[longest.request_id] = tokens
+    for request_id, tokens in needed.items():  # one target forward per request serves all its rounds
+        cache.prime(request_id, tokens)
     bad: list[str] = []
     for longest, recs in rounds:
         newest = len(longest.token_ids) - 1 - longest.step

@@ -37,9 +37,7 @@ class TargetFeatureCache:
 
     def prime(self, request_id: str, token_ids: tuple[int, ...]) -> None:
         """Compute once for the request's longest sequence before asking for its prefixes."""
-        known = self._known.get(request_id)
-        if known is None or len(known[0]) < len(token_ids):
-            self._known[request_id] = (token_ids, self._compute(token_ids))
+        self._known[request_id] = (token_ids, self._compute(token_ids))
 
     def features(self, request_id: str, token_ids: tuple[int, ...]) -> torch.Tensor:  # [len(token_ids), F]
         known = self._known.get(request_id)
