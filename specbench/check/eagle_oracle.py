@@ -5,7 +5,8 @@ For a round whose newest committed token sits at position `newest`, the target f
 features the engine captured while verifying and handed to the proposer are never trusted, so a wrong feature row
 (another request's, a rejected draft's, one position off) shows. The head then runs from scratch (a fresh, private
 KV filled by one dense pass at positions 0..newest-1) over the pairs (token p + 1, target feature p) for p < newest,
-then over its own chain, one query per step: (draft j, the head's own hidden of the previous row). Step 0 is the catch-up's last row; step j the j-th draft step.
+then over its own chain, one query per step: (draft j, the head's own hidden of the previous row). Step 0 is the
+catch-up's last row; step j the j-th draft step.
 """
 
 from __future__ import annotations
@@ -61,5 +62,6 @@ def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord]
             ref = ref_logits[rec.step]
             err = (rec.logits - ref).abs().max().item()
             if err > rtol * max(1.0, ref.abs().max().item()):
-                bad.append(f"{rec.request_id} step {rec.step} at position {newest - 1 + rec.step}: max |diff| {err:.3g}")
+                position = newest - 1 + rec.step
+                bad.append(f"{rec.request_id} step {rec.step} at position {position}: max |diff| {err:.3g}")
     return len(records), bad

@@ -29,7 +29,8 @@ def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
     full_sweep=False (the fast budget) keeps real verification and preemption only. Concurrency 1 runs one prompt:
     more would repeat its batch shape prompt after prompt, one request at a time."""
     prompts = prompt_list(setup)[:NUM_PROMPTS]
-    swept = dataclasses.replace(setup, prompts=setup.prompts[:NUM_PROMPTS], max_tokens=min(setup.max_tokens, MAX_TOKENS))
+    swept = dataclasses.replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
+                                max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
     for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep else ():
         for concurrency in (1, 4):
             yield (f"{mode} acceptance, concurrency {concurrency}",

@@ -93,7 +93,8 @@ def _layer1(t: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
     out["self_attn.q_proj.weight"] = torch.cat([t[src + "self_attn.q_proj.weight"], torch.zeros(pad, hidden)])
     out["self_attn.q_proj.bias"] = torch.cat([t[src + "self_attn.q_proj.bias"], torch.zeros(pad)])
     for proj in ("k_proj", "v_proj"):
-        out[f"self_attn.{proj}.weight"] = torch.cat([t[f"{src}self_attn.{proj}.weight"][kv_rows], torch.zeros(pad, hidden)])
+        weight = t[f"{src}self_attn.{proj}.weight"][kv_rows]
+        out[f"self_attn.{proj}.weight"] = torch.cat([weight, torch.zeros(pad, hidden)])
         out[f"self_attn.{proj}.bias"] = torch.cat([t[f"{src}self_attn.{proj}.bias"][kv_rows], torch.zeros(pad)])
     out["self_attn.o_proj.weight"] = torch.cat([t[src + "self_attn.o_proj.weight"], torch.zeros(hidden, pad)], 1)
     return out
