@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -49,7 +48,7 @@ def _repeats(concurrency: int) -> int:
 def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
     t0 = time.perf_counter()
     llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
-              num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+              max_num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
               max_concurrency=max(args.concurrency), max_model_len=args.max_model_len)
     engine = llm.engine
     res.put("engine_build", {"seconds": time.perf_counter() - t0, "kv_pool": engine.parts.kv_pool_note,
@@ -59,10 +58,16 @@ def engine_section(res: Results, args, bw: float, head_dir: Path) -> None:
                              "draft_weights_gb": weight_bytes(engine.proposer.head) / 1e9})
     common = dict(prompt_len=args.prompt_len, output_len=args.output_len, bandwidth_gbps=bw)
     rows = []
-    for conc in args.concurrency:
+    for conc in args.concurrency:  # before/after side by side: the one-step loop, then overlapped decoding
+        rows.append(measure_decode(llm, label="plain, one step at a time", concurrency=conc, num_steps=0,
+                                   repeats=_repeats(conc), async_scheduling=False, **common))
+        res.put(f"plain_sync_c{conc}", rows[-1].to_dict())
         rows.append(measure_decode(llm, label="plain", concurrency=conc, num_steps=0, repeats=_repeats(conc), **common))
         res.put(f"plain_c{conc}", rows[-1].to_dict())
-    for conc in args.concurrency:
+    for conc in args.concurrency:  # the same side by side: rounds one at a time, then drafted ahead
+        rows.append(measure_decode(llm, label="eagle3 synthetic, one round at a time", concurrency=conc, num_steps=3,
+                                   repeats=_repeats(conc), async_scheduling=False, **common))
+        res.put(f"eagle3_sync_c{conc}", rows[-1].to_dict())
         rows.append(measure_decode(llm, label="eagle3 synthetic", concurrency=conc, num_steps=3, repeats=_repeats(conc),
                                    **common))
         res.put(f"eagle3_c{conc}", rows[-1].to_dict())
@@ -139,8 +144,7 @@ def main() -> None:
         flashinfer_section(res, args, bw)
     if not args.skip_hf:
         hf_section(res, args)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_gpu_table import render
+    from specbench.bench.gpu_table import render
 
     table = render(res.data)
     (res.out / "bench.md").write_text(table)

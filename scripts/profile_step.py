@@ -57,7 +57,7 @@ def main() -> None:
     kwargs = {}
     if args.num_steps:
         head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3")
-        kwargs = dict(method="eagle3", draft=str(head), num_steps=args.num_steps,
+        kwargs = dict(method="eagle3", draft=str(head), max_num_steps=args.num_steps,
                       synthetic_acceptance=(0.73, 0.52, 0.35, 0.2, 0.1)[: args.num_steps])
     llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
               max_concurrency=args.concurrency, max_model_len=4096, **kwargs)

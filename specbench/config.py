@@ -13,11 +13,16 @@ from specbench.errors import SpecbenchError
 EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 
 
+# `option(..., before=...)` default: the option existed from the start.
+ALWAYS = object()
+
+
 def option(default, help: str, *, flag: str | None = None, parse: Callable[[str | None], Any] | None = None,
-           cli: bool = True) -> Any:
+           cli: bool = True, before: Any = ALWAYS) -> Any:
     """A field with its command-line option: `--<name-with-dashes>` unless `flag`; `parse` maps the option's text
-    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group."""
-    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli}
+    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group;
+    `before`: how runs recorded before the option existed behaved (a manifest without it resumes that way)."""
+    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli, "before": before}
     return field(default=default, metadata=meta)
 
 
@@ -47,8 +52,10 @@ class EngineConfig:
     target: str = option("default", "HF dir, hub id, .gguf file, preset (with --load-format dummy), or 'default'")
     method: str = option("none", "speculative method: none | ngram | draft | eagle | eagle3")
     draft: str | None = option(None, "draft model (--method draft) or EAGLE head dir (eagle, eagle3)")
-    # drafts per round (k); 0 = plain decoding. A sweep's grid sets it per cell, so each command declares it.
-    num_steps: int = option(0, "draft tokens per round", cli=False)
+    # The largest k (drafts per round) the engine is built for: CUDA graphs are captured up to it; also the k it
+    # starts with. The current k has one owner, the scheduler (LLMEngine.set_num_steps). 0 = plain decoding.
+    # A sweep's grid sets it, so each command declares its own --num-steps.
+    max_num_steps: int = option(0, "draft tokens per round", cli=False)
     dtype: str = option("auto", "fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)")
     device: str = option("auto", "cpu | cuda | cuda:N | auto")
     load_format: str = option("auto", "auto | safetensors | gguf | pt | dummy (applies to target and draft)")
@@ -76,6 +83,11 @@ class EngineConfig:
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
     enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
+    # Plain decode steps (k = 0) are launched one ahead of the host reading their tokens (engine/overlap.py);
+    # False waits for every step's tokens before scheduling the next (the reference loop).
+    async_scheduling: bool = option(
+        True, "overlap host scheduling with the GPU in plain decoding (--no-async-scheduling: one step at a time)",
+        flag="--async-scheduling/--no-async-scheduling", before=False)
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
     ngram_max: int = option(4, "longest n-gram to match (ngram method)")
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
@@ -88,10 +100,11 @@ class EngineConfig:
     inject: str | None = option(None, "engine fault to inject (see specbench selftest); marks the run as a mutant")
 
     def __post_init__(self) -> None:
-        if self.num_steps < 0:
-            raise SpecbenchError(f"num_steps must be >= 0, got {self.num_steps}")
-        if self.method == "none" and self.num_steps:
-            raise SpecbenchError("method 'none' takes num_steps 0; pick a proposer (ngram, draft, ...) to speculate")
+        if self.max_num_steps < 0:
+            raise SpecbenchError(f"max_num_steps must be >= 0, got {self.max_num_steps}")
+        if self.method == "none" and self.max_num_steps:
+            raise SpecbenchError("method 'none' takes max_num_steps 0; pick a proposer (ngram, draft, ...) to "
+                                 "speculate")
         if self.max_concurrency < 1:
             raise SpecbenchError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if self.block_size < 1:
@@ -108,8 +121,9 @@ class EngineConfig:
                 raise SpecbenchError(
                     f"synthetic acceptance rates must be non-increasing values in [0, 1], got {self.synthetic_acceptance}"
                 )
-            if len(rates) < self.num_steps:
-                raise SpecbenchError(f"synthetic acceptance gives {len(rates)} rates for num_steps {self.num_steps}")
+            if len(rates) < self.max_num_steps:
+                raise SpecbenchError(f"synthetic acceptance gives {len(rates)} rates for max_num_steps "
+                                     f"{self.max_num_steps}")
             object.__setattr__(self, "synthetic_acceptance", rates)
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
@@ -131,5 +145,10 @@ class EngineConfig:
         return asdict(self)
 
 
-# The options every model-loading command shares (the rest, num_steps and max_concurrency, shape each run).
+def options_added_later() -> dict[str, Any]:
+    """Option -> how a run recorded before the option existed behaved (manifests without the key)."""
+    return {f.name: f.metadata["before"] for f in fields(EngineConfig) if f.metadata["before"] is not ALWAYS}
+
+
+# The options every model-loading command shares (the rest, max_num_steps and max_concurrency, shape each run).
 ENGINE_OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(EngineConfig) if f.metadata["cli"])

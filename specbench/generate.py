@@ -74,7 +74,7 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
     metrics = [RequestMetrics.from_stats(o.stats) for o in outputs]
     return GenerateReport(
         method=llm.config.method,
-        num_steps=llm.config.num_steps,
+        num_steps=llm.engine.num_steps,
         outputs=tuple(outputs),
         acceptance=AcceptanceMetrics.of(metrics),
         elapsed_s=elapsed,

@@ -19,7 +19,7 @@ def create_engine(config: EngineConfig) -> LLMEngine:
 
 
 class LLM:
-    """`LLM(target=..., draft=..., method=..., num_steps=...).generate(prompts, SamplingParams(...))`."""
+    """`LLM(target=..., draft=..., method=..., max_num_steps=...).generate(prompts, SamplingParams(...))`."""
 
     def __init__(self, target: str | EngineConfig, **kwargs):
         """`target`: a model source (with EngineConfig fields as keywords), or a whole EngineConfig."""

@@ -1,25 +1,28 @@
-"""Shared test setup: debug invariants on, `tests/` importable (tiny_models), tiny checkpoint fixtures."""
+"""Shared test setup: debug invariants on, Triton's interpreter on CPU, tiny checkpoint fixtures (helpers are in
+tests/support/, imported as `tests.support.<module>`)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 os.environ["SPECBENCH_DEBUG_INVARIANTS"] = "1"
+# Triton reads TRITON_INTERPRET once, when first imported: set here, before any test module imports it, the kernel
+# tests run interpreted on CPU (those that find triton imported without it rerun in a fresh process).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 # Test models are tiny: per-op OpenMP fork/join across the 2 CI cores costs more than it saves
 # (measured 5-10x slower decode steps with 2 threads than with 1).
 torch.set_num_threads(1)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer Llama HF checkpoint (fp32 safetensors, untied) with the trained tiny BPE tokenizer."""
-    from tiny_models import build_tiny_model
+    from tests.support.tiny_models import build_tiny_model
 
     out = tmp_path_factory.mktemp("tiny_llama")
     build_tiny_model(out, "llama", seed=0)
@@ -29,6 +32,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_draft_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """A draft for `tiny_model_dir` (same tokenizer), from its weights perturbed by 10%."""
-    from tiny_models import derive_draft
+    from tests.support.tiny_models import derive_draft
 
     return derive_draft(tiny_model_dir, tmp_path_factory.mktemp("tiny_llama_draft"), noise=0.1, seed=1)

@@ -13,7 +13,7 @@ from specbench.registry import Registry
 
 if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.runs.sweep_config import SweepConfig
 
 BENCH_BACKENDS: Registry[BenchBackend] = Registry("benchmark backend")
 

@@ -9,11 +9,11 @@ from typing import Any, Protocol
 
 from specbench.backends.cache_reset import CacheReset
 from specbench.backends.spec_counters import SpecCounters
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.engine.stats import StepStats
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 

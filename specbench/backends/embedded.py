@@ -7,24 +7,24 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench.backends.admission import run_turns
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
-from specbench.bench.admission import FinishedTurn, run_turns
-from specbench.bench.environment import device_info
-from specbench.bench.grid import CellKey
-from specbench.bench.preflight import check_prompts_fit
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
-from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
+from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.environment import device_info
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.preflight import check_prompts_fit
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 
 def engine_config(config: SweepConfig) -> EngineConfig:
     """The sweep's engine: its engine options, k up to the grid's largest, concurrency up to the largest cell's."""
-    options = {name: getattr(config, name) for name in ENGINE_OPTION_NAMES}
-    return EngineConfig(**options, num_steps=config.max_num_steps,
-                        max_concurrency=max(config.concurrency))  # cells cap concurrency themselves
+    return dataclasses.replace(config.engine, max_num_steps=config.max_num_steps,
+                               max_concurrency=max(config.concurrency))  # cells cap concurrency themselves
 
 
 # The engine frees a request's KV blocks when it finishes and never matches a new prompt against old blocks
@@ -61,7 +61,7 @@ class EmbeddedBackend:
             "kv_pool": engine.parts.kv_pool_note,
             "cuda_graphs": engine.parts.cuda_graphs,
             "prefix_caching": False,  # see NO_PREFIX_CACHE
-            "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.draft},
+            "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.engine.draft},
             "proposer": proposer.describe() if proposer is not None else None,
             "engine_config": engine.config.to_dict(),
         }

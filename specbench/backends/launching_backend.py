@@ -15,11 +15,11 @@ from specbench.backends.cache_reset import CacheReset
 from specbench.backends.openai_backend import OpenAIBackend, local_tokenizer_of
 from specbench.backends.server_process import ServerProcess, free_port
 from specbench.backends.server_template import LaunchValues, render, resolve_template
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 SERVERS_DIR = "servers"
@@ -28,7 +28,7 @@ SERVERS_DIR = "servers"
 def start_server(config: SweepConfig, num_steps: int, log_path: Path) -> ServerProcess:
     """The server of one num-steps group, started and ready (stopped again when it never gets ready)."""
     template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
-    values = LaunchValues(num_steps, config.method, free_port(), config.target, config.draft)
+    values = LaunchValues(num_steps, config.engine.method, free_port(), config.engine.target, config.engine.draft)
     server = ServerProcess(render(template, values), values.port, log_path)
     server.start()
     try:
@@ -71,11 +71,12 @@ class LaunchingBackend:
                     "logs": f"{SERVERS_DIR}/k<num_steps>.log",
                 },
                 "server": {"model": config.server_model, "models": [], "models_error": None, "version": None},
-                "tokenizer": config.tokenizer or (config.target if self.can_tokenize else None),
+                "tokenizer": config.engine.tokenizer or (config.engine.target if self.can_tokenize else None),
             },
             "device": {"type": "remote", "name": "launched loopback server", "dtype": None},
             "kv_pool": None,
-            "models": {"target": {"path": config.target, "weights_sha256": None}, "draft_source": config.draft},
+            "models": {"target": {"path": config.engine.target, "weights_sha256": None},
+                       "draft_source": config.engine.draft},
             "proposer": None,
             "engine_config": None,
         }

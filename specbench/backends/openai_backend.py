@@ -19,21 +19,21 @@ import httpx
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset, PrefixCacheResetter
 from specbench.backends.chat_stand_in import ServerChatTemplate
+from specbench.backends.credentials import api_key_from_env, auth_headers, public_url, redact
 from specbench.backends.http_stream import run_request
 from specbench.backends.request_body import build_request
-from specbench.backends.credentials import api_key_from_env, auth_headers, public_url, redact
 from specbench.backends.server_adapters import choose_adapter
 from specbench.backends.server_info import INFO_TIMEOUT_S, read_server_info, scrape_spec_counters
 from specbench.backends.spec_counters import counter_delta
 from specbench.backends.stream_state import StreamState
 from specbench.backends.token_counts import count_tokens
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.stats import RequestStats
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 
@@ -98,7 +98,7 @@ class OpenAIBackend:
             },
             "device": {"type": "remote", "name": url, "dtype": None},
             "kv_pool": None,
-            "models": {"target": {"path": self.model, "weights_sha256": None}, "draft_source": config.draft},
+            "models": {"target": {"path": self.model, "weights_sha256": None}, "draft_source": config.engine.draft},
             "proposer": None,
             "engine_config": None,
         }
@@ -210,9 +210,9 @@ class OpenAIBackend:
 
 
 def _tokenizer_source(config: SweepConfig) -> str | None:
-    if config.tokenizer is not None:
-        return config.tokenizer
-    return config.target if config.target != "default" else None
+    if config.engine.tokenizer is not None:
+        return config.engine.tokenizer
+    return config.engine.target if config.engine.target != "default" else None
 
 
 def local_tokenizer_of(config: SweepConfig):

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.backends.prometheus import Sample
-from specbench.backends.request_draft import RequestDraft, llamacpp_draft, sglang_draft, vllm_draft
+from specbench.backends.request_draft import llamacpp_draft, sglang_draft, vllm_draft
 from specbench.backends.spec_counters import SpecCounters, has_namespace, read_sglang, read_vllm_style
 from specbench.registry import Registry
+from specbench.runs.request_draft import RequestDraft
 
 AUTO = "auto"
 

@@ -1,1 +1,1 @@
-"""Benchmark sweeps: a grid of cells on one engine, every number to parquet (schema: bench/schema.py)."""
+"""Benchmark sweeps: a grid of cells on one engine, every number to parquet (schema: runs/schema.py)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.bench.records import Row, is_null
-from specbench.bench.sweep_config import EMBEDDED
+from specbench.runs.records import Row, is_null
+from specbench.runs.sweep_config import EMBEDDED
 
 _TOKEN_SOURCES = {
     "server_per_chunk": "exact, from the server's per-chunk usage",

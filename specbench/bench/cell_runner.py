@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specbench.backends.cache_reset import SKIPPED, CacheReset
-from specbench.bench.admission import FinishedTurn
-from specbench.bench.grid import CellKey
 from specbench.bench.load_pattern import LoadPattern
-from specbench.bench.sweep_config import SweepConfig
 from specbench.bench.reasoning_split import answer_text
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
 from specbench.bench.warmup import warmup_turns
 from specbench.engine.stats import StepStats
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> Tur
         top_p=config.top_p,
         top_k=config.top_k,
         chat_template=chat_template,
-        seed=config.seed,
+        seed=config.engine.seed,
         repeat=key.repeat,
     )
 
@@ -66,12 +66,12 @@ def run_cell(
     num_warmup = config.num_warmup(key.concurrency)
     if num_warmup:
         template = planner.first_turn(samples[0], settings)
-        warm = warmup_turns(planner, template, key, settings, num_warmup, config.seed)
+        warm = warmup_turns(planner, template, key, settings, num_warmup, config.engine.seed)
         backend.run_turns(warm, key.concurrency, id_prefix=f"warmup/{key.cell_id}")
 
     backend.begin_window()
     # Every cell of a repeat sees the same arrival pattern, so cells differ only in what the grid varies.
-    seed = zlib.crc32(f"arrivals/{config.seed}/{key.repeat}".encode())
+    seed = zlib.crc32(f"arrivals/{config.engine.seed}/{key.repeat}".encode())
     finished = backend.run_turns(
         measured_turns(planner, samples, settings, LoadPattern.of(config), seed),
         key.concurrency,

@@ -7,12 +7,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench.bench.records import Row, cell_metrics_from_rows, has_draft_stats, is_success, score_from_row
-from specbench.bench.schema import columns
 from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 from specbench.metrics.goodput import Goodput
+from specbench.runs.records import Row, cell_metrics_from_rows, has_draft_stats, is_success, score_from_row
+from specbench.runs.schema import columns
 
 
 def cell_row(

@@ -6,15 +6,15 @@ from typing import Any
 
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
-from specbench.bench.grid import CellKey
 from specbench.bench.reasoning_split import split_reasoning
-from specbench.bench.records import Row, request_row, step_rows
 from specbench.bench.server_acceptance import server_acceptance
 from specbench.bench.store import RunStore
-from specbench.bench.sweep_config import SweepConfig
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import parse_goodput
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.runs.cell_key import CellKey
+from specbench.runs.records import Row, request_row, step_rows
+from specbench.runs.sweep_config import SweepConfig
 from specbench.workloads.base import Workload
 
 
@@ -26,7 +26,7 @@ def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Worklo
         "concurrency": key.concurrency,
         "temperature": key.temperature_value,
         "num_steps": key.num_steps,
-        "method": config.method,
+        "method": config.engine.method,
         "workload": workload.name,
         "workload_version": workload.version,
         "label": config.label,

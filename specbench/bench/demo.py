@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from specbench.bench.sweep_config import SweepConfig
+from specbench.config import EngineConfig
+from specbench.runs.sweep_config import SweepConfig
 
 DEMO_LIMIT = 4  # GSM8K test questions
 # Fewer shots than the protocol's 5 keep prompts short: on the 135M default model (CPU, 4 questions, 32 tokens)
@@ -33,8 +34,7 @@ def demo_config(
         concurrency=(1, 4),
         temperature=(0.0,),
         num_steps=(0, 3),
-        method="ngram",
-        target=target,
+        engine=EngineConfig(target=target, method="ngram"),
         warmup=1,  # on CPU first calls cost little; one request per cell keeps the demo short
         label="demo",
         results_dir=results_dir,

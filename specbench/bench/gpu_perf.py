@@ -61,11 +61,12 @@ def random_prompts(vocab_size: int, num: int, length: int, seed: int = 0) -> lis
 
 
 def measure_decode(llm, *, label: str, concurrency: int, num_steps: int, prompt_len: int, output_len: int,
-                   bandwidth_gbps: float, repeats: int = 1) -> DecodeRow:
+                   bandwidth_gbps: float, repeats: int = 1, async_scheduling: bool = True) -> DecodeRow:
     """Run `concurrency` requests of prompt_len -> output_len tokens at k = num_steps, `repeats` times with fresh
     prompts (more rounds: synthetic acceptance averages closer to its rates); median decode step."""
     engine = llm.engine
     engine.set_num_steps(num_steps)
+    engine.set_async_scheduling(async_scheduling)
     model = engine.runner.model
     warmup = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=concurrency)
     llm.generate(warmup, SamplingParams(max_tokens=16, ignore_eos=True))  # warm-up: kernels, allocator
@@ -109,13 +110,13 @@ class GraphsOff:
         self.engine = engine
 
     def __enter__(self):
-        self._saved = (self.engine.runner.graphs, getattr(self.engine.proposer, "step_graphs", None))
+        self._saved = self.engine.runner.graphs
         self.engine.runner.graphs = None
-        if self.engine.proposer is not None and hasattr(self.engine.proposer, "step_graphs"):
-            self.engine.proposer.step_graphs = None
+        if self.engine.proposer is not None:
+            self.engine.proposer.pause_step_graphs(True)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.engine.runner.graphs = self._saved[0]
-        if self.engine.proposer is not None and hasattr(self.engine.proposer, "step_graphs"):
-            self.engine.proposer.step_graphs = self._saved[1]
+        self.engine.runner.graphs = self._saved
+        if self.engine.proposer is not None:
+            self.engine.proposer.pause_step_graphs(False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.bench.records import Row, is_null
+from specbench.runs.records import Row, is_null
 
 
 def load_notes(cells: Sequence[Row]) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.bench.sweep_config import SweepConfig
+from specbench.runs.sweep_config import SweepConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specbench.bench.environment import git_state, package_versions
-from specbench.bench.schema import SCHEMA_VERSION
 from specbench.bench.store import MANIFEST
-from specbench.bench.sweep_config import SweepConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.environment import git_state, package_versions
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.sweep_config import SweepConfig
 from specbench.workloads.base import LoadedData, Workload
 
 
@@ -40,10 +40,10 @@ def build_manifest(
         "specbench": {"version": package_versions()["specbench"], "git": git_state()},
         "versions": package_versions(),
         **backend.manifest_entries(config),
-        "method": config.method,
+        "method": config.engine.method,
         # Forced per-position acceptance rates: outputs are NOT lossless when set (performance work only).
-        "synthetic_acceptance": list(config.synthetic_acceptance) if config.synthetic_acceptance else None,
-        "fault_injected": config.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
+        "synthetic_acceptance": list(config.engine.synthetic_acceptance or ()) or None,
+        "fault_injected": config.engine.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
         "workload": {
             "name": workload.name,
             "version": workload.version,

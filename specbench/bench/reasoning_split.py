@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from specbench.backends.reasoning import split_think
-from specbench.bench.admission import FinishedTurn
+from specbench.runs.finished_turn import FinishedTurn
 
 
 def answer_text(completion: str, parser: str | None) -> str:

@@ -11,13 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specbench.bench.schema import RECOMMENDATION_COLUMNS
 from specbench.bench.store import drop_staging, write_atomic
 from specbench.compare.bootstrap import percentile_interval
 from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.loading import Run, load_run
 from specbench.compare.matching import DEFAULT_TEMPERATURE, MatchKey
 from specbench.compare.metrics_catalog import BASE_METRICS, OUTPUT_THROUGHPUT, Metric
+from specbench.runs.schema import RECOMMENDATION_COLUMNS
 
 RECOMMENDATIONS = "recommendations.parquet"
 CONFIDENCE = 0.95

@@ -11,16 +11,16 @@ from specbench.bench.sweep import SweepReport
 
 
 def format_report(report: SweepReport, width: int | None = None) -> str:
-    config = report.config
+    config, engine = report.config, report.config.engine
     server = f"{config.backend} server {public_url(config.base_url or '')}"
-    where = f"target {config.target}" if config.is_embedded else server
+    where = f"target {engine.target}" if config.is_embedded else server
     head = (
-        f"{config.workload} | method {config.method} | {where}"
+        f"{config.workload} | method {engine.method} | {where}"
         + (f" | label {config.label}" if config.label else "")
-        + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
+        + (f" | MUTANT[{engine.inject}] (fault injected: not a real result)" if engine.inject else "")
         + (
-            f" | SYNTHETIC ACCEPTANCE {','.join(map(str, config.synthetic_acceptance))} (forced: output not lossless)"
-            if config.synthetic_acceptance
+            f" | SYNTHETIC ACCEPTANCE {','.join(map(str, engine.synthetic_acceptance))} (forced: output not lossless)"
+            if engine.synthetic_acceptance
             else ""
         )
         + f" | {report.num_cells_run} cells run"

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.bench.manifest import read_manifest
-from specbench.bench.sweep_config import SweepConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.sweep_config import SweepConfig
 
 
 def resume_config(

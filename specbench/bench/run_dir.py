@@ -8,8 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from specbench.bench.sweep_config import SweepConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.sweep_config import SweepConfig
 
 
 def default_run_id(config: SweepConfig) -> str:

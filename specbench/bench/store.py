@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from specbench.bench.records import Row
-from specbench.bench.schema import TABLES, arrow_schema
 from specbench.errors import SpecbenchError
+from specbench.runs.records import Row
+from specbench.runs.schema import TABLES, arrow_schema
 
 MANIFEST = "manifest.json"
 PARTS_DIR = "parts"

@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specbench.bench.records import Row
+from specbench.runs.records import Row
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
 

@@ -11,18 +11,20 @@ from pathlib import Path
 
 from specbench.bench.cell_runner import run_cell, turn_settings
 from specbench.bench.cell_tables import cell_tables
-from specbench.bench.grid import CellKey, build_grid
+from specbench.bench.grid import build_grid
 from specbench.bench.manifest import build_manifest, with_resume_session
-from specbench.bench.preflight import workload_options
 from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
-from specbench.bench.records import Row
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
-from specbench.bench.sweep_config import SweepConfig, validate_config
-from specbench.bench.turns import TurnPlanner
+from specbench.bench.validate import validate_config
 from specbench.errors import Interrupted, SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.preflight import workload_options
+from specbench.runs.records import Row
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import TurnPlanner
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
         config, manifest = resume_config(Path(config.resume), config, explicit)
     validate_config(config)
     workload = get_workload(config.workload, **workload_options(config))
-    data = workload.load(resolve_data_source(config.data_dir), config.limit, config.seed)
+    data = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed)
     run_dir = Path(config.resume) if manifest is not None else plan_run_dir(config)
     grid = build_grid(config)
 

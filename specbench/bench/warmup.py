@@ -12,8 +12,8 @@ import zlib
 
 import numpy as np
 
-from specbench.bench.grid import CellKey
-from specbench.bench.turns import Turn, TurnPlanner, TurnSettings
+from specbench.runs.cell_key import CellKey
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Message, Prompt, Sample
 from specbench.workloads.chat import render_conversation
 

@@ -40,10 +40,11 @@ class AcceptanceBaseline:
 
 def measure_acceptance(setup: CheckSetup) -> AcceptanceBaseline:
     outs = build_llm(setup).generate(prompt_list(setup), greedy_params(setup))
-    drafted = tuple(sum(o.stats.num_drafted_per_pos[i] for o in outs) for i in range(setup.num_steps))
-    accepted = tuple(sum(o.stats.num_accepted_per_pos[i] for o in outs) for i in range(setup.num_steps))
-    return AcceptanceBaseline(setup.target, setup.draft, setup.method, setup.num_steps, len(outs), setup.max_tokens,
-                              drafted, accepted)
+    engine = setup.engine
+    drafted = tuple(sum(o.stats.num_drafted_per_pos[i] for o in outs) for i in range(engine.max_num_steps))
+    accepted = tuple(sum(o.stats.num_accepted_per_pos[i] for o in outs) for i in range(engine.max_num_steps))
+    return AcceptanceBaseline(engine.target, engine.draft, engine.method, engine.max_num_steps, len(outs),
+                              setup.max_tokens, drafted, accepted)
 
 
 def baseline_to_json(baseline: AcceptanceBaseline) -> dict:
@@ -93,9 +94,9 @@ def _drop(t: PositionTest) -> str:
 def check_baseline(setup: CheckSetup, baseline: AcceptanceBaseline, alpha: float = BASELINE_ALPHA,
                    source: str = "") -> CheckResult:
     start = time.perf_counter()
-    if (baseline.method, baseline.num_steps) != (setup.method, setup.num_steps):
+    if (baseline.method, baseline.num_steps) != (setup.engine.method, setup.engine.max_num_steps):
         raise SpecbenchError(f"baseline is for method {baseline.method} k={baseline.num_steps}, "
-                             f"not {setup.method} k={setup.num_steps}")
+                             f"not {setup.engine.method} k={setup.engine.max_num_steps}")
     now = measure_acceptance(setup)
     if (baseline.num_prompts, baseline.max_tokens) != (now.num_prompts, now.max_tokens):
         raise SpecbenchError(f"baseline was measured on {baseline.num_prompts} prompts x {baseline.max_tokens} tokens, "

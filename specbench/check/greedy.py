@@ -38,7 +38,8 @@ def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], refere
     margins = []
     for prompt, reference, d in zip(prompts, references, positions):
         probs = next(next_token_probs(model, [prompt], [reference[:d + 1]], SamplingParams(temperature=1.0),
-                                      block_size=setup.block_size, device=setup.device))  # [1, d + 1, vocab]
+                                      block_size=setup.engine.block_size,
+                                      device=setup.engine.device))  # [1, d + 1, vocab]
         top = probs[0, d].double().topk(2).values
         margins.append(math.log(top[0]) - math.log(top[1]) if top[1] > 0 else math.inf)
     return margins
@@ -53,8 +54,8 @@ def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple
     matched = sum(len(r) if d is None else d for r, (_, d) in zip(reference, divergences))
     rate = matched / max(total, 1)
     detail = f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}"
-    if setup.dtype == "fp32" or not diverged:
-        detail += ", exact identity" + (" (fp32)" if setup.dtype == "fp32" else "")
+    if setup.engine.dtype == "fp32" or not diverged:
+        detail += ", exact identity" + (" (fp32)" if setup.engine.dtype == "fp32" else "")
         if diverged:
             detail += "; first divergence: " + ", ".join(f"req {i} @ {d}" for i, d in diverged[:8])
         return not diverged, detail
@@ -65,7 +66,7 @@ def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple
         [d for _, d in comparable])))
     verdicts = [(i, d, margins.get(i)) for i, d in diverged]
     num_near = sum(classify(m) == NEAR_TIE for _, _, m in verdicts)
-    detail += (f", {setup.dtype}: {num_near} near-tie / {len(verdicts) - num_near} divergent (top-2 margin < "
+    detail += (f", {setup.engine.dtype}: {num_near} near-tie / {len(verdicts) - num_near} divergent (top-2 margin < "
                f"{NEAR_TIE_MARGIN:g} nats is a near-tie); first divergence: "
                + ", ".join(f"req {i} @ {d} {classify(m)}" + (f" {m:.3f}" if m is not None else "")
                            for i, d, m in verdicts[:8]))

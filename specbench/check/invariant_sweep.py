@@ -10,8 +10,7 @@ buffers) and with --enforce-eager.
 from __future__ import annotations
 
 import time
-
-import dataclasses
+from dataclasses import replace
 
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.result import CheckResult
@@ -29,8 +28,8 @@ def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
     full_sweep=False (the fast budget) keeps real verification and preemption only. Concurrency 1 runs one prompt:
     more would repeat its batch shape prompt after prompt, one request at a time."""
     prompts = prompt_list(setup)[:NUM_PROMPTS]
-    swept = dataclasses.replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
-                                max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
+    swept = replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
+                    max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
     for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep else ():
         for concurrency in (1, 4):
             yield (f"{mode} acceptance, concurrency {concurrency}",
@@ -43,7 +42,7 @@ def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
     """(enforce_eager, ...) to run: both on CUDA, eager only elsewhere (graphs need CUDA)."""
     from specbench.engine.builder import resolve_device
 
-    return (False, True) if resolve_device(setup.device).type == "cuda" else (True,)
+    return (False, True) if resolve_device(setup.engine.device).type == "cuda" else (True,)
 
 
 def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
@@ -55,9 +54,9 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     cases = [(eager, case) for case in _sweep_cases(setup, full_sweep) for eager in modes]
     for enforce_eager, (label, overrides, ks, prompts) in cases:
         label += ", eager" if enforce_eager else ", CUDA graphs"
-        run_setup = setup.with_inject(setup.inject)
+        run_setup = setup
         if not enforce_eager:  # built for the largest k so that every k has captured graphs
-            run_setup = dataclasses.replace(run_setup, num_steps=max(ks))
+            run_setup = setup.with_engine(max_num_steps=max(ks))
         llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
         for k in ks:
             llm.engine.set_num_steps(k)

@@ -65,10 +65,10 @@ def record_and_compare(llm: LLM, prompts: list, params, rtol: float) -> tuple[in
 
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
-    if setup.method not in ("draft", "eagle", "eagle3"):
-        return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} (no draft model)",
+    if setup.engine.method not in ("draft", "eagle", "eagle3"):
+        return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
-    rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
+    rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL
     num, bad, preempted = 0, [], 0
     runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
     for overrides in runs:

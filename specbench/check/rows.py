@@ -111,15 +111,15 @@ def engine_verify_fn(setup: CheckSetup):
     device, without loading a model."""
     from specbench.engine.builder import resolve_device, resolve_kernel_choice, select_verifier
 
-    device = resolve_device(setup.device)
-    name = resolve_kernel_choice(setup.engine_kwargs.get("verifier", "auto"), device, "verifier")
-    return build_hooks(setup.inject).wrap_verifier(select_verifier(name)), device
+    device = resolve_device(setup.engine.device)
+    name = resolve_kernel_choice(setup.engine.verifier, device, "verifier")
+    return build_hooks(setup.engine.inject).wrap_verifier(select_verifier(name)), device
 
 
 def check_rows(setup: CheckSetup) -> CheckResult:
     start = time.perf_counter()
     verify_fn, device = engine_verify_fn(setup)
-    tests = _cached_tests(verify_fn, device, setup.seed)
+    tests = _cached_tests(verify_fn, device, setup.engine.seed)
     failed = [t for t in tests if t.p_value < ROWS_ALPHA]
     parts = [f"{t.row_type} {t.num_rows} rows p {t.p_value:.2g} power {t.power:.2f}"
              + (f" ({t.num_impossible} impossible)" if t.num_impossible else "") for t in tests]

@@ -40,9 +40,9 @@ def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: Sampling
     """One wave (fewest steps) of num_samples seeded requests per prompt; `preempting`: with a KV pool that admits
     the wave's prompts but not their growth, so requests are preempted and recomputed mid-sampling."""
     batch = [p for p in prompts for _ in range(num_samples)]
-    base = setup.seed * SEED_STRIDE + 1 + salt * len(batch)
+    base = setup.engine.seed * SEED_STRIDE + 1 + salt * len(batch)
     per_request = [replace(params, seed=base + i) for i in range(len(batch))]
-    wave = replace(setup, prompts=tuple(batch), max_tokens=params.max_tokens, max_concurrency=len(batch))
+    wave = replace(setup, prompts=tuple(batch), max_tokens=params.max_tokens).with_engine(max_concurrency=len(batch))
     overrides = forced_preemption_overrides(wave) if preempting else {}
     return build_llm(setup, max_concurrency=len(batch), **overrides).generate(batch, per_request)
 
@@ -81,7 +81,7 @@ def _verdict(setup: CheckSetup, model, outs, num_prompts: int, num_samples: int,
 
     def chunks():
         for chunk in next_token_probs(model, [o.prompt_token_ids for o in outs], [tuple(t) for t in tokens], params,
-                                      block_size=setup.block_size, device=setup.device):
+                                      block_size=setup.engine.block_size, device=setup.engine.device):
             yield chunk[:, list(positions)]
 
     picked = tokens[:, list(positions)]
@@ -105,10 +105,10 @@ def _describe(v: SampledVerdict, positions: tuple[int, ...]) -> str:
 def self_draft_setup(setup: CheckSetup) -> CheckSetup:
     """The target drafting for itself with the setup's engine options. It keeps the setup's fault when that fault
     lives where this run exercises it: anywhere for a draft-LM setup, outside the drafter for other methods."""
-    fault = resolve_fault(setup.inject)
-    keep = fault is not None and "draft" in fault.methods and (setup.method == "draft" or fault.layer != "draft")
-    inject = setup.inject if keep else None
-    return replace(setup, method="draft", draft=setup.target, inject=inject)
+    fault = resolve_fault(setup.engine.inject)
+    keep = fault is not None and "draft" in fault.methods and (setup.engine.method == "draft" or fault.layer != "draft")
+    inject = setup.engine.inject if keep else None
+    return setup.with_engine(method="draft", draft=setup.engine.target, inject=inject)
 
 
 _SELF_DRAFT_RUNS: dict[str, tuple[int, int, SampledVerdict]] = {}  # repr of the run's inputs -> its outcome
@@ -146,18 +146,19 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
 
-    bonus_positions = (setup.num_steps + 1,)  # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
-    bonus_run = replace(params, max_tokens=setup.num_steps + 2)
+    # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
+    bonus_positions = (setup.engine.max_num_steps + 1,)
+    bonus_run = replace(params, max_tokens=setup.engine.max_num_steps + 2)
     accepted, drafted, bonus = _self_draft_run(self_draft_setup(setup), model, prompts, num_samples, bonus_run,
                                                bonus_positions)
     acceptance = accepted / max(drafted, 1)
-    min_acceptance = SELF_DRAFT_MIN_ACCEPTANCE.get(setup.dtype, SELF_DRAFT_MIN_ACCEPTANCE["bf16"])
+    min_acceptance = SELF_DRAFT_MIN_ACCEPTANCE.get(setup.engine.dtype, SELF_DRAFT_MIN_ACCEPTANCE["bf16"])
 
     p_value = min(1.0, 2 * min(mixed.p_value, bonus.p_value))  # Bonferroni over the two runs
     passed = p_value >= ALPHA and acceptance >= min_acceptance
     detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
               f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
-              f"p {p_value:.3g}. {setup.method} drafts with forced preemption ({num_preempted} preemptions), positions "
+              f"p {p_value:.3g}. {setup.engine.method} drafts with forced preemption ({num_preempted} preemptions), positions "
               f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
               f"Forced full acceptance (target drafts for itself): {accepted}/{drafted} drafts accepted (needs >= "
               f"{min_acceptance}); bonus rows alone at position {bonus_positions[0]}: {_describe(bonus, bonus_positions)}")

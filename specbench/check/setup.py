@@ -4,30 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+from specbench.config import EngineConfig
 from specbench.llm import LLM
 
 
 @dataclass(frozen=True)
 class CheckSetup:
-    target: str
-    method: str
-    draft: str | None
-    num_steps: int
+    engine: EngineConfig  # the speculative engine under test; its max_num_steps is the k checked
     prompts: tuple  # [num_prompts] str or tuple of token ids
     max_tokens: int = 16
-    dtype: str = "fp32"
-    device: str = "cpu"
-    inject: str | None = None
-    block_size: int = 4
-    kv_cache_gb: float = 0.05
-    max_concurrency: int = 4
-    seed: int = 0
-    engine_kwargs: dict = field(default_factory=dict)  # extra EngineConfig fields (ngram sizes, tokenizer, ...)
+
+    def with_engine(self, **changes) -> "CheckSetup":
+        return replace(self, engine=replace(self.engine, **changes))
 
     def with_inject(self, inject: str | None) -> "CheckSetup":
-        return replace(self, inject=inject)
+        return self.with_engine(inject=inject)
 
 
 @contextlib.contextmanager
@@ -45,17 +38,13 @@ def debug_invariants(enabled: bool):
 
 
 def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool = False, **overrides) -> LLM:
-    """The setup's engine; speculative=False gives the clean plain-decoding reference (no fault, no draft)."""
-    kwargs = dict(dtype=setup.dtype, device=setup.device, block_size=setup.block_size, seed=setup.seed,
-                  max_concurrency=setup.max_concurrency, **setup.engine_kwargs)
-    if "num_kv_blocks" not in overrides:
-        kwargs["kv_cache_gb"] = setup.kv_cache_gb
-    kwargs.update(overrides)
+    """The setup's engine with `overrides` (EngineConfig fields); speculative=False gives the clean plain-decoding
+    reference (no fault, no draft)."""
+    config = replace(setup.engine, **overrides)
+    if not speculative:
+        config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
     with debug_invariants(invariants):
-        if not speculative:
-            return LLM(setup.target, **kwargs)
-        return LLM(setup.target, method=setup.method, draft=setup.draft, num_steps=setup.num_steps,
-                   inject=setup.inject, **kwargs)
+        return LLM(config)
 
 
 def prompt_list(setup: CheckSetup) -> list:
@@ -66,11 +55,11 @@ def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = N
     """Engine overrides whose KV pool admits a full batch of prompts but not their growth, so running requests are
     preempted; never smaller than what the longest request needs alone (it must be able to finish)."""
     def blocks(num_tokens: int) -> int:
-        return -(-num_tokens // setup.block_size)
+        return -(-num_tokens // setup.engine.block_size)
 
-    extra = setup.max_tokens + (max_num_steps or setup.num_steps) + 1
+    extra = setup.max_tokens + (max_num_steps or setup.engine.max_num_steps) + 1
     alone = max(blocks(len(p) + extra) for p in setup.prompts) + 1
-    batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.max_concurrency]) + 1
+    batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.engine.max_concurrency]) + 1
     return {"num_kv_blocks": max(alone, batch)}
 
 

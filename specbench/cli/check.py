@@ -6,13 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.check.engine_defaults import CHECK_ENGINE_DEFAULTS
 from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
+from specbench.config import ENGINE_OPTION_NAMES
 
 
-# A check runs tiny prompts on the CPU by default: small KV blocks and pool, fp32 (exact comparisons).
-CHECK_DEFAULTS = {"method": "draft", "dtype": "fp32", "device": "cpu", "kv_cache_gb": 0.5, "block_size": 4}
+# The check engine's defaults as option defaults, with a draft model and a larger KV pool than the library's
+# (real models from the command line, not the selftest's tiny ones).
+CHECK_DEFAULTS = {**{k: v for k, v in CHECK_ENGINE_DEFAULTS.items() if k in ENGINE_OPTION_NAMES},
+                  "method": "draft", "kv_cache_gb": 0.5}
 
 
 @app.command()
@@ -58,14 +62,13 @@ def check(
     from specbench.check.budget import resolve_budget
     from specbench.check.prompts import check_prompts
     from specbench.check.result import format_table
+    from specbench.check.engine_defaults import check_engine
     from specbench.check.setup import CheckSetup
     from specbench.faults import mutant_label
 
     chosen = resolve_budget(budget)
     prompts = tuple(check_prompts(data_dir))
-    own = ("target", "method", "draft", "dtype", "device", "inject", "block_size", "kv_cache_gb", "seed")
-    setup = CheckSetup(**{k: engine[k] for k in own}, num_steps=num_steps, prompts=prompts, max_tokens=max_tokens,
-                       engine_kwargs={k: v for k, v in engine.items() if k not in own})
+    setup = CheckSetup(check_engine(**engine, max_num_steps=num_steps), prompts, max_tokens)
     if save_baseline:
         save(measure_acceptance(chosen.apply(setup)), save_baseline)
         print(f"acceptance baseline written to {save_baseline}")

@@ -51,29 +51,32 @@ def check_lossless(
 ) -> None:
     """Exit 0 when every greedy turn is identical on both servers or differs only by near-tied argmaxes (--strict:
     identical), 1 on a divergent or unclassified mismatch or a failed request."""
-    from specbench.backends.lossless import check_lossless as run_check
-    from specbench.backends.lossless import format_lossless
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.bench.lossless import check_lossless as run_check
+    from specbench.bench.lossless import format_lossless
+    from specbench.config import EngineConfig
+    from specbench.runs.sweep_config import SweepConfig
 
     def side(url: str, model: str | None) -> SweepConfig:
         return SweepConfig(workload=workload, data_dir=data_dir, limit=limit, shots=shots, chat_template=chat_template,
                            max_tokens=max_tokens, concurrency=(concurrency,), backend="openai", base_url=url,
                            server_model=model, api_key_env=api_key_env, request_timeout=request_timeout,
-                           tokenizer=tokenizer, warmup=0, quiet=True)
+                           engine=EngineConfig(tokenizer=tokenizer), warmup=0, quiet=True)
 
     if server_cmd is not None:
         import dataclasses
         import tempfile
         from pathlib import Path
 
-        from specbench.backends.lossless import check_lossless_launched
+        from specbench.bench.lossless import check_lossless_launched
 
         if base_url_spec or base_url_ref:
             raise SpecbenchError("--server-cmd launches both servers: drop --base-url-spec/--base-url-ref")
         logs = Path(server_log_dir or tempfile.mkdtemp(prefix="specbench-lossless-"))
         config = dataclasses.replace(side(None, model_spec), server_cmd=server_cmd, server_ready_timeout=
-                                     server_ready_timeout, server_baseline_cmd=server_baseline_cmd, target=target,
-                                     draft=draft, method=method, num_steps=(num_steps,), speedup=False)
+                                     server_ready_timeout, server_baseline_cmd=server_baseline_cmd,
+                                     engine=EngineConfig(target=target, draft=draft, method=method,
+                                                         tokenizer=tokenizer),
+                                     num_steps=(num_steps,), speedup=False)
         report = check_lossless_launched(config, logs, near_tie_margin)
         print(f"server logs: {logs}")
     elif not (base_url_spec and base_url_ref):

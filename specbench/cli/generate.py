@@ -43,6 +43,6 @@ def generate(
             request_seed=request_seed,
             ignore_eos=ignore_eos,
         ),
-        EngineConfig(**engine, num_steps=num_steps, max_concurrency=max_concurrency),
+        EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency),
     )
     print_generation(report)

@@ -1,5 +1,5 @@
 """Options of `sweep` (and its presets gsm8k / mtbench) for the load pattern, warmup cache policy, goodput and the
-best-k recommendation. Declared here once; `SweepConfig` holds their values (bench/sweep_config.py)."""
+best-k recommendation. Declared here once; `SweepConfig` holds their values (runs/sweep_config.py)."""
 
 from __future__ import annotations
 

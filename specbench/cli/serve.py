@@ -32,5 +32,5 @@ def serve(
     from specbench.serve import ServeConfig
     from specbench.serve import serve as run_server
 
-    config = EngineConfig(**engine, num_steps=num_steps, max_concurrency=max_concurrency)
+    config = EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency)
     run_server(ServeConfig(config, served_model_name, api_key_env, log_level), host=host, port=port)

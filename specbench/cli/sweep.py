@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Annotated, Optional
 
@@ -79,7 +78,7 @@ def sweep(
     from specbench.bench.grid import default_num_steps, parse_int_list, parse_temperature_list
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.runs.sweep_config import FLAT_NAMES, SweepConfig
 
     values = dict(ctx.params)
     values.update(
@@ -89,11 +88,11 @@ def sweep(
         goodput=tuple(goodput or ()),
     )
     values.update(engine)
-    fields = {f.name for f in dataclasses.fields(SweepConfig)}
+    fields = set(FLAT_NAMES)
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
     fixed = ctx.meta.get("specbench.fixed", {})
     explicit = {name for name in ctx.params if _is_explicit(ctx, name)} | (fields - set(ctx.params))
-    report = run_sweep(SweepConfig(**values, **fixed), explicit=explicit & fields)
+    report = run_sweep(SweepConfig.from_flat({**values, **fixed}), explicit=explicit & fields)
     print(format_report(report))
 
 

@@ -3,7 +3,7 @@
 The load pattern is the experiment's design and stays fixed: submission order, release times (arrival schedule)
 and the concurrency cap. What is resampled is which request (its service time, tokens, acceptance) fills each
 submission slot. The window of a draw comes from replaying the admission schedule with the drawn E2E times
-(as specbench/bench/admission.py admits: next request into the first free slot, not before its release),
+(as specbench/backends/admission.py admits: next request into the first free slot, not before its release),
 scaled so that the undrawn cell gets its measured window exactly. The replay keeps the tail (a last wave
 waiting on its slowest request) that a per-request ratio cannot see.
 """

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.bench.schema import SCHEMA_VERSION, TABLES
 from specbench.compare.run_info import RunInfo, run_info
 from specbench.errors import SpecbenchError
+from specbench.runs.schema import SCHEMA_VERSION, TABLES
 
 MANIFEST = "manifest.json"
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.bench.records import has_draft_stats, stats_from_row
-from specbench.bench.records import is_null as _is_null
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.runs.records import has_draft_stats, stats_from_row
+from specbench.runs.records import is_null as _is_null
 
 
 def _nan(value: float | None) -> float:

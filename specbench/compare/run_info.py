@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from specbench.bench.sweep_config import MEASUREMENT_SETTINGS
+from specbench.runs.sweep_config import MEASUREMENT_SETTINGS
 
 
 @dataclass(frozen=True)

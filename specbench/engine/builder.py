@@ -181,7 +181,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         BlockManager(num_blocks, config.block_size),
         max_concurrency=config.max_concurrency,
         max_num_batched_tokens=config.max_num_batched_tokens,
-        num_steps=config.num_steps,
+        num_steps=config.max_num_steps,  # the initial k; the scheduler owns it from here
         max_model_len=max_model_len,
     )
     feature_layers = proposer.target_feature_layers if proposer is not None else ()
@@ -215,11 +215,11 @@ def enable_cuda_graphs(config: EngineConfig, backend, device: torch.device, runn
         return f"off: {device.type}"
     if not getattr(backend, "supports_cuda_graphs", False):
         return f"off: attention backend {backend.name!r} runs eagerly"
-    return capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.num_steps)
+    return capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.max_num_steps)
 
 
 def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -> GraphPlan:
-    max_positions = max_model_len + config.num_steps + 1  # a request's last verify block may reach past the limit
+    max_positions = max_model_len + config.max_num_steps + 1  # a request's last verify block may reach past the limit
     return GraphPlan(
         max_num_reqs=config.max_concurrency,
         max_blocks_per_req=-(-max_positions // config.block_size),

@@ -40,11 +40,14 @@ def build_verify_input(
     block_size: int,
     device: torch.device,
     hooks: PhaseHooks = NO_HOOKS,
+    newest_token_ids: torch.Tensor | None = None,  # [num_reqs] int64 on the device; None: the requests' own
 ) -> VerifyInput:
     """Per request: the newest token at position num_cached, then its drafts.
 
     Drafts may live on the device; they are gathered there with host-built
-    indices so building the verify input never waits on the proposer.
+    indices so building the verify input never waits on the proposer. An overlapped
+    decode step passes `newest_token_ids`: the previous step's sampled tokens, still on
+    the device (the host has not read them yet).
     """
     num_reqs = len(requests)
     num_drafts = list(proposal.num_draft_tokens) if proposal is not None else [0] * num_reqs
@@ -54,7 +57,9 @@ def build_verify_input(
         draft_token_ids = torch.empty(num_reqs, 0, dtype=torch.int64, device=device)
         draft_probs = None
     width = 1 + draft_token_ids.shape[1]
-    newest = [r.output_token_ids[-1] if r.output_token_ids else r.prompt_token_ids[-1] for r in requests]
+    if newest_token_ids is None:
+        newest = [r.output_token_ids[-1] if r.output_token_ids else r.prompt_token_ids[-1] for r in requests]
+        newest_token_ids = to_device(newest, torch.int64, device)
     positions: list[int] = []
     seq_lens: list[int] = []
     gather: list[int] = []  # row-major index into [num_reqs, 1 + max_num_draft]
@@ -63,8 +68,11 @@ def build_verify_input(
         positions.extend(range(start, start + 1 + num_drafts[r]))
         seq_lens.append(start + 1 + num_drafts[r])
         gather.extend(range(r * width, r * width + 1 + num_drafts[r]))
-    table = torch.cat([to_device(newest, torch.int64, device)[:, None], draft_token_ids.to(device)], dim=1)
-    input_ids = table.reshape(-1)[to_device(gather, torch.int64, device)]
+    if draft_token_ids.shape[1] == 0:
+        input_ids = newest_token_ids  # plain decode: one query per request, nothing to interleave
+    else:
+        table = torch.cat([newest_token_ids[:, None], draft_token_ids.to(device)], dim=1)
+        input_ids = table.reshape(-1)[to_device(gather, torch.int64, device)]
     num_query = [1 + n for n in num_drafts]
     block_tables = [r.block_table for r in requests]
     slot_mapping = None

@@ -12,7 +12,10 @@ from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
 from specbench.engine.inputs import build_prefill_input, build_verify_input
 from specbench.engine.outputs import RequestOutput
+from specbench.engine.overlap import InflightDecode, OverlappedDecode, copy_to_host
+from specbench.engine.round_overlap import InflightRound, OverlappedRounds, VerifyLaunch
 from specbench.engine.request import Request
+from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
@@ -23,7 +26,7 @@ from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, mak
 from specbench.spec.synthetic import conditional_rates, synthetic_verify
 
 
-class LLMEngine:
+class LLMEngine(OverlappedDecode, OverlappedRounds):
     def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
@@ -54,6 +57,10 @@ class LLMEngine:
         self._ids = itertools.count()
         self._step_index = 0
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+        self.async_scheduling = config.async_scheduling  # config's value until set_async_scheduling
+        self._inflight: InflightDecode | None = None  # a plain decode step launched, its tokens not yet read
+        self._inflight_round: InflightRound | None = None  # a verify launched, the next round drafted ahead
+        self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
 
     # ---- requests -------------------------------------------------------------------------
     def encode(self, prompt: str) -> list[int]:
@@ -121,8 +128,8 @@ class LLMEngine:
 
     @property
     def num_steps(self) -> int:
-        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.num_steps is the k
-        the engine was built (graphs captured) for."""
+        """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.max_num_steps is the
+        largest k the engine was built (graphs captured) for."""
         return self.scheduler.num_steps
 
     @property
@@ -144,28 +151,43 @@ class LLMEngine:
         if graphs is not None and self.proposer is not None:
             self.proposer.prepare_cuda_graphs(num_steps)
 
+    def set_async_scheduling(self, is_on: bool) -> None:
+        """Switch overlapped plain decoding between runs (benchmarks compare both on one engine)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_async_scheduling needs an idle engine")
+        self.async_scheduling = is_on
+
     def has_unfinished(self) -> bool:
-        return self.scheduler.has_unfinished()
+        """Requests waiting or running, or a launched step still to read back."""
+        return self._inflight is not None or self._inflight_round is not None or self.scheduler.has_unfinished()
 
     # ---- the step loop --------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one engine step; returns requests that finished in it (possibly none)."""
+        """Run one engine step; returns requests that finished in it (possibly none).
+
+        With async scheduling a plain decode step is launched and read back on the next call, after that call
+        has launched its successor (engine/overlap.py): the results of a step may come one call late."""
+        if self._inflight is not None:
+            return self._step_overlapped()
+        if self._inflight_round is not None:
+            return self._step_round_overlapped()
         start = time.perf_counter()
         batch = self.scheduler.schedule(start)
         if batch is None:
             return []
-        for request in batch.preempted:
-            if self.proposer is not None:
-                self.proposer.free(request.request_id)
-        for request in batch.requests:
-            if request.stats.first_scheduled_time is None:
-                request.stats.first_scheduled_time = start
+        self._on_scheduled(batch, start)
+        if self._is_overlappable(batch):
+            self._inflight = self._launch_plain_decode(batch, start, None)
+            return []
         timer = PhaseTimer(self.device)
         st = self._sampling_tensors(batch.requests)
         if batch.is_prefill:
             committed, num_drafted, num_accepted, num_tokens = self._prefill(batch.requests, st, timer)
         else:
-            committed, num_drafted, num_accepted, num_tokens = self._decode(batch, st, timer)
+            decoded = self._decode(batch, st, timer, start)
+            if decoded is None:
+                return []
+            committed, num_drafted, num_accepted, num_tokens = decoded
         emit_time = time.perf_counter()
         finished = []
         for request, tokens in zip(batch.requests, committed):
@@ -190,7 +212,16 @@ class LLMEngine:
             )
         )
         self._step_index += 1
+        self._last_read_time = emit_time
         return finished
+
+    def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
+        for request in batch.preempted:
+            if self.proposer is not None:
+                self.proposer.free(request.request_id)
+        for request in batch.requests:
+            if request.stats.first_scheduled_time is None:
+                request.stats.first_scheduled_time = start
 
     def _prefill(self, requests, st: SamplingTensors, timer: PhaseTimer):
         inp = build_prefill_input(requests, self.block_size, self.device)
@@ -210,13 +241,22 @@ class LLMEngine:
             offset += num
         return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
 
-    def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer):
-        requests = batch.requests
+    def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer, start: float):
+        """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
         proposal = None
         if self.proposer is not None and any(batch.num_draft_tokens):
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
+        launch = self._launch_verify(batch.requests, proposal, st, timer)
+        inflight = self._round_ahead(batch, launch, st, timer, start)
+        if inflight is not None:
+            self._inflight_round = inflight
+            return None
+        output_rows, accepted = launch.rows()
+        return self._read_verify(launch, output_rows, accepted, is_ahead=False)
+
+    def _launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer) -> VerifyLaunch:
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
         timer.start("target")
         out = self.runner.verify(inp)
@@ -228,24 +268,32 @@ class LLMEngine:
         else:
             result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
-        output_rows = result.output_token_ids.tolist()  # the step's one host sync
-        accepted = result.num_accepted.tolist()
+        # the step's one device->host copy: each row is the output tokens, then the number accepted
+        host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
+        return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
+                            tuple(r.num_cached_tokens for r in requests), result.output_token_ids,
+                            result.num_accepted, out.features, host_rows, copied)
+
+    def _read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, is_ahead: bool):
+        """Advance each request by its verified tokens; (committed tokens per request, drafted, accepted, tokens).
+        `is_ahead`: the next round was built from this verify on the device, which consumed its features."""
+        requests, proposal = launch.requests, launch.proposal
         num_drafts = proposal.num_draft_tokens if proposal is not None else (0,) * len(requests)
         committed = []
         offset = 0
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
-            if self.needs_features:
-                first = self.hooks.target_feature_rows(offset, num_new, out.features.shape[0])
+            if self.needs_features and not is_ahead:
+                first = self.hooks.target_feature_rows(offset, num_new, launch.features.shape[0])
                 self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
-                                                  out.features[first : first + num_new])
+                                                  launch.features[first : first + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
-            self._record_round(request, num_drafts[r], accepted[r])
+            request.stats.record_round(num_drafts[r], accepted[r])
             committed.append(output_rows[r][:num_new])
         if proposal is not None:
             self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
-        return committed, sum(num_drafts), sum(accepted), inp.md.num_tokens
+        return committed, sum(num_drafts), sum(accepted), launch.num_scheduled_tokens
 
     def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
         requests = batch.requests
@@ -256,20 +304,6 @@ class LLMEngine:
             block_tables=tuple(tuple(r.block_table) for r in requests),
             sampling=st,
         )
-
-    @staticmethod
-    def _record_round(request: Request, num_drafted: int, num_accepted: int) -> None:
-        if num_drafted == 0:
-            return
-        stats = request.stats
-        stats.num_draft_rounds += 1
-        stats.num_draft_tokens += num_drafted
-        stats.num_accepted_tokens += num_accepted
-        stats.accepted_per_round.append(num_accepted)
-        for i in range(num_drafted):
-            stats.num_drafted_per_pos[i] += 1
-        for i in range(num_accepted):
-            stats.num_accepted_per_pos[i] += 1
 
     def _commit(self, request: Request, tokens: list[int], emit_time: float) -> str | None:
         reason = None

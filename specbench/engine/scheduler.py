@@ -109,6 +109,38 @@ class Scheduler:
                 num_drafts.append(num_draft)
         return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
 
+    def schedule_lookahead(self) -> ScheduledBatch | None:
+        """Plain decode of every running request, scheduled before the previous step's tokens reach the host
+        (overlapped decoding): each request's KV already counts the token in flight. None when that would need a
+        preemption: a lookahead step frees nothing, so the synchronous path decides who is preempted."""
+        bm = self.block_manager
+        needed = [request.num_cached_tokens + 1 for request in self.running]
+        num_missing = sum(bm.num_missing_blocks(r.block_table, n) for r, n in zip(self.running, needed))
+        if num_missing > bm.num_free_blocks:
+            return None
+        for request, n in zip(self.running, needed):
+            bm.grow(request.block_table, n)
+        requests = tuple(self.running)
+        return ScheduledBatch(False, requests, (0,) * len(requests), ())
+
+    def reserve(self, requests: tuple[Request, ...], num_positions: list[int]) -> bool:
+        """Grow each request's table to cover `num_positions[i]` positions, all or nothing, never preempting
+        (a round drafted ahead writes KV before the host knows how far its requests advanced)."""
+        bm = self.block_manager
+        num_missing = sum(bm.num_missing_blocks(r.block_table, n) for r, n in zip(requests, num_positions))
+        if num_missing > bm.num_free_blocks:
+            return False
+        for request, n in zip(requests, num_positions):
+            bm.grow(request.block_table, n)
+        return True
+
+    def schedule_reserved(self, requests: tuple[Request, ...], num_steps: int) -> ScheduledBatch:
+        """The verify of a round drafted ahead: its KV was reserved when the round was drafted."""
+        for request in requests:
+            if not self.block_manager.grow(request.block_table, request.num_cached_tokens + 1 + num_steps):
+                raise RuntimeError(f"{request.request_id}: KV reserved for a round drafted ahead is missing")
+        return ScheduledBatch(False, requests, (num_steps,) * len(requests), ())
+
     def _num_drafts_for(self, request: Request) -> int:
         # Never draft past the model's context (accepted + bonus must fit). Near max_tokens every request still
         # drafts k, as serving engines do, and the commit truncates: uniform rounds keep CUDA graphs in use

@@ -29,6 +29,19 @@ class RequestStats:
     def num_output_tokens(self) -> int:
         return sum(self.tokens_per_emission)
 
+    def record_round(self, num_drafted: int, num_accepted: int) -> None:
+        """Count one verify round (rounds with no drafts are not draft rounds)."""
+        if num_drafted == 0:
+            return
+        self.num_draft_rounds += 1
+        self.num_draft_tokens += num_drafted
+        self.num_accepted_tokens += num_accepted
+        self.accepted_per_round.append(num_accepted)
+        for i in range(num_drafted):
+            self.num_drafted_per_pos[i] += 1
+        for i in range(num_accepted):
+            self.num_accepted_per_pos[i] += 1
+
     @property
     def finish_time(self) -> float | None:
         return self.emission_times[-1] if self.emission_times else None

@@ -18,6 +18,11 @@ class PhaseTimer:
     def stop(self, name: str) -> None:
         self._marks[name][1] = self._mark()
 
+    def adopt(self, name: str, other: "PhaseTimer") -> None:
+        """Report `other`'s phase `name` as this timer's (a phase enqueued during an earlier step)."""
+        if name in other._marks:
+            self._marks[name] = other._marks[name]
+
     def _mark(self):
         if self.is_cuda:
             event = torch.cuda.Event(enable_timing=True)

@@ -117,19 +117,25 @@ class StaticBuffers:
 
         `input_ids` None: the graph computes them itself (a draft step feeds the previous step's tokens).
         """
-        n, q = md.num_reqs, shape.query_len
-        num_tokens, padded_tokens = n * q, shape.num_reqs * q
+        n = md.num_reqs
+        num_tokens = n * shape.query_len
         if input_ids is not None:
             self.input_ids[:num_tokens].copy_(input_ids, non_blocking=True)
         self.positions[:num_tokens].copy_(md.positions, non_blocking=True)
         self.slot_mapping[:num_tokens].copy_(md.slot_mapping, non_blocking=True)
         self.seq_lens[:n].copy_(md.seq_lens, non_blocking=True)
-        self._set_uniform_cu(shape)
         if self.owns_block_tables:
             width = md.block_tables.shape[1]
             self.block_tables[:n, :width].copy_(md.block_tables, non_blocking=True)
         if hidden is not None:
             self.hidden[:num_tokens].copy_(hidden, non_blocking=True)
+        self.pad_from(shape, n)
+
+    def pad_from(self, shape: GraphShape, n: int) -> None:
+        """Requests [n, shape.num_reqs) become padding: they write nothing and see their own Q keys."""
+        q = shape.query_len
+        num_tokens, padded_tokens = n * q, shape.num_reqs * q
+        self._set_uniform_cu(shape)
         if padded_tokens > num_tokens:
             self.slot_mapping[num_tokens:padded_tokens].fill_(-1)
             self.positions[num_tokens:padded_tokens].zero_()

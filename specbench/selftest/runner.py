@@ -15,6 +15,7 @@ import torch
 from specbench.check.battery import CHECKS, CheckContext, run_checks
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
+from specbench.check.engine_defaults import check_engine
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS, resolve_fault
@@ -54,8 +55,8 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     if "eagle3" in methods:
         drafts["eagle3"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle3")
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(target, m, drafts[m], num_steps, prompts, seed=seed, device=device,
-                          kv_cache_gb=KV_CACHE_GB) for m in methods}
+    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
+                                       device=device, kv_cache_gb=KV_CACHE_GB), prompts) for m in methods}
 
 
 def run_selftest(

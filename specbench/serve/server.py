@@ -63,7 +63,7 @@ def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
         app = build_app(loop, config.model_name, api_key)
         server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=5)
         print(f"specbench serve: {config.model_name} on http://{host}:{sock.getsockname()[1]} "
-              f"(method {config.engine.method}, k={config.engine.num_steps})", flush=True)
+              f"(method {config.engine.method}, k={config.engine.max_num_steps})", flush=True)
         server.run(sockets=[sock])
     finally:
         for sig, handler in previous.items():

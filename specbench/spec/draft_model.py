@@ -18,15 +18,15 @@ import torch
 from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.spec.draft_records import DraftRecorder, DraftStepRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
-from specbench.spec.step_plan import draft_step_metadata
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
+from specbench.spec.step_plan import draft_step_metadata
 
 
 @dataclass
@@ -64,6 +64,7 @@ class DraftModelProposer(Proposer):
         self.hooks = hooks
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self.check_requests = invariants_enabled()  # INV-REQ on every draft step (debug invariants)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
@@ -190,6 +191,12 @@ class DraftModelProposer(Proposer):
         self.step_graphs = CudaGraphRunner(forward, plan, name="draft_step", max_query_len=1,
                                            check_metadata=self.model.attn_backend.begin_forward)
         self.step_graphs.capture(1)
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        if is_paused and self.step_graphs is not None:
+            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
+        elif not is_paused and self._paused_step_graphs is not None:
+            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
         self._recorder = recorder

@@ -61,6 +61,8 @@ class Proposer(Protocol):
         """JSON-serialisable facts for the run manifest (checkpoint dialect, resolved layers, ...)."""
 
     # Optional capabilities: proposers subclass Proposer, so one without them inherits these no-ops.
+    drafts_ahead: bool = False  # propose_ahead can give drafts (the engine reserves KV for it only then)
+
     def enable_cuda_graphs(self, plan: GraphPlan) -> None:
         """Capture draft-phase graphs for every batch bucket of `plan` (no-op: the proposer drafts eagerly)."""
 
@@ -70,6 +72,22 @@ class Proposer(Protocol):
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture what k = num_steps needs before a timed region (no-op unless graphs are enabled)."""
+
+    def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
+                      block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
+                      num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
+        """The next round's drafts [num_reqs, k], built on the device from a verify the host has not read yet
+        (overlapped rounds), or None: this proposer (or this round) drafts only from host-read results."""
+        return None
+
+    def confirm_ahead(self, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
+                      rows_of_request: tuple[int, ...]) -> None:
+        """The host read the verify a round was proposed ahead from (only after propose_ahead gave drafts);
+        `inp` covers the requests still there, `rows_of_request` their rows in that verify."""
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        """While paused, draft-decode steps run eagerly; their captured graphs are kept for afterwards (no-op: the
+        proposer has none)."""
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
         """Record every draft step's logits into `recorder` from now on (the draft oracle); None stops recording.

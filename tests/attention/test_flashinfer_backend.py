@@ -3,7 +3,6 @@ wiring against a torch stand-in for flashinfer's wrappers (the real kernels run 
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import sys
@@ -11,10 +10,8 @@ import sys
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 
-import fake_flashinfer  # noqa: E402
+from tests.support import fake_flashinfer  # noqa: E402
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.attention import flashinfer_backend  # noqa: E402

@@ -17,8 +17,8 @@ pytestmark = [
                        reason="needs a CUDA device and an importable flashinfer (scripts/install_gpu_wheels.sh)"),
 ]
 
-from gpu_report import record_gpu_result  # noqa: E402
-from tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
+from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import create_backend  # noqa: E402
@@ -99,7 +99,7 @@ def test_gpu_engine_greedy_tokens_close_to_torch_backend(head_dim_128_model, met
     target, draft = head_dim_128_model
     tok = load_tiny_tokenizer()
     prompts = [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:4], [7, 20, 13, 30])]
-    kwargs = dict(method="draft", draft=draft, num_steps=3) if method == "draft" else {}
+    kwargs = dict(method="draft", draft=draft, max_num_steps=3) if method == "draft" else {}
     outputs = {}
     for backend in ("torch", "flashinfer"):
         llm = LLM(target, dtype="bf16", device="cuda", block_size=16, max_concurrency=4, num_kv_blocks=128,

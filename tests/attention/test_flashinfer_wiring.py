@@ -4,18 +4,15 @@ semantics: one plan per forward on the right wrapper, outputs equal to the torch
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import sys
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
-import fake_flashinfer  # noqa: E402
+from tests.support import fake_flashinfer  # noqa: E402
 
 from specbench.attention import create_backend  # noqa: E402
 from specbench.attention import flashinfer_backend  # noqa: E402

@@ -149,6 +149,6 @@ def test_request_parsing(tiny_tokenizer):
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer():
-    from tiny_models import load_tiny_tokenizer
+    from tests.support.tiny_models import load_tiny_tokenizer
 
     return load_tiny_tokenizer()

@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, StreamingRespon
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from asgi_thread import serve_in_thread
-from tiny_models import data_dir
+from tests.support.asgi_thread import serve_in_thread
+from tests.support.tiny_models import data_dir
 
 # Server-side tokens each behaviour generates (what its usage says, and what /metrics counts).
 GENERATED = {"ok": 3, "eos_first": 1, "cut_done": 2, "cut_eof": 2}

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from llama_server_binary import llama_server_binary, skip_reason
-from tiny_models import data_dir
+from tests.support.llama_server_binary import llama_server_binary, skip_reason
+from tests.support.tiny_models import data_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 

@@ -16,9 +16,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from asgi_thread import serve_in_thread
+from tests.support.asgi_thread import serve_in_thread
 from specbench.backends.near_tie import DIVERGENT, NEAR_TIE, UNCLASSIFIED, classify, parse_logprobs
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 REF = " The answer is 42."
 SPEC = " The answer is 43."

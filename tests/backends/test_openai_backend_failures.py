@@ -20,8 +20,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from asgi_thread import closed_port_url, serve_in_thread
-from tiny_models import data_dir, tiny_tokenizer_dir
+from tests.support.asgi_thread import serve_in_thread
+from tests.support.ports import closed_port_url
+from tests.support.tiny_models import data_dir, tiny_tokenizer_dir
 
 SECRET = "sk-fake-secret-abcdef0123456789"
 BEHAVIOURS = ("ok", "http_500", "disconnect", "no_usage", "slow", "malformed")
@@ -174,15 +175,18 @@ def test_an_unreachable_server_without_model_is_one_clear_error(tmp_path, monkey
     ],
 )
 def test_backend_config_errors(fields, message):
-    from specbench.bench.sweep_config import SweepConfig, validate_config
+    from specbench.bench.validate import validate_config
     from specbench.errors import SpecbenchError
+    from specbench.runs.sweep_config import SweepConfig
 
     with pytest.raises(SpecbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        validate_config(SweepConfig(**fields))
+        validate_config(SweepConfig.from_flat(fields))
 
 
 def test_an_http_grid_has_no_baseline_cell():
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.config import EngineConfig
+    from specbench.runs.sweep_config import SweepConfig
 
-    assert SweepConfig(backend="openai", base_url="http://h", method="draft", num_steps=(3,)).grid_num_steps == (3,)
-    assert SweepConfig(method="draft", num_steps=(3,)).grid_num_steps == (0, 3)
+    draft = EngineConfig(method="draft")
+    assert SweepConfig(backend="openai", base_url="http://h", engine=draft, num_steps=(3,)).grid_num_steps == (3,)
+    assert SweepConfig(engine=EngineConfig(method="draft"), num_steps=(3,)).grid_num_steps == (0, 3)

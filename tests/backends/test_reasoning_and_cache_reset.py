@@ -19,10 +19,10 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from asgi_thread import serve_in_thread
+from tests.support.asgi_thread import serve_in_thread
 from specbench.backends.reasoning import split_delta
 from specbench.backends.stream_state import StreamState
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 GAP_S = 0.05
 REASONING = ["Let me think.", " Guess #### 5?", " No: 16 - 3 - 4 = 9, 9 * 2 = 18."]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 STAND_IN = Path(__file__).with_name("stand_in_server.py")
 
@@ -151,7 +151,7 @@ def test_ctrl_c_during_a_cell_stops_the_server(tmp_path, monkeypatch):
 
     monkeypatch.setattr(LaunchingBackend, "begin_window", interrupted)
     from specbench.bench.sweep import run_sweep
-    from specbench.bench.sweep_config import SweepConfig
+    from specbench.runs.sweep_config import SweepConfig
 
     config = SweepConfig(backend="openai", server_cmd=_template(tmp_path, "--spawn-child"), num_steps=(1,),
                          shots=0, data_dir=str(data_dir()), limit=1, max_tokens=3, warmup=0,
@@ -177,11 +177,12 @@ def test_ctrl_c_during_a_cell_stops_the_server(tmp_path, monkeypatch):
     ],
 )
 def test_launch_config_errors(fields, message):
-    from specbench.bench.sweep_config import SweepConfig, validate_config
+    from specbench.bench.validate import validate_config
     from specbench.errors import SpecbenchError
+    from specbench.runs.sweep_config import SweepConfig
 
     with pytest.raises(SpecbenchError, match=message.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(")):
-        validate_config(SweepConfig(backend="openai", **fields))
+        validate_config(SweepConfig.from_flat({"backend": "openai", **fields}))
 
 
 def test_presets_render_for_every_k_and_the_baseline_drops_speculation():
@@ -218,7 +219,8 @@ def test_check_lossless_launches_the_speculative_and_the_reference_server(tmp_pa
 
 def test_an_http_num_steps_needs_no_method_and_a_launch_adds_the_baseline():
     from specbench.bench.grid import build_grid
-    from specbench.bench.sweep_config import SweepConfig, validate_config
+    from specbench.bench.validate import validate_config
+    from specbench.runs.sweep_config import SweepConfig
 
     validate_config(SweepConfig(backend="openai", base_url="http://h", num_steps=(3,)))  # the server picks it
     launched = SweepConfig(backend="openai", server_cmd="s --port {port}", num_steps=(3, 1), concurrency=(1, 4))

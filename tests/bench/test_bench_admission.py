@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from specbench.bench.admission import run_turns
-from specbench.bench.turns import Turn
+from specbench.backends.admission import run_turns
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.stats import RequestStats
+from specbench.runs.turns import Turn
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import Prompt, Sample
 

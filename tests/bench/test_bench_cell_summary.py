@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specbench.bench.cell_summary import category_rows, cell_row
-from specbench.bench.records import cell_metrics_from_rows
-from specbench.bench.schema import columns
 from specbench.bench.summary_table import format_categories, format_summary
+from specbench.runs.records import cell_metrics_from_rows
+from specbench.runs.schema import columns
 
 KEYS = {"run_id": "r", "cell_id": "x", "repeat": 0, "concurrency": 1, "temperature": 0.0, "num_steps": 2,
         "method": "ngram", "workload": "gsm8k", "workload_version": "1", "label": None}

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.bench.recommend import RECOMMENDATIONS, write_recommendations
-from specbench.bench.schema import RECOMMENDATION_COLUMNS
+from specbench.runs.schema import RECOMMENDATION_COLUMNS
 
 ROWS = [
     {"prompt": "The capital of France is", "category": "geo", "max_tokens": 3},

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from specbench.bench.records import cell_metrics_from_rows
-from specbench.bench.schema import TABLES, arrow_schema
 from specbench.bench.summary_table import format_summary
-from tiny_models import data_dir
+from specbench.runs.records import cell_metrics_from_rows
+from specbench.runs.schema import TABLES, arrow_schema
+from tests.support.tiny_models import data_dir
 
 GRID = ["--concurrency", "1,3", "--temperature", "0,1", "--num-steps", "0,2"]
 NUM_SAMPLES, MAX_K = 3, 2

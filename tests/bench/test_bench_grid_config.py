@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 
 from specbench.bench.arrivals import arrival_offsets
-from specbench.bench.grid import CellKey, build_grid, parse_int_list, parse_temperature_list
+from specbench.bench.grid import build_grid, parse_int_list, parse_temperature_list
 from specbench.bench.resume import resume_config
-from specbench.bench.schema import SCHEMA_VERSION
-from specbench.bench.sweep_config import SweepConfig, validate_config
+from specbench.bench.validate import validate_config
+from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.sweep_config import SweepConfig
+
+NGRAM = EngineConfig(method="ngram")
 
 
 def test_parse_lists():
@@ -30,7 +35,7 @@ def test_parse_lists():
 
 
 def test_grid_runs_each_baseline_before_its_speculative_cells():
-    config = SweepConfig(concurrency=(1, 4), temperature=(0.0, None), num_steps=(3, 1), method="ngram", repeats=2)
+    config = SweepConfig(concurrency=(1, 4), temperature=(0.0, None), num_steps=(3, 1), engine=NGRAM, repeats=2)
     grid = build_grid(config)
     assert len(grid) == 2 * 2 * 2 * 3  # num_steps 0 added for speedup
     assert len({key.cell_id for key in grid}) == len(grid)
@@ -60,7 +65,7 @@ def test_grid_runs_each_baseline_before_its_speculative_cells():
 )
 def test_validate_config_rejects(changes, message):
     with pytest.raises(SpecbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        validate_config(dataclasses.replace(SweepConfig(), **changes))
+        validate_config(SweepConfig.from_flat(changes))
 
 
 def test_warmup_defaults_to_one_request_per_slot():
@@ -69,7 +74,7 @@ def test_warmup_defaults_to_one_request_per_slot():
 
 
 def test_config_round_trips_through_json():
-    config = SweepConfig(concurrency=(1, 16), temperature=(0.0, None), num_steps=(0, 3), method="ngram", label="x")
+    config = SweepConfig(concurrency=(1, 16), temperature=(0.0, None), num_steps=(0, 3), engine=NGRAM, label="x")
     stored = json.loads(json.dumps(config.to_dict()))
     assert stored["request_rate"] == "inf"
     assert SweepConfig.from_dict(stored) == config
@@ -98,7 +103,7 @@ def _write_run(tmp_path, config: SweepConfig):
 
 
 def test_resume_takes_stored_config_and_refuses_explicit_differences(tmp_path):
-    stored = SweepConfig(concurrency=(1, 4), method="ngram", num_steps=(0, 3), label="before")
+    stored = SweepConfig(concurrency=(1, 4), engine=NGRAM, num_steps=(0, 3), label="before")
     run_dir = _write_run(tmp_path, stored)
     given = SweepConfig(resume=str(run_dir), quiet=True)  # everything else left at defaults
     merged, _ = resume_config(run_dir, given, explicit={"resume", "quiet"})

@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 
 @pytest.mark.slow

@@ -8,14 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from specbench.bench.grid import CellKey
 from specbench.bench.load_pattern import LoadPattern
-from specbench.bench.sweep_config import SweepConfig, validate_config
-from specbench.bench.turns import TurnPlanner, TurnSettings
+from specbench.bench.validate import validate_config
 from specbench.bench.warmup import WARMUP_MAX_TOKENS, warmup_turns
 from specbench.errors import SpecbenchError
-from specbench.workloads.mt_bench import MtBenchWorkload
+from specbench.runs.cell_key import CellKey
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
+from specbench.workloads.mt_bench import MtBenchWorkload
 
 
 def test_fixed_rate_matches_the_mean_gap_and_count():
@@ -67,7 +68,7 @@ def test_duration_bounds_scheduled_arrivals_and_ramps_by_time():
 )
 def test_validate_rejects_bad_load_options(changes, message):
     with pytest.raises(SpecbenchError, match=message):
-        validate_config(SweepConfig(**changes))
+        validate_config(SweepConfig.from_flat(changes))
 
 
 def test_config_round_trips_the_new_fields():

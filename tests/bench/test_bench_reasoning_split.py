@@ -8,14 +8,15 @@ import dataclasses
 import pytest
 
 from specbench.backends.reasoning import split_think
-from specbench.bench.admission import FinishedTurn
 from specbench.bench.reasoning_split import answer_text, split_reasoning
-from specbench.bench.records import request_row
-from specbench.bench.sweep_config import SweepConfig, validate_config
-from specbench.bench.turns import Turn
+from specbench.bench.validate import validate_config
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.stats import RequestStats
 from specbench.errors import SpecbenchError
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.records import request_row
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import Turn
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import Prompt, Sample
 from specbench.workloads.gsm8k import Gsm8kWorkload

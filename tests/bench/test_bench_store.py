@@ -6,8 +6,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from specbench.bench.schema import TABLES, columns
 from specbench.bench.store import RunStore
+from specbench.runs.schema import TABLES, columns
 
 _VALUES = {pa.float64(): 1.5, pa.int64(): 7, pa.string(): "s", pa.bool_(): True}
 

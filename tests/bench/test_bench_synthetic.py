@@ -7,7 +7,7 @@ import json
 import pandas as pd
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 
 def test_synthetic_sweep_is_marked_in_manifest_and_summary(tiny_model_dir, tiny_draft_dir, tmp_path):

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from specbench import LLM
 from specbench.bench.gpu_perf import GraphsOff, measure_decode
+from specbench.bench.gpu_table import render
 from specbench.models.presets import get_preset
 from specbench.spec.eagle.dummy import write_dummy_eagle3_head
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from bench_gpu_table import render  # noqa: E402
 
 
 def test_measure_decode_and_table(tmp_path):
     head = write_dummy_eagle3_head(get_preset("tiny-llama"), tmp_path / "head", draft_vocab_size=512)
     llm = LLM("tiny-llama", load_format="dummy", dtype="fp32", device="cpu", method="eagle3", draft=str(head),
-              num_steps=3, synthetic_acceptance=(0.73, 0.52, 0.35), max_concurrency=4, num_kv_blocks=256)
+              max_num_steps=3, synthetic_acceptance=(0.73, 0.52, 0.35), max_concurrency=4, num_kv_blocks=256)
     common = dict(prompt_len=16, output_len=48, bandwidth_gbps=100.0)
     plain = measure_decode(llm, label="plain", concurrency=4, num_steps=0, **common)
     eagle = measure_decode(llm, label="eagle3 synthetic", concurrency=4, num_steps=3, **common)
@@ -27,6 +22,11 @@ def test_measure_decode_and_table(tmp_path):
     assert eagle.draft_ms > 0 and eagle.step_ms > 0 and eagle.floor_ms > 0
     with GraphsOff(llm.engine):
         assert llm.engine.runner.graphs is None
+    proposer, fake = llm.engine.proposer, object()  # captured step graphs (CPU: none, so a stand-in)
+    proposer.step_graphs = fake
+    with GraphsOff(llm.engine):
+        assert proposer.step_graphs is None
+    assert proposer.step_graphs is fake
     data = {"device": "cpu", "torch": "x", "cuda": None, "sections": {
         "copy_bandwidth_gbps": 100.0, "plain_c1": plain.to_dict(), "eagle3_c1": eagle.to_dict()}}
     table = render(data)

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 NUM_CELLS = 3
 

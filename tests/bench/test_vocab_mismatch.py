@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import VOCAB_SIZE, data_dir
+from tests.support.tiny_models import VOCAB_SIZE, data_dir
 
 SMALL_VOCAB = VOCAB_SIZE - 24
 

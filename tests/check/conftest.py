@@ -17,7 +17,7 @@ class SensitivePair:
 
 def build_sensitive_pair(root: Path, seed: int) -> SensitivePair:
     """Positional attention heads make every draft-side fault cost acceptance (specbench/selftest/tiny.py)."""
-    from tiny_models import VOCAB_SIZE, load_tiny_tokenizer
+    from tests.support.tiny_models import VOCAB_SIZE, load_tiny_tokenizer
 
     from specbench.selftest.tiny import build_tiny_pair
     from specbench.selftest.tiny_eagle import build_tiny_eagle_head

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 from typer.testing import CliRunner
 
 from specbench.check.baseline import load_baseline
@@ -26,6 +26,7 @@ def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
     return result.exit_code, next(line for line in result.output.splitlines() if line.startswith("baseline"))
 
 
+@pytest.mark.slow  # every acceptance-only fault, 3 setups: ~15 s
 @pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle3", 0)])
 def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_dropped(sensitive_pairs, tmp_path,
                                                                                    method, seed):

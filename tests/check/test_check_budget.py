@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 from typer.testing import CliRunner
 
 from specbench.check.budget import BUDGETS

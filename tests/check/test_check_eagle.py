@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from eagle_heads import PREEMPTING_KV_BLOCKS, build_head_dir, build_target
-from tiny_models import gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 from specbench import SamplingParams
 from specbench.check.battery import run_checks
+from specbench.check.engine_defaults import check_engine
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.faults import FAULTS
@@ -27,8 +28,7 @@ def eagle3_setup(tmp_path_factory) -> CheckSetup:
     head = build_head_dir(root / "heads", "eagle3-native-nested", target)
     tok = load_tiny_tokenizer()
     prompts = tuple(tuple(tok(q)["input_ids"][:n]) for q, n in zip(gsm8k_questions("test")[:6], (9, 30, 14, 22, 6, 35)))
-    return CheckSetup(target=str(target), method="eagle3", draft=str(head), num_steps=3, prompts=prompts,
-                      max_tokens=16)
+    return CheckSetup(check_engine(target=str(target), method="eagle3", draft=str(head), max_num_steps=3), prompts)
 
 
 def _results(setup: CheckSetup, inject: str | None, checks: tuple[str, ...]):

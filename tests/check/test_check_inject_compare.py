@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 from typer.testing import CliRunner
 
 from specbench.faults import FAULTS

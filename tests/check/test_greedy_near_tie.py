@@ -9,6 +9,7 @@ import pytest
 
 from specbench.check import greedy
 from specbench.check.greedy import check_greedy, divergence_margins, reference_outputs
+from specbench.check.engine_defaults import check_engine
 from specbench.check.setup import CheckSetup, build_llm
 
 PROMPTS = ((5, 9, 13, 2, 7, 11, 3, 8), (4, 6, 12, 10, 15, 1, 14, 2))
@@ -16,8 +17,9 @@ PROMPTS = ((5, 9, 13, 2, 7, 11, 3, 8), (4, 6, 12, 10, 15, 1, 14, 2))
 
 def _setup(sensitive_pairs, dtype: str, inject: str | None = None) -> CheckSetup:
     pair = sensitive_pairs(0)
-    return CheckSetup(target=str(pair.target), method="draft", draft=str(pair.draft), num_steps=3, prompts=PROMPTS,
-                      max_tokens=12, dtype=dtype, inject=inject)
+    engine = check_engine(target=str(pair.target), method="draft", draft=str(pair.draft), max_num_steps=3, dtype=dtype,
+                          inject=inject)
+    return CheckSetup(engine, PROMPTS, max_tokens=12)
 
 
 def test_a_corrupting_mutant_in_bf16_is_divergent(sensitive_pairs):
@@ -40,7 +42,7 @@ def test_the_margin_is_the_targets_top2_logprob_gap(sensitive_pairs):
     from specbench.sampling_params import SamplingParams
 
     probs = next(next_token_probs(plain, [PROMPTS[0]], [reference[0][:5]], SamplingParams(temperature=1.0),
-                                  block_size=setup.block_size, device="cpu"))[0, 4]
+                                  block_size=setup.engine.block_size, device="cpu"))[0, 4]
     first, second = sorted(probs.tolist(), reverse=True)[:2]
     assert margins[0] == pytest.approx(math.log(first) - math.log(second), rel=1e-5)
     assert int(probs.argmax()) == reference[0][4]  # greedy chose the top candidate whose margin is measured

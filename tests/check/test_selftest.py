@@ -4,7 +4,7 @@ several seeds. EAGLE rows: test_selftest_eagle.py."""
 from __future__ import annotations
 
 import pytest
-from selftest_rows import assert_selftest_rows
+from tests.support.selftest_rows import assert_selftest_rows
 from typer.testing import CliRunner
 
 from specbench.config import EngineConfig
@@ -33,6 +33,7 @@ def test_fault_off_costs_nothing():
     assert build_hooks("bonus-from-wrong-row").wrap_verifier(verify) is not verify
 
 
+@pytest.mark.slow  # every fault on the draft LM, 3 seeds: ~60 s on 2 busy cores
 def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():
     rows = run_selftest(seeds=SEEDS, methods=("draft",))
     mutants = assert_selftest_rows(rows, "draft", SEEDS)

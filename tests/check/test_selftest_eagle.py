@@ -4,7 +4,9 @@ no false alarm on several seeds."""
 
 from __future__ import annotations
 
-from selftest_rows import assert_selftest_rows
+import pytest
+
+from tests.support.selftest_rows import assert_selftest_rows
 
 from specbench.check.baseline import measure_acceptance
 from specbench.selftest.runner import run_selftest, selftest_setups
@@ -24,6 +26,7 @@ def test_built_eagle_head_drafts_like_its_target_and_needs_its_features(tmp_path
         assert all(w < 0.7 * r for w, r in zip(wrong, rates)), (rates, wrong)
 
 
+@pytest.mark.slow  # every fault on EAGLE, 3 seeds: ~45 s on 2 busy cores
 def test_selftest_detects_every_fault_on_eagle_without_false_alarms():
     rows = run_selftest(seeds=SEEDS, methods=("eagle3",))
     assert_selftest_rows(rows, "eagle3", SEEDS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 
 @pytest.fixture

@@ -28,4 +28,4 @@ def test_help_and_run_agree_on_shots(monkeypatch):
     help_text = " ".join(CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "300"}).output.split())
     assert f"GSM8K {config.shots}-shot subset ({config.limit} questions, {config.max_tokens} new tokens)" in help_text
     assert re.search(rf"--shots\s.*\[default: {config.shots}\]", help_text)
-    assert config.workload == "gsm8k" and config.method == "ngram"
+    assert config.workload == "gsm8k" and config.engine.method == "ngram"

@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 
 RESAMPLES = ["--resamples", "300"]
 
@@ -135,7 +135,7 @@ def test_measurement_settings_make_runs_incomparable(results, monkeypatch, capsy
 
 def test_compared_things_are_not_incomparable(results, monkeypatch, capsys):
     """The method, num_steps, engine options and label are what a comparison is for."""
-    from specbench.bench.sweep_config import MEASUREMENT_SETTINGS
+    from specbench.runs.sweep_config import MEASUREMENT_SETTINGS
 
     assert not {"method", "num_steps", "label", "attention_backend", "kv_cache_gb"} & set(MEASUREMENT_SETTINGS)
     code, _, err = _compare(results, "base", "faster", "--strict", monkeypatch=monkeypatch, capsys=capsys)

@@ -13,7 +13,7 @@ from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.loading import load_run
 from specbench.compare.matching import cell_ids_by_key
 from specbench.compare.metrics_catalog import SPEEDUP, Resampling, catalog
-from tiny_models import data_dir, derive_draft
+from tests.support.tiny_models import data_dir, derive_draft
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "compare_runs.ipynb"
 NUM_SAMPLES = 6

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.container import BarContainer
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.loading import load_run
 from specbench.compare.plots import plot_runs
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.bench.sweep_config import SweepConfig
 from specbench.compare.run_info import differences, run_info
+from specbench.runs.sweep_config import SweepConfig
 
 
 def _info(config: SweepConfig):

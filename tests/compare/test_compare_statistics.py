@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.bootstrap import RepeatReplicates, combine_repeats, percentile_interval
 from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.draws import identity_draw, makespan, random_draw

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.comparison import CompareOptions, compare_runs
 from specbench.compare.loading import load_run
 from specbench.compare.verdict import Verdict

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from compare_fixtures import RunSpec, write_run
+from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.loading import load_run
 from specbench.compare.plots import plot_runs, write_plots
 
@@ -27,6 +27,7 @@ def _texts_inside(figure) -> list[str]:
     return cut
 
 
+@pytest.mark.slow  # renders every figure twice: ~10 s
 @pytest.mark.parametrize("workload", ["gsm8k", "mt_bench"])
 def test_titles_fit_their_figures(workload, tmp_path):
     runs = [load_run(write_run(tmp_path, f"run-{label}", RunSpec(label, workload=workload, temperatures=(0.0,),

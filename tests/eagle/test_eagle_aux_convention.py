@@ -10,13 +10,14 @@ import pytest
 from eagle_heads import AUX_HF_INDICES, acceptance_per_pos, run_engine
 
 VARIANT = "eagle3-native-nested"
+pytestmark = pytest.mark.slow  # three engine runs with fitted heads behind one fixture: ~19 s
 
 
 @pytest.fixture(scope="module")
 def runs(head_dir, target_dir, prompt_ids):
     def run(**kwargs):
         llm, outs = run_engine(target_dir("t4"), prompt_ids, method="eagle3", draft=str(head_dir(VARIANT)),
-                               num_steps=3, **kwargs)
+                               max_num_steps=3, **kwargs)
         return llm.engine.proposer.describe()["aux_layers"], outs
 
     return {

@@ -17,6 +17,7 @@ def _generate(target, head, *extra):
     return CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
 
 
+@pytest.mark.slow  # a CLI `generate` run on fitted heads: ~12 s
 def test_generate_with_eagle3_and_aux_flags(target_dir, head_dir):
     result = _generate(target_dir("t4"), head_dir("eagle3-speculators"), "--eagle-aux-layer-ids", "1,2,4",
                        "--eagle-aux-convention", "hidden-states-index")

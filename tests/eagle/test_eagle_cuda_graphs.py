@@ -4,13 +4,10 @@ static buffers through the Triton interpreter; on a GPU it is a captured CUDA gr
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
@@ -25,27 +22,29 @@ from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | None = None):
-    llm = LLM(str(target), method="eagle3", draft=str(head), num_steps=num_steps, dtype="fp32", device=DEVICE,
+def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | None = None,
+        async_scheduling: bool = True, max_tokens=(14, 9, 17)):
+    llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=num_steps, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
-              inject=inject)
+              inject=inject, async_scheduling=async_scheduling)
     engine = llm.engine
     if graphs:
         capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
                        engine.proposer, num_steps)
-    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (14, 9, 17)]
+    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in max_tokens]
     outs = llm.generate(prompts, params)
     return engine, [(list(o.output_token_ids), o.stats.num_accepted_per_pos) for o in outs]
 
 
+@pytest.mark.slow  # ~11 s on CPU
 def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids):
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     prompts = prompt_ids[:3]
     _, expected = run(target, head, prompts, graphs=False)
-    engine, got = run(target, head, prompts, graphs=True)
+    engine, got = run(target, head, prompts, graphs=True, async_scheduling=False)
     assert got == expected
-    assert engine.proposer.round_graphs[3].num_replays > 0
+    assert engine.proposer.round_graphs[3].num_replays > 0 and engine.proposer.round_graphs[3].num_ahead == 0
     assert sum(sum(acc) for _, acc in expected) > 0  # the fitted head drafts tokens the target accepts
 
 
@@ -56,3 +55,70 @@ def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monk
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata")
     assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
+
+
+def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir, prompt_ids, monkeypatch):
+    # The graph derives each draft step's metadata from the catch-up's: an off-by-one there (seed 000's class)
+    # must be caught by comparing against the host's reference build.
+    from specbench.attention.invariants import InvariantViolation
+    from specbench.spec.eagle.round_graph import EagleRoundGraphs
+
+    derive = EagleRoundGraphs._derive_step_metadata
+    monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
+                        lambda self, buffers, bucket, step: derive(self, buffers, bucket, step + 1))
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    variant = "eagle3-native-flat"
+    with pytest.raises(InvariantViolation, match="round graph derived positions"):
+        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
+
+
+def test_rounds_drafted_ahead_match_eager(target_dir, head_dir, prompt_ids):
+    # Overlapped rounds: each round is built on the device from a verify the host has not read. Longer outputs
+    # and a request finishing early (so later rounds run with fewer requests) exercise the steady path.
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    lengths = (30, 12, 26)
+    _, expected = run(target, head, prompt_ids[:3], graphs=False, max_tokens=lengths)
+    engine, got = run(target, head, prompt_ids[:3], graphs=True, max_tokens=lengths)
+    assert got == expected
+    assert engine.proposer.round_graphs[3].num_ahead > 3
+    assert engine.scheduler.block_manager.num_free_blocks == 128 and not engine.proposer._state
+
+
+def _engine(target, head, async_scheduling: bool):
+    llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=3, dtype="fp32", device=DEVICE, block_size=4,
+              max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
+              async_scheduling=async_scheduling)
+    capture_graphs(graph_plan(llm.config, llm.engine.device, llm.engine.stop_checker.max_model_len),
+                   llm.engine.runner, llm.engine.proposer, 3)
+    return llm.engine
+
+
+def test_a_stop_or_abort_during_a_round_drafted_ahead(target_dir, head_dir, prompt_ids):
+    # Request 0 stops on a token it first emits late (made its EOS) while its next round is already drafted;
+    # request 1 is aborted between steps while a round is in flight. The others' tokens equal a synchronous run's.
+    from specbench.engine.stop import StopChecker
+
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    reference = _engine(target, head, async_scheduling=False)
+    for prompt in prompt_ids[:3]:
+        reference.add_request(prompt, SamplingParams(max_tokens=28, ignore_eos=True))
+    free_run = {o.request_id: list(o.output_token_ids) for o in reference.run_until_done()}
+    first = free_run["req-0"]
+    eos = next(t for i, t in enumerate(first) if i >= 6 and t not in first[:i] and t not in free_run["req-2"])
+
+    engine = _engine(target, head, async_scheduling=True)
+    engine.stop_checker = StopChecker(engine.tokenizer, frozenset({eos}), engine.stop_checker.max_model_len)
+    ids = [engine.add_request(prompt, SamplingParams(max_tokens=28)) for prompt in prompt_ids[:3]]
+    for _ in range(3):
+        assert not engine.step()
+    assert engine._inflight_round is not None  # a round is drafted ahead
+    assert engine.abort_request(ids[1])
+    outputs = {o.request_id: o for o in engine.run_until_done()}
+    assert set(outputs) == {ids[0], ids[2]}
+    assert outputs[ids[0]].finish_reason == "stop"
+    assert list(outputs[ids[0]].output_token_ids) == first[: first.index(eos) + 1]
+    assert list(outputs[ids[2]].output_token_ids) == free_run["req-2"]
+    assert engine.proposer.round_graphs[3].num_ahead > 2
+    assert engine.scheduler.block_manager.num_free_blocks == 128 and not engine.proposer._state

@@ -103,7 +103,7 @@ def test_every_draft_matches_the_no_cache_oracle(variant, head_dir, target_dir, 
 
         proposer.propose = checked_propose
 
-    llm = LLM(str(target_dir(v.target)), method=v.method, draft=str(head_dir(variant)), num_steps=3, dtype="fp32",
+    llm = LLM(str(target_dir(v.target)), method=v.method, draft=str(head_dir(variant)), max_num_steps=3, dtype="fp32",
               device="cpu", block_size=4, max_concurrency=4, allow_pickle=True, num_kv_blocks=PREEMPTING_KV_BLOCKS)
     wrap(llm.engine.proposer)
     outs = llm.generate(prompt_ids, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))

@@ -111,10 +111,10 @@ def test_well_formed_heads_load_and_describe_themselves(variant, tmp_path, targe
 def test_engine_surfaces_the_error(tmp_path, target_dir):
     path = _write(tmp_path, target_dir, "eagle3-native-nested", lambda t: t.pop("norm.weight"))
     with pytest.raises(SpecbenchError, match="missing weight 'norm.weight'"):
-        LLM(str(target_dir("t4")), method="eagle3", draft=str(path), num_steps=2, dtype="fp32", device="cpu")
+        LLM(str(target_dir("t4")), method="eagle3", draft=str(path), max_num_steps=2, dtype="fp32", device="cpu")
 
 
 def test_pickle_weights_need_permission(tmp_path, target_dir):
     path = _write(tmp_path, target_dir, "eagle1-bias-bin")
     with pytest.raises(SpecbenchError, match="allow-pickle"):
-        LLM(str(target_dir("t2")), method="eagle", draft=str(path), num_steps=2, dtype="fp32", device="cpu")
+        LLM(str(target_dir("t2")), method="eagle", draft=str(path), max_num_steps=2, dtype="fp32", device="cpu")

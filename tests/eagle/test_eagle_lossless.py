@@ -22,7 +22,7 @@ def test_eagle_greedy_is_token_identical(variant, num_steps, head_dir, target_di
                                          hf_outputs):
     v = VARIANTS[variant]
     llm, outs = run_engine(target_dir(v.target), prompt_ids, method=v.method, draft=str(head_dir(variant)),
-                           num_steps=num_steps, num_kv_blocks=PREEMPTING_KV_BLOCKS)
+                           max_num_steps=num_steps, num_kv_blocks=PREEMPTING_KV_BLOCKS)
     assert llm.engine.proposer.describe()["dialect"] == v.dialect
     got = [list(o.output_token_ids) for o in outs]
     assert got == plain_outputs(v.target)

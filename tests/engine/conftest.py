@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,10 @@ same tests replay real graphs.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
@@ -34,7 +31,7 @@ def build(target: str, graphs: bool, dtype: str = "fp32", **kwargs) -> LLM:
     engine = llm.engine
     if graphs:
         plan = graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len)
-        capture_graphs(plan, engine.runner, engine.proposer, llm.config.num_steps)
+        capture_graphs(plan, engine.runner, engine.proposer, llm.config.max_num_steps)
     return llm
 
 
@@ -54,10 +51,11 @@ def test_buckets_cover_every_batch_size():
     assert batch_buckets(64) == (1, 2, 3, 4, 8, 16, 32, 48, 64)
 
 
+@pytest.mark.slow  # graphs captured and replayed eagerly on CPU: 8-17 s per method
 @pytest.mark.parametrize("method", ["none", "draft"])
 def test_graph_replays_match_eager(tiny_pair, prompts, method):
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=3) if method == "draft" else {}
+    kwargs = dict(method="draft", draft=draft, max_num_steps=3) if method == "draft" else {}
     eager = build(target, graphs=False, **kwargs)
     graphed = build(target, graphs=True, **kwargs)
     lengths = [6, 9, 12, 7, 10]  # requests finish at different steps: every bucket size gets used
@@ -71,11 +69,12 @@ def test_graph_replays_match_eager(tiny_pair, prompts, method):
         assert graphed.engine.proposer.step_graphs.num_replays > 0
 
 
+@pytest.mark.slow  # ~10 s on CPU
 def test_padding_requests_never_write_kv(tiny_pair, prompts):
     """Same batch eager and graphed: the caches end equal (up to matmul blocking, which depends on the padded
     row count), so padding (slot -1) wrote nowhere; a write at slot -1 would land in the never-used last slot."""
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=2)
+    kwargs = dict(method="draft", draft=draft, max_num_steps=2)
     caches = []
     for graphs in (False, True):
         llm = build(target, graphs=graphs, **kwargs)
@@ -94,7 +93,7 @@ def test_gpu_default_engine_uses_graphs_and_matches_enforce_eager(tiny_pair, pro
     identical even in bf16. With padding (5 ragged requests) GEMMs see more rows and may round differently: exact
     in fp32 here, and reported for bf16."""
     target, draft = tiny_pair
-    kwargs = dict(method="draft", draft=draft, num_steps=3, dtype=dtype, device="cuda", max_concurrency=8,
+    kwargs = dict(method="draft", draft=draft, max_num_steps=3, dtype=dtype, device="cuda", max_concurrency=8,
                   num_kv_blocks=512, block_size=16)
     graphed = LLM(target, **kwargs)
     eager = LLM(target, enforce_eager=True, **kwargs)
@@ -110,7 +109,7 @@ def test_gpu_default_engine_uses_graphs_and_matches_enforce_eager(tiny_pair, pro
     got = [list(o.output_token_ids) for o in graphed.generate(prompt_ids[:5], ragged)]
     expected = [list(o.output_token_ids) for o in eager.generate(prompt_ids[:5], ragged)]
     same = sum(a == b for x, y in zip(got, expected) for a, b in zip(x, y)) / sum(map(len, expected))
-    from gpu_report import record_gpu_result
+    from tests.support.gpu_report import record_gpu_result
 
     record_gpu_result(f"cuda_graphs_vs_eager_padded_{dtype}", same)
     assert same == 1.0 if dtype == "fp32" else same > 0.9

@@ -9,7 +9,7 @@ PARAMS = SamplingParams(max_tokens=12, ignore_eos=True)
 
 
 def _engine(target, draft):
-    return LLM(target, method="draft", draft=draft, num_steps=2, dtype="fp32", device="cpu", block_size=4,
+    return LLM(target, method="draft", draft=draft, max_num_steps=2, dtype="fp32", device="cpu", block_size=4,
                max_concurrency=2, kv_cache_gb=0.05).engine
 
 

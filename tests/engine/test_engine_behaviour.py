@@ -25,7 +25,7 @@ def _llm(target, **kwargs):
 
 def test_draft_equal_to_target_accepts_everything(tiny_pair, prompt_ids):
     target, _ = tiny_pair
-    llm = _llm(target, method="draft", draft=target, num_steps=3)
+    llm = _llm(target, method="draft", draft=target, max_num_steps=3)
     outs = llm.generate(prompt_ids[:4], SamplingParams(max_tokens=16, ignore_eos=True))
     drafted = sum(o.stats.num_draft_tokens for o in outs)
     accepted = sum(o.stats.num_accepted_tokens for o in outs)
@@ -34,7 +34,7 @@ def test_draft_equal_to_target_accepts_everything(tiny_pair, prompt_ids):
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent(tiny_pair, prompt_ids):
     target, draft = tiny_pair
-    llm = _llm(target, method="draft", draft=draft, num_steps=2)
+    llm = _llm(target, method="draft", draft=draft, max_num_steps=2)
 
     def run(seed):
         params = [SamplingParams(temperature=1.0, top_p=0.9, max_tokens=12, ignore_eos=True, seed=seed + i)
@@ -48,7 +48,7 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(tiny_pair, prompt_id
 
 def test_set_num_steps_reuses_the_loaded_models(tiny_pair, prompt_ids):
     target, draft = tiny_pair
-    llm = _llm(target, method="draft", draft=draft, num_steps=3)
+    llm = _llm(target, method="draft", draft=draft, max_num_steps=3)
     params = SamplingParams(max_tokens=10, ignore_eos=True)
     spec = [o.output_token_ids for o in llm.generate(prompt_ids[:3], params)]
     llm.engine.set_num_steps(0)
@@ -59,7 +59,7 @@ def test_set_num_steps_reuses_the_loaded_models(tiny_pair, prompt_ids):
 
 def test_stop_strings_and_max_tokens(tiny_pair):
     target, _ = tiny_pair
-    llm = _llm(target, method="ngram", num_steps=3)
+    llm = _llm(target, method="ngram", max_num_steps=3)
     free = llm.generate(["Question: how many apples?"], SamplingParams(max_tokens=30, ignore_eos=True))[0]
     assert free.finish_reason == "length" and len(free.output_token_ids) == 30
     # Stop at a string that occurs in the free-running text: text is cut before it, tokens stop there.
@@ -81,15 +81,15 @@ def test_draft_with_larger_vocab_is_refused(tiny_pair, tmp_path):
     model.save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(target).save_pretrained(tmp_path)
     with pytest.raises(SpecbenchError, match=r"draft vocabulary \(1088 ids\) does not match the target.s \(1024 ids\)"):
-        _llm(target, method="draft", draft=str(tmp_path), num_steps=2)
+        _llm(target, method="draft", draft=str(tmp_path), max_num_steps=2)
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(method="warp", num_steps=2), "unknown speculative method 'warp'; supported: "),
-        (dict(method="none", num_steps=2), "num_steps 0"),
-        (dict(method="draft", num_steps=2), "needs --draft"),
+        (dict(method="warp", max_num_steps=2), "unknown speculative method 'warp'; supported: "),
+        (dict(method="none", max_num_steps=2), "num_steps 0"),
+        (dict(method="draft", max_num_steps=2), "needs --draft"),
         (dict(num_kv_blocks=2), "KV pool"),
     ],
 )
@@ -103,7 +103,7 @@ def test_impossible_configs_fail_clearly(tiny_pair, prompt_ids, kwargs, match):
 def test_synthetic_acceptance_forces_the_per_position_rates(tiny_pair, prompt_ids):
     target, draft = tiny_pair
     rates = (0.73, 0.52, 0.35)
-    llm = _llm(target, method="draft", draft=draft, num_steps=3, synthetic_acceptance=rates, max_concurrency=8)
+    llm = _llm(target, method="draft", draft=draft, max_num_steps=3, synthetic_acceptance=rates, max_concurrency=8)
     outs = llm.generate(prompt_ids * 4, SamplingParams(max_tokens=40, ignore_eos=True))
     rounds = sum(o.stats.num_draft_rounds for o in outs)
     accepted_pos = [sum(o.stats.num_accepted_per_pos[i] for o in outs) for i in range(3)]
@@ -118,6 +118,6 @@ def test_synthetic_acceptance_validation():
     from specbench.config import EngineConfig
 
     with pytest.raises(SpecbenchError, match="non-increasing"):
-        EngineConfig(target="x", method="draft", num_steps=2, synthetic_acceptance=(0.3, 0.5))
-    with pytest.raises(SpecbenchError, match="2 rates for num_steps 3"):
-        EngineConfig(target="x", method="draft", num_steps=3, synthetic_acceptance=(0.5, 0.3))
+        EngineConfig(target="x", method="draft", max_num_steps=2, synthetic_acceptance=(0.3, 0.5))
+    with pytest.raises(SpecbenchError, match="2 rates for max_num_steps 3"):
+        EngineConfig(target="x", method="draft", max_num_steps=3, synthetic_acceptance=(0.5, 0.3))

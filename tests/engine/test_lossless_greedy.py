@@ -7,7 +7,7 @@ to be 1, because verify-shaped and decode-shaped kernels round differently.
 from __future__ import annotations
 
 import pytest
-from gpu_report import record_gpu_result
+from tests.support.gpu_report import record_gpu_result
 
 from specbench import LLM, SamplingParams
 
@@ -62,7 +62,7 @@ def test_speculative_is_token_identical_under_preemption(
 ):
     target, draft = tiny_pair
     # 26 blocks of 4 tokens cannot hold 4 concurrent requests of up to 40 + 24 + k tokens: forces preemption.
-    llm, outs = _run(target, prompt_ids, engine_env, method=method, num_steps=num_steps, num_kv_blocks=26,
+    llm, outs = _run(target, prompt_ids, engine_env, method=method, max_num_steps=num_steps, num_kv_blocks=26,
                      draft=draft if method == "draft" else None, ngram_min=1, ngram_max=3)
     got = [list(o.output_token_ids) for o in outs]
     check_identity(f"{method}_k{num_steps}_vs_plain", got, plain, engine_env)

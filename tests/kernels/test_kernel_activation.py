@@ -3,18 +3,15 @@ within one ulp (numpy's exp stands in for expf) and bf16 within tolerance (the i
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
-from gpu_report import record_gpu_result  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402
 

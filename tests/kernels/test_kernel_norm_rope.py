@@ -3,13 +3,10 @@ rounds like torch (fp16 everywhere, bf16 on CUDA: the CPU interpreter truncates 
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402

@@ -5,14 +5,11 @@ On CPU the kernels run under TRITON_INTERPRET=1 with small shapes; on CUDA the `
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402

@@ -8,16 +8,14 @@ import os
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
 from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, random_paged_batch  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from gpu_report import record_gpu_result  # noqa: E402
-from tiny_models import gsm8k_questions, load_tiny_tokenizer  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
+from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import build_metadata, create_backend  # noqa: E402
@@ -81,7 +79,7 @@ def prompts() -> list[list[int]]:
 
 def test_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir, prompts):
     """fp32 draft-model speculation: prefill, decode-shaped draft steps and k+1-query verify through Triton."""
-    kwargs = dict(method="draft", draft=str(tiny_draft_dir), num_steps=2)
+    kwargs = dict(method="draft", draft=str(tiny_draft_dir), max_num_steps=2)
     expected = run_engine(str(tiny_model_dir), prompts[:2], "torch", "fp32", **kwargs)
     got = run_engine(str(tiny_model_dir), prompts[:2], "triton", "fp32", **kwargs)
     assert got == expected
@@ -92,7 +90,7 @@ def test_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir
 @pytest.mark.parametrize("method", ["none", "draft"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_engine_greedy_tokens_match_torch_backend(tiny_model_dir, tiny_draft_dir, prompts, dtype, method):
-    kwargs = dict(method="draft", draft=str(tiny_draft_dir), num_steps=3) if method == "draft" else {}
+    kwargs = dict(method="draft", draft=str(tiny_draft_dir), max_num_steps=3) if method == "draft" else {}
     expected = run_engine(str(tiny_model_dir), prompts, "torch", dtype, max_tokens=40, **kwargs)
     got = run_engine(str(tiny_model_dir), prompts, "triton", dtype, max_tokens=40, **kwargs)
     if dtype == "fp32":

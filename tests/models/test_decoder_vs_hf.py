@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import build_tiny_model, gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import build_tiny_model, gsm8k_questions, load_tiny_tokenizer
 
 from specbench.attention import build_metadata
 from specbench.kv.kv_cache import KVCache

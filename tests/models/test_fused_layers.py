@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
-from gpu_report import record_gpu_result  # noqa: E402
+from tests.support.gpu_report import record_gpu_result  # noqa: E402
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402

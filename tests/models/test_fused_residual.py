@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported: before any triton import
 pytest.importorskip("triton")
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402

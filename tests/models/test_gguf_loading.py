@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from tiny_models import CHAT_TEMPLATE, gsm8k_questions, load_tiny_tokenizer, write_gguf
+from tests.support.tiny_models import CHAT_TEMPLATE, gsm8k_questions, load_tiny_tokenizer, write_gguf
 
 from specbench.attention import build_metadata
 from specbench.errors import SpecbenchError
@@ -132,7 +132,7 @@ def test_engine_greedy_output_on_the_real_smollm2_equals_transformers_generate(s
     from specbench import LLM, SamplingParams
 
     path, hf = smollm2_gguf
-    llm = LLM(str(path), method=method, num_steps=num_steps, dtype="fp32", device="cpu", kv_cache_gb=0.1)
+    llm = LLM(str(path), method=method, max_num_steps=num_steps, dtype="fp32", device="cpu", kv_cache_gb=0.1)
     tok = llm.tokenizer
     questions = ["What is the capital of France?", gsm8k_questions("test")[0]]
     prompts = [tok(apply_chat_template(tok, [{"role": "user", "content": q}]))["input_ids"] for q in questions]

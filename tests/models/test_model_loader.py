@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny_models import write_sharded
+from tests.support.tiny_models import write_sharded
 
 from specbench.attention import build_metadata
 from specbench.errors import SpecbenchError

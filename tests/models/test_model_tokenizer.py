@@ -6,7 +6,7 @@ import shutil
 from dataclasses import replace
 
 import pytest
-from tiny_models import EOS_ID, gsm8k_questions, tiny_tokenizer_dir
+from tests.support.tiny_models import EOS_ID, gsm8k_questions, tiny_tokenizer_dir
 
 from specbench.errors import SpecbenchError
 from specbench.models import apply_chat_template, eos_token_ids, get_preset, load_tokenizer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import derive_draft, gsm8k_questions, tiny_tokenizer_dir
+from tests.support.tiny_models import derive_draft, gsm8k_questions, tiny_tokenizer_dir
 
 from specbench.attention import build_metadata
 from specbench.kv.kv_cache import KVCache
@@ -58,7 +58,7 @@ def test_derived_draft_agrees_realistically(tiny_model_dir, tiny_draft_dir, targ
 
 
 def test_truncated_draft_loads_with_fewer_layers(tiny_model_dir, tmp_path):
-    from tiny_models import build_tiny_model
+    from tests.support.tiny_models import build_tiny_model
 
     target_dir = tmp_path / "target4"
     build_tiny_model(target_dir, "qwen3", num_layers=4)

@@ -17,8 +17,8 @@ pytest.importorskip("uvicorn")
 
 from typer.testing import CliRunner
 
-from asgi_free_port import free_port
-from tiny_models import data_dir
+from tests.support.ports import free_port
+from tests.support.tiny_models import data_dir
 
 START_TIMEOUT_S = 90
 
@@ -80,6 +80,7 @@ def test_a_different_model_is_reported_not_lossless(spec_server, tiny_draft_dir)
     assert "differs at char" in result.output
 
 
+@pytest.mark.slow  # starts a second server: ~10 s
 def test_check_command_runs_the_server_pair_check(spec_server, tiny_model_dir, tiny_draft_dir):
     from specbench.cli.app import app
 

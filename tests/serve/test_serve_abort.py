@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from asgi_free_port import free_port  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 STEP_DELAY_S = 0.02  # each engine step sleeps: a 400-token request then runs for >= 8 s unless aborted
 LONG = {"prompt": "Question: 1 + 1?\nAnswer:", "max_tokens": 400, "ignore_eos": True, "temperature": 0}
@@ -27,7 +27,7 @@ LONG = {"prompt": "Question: 1 + 1?\nAnswer:", "max_tokens": 400, "ignore_eos": 
 def _engine_config(tiny_model_dir):
     from specbench.config import EngineConfig
 
-    return EngineConfig(target=str(tiny_model_dir), method="ngram", num_steps=2, device="cpu", kv_cache_gb=0.02,
+    return EngineConfig(target=str(tiny_model_dir), method="ngram", max_num_steps=2, device="cpu", kv_cache_gb=0.02,
                         max_model_len=512)
 
 

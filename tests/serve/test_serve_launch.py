@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 pytestmark = pytest.mark.slow  # two `specbench serve` processes start (torch import, model load)
 

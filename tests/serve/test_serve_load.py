@@ -27,7 +27,7 @@ def server(tiny_model_dir, tiny_draft_dir):
     from specbench.config import EngineConfig
     from specbench.serve import ServeConfig, start_server
 
-    engine = EngineConfig(target=str(tiny_model_dir), method="draft", draft=str(tiny_draft_dir), num_steps=K,
+    engine = EngineConfig(target=str(tiny_model_dir), method="draft", draft=str(tiny_draft_dir), max_num_steps=K,
                           device="cpu", kv_cache_gb=0.02)
     with start_server(ServeConfig(engine, served_model_name="tiny")) as running:
         yield running

@@ -17,7 +17,7 @@ def server(tiny_model_dir):
     from specbench.config import EngineConfig
     from specbench.serve import ServeConfig, start_server
 
-    engine = EngineConfig(target=str(tiny_model_dir), method="ngram", num_steps=2, device="cpu", kv_cache_gb=0.02,
+    engine = EngineConfig(target=str(tiny_model_dir), method="ngram", max_num_steps=2, device="cpu", kv_cache_gb=0.02,
                           max_model_len=256)
     with start_server(ServeConfig(engine, served_model_name="tiny")) as running:
         yield running

@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn")
 
 from typer.testing import CliRunner
 
-from tiny_models import data_dir
+from tests.support.tiny_models import data_dir
 
 SECRET = "sk-test-do-not-store-1234567890"
 K = 2
@@ -44,7 +44,7 @@ def server(tiny_model_dir, tiny_draft_dir, monkeypatch_module):
     from specbench.serve import ServeConfig, start_server
 
     monkeypatch_module.setenv("SPECBENCH_TEST_KEY", SECRET)
-    engine = EngineConfig(target=str(tiny_model_dir), method="draft", draft=str(tiny_draft_dir), num_steps=K,
+    engine = EngineConfig(target=str(tiny_model_dir), method="draft", draft=str(tiny_draft_dir), max_num_steps=K,
                           device="cpu", kv_cache_gb=0.02)
     with start_server(ServeConfig(engine, served_model_name="tiny", api_key_env="SPECBENCH_TEST_KEY")) as running:
         yield running

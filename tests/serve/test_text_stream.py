@@ -8,7 +8,7 @@ import random
 import pytest
 
 from specbench.serve.text_stream import TextStreamer
-from tiny_models import gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 
 class CountingTokenizer:

@@ -16,18 +16,19 @@ import torch
 from specbench.attention.invariants import check_step_against_requests, invariants_enabled
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
-from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
-from specbench.spec.eagle.loader import LoadedEagleHead
-from specbench.spec.eagle.round_graph import EagleRoundGraphs
-from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.spec.draft_records import DraftRecorder, DraftStepRecord
+from specbench.spec.eagle.loader import LoadedEagleHead
+from specbench.spec.eagle.round_graph import AheadRoundInput, EagleRoundGraphs, check_ahead_round
+from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
 
 
 class EagleProposer(Proposer):
+    drafts_ahead = True
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         self.loaded = loaded
@@ -42,8 +43,10 @@ class EagleProposer(Proposer):
         self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
+        self._ahead_query_len = 0  # k + 1 of the last round drafted ahead
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -100,6 +103,58 @@ class EagleProposer(Proposer):
             self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
+    @torch.inference_mode()
+    def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
+                      block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
+                      num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
+        """The next round's drafts [num_reqs, k] from a verify still on the device, or None when the round cannot
+        be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, the oracle
+        recording, a request too short for the padded catch-up). The catch-up consumes the verify's features on
+        the device: nothing is pending on the host until confirm_ahead.
+
+        newest_positions [num_reqs]: each request's newest token at the verify; block_tables cover the next
+        verify; verify_token_ids [num_reqs, k + 1], num_accepted [num_reqs] and target_features
+        [num_reqs * (k + 1), feature_dim] are the verify's outputs, on the device."""
+        k = verify_token_ids.shape[1] - 1
+        graphs = self.round_graphs.get(k)
+        if (graphs is None or target_features is None or self.hooks.eager_drafting or self._recorder is not None
+                or graphs.bucket_for(len(request_ids)) is None):
+            return None
+        for request_id, newest in zip(request_ids, newest_positions):
+            state = self.request_state(request_id)
+            if newest < k or state.num_committed != newest or state.pending_features is not None:
+                return None
+        width = max(len(table) for table in block_tables)
+        flat_tables = [b for table in block_tables for b in (*table, *(0,) * (width - len(table)))]
+        self._ahead_query_len = k + 1
+        return graphs.run_ahead(AheadRoundInput(
+            newest_positions=to_device(newest_positions, torch.int64, self.device),
+            block_tables=to_device(flat_tables, torch.int32, self.device).view(len(request_ids), width),
+            verify_token_ids=verify_token_ids, num_accepted=num_accepted, target_features=target_features,
+        )).clone()
+
+    def confirm_ahead(self, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
+                      rows_of_request: tuple[int, ...]) -> None:
+        """The host read the verify a round was built ahead from. `inp` holds each request's tokens up to its new
+        newest (the verified ones, also for a request that stops now): the catch-up is committed up to there.
+        With the debug invariants on, the host builds that round the reference way and checks the device's
+        build against it."""
+        q = self._ahead_query_len
+        starts = [len(tokens) - 2 - a for tokens, a in zip(inp.token_ids, num_accepted)]
+        if not invariants_enabled() or not inp.request_ids:
+            for request_id, start, a in zip(inp.request_ids, starts, num_accepted):
+                self.request_state(request_id).num_committed = start + a + 1
+            return
+        rows = [r * q + j for r, a in zip(rows_of_request, num_accepted) for j in range(a + 1)]
+        cu = [0]
+        for a in num_accepted:
+            cu.append(cu[-1] + a + 1)
+        features = verify_features[to_device(rows, torch.int64, self.device)]
+        graphs = self.round_graphs[q - 1]
+        reference = build_round_input(self, inp, RoundFeatures(features, tuple(cu), tuple(starts)), q)
+        graphs.check_metadata(reference.extend_md, "eagle_extend (ahead)")
+        check_ahead_round(graphs.extend, reference, rows_of_request)
+
     def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
 
@@ -129,6 +184,12 @@ class EagleProposer(Proposer):
                                            check_metadata=self.head.attn_backend.begin_forward,
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        if is_paused and self.step_graphs is not None:
+            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
+        elif not is_paused and self._paused_step_graphs is not None:
+            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
 
     def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []

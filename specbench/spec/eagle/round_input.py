@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.attention.invariants import invariants_enabled
 from specbench.attention.metadata import PADDING_SLOT, build_metadata, slot_of
 from specbench.device_copy import to_device
 from specbench.spec.eagle.round_graph import RoundInput
@@ -74,12 +75,11 @@ def build_round_input(proposer, inp: ProposeInput, feats: RoundFeatures, q: int)
     extend_md = build_metadata(positions=positions, num_query=[q] * len(seq_lens), seq_lens=seq_lens,
                                block_tables=block_tables, block_size=proposer.block_size, device=proposer.device,
                                slot_mapping=slots)
-    features = proposer.head.project_target_features(feats.new_features)  # [num_new_total, H]
-    hidden = features.new_zeros(len(positions), features.shape[-1])
-    hidden.index_copy_(0, to_device(real_rows, torch.int64, proposer.device), features)
-    step_mds = tuple(
+    # The graph derives the steps' metadata itself; the reference build is only for the debug invariants.
+    step_mds = () if not invariants_enabled() else tuple(
         draft_step_metadata(first_positions=[len(t) - 1 for t in inp.token_ids], step=j,
                             block_tables=block_tables, block_size=proposer.block_size, device=proposer.device)
         for j in range(1, q - 1)
     )
-    return RoundInput(to_device(input_ids, torch.int64, proposer.device), extend_md, hidden, step_mds)
+    return RoundInput(to_device(input_ids, torch.int64, proposer.device), extend_md, feats.new_features,
+                      to_device(real_rows, torch.int64, proposer.device), step_mds)

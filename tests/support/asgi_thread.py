@@ -27,10 +27,3 @@ def serve_in_thread(app):
         server.should_exit = True
         thread.join(timeout=10)
 
-
-def closed_port_url() -> str:
-    """A loopback URL nothing listens on (connection refused)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"

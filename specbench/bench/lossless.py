@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, TieDiagnosis
-from specbench.bench.admission import FinishedTurn
 from specbench.bench.cell_runner import turn_settings
-from specbench.bench.grid import CellKey
-from specbench.bench.preflight import workload_options
-from specbench.bench.sweep_config import SweepConfig, validate_config
-from specbench.bench.turns import TurnPlanner
+from specbench.bench.validate import validate_config
 from specbench.errors import SpecbenchError
+from specbench.runs.cell_key import CellKey
+from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.preflight import workload_options
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import TurnPlanner
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float =
     validate_config(spec)
     validate_config(ref)
     workload = get_workload(spec.workload, **workload_options(spec))
-    samples = workload.load(resolve_data_source(spec.data_dir), spec.limit, spec.seed).samples
+    samples = workload.load(resolve_data_source(spec.data_dir), spec.limit, spec.engine.seed).samples
     key = CellKey(0, 0.0, max(spec.concurrency), spec.num_steps[0])
     chat_template = workload.is_chat if spec.chat_template is None else spec.chat_template
     results = []

@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from specbench.bench.cell_summary import category_rows, cell_row
-from specbench.bench.records import cell_metrics_from_rows, stats_from_row
+from specbench.bench.store import to_table
 from specbench.metrics.goodput import parse_goodput
 from specbench.metrics.request_metrics import RequestMetrics
-from specbench.bench.schema import SCHEMA_VERSION
-from specbench.bench.store import to_table
+from specbench.runs.records import cell_metrics_from_rows, stats_from_row
+from specbench.runs.schema import SCHEMA_VERSION
 
 
 @dataclass

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from specbench.bench.admission import ENGINE_COUNTS, FinishedTurn
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import SloBounds
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.runs.finished_turn import ENGINE_COUNTS, FinishedTurn
 from specbench.workloads.base import Score, Workload
 
 Row = dict[str, Any]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specbench.bench.sweep_config import SweepConfig
-from specbench.bench.turns import TurnPlanner, TurnSettings
 from specbench.errors import SpecbenchError
+from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.turns import TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
 

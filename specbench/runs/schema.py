@@ -5,7 +5,7 @@
 - `cells.parquet`: one row per cell and repeat (CELL_COLUMNS, then `accept_rate_pos_{k}` / `cond_accept_rate_pos_{k}`
   for k = 1..max num-steps of the sweep).
 - `requests.parquet`: one row per measured request (one per turn of a multi-turn sample), raw timestamps kept so
-  every cell metric can be recomputed (`specbench.bench.records.cell_metrics_from_rows`).
+  every cell metric can be recomputed (`specbench.runs.records.cell_metrics_from_rows`).
 - `steps.parquet`: one row per engine step of a cell's measured window.
 - `categories.parquet`: one row per cell and sample category (acceptance and latency per category).
 - `recommendations.parquet`: the best num-steps per (workload, method, temperature, concurrency), when the sweep

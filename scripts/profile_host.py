@@ -1,0 +1,128 @@
+"""Where the host's time goes in the step loop, at real shapes on a GPU: cProfile over decode steps.
+
+    python scripts/profile_host.py --cases 0:1,0:64,3:1,3:16 [--no-async-scheduling]
+
+Each case is k:concurrency. Prints, per case, the decode steps' wall time against their CUDA-event target and
+draft time (what the host adds), then the functions with the most own time per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+
+from specbench import LLM, SamplingParams
+from specbench.bench.gpu_perf import random_prompts
+from specbench.models.presets import get_preset
+from specbench.spec.eagle.dummy import write_dummy_eagle3_head
+
+SYNTHETIC = (0.73, 0.52, 0.35)
+
+
+def profile_case(llm, num_steps: int, concurrency: int, args) -> None:
+    engine = llm.engine
+    engine.set_num_steps(num_steps)
+    engine.set_async_scheduling(not args.no_async_scheduling)
+    vocab = engine.runner.model.config.vocab_size
+    params = SamplingParams(max_tokens=args.output_len, ignore_eos=True)
+    llm.generate(random_prompts(vocab, concurrency, args.prompt_len, seed=1), SamplingParams(max_tokens=16,
+                                                                                            ignore_eos=True))
+    for prompt in random_prompts(vocab, concurrency, args.prompt_len, seed=2):
+        engine.add_request(prompt, params)
+    while not engine.scheduler.running or engine.scheduler.waiting:  # past the prefill
+        engine.step()
+    first = len(engine.step_stats)
+    profiler = cProfile.Profile()
+    torch.cuda.synchronize()
+    profiler.enable()
+    num_calls = 0
+    while engine.has_unfinished():
+        engine.step()
+        num_calls += 1
+    profiler.disable()
+    steps = [s for s in engine.step_stats[first:] if s.phase == "decode" and s.num_reqs == concurrency]
+    print(f"\n=== k={num_steps} concurrency={concurrency} async={engine.async_scheduling}: {len(steps)} steps, "
+          f"{num_calls} step() calls")
+    for name in ("step_ms", "target_ms", "draft_ms", "sample_ms"):
+        print(f"  median {name}: {statistics.median(getattr(s, name) for s in steps):.3f}")
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt
+    print(f"  profiled host time per step() call: {1e3 * total / num_calls:.3f} ms (cProfile adds overhead)")
+    stats.sort_stats("tottime").print_stats(args.top)
+    stats.sort_stats("cumulative").print_stats("specbench", args.top)
+    if args.trace_steps:
+        gpu_idle(llm, num_steps, concurrency, args)
+
+
+def gpu_idle(llm, num_steps: int, concurrency: int, args) -> None:
+    """Device timeline of `trace_steps` decode steps: busy time (union of kernels and copies) against the wall
+    span, and the longest idle gaps with the kernels on either side."""
+    engine = llm.engine
+    vocab = engine.runner.model.config.vocab_size
+    # long enough that no request finishes while traced; they are aborted afterwards
+    params = SamplingParams(max_tokens=8 * args.trace_steps + 64, ignore_eos=True)
+    ids = [engine.add_request(prompt, params) for prompt in random_prompts(vocab, concurrency, args.prompt_len, seed=3)]
+    for _ in range(6):  # prefill and the first rounds
+        engine.step()
+    torch.cuda.synchronize()
+    path = Path(os.environ.get("OUT", "/tmp")) / f"trace_k{num_steps}_c{concurrency}.json"
+    # device activity only: host-side tracing would slow the host and widen the very gaps measured here
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.trace_steps):
+            engine.step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(path))
+    while engine.has_unfinished():  # drain a launched step, then drop the requests
+        for request_id in ids:
+            engine.abort_request(request_id)
+        engine.step()
+    events = [e for e in json.loads(path.read_text())["traceEvents"]
+              if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
+    events.sort(key=lambda e: e["ts"])
+    busy, gaps, end, prev_name = 0.0, [], None, ""
+    for e in events:
+        start, stop = e["ts"], e["ts"] + e["dur"]
+        if end is not None and start > end:
+            gaps.append((start - end, prev_name, e["name"]))
+        if end is None or stop > end:
+            busy += stop - max(start, end if end is not None else start)
+            end, prev_name = stop, e["name"]
+    span = events[-1]["ts"] + events[-1]["dur"] - events[0]["ts"]
+    print(f"  device timeline over {args.trace_steps} steps: span {span / 1e3:.2f} ms, busy {busy / 1e3:.2f} ms, "
+          f"idle {100 * (1 - busy / span):.1f}%; per step: busy {busy / args.trace_steps / 1e3:.3f} ms, "
+          f"idle {(span - busy) / args.trace_steps / 1e3:.3f} ms")
+    for gap, before, after in sorted(gaps, reverse=True)[: args.top]:
+        print(f"    gap {gap:8.1f} us  after {before[:60]!r}  before {after[:60]!r}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--cases", default="0:1,0:64,3:1,3:16")
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--kv-cache-gb", type=float, default=8.0)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--no-async-scheduling", action="store_true")
+    ap.add_argument("--trace-steps", type=int, default=0, help="also trace this many steps' device timeline")
+    args = ap.parse_args()
+    cases = [tuple(int(x) for x in c.split(":")) for c in args.cases.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+        llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head),
+                  max_num_steps=max(k for k, _ in cases), synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+                  max_concurrency=max(c for _, c in cases), max_model_len=4096)
+        for num_steps, concurrency in cases:
+            profile_case(llm, num_steps, concurrency, args)
+
+
+if __name__ == "__main__":
+    main()

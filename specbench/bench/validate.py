@@ -1,0 +1,135 @@
+"""Every check of a sweep config that needs neither data nor models (the registries of workloads, proposers,
+backends, reasoning parsers and server adapters included)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from specbench.errors import SpecbenchError
+from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def validate_config(config: SweepConfig) -> None:
+    """Every check that needs neither data nor models; raises SpecbenchError with one message."""
+    from specbench.backends import BENCH_BACKENDS
+    from specbench.workloads import workload_factory
+
+    workload_factory(config.workload)
+    BENCH_BACKENDS.get(config.backend)
+    if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
+        from specbench.spec.registry import PROPOSERS
+
+        PROPOSERS.get(config.engine.method)
+    _check_backend(config)
+    _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
+    if not config.temperature:
+        raise SpecbenchError("--temperature needs at least one value")
+    _check_values("--temperature", [t for t in config.temperature if t is not None], lambda v: v >= 0, ">= 0")
+    _check_values("--num-steps", config.num_steps, lambda v: v >= 0, ">= 0")
+    if config.is_embedded and config.engine.method == "none" and config.max_num_steps > 0:  # a server picks its own
+        raise SpecbenchError(
+            f"--num-steps {','.join(map(str, config.num_steps))} needs a speculative --method (ngram, draft, ...)"
+        )
+    for flag, value, ok, need in (
+        ("--limit", config.limit, lambda v: v >= 1, ">= 1"),
+        ("--shots", config.shots, lambda v: v >= 0, ">= 0"),
+        ("--max-tokens", config.max_tokens, lambda v: v >= 1, ">= 1"),
+        ("--input-len", config.input_len, lambda v: v >= 1, ">= 1"),
+        ("--output-len", config.output_len, lambda v: v >= 1, ">= 1"),
+        ("--request-rate", config.request_rate, lambda v: v > 0, "> 0 (inf for all at once)"),
+        ("--burstiness", config.burstiness, lambda v: v > 0, "> 0"),
+        ("--warmup", config.warmup, lambda v: v >= 0, ">= 0"),
+        ("--repeats", config.repeats, lambda v: v >= 1, ">= 1"),
+        ("--top-p", config.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
+        ("--top-k", config.top_k, lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"),
+    ):
+        if value is not None:
+            _check_values(flag, [value], ok, need)
+    _check_load_pattern(config)
+    if config.run_id is not None and not _RUN_ID.match(config.run_id):
+        raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def _check_load_pattern(config: SweepConfig) -> None:
+    from specbench.metrics.goodput import parse_goodput
+
+    parse_goodput(config.goodput)
+    if config.optimize not in OPTIMIZE_TARGETS:
+        raise SpecbenchError(f"--optimize must be one of {', '.join(OPTIMIZE_TARGETS)}, got {config.optimize!r}")
+    from specbench.backends.reasoning import REASONING_PARSERS
+
+    if config.reasoning_parser is not None and config.reasoning_parser not in REASONING_PARSERS:
+        raise SpecbenchError(f"--reasoning-parser must be one of {', '.join(REASONING_PARSERS)}, "
+                             f"got {config.reasoning_parser!r}")
+    if config.duration is not None and not (config.duration > 0 and math.isfinite(config.duration)):
+        raise SpecbenchError(f"--duration must be a finite number of seconds > 0, got {config.duration}")
+    ramp = (config.ramp_up_start_rps, config.ramp_up_end_rps)
+    if config.ramp_up_strategy is None:
+        if any(v is not None for v in ramp):
+            raise SpecbenchError("--ramp-up-start-rps / --ramp-up-end-rps need --ramp-up-strategy linear")
+        return
+    if config.ramp_up_strategy not in RAMP_UP_STRATEGIES:
+        raise SpecbenchError(f"--ramp-up-strategy must be one of {', '.join(RAMP_UP_STRATEGIES)}, "
+                             f"got {config.ramp_up_strategy!r}")
+    if any(v is None for v in ramp):
+        raise SpecbenchError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
+    if not all(v > 0 and math.isfinite(v) for v in ramp):
+        raise SpecbenchError(f"--ramp-up-start-rps / --ramp-up-end-rps must be finite and > 0, got {ramp}")
+    if not math.isinf(config.request_rate):
+        raise SpecbenchError("--ramp-up-strategy sets the arrival rate itself: leave --request-rate out")
+
+
+def _check_backend(config: SweepConfig) -> None:
+    if config.is_embedded:
+        for flag, value in (("--base-url", config.base_url), ("--model", config.server_model),
+                            ("--api-key-env", config.api_key_env)):
+            if value is not None:
+                raise SpecbenchError(f"{flag} needs an HTTP backend (--backend openai)")
+        return
+    if config.engine.inject is not None:
+        raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
+    if config.server_cmd is not None:
+        _check_server_launch(config)
+        return
+    if config.server_baseline_cmd is not None:
+        raise SpecbenchError("--server-baseline-cmd needs --server-cmd")
+    if not config.base_url or not config.base_url.startswith(("http://", "https://")):
+        raise SpecbenchError(
+            f"--backend {config.backend} needs --base-url http(s)://HOST:PORT, got {config.base_url!r}"
+        )
+    if len(config.num_steps) != 1:
+        raise SpecbenchError(
+            f"--backend {config.backend}: the server's speculative config is fixed; give the one --num-steps it runs "
+            f"(0 for a non-speculative server), got {','.join(map(str, config.num_steps))}"
+        )
+    if not config.request_timeout > 0:
+        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
+
+
+def _check_server_launch(config: SweepConfig) -> None:
+    from specbench.backends.server_adapters import SERVER_ADAPTERS
+    from specbench.backends.server_template import check_template
+
+    if config.base_url is not None:
+        raise SpecbenchError("--server-cmd launches its own server: drop --base-url")
+    check_template(config.server_cmd)
+    if config.server_baseline_cmd is not None:
+        check_template(config.server_baseline_cmd, "--server-baseline-cmd")
+    if config.server_adapter != "auto":
+        SERVER_ADAPTERS.get(config.server_adapter)
+    if not config.server_ready_timeout > 0:
+        raise SpecbenchError(f"--server-ready-timeout must be > 0, got {config.server_ready_timeout}")
+    if not config.request_timeout > 0:
+        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
+
+
+def _check_values(flag: str, values, ok, need: str) -> None:
+    values = list(values)
+    if flag in ("--concurrency", "--num-steps") and not values:
+        raise SpecbenchError(f"{flag} needs at least one value")
+    bad = [v for v in values if not ok(v)]
+    if bad:
+        raise SpecbenchError(f"{flag} must be {need}, got {bad[0]}")
