@@ -3,7 +3,8 @@
 Each head is fitted once to its target (eagle_heads_fit.py) and cached under <repo>/.cache/eagle_heads/,
 keyed by the fitting recipe and the target's weights. Variants then write the same fitted tensors in
 their on-disk format: EAGLE-1 (.bin or safetensors, with/without fc bias), EAGLE-3 native (`midlayer.*`,
-LlamaForCausalLMEagle3, nested eagle_config or top-level aux ids) and EAGLE-3 speculators.
+LlamaForCausalLMEagle3, nested eagle_config or top-level aux ids) and EAGLE-3 speculators, through the
+library's one head writer (specbench.spec.eagle.writer) that the selftest's head and the dummy head use too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import REPO_ROOT, build_tiny_model
 
 from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
+from specbench.spec.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
 MAX_TOKENS = 24
 # 26 blocks of 4 tokens cannot hold 4 concurrent requests of up to 40 + 24 + k tokens: forces preemption.
@@ -45,20 +47,21 @@ class HeadVariant:
     target: str  # key of TARGETS
     recipe: str  # key of RECIPES
     method: str  # engine method: eagle | eagle3
-    dialect: str
-    weights_file: str = "model.safetensors"  # or pytorch_model.bin (needs allow_pickle)
-    config_bias: bool | None = None  # EAGLE-1 config "bias"; None = omitted (reference default: True)
+    fmt: HeadFormat  # dialect and on-disk variant
     own_embed: bool = False  # ship a copy of the target's embedding as embed_tokens.weight
-    aux_field: str = "top"  # EAGLE-3 ids: "top" (hidden_states indices) | "nested" (eagle_config, layer outputs)
-    architectures_marker: bool = True  # native EAGLE-3: declare LlamaForCausalLMEagle3
+
+    @property
+    def dialect(self) -> str:
+        return self.fmt.dialect
 
 
 VARIANTS = {
-    "eagle1-bias-bin": HeadVariant("t2", "e1-bias", "eagle", EAGLE1, weights_file="pytorch_model.bin"),
-    "eagle1-nobias": HeadVariant("t2", "e1-nobias", "eagle", EAGLE1, config_bias=False, own_embed=True),
-    "eagle3-native-nested": HeadVariant("t4", "e3-native", "eagle3", EAGLE3_NATIVE, aux_field="nested"),
-    "eagle3-native-flat": HeadVariant("t4", "e3-native", "eagle3", EAGLE3_NATIVE, architectures_marker=False),
-    "eagle3-speculators": HeadVariant("t4", "e3-spec", "eagle3", EAGLE3_SPECULATORS),
+    "eagle1-bias-bin": HeadVariant("t2", "e1-bias", "eagle", HeadFormat(EAGLE1, weights_file="pytorch_model.bin")),
+    "eagle1-nobias": HeadVariant("t2", "e1-nobias", "eagle", HeadFormat(EAGLE1, config_bias=False), own_embed=True),
+    "eagle3-native-nested": HeadVariant("t4", "e3-native", "eagle3", HeadFormat(EAGLE3_NATIVE, aux_field="nested")),
+    "eagle3-native-flat": HeadVariant("t4", "e3-native", "eagle3",
+                                      HeadFormat(EAGLE3_NATIVE, architectures_marker=False)),
+    "eagle3-speculators": HeadVariant("t4", "e3-spec", "eagle3", HeadFormat(EAGLE3_SPECULATORS)),
 }
 
 
@@ -112,70 +115,19 @@ def layer_config(target_dir: Path, recipe: FitRecipe) -> dict:
     t = json.loads((target_dir / "config.json").read_text())
     keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
             "vocab_size", "rms_norm_eps", "max_position_embeddings", "bos_token_id", "eos_token_id")
-    return {"model_type": "llama", **{k: t[k] for k in keys}, "num_hidden_layers": 1, "hidden_act": "silu",
+    return {**{k: t[k] for k in keys}, "num_hidden_layers": 1, "hidden_act": "silu",
             "rope_theta": recipe.rope_theta, "tie_word_embeddings": False, "torch_dtype": "float32"}
 
 
 def write_head(out_dir: Path, tensors: dict[str, torch.Tensor], variant: HeadVariant, target_dir: Path) -> Path:
     recipe = RECIPES[variant.recipe]
-    layer = layer_config(target_dir, recipe)
     tensors = dict(tensors)
     if variant.own_embed:
         tensors["embed_tokens.weight"] = load_file(target_dir / "model.safetensors")["model.embed_tokens.weight"]
-    if variant.dialect == EAGLE1:
-        config = {"architectures": ["LlamaForCausalLM"], **layer}
-        if variant.config_bias is not None:
-            config["bias"] = variant.config_bias
-    elif variant.dialect == EAGLE3_NATIVE:
-        config = eagle3_native_config(layer, recipe.draft_vocab_size or layer["vocab_size"], variant)
-        tensors = {_native_name(k): v for k, v in tensors.items()}
-    else:
-        config = speculators_config(layer, recipe)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
-    if variant.weights_file.endswith(".bin"):
-        torch.save(tensors, out_dir / variant.weights_file)
-    else:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, out_dir / variant.weights_file)
-    return out_dir
-
-
-def eagle3_native_config(layer: dict, draft_vocab_size: int, variant: HeadVariant) -> dict:
-    arch = "LlamaForCausalLMEagle3" if variant.architectures_marker else "LlamaForCausalLM"
-    config = {"architectures": [arch], **layer, "draft_vocab_size": draft_vocab_size}
-    if variant.aux_field == "nested":  # SGLang/SpecForge: layer-output ids, hidden_states index - 1
-        config["eagle_config"] = {
-            "eagle_aux_hidden_state_layer_ids": [i - 1 for i in AUX_HF_INDICES], "use_aux_hidden_state": True,
-            "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True, "next_layer_regular": True,
-            "parallel_draft_step": 1,
-        }
-    elif variant.aux_field == "top":
-        config["eagle_aux_hidden_state_layer_ids"] = list(AUX_HF_INDICES)
-    return config
-
-
-def speculators_config(layer: dict, recipe: FitRecipe) -> dict:
-    return {
-        "architectures": ["Eagle3Speculator"],
-        "speculators_model_type": "eagle3",
-        "speculators_version": "0.1.0",
-        "speculators_config": {
-            "algorithm": "eagle3",
-            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
-                                  "accept_tolerance": 0.0}],
-            "default_proposal_method": "greedy",
-            "verifier": {"name_or_path": "tiny-llama-4l", "architectures": ["LlamaForCausalLM"]},
-        },
-        "transformer_layer_config": {"architectures": ["LlamaForCausalLM"], **layer},
-        "draft_vocab_size": recipe.draft_vocab_size or layer["vocab_size"],
-        "norm_before_residual": recipe.norm_before_residual,
-        "target_hidden_size": None,
-        "eagle_aux_hidden_state_layer_ids": list(recipe.aux_hf_indices),
-    }
-
-
-def _native_name(canonical: str) -> str:
-    return "midlayer." + canonical.removeprefix("layers.0.") if canonical.startswith("layers.0.") else canonical
+    layout = HeadLayout(layer_config(target_dir, recipe), aux_hf_indices=recipe.aux_hf_indices,
+                        draft_vocab_size=recipe.draft_vocab_size or None,
+                        norm_before_residual=recipe.norm_before_residual)
+    return write_eagle_head(out_dir, tensors, layout, variant.fmt)
 
 
 def build_head_dir(root: Path, variant_name: str, target_dir: Path) -> Path:

@@ -1,96 +1,67 @@
-"""EAGLE draft oracle: each recorded step's logits vs a fresh dense forward of the head.
+"""EAGLE draft oracle: each recorded step's logits vs the head recomputed from scratch on recomputed target features.
 
-For a round whose newest committed token sits at position `newest`, the head is run from scratch (fresh KV,
-positions 0..n-1) over the pairs (token p + 1, target feature p) for p < newest, then over its own chain:
-(draft j, the head's own hidden of the previous row). Step 0 is the catch-up's last row; step j the j-th draft step.
+For a round whose newest committed token sits at position `newest`, the target features of positions
+0..newest-1 are recomputed from the committed tokens by a cache-free target forward (target_features.py): the
+features the engine captured while verifying and handed to the proposer are never trusted, so a wrong feature row
+(another request's, a rejected draft's, one position off) shows. The head then runs from scratch (a fresh, private
+KV filled by one dense pass at positions 0..newest-1) over the pairs (token p + 1, target feature p) for p < newest,
+then over its own chain, one query per step: (draft j, the head's own hidden of the previous row). Step 0 is the
+catch-up's last row; step j the j-th draft step.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 import torch
 
-from specbench.attention.metadata import build_metadata
-from specbench.kv.kv_cache import KVCache
-from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
-
-
-@dataclass
-class _Round:
-    features: torch.Tensor  # [num_known, feature_dim] the request's target features when the round began
-    records: list[DraftStepRecord] = field(default_factory=list)
-
-
-@torch.inference_mode()
-def _dense_forward(proposer, ids: list[int], hidden: torch.Tensor):
-    """The head over one sequence at positions 0..n-1 with a fresh, private KV cache. hidden: [n, H]."""
-    n, block_size = len(ids), proposer.block_size
-    num_blocks = math.ceil(n / block_size)
-    kv = KVCache(proposer.head.kv_cache_spec(), num_blocks, block_size, proposer.device)
-    md = build_metadata(positions=list(range(n)), num_query=[n], seq_lens=[n], block_tables=[list(range(num_blocks))],
-                        block_size=block_size, device=proposer.device)
-    return proposer.head(torch.tensor(ids, dtype=torch.int64, device=proposer.device), hidden, md, kv, phase="oracle")
+from specbench.check.fresh_forward import fresh_cache, query_metadata
+from specbench.check.target_features import TargetFeatureCache
+from specbench.spec.draft_records import DraftStepRecord, group_rounds
 
 
 @torch.inference_mode()
 def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
                            features: torch.Tensor) -> list[torch.Tensor]:
-    """[num_steps] draft-vocab float32 logits of steps 0..num_steps-1.
+    """[num_steps] draft-vocab float32 logits of steps 0..num_steps-1 given these target features.
 
     token_ids: committed tokens then the num_steps - 1 drafts fed; features: [>= newest, feature_dim] (host).
+    One dense pass over the committed pairs into a fresh private cache, then one query per chained step on it.
     """
-    head = proposer.head
+    head, device, block_size = proposer.head, proposer.device, proposer.block_size
     newest = len(token_ids) - num_steps  # position of the newest committed token
-    ids = list(token_ids[1 : newest + 1])  # token p + 1 pairs with feature p
-    feats = features[:newest].to(device=proposer.device, dtype=head.dtype)
-    hidden = head.project_target_features(feats)  # [newest, H]
-    logits = []
-    for j in range(num_steps):
-        out = _dense_forward(proposer, ids, hidden)
+    kv, table = fresh_cache(head.kv_cache_spec(), newest + num_steps - 1, block_size, device)
+    ids = torch.tensor(token_ids[1 : newest + 1], dtype=torch.int64, device=device)  # token p + 1 pairs with feature p
+    hidden = head.project_target_features(features[:newest].to(device=device, dtype=head.dtype))  # [newest, H]
+    out = head(ids, hidden, query_metadata(0, newest, table, block_size, device), kv, phase="oracle")
+    logits = [head.compute_logits(out.logits_input[-1]).float().cpu()]
+    for j in range(1, num_steps):  # draft j at position newest - 1 + j, fed the head's own previous hidden
+        draft = torch.tensor([token_ids[newest + j]], dtype=torch.int64, device=device)
+        md = query_metadata(newest - 1 + j, 1, table, block_size, device)
+        out = head(draft, out.hidden[-1:], md, kv, phase="oracle")
         logits.append(head.compute_logits(out.logits_input[-1]).float().cpu())
-        if j + 1 < num_steps:
-            ids.append(token_ids[newest + 1 + j])  # draft j + 1
-            hidden = torch.cat([hidden, out.hidden[-1:]])  # the head's own feature: no fc
     return logits
 
 
-def _rounds(records) -> list[_Round]:
-    """Replays feature records in order; a step-0 record opens a request's round."""
-    known: dict[str, torch.Tensor] = {}
-    current: dict[str, _Round] = {}
-    rounds: list[_Round] = []
-    for rec in records:
-        if isinstance(rec, TargetFeatureRecord):
-            prev = known.get(rec.request_id)
-            kept = prev[: rec.start] if prev is not None else rec.features[:0]
-            known[rec.request_id] = torch.cat([kept, rec.features])  # a restart (preemption) truncates
-        elif rec.step == 0 or rec.request_id not in current:
-            current[rec.request_id] = _Round(known.get(rec.request_id, torch.empty(0)), [rec])
-            rounds.append(current[rec.request_id])
-        else:
-            current[rec.request_id].records.append(rec)
-    return rounds
-
-
-def compare_eagle_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
-    """(step records compared, mismatch descriptions)."""
+def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord],
+                          rtol: float) -> tuple[int, list[str]]:
+    """(step records compared, mismatch descriptions); target_model: the engine's target DecoderLM."""
+    cache = TargetFeatureCache(target_model, proposer.target_feature_layers, proposer.block_size, proposer.device)
+    rounds = [(max(recs, key=lambda r: r.step), recs) for recs in group_rounds(records)]
+    needed: dict[str, tuple[int, ...]] = {}  # request -> its longest committed tokens but the newest
+    for longest, _ in rounds:  # a round needs the features of positions 0..newest-1
+        tokens = longest.token_ids[: len(longest.token_ids) - 1 - longest.step]
+        if len(tokens) > len(needed.get(longest.request_id, ())):
+            needed[longest.request_id] = tokens
+    for request_id, tokens in needed.items():  # one target forward per request serves all its rounds
+        cache.prime(request_id, tokens)
     bad: list[str] = []
-    num = 0
-    for rnd in _rounds(records):
-        longest = max(rnd.records, key=lambda r: r.step)
+    for longest, recs in rounds:
         newest = len(longest.token_ids) - 1 - longest.step
-        if rnd.features.shape[0] < newest:
-            bad.extend(f"{r.request_id} step {r.step}: target features known only for {rnd.features.shape[0]} "
-                       f"of {newest} committed positions" for r in rnd.records)
-            num += len(rnd.records)
-            continue
-        ref_logits = recompute_eagle_logits(proposer, longest.token_ids, longest.step + 1, rnd.features)
-        for rec in rnd.records:
-            num += 1
+        features = cache.features(longest.request_id, longest.token_ids[:newest])
+        ref_logits = recompute_eagle_logits(proposer, longest.token_ids, longest.step + 1, features)
+        for rec in recs:
             ref = ref_logits[rec.step]
             err = (rec.logits - ref).abs().max().item()
             if err > rtol * max(1.0, ref.abs().max().item()):
-                bad.append(f"{rec.request_id} step {rec.step} at position {newest - 1 + rec.step}: max |diff| {err:.3g}")
-    return num, bad
+                position = newest - 1 + rec.step
+                bad.append(f"{rec.request_id} step {rec.step} at position {position}: max |diff| {err:.3g}")
+    return len(records), bad

@@ -10,6 +10,7 @@ buffers) and with --enforce-eager.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.result import CheckResult
@@ -18,17 +19,23 @@ from specbench.sampling_params import SamplingParams
 
 FORCED_ACCEPTANCE = {"full": (1.0,) * 5, "zero": (0.0,) * 5, "mixed": (0.9, 0.6, 0.4, 0.2, 0.1)}
 NUM_STEPS = (1, 3, 5)
+NUM_PROMPTS = 3
+MAX_TOKENS = 10
 
 
 def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
-    """(label, engine overrides, ks) per engine; built lazily so a violation stops the sweep early.
-    full_sweep=False (the fast budget) keeps real verification and preemption only."""
+    """(label, engine overrides, ks, prompts) per engine; built lazily so a violation stops the sweep early.
+    full_sweep=False (the fast budget) keeps real verification and preemption only. Concurrency 1 runs one prompt:
+    more would repeat its batch shape prompt after prompt, one request at a time."""
+    prompts = prompt_list(setup)[:NUM_PROMPTS]
+    swept = replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
+                    max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
     for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep else ():
         for concurrency in (1, 4):
-            yield f"{mode} acceptance, concurrency {concurrency}", {"synthetic_acceptance": rates,
-                                                                   "max_concurrency": concurrency}, NUM_STEPS
-    yield "real verification, concurrency 4", {}, NUM_STEPS
-    yield "preemption, real verification", forced_preemption_overrides(setup, max(NUM_STEPS)), (3,)
+            yield (f"{mode} acceptance, concurrency {concurrency}",
+                   {"synthetic_acceptance": rates, "max_concurrency": concurrency}, NUM_STEPS, prompts[:concurrency])
+    yield "real verification, concurrency 4", {}, NUM_STEPS, prompts
+    yield "preemption, real verification", forced_preemption_overrides(swept, max(NUM_STEPS)), (3,), prompts
 
 
 def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
@@ -40,13 +47,12 @@ def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
 
 def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     start = time.perf_counter()
-    prompts = prompt_list(setup)[:3]
-    params = SamplingParams(max_tokens=min(setup.max_tokens, 10), ignore_eos=True)
+    params = SamplingParams(max_tokens=min(setup.max_tokens, MAX_TOKENS), ignore_eos=True)
     num_runs = 0
     preempted = 0
     modes = _graph_modes(setup)
     cases = [(eager, case) for case in _sweep_cases(setup, full_sweep) for eager in modes]
-    for enforce_eager, (label, overrides, ks) in cases:
+    for enforce_eager, (label, overrides, ks, prompts) in cases:
         label += ", eager" if enforce_eager else ", CUDA graphs"
         run_setup = setup
         if not enforce_eager:  # built for the largest k so that every k has captured graphs

@@ -3,23 +3,24 @@
 Draft LM: one fresh prefill (new KV, positions 0..n-1) over the committed tokens plus the drafts fed
 so far; its last row must match the step's logits. All steps of one round share a prefix, so one
 forward per round serves all of them. EAGLE / EAGLE-3: see `eagle_oracle` (the head's chain over target
-features). This catches position, metadata, KV-slice, catch-up and phase-leak bugs that never change greedy output.
+features it recomputes from the committed tokens with a cache-free target forward). This catches position,
+metadata, KV-slice, catch-up, phase-leak and feature-row bugs that never change greedy output.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 
 import torch
 
-from specbench.attention.metadata import build_metadata
 from specbench.check.eagle_oracle import compare_eagle_records
+from specbench.check.fresh_forward import fresh_sequence
 from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
-from specbench.kv.kv_cache import KVCache
+from specbench.llm import LLM
+from specbench.spec.draft_records import DraftRecorder, group_rounds
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude
 BF16_RTOL = 3e-2
@@ -28,23 +29,16 @@ BF16_RTOL = 3e-2
 @torch.inference_mode()
 def recompute_draft_logits(proposer, token_ids: tuple[int, ...]) -> torch.Tensor:
     """[len(token_ids), vocab] float32 logits of the draft LM over token_ids with a fresh, private KV cache."""
-    n, block_size = len(token_ids), proposer.block_size
-    num_blocks = math.ceil(n / block_size)
-    kv = KVCache(proposer.model.kv_cache_spec(), num_blocks, block_size, proposer.device)
-    md = build_metadata(positions=list(range(n)), num_query=[n], seq_lens=[n], block_tables=[list(range(num_blocks))],
-                        block_size=block_size, device=proposer.device)
+    md, kv = fresh_sequence(proposer.model.kv_cache_spec(), len(token_ids), proposer.block_size, proposer.device)
     ids = torch.tensor(token_ids, dtype=torch.int64, device=proposer.device)
     out = proposer.model(ids, md, kv, phase="oracle")
     return proposer.model.compute_logits(out.hidden_states).float().cpu()
 
 
 def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
-    """(records compared, mismatch descriptions); rounds are grouped by their committed prefix."""
-    rounds: dict[tuple, list] = defaultdict(list)
-    for rec in records:
-        rounds[(rec.request_id, rec.token_ids[: len(rec.token_ids) - rec.step])].append(rec)
+    """(records compared, mismatch descriptions); one recompute per round (its steps share a prefix)."""
     bad: list[str] = []
-    for recs in rounds.values():
+    for recs in group_rounds(records):
         longest = max(recs, key=lambda r: r.step)
         logits = recompute_draft_logits(proposer, longest.token_ids)
         for rec in recs:
@@ -55,21 +49,31 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
     return len(records), bad
 
 
+def record_and_compare(llm: LLM, prompts: list, params, rtol: float) -> tuple[int, list[str]]:
+    """Generate with a recorder attached, then compare every recorded draft step with its cache-free recompute
+    ((records compared, mismatch descriptions)). EAGLE recomputes the target features too, from the committed
+    tokens, with the engine's target model."""
+    proposer = llm.engine.proposer
+    recorder = DraftRecorder()
+    proposer.attach_recorder(recorder)
+    llm.generate(prompts, params)
+    proposer.attach_recorder(None)
+    if llm.engine.config.method == "draft":
+        return compare_records(proposer, recorder.steps, rtol)
+    return compare_eagle_records(proposer, llm.engine.runner.model, recorder.steps, rtol)
+
+
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
-    if setup.method not in ("draft", "eagle", "eagle3"):
-        return CheckResult("oracle", True, f"no draft oracle for method {setup.method!r} (no draft model)",
+    if setup.engine.method not in ("draft", "eagle", "eagle3"):
+        return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
-    rtol = FP32_RTOL if setup.dtype == "fp32" else BF16_RTOL
-    compare = compare_records if setup.method == "draft" else compare_eagle_records
+    rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL
     num, bad, preempted = 0, [], 0
     runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
     for overrides in runs:
         llm = build_llm(setup, **overrides)
-        proposer = llm.engine.proposer
-        proposer.recorder = []
-        llm.generate(prompt_list(setup), greedy_params(setup))
-        run_num, run_bad = compare(proposer, proposer.recorder, rtol)
+        run_num, run_bad = record_and_compare(llm, prompt_list(setup), greedy_params(setup), rtol)
         num, bad = num + run_num, bad + [f"{line}{' (preempting run)' if overrides else ''}" for line in run_bad]
         preempted += num_preemptions(llm)
     by_step: dict[int, int] = defaultdict(int)

@@ -2,7 +2,8 @@
 teacher forcing (a clean plain engine), one chi-square cell per (prompt, position); see sampled_stats.py.
 
 Two engine runs at T < 1 with top-k and top-p (so a warping bug on either side changes the law): the setup's own
-drafter (accepted and recovered rows mixed), and forced full acceptance, the target drafting for itself (draft LM
+drafter (accepted and recovered rows mixed) with a KV pool small enough that requests are preempted and recomputed
+mid-sampling, and forced full acceptance, the target drafting for itself (draft LM
 = target: p = q at every draft row, so every draft is accepted), whose bonus positions are tested on their own.
 The per-row-type test with a stated power vs a 0.02 TV shift is the `rows` check (no engine needed there).
 """
@@ -18,7 +19,7 @@ from specbench.check.result import CheckResult
 from specbench.check.sampled_stats import (
     CellTest, SampledVerdict, category_of, category_probs, cell_test, choose_categories, combine,
 )
-from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
 from specbench.sampling_params import SamplingParams
@@ -34,11 +35,16 @@ SAMPLED_PARAMS = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, ignore_eo
 SELF_DRAFT_MIN_ACCEPTANCE = {"fp32": 0.999, "bf16": 0.95}  # p = q up to rounding: only rounding rejects
 
 
-def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: SamplingParams, salt: int = 0):
+def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: SamplingParams, salt: int = 0,
+            preempting: bool = False):
+    """One wave (fewest steps) of num_samples seeded requests per prompt; `preempting`: with a KV pool that admits
+    the wave's prompts but not their growth, so requests are preempted and recomputed mid-sampling."""
     batch = [p for p in prompts for _ in range(num_samples)]
     base = setup.engine.seed * SEED_STRIDE + 1 + salt * len(batch)
     per_request = [replace(params, seed=base + i) for i in range(len(batch))]
-    return build_llm(setup, max_concurrency=len(batch)).generate(batch, per_request)  # one wave: fewest steps
+    wave = replace(setup, prompts=tuple(batch), max_tokens=params.max_tokens).with_engine(max_concurrency=len(batch))
+    overrides = forced_preemption_overrides(wave) if preempting else {}
+    return build_llm(setup, max_concurrency=len(batch), **overrides).generate(batch, per_request)
 
 
 def _cell_tests(chunks, tokens: np.ndarray, num_prompts: int, num_samples: int) -> list[CellTest]:
@@ -134,7 +140,8 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
                            "verifier's row types)", time.perf_counter() - start, skipped=True)
     prompts = prompt_list(setup)[:num_prompts]
     run = replace(params, max_tokens=num_positions)
-    outs = _sample(setup, prompts, num_samples, run)
+    outs = _sample(setup, prompts, num_samples, run, preempting=True)
+    num_preempted = sum(o.stats.num_preemptions for o in outs)
     mixed_positions = tuple(range(num_positions))
     model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
@@ -151,7 +158,8 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     passed = p_value >= ALPHA and acceptance >= min_acceptance
     detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
               f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
-              f"p {p_value:.3g}. {setup.engine.method} drafts, positions 0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
+              f"p {p_value:.3g}. {setup.engine.method} drafts with forced preemption ({num_preempted} preemptions), positions "
+              f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
               f"Forced full acceptance (target drafts for itself): {accepted}/{drafted} drafts accepted (needs >= "
               f"{min_acceptance}); bonus rows alone at position {bonus_positions[0]}: {_describe(bonus, bonus_positions)}")
     median_power, _ = mixed.power_local_summary

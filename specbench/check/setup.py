@@ -16,15 +16,6 @@ class CheckSetup:
     prompts: tuple  # [num_prompts] str or tuple of token ids
     max_tokens: int = 16
 
-    # Read by check/oracle.py, which is being changed under issue 15: switch it to `setup.engine.*` and drop these.
-    @property
-    def method(self) -> str:
-        return self.engine.method
-
-    @property
-    def dtype(self) -> str:
-        return self.engine.dtype
-
     def with_engine(self, **changes) -> "CheckSetup":
         return replace(self, engine=replace(self.engine, **changes))
 

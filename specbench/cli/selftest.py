@@ -14,8 +14,8 @@ from specbench.cli.app import app
 def selftest(
     seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed and method "
                                        "(false-alarm check)")] = "0,1",
-    methods: Annotated[str, typer.Option("--methods", help="comma list of draft,eagle: the draft LM and an "
-                                         "EAGLE-1 head, both built from the tiny target")] = "draft,eagle",
+    methods: Annotated[str, typer.Option("--methods", help="comma list of draft,eagle3: the draft LM and an "
+                                         "EAGLE-3 head, both built from the tiny target")] = "draft,eagle3",
     faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
                                         "the method's proposer hosts)")] = "",
     checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),

@@ -14,6 +14,7 @@ from specbench.faults.draft_probs_unwarped import DraftProbsUnwarped
 from specbench.faults.draft_state_kept import DraftStateKeptOnPreemption
 from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
+from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.verify_kv import VerifyKvOffByOne
@@ -33,6 +34,7 @@ MUTANTS: tuple[type[Mutant], ...] = (
     DraftStepShifted,
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
+    FeatureRowsOffByOne,
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS}

@@ -76,5 +76,10 @@ class PhaseHooks:
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         return verify_fn
 
+    def target_feature_rows(self, first_row: int, num_rows: int, num_target_rows: int) -> int:
+        """EAGLE: first verify row of the features [first_row, first_row + num_rows) handed to the proposer for one
+        request's committed positions, out of num_target_rows rows the verify produced."""
+        return first_row
+
 
 NO_HOOKS = PhaseHooks()

@@ -1,6 +1,7 @@
 """Run the battery against the clean engine and every fault, per method, and build the mutation table.
 
-Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-1 head built from its weights (tiny_eagle.py).
+Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-3 head built from its weights whose drafts
+depend on the target features (tiny_eagle.py).
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_ST
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
-METHODS = ("draft", "eagle")
+METHODS = ("draft", "eagle3")
 NUM_PROMPTS = 6
+# KV pool of every selftest engine: the sampled check's 400-request wave (~40 tokens each, 4 KB per 4-token block
+# for the target drafting for itself) fits without preempting; engines are built ~450 times, and zeroing a larger
+# pool each time was a tenth of the selftest's CPU time.
+KV_CACHE_GB = 0.025
 
 
 @dataclass(frozen=True)
 class SelftestRow:
-    method: str  # draft | eagle
+    method: str  # one of METHODS
     seed: int
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
@@ -47,11 +52,11 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
                              f"supported: {', '.join(METHODS)}")
     target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed)
     drafts = {"draft": draft}
-    if "eagle" in methods:
-        drafts["eagle"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle", seed=seed)
+    if "eagle3" in methods:
+        drafts["eagle3"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle3")
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
     return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
-                                       device=device), prompts) for m in methods}
+                                       device=device, kv_cache_gb=KV_CACHE_GB), prompts) for m in methods}
 
 
 def run_selftest(

@@ -81,6 +81,22 @@ def _random_weights(vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
     return weights
 
 
+def _inv_freq() -> torch.Tensor:  # [HEAD_DIM / 2] RoPE frequencies
+    return ROPE_THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM)
+
+
+def positional_key_bias() -> torch.Tensor:  # [HEAD_DIM] the k bias of every positional head (zero k weights)
+    inv_freq = _inv_freq()
+    return torch.cat([torch.full_like(inv_freq, POSITIONAL_BIAS), torch.zeros_like(inv_freq)])
+
+
+def positional_query_bias(sign: float, gain: float = 1.0) -> torch.Tensor:  # [HEAD_DIM]
+    """q bias of a positional head: sign +1 prefers the key at m + 1 (so, causally, itself), -1 the previous key;
+    gain scales its scores (and so how sharply it prefers)."""
+    inv_freq = _inv_freq()
+    return gain * POSITIONAL_BIAS * torch.cat([inv_freq.cos(), sign * inv_freq.sin()])
+
+
 def _add_positional_heads(weights: dict[str, torch.Tensor]) -> None:
     """Per layer, two query heads whose scores depend on relative position only (q/k biases, zero q/k weights).
 
@@ -90,8 +106,7 @@ def _add_positional_heads(weights: dict[str, torch.Tensor]) -> None:
     Head 2 (a - b = -theta) attends to the previous token, so a key missing, overwritten or one position off
     changes the next token. The other two heads keep random content queries against these position-only keys.
     """
-    inv_freq = ROPE_THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM)  # [HEAD_DIM / 2]
-    key = torch.cat([torch.full_like(inv_freq, POSITIONAL_BIAS), torch.zeros_like(inv_freq)])  # [HEAD_DIM]
+    key = positional_key_bias()
     for i in range(NUM_LAYERS):
         attn = f"model.layers.{i}.self_attn"
         for kv_head in range(NUM_KV_HEADS):
@@ -101,7 +116,7 @@ def _add_positional_heads(weights: dict[str, torch.Tensor]) -> None:
         for q_head, sign in ((0, 1.0), (NUM_HEADS // NUM_KV_HEADS, -1.0)):
             rows = slice(q_head * HEAD_DIM, (q_head + 1) * HEAD_DIM)
             weights[f"{attn}.q_proj.weight"][rows] = 0.0
-            weights[f"{attn}.q_proj.bias"][rows] = POSITIONAL_BIAS * torch.cat([inv_freq.cos(), sign * inv_freq.sin()])
+            weights[f"{attn}.q_proj.bias"][rows] = positional_query_bias(sign)
 
 
 @torch.no_grad()

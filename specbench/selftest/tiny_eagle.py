@@ -1,5 +1,16 @@
-"""An EAGLE-1 head for the selftest's tiny target, built from the target's own weights (no fitting, no hub):
-greedy acceptance at k = 3 ~0.8 / 0.6 / 0.4 on check prompts, ~0.7 / 0.4 / 0.3 on random token prompts.
+"""An EAGLE-3 head for the selftest's tiny target, built from the target's own weights (no fitting, no hub), whose
+drafts depend on the target features as a real head's do.
+
+The head reads one target feature per position, hidden_states[0] (the embedding of token p), and at query
+position p computes the target's position p + 1: its first layer is the target's layer 0 taken apart over the
+head's two input streams. Self-attending heads copy the embedding of token p + 1 into the residual and replay the
+target's self and content heads over the embedding stream (keys at head position q hold token q + 1, so relative
+positions match the target's); the target's previous-token head, though, reads mostly the feature: a
+self-attending head whose value is the target's value of the feature row. Its second layer is the target's layer 1.
+So the catch-up row drafts as the target does when it is handed the feature of the right position, and a feature
+row of another position (or request) hands it another token as the previous one, which costs about half its
+acceptance. Draft steps 1, 2, ... are fed the head's own hidden instead (as in EAGLE-3), a worse stand-in, so later
+positions accept less, as with a real head.
 """
 
 from __future__ import annotations
@@ -8,44 +19,109 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from specbench.selftest.tiny import perturb_
+from specbench.selftest.tiny import HEAD_DIM, NUM_KV_HEADS, NUM_HEADS, positional_key_bias, positional_query_bias
+from specbench.spec.eagle.config import EAGLE3_SPECULATORS
+from specbench.spec.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
-FEATURE_GAIN = 0.04  # fc weight on the target feature (RMS 1), next to the embedding's identity
-HEAD_NOISE = 0.0  # the head is exact but for the missing first token and the feature term
+FEATURE_LAYERS = (0,)  # HF hidden_states indices the head reads: the target's input embeddings
+NUM_HEAD_HEADS = 9  # 4 embedding copies, the target's layer-0 heads 0, 1, 3 over embeddings, its head 2 over both
+# Share of the target's previous-token head read from the feature (the rest over the embedding stream). Draft steps
+# 1, 2, ... are fed the head's own hidden instead of a feature, so this share is lost there: 0.6 keeps acceptance
+# ~0.7-0.9 / 0.3-0.5 / 0.1-0.3 at k = 3 while a wrong feature row halves it (at each position).
+FEATURE_SHARE = 0.6
+SHARP = 4.0  # score gain of the head's own self-attending heads: all their weight on the query's own key
+HIDDEN_NORM = 1e-3  # hidden_norm weight: the normed feature joins the residual (norm_before_residual) ~1e-3 small
 
 
-def eagle1_tensors(target_dir: str | Path, *, seed: int = 0, noise: float = HEAD_NOISE) -> dict[str, torch.Tensor]:
-    """Canonical-name tensors (`fc.weight`, `layers.{i}.*`) of the head, perturbed by `noise`.
+def _layer0(t: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
+    """The head's first layer over [input_layernorm(embedding of token p + 1), hidden_norm(feature p)]."""
+    d, src = HEAD_DIM, "model.layers.0."
+    q_w, k_w, v_w = (torch.zeros(NUM_HEAD_HEADS * d, 2 * hidden) for _ in range(3))
+    q_b, k_b, v_b = (torch.zeros(NUM_HEAD_HEADS * d) for _ in range(3))
+    o_w = torch.zeros(hidden, NUM_HEAD_HEADS * d)
+    tq_w, tq_b = t[src + "self_attn.q_proj.weight"], t[src + "self_attn.q_proj.bias"]
+    tk_w, tk_b = t[src + "self_attn.k_proj.weight"], t[src + "self_attn.k_proj.bias"]
+    tv_w, tv_b = t[src + "self_attn.v_proj.weight"], t[src + "self_attn.v_proj.bias"]
+    to_w = t[src + "self_attn.o_proj.weight"]
 
-    EAGLE-1 runs its layers (the first without input norm) over fc([embedding of token p + 1, feature p]) at
-    position p, then the target's lm_head. The target's unit-RMS embeddings and all-ones layer-0 input norm and
-    final norm (tiny.py) make a head with the target's layers and an fc passing the embedding through predict
-    as the target does at p + 1, but for the first token, which it never sees. A small fc term over the feature
-    keeps the hidden path live, so a fault feeding the wrong hidden changes the drafts.
-    """
-    weights = load_file(Path(target_dir) / "model.safetensors")
-    hidden = weights["model.embed_tokens.weight"].shape[1]
-    gen = torch.Generator().manual_seed(2_000_003 + seed)
-    feature = torch.randn(hidden, hidden, generator=gen) * (FEATURE_GAIN / hidden**0.5)
-    tensors = {"fc.weight": torch.cat([torch.eye(hidden), feature], dim=1)}  # [H, embedding H + feature H]
-    for name, tensor in weights.items():
-        if name.startswith("model.layers.") and name != "model.layers.0.input_layernorm.weight":
-            tensors[name.removeprefix("model.")] = tensor.clone()
-    if noise:
-        perturb_([tensors[k] for k in sorted(tensors)], noise, seed)
+    def rows(h: int) -> slice:
+        return slice(h * d, (h + 1) * d)
+
+    group = NUM_HEADS // NUM_KV_HEADS
+    for h in range(hidden // d):  # heads 0-3: copy embedding dims [h * d, (h + 1) * d) into the residual
+        q_b[rows(h)], k_b[rows(h)] = positional_query_bias(1.0, SHARP), positional_key_bias()
+        v_w[rows(h), rows(h)] = torch.eye(d)
+        o_w[rows(h), rows(h)] = torch.eye(d)
+    for h, target_head in ((4, 0), (5, 1), (6, 3)):  # the target's self and content heads, over embeddings
+        kv = target_head // group
+        q_w[rows(h), :hidden], q_b[rows(h)] = tq_w[rows(target_head)], tq_b[rows(target_head)]
+        k_w[rows(h), :hidden], k_b[rows(h)] = tk_w[rows(kv)], tk_b[rows(kv)]
+        v_w[rows(h), :hidden], v_b[rows(h)] = tv_w[rows(kv)], tv_b[rows(kv)]
+        o_w[:, rows(h)] = to_w[:, rows(target_head)]
+    # The target's previous-token head 2, split: head 7 attends to itself and takes the target's value of the
+    # feature row (the previous token's embedding); head 8 is the target's head over the embedding stream.
+    kv = 2 // group
+    q_b[rows(7)], k_b[rows(7)] = positional_query_bias(1.0, SHARP), positional_key_bias()
+    v_w[rows(7), hidden:], v_b[rows(7)] = tv_w[rows(kv)] / HIDDEN_NORM, tv_b[rows(kv)]
+    o_w[:, rows(7)] = FEATURE_SHARE * to_w[:, rows(2)]
+    q_w[rows(8), :hidden], q_b[rows(8)] = tq_w[rows(2)], tq_b[rows(2)]
+    k_w[rows(8), :hidden], k_b[rows(8)] = tk_w[rows(kv)], tk_b[rows(kv)]
+    v_w[rows(8), :hidden], v_b[rows(8)] = tv_w[rows(kv)], tv_b[rows(kv)]
+    o_w[:, rows(8)] = (1 - FEATURE_SHARE) * to_w[:, rows(2)]
+    return {
+        "self_attn.q_proj.weight": q_w, "self_attn.q_proj.bias": q_b, "self_attn.k_proj.weight": k_w,
+        "self_attn.k_proj.bias": k_b, "self_attn.v_proj.weight": v_w, "self_attn.v_proj.bias": v_b,
+        "self_attn.o_proj.weight": o_w, "self_attn.o_proj.bias": t[src + "self_attn.o_proj.bias"].clone(),
+        "hidden_norm.weight": torch.full((hidden,), HIDDEN_NORM),
+        "input_layernorm.weight": t[src + "input_layernorm.weight"].clone(),
+        **{k: t[src + k].clone() for k in ("post_attention_layernorm.weight", "mlp.gate_proj.weight",
+                                          "mlp.up_proj.weight", "mlp.down_proj.weight")},
+    }
+
+
+def _layer1(t: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
+    """The target's layer 1 in the head's layout: its heads first (one kv head each), the others silent."""
+    d, src = HEAD_DIM, "model.layers.1."
+    group = NUM_HEADS // NUM_KV_HEADS
+    kv_rows = torch.cat([torch.arange(h // group * d, (h // group + 1) * d) for h in range(NUM_HEADS)])
+    pad = (NUM_HEAD_HEADS - NUM_HEADS) * d
+    out = {k: t[src + k].clone() for k in ("input_layernorm.weight", "post_attention_layernorm.weight",
+                                            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                                            "self_attn.o_proj.bias")}
+    out["self_attn.q_proj.weight"] = torch.cat([t[src + "self_attn.q_proj.weight"], torch.zeros(pad, hidden)])
+    out["self_attn.q_proj.bias"] = torch.cat([t[src + "self_attn.q_proj.bias"], torch.zeros(pad)])
+    for proj in ("k_proj", "v_proj"):
+        weight = t[f"{src}self_attn.{proj}.weight"][kv_rows]
+        out[f"self_attn.{proj}.weight"] = torch.cat([weight, torch.zeros(pad, hidden)])
+        out[f"self_attn.{proj}.bias"] = torch.cat([t[f"{src}self_attn.{proj}.bias"][kv_rows], torch.zeros(pad)])
+    out["self_attn.o_proj.weight"] = torch.cat([t[src + "self_attn.o_proj.weight"], torch.zeros(hidden, pad)], 1)
+    return out
+
+
+def eagle3_tensors(target_dir: str | Path) -> dict[str, torch.Tensor]:
+    """Canonical-name tensors (`fc.weight`, `layers.{i}.*`, `norm.weight`); the target's embedding and lm_head are
+    shared, not shipped."""
+    t = load_file(Path(target_dir) / "model.safetensors")
+    hidden = t["model.embed_tokens.weight"].shape[1]
+    tensors = {"fc.weight": torch.eye(hidden), "norm.weight": t["model.norm.weight"].clone()}
+    for i, layer in enumerate((_layer0(t, hidden), _layer1(t, hidden))):
+        tensors.update({f"layers.{i}.{k}": v for k, v in layer.items()})
     return tensors
 
 
-def build_tiny_eagle_head(target_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
-                          noise: float = HEAD_NOISE) -> str:
-    """Write an EAGLE-1 head directory (plain Llama config.json, `bias: false`) for `target_dir`; return its path."""
-    target_cfg = json.loads((Path(target_dir) / "config.json").read_text())
-    config = {**target_cfg, "architectures": ["LlamaForCausalLM"], "bias": False}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    tensors = eagle1_tensors(target_dir, seed=seed, noise=noise)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, out / "model.safetensors", metadata={"format": "pt"})
-    return str(out)
+def eagle3_layout(target_dir: str | Path) -> HeadLayout:
+    """Two decoder layers of NUM_HEAD_HEADS heads with the target's widths and RoPE; the speculators fields."""
+    target = json.loads((Path(target_dir) / "config.json").read_text())
+    keys = ("hidden_size", "intermediate_size", "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings",
+            "rope_parameters", "attention_bias", "mlp_bias", "hidden_act", "bos_token_id", "eos_token_id")
+    layer = {**{k: target[k] for k in keys}, "num_hidden_layers": 2, "num_attention_heads": NUM_HEAD_HEADS,
+             "num_key_value_heads": NUM_HEAD_HEADS, "tie_word_embeddings": False}
+    return HeadLayout(layer, aux_hf_indices=FEATURE_LAYERS, norm_before_residual=True)
+
+
+def build_tiny_eagle_head(target_dir: str | Path, out_dir: str | Path) -> str:
+    """Write the EAGLE-3 head directory (speculators dialect) for `target_dir`; return its path."""
+    return str(write_eagle_head(out_dir, eagle3_tensors(target_dir), eagle3_layout(target_dir),
+                                HeadFormat(EAGLE3_SPECULATORS)))

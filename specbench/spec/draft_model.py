@@ -23,7 +23,7 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.spec.draft_records import DraftStepRecord
+from specbench.spec.draft_records import DraftRecorder, DraftStepRecord
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.spec.step_plan import draft_step_metadata
@@ -62,7 +62,7 @@ class DraftModelProposer(Proposer):
         self.kv_cache: KVCache | None = None
         self._state: dict[str, _DraftState] = {}
         self.hooks = hooks
-        self.recorder: list | None = None  # list of DraftStepRecord for the draft oracle; None = off
+        self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self.check_requests = invariants_enabled()  # INV-REQ on every draft step (debug invariants)
@@ -95,7 +95,7 @@ class DraftModelProposer(Proposer):
         extend = self._build_extend(inp, active)
         out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
         logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
-        if self.recorder is not None:
+        if self._recorder is not None:
             self._record(inp, active, 0, logits, draft_ids)
         st = _select(inp.sampling, active)
         ids, probs = self._draft_tokens(logits, st)
@@ -109,7 +109,7 @@ class DraftModelProposer(Proposer):
             step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
             step = self._build_step(inp, step_rows, j, draft_ids)
             logits = self._step_logits(step)
-            if self.recorder is not None:
+            if self._recorder is not None:
                 self._record(inp, step_rows, j, logits, draft_ids)
             ids, probs = self._draft_tokens(logits, _select(inp.sampling, step_rows))
             draft_ids[step.row_of_request, j] = ids
@@ -198,10 +198,13 @@ class DraftModelProposer(Proposer):
         elif not is_paused and self._paused_step_graphs is not None:
             self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
 
+    def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        self._recorder = recorder
+
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits: torch.Tensor, draft_ids) -> None:
         drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
-            self.recorder.append(
+            self._recorder.record(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
             )
 

@@ -1,15 +1,16 @@
-"""What the draft oracle records from a proposer's drafting (only while a recorder is attached)."""
+"""What the draft oracle records from a proposer's drafting: a recorder the oracle hands to `attach_recorder`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 import torch
 
 
 @dataclass(frozen=True)
 class DraftStepRecord:
-    """One draft step's output as the oracle needs it (recorded only when a recorder is attached)."""
+    """One draft step's output as the oracle needs it."""
 
     request_id: str
     step: int  # 0 = the catch-up row, j >= 1 = draft step j
@@ -17,10 +18,19 @@ class DraftStepRecord:
     logits: torch.Tensor  # [draft_vocab] float32 on the host
 
 
-@dataclass(frozen=True)
-class TargetFeatureRecord:
-    """EAGLE: the target features a catch-up received (the oracle replays them; recorded only when attached)."""
+@dataclass
+class DraftRecorder:
+    """Collects the draft steps of one engine run, in the order the proposer drafted them (the oracle owns it)."""
 
-    request_id: str
-    start: int  # position of the first row
-    features: torch.Tensor  # [num_new, feature_dim] float32 on the host
+    steps: list[DraftStepRecord] = field(default_factory=list)
+
+    def record(self, step: DraftStepRecord) -> None:
+        self.steps.append(step)
+
+
+def group_rounds(steps: list[DraftStepRecord]) -> list[list[DraftStepRecord]]:
+    """Step records grouped by (request, committed tokens): one drafting round each, steps in recorded order."""
+    rounds: dict[tuple, list[DraftStepRecord]] = defaultdict(list)
+    for step in steps:
+        rounds[(step.request_id, step.token_ids[: len(step.token_ids) - step.step])].append(step)
+    return list(rounds.values())

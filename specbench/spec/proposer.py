@@ -19,6 +19,7 @@ from specbench.spec.sampling import SamplingTensors
 
 if TYPE_CHECKING:
     from specbench.runtime.cuda_graph import GraphPlan
+    from specbench.spec.draft_records import DraftRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +88,7 @@ class Proposer(Protocol):
     def pause_step_graphs(self, is_paused: bool) -> None:
         """While paused, draft-decode steps run eagerly; their captured graphs are kept for afterwards (no-op: the
         proposer has none)."""
+
+    def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        """Record every draft step's logits into `recorder` from now on (the draft oracle); None stops recording.
+        No-op: the proposer has no draft model to check, so nothing is recorded."""

@@ -12,7 +12,7 @@ import pytest
 class SensitivePair:
     target: Path
     draft: Path  # draft LM: the target's weights perturbed
-    eagle: Path  # EAGLE-1 head built from the target's weights
+    eagle3: Path  # EAGLE-3 head built from the target's weights (its drafts depend on the target features)
 
 
 def build_sensitive_pair(root: Path, seed: int) -> SensitivePair:
@@ -26,7 +26,7 @@ def build_sensitive_pair(root: Path, seed: int) -> SensitivePair:
     tok = load_tiny_tokenizer()
     for path in (target, draft):
         tok.save_pretrained(path)
-    return SensitivePair(Path(target), Path(draft), Path(build_tiny_eagle_head(target, root / "eagle", seed=seed)))
+    return SensitivePair(Path(target), Path(draft), Path(build_tiny_eagle_head(target, root / "eagle3")))
 
 
 @pytest.fixture(scope="session")

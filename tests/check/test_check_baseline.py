@@ -19,7 +19,7 @@ DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and nam
 def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
     from specbench.cli.app import app
 
-    draft = pair.draft if method == "draft" else pair.eagle
+    draft = pair.draft if method == "draft" else pair.eagle3
     result = CliRunner().invoke(app, ["check", "--target", str(pair.target), "--method", method, "--draft", str(draft),
                                       "--data-dir", str(data_dir()), "--checks", "baseline", "--kv-cache-gb", "0.05",
                                       *args], catch_exceptions=False)
@@ -27,7 +27,7 @@ def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.slow  # every acceptance-only fault, 3 setups: ~15 s
-@pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle", 0)])
+@pytest.mark.parametrize("method, seed", [("draft", 0), ("draft", 1), ("eagle3", 0)])
 def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_dropped(sensitive_pairs, tmp_path,
                                                                                    method, seed):
     pair = sensitive_pairs(seed)
@@ -35,13 +35,15 @@ def test_baseline_fails_every_acceptance_only_fault_with_the_positions_that_drop
     code, _ = _baseline_line(pair, method, "--save-baseline", str(path))
     saved = load_baseline(path)
     assert code == 0 and (saved.method, saved.num_steps) == (method, 3)
-    assert min(saved.acceptance_per_pos) > 0.1, saved  # every position accepts often enough to drop measurably
+    # Every position accepts often enough to drop measurably (EAGLE-3's later steps, fed its own hidden instead of
+    # a feature, accept least: ~10 of 116 drafts, so a drop to ~0 still has p < 0.005).
+    assert min(saved.acceptance_per_pos) > (0.1 if method == "draft" else 0.05), saved
 
     code, line = _baseline_line(pair, method, "--baseline", str(path), "--seed", "7")
     assert code == 0 and " PASS " in line, line
 
     num_failed = 0
-    for name in DRAFT_FAULTS:
+    for name in (n for n in DRAFT_FAULTS if method in FAULTS[n].methods):
         code, line = _baseline_line(pair, method, "--baseline", str(path), "--inject", name)
         now = [float(x) for x in re.search(r"acceptance per position ([\d. ]+) vs", line).group(1).split()]
         detectable = [float(x) for x in re.search(r"detectable drop ([\d. ]+)\)", line).group(1).split()]

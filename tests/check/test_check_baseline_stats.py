@@ -53,7 +53,7 @@ def test_shipped_file_is_what_the_documented_command_writes():
 def test_clean_engine_matches_its_shipped_baselines_over_30_seeds(tmp_path):
     failed = []
     for seed in range(30):
-        for method, setup in selftest_setups(str(tmp_path), seed, ("draft", "eagle"), 3).items():
+        for method, setup in selftest_setups(str(tmp_path), seed, ("draft", "eagle3"), 3).items():
             result = check_baseline(setup, ref.reference_baseline(method, seed, 3))
             if not result.passed:
                 failed.append((method, seed, result.detail))

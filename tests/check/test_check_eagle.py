@@ -8,9 +8,8 @@ from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 from specbench import SamplingParams
 from specbench.check.battery import run_checks
-from specbench.check.eagle_oracle import compare_eagle_records
-from specbench.check.oracle import FP32_RTOL
 from specbench.check.engine_defaults import check_engine
+from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.faults import FAULTS
 
@@ -50,11 +49,9 @@ def test_clean_eagle3_passes_oracle_and_invariants(eagle3_setup):
 
 def test_clean_eagle3_oracle_holds_across_preemption(eagle3_setup):
     llm = build_llm(eagle3_setup, num_kv_blocks=PREEMPTING_KV_BLOCKS)
-    proposer = llm.engine.proposer
-    proposer.recorder = []
-    outs = llm.generate(prompt_list(eagle3_setup), SamplingParams(max_tokens=24, ignore_eos=True))
-    assert sum(o.stats.num_preemptions for o in outs) > 0
-    num, bad = compare_eagle_records(proposer, proposer.recorder, FP32_RTOL)
+    num, bad = record_and_compare(llm, prompt_list(eagle3_setup), SamplingParams(max_tokens=24, ignore_eos=True),
+                                  FP32_RTOL)
+    assert sum(s.num_preempted for s in llm.engine.step_stats) > 0
     assert num > 100 and not bad, bad[:3]
 
 

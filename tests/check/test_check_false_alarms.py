@@ -4,6 +4,8 @@ probability 0.997; each seed is deterministic, so the count is a measurement, no
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from specbench.check.battery import CheckContext, run_checks
@@ -23,3 +25,21 @@ def test_clean_battery_false_alarms_over_30_seeds(tmp_path):
     print(f"false alarms over 30 seeds: {failures or 'none'}")
     assert set(failures) <= {"sampled", "rows"}, failures
     assert len(failures.get("sampled", [])) <= 2 and not failures.get("rows"), failures
+
+
+@pytest.mark.slow
+def test_statistical_checks_on_eagle3_over_30_seeds():
+    """The EAGLE-3 head's statistical checks (sampled: alpha 0.01; baseline vs the shipped reference: alpha 0.01 per
+    test) and its oracle (recomputed target features, fp32: exact up to rounding) on 30 clean seeds."""
+    failures: dict[str, list[int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(30):
+            setup = selftest_setups(f"{tmp}/{seed}", seed, ("eagle3",), 3)["eagle3"]
+            ctx = CheckContext(baseline=reference_baseline("eagle3", seed, 3))
+            for result in run_checks(setup, ("sampled", "oracle", "baseline"), ctx):
+                assert not result.skipped, result.detail
+                if not result.passed:
+                    failures.setdefault(result.name, []).append(seed)
+    print(f"eagle3 false alarms over 30 seeds: {failures or 'none'}")
+    assert set(failures) <= {"sampled", "baseline"}, failures
+    assert len(failures.get("sampled", [])) + len(failures.get("baseline", [])) <= 2, failures

@@ -15,7 +15,8 @@ from specbench.faults import FAULTS
 # and a stale max_seq_len costs ~8% per position on ~70 drafts, inside the bootstrap interval (the draft oracle and
 # the invariants catch it: selftest).
 NOT_VISIBLE_TO_COMPARE = {"draft-state-kept-on-preemption", "draft-max-seq-len-stale"}
-DRAFT_FAULTS = [name for name, f in FAULTS.items() if f.layer == "draft" and name not in NOT_VISIBLE_TO_COMPARE]
+DRAFT_FAULTS = [name for name, f in FAULTS.items()
+                if f.layer == "draft" and "draft" in f.methods and name not in NOT_VISIBLE_TO_COMPARE]  # draft LM runs
 
 
 def _run(app, args, **env):

@@ -20,7 +20,7 @@ def test_unknown_fault_lists_supported():
         EngineConfig(target="x", inject="no-such-fault")
     with pytest.raises(SpecbenchError, match="supported: .*draft-kv-slice"):
         run_selftest(faults=("no-such-fault",))
-    with pytest.raises(SpecbenchError, match="supported: draft, eagle"):
+    with pytest.raises(SpecbenchError, match="supported: draft, eagle3"):
         run_selftest(methods=("medusa",))
 
 
@@ -56,16 +56,16 @@ def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():
 def test_cli_selftest_prints_the_table_power_and_verdict():
     from specbench.cli.app import app
 
-    result = CliRunner().invoke(app, ["selftest", "--seeds", "0", "--methods", "eagle", "--faults",
+    result = CliRunner().invoke(app, ["selftest", "--seeds", "0", "--methods", "eagle3", "--faults",
                                       "bonus-from-wrong-row", "--checks", "greedy,sampled"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    rows = [line for line in lines if line.startswith("eagle")]
+    rows = [line for line in lines if line.startswith("eagle3")]
     assert [r.split()[2] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output
     assert lines[0].split()[3:] == ["greedy", "sampled", "verdict"], lines[0]
     assert rows[0].endswith("ok") and rows[1].endswith("detected"), result.output
     assert "DETECTED p=0.00" in rows[1], rows[1]  # the sampled test's p-value is in the table
-    assert any(line.startswith("sampled, eagle seed 0 clean:") and " power " in line for line in lines), result.output
+    assert any(line.startswith("sampled, eagle3 seed 0 clean:") and " power " in line for line in lines), result.output
     assert "selftest passed" in lines[-1]
     bad = CliRunner().invoke(app, ["selftest", "--faults", "nope"])
     assert isinstance(bad.exception, SpecbenchError) and "supported:" in str(bad.exception)

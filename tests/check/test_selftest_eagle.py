@@ -1,5 +1,6 @@
-"""The selftest in CI (EAGLE rows): the EAGLE-1 head the selftest builds from the tiny target's own weights;
-every fault its proposer hosts detected, no false alarm on several seeds."""
+"""The selftest in CI (EAGLE rows): the EAGLE-3 head the selftest builds from the tiny target's own weights drafts
+like its target and depends on the target features as a real head does; every fault its proposer hosts detected,
+no false alarm on several seeds."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from specbench.selftest.runner import run_selftest, selftest_setups
 SEEDS = (0, 1)
 
 
-def test_built_eagle_head_drafts_like_its_target(tmp_path):
-    """Built, not fitted: the target's layers over the shifted pairs. Acceptance as real EAGLE-1 heads reach;
-    a head with the shift or the embedding path wrong would draft near-random tokens (acceptance ~0)."""
+def test_built_eagle_head_drafts_like_its_target_and_needs_its_features(tmp_path):
+    """Built, not fitted. Acceptance as real EAGLE-3 heads reach (a head with the shift or the embedding copy wrong
+    would draft near-random tokens); handed feature rows one position late (feature-rows-off-by-one), it loses
+    about half of it at every position, as a real head, which reads its context from the features, would."""
     for seed in SEEDS:
-        setup = selftest_setups(str(tmp_path), seed, ("eagle",), num_steps=3)["eagle"]
+        setup = selftest_setups(str(tmp_path), seed, ("eagle3",), num_steps=3)["eagle3"]
         rates = measure_acceptance(setup).acceptance_per_pos
-        assert rates[0] > 0.5 and rates[2] > 0.1, rates
+        assert rates[0] > 0.55 and rates[1] > 0.25 and rates[2] > 0.08, rates
+        wrong = measure_acceptance(setup.with_inject("feature-rows-off-by-one")).acceptance_per_pos
+        assert all(w < 0.7 * r for w, r in zip(wrong, rates)), (rates, wrong)
 
 
 @pytest.mark.slow  # every fault on EAGLE, 3 seeds: ~45 s on 2 busy cores
 def test_selftest_detects_every_fault_on_eagle_without_false_alarms():
-    rows = run_selftest(seeds=SEEDS, methods=("eagle",))
-    assert_selftest_rows(rows, "eagle", SEEDS)
+    rows = run_selftest(seeds=SEEDS, methods=("eagle3",))
+    assert_selftest_rows(rows, "eagle3", SEEDS)

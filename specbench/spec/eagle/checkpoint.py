@@ -37,10 +37,15 @@ class EagleCheckpoint:
 
 
 def file_name_for(config: EagleHeadConfig, canonical: str) -> str:
-    if config.dialect != EAGLE3_NATIVE or not canonical.startswith("layers."):
+    return native_file_name(canonical, config.num_layers) if config.dialect == EAGLE3_NATIVE else canonical
+
+
+def native_file_name(canonical: str, num_layers: int) -> str:
+    """A native EAGLE-3 checkpoint's name for a canonical one (`layers.*` -> `midlayer.*` / `midlayer.{i}.*`)."""
+    if not canonical.startswith("layers."):
         return canonical
     _, index, rest = canonical.split(".", 2)
-    return f"midlayer.{rest}" if config.num_layers == 1 else f"midlayer.{index}.{rest}"
+    return f"midlayer.{rest}" if num_layers == 1 else f"midlayer.{index}.{rest}"
 
 
 def canonical_name(name: str) -> str:

@@ -19,7 +19,7 @@ from specbench.device_copy import to_device
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.spec.draft_records import DraftStepRecord, TargetFeatureRecord
+from specbench.spec.draft_records import DraftRecorder, DraftStepRecord
 from specbench.spec.eagle.loader import LoadedEagleHead
 from specbench.spec.eagle.round_graph import AheadRoundInput, EagleRoundGraphs, check_ahead_round
 from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
@@ -41,7 +41,7 @@ class EagleProposer(Proposer):
         self._state: dict[str, RequestState] = {}
         self.hooks = hooks
         self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
-        self.recorder: list | None = None  # DraftStepRecord / TargetFeatureRecord for the draft oracle; None = off
+        self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
@@ -69,10 +69,8 @@ class EagleProposer(Proposer):
         if not caught_up:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
-        if self.recorder is not None:
-            self._record_features(inp, feats, caught_up)
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and not self.hooks.eager_drafting and self.recorder is None
+        if (graphs is not None and not self.hooks.eager_drafting and self._recorder is None
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
             draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
@@ -90,7 +88,7 @@ class EagleProposer(Proposer):
         extend_row = {r: i for i, r in enumerate(caught_up)}
         last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
         draft_ids[to_device(active, torch.int64, self.device), 0] = self.argmax_target_ids(out.logits_input[last])
-        if self.recorder is not None:
+        if self._recorder is not None:
             self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
         for j in range(1, max_num_draft):
@@ -98,7 +96,7 @@ class EagleProposer(Proposer):
             step = self._build_step(inp, step_rows, j, draft_ids, hidden)
             step_hidden, logits_input, step_ids = self._run_step(step)
             draft_ids[step.row_of_request, j] = step_ids
-            if self.recorder is not None:
+            if self._recorder is not None:
                 self._record(inp, step_rows, j, logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
         for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
@@ -119,7 +117,7 @@ class EagleProposer(Proposer):
         [num_reqs * (k + 1), feature_dim] are the verify's outputs, on the device."""
         k = verify_token_ids.shape[1] - 1
         graphs = self.round_graphs.get(k)
-        if (graphs is None or target_features is None or self.hooks.eager_drafting or self.recorder is not None
+        if (graphs is None or target_features is None or self.hooks.eager_drafting or self._recorder is not None
                 or graphs.bucket_for(len(request_ids)) is None):
             return None
         for request_id, newest in zip(request_ids, newest_positions):
@@ -266,16 +264,14 @@ class EagleProposer(Proposer):
         graphs.capture()
         self.round_graphs[num_steps] = graphs
 
-    def _record_features(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> None:
-        for r in caught_up:
-            rows = feats.new_features[feats.cu_num_new_features[r] : feats.cu_num_new_features[r + 1]]
-            self.recorder.append(TargetFeatureRecord(inp.request_ids[r], feats.new_feature_start[r], rows.float().cpu()))
+    def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        self._recorder = recorder  # recording drafts phase by phase: whole-round graphs are bypassed meanwhile
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
         logits = self.head.compute_logits(logits_input)
         drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
-            self.recorder.append(
+            self._recorder.record(
                 DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
             )
 
