@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from eagle_heads import PREEMPTING_KV_BLOCKS, build_head_dir, build_target
+from tests.support.eagle_heads import PREEMPTING_KV_BLOCKS, build_head_dir, build_target
 from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 from specbench import SamplingParams

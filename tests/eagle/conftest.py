@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from eagle_heads import MAX_TOKENS, VARIANTS, build_head_dir, build_target, run_engine
+from tests.support.eagle_heads import MAX_TOKENS, VARIANTS, build_head_dir, build_target, run_engine
 from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
 
 

@@ -7,7 +7,7 @@ reading them as hidden_states indices feeds it layers [0, 1, 3] instead. Output 
 from __future__ import annotations
 
 import pytest
-from eagle_heads import AUX_HF_INDICES, acceptance_per_pos, run_engine
+from tests.support.eagle_heads import AUX_HF_INDICES, acceptance_per_pos, run_engine
 
 VARIANT = "eagle3-native-nested"
 pytestmark = pytest.mark.slow  # three engine runs with fitted heads behind one fixture: ~19 s

@@ -14,7 +14,7 @@ from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noq
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from eagle_heads import VARIANTS  # noqa: E402
+from tests.support.eagle_heads import VARIANTS  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402

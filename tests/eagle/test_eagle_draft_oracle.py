@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch.nn.functional as F
-from eagle_heads import MAX_TOKENS, PREEMPTING_KV_BLOCKS, VARIANTS
+from tests.support.eagle_heads import MAX_TOKENS, PREEMPTING_KV_BLOCKS, VARIANTS
 
 from specbench import LLM, SamplingParams
 from specbench.attention import create_backend

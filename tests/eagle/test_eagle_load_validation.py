@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from eagle_heads import VARIANTS, unfitted_tensors, write_head
+from tests.support.eagle_heads import VARIANTS, unfitted_tensors, write_head
 
 from specbench import LLM
 from specbench.attention import create_backend

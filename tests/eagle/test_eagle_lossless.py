@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from eagle_heads import PREEMPTING_KV_BLOCKS, VARIANTS, acceptance_per_pos, run_engine
+from tests.support.eagle_heads import PREEMPTING_KV_BLOCKS, VARIANTS, acceptance_per_pos, run_engine
 
 # Per draft position 0 / 1 / 2, measured with the fitted heads over k = 1, 3, 5: EAGLE-1 >= 0.75 / 0.69 / 0.57,
 # EAGLE-3 >= 0.49 / 0.47 / 0.46. A head that is broken outright lands near 0; one loaded subtly wrong

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from eagle_heads_fit import FitRecipe, fit_head, random_head_tensors
+from tests.support.eagle_heads_fit import FitRecipe, fit_head, random_head_tensors
 from safetensors.torch import load_file, save_file
-from tiny_models import REPO_ROOT, build_tiny_model
+from tests.support.tiny_models import REPO_ROOT, build_tiny_model
 
 from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
 from specbench.spec.eagle.writer import HeadFormat, HeadLayout, write_eagle_head

@@ -97,7 +97,7 @@ def head_config(target_cfg: ModelConfig, recipe: FitRecipe) -> EagleHeadConfig:
 
 def _greedy_sequences(target_dir: str, recipe: FitRecipe) -> torch.Tensor:
     """[N, prompt_len + gen_len]: gsm8k train prompts and the target's greedy continuations (HF generate)."""
-    from tiny_models import gsm8k_questions, load_tiny_tokenizer
+    from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer
     from transformers import AutoModelForCausalLM
 
     tok = load_tiny_tokenizer()
