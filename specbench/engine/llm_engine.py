@@ -14,7 +14,7 @@ from specbench.engine.outputs import RequestOutput
 from specbench.engine.overlap import InflightDecode, OverlappedDecode
 from specbench.engine.round_overlap import InflightRound, OverlappedRounds
 from specbench.engine.rounds import TargetRounds
-from specbench.engine.request import Request
+from specbench.engine.request import Request, RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
@@ -188,31 +188,48 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
                 return []
             committed, num_drafted, num_accepted, num_tokens = decoded
         emit_time = time.perf_counter()
+        finished = self._commit_all(batch.requests, committed, emit_time)
+        self._record_step(timer, start, time.perf_counter(), "prefill" if batch.is_prefill else "decode",
+                          len(batch.requests), num_tokens, num_drafted, num_accepted, len(batch.preempted),
+                          self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+        return finished
+
+    def _commit_all(self, requests, committed, emit_time: float) -> list[RequestOutput]:
+        """Commit each request's tokens of one step (a request aborted since its launch is skipped); the finished."""
         finished = []
-        for request, tokens in zip(batch.requests, committed):
+        for request, tokens in zip(requests, committed):
+            if request.status is not RequestStatus.RUNNING:
+                continue
             reason = self._commit(request, tokens, emit_time)
             if reason is not None:
                 finished.append(self._finish(request, reason))
+        return finished
+
+    def _record_step(self, timer: PhaseTimer, start: float, end: float, phase: str, num_reqs: int, num_tokens: int,
+                     num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int, *,
+                     read_time: float, is_overlapped: bool = False) -> None:
+        """One StepStats row. A step launched before the previous one was read back (overlapped) counts from that
+        read-back, when the host could first work on it: the steps of a steady batch then add up to its wall time."""
+        first = max(start, self._last_read_time) if is_overlapped else start
         self.step_stats.append(
             StepStats(
                 step=self._step_index,
                 start_time=start,
-                phase="prefill" if batch.is_prefill else "decode",
-                num_reqs=len(batch.requests),
+                phase=phase,
+                num_reqs=num_reqs,
                 num_scheduled_tokens=num_tokens,
                 num_draft_tokens=num_drafted,
                 num_accepted_tokens=num_accepted,
-                num_preempted=len(batch.preempted),
-                num_free_blocks=self.scheduler.block_manager.num_free_blocks,
+                num_preempted=num_preempted,
+                num_free_blocks=num_free_blocks,
                 draft_ms=timer.elapsed_ms("draft"),
                 target_ms=timer.elapsed_ms("target"),
                 sample_ms=timer.elapsed_ms("sample"),
-                step_ms=(time.perf_counter() - start) * 1e3,
+                step_ms=(end - first) * 1e3,
             )
         )
         self._step_index += 1
-        self._last_read_time = emit_time
-        return finished
+        self._last_read_time = read_time
 
     def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
         for request in batch.preempted:

@@ -24,9 +24,7 @@ import torch
 
 from specbench.engine.inputs import build_verify_input
 from specbench.engine.outputs import RequestOutput
-from specbench.engine.request import RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
-from specbench.engine.stats import StepStats
 from specbench.engine.timing import PhaseTimer
 
 
@@ -117,34 +115,8 @@ class OverlappedDecode:
         """Commit a launched step's tokens; rows of requests that finished since its launch are discarded."""
         token_ids = step.token_ids()
         emit_time = time.perf_counter()
-        finished = []
-        for request, token in zip(step.batch.requests, token_ids):
-            if request.status is not RequestStatus.RUNNING:
-                continue
-            reason = self._commit(request, [token], emit_time)
-            if reason is not None:
-                finished.append(self._finish(request, reason))
+        finished = self._commit_all(step.batch.requests, [[token] for token in token_ids], emit_time)
         num_reqs = len(step.batch.requests)
-        self.step_stats.append(
-            StepStats(
-                step=self._step_index,
-                start_time=step.start_time,
-                phase="decode",
-                num_reqs=num_reqs,
-                num_scheduled_tokens=num_reqs,
-                num_draft_tokens=0,
-                num_accepted_tokens=0,
-                num_preempted=len(step.batch.preempted),
-                num_free_blocks=step.num_free_blocks,
-                draft_ms=0.0,
-                target_ms=step.timer.elapsed_ms("target"),
-                sample_ms=step.timer.elapsed_ms("sample"),
-                # From when the host could first work on this step to when it read the tokens: in a steady
-                # overlapped batch this is the interval between read-backs, so the steps of a run add up to its
-                # wall time.
-                step_ms=(emit_time - max(step.start_time, self._last_read_time)) * 1e3,
-            )
-        )
-        self._step_index += 1
-        self._last_read_time = emit_time
+        self._record_step(step.timer, step.start_time, emit_time, "decode", num_reqs, num_reqs, 0, 0,
+                          len(step.batch.preempted), step.num_free_blocks, read_time=emit_time, is_overlapped=True)
         return finished

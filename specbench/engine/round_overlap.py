@@ -23,7 +23,6 @@ import torch
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.request import Request, RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
-from specbench.engine.stats import StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.spec.proposer import DraftProposal, ProposeInput
 from specbench.spec.sampling import SamplingTensors
@@ -127,15 +126,10 @@ class OverlappedRounds:
             launch.features, tuple(accepted[r] for r in live), rows_of_request=tuple(live))
         committed, num_drafted, num_accepted, num_tokens = self._read_verify(launch, output_rows, accepted,
                                                                             is_ahead=True)
-        finished = []
-        for request, tokens in zip(launch.requests, committed):
-            if request.status is not RequestStatus.RUNNING:  # aborted since the launch
-                continue
-            reason = self._commit(request, tokens, emit_time)
-            if reason is not None:
-                finished.append(self._finish(request, reason))
-        self._append_round_stats(previous.timer, previous.start_time, emit_time, len(launch.requests), num_tokens,
-                                 num_drafted, num_accepted, previous.num_preempted, previous.num_free_blocks)
+        finished = self._commit_all(launch.requests, committed, emit_time)
+        self._record_step(previous.timer, previous.start_time, emit_time, "decode", len(launch.requests), num_tokens,
+                          num_drafted, num_accepted, previous.num_preempted, previous.num_free_blocks,
+                          read_time=emit_time, is_overlapped=True)
         rows = [r for r, request in enumerate(launch.requests) if request.status is RequestStatus.RUNNING]
         if rows:
             finished += self._verify_drafted_ahead(previous, rows, emit_time)
@@ -160,34 +154,7 @@ class OverlappedRounds:
         committed, num_drafted, num_accepted, num_tokens = self._read_verify(launch, output_rows, accepted,
                                                                             is_ahead=False)
         emit_time = time.perf_counter()
-        finished = []
-        for request, tokens in zip(requests, committed):
-            reason = self._commit(request, tokens, emit_time)
-            if reason is not None:
-                finished.append(self._finish(request, reason))
-        self._append_round_stats(timer, now, emit_time, len(requests), num_tokens, num_drafted, num_accepted, 0,
-                                 self.scheduler.block_manager.num_free_blocks)
+        finished = self._commit_all(requests, committed, emit_time)
+        self._record_step(timer, now, emit_time, "decode", len(requests), num_tokens, num_drafted, num_accepted, 0,
+                          self.scheduler.block_manager.num_free_blocks, read_time=emit_time, is_overlapped=True)
         return finished
-
-    def _append_round_stats(self, timer: PhaseTimer, start: float, emit_time: float, num_reqs: int, num_tokens: int,
-                            num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int) -> None:
-        self.step_stats.append(
-            StepStats(
-                step=self._step_index,
-                start_time=start,
-                phase="decode",
-                num_reqs=num_reqs,
-                num_scheduled_tokens=num_tokens,
-                num_draft_tokens=num_drafted,
-                num_accepted_tokens=num_accepted,
-                num_preempted=num_preempted,
-                num_free_blocks=num_free_blocks,
-                draft_ms=timer.elapsed_ms("draft"),
-                target_ms=timer.elapsed_ms("target"),
-                sample_ms=timer.elapsed_ms("sample"),
-                # as for overlapped plain steps: from when the host could first work on it to its read-back
-                step_ms=(emit_time - max(start, self._last_read_time)) * 1e3,
-            )
-        )
-        self._step_index += 1
-        self._last_read_time = emit_time
