@@ -21,7 +21,8 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.spec.draft_records import DraftRecorder, DraftStepRecord
 from specbench.spec.eagle.loader import LoadedEagleHead
-from specbench.spec.eagle.round_graph import AheadRoundInput, EagleRoundGraphs, check_ahead_round
+from specbench.spec.eagle.ahead import confirm_ahead, propose_ahead
+from specbench.spec.eagle.round_graph import EagleRoundGraphs
 from specbench.spec.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.spec.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.spec.step_plan import draft_step_metadata
@@ -46,7 +47,7 @@ class EagleProposer(Proposer):
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
-        self._ahead_query_len = 0  # k + 1 of the last round drafted ahead
+        self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (spec/eagle/ahead.py)
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -103,57 +104,16 @@ class EagleProposer(Proposer):
             self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
-    @torch.inference_mode()
     def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
                       block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
                       num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
-        """The next round's drafts [num_reqs, k] from a verify still on the device, or None when the round cannot
-        be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, the oracle
-        recording, a request too short for the padded catch-up). The catch-up consumes the verify's features on
-        the device: nothing is pending on the host until confirm_ahead.
-
-        newest_positions [num_reqs]: each request's newest token at the verify; block_tables cover the next
-        verify; verify_token_ids [num_reqs, k + 1], num_accepted [num_reqs] and target_features
-        [num_reqs * (k + 1), feature_dim] are the verify's outputs, on the device."""
-        k = verify_token_ids.shape[1] - 1
-        graphs = self.round_graphs.get(k)
-        if (graphs is None or target_features is None or self.hooks.eager_drafting or self._recorder is not None
-                or graphs.bucket_for(len(request_ids)) is None):
-            return None
-        for request_id, newest in zip(request_ids, newest_positions):
-            state = self.request_state(request_id)
-            if newest < k or state.num_committed != newest or state.pending_features is not None:
-                return None
-        width = max(len(table) for table in block_tables)
-        flat_tables = [b for table in block_tables for b in (*table, *(0,) * (width - len(table)))]
-        self._ahead_query_len = k + 1
-        return graphs.run_ahead(AheadRoundInput(
-            newest_positions=to_device(newest_positions, torch.int64, self.device),
-            block_tables=to_device(flat_tables, torch.int32, self.device).view(len(request_ids), width),
-            verify_token_ids=verify_token_ids, num_accepted=num_accepted, target_features=target_features,
-        )).clone()
+        """The next round's drafts, built on the device from a verify the host has not read (spec/eagle/ahead.py)."""
+        return propose_ahead(self, request_ids, newest_positions, block_tables, verify_token_ids, num_accepted,
+                             target_features)
 
     def confirm_ahead(self, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
                       rows_of_request: tuple[int, ...]) -> None:
-        """The host read the verify a round was built ahead from. `inp` holds each request's tokens up to its new
-        newest (the verified ones, also for a request that stops now): the catch-up is committed up to there.
-        With the debug invariants on, the host builds that round the reference way and checks the device's
-        build against it."""
-        q = self._ahead_query_len
-        starts = [len(tokens) - 2 - a for tokens, a in zip(inp.token_ids, num_accepted)]
-        if not invariants_enabled() or not inp.request_ids:
-            for request_id, start, a in zip(inp.request_ids, starts, num_accepted):
-                self.request_state(request_id).num_committed = start + a + 1
-            return
-        rows = [r * q + j for r, a in zip(rows_of_request, num_accepted) for j in range(a + 1)]
-        cu = [0]
-        for a in num_accepted:
-            cu.append(cu[-1] + a + 1)
-        features = verify_features[to_device(rows, torch.int64, self.device)]
-        graphs = self.round_graphs[q - 1]
-        reference = build_round_input(self, inp, RoundFeatures(features, tuple(cu), tuple(starts)), q)
-        graphs.check_metadata(reference.extend_md, "eagle_extend (ahead)")
-        check_ahead_round(graphs.extend, reference, rows_of_request)
+        confirm_ahead(self, inp, verify_features, num_accepted, rows_of_request)
 
     def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
@@ -263,6 +223,10 @@ class EagleProposer(Proposer):
         graphs = EagleRoundGraphs(self, num_steps, self._graph_plan, self.head.attn_backend.begin_forward)
         graphs.capture()
         self.round_graphs[num_steps] = graphs
+
+    @property
+    def is_recording(self) -> bool:
+        return self._recorder is not None
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
         self._recorder = recorder  # recording drafts phase by phase: whole-round graphs are bypassed meanwhile

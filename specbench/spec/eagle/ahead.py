@@ -1,0 +1,65 @@
+"""EAGLE rounds drafted ahead: built on the device from a verify the host has not read (engine/round_overlap.py),
+then committed when the host has the counts; with the debug invariants on, checked against the reference build."""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.attention.invariants import invariants_enabled
+from specbench.device_copy import to_device
+from specbench.spec.eagle.round_graph import AheadRoundInput, check_ahead_round
+from specbench.spec.eagle.round_input import RoundFeatures, build_round_input
+from specbench.spec.proposer import ProposeInput
+
+
+@torch.inference_mode()
+def propose_ahead(proposer, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
+                  block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
+                  num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
+    """The next round's drafts [num_reqs, k] from a verify still on the device, or None when the round cannot
+    be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, the oracle
+    recording, a request too short for the padded catch-up). The catch-up consumes the verify's features on
+    the device: nothing is pending on the host until confirm_ahead.
+
+    newest_positions [num_reqs]: each request's newest token at the verify; block_tables cover the next
+    verify; verify_token_ids [num_reqs, k + 1], num_accepted [num_reqs] and target_features
+    [num_reqs * (k + 1), feature_dim] are the verify's outputs, on the device."""
+    k = verify_token_ids.shape[1] - 1
+    graphs = proposer.round_graphs.get(k)
+    if (graphs is None or target_features is None or proposer.hooks.eager_drafting or proposer.is_recording
+            or graphs.bucket_for(len(request_ids)) is None):
+        return None
+    for request_id, newest in zip(request_ids, newest_positions):
+        state = proposer.request_state(request_id)
+        if newest < k or state.num_committed != newest or state.pending_features is not None:
+            return None
+    width = max(len(table) for table in block_tables)
+    flat_tables = [b for table in block_tables for b in (*table, *(0,) * (width - len(table)))]
+    proposer.ahead_query_len = k + 1
+    return graphs.run_ahead(AheadRoundInput(
+        newest_positions=to_device(newest_positions, torch.int64, proposer.device),
+        block_tables=to_device(flat_tables, torch.int32, proposer.device).view(len(request_ids), width),
+        verify_token_ids=verify_token_ids, num_accepted=num_accepted, target_features=target_features,
+    )).clone()
+
+def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
+                  rows_of_request: tuple[int, ...]) -> None:
+    """The host read the verify a round was built ahead from. `inp` holds each request's tokens up to its new
+    newest (the verified ones, also for a request that stops now): the catch-up is committed up to there.
+    With the debug invariants on, the host builds that round the reference way and checks the device's
+    build against it."""
+    q = proposer.ahead_query_len
+    starts = [len(tokens) - 2 - a for tokens, a in zip(inp.token_ids, num_accepted)]
+    if not invariants_enabled() or not inp.request_ids:
+        for request_id, start, a in zip(inp.request_ids, starts, num_accepted):
+            proposer.request_state(request_id).num_committed = start + a + 1
+        return
+    rows = [r * q + j for r, a in zip(rows_of_request, num_accepted) for j in range(a + 1)]
+    cu = [0]
+    for a in num_accepted:
+        cu.append(cu[-1] + a + 1)
+    features = verify_features[to_device(rows, torch.int64, proposer.device)]
+    graphs = proposer.round_graphs[q - 1]
+    reference = build_round_input(proposer, inp, RoundFeatures(features, tuple(cu), tuple(starts)), q)
+    graphs.check_metadata(reference.extend_md, "eagle_extend (ahead)")
+    check_ahead_round(graphs.extend, reference, rows_of_request)
