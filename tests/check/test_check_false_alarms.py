@@ -1,6 +1,6 @@
-"""Issue 15: the clean engine over 30 seeds (tiny pair, draft LM): the deterministic checks never fail, and the
-statistical ones fail no more often than their alpha allows (sampled: alpha 0.01, so <= 2 of 30 is expected with
-probability 0.997; each seed is deterministic, so the count is a measurement, not a flake)."""
+"""Issue 15: the clean engine over 30 seeds (tiny pair, draft LM; EAGLE-3 head): no check raises a false alarm (the
+sampled check's alpha is 0.001; the baseline's 0.01 per test). Each seed is deterministic, so this is a measurement
+of those 30 seeds, not a flake."""
 
 from __future__ import annotations
 
@@ -23,13 +23,12 @@ def test_clean_battery_false_alarms_over_30_seeds(tmp_path):
             if not result.passed:
                 failures.setdefault(result.name, []).append(seed)
     print(f"false alarms over 30 seeds: {failures or 'none'}")
-    assert set(failures) <= {"sampled", "rows"}, failures
-    assert len(failures.get("sampled", [])) <= 2 and not failures.get("rows"), failures
+    assert not failures, failures
 
 
 @pytest.mark.slow
 def test_statistical_checks_on_eagle3_over_30_seeds():
-    """The EAGLE-3 head's statistical checks (sampled: alpha 0.01; baseline vs the shipped reference: alpha 0.01 per
+    """The EAGLE-3 head's statistical checks (sampled: alpha 0.001; baseline vs the shipped reference: alpha 0.01 per
     test) and its oracle (recomputed target features, fp32: exact up to rounding) on 30 clean seeds."""
     failures: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,5 +40,4 @@ def test_statistical_checks_on_eagle3_over_30_seeds():
                 if not result.passed:
                     failures.setdefault(result.name, []).append(seed)
     print(f"eagle3 false alarms over 30 seeds: {failures or 'none'}")
-    assert set(failures) <= {"sampled", "baseline"}, failures
-    assert len(failures.get("sampled", [])) + len(failures.get("baseline", [])) <= 2, failures
+    assert not failures, failures
