@@ -83,10 +83,11 @@ class EngineConfig:
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
     enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
-    # Plain decode steps (k = 0) are launched one ahead of the host reading their tokens (engine/overlap.py);
-    # False waits for every step's tokens before scheduling the next (the reference loop).
+    # Plain decode steps and EAGLE rounds are launched before the host reads the previous one (engine/overlap.py,
+    # engine/round_overlap.py); False waits for every step's tokens before scheduling the next (the reference loop).
     async_scheduling: bool = option(
-        True, "overlap host scheduling with the GPU in plain decoding (--no-async-scheduling: one step at a time)",
+        True, "overlap host work with the GPU: launch the next decode step or EAGLE round before reading the last "
+        "(--no-async-scheduling: one step at a time)",
         flag="--async-scheduling/--no-async-scheduling", before=False)
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
     ngram_max: int = option(4, "longest n-gram to match (ngram method)")
