@@ -122,3 +122,31 @@ def test_a_stop_or_abort_during_a_round_drafted_ahead(target_dir, head_dir, prom
     assert list(outputs[ids[2]].output_token_ids) == free_run["req-2"]
     assert engine.proposer.round_graphs[3].num_ahead > 2
     assert engine.scheduler.block_manager.num_free_blocks == 128 and not engine.proposer._state
+
+
+def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invariants(target_dir, head_dir, prompt_ids,
+                                                                                   monkeypatch):
+    # Only rounds built on the device (run_ahead) derive a shifted step: the check at read-back must catch it.
+    if DEVICE == "cuda":
+        pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
+    from specbench.attention.invariants import InvariantViolation
+    from specbench.spec.eagle.round_graph import EagleRoundGraphs
+
+    derive, run_ahead = EagleRoundGraphs._derive_step_metadata, EagleRoundGraphs.run_ahead
+
+    def shifted_in_ahead_rounds(self, buffers, bucket, step):
+        derive(self, buffers, bucket, step + (1 if getattr(self, "_in_ahead", False) else 0))
+
+    def flagged_run_ahead(self, inp):
+        self._in_ahead = True
+        try:
+            return run_ahead(self, inp)
+        finally:
+            self._in_ahead = False
+
+    monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata", shifted_in_ahead_rounds)
+    monkeypatch.setattr(EagleRoundGraphs, "run_ahead", flagged_run_ahead)
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    variant = "eagle3-native-flat"
+    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
+        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)

@@ -7,7 +7,7 @@ import torch
 
 from specbench.attention.invariants import invariants_enabled
 from specbench.device_copy import to_device
-from specbench.spec.eagle.round_graph import AheadRoundInput, check_ahead_round
+from specbench.spec.eagle.round_graph import AheadRoundInput, check_ahead_round, check_derived_step
 from specbench.spec.eagle.round_input import RoundFeatures, build_round_input
 from specbench.spec.proposer import ProposeInput
 
@@ -63,3 +63,6 @@ def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, nu
     reference = build_round_input(proposer, inp, RoundFeatures(features, tuple(cu), tuple(starts)), q)
     graphs.check_metadata(reference.extend_md, "eagle_extend (ahead)")
     check_ahead_round(graphs.extend, reference, rows_of_request)
+    for j, (buffers, md) in enumerate(zip(graphs.steps, reference.step_mds), start=1):
+        graphs.check_metadata(md, f"eagle_step_{j} (ahead)")
+        check_derived_step(buffers, md, f"eagle_step_{j} (ahead)", rows_of_request)

@@ -192,11 +192,14 @@ def check_ahead_round(buffers: StaticBuffers, reference: RoundInput, rows_of_req
         raise InvariantViolation(f"{where}: the device catch-up fed other target features than the reference")
 
 
-def check_derived_step(buffers: StaticBuffers, md: AttentionMetadata, where: str) -> None:
-    """Debug invariants: what the graph derived for a draft step equals the host's reference metadata."""
-    n = md.num_reqs
-    derived = {"positions": buffers.positions[:n].tolist(), "slot_mapping": buffers.slot_mapping[:n].tolist(),
-               "seq_lens": buffers.seq_lens[:n].tolist()}
+def check_derived_step(buffers: StaticBuffers, md: AttentionMetadata, where: str,
+                       rows_of_request: tuple[int, ...] | None = None) -> None:
+    """Debug invariants: what the graph derived for a draft step equals the host's reference metadata (for the
+    requests in `md`, rows `rows_of_request` of the replayed batch; default: its first rows)."""
+    rows = torch.tensor(rows_of_request if rows_of_request is not None else range(md.num_reqs),
+                        device=buffers.positions.device)
+    derived = {"positions": buffers.positions[rows].tolist(), "slot_mapping": buffers.slot_mapping[rows].tolist(),
+               "seq_lens": buffers.seq_lens[rows].tolist()}
     expected = {"positions": list(md.positions_cpu), "slot_mapping": list(md.slot_mapping_cpu),
                 "seq_lens": list(md.seq_lens_cpu)}
     for name, values in derived.items():
