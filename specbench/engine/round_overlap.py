@@ -6,7 +6,7 @@ The host then waits only for verify N's one copy, which lands before that draft 
 drafts, the host commits verify N's tokens, builds verify N + 1's input around the drafts already on the
 device, and enqueues it. Only the verify's host-side work stays between rounds, and it runs during the draft.
 
-A round is drafted ahead only for a steady batch (the conditions in `round_ahead_blocker`); otherwise the round
+A round is drafted ahead only for a steady batch (verify_launch.lookahead_blocker); otherwise the round
 is read back at once, as the synchronous loop does. A request that verify N finishes (EOS or a stop string)
 has a drafted row already: it is dropped with the request. The proposer keeps nothing pending meanwhile: the
 catch-up consumed the features on the device, and confirm_ahead commits it when the host has the counts (with
@@ -21,33 +21,11 @@ from dataclasses import dataclass
 import torch
 
 from specbench.engine.outputs import RequestOutput
-from specbench.engine.request import Request, RequestStatus
+from specbench.engine.request import RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.timing import PhaseTimer
+from specbench.engine.verify_launch import VerifyLaunch, lookahead_blocker
 from specbench.spec.proposer import DraftProposal, ProposeInput
-from specbench.spec.sampling import SamplingTensors
-
-
-@dataclass(frozen=True)
-class VerifyLaunch:
-    """A verify enqueued on the device, with its result's one copy to the host."""
-
-    requests: tuple[Request, ...]
-    proposal: DraftProposal | None
-    num_scheduled_tokens: int
-    newest_positions: tuple[int, ...]  # [num_reqs] each request's newest-token position (= num_cached) at launch
-    output_token_ids: torch.Tensor  # [num_reqs, k + 1] int64 device: accepted drafts, then the bonus, -1 padded
-    num_accepted: torch.Tensor  # [num_reqs] int64 device
-    features: torch.Tensor | None  # [num_tokens, feature_dim] device, the target features the proposer asked for
-    host_rows: torch.Tensor  # [num_reqs, k + 2] int64 host: output tokens, then the count; valid once `copied`
-    copied: torch.cuda.Event | None  # None off CUDA (the copy was synchronous)
-
-    def rows(self) -> tuple[list[list[int]], list[int]]:
-        """(output tokens per request, accepted per request), waiting for this verify's copy only."""
-        if self.copied is not None:
-            self.copied.synchronize()
-        rows = self.host_rows.tolist()
-        return [row[:-1] for row in rows], [row[-1] for row in rows]
 
 
 @dataclass(frozen=True)
@@ -63,37 +41,21 @@ class InflightRound:
     num_preempted: int
 
 
-def round_ahead_blocker(batch: ScheduledBatch, running: list, waiting, now: float, max_concurrency: int,
-                        max_model_len: int) -> str | None:
-    """Why the round after `batch` cannot be drafted before its verify is read back, or None when it can."""
-    k = max(batch.num_draft_tokens, default=0)
-    if k < 1 or any(n != k for n in batch.num_draft_tokens):
-        return "not every request drafts k"
-    if len(batch.requests) != len(running) or any(a is not b for a, b in zip(batch.requests, running)):
-        return "the batch changed"
-    if len(running) < max_concurrency and any(r.arrival_time <= now for r in waiting):
-        return "a waiting request can be admitted"
-    for request in batch.requests:
-        # this verify commits up to k + 1 tokens; the next one k + 1 more
-        if (request.num_output_tokens + k + 1 >= request.sampling_params.max_tokens
-                or request.num_tokens + 2 * k + 2 > max_model_len):
-            return "a request may reach its length limit"
-    return None
-
-
 class OverlappedRounds:
     """LLMEngine's overlapped speculative rounds (a mixin: it shares the engine's state and commit path)."""
 
-    def _round_ahead(self, batch: ScheduledBatch, launch: VerifyLaunch, st: SamplingTensors, timer: PhaseTimer,
+    def _round_ahead(self, batch: ScheduledBatch, launch: VerifyLaunch, timer: PhaseTimer,
                      start: float) -> InflightRound | None:
         """Draft the next round from `launch` on the device, if the batch is steady; None: read it back now."""
         scheduler = self.scheduler
         if not self.async_scheduling or launch.proposal is None or not self.proposer.drafts_ahead:
             return None
-        if round_ahead_blocker(batch, scheduler.running, scheduler.waiting, time.perf_counter(),
-                               scheduler.max_concurrency, self.stop_checker.max_model_len) is not None:
-            return None
         k = launch.output_token_ids.shape[1] - 1
+        if k < 1 or any(n != k for n in batch.num_draft_tokens):  # a round graph drafts k for every request
+            return None
+        if lookahead_blocker(batch, scheduler.running, scheduler.waiting, time.perf_counter(),
+                             scheduler.max_concurrency, self.stop_checker.max_model_len, k) is not None:
+            return None
         # The round drafted ahead writes draft KV up to newest + 2k - 1, the verify after it up to newest + 2k + 1.
         if not scheduler.reserve(batch.requests, [p + 2 * k + 2 for p in launch.newest_positions]):
             return None
@@ -146,7 +108,7 @@ class OverlappedRounds:
         timer = PhaseTimer(self.device)
         timer.adopt("draft", previous.ahead_timer)
         launch = self._launch_verify(requests, proposal, st, timer)
-        inflight = self._round_ahead(batch, launch, st, timer, now)
+        inflight = self._round_ahead(batch, launch, timer, now)
         if inflight is not None:
             self._inflight_round = inflight
             return []

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from specbench.engine.inputs import build_prefill_input, build_verify_input
-from specbench.engine.overlap import copy_to_host
-from specbench.engine.round_overlap import VerifyLaunch
+from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.spec.proposer import ProposeInput
 from specbench.spec.sampling import SamplingTensors, sample
@@ -42,15 +41,18 @@ class TargetRounds:
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
         launch = self._launch_verify(batch.requests, proposal, st, timer)
-        inflight = self._round_ahead(batch, launch, st, timer, start)
+        inflight = self._round_ahead(batch, launch, timer, start)
         if inflight is not None:
             self._inflight_round = inflight
             return None
         output_rows, accepted = launch.rows()
         return self._read_verify(launch, output_rows, accepted, is_ahead=False)
 
-    def _launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer) -> VerifyLaunch:
-        inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks)
+    def _launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer,
+                       newest_token_ids: torch.Tensor | None = None) -> VerifyLaunch:
+        """Enqueue a verify (a plain decode step without a proposal) and its one copy to the host.
+        `newest_token_ids` [num_reqs]: the previous step's tokens still on the device (overlapped decoding)."""
+        inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks, newest_token_ids)
         timer.start("target")
         out = self.runner.verify(inp)
         timer.stop("target")

@@ -113,14 +113,9 @@ class Scheduler:
         """Plain decode of every running request, scheduled before the previous step's tokens reach the host
         (overlapped decoding): each request's KV already counts the token in flight. None when that would need a
         preemption: a lookahead step frees nothing, so the synchronous path decides who is preempted."""
-        bm = self.block_manager
-        needed = [request.num_cached_tokens + 1 for request in self.running]
-        num_missing = sum(bm.num_missing_blocks(r.block_table, n) for r, n in zip(self.running, needed))
-        if num_missing > bm.num_free_blocks:
-            return None
-        for request, n in zip(self.running, needed):
-            bm.grow(request.block_table, n)
         requests = tuple(self.running)
+        if not self.reserve(requests, [r.num_cached_tokens + 1 for r in requests]):
+            return None
         return ScheduledBatch(False, requests, (0,) * len(requests), ())
 
     def reserve(self, requests: tuple[Request, ...], num_positions: list[int]) -> bool:
