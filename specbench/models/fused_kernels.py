@@ -1,4 +1,5 @@
-"""One process-wide switch for the fused Triton RMSNorm / RoPE / SiLU-and-mul kernels in the model layers.
+"""One process-wide switch for the fused Triton kernels in the model layers (RMSNorm, RoPE, SiLU-and-mul, and the
+one-token decode projections of `decode_gemv`).
 
 The torch path in `layers.py` stays the reference; `SPECBENCH_FUSED_KERNELS` (auto | on | off) sets the start value.
 """
@@ -57,16 +58,17 @@ class KernelModules:
     rms_norm: ModuleType
     rope: ModuleType
     activation: ModuleType
+    gemv: ModuleType
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel_modules() -> KernelModules | None:
     # Imported on first use, never at specbench import: the first `import triton` fixes its TRITON_INTERPRET mode.
     try:
-        from specbench.kernels import activation, rms_norm, rope
+        from specbench.kernels import activation, gemv, rms_norm, rope
     except ImportError:
         return None
-    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation)
+    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation, gemv=gemv)
 
 
 @functools.lru_cache(maxsize=None)
@@ -118,3 +120,17 @@ def apply_rope_(
 
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:  # [num_tokens, 2 * inter] (gate, up) -> [num_tokens, inter]
     return _kernel_modules().activation.silu_and_mul(gate_up)
+
+
+def gemv(
+    x: torch.Tensor,  # [num_tokens, in_size]
+    weight: torch.Tensor,  # [out, in_size]; [gate; up] rows if is_gated
+    *,
+    norm_weight: torch.Tensor | None = None,  # [in_size]
+    eps: float = 0.0,
+    is_gated: bool = False,
+    residual: torch.Tensor | None = None,  # [num_tokens, out]
+) -> torch.Tensor:  # [num_tokens, out]: [residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T
+    return _kernel_modules().gemv.gemv(
+        x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual
+    )

@@ -30,9 +30,11 @@ class RMSNorm(nn.Module):
     def add_and_norm(
         self,
         x: torch.Tensor,  # [num_tokens, size]
-        residual: torch.Tensor,  # [num_tokens, size]
+        residual: torch.Tensor | None,  # [num_tokens, size]; None: x is the stream itself (nothing to add)
     ) -> tuple[torch.Tensor, torch.Tensor]:  # (norm(residual + x), residual + x), both [num_tokens, size]
         """The pre-norm block's residual add and the next norm: one kernel on the fused path."""
+        if residual is None:
+            return self(x), x
         if self._is_fused(x):
             return fused_kernels.rms_norm(x, self.weight, self.eps, residual)
         summed = residual + x

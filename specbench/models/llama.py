@@ -17,6 +17,7 @@ from specbench.attention.backend import AttentionBackend
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models import decode_gemv
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 
@@ -56,8 +57,19 @@ class SelfAttention(nn.Module):
         md: AttentionMetadata,
         backend: AttentionBackend,
     ) -> torch.Tensor:  # [num_tokens, hidden]
-        n = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        return self.o_proj(self.attend(self.qkv_proj(x), cos_sin, kv_cache, md, backend))
+
+    def attend(
+        self,
+        qkv: torch.Tensor,  # [num_tokens, q_size + 2 * kv_size], qkv_proj's output
+        cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> torch.Tensor:  # [num_tokens, q_size], o_proj's input
+        """Everything between the two projections: split, q/k norm, RoPE, K/V store and attention."""
+        n = qkv.shape[0]
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(n, self.num_heads, self.head_dim)
         k = k.view(n, self.num_kv_heads, self.head_dim)
         v = v.view(n, self.num_kv_heads, self.head_dim)
@@ -65,15 +77,16 @@ class SelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin)
         out = backend.forward(self.layer_idx, q, k, v, kv_cache, md)  # [num_tokens, num_heads, head_dim]
-        return self.o_proj(out.reshape(n, self.q_size))
+        return out.reshape(n, self.q_size)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerOutput:
-    """A block's result with its last residual add left undone: the next norm fuses it (stream = residual + hidden)."""
+    """A block's result, usually with its last residual add left undone: the next norm fuses it
+    (stream = residual + hidden). The one-token GEMV path (`decode_gemv`) adds it in the down projection instead."""
 
-    hidden: torch.Tensor  # [num_tokens, hidden] MLP output, not yet added to `residual`
-    residual: torch.Tensor  # [num_tokens, hidden] residual stream after the attention add
+    hidden: torch.Tensor  # [num_tokens, hidden] MLP output not yet added to `residual`; the stream if residual is None
+    residual: torch.Tensor | None  # [num_tokens, hidden] residual stream after the attention add
     layer_input: torch.Tensor  # [num_tokens, hidden] residual stream entering the block (HF hidden_states[i])
 
 
@@ -100,6 +113,8 @@ class DecoderLayer(nn.Module):
         backend: AttentionBackend,
     ) -> LayerOutput:
         # Every sum is a new tensor, never an input updated in place: callers keep layer inputs as aux states.
+        if decode_gemv.applies(self, hidden):
+            return decode_gemv.decoder_layer(self, hidden, residual, cos_sin, kv_cache, md, backend)
         if residual is None:
             normed, residual = self.input_layernorm(hidden), hidden
         else:

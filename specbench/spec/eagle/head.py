@@ -14,6 +14,7 @@ from torch import nn
 
 from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models import decode_gemv
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention, fused_checkpoint_targets
@@ -56,6 +57,10 @@ class Eagle3FirstLayer(nn.Module):
         normed = self.hidden_norm(hidden)
         layer_input = normed if self.norm_before_residual else hidden
         x = torch.cat([self.input_layernorm(embeds), normed], dim=-1)  # embedding first
+        if decode_gemv.applies(self, hidden):
+            attn = self.self_attn.attend(self.self_attn.qkv_proj(x), cos_sin, kv_cache, md, backend)
+            stream = decode_gemv.block_tail(self, attn, layer_input)
+            return LayerOutput(hidden=stream, residual=None, layer_input=layer_input)
         attn_out = self.self_attn(x, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, layer_input)
         return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
@@ -137,7 +142,8 @@ class EagleHead(nn.Module):
             out = layer(h, residual, cos_sin, kv_cache, md, self.attn_backend)
             h, residual = out.hidden, out.residual
         if not self.is_eagle3:
-            h = residual + h  # EAGLE-1: no final norm to fuse the last MLP add into
+            if residual is not None:
+                h = residual + h  # EAGLE-1: no final norm to fuse the last MLP add into
             return HeadOutput(hidden=h, logits_input=h)
         normed, h = self.norm.add_and_norm(h, residual)
         return HeadOutput(hidden=normed if self.config.norm_output else h, logits_input=normed)

@@ -1,0 +1,176 @@
+"""Decode projections for a few tokens: one weight pass per CTA row block, with the neighbours fused in.
+
+A decode step at small batch reads each weight matrix once and does almost no math, so what costs is the small
+kernels around the GEMMs (RMSNorm, SiLU-and-mul, cuBLAS's split-K reduce) and the gaps between them. Here one
+kernel does `[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T`, rounding where the eager layers
+round (the norm's output, the projection's output, the activation, the residual sum), so it differs from the
+eager chain only by the GEMM's fp32 summation order.
+
+Each program owns BLOCK_N output features for all tokens and walks the whole input width, so no partial sums
+leave it (no split-K reduce). With a norm, a first pass over the tokens' rows (BLOCK_M x in_size, from L2)
+gives the RMS; the normalized row is rebuilt per K block in the second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from specbench.kernels.runtime import check_runnable, next_pow2
+
+# More tokens than this go to cuBLAS: past it a decode projection stops being a pure weight stream.
+MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    block_n: int  # output features per program
+    block_k: int  # input width per step of the weight walk
+    num_warps: int
+    is_dot: bool  # tensor-core tl.dot (tokens padded to 16) instead of a broadcast multiply-sum
+
+
+def default_config(num_tokens: int, out_features: int, in_size: int, is_gated: bool) -> GemvConfig:
+    """Tiles chosen on an H100 with scripts/bench_decode_layer.py --sweep (Llama-3.1-8B shapes, BENCHMARKS.md)."""
+    if num_tokens > 1:
+        return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True)
+    num_rows = 2 * out_features if is_gated else out_features
+    return GemvConfig(block_n=8 if num_rows > 4096 else 4, block_k=min(1024, next_pow2(in_size)), num_warps=4,
+                      is_dot=False)
+
+
+@triton.jit
+def _accumulate(acc, x, w, IS_DOT: tl.constexpr):
+    # x: [BLOCK_M, BLOCK_K], w: [BLOCK_N, BLOCK_K], acc: [BLOCK_M, BLOCK_N] fp32. 16-bit products are exact in fp32.
+    if IS_DOT:
+        acc = tl.dot(x, tl.trans(w), acc)
+    else:
+        acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+    return acc
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr,  # [num_tokens, in_size]
+    weight_ptr,  # [out_features, in_size], or [2 * out_features, in_size] (gate rows, then up rows) if IS_GATED
+    norm_weight_ptr,  # [in_size] (HAS_NORM only)
+    residual_ptr,  # [num_tokens, out_features] (HAS_RESIDUAL only)
+    out_ptr,  # [num_tokens, out_features]
+    num_tokens, out_features, in_size, eps,
+    stride_x, stride_residual, stride_out,
+    HAS_NORM: tl.constexpr,
+    IS_GATED: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
+    IS_DOT: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    is_col = cols < out_features
+    tokens = tl.arange(0, BLOCK_M)
+    is_token = tokens < num_tokens
+    dtype = out_ptr.dtype.element_ty
+    w_rows = weight_ptr + cols.to(tl.int64)[:, None] * in_size
+    x_rows = x_ptr + tokens.to(tl.int64)[:, None] * stride_x
+    if USE_PDL:
+        # Launched before the previous kernel finished (programmatic dependent launch): wait for its writes.
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    inv_rms = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if HAS_NORM:
+        sum_sq = tl.zeros([BLOCK_M], dtype=tl.float32)
+        for k0 in range(0, in_size, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & (ks < in_size)[None, :], other=0.0)
+            x32 = x.to(tl.float32)
+            sum_sq += tl.sum(x32 * x32, axis=1)
+        inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, in_size, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        is_k = ks < in_size
+        x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
+        if HAS_NORM:
+            # RMSNorm's roundings: the normalized row, then the weight product, each to the 16-bit dtype.
+            normed = (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)
+            gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
+            x = (gain[None, :] * normed).to(dtype)
+        w_mask = is_col[:, None] & is_k[None, :]
+        w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)
+        acc = _accumulate(acc, x, w, IS_DOT)
+        if IS_GATED:
+            w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
+            acc_up = _accumulate(acc_up, x, w_up, IS_DOT)
+    result = acc
+    if IS_GATED:
+        gate = acc.to(dtype).to(tl.float32)
+        up = acc_up.to(dtype).to(tl.float32)
+        # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then one rounded multiply.
+        if PRECISE_EXP:
+            exp_neg = libdevice.exp(-gate)
+        else:
+            exp_neg = tl.exp(-gate)
+        silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
+        result = silu * up
+    out_mask = is_token[:, None] & is_col[None, :]
+    if HAS_RESIDUAL:
+        residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
+                           mask=out_mask, other=0.0)
+        result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
+    tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype), mask=out_mask)
+
+
+def gemv(
+    x: torch.Tensor,  # [num_tokens, in_size], num_tokens <= MAX_TOKENS
+    weight: torch.Tensor,  # [out, in_size] contiguous; [gate; up] rows, [2 * out, in_size], if is_gated
+    *,
+    norm_weight: torch.Tensor | None = None,  # [in_size]: project RMSNorm(x) instead of x
+    eps: float = 0.0,
+    is_gated: bool = False,
+    residual: torch.Tensor | None = None,  # [num_tokens, out]: return residual + projection
+    config: GemvConfig | None = None,
+    use_pdl: bool = False,
+) -> torch.Tensor:  # [num_tokens, out] in x's dtype
+    """`[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T` in one kernel."""
+    check_runnable(_gemv_kernel, x)
+    num_tokens, in_size = x.shape
+    if num_tokens > MAX_TOKENS:
+        raise ValueError(f"gemv takes at most {MAX_TOKENS} tokens, got {num_tokens}")
+    if weight.shape[1] != in_size or not weight.is_contiguous():
+        raise ValueError(f"gemv needs a contiguous [out, {in_size}] weight, got {tuple(weight.shape)}")
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    out_features = weight.shape[0] // 2 if is_gated else weight.shape[0]
+    out = torch.empty((num_tokens, out_features), dtype=x.dtype, device=x.device)
+    if residual is not None and residual.stride(-1) != 1:
+        residual = residual.contiguous()
+    if num_tokens == 0:
+        return out
+    config = config or default_config(num_tokens, out_features, in_size, is_gated)
+    block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
+    extra = {"launch_pdl": True} if use_pdl else {}
+    _gemv_kernel[(triton.cdiv(out_features, config.block_n),)](
+        x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
+        num_tokens, out_features, in_size, eps,
+        x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
+        HAS_NORM=norm_weight is not None,
+        IS_GATED=is_gated,
+        HAS_RESIDUAL=residual is not None,
+        PRECISE_EXP=x.device.type == "cuda",
+        IS_DOT=config.is_dot,
+        USE_PDL=use_pdl,
+        BLOCK_M=block_m,
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        num_warps=config.num_warps,
+        **extra,
+    )
+    return out

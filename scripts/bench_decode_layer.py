@@ -1,0 +1,169 @@
+"""A Llama-3.1-8B decoder layer's projections at decode batch sizes: the eager chain against the fused GEMVs.
+
+    python scripts/bench_decode_layer.py [--layers 32] [--tokens 1,4,16] [--sweep]
+
+"eager chain" is what the layers ran before kernels/gemv.py: add+RMSNorm kernel, cuBLAS qkv, cuBLAS o_proj,
+add+RMSNorm, cuBLAS gate_up, SiLU-and-mul, cuBLAS down. "gemv chain" is the same math in four kernels
+(norm+qkv, o_proj+residual, norm+gate_up+SiLU-and-mul, down+residual); "+pdl" launches them with programmatic
+dependent launch. Attention and RoPE are left out (the same kernels either way). Each timing is a CUDA graph of
+`--layers` layers on distinct weights (nothing stays in L2), replayed; median of triton.testing.do_bench.
+`--sweep` also times each projection over a grid of tiles. Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+import triton
+
+from specbench.kernels.activation import silu_and_mul
+from specbench.kernels.gemv import GemvConfig, default_config, gemv
+from specbench.kernels.rms_norm import rms_norm
+
+HIDDEN, QKV, Q_SIZE, INTER = 4096, 6144, 4096, 14336
+EPS = 1e-5
+SWEEP = [GemvConfig(bn, bk, w, False) for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for w in (4, 8)]
+SWEEP_DOT = [GemvConfig(bn, bk, w, True) for bn in (16, 32, 64) for bk in (64, 128, 256) for w in (4,)]
+
+
+def graphed_ms(fn, num_layers: int) -> float:
+    """Median ms of one call, from a graph of `num_layers` calls (layer index passed in)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(num_layers):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(num_layers):
+            fn(i)
+    return triton.testing.do_bench(graph.replay, warmup=30, rep=200, return_mode="median") / num_layers
+
+
+def copy_gbps() -> float:
+    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median")
+    return 2 * src.numel() / (ms / 1e3) / 1e9
+
+
+class Weights:
+    def __init__(self, num_layers: int) -> None:
+        def rand(*shape):
+            return [torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(num_layers)]
+
+        self.qkv, self.o, self.gate_up, self.down = rand(QKV, HIDDEN), rand(HIDDEN, Q_SIZE), rand(2 * INTER, HIDDEN), \
+            rand(HIDDEN, INTER)
+        self.norm1 = [1 + 0.1 * torch.randn(HIDDEN, device="cuda", dtype=torch.bfloat16) for _ in range(num_layers)]
+        self.norm2 = [1 + 0.1 * torch.randn(HIDDEN, device="cuda", dtype=torch.bfloat16) for _ in range(num_layers)]
+        self.nbytes = 2 * HIDDEN * (QKV + Q_SIZE + 3 * INTER)  # per layer
+
+
+def eager_layer(w: Weights, i: int, hidden, residual, attn):
+    normed, stream = rms_norm(hidden, w.norm1[i], EPS, residual)
+    F.linear(normed, w.qkv[i])
+    o = F.linear(attn, w.o[i])
+    normed, stream = rms_norm(o, w.norm2[i], EPS, stream)
+    return F.linear(silu_and_mul(F.linear(normed, w.gate_up[i])), w.down[i]), stream
+
+
+def gemv_layer(w: Weights, i: int, stream, attn, use_pdl: bool):
+    gemv(stream, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, use_pdl=use_pdl)
+    stream = gemv(attn, w.o[i], residual=stream, use_pdl=use_pdl)
+    act = gemv(stream, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True, use_pdl=use_pdl)
+    return gemv(act, w.down[i], residual=stream, use_pdl=use_pdl)
+
+
+def chains(w: Weights, m: int, num_layers: int, bw: float) -> list[str]:
+    hidden = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    attn = torch.randn(m, Q_SIZE, device="cuda", dtype=torch.bfloat16)
+    state = {"h": hidden, "r": hidden.clone(), "s": hidden.clone()}
+
+    def eager(i):
+        state["h"], state["r"] = eager_layer(w, i, state["h"], state["r"], attn)
+
+    def fused(i, use_pdl=False):
+        state["s"] = gemv_layer(w, i, state["s"], attn, use_pdl)
+
+    rows = []
+    for name, fn in (("eager chain", eager), ("gemv chain", fused), ("gemv chain +pdl", lambda i: fused(i, True))):
+        try:
+            ms = graphed_ms(fn, num_layers)
+        except Exception as exc:  # PDL needs driver support under graph capture; say so and go on
+            rows.append(f"| {m} | {name} | failed: {type(exc).__name__}: {str(exc)[:80]} | | |")
+            continue
+        gbps = w.nbytes / ms / 1e6
+        rows.append(f"| {m} | {name} | {ms * 1e3:.1f} | {gbps:.0f} | {100 * gbps / bw:.1f}% |")
+    return rows
+
+
+def check_numerics(w: Weights) -> str:
+    m = 1
+    stream = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    attn = torch.randn(m, Q_SIZE, device="cuda", dtype=torch.bfloat16)
+    ref, ref_stream = eager_layer(w, 0, stream, torch.zeros_like(stream), attn)
+    got = gemv_layer(w, 0, stream, attn, False)
+    err = ((got.float() - (ref + ref_stream).float()).norm() / (ref + ref_stream).float().norm()).item()
+    if not err < 1e-2:
+        raise AssertionError(f"gemv layer relative error {err}")
+    return f"gemv layer vs eager chain, relative error {err:.2e}"
+
+
+def sweep(w: Weights, m: int, bw: float) -> list[str]:
+    x_h = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    x_i = torch.randn(m, INTER, device="cuda", dtype=torch.bfloat16)
+    cases = {
+        "norm+qkv": (lambda i, c: gemv(x_h, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=c), QKV * HIDDEN),
+        "o_proj+res": (lambda i, c: gemv(x_h, w.o[i], residual=x_h, config=c), HIDDEN * Q_SIZE),
+        "norm+gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True,
+                                                config=c), 2 * INTER * HIDDEN),
+        "down+res": (lambda i, c: gemv(x_i, w.down[i], residual=x_h, config=c), HIDDEN * INTER),
+    }
+    configs = SWEEP_DOT if m > 4 else SWEEP + SWEEP_DOT
+    rows = []
+    for name, (fn, numel) in cases.items():
+        timed = []
+        for config in configs:
+            try:
+                timed.append((graphed_ms(lambda i, c=config: fn(i, c), len(w.qkv)), config))
+            except Exception:  # a tile too big for shared memory or registers
+                continue
+        timed.sort(key=lambda t: t[0])
+        default = graphed_ms(lambda i: fn(i, None), len(w.qkv))
+        best = ", ".join(f"{ms * 1e3:.1f} us {100 * 2 * numel / ms / 1e6 / bw:.0f}% "
+                         f"({c.block_n},{c.block_k},{c.num_warps},{'dot' if c.is_dot else 'bc'})" for ms, c in timed[:3])
+        rows.append(f"| {m} | {name} | {default * 1e3:.1f} us {100 * 2 * numel / default / 1e6 / bw:.0f}% | {best} |")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--tokens", default="1,4,16")
+    ap.add_argument("--sweep", action="store_true")
+    args = ap.parse_args()
+    bw = copy_gbps()
+    print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bw:.0f} GB/s, torch {torch.__version__}, "
+          f"triton {triton.__version__}")
+    w = Weights(args.layers)
+    print(check_numerics(w))
+    tokens = [int(t) for t in args.tokens.split(",")]
+    print("| tokens | chain | us per layer | GB/s | % of copy |")
+    print("| --- | --- | --- | --- | --- |")
+    for m in tokens:
+        print("\n".join(chains(w, m, args.layers, bw)), flush=True)
+    if args.sweep:
+        print("| tokens | projection | default tiles | best three (block_n, block_k, warps, kind) |")
+        print("| --- | --- | --- | --- |")
+        for m in tokens:
+            print("\n".join(sweep(w, m, bw)), flush=True)
+    for m in tokens:
+        print(f"default tiles at {m} tokens: qkv {default_config(m, QKV, HIDDEN, False)}, "
+              f"gate_up {default_config(m, INTER, HIDDEN, True)}, down {default_config(m, HIDDEN, INTER, False)}")
+
+
+if __name__ == "__main__":
+    main()

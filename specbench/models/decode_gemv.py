@@ -1,0 +1,72 @@
+"""A decoder block at one token as four fused projections around attention (kernels/gemv.py).
+
+At one token a block is a stream of weight reads, and what costs beyond them is the small kernels between the
+GEMMs. This path runs norm + qkv, o_proj + residual add, norm + gate_up + SiLU-and-mul, and down + residual
+add: four kernels where the eager chain runs seven plus cuBLAS's two split-K reduces. The residual adds happen
+in the projections, so the block returns its output stream whole (`LayerOutput.residual` is None).
+
+Only one-token batches take it (plain decoding of one request, one request's draft steps): on the H100 the
+fused tiles lose to cuBLAS's tensor-core GEMMs from 4 tokens up (BENCHMARKS.md, scripts/bench_decode_layer.py).
+The eager layers stay the reference; tests compare the two.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from specbench.models import fused_kernels
+from specbench.models.layers import RMSNorm
+
+if TYPE_CHECKING:
+    from specbench.attention.backend import AttentionBackend
+    from specbench.attention.metadata import AttentionMetadata
+    from specbench.kv.kv_cache import KVCache
+    from specbench.models.llama import DecoderLayer, LayerOutput
+    from specbench.spec.eagle.head import Eagle3FirstLayer
+
+MAX_TOKENS = 1
+
+
+def applies(layer: DecoderLayer | Eagle3FirstLayer, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
+    """Depends on shapes, dtypes and the fused-kernel policy only (never on values): a CUDA graph captures one path."""
+    attn = layer.self_attn
+    return (
+        1 <= x.shape[0] <= MAX_TOKENS
+        and isinstance(layer.input_layernorm, RMSNorm)
+        and attn.qkv_proj.bias is None
+        and attn.o_proj.bias is None
+        and x.dtype == attn.qkv_proj.weight.dtype
+        and fused_kernels.use_fused(x)
+    )
+
+
+def decoder_layer(
+    layer: DecoderLayer,
+    hidden: torch.Tensor,  # [num_tokens, hidden] previous block's MLP output, or the stream if residual is None
+    residual: torch.Tensor | None,  # [num_tokens, hidden]
+    cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+    kv_cache: KVCache,
+    md: AttentionMetadata,
+    backend: AttentionBackend,
+) -> LayerOutput:
+    from specbench.models.llama import LayerOutput
+
+    stream = hidden if residual is None else residual + hidden  # the add RMSNorm.add_and_norm would do
+    norm = layer.input_layernorm
+    qkv = fused_kernels.gemv(stream, layer.self_attn.qkv_proj.weight, norm_weight=norm.weight, eps=norm.eps)
+    attn = layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend)
+    return LayerOutput(hidden=block_tail(layer, attn, stream), residual=None, layer_input=stream)
+
+
+def block_tail(
+    layer: DecoderLayer | Eagle3FirstLayer,
+    attn: torch.Tensor,  # [num_tokens, q_size] attention output, before o_proj
+    layer_input: torch.Tensor,  # [num_tokens, hidden] the stream entering the block
+) -> torch.Tensor:  # [num_tokens, hidden] the stream leaving the block
+    """o_proj + residual, then the gated MLP with its norm and residual: three kernels."""
+    stream = fused_kernels.gemv(attn, layer.self_attn.o_proj.weight, residual=layer_input)
+    norm, mlp = layer.post_attention_layernorm, layer.mlp
+    act = fused_kernels.gemv(stream, mlp.gate_up_proj.weight, norm_weight=norm.weight, eps=norm.eps, is_gated=True)
+    return fused_kernels.gemv(act, mlp.down_proj.weight, residual=stream)

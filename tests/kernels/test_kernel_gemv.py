@@ -1,0 +1,99 @@
+"""Fused decode projection (kernels/gemv.py) == the eager chain it replaces: [residual +] [silu*mul of] (norm | x) @ W.T.
+
+On CPU the interpreter runs fp32 and fp16 (its fp32 -> bf16 cast truncates); on CUDA bf16 too. The kernel and the
+eager chain differ only in the GEMM's fp32 summation order, so the tolerances are a few 16-bit ulps of the output.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton")
+
+from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),
+    pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
+]
+
+from specbench.kernels.gemv import MAX_TOKENS, GemvConfig, gemv  # noqa: E402
+from specbench.models.layers import RMSNorm  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+BROADCAST = GemvConfig(block_n=4, block_k=64, num_warps=4, is_dot=False)
+DOT = GemvConfig(block_n=16, block_k=32, num_warps=4, is_dot=True)
+
+
+def eager(x, weight, *, norm_weight=None, eps=1e-5, is_gated=False, residual=None):
+    if norm_weight is not None:
+        norm = RMSNorm(x.shape[-1], eps).to(x.device, x.dtype)
+        norm.weight.data.copy_(norm_weight)
+        x = norm.reference(x)
+    out = F.linear(x, weight)
+    if is_gated:
+        gate, up = out.chunk(2, dim=-1)
+        out = F.silu(gate) * up
+    return out if residual is None else residual + out
+
+
+def inputs(num_tokens: int, out_features: int, in_size: int, dtype: torch.dtype, seed: int, is_gated: bool = False):
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, device=DEVICE)).to(dtype)
+
+    rows = 2 * out_features if is_gated else out_features
+    return (randn(num_tokens, in_size), randn(rows, in_size, scale=in_size ** -0.5),
+            1 + randn(in_size, scale=0.1), randn(num_tokens, out_features))
+
+
+def assert_close(got: torch.Tensor, expected: torch.Tensor) -> None:
+    assert got.shape == expected.shape and got.dtype == expected.dtype and not got.isnan().any()
+    scale = expected.float().abs().max().item()
+    tol = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}[got.dtype]
+    torch.testing.assert_close(got.float(), expected.float(), atol=tol * scale, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("config", [BROADCAST, DOT], ids=["broadcast", "dot"])
+@pytest.mark.parametrize("num_tokens", [1, 3, 16])
+def test_every_fusion_matches_the_eager_chain(dtype, config, num_tokens):
+    # Widths off the tile sizes: masked tails in both the output features and the input walk.
+    x, weight, norm_weight, residual = inputs(num_tokens, 37, 200, dtype, seed=num_tokens)
+    assert_close(gemv(x, weight, config=config), eager(x, weight))
+    assert_close(gemv(x, weight, norm_weight=norm_weight, eps=1e-5, config=config),
+                 eager(x, weight, norm_weight=norm_weight))
+    assert_close(gemv(x, weight, residual=residual, config=config), eager(x, weight, residual=residual))
+    x, weight, norm_weight, _ = inputs(num_tokens, 37, 200, dtype, seed=100 + num_tokens, is_gated=True)
+    assert_close(gemv(x, weight, norm_weight=norm_weight, eps=1e-5, is_gated=True, config=config),
+                 eager(x, weight, norm_weight=norm_weight, is_gated=True))
+
+
+@pytest.mark.parametrize("num_tokens", [1, 2, 5, 16])
+def test_default_tiles(num_tokens):
+    # The tiles the layers use, on widths like a small model's (the 8B shapes are the GPU benchmark's).
+    x, weight, norm_weight, residual = inputs(num_tokens, 192, 576, torch.float32, seed=7)
+    assert_close(gemv(x, weight, norm_weight=norm_weight, eps=1e-6, residual=residual),
+                 eager(x, weight, norm_weight=norm_weight, eps=1e-6, residual=residual))
+
+
+def test_rows_do_not_mix():
+    # Each token's output depends on its own row only (a stride or mask slip would leak between rows).
+    x, weight, norm_weight, _ = inputs(5, 40, 96, torch.float32, seed=3)
+    full = gemv(x, weight, norm_weight=norm_weight, eps=1e-5, config=BROADCAST)
+    for i in range(5):
+        one = gemv(x[i:i + 1], weight, norm_weight=norm_weight, eps=1e-5, config=BROADCAST)
+        torch.testing.assert_close(one, full[i:i + 1], atol=1e-6, rtol=1e-6)
+
+
+def test_refuses_what_it_cannot_do():
+    x, weight, _, _ = inputs(MAX_TOKENS + 1, 8, 32, torch.float32, seed=0)
+    with pytest.raises(ValueError, match="at most"):
+        gemv(x, weight)
+    with pytest.raises(ValueError, match="contiguous"):
+        gemv(x[:1], weight.t().contiguous().t())
+    assert gemv(x[:0], weight).shape == (0, 8)
