@@ -46,10 +46,10 @@ def default_config(num_tokens: int, out_features: int, in_size: int, is_gated: b
 
 
 @triton.jit
-def _accumulate(acc, x, w, IS_DOT: tl.constexpr):
+def _accumulate(acc, x, w, IS_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     # x: [BLOCK_M, BLOCK_K], w: [BLOCK_N, BLOCK_K], acc: [BLOCK_M, BLOCK_N] fp32. 16-bit products are exact in fp32.
     if IS_DOT:
-        acc = tl.dot(x, tl.trans(w), acc)
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
     else:
         acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
     return acc
@@ -69,6 +69,7 @@ def _gemv_kernel(
     HAS_RESIDUAL: tl.constexpr,
     PRECISE_EXP: tl.constexpr,
     IS_DOT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: the eager fp32 GEMM does not round to TF32
     USE_PDL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -107,10 +108,10 @@ def _gemv_kernel(
             x = (gain[None, :] * normed).to(dtype)
         w_mask = is_col[:, None] & is_k[None, :]
         w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)
-        acc = _accumulate(acc, x, w, IS_DOT)
+        acc = _accumulate(acc, x, w, IS_DOT, DOT_PRECISION)
         if IS_GATED:
             w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
-            acc_up = _accumulate(acc_up, x, w_up, IS_DOT)
+            acc_up = _accumulate(acc_up, x, w_up, IS_DOT, DOT_PRECISION)
     result = acc
     if IS_GATED:
         gate = acc.to(dtype).to(tl.float32)
@@ -168,6 +169,7 @@ def gemv(
         HAS_RESIDUAL=residual is not None,
         PRECISE_EXP=x.device.type == "cuda",
         IS_DOT=config.is_dot,
+        DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
         USE_PDL=use_pdl,
         BLOCK_M=block_m,
         BLOCK_N=config.block_n,
