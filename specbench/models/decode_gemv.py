@@ -12,24 +12,33 @@ The eager layers stay the reference; tests compare the two.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+from torch import nn
 
 from specbench.models import fused_kernels
-from specbench.models.layers import RMSNorm
+from specbench.models.layers import GatedMLP, RMSNorm
 
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
     from specbench.attention.metadata import AttentionMetadata
     from specbench.kv.kv_cache import KVCache
-    from specbench.models.llama import DecoderLayer, LayerOutput
-    from specbench.spec.eagle.head import Eagle3FirstLayer
+    from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention
 
 MAX_TOKENS = 1
 
 
-def applies(layer: DecoderLayer | Eagle3FirstLayer, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
+class Block(Protocol):
+    """What this path reads of a block: DecoderLayer, and the EAGLE-3 head's first layer."""
+
+    input_layernorm: nn.Module  # RMSNorm, or nn.Identity in EAGLE-1's first layer (then this path is not taken)
+    self_attn: SelfAttention
+    post_attention_layernorm: RMSNorm
+    mlp: GatedMLP
+
+
+def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     """Depends on shapes, dtypes and the fused-kernel policy only (never on values): a CUDA graph captures one path."""
     attn = layer.self_attn
     return (
@@ -61,7 +70,7 @@ def decoder_layer(
 
 
 def block_tail(
-    layer: DecoderLayer | Eagle3FirstLayer,
+    layer: Block,
     attn: torch.Tensor,  # [num_tokens, q_size] attention output, before o_proj
     layer_input: torch.Tensor,  # [num_tokens, hidden] the stream entering the block
 ) -> torch.Tensor:  # [num_tokens, hidden] the stream leaving the block
