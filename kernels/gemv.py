@@ -34,25 +34,16 @@ class GemvConfig:
     is_dot: bool  # tensor-core tl.dot (tokens padded to 16) instead of a broadcast multiply-sum
 
 
-def default_config(num_tokens: int, out_features: int, in_size: int, is_gated: bool) -> GemvConfig:
-    """Tiles chosen on an H100 with scripts/bench_decode_layer.py --sweep (Llama-3.1-8B shapes, BENCHMARKS.md)."""
-    if num_tokens > 1:
+def default_config(num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool) -> GemvConfig:
+    """Tiles from `scripts/bench_decode_layer.py --sweep` on an H100 (Llama-3.1-8B shapes, BENCHMARKS.md)."""
+    if num_tokens > 4:
         return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True)
-    # Taller matrices (qkv, gate_up) stream best with 2 rows x 2048 columns per program, 4096-row ones (o_proj,
-    # down) with 4 x 1024: 21.3 / 79.5 / 14.1 / 41.7 us, 78-98% of copy bandwidth (2026-11-24).
-    is_tall = (2 * out_features if is_gated else out_features) > 4096
-    return GemvConfig(block_n=2 if is_tall else 4, block_k=min(2048 if is_tall else 1024, next_pow2(in_size)),
-                      num_warps=4, is_dot=False)
-
-
-@triton.jit
-def _accumulate(acc, x, w, IS_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    # x: [BLOCK_M, BLOCK_K], w: [BLOCK_N, BLOCK_K], acc: [BLOCK_M, BLOCK_N] fp32. 16-bit products are exact in fp32.
-    if IS_DOT:
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
-    else:
-        acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
-    return acc
+    block_k = min(2048, next_pow2(in_size))
+    if has_norm and not is_gated:
+        # Every program re-reads the rows for the RMS: taller programs pay that pass fewer times (qkv: 20.4 us).
+        return GemvConfig(block_n=8, block_k=block_k, num_warps=4, is_dot=False)
+    # o_proj 13.1, gate_up 78.4, down 40.5 us: 85-99% of copy bandwidth.
+    return GemvConfig(block_n=2, block_k=block_k, num_warps=8, is_dot=False)
 
 
 @triton.jit
@@ -70,7 +61,6 @@ def _gemv_kernel(
     PRECISE_EXP: tl.constexpr,
     IS_DOT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: the eager fp32 GEMM does not round to TF32
-    USE_PDL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -82,10 +72,6 @@ def _gemv_kernel(
     dtype = out_ptr.dtype.element_ty
     w_rows = weight_ptr + cols.to(tl.int64)[:, None] * in_size
     x_rows = x_ptr + tokens.to(tl.int64)[:, None] * stride_x
-    if USE_PDL:
-        # Launched before the previous kernel finished (programmatic dependent launch): wait for its writes.
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
     inv_rms = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_NORM:
         sum_sq = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -100,18 +86,38 @@ def _gemv_kernel(
     for k0 in range(0, in_size, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         is_k = ks < in_size
-        x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
-        if HAS_NORM:
-            # RMSNorm's roundings: the normalized row, then the weight product, each to the 16-bit dtype.
-            normed = (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)
-            gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
-            x = (gain[None, :] * normed).to(dtype)
         w_mask = is_col[:, None] & is_k[None, :]
-        w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)
-        acc = _accumulate(acc, x, w, IS_DOT, DOT_PRECISION)
+        w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)  # [BLOCK_N, BLOCK_K]
+        w_up = w
         if IS_GATED:
             w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
-            acc_up = _accumulate(acc_up, x, w_up, IS_DOT, DOT_PRECISION)
+        gain = tl.zeros([BLOCK_K], dtype=tl.float32)
+        if HAS_NORM:
+            gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
+        # RMSNorm's roundings (HAS_NORM): the normalized row, then the gain product, each to the 16-bit dtype.
+        # 16-bit products are exact in fp32, so either mode sums the eager GEMM's products.
+        if IS_DOT:
+            x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
+            if HAS_NORM:
+                x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+            if IS_GATED:
+                acc_up = tl.dot(x, tl.trans(w_up), acc_up, input_precision=DOT_PRECISION)
+        else:
+            # One token at a time against the tile: a [BLOCK_M, BLOCK_N, BLOCK_K] product would spill registers.
+            w32 = w.to(tl.float32)
+            w_up32 = w_up.to(tl.float32)
+            for m in tl.static_range(BLOCK_M):
+                is_token_m = tl.full([BLOCK_K], m, tl.int32) < num_tokens
+                x_m = tl.load(x_ptr + m * stride_x + ks, mask=is_k & is_token_m, other=0.0)  # [BLOCK_K]
+                if HAS_NORM:
+                    inv_m = tl.sum(tl.where(tokens == m, inv_rms, 0.0), axis=0)
+                    x_m = (gain * (x_m.to(tl.float32) * inv_m).to(dtype).to(tl.float32)).to(dtype)
+                x_m32 = x_m.to(tl.float32)[None, :]
+                is_m = tokens[:, None] == m
+                acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
+                if IS_GATED:
+                    acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
     result = acc
     if IS_GATED:
         gate = acc.to(dtype).to(tl.float32)
@@ -140,7 +146,6 @@ def gemv(
     is_gated: bool = False,
     residual: torch.Tensor | None = None,  # [num_tokens, out]: return residual + projection
     config: GemvConfig | None = None,
-    use_pdl: bool = False,
 ) -> torch.Tensor:  # [num_tokens, out] in x's dtype
     """`[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T` in one kernel."""
     check_runnable(_gemv_kernel, x)
@@ -157,9 +162,8 @@ def gemv(
         residual = residual.contiguous()
     if num_tokens == 0:
         return out
-    config = config or default_config(num_tokens, out_features, in_size, is_gated)
+    config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated)
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
-    extra = {"launch_pdl": True} if use_pdl else {}
     _gemv_kernel[(triton.cdiv(out_features, config.block_n),)](
         x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
         num_tokens, out_features, in_size, eps,
@@ -170,11 +174,9 @@ def gemv(
         PRECISE_EXP=x.device.type == "cuda",
         IS_DOT=config.is_dot,
         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
-        USE_PDL=use_pdl,
         BLOCK_M=block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
         num_warps=config.num_warps,
-        **extra,
     )
     return out

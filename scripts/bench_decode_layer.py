@@ -4,8 +4,7 @@
 
 "eager chain" is what the layers ran before kernels/gemv.py: add+RMSNorm kernel, cuBLAS qkv, cuBLAS o_proj,
 add+RMSNorm, cuBLAS gate_up, SiLU-and-mul, cuBLAS down. "gemv chain" is the same math in four kernels
-(norm+qkv, o_proj+residual, norm+gate_up+SiLU-and-mul, down+residual); "+pdl" launches them with programmatic
-dependent launch. Attention and RoPE are left out (the same kernels either way). Each timing is a CUDA graph of
+(norm+qkv, o_proj+residual, norm+gate_up+SiLU-and-mul, down+residual). Attention and RoPE are left out (the same kernels either way). Each timing is a CUDA graph of
 `--layers` layers on distinct weights (nothing stays in L2), replayed; median of triton.testing.do_bench.
 `--sweep` also times each projection over a grid of tiles. Prints markdown tables.
 """
@@ -70,11 +69,11 @@ def eager_layer(w: Weights, i: int, hidden, residual, attn):
     return F.linear(silu_and_mul(F.linear(normed, w.gate_up[i])), w.down[i]), stream
 
 
-def gemv_layer(w: Weights, i: int, stream, attn, use_pdl: bool):
-    gemv(stream, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, use_pdl=use_pdl)
-    stream = gemv(attn, w.o[i], residual=stream, use_pdl=use_pdl)
-    act = gemv(stream, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True, use_pdl=use_pdl)
-    return gemv(act, w.down[i], residual=stream, use_pdl=use_pdl)
+def gemv_layer(w: Weights, i: int, stream, attn):
+    gemv(stream, w.qkv[i], norm_weight=w.norm1[i], eps=EPS)
+    stream = gemv(attn, w.o[i], residual=stream)
+    act = gemv(stream, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True)
+    return gemv(act, w.down[i], residual=stream)
 
 
 def chains(w: Weights, m: int, num_layers: int, bw: float) -> list[str]:
@@ -85,16 +84,12 @@ def chains(w: Weights, m: int, num_layers: int, bw: float) -> list[str]:
     def eager(i):
         state["h"], state["r"] = eager_layer(w, i, state["h"], state["r"], attn)
 
-    def fused(i, use_pdl=False):
-        state["s"] = gemv_layer(w, i, state["s"], attn, use_pdl)
+    def fused(i):
+        state["s"] = gemv_layer(w, i, state["s"], attn)
 
     rows = []
-    for name, fn in (("eager chain", eager), ("gemv chain", fused), ("gemv chain +pdl", lambda i: fused(i, True))):
-        try:
-            ms = graphed_ms(fn, num_layers)
-        except Exception as exc:  # PDL needs driver support under graph capture; say so and go on
-            rows.append(f"| {m} | {name} | failed: {type(exc).__name__}: {str(exc)[:80]} | | |")
-            continue
+    for name, fn in (("eager chain", eager), ("gemv chain", fused)):
+        ms = graphed_ms(fn, num_layers)
         gbps = w.nbytes / ms / 1e6
         rows.append(f"| {m} | {name} | {ms * 1e3:.1f} | {gbps:.0f} | {100 * gbps / bw:.1f}% |")
     return rows
@@ -105,7 +100,7 @@ def check_numerics(w: Weights) -> str:
     stream = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
     attn = torch.randn(m, Q_SIZE, device="cuda", dtype=torch.bfloat16)
     ref, ref_stream = eager_layer(w, 0, stream, torch.zeros_like(stream), attn)
-    got = gemv_layer(w, 0, stream, attn, False)
+    got = gemv_layer(w, 0, stream, attn)
     err = ((got.float() - (ref + ref_stream).float()).norm() / (ref + ref_stream).float().norm()).item()
     if not err < 1e-2:
         raise AssertionError(f"gemv layer relative error {err}")
@@ -122,7 +117,7 @@ def sweep(w: Weights, m: int, bw: float) -> list[str]:
                                                 config=c), 2 * INTER * HIDDEN),
         "down+res": (lambda i, c: gemv(x_i, w.down[i], residual=x_h, config=c), HIDDEN * INTER),
     }
-    configs = SWEEP_DOT if m > 4 else SWEEP + SWEEP_DOT
+    configs = SWEEP_DOT if m > 4 else SWEEP
     rows = []
     for name, (fn, numel) in cases.items():
         timed = []
@@ -161,8 +156,9 @@ def main() -> None:
         for m in tokens:
             print("\n".join(sweep(w, m, bw)), flush=True)
     for m in tokens:
-        print(f"default tiles at {m} tokens: qkv {default_config(m, QKV, HIDDEN, False)}, "
-              f"gate_up {default_config(m, INTER, HIDDEN, True)}, down {default_config(m, HIDDEN, INTER, False)}")
+        print(f"default tiles at {m} tokens: norm+qkv {default_config(m, QKV, HIDDEN, True, False)}, "
+              f"norm+gate_up {default_config(m, INTER, HIDDEN, True, True)}, "
+              f"o_proj / down {default_config(m, HIDDEN, INTER, False, False)}")
 
 
 if __name__ == "__main__":
