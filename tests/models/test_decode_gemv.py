@@ -28,6 +28,7 @@ runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 BLOCK_SIZE = 4
 PROMPT = [5, 9, 11, 3, 7, 21, 2]
+NUM_DECODE_STEPS = 2
 TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
@@ -66,8 +67,10 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
 
 
 @runnable
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen3", "tiny-qwen2"])
+@pytest.mark.parametrize("preset, dtype", [
+    ("tiny-llama", torch.float32), ("tiny-llama", torch.float16), ("tiny-qwen3", torch.float16),
+    ("tiny-qwen2", torch.float32),
+], ids=str)
 def test_decoder_one_token_steps_match_the_torch_path(preset, dtype, gemv_calls):
     config = replace(get_preset(preset), num_hidden_layers=3)
     model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
@@ -79,12 +82,12 @@ def test_decoder_one_token_steps_match_the_torch_path(preset, dtype, gemv_calls)
         kv = KVCache(model.kv_cache_spec(), 6, BLOCK_SIZE, DEVICE)
         outputs = []
         with fused.fused_kernels(policy), torch.no_grad():
-            for start, ids in [(0, PROMPT), *((len(PROMPT) + i, [40 + i]) for i in range(4))]:
+            for start, ids in [(0, PROMPT), *((len(PROMPT) + i, [40 + i]) for i in range(NUM_DECODE_STEPS))]:
                 out = model(torch.tensor(ids, device=DEVICE), metadata(start, len(ids)), kv, aux_layer_ids=aux_ids)
                 outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
         runs[policy] = outputs, kv
     # qkv_proj has a bias in Qwen2: those blocks keep the eager chain.
-    num_gemv = 0 if config.attention_bias else 4 * config.num_hidden_layers * 4
+    num_gemv = 0 if config.attention_bias else NUM_DECODE_STEPS * config.num_hidden_layers * 4
     assert gemv_calls == [1] * num_gemv
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
@@ -111,12 +114,11 @@ def eagle_head(method: str, num_layers: int, norm_before_residual: bool, dtype: 
 
 
 @runnable
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-@pytest.mark.parametrize("method, num_layers, norm_before_residual, num_gemv_per_step", [
-    ("eagle3", 1, False, 3),  # EAGLE-3's first layer: o_proj, gate_up, down (its qkv reads two norms' concat)
-    ("eagle3", 2, True, 3 + 4),
-    ("eagle", 2, False, 4),  # EAGLE-1's first layer has no input norm: the eager chain
-])
+@pytest.mark.parametrize("method, num_layers, norm_before_residual, num_gemv_per_step, dtype", [
+    ("eagle3", 1, False, 3, torch.float32),  # EAGLE-3's first layer: o_proj, gate_up, down (qkv reads a concat)
+    ("eagle3", 2, True, 3 + 4, torch.float16),
+    ("eagle", 2, False, 4, torch.float16),  # EAGLE-1's first layer has no input norm: the eager chain
+], ids=str)
 def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_before_residual, num_gemv_per_step,
                                                      dtype, gemv_calls):
     head = eagle_head(method, num_layers, norm_before_residual, dtype)
