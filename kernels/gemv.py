@@ -31,7 +31,10 @@ class GemvConfig:
     block_n: int  # output features per program
     block_k: int  # input width per step of the weight walk
     num_warps: int
-    is_dot: bool  # tensor-core tl.dot (tokens padded to 16) instead of a broadcast multiply-sum
+    # Tensor-core tl.dot with the weight rows as the MMA's M side and the tokens (padded to 16) as its N side,
+    # instead of a multiply-sum on the CUDA cores, one token at a time.
+    is_dot: bool
+    num_stages: int = 3  # software-pipelined weight loads in flight (dot mode)
 
 
 def default_config(num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool) -> GemvConfig:
@@ -83,6 +86,8 @@ def _gemv_kernel(
         inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)  # dot mode: weight rows x tokens
+    acc_up_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     for k0 in range(0, in_size, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         is_k = ks < in_size
@@ -100,9 +105,9 @@ def _gemv_kernel(
             x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
             if HAS_NORM:
                 x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
-            acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+            acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
             if IS_GATED:
-                acc_up = tl.dot(x, tl.trans(w_up), acc_up, input_precision=DOT_PRECISION)
+                acc_up_t = tl.dot(w_up, tl.trans(x), acc_up_t, input_precision=DOT_PRECISION)
         else:
             # One token at a time against the tile: a [BLOCK_M, BLOCK_N, BLOCK_K] product would spill registers.
             w32 = w.to(tl.float32)
@@ -118,6 +123,9 @@ def _gemv_kernel(
                 acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
                 if IS_GATED:
                     acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
+    if IS_DOT:
+        acc = tl.trans(acc_t)
+        acc_up = tl.trans(acc_up_t)
     result = acc
     if IS_GATED:
         gate = acc.to(dtype).to(tl.float32)
@@ -178,5 +186,6 @@ def gemv(
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
         num_warps=config.num_warps,
+        num_stages=config.num_stages,
     )
     return out
