@@ -135,8 +135,10 @@ def test_real_sigint_from_the_command_line(tiny_model_dir, tmp_path):
 
     results = tmp_path / "results"
     args = [sys.executable, "-m", "specbench", *_args(tiny_model_dir, results)]
-    args[args.index("--max-tokens") + 1] = "24"  # cells long enough that the signal lands mid-sweep
-    args[args.index("--limit") + 1] = "4"
+    # Cells long enough that the signal lands mid-sweep even when a loaded machine wakes this process late
+    # (a full-suite run once saw the last cells finish between the poll and the kill).
+    args[args.index("--max-tokens") + 1] = "32"
+    args[args.index("--limit") + 1] = "8"
     proc = subprocess.Popen(args, env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     cells_dir = results / "run" / "parts" / "cells"
