@@ -17,6 +17,9 @@ import torch
 import torch.nn.functional as F
 import triton
 
+from specbench.bench.gpu_perf import copy_bandwidth_gbps
+from specbench.bench.graph_timing import graphed_ms
+
 from specbench.kernels.activation import silu_and_mul
 from specbench.kernels.gemv import GemvConfig, default_config, gemv
 from specbench.kernels.rms_norm import rms_norm
@@ -26,28 +29,6 @@ EPS = 1e-5
 SWEEP = [GemvConfig(bn, bk, w, False) for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for w in (4, 8)]
 SWEEP_DOT = [GemvConfig(bn, bk, 4, True, stages) for bn in (32, 64, 128) for bk in (128, 256) for stages in (3, 5)]
 PROJECTIONS = ("norm+qkv", "o_proj+res", "norm+gate_up+silu", "down+res")
-
-
-def graphed_ms(fn, num_layers: int) -> float:
-    """Median ms of one call, from a graph of `num_layers` calls (layer index passed in)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(num_layers):
-            fn(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(num_layers):
-            fn(i)
-    return triton.testing.do_bench(graph.replay, warmup=30, rep=200, return_mode="median") / num_layers
-
-
-def copy_gbps() -> float:
-    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median")
-    return 2 * src.numel() / (ms / 1e3) / 1e9
 
 
 class Weights:
@@ -150,7 +131,7 @@ def main() -> None:
     ap.add_argument("--tokens", default="1,4,16")
     ap.add_argument("--sweep", action="store_true")
     args = ap.parse_args()
-    bw = copy_gbps()
+    bw = copy_bandwidth_gbps()
     print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bw:.0f} GB/s, torch {torch.__version__}, "
           f"triton {triton.__version__}")
     w = Weights(args.layers)

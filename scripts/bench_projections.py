@@ -16,6 +16,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from specbench.bench.gpu_perf import copy_bandwidth_gbps
+from specbench.bench.graph_timing import graphed_ms
+
 SHAPES = {"qkv": (6144, 4096), "o_proj": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 GEMV_CONFIGS = [(bn, bk, w) for bn in (4, 8, 16) for bk in (256, 512) for w in (4, 8)]
 
@@ -39,33 +42,11 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, config: tuple[int,
     _gemv_kernel[(triton.cdiv(n, block_n),)](x, w, out, n, k, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
 
 
-def graphed_ms(fn, num_layers: int) -> float:
-    """Median ms of one call, from a graph of `num_layers` calls (layer index passed in)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(num_layers):  # warm-up / compile outside the capture
-            fn(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(num_layers):
-            fn(i)
-    return triton.testing.do_bench(graph.replay, warmup=50, rep=300, return_mode="median") / num_layers
-
-
-def copy_gbps() -> float:
-    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median")
-    return 2 * src.numel() / (ms / 1e3) / 1e9
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=32)
     args = ap.parse_args()
-    bw = copy_gbps()
+    bw = copy_bandwidth_gbps()
     print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bw:.0f} GB/s, torch {torch.__version__}, "
           f"triton {triton.__version__}")
     rows = []

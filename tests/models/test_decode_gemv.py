@@ -15,13 +15,13 @@ import torch
 
 pytest.importorskip("triton")
 
+from tests.support.head_modules import random_eagle_head, randomize  # noqa: E402
+
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
-from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EagleHeadConfig  # noqa: E402
-from specbench.spec.eagle.head import EagleHead, HeadShape  # noqa: E402
 
 RERUN_REASON = "triton was imported before TRITON_INTERPRET=1; test_interpreted_tests_pass_in_a_fresh_process"
 runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
@@ -30,14 +30,6 @@ BLOCK_SIZE = 4
 PROMPT = [5, 9, 11, 3, 7, 21, 2]
 NUM_DECODE_STEPS = 2
 TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
-
-
-def randomize(module: torch.nn.Module, seed: int) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            noise = torch.randn(param.shape, generator=gen)
-            param.copy_(1 + 0.3 * noise if name.endswith("norm.weight") else 0.1 * noise)
 
 
 def metadata(start: int, num_tokens: int):
@@ -96,23 +88,6 @@ def test_decoder_one_token_steps_match_the_torch_path(preset, dtype, gemv_calls)
         assert_close(got, want, dtype, "K/V")
 
 
-def eagle_head(method: str, num_layers: int, norm_before_residual: bool, dtype: torch.dtype) -> EagleHead:
-    layer = replace(get_preset("tiny-llama"), num_hidden_layers=num_layers)
-    h = layer.hidden_size
-    config = EagleHeadConfig(
-        dialect=EAGLE1 if method == "eagle" else EAGLE3_NATIVE, dialect_reason="test", layer=layer,
-        num_layers=num_layers, vocab_size=layer.vocab_size, draft_vocab_size=layer.vocab_size, target_hidden_size=h,
-        fc_bias=method == "eagle", norm_before_residual=norm_before_residual, norm_output=False, aux=None,
-    )
-    shape = HeadShape(config, fc_in_features=2 * h if method == "eagle" else 3 * h, has_own_embed=True,
-                      has_own_lm_head=method == "eagle3")
-    head = EagleHead(shape, create_backend("torch"), dtype, DEVICE)
-    randomize(head, seed=2)
-    gen = torch.Generator().manual_seed(4)
-    head.bind_target(*(0.1 * torch.randn(layer.vocab_size, h, generator=gen)).to(DEVICE, dtype).expand(2, -1, -1))
-    return head
-
-
 @runnable
 @pytest.mark.parametrize("method, num_layers, norm_before_residual, num_gemv_per_step, dtype", [
     ("eagle3", 1, False, 3, torch.float32),  # EAGLE-3's first layer: o_proj, gate_up, down (qkv reads a concat)
@@ -121,7 +96,7 @@ def eagle_head(method: str, num_layers: int, norm_before_residual: bool, dtype: 
 ], ids=str)
 def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_before_residual, num_gemv_per_step,
                                                      dtype, gemv_calls):
-    head = eagle_head(method, num_layers, norm_before_residual, dtype)
+    head = random_eagle_head(method, num_layers, norm_before_residual, False, dtype, DEVICE)
     gen = torch.Generator().manual_seed(3)
     width = head.shape.fc_in_features if head.is_eagle3 else head.config.hidden_size
     features = torch.randn(len(PROMPT), width, generator=gen).to(DEVICE, dtype)

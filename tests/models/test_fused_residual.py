@@ -15,13 +15,14 @@ import torch
 
 pytest.importorskip("triton")
 
+from tests.support.head_modules import random_eagle_head, randomize  # noqa: E402
+
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
-from specbench.spec.eagle.config import EAGLE1, EAGLE3_NATIVE, EagleHeadConfig  # noqa: E402
-from specbench.spec.eagle.head import EagleHead, HeadShape  # noqa: E402
+from specbench.spec.eagle.head import EagleHead  # noqa: E402
 
 RERUN_REASON = "triton was imported before TRITON_INTERPRET=1; test_interpreted_tests_pass_in_a_fresh_process"
 runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
@@ -30,14 +31,6 @@ BLOCK_SIZE = 4
 PROMPTS = ([5, 9, 11, 3, 7], [4, 8, 100, 12, 13, 14, 15, 16, 3])
 # (policy, dtype): fp32 fused adds are trivially torch's; fp16 rounds like torch in the interpreter too.
 CASES = [("off", torch.float32), ("off", torch.bfloat16), ("on", torch.float16), ("on", torch.bfloat16)]
-
-
-def randomize(module: torch.nn.Module, seed: int) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            noise = torch.randn(param.shape, generator=gen)
-            param.copy_(1 + 0.3 * noise if name.endswith("norm.weight") else 0.1 * noise)
 
 
 def prefill_metadata():
@@ -112,22 +105,6 @@ def test_decoder_matches_plain_blocks(preset, policy, dtype, residual_norms):
         assert len(norms) - sum(norms) == 1 + (2 * config.num_hidden_layers if config.use_qk_norm else 0)
 
 
-def eagle_head(method: str, num_layers: int, norm_before_residual: bool, norm_output: bool,
-               dtype: torch.dtype) -> EagleHead:
-    layer = replace(get_preset("tiny-llama"), num_hidden_layers=num_layers)
-    h = layer.hidden_size
-    config = EagleHeadConfig(
-        dialect=EAGLE1 if method == "eagle" else EAGLE3_NATIVE, dialect_reason="test", layer=layer,
-        num_layers=num_layers, vocab_size=layer.vocab_size, draft_vocab_size=layer.vocab_size, target_hidden_size=h,
-        fc_bias=method == "eagle", norm_before_residual=norm_before_residual, norm_output=norm_output, aux=None,
-    )
-    shape = HeadShape(config, fc_in_features=2 * h if method == "eagle" else 3 * h, has_own_embed=True,
-                      has_own_lm_head=method == "eagle3")
-    head = EagleHead(shape, create_backend("torch"), dtype, DEVICE)
-    randomize(head, seed=2)
-    return head
-
-
 def plain_head(head: EagleHead, ids, hidden, md, kv) -> tuple[torch.Tensor, torch.Tensor]:
     """(hidden, logits_input) of the head's plain block structure."""
     cos_sin = head.rotary.cos_sin(md.positions, md.max_seq_len)
@@ -156,7 +133,7 @@ def plain_head(head: EagleHead, ids, hidden, md, kv) -> tuple[torch.Tensor, torc
 def test_eagle_head_matches_plain_blocks(method, norm_before_residual, norm_output, num_layers, policy, dtype):
     if not (policy == "off" or is_exact(dtype)):
         pytest.skip("the CPU interpreter rounds bf16 sums by truncation; covered on CUDA")
-    head = eagle_head(method, num_layers, norm_before_residual, norm_output, dtype)
+    head = random_eagle_head(method, num_layers, norm_before_residual, norm_output, dtype, DEVICE)
     ids = torch.tensor([t for p in PROMPTS for t in p], device=DEVICE)
     gen = torch.Generator().manual_seed(3)
     features = torch.randn(len(ids), head.shape.fc_in_features if head.is_eagle3 else head.config.hidden_size,
