@@ -4,11 +4,7 @@ logits, aux states (the stream entering each layer) and the K/V written, over se
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +12,7 @@ import torch
 pytest.importorskip("triton")
 
 from tests.support.head_modules import random_eagle_head, randomize  # noqa: E402
+from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
@@ -137,8 +134,4 @@ def test_more_tokens_take_the_eager_chain():
 
 @pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")
 def test_interpreted_tests_pass_in_a_fresh_process():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                            cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert_passes_interpreted(__file__)

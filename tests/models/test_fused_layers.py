@@ -4,16 +4,14 @@ capture on a GPU."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 import torch
 
 pytest.importorskip("triton")
+
+from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 
 from tests.support.gpu_report import record_gpu_result  # noqa: E402
 
@@ -166,11 +164,7 @@ def test_unknown_policy_names_the_supported_ones(monkeypatch):
 
 @pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")
 def test_interpreted_fused_tests_pass_in_a_fresh_process():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                            cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert_passes_interpreted(__file__)
 
 
 @pytest.mark.gpu
