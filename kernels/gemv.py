@@ -22,8 +22,8 @@ from triton.language.extra import libdevice
 
 from specbench.kernels.runtime import check_runnable, next_pow2
 
-# More tokens than this go to cuBLAS: past it a decode projection stops being a pure weight stream.
-MAX_TOKENS = 16
+# The dot mode pads the tokens to a power of two; past 64 a projection is no longer a skinny GEMM.
+MAX_TOKENS = 64
 
 
 @dataclass(frozen=True)
