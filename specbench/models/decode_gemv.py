@@ -6,7 +6,8 @@ add: four kernels where the eager chain runs seven plus cuBLAS's two split-K red
 in the projections, so the block returns its output stream whole (`LayerOutput.residual` is None).
 
 Only one-token batches take it (plain decoding of one request, one request's draft steps): on the H100 the
-fused tiles lose to cuBLAS's tensor-core GEMMs from 4 tokens up (BENCHMARKS.md, scripts/bench_decode_layer.py).
+fused kernels are no faster than cuBLAS at 2 tokens and slower from 4 up (BENCHMARKS.md,
+scripts/bench_decode_layer.py --sweep).
 The eager layers stay the reference; tests compare the two.
 """
 
