@@ -165,6 +165,10 @@ def gemv(
     if x.stride(-1) != 1:
         x = x.contiguous()
     out_features = weight.shape[0] // 2 if is_gated else weight.shape[0]
+    if residual is not None and tuple(residual.shape) != (num_tokens, out_features):
+        raise ValueError(f"gemv residual {tuple(residual.shape)} is not [{num_tokens}, {out_features}]")
+    if norm_weight is not None and tuple(norm_weight.shape) != (in_size,):
+        raise ValueError(f"gemv norm weight {tuple(norm_weight.shape)} is not [{in_size}]")
     out = torch.empty((num_tokens, out_features), dtype=x.dtype, device=x.device)
     if residual is not None and residual.stride(-1) != 1:
         residual = residual.contiguous()

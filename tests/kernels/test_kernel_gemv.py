@@ -96,4 +96,8 @@ def test_refuses_what_it_cannot_do():
         gemv(x, weight)
     with pytest.raises(ValueError, match="contiguous"):
         gemv(x[:1], weight.t().contiguous().t())
+    with pytest.raises(ValueError, match="residual"):
+        gemv(x[:2], weight, residual=x[:2, :8].t())
+    with pytest.raises(ValueError, match="norm weight"):
+        gemv(x[:2], weight, norm_weight=x[0, :8])
     assert gemv(x[:0], weight).shape == (0, 8)
