@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
     from specbench.attention.metadata import AttentionMetadata
     from specbench.kv.kv_cache import KVCache
-    from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention
+    from specbench.models.llama import SelfAttention
 
 MAX_TOKENS = 1
 
@@ -52,22 +52,18 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     )
 
 
-def decoder_layer(
-    layer: DecoderLayer,
-    hidden: torch.Tensor,  # [num_tokens, hidden] previous block's MLP output, or the stream if residual is None
-    residual: torch.Tensor | None,  # [num_tokens, hidden]
+def block(
+    layer: Block,
+    stream: torch.Tensor,  # [num_tokens, hidden] the residual stream entering the block
     cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
     kv_cache: KVCache,
     md: AttentionMetadata,
     backend: AttentionBackend,
-) -> LayerOutput:
-    from specbench.models.llama import LayerOutput
-
-    stream = hidden if residual is None else residual + hidden  # the add RMSNorm.add_and_norm would do
+) -> torch.Tensor:  # [num_tokens, hidden] the stream leaving the block
+    """norm + qkv, attention, then `block_tail`: four kernels around attention."""
     norm = layer.input_layernorm
     qkv = fused_kernels.gemv(stream, layer.self_attn.qkv_proj.weight, norm_weight=norm.weight, eps=norm.eps)
-    attn = layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend)
-    return LayerOutput(hidden=block_tail(layer, attn, stream), residual=None, layer_input=stream)
+    return block_tail(layer, layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend), stream)
 
 
 def block_tail(

@@ -114,7 +114,9 @@ class DecoderLayer(nn.Module):
     ) -> LayerOutput:
         # Every sum is a new tensor, never an input updated in place: callers keep layer inputs as aux states.
         if decode_gemv.applies(self, hidden):
-            return decode_gemv.decoder_layer(self, hidden, residual, cos_sin, kv_cache, md, backend)
+            stream = hidden if residual is None else residual + hidden  # the add add_and_norm would fuse
+            out = decode_gemv.block(self, stream, cos_sin, kv_cache, md, backend)
+            return LayerOutput(hidden=out, residual=None, layer_input=stream)
         if residual is None:
             normed, residual = self.input_layernorm(hidden), hidden
         else:
