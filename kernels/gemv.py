@@ -1,4 +1,4 @@
-"""Decode projections for a few tokens: one weight pass per CTA row block, with the neighbours fused in.
+"""Decode projections for 1 to 64 tokens: one weight pass per tile of output features, with neighbours fused in.
 
 A decode step at small batch reads each weight matrix once and does almost no math, so what costs is the small
 kernels around the GEMMs (RMSNorm, SiLU-and-mul, cuBLAS's split-K reduce) and the gaps between them. Here one
@@ -6,9 +6,12 @@ kernel does `[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T`, rou
 round (the norm's output, the projection's output, the activation, the residual sum), so it differs from the
 eager chain only by the GEMM's fp32 summation order.
 
-Each program owns BLOCK_N output features for all tokens and walks the whole input width, so no partial sums
-leave it (no split-K reduce). With a norm, a first pass over the tokens' rows (BLOCK_M x in_size, from L2)
-gives the RMS; the normalized row is rebuilt per K block in the second.
+A program owns BLOCK_N output features for all tokens at a time and walks the whole input width, so no partial
+sums leave it (no split-K reduce). At one token it multiplies on the CUDA cores; from two, on the tensor cores
+with the weight rows as the MMA's M side (a skinny GEMM with the operands swapped). With a norm, a first pass
+over the tokens' rows (from L2) gives the RMS and the normalized row is rebuilt per K block: cheap on the CUDA
+cores, but in the tensor-core loop it costs more than a separate norm kernel (BENCHMARKS.md), so the layers
+fuse the norm at one token only.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from specbench.kernels.runtime import check_runnable, next_pow2
+from specbench.kernels.runtime import check_runnable, next_pow2, sm_count
 
 # The dot mode pads the tokens to a power of two; past 64 a projection is no longer a skinny GEMM.
 MAX_TOKENS = 64
+RMS_ELEMENTS = 8192  # x elements per load of the RMS pass: 64 registers a thread at 4 warps
 
 
 @dataclass(frozen=True)
@@ -35,18 +39,35 @@ class GemvConfig:
     # instead of a multiply-sum on the CUDA cores, one token at a time.
     is_dot: bool
     num_stages: int = 3  # software-pipelined weight loads in flight (dot mode)
+    # Persistent: this many programs per SM walk the tiles (0: one program per tile). With `is_flat` the weight
+    # pipeline runs on across a program's tiles instead of draining at each.
+    programs_per_sm: int = 0
+    is_flat: bool = False
 
 
-def default_config(num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool) -> GemvConfig:
+def default_config(
+    num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool, has_residual: bool
+) -> GemvConfig:
     """Tiles from `scripts/bench_decode_layer.py --sweep` on an H100 (Llama-3.1-8B shapes, BENCHMARKS.md)."""
-    if num_tokens > 4:
-        return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True)
-    block_k = min(2048, next_pow2(in_size))
-    if has_norm and not is_gated:
-        # Every program re-reads the rows for the RMS: taller programs pay that pass fewer times (qkv: 20.4 us).
-        return GemvConfig(block_n=8, block_k=block_k, num_warps=4, is_dot=False)
-    # o_proj 13.1, gate_up 78.4, down 40.5 us: 85-99% of copy bandwidth.
-    return GemvConfig(block_n=2, block_k=block_k, num_warps=8, is_dot=False)
+    if num_tokens == 1:
+        block_k = min(2048, next_pow2(in_size))
+        if has_norm and not is_gated:
+            # Every program re-reads the row for the RMS: taller programs pay that pass fewer times (qkv: 20.4 us).
+            return GemvConfig(block_n=8, block_k=block_k, num_warps=4, is_dot=False)
+        # o_proj 13.1, gate_up 78.4, down 40.5 us: 85-99% of copy bandwidth.
+        return GemvConfig(block_n=2, block_k=block_k, num_warps=8, is_dot=False)
+    # From two tokens the CUDA cores become the bound (each weight is multiplied once per token): tensor cores.
+    if is_gated:
+        return GemvConfig(block_n=64, block_k=128, num_warps=4, is_dot=True, num_stages=4)  # 81.4 / 86.6 us
+    if num_tokens <= 16:
+        if has_residual:
+            return GemvConfig(block_n=32, block_k=512, num_warps=4, is_dot=True)  # o_proj 14.7, down 43.0 us
+        return GemvConfig(block_n=64, block_k=256, num_warps=4, is_dot=True)  # qkv 20.2 us
+    if has_residual:
+        # o_proj 15.6, down 47.1 us at 64 tokens against 17.4 / 52.7 for one program per tile.
+        return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True, num_stages=4, programs_per_sm=1,
+                          is_flat=True)
+    return GemvConfig(block_n=64, block_k=128, num_warps=4, is_dot=True, num_stages=4)  # qkv 21.8 us
 
 
 @triton.jit
@@ -56,8 +77,9 @@ def _gemv_kernel(
     norm_weight_ptr,  # [in_size] (HAS_NORM only)
     residual_ptr,  # [num_tokens, out_features] (HAS_RESIDUAL only)
     out_ptr,  # [num_tokens, out_features]
-    num_tokens, out_features, in_size, eps,
+    num_tokens, out_features, eps,
     stride_x, stride_residual, stride_out,
+    IN_SIZE: tl.constexpr,
     HAS_NORM: tl.constexpr,
     IS_GATED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
@@ -67,82 +89,90 @@ def _gemv_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    RMS_BLOCK: tl.constexpr,  # input width per load of the RMS pass
+    FLATTEN: tl.constexpr,  # pipeline the weight loads across a program's tiles
 ):
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    is_col = cols < out_features
+    in_size = IN_SIZE
     tokens = tl.arange(0, BLOCK_M)
     is_token = tokens < num_tokens
     dtype = out_ptr.dtype.element_ty
-    w_rows = weight_ptr + cols.to(tl.int64)[:, None] * in_size
     x_rows = x_ptr + tokens.to(tl.int64)[:, None] * stride_x
     inv_rms = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_NORM:
         sum_sq = tl.zeros([BLOCK_M], dtype=tl.float32)
+        # Unrolled so the L2 reads overlap: a rolled loop waits out each read's latency before the weights start.
+        for rms_k0 in tl.static_range(0, IN_SIZE, RMS_BLOCK):
+            rms_ks = rms_k0 + tl.arange(0, RMS_BLOCK)
+            rms_x = tl.load(x_rows + rms_ks[None, :], mask=is_token[:, None] & (rms_ks < in_size)[None, :],
+                            other=0.0).to(tl.float32)
+            sum_sq += tl.sum(rms_x * rms_x, axis=1)
+        inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
+    # Programs own tiles pid, pid + num_programs, ...: with fewer programs than tiles (persistent), the RMS pass
+    # is paid once per program instead of once per tile.
+    num_tiles = tl.cdiv(out_features, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
+        cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        is_col = cols < out_features
+        w_rows = weight_ptr + cols.to(tl.int64)[:, None] * in_size
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)  # dot mode: weight rows x tokens
+        acc_up_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         for k0 in range(0, in_size, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & (ks < in_size)[None, :], other=0.0)
-            x32 = x.to(tl.float32)
-            sum_sq += tl.sum(x32 * x32, axis=1)
-        inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    acc_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)  # dot mode: weight rows x tokens
-    acc_up_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    for k0 in range(0, in_size, BLOCK_K):
-        ks = k0 + tl.arange(0, BLOCK_K)
-        is_k = ks < in_size
-        w_mask = is_col[:, None] & is_k[None, :]
-        w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)  # [BLOCK_N, BLOCK_K]
-        w_up = w
-        if IS_GATED:
-            w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
-        gain = tl.zeros([BLOCK_K], dtype=tl.float32)
-        if HAS_NORM:
-            gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
-        # RMSNorm's roundings (HAS_NORM): the normalized row, then the gain product, each to the 16-bit dtype.
-        # 16-bit products are exact in fp32, so either mode sums the eager GEMM's products.
-        if IS_DOT:
-            x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
-            if HAS_NORM:
-                x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
-            acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
+            is_k = ks < in_size
+            w_mask = is_col[:, None] & is_k[None, :]
+            w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)  # [BLOCK_N, BLOCK_K]
+            w_up = w
             if IS_GATED:
-                acc_up_t = tl.dot(w_up, tl.trans(x), acc_up_t, input_precision=DOT_PRECISION)
-        else:
-            # One token at a time against the tile: a [BLOCK_M, BLOCK_N, BLOCK_K] product would spill registers.
-            w32 = w.to(tl.float32)
-            w_up32 = w_up.to(tl.float32)
-            for m in tl.static_range(BLOCK_M):
-                is_token_m = tl.full([BLOCK_K], m, tl.int32) < num_tokens
-                x_m = tl.load(x_ptr + m * stride_x + ks, mask=is_k & is_token_m, other=0.0)  # [BLOCK_K]
+                w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
+            gain = tl.zeros([BLOCK_K], dtype=tl.float32)
+            if HAS_NORM:
+                gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
+            # RMSNorm's roundings (HAS_NORM): the normalized row, then the gain product, each to the 16-bit dtype.
+            # 16-bit products are exact in fp32, so either mode sums the eager GEMM's products.
+            if IS_DOT:
+                x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
                 if HAS_NORM:
-                    inv_m = tl.sum(tl.where(tokens == m, inv_rms, 0.0), axis=0)
-                    x_m = (gain * (x_m.to(tl.float32) * inv_m).to(dtype).to(tl.float32)).to(dtype)
-                x_m32 = x_m.to(tl.float32)[None, :]
-                is_m = tokens[:, None] == m
-                acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
+                    x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
+                acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
                 if IS_GATED:
-                    acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
-    if IS_DOT:
-        acc = tl.trans(acc_t)
-        acc_up = tl.trans(acc_up_t)
-    result = acc
-    if IS_GATED:
-        gate = acc.to(dtype).to(tl.float32)
-        up = acc_up.to(dtype).to(tl.float32)
-        # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then one rounded multiply.
-        if PRECISE_EXP:
-            exp_neg = libdevice.exp(-gate)
-        else:
-            exp_neg = tl.exp(-gate)
-        silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
-        result = silu * up
-    out_mask = is_token[:, None] & is_col[None, :]
-    if HAS_RESIDUAL:
-        residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
-                           mask=out_mask, other=0.0)
-        result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
-    tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype), mask=out_mask)
+                    acc_up_t = tl.dot(w_up, tl.trans(x), acc_up_t, input_precision=DOT_PRECISION)
+            else:
+                # One token at a time against the tile: a [BLOCK_M, BLOCK_N, BLOCK_K] product would spill registers.
+                w32 = w.to(tl.float32)
+                w_up32 = w_up.to(tl.float32)
+                for m in tl.static_range(BLOCK_M):
+                    is_token_m = tl.full([BLOCK_K], m, tl.int32) < num_tokens
+                    x_m = tl.load(x_ptr + m * stride_x + ks, mask=is_k & is_token_m, other=0.0)  # [BLOCK_K]
+                    if HAS_NORM:
+                        inv_m = tl.sum(tl.where(tokens == m, inv_rms, 0.0), axis=0)
+                        x_m = (gain * (x_m.to(tl.float32) * inv_m).to(dtype).to(tl.float32)).to(dtype)
+                    x_m32 = x_m.to(tl.float32)[None, :]
+                    is_m = tokens[:, None] == m
+                    acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
+                    if IS_GATED:
+                        acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
+        if IS_DOT:
+            acc = tl.trans(acc_t)
+            acc_up = tl.trans(acc_up_t)
+        result = acc
+        if IS_GATED:
+            gate = acc.to(dtype).to(tl.float32)
+            up = acc_up.to(dtype).to(tl.float32)
+            # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then one rounded multiply.
+            if PRECISE_EXP:
+                exp_neg = libdevice.exp(-gate)
+            else:
+                exp_neg = tl.exp(-gate)
+            silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
+            result = silu * up
+        out_mask = is_token[:, None] & is_col[None, :]
+        if HAS_RESIDUAL:
+            residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
+                               mask=out_mask, other=0.0)
+            result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
+        tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype), mask=out_mask)
 
 
 def gemv(
@@ -174,21 +204,28 @@ def gemv(
         residual = residual.contiguous()
     if num_tokens == 0:
         return out
-    config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated)
+    config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated,
+                                      residual is not None)
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
-    _gemv_kernel[(triton.cdiv(out_features, config.block_n),)](
+    num_programs = triton.cdiv(out_features, config.block_n)
+    if config.programs_per_sm:
+        num_programs = min(num_programs, config.programs_per_sm * sm_count(x.device))
+    _gemv_kernel[(num_programs,)](
         x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
-        num_tokens, out_features, in_size, eps,
+        num_tokens, out_features, eps,
         x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
         HAS_NORM=norm_weight is not None,
         IS_GATED=is_gated,
         HAS_RESIDUAL=residual is not None,
+        IN_SIZE=in_size,
         PRECISE_EXP=x.device.type == "cuda",
         IS_DOT=config.is_dot,
         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
         BLOCK_M=block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
+        RMS_BLOCK=min(next_pow2(in_size), max(config.block_k, RMS_ELEMENTS // block_m)),
+        FLATTEN=config.is_flat,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

@@ -1,10 +1,11 @@
 """A Llama-3.1-8B decoder layer's projections at decode batch sizes: the eager chain against the fused GEMVs.
 
-    python scripts/bench_decode_layer.py [--layers 32] [--tokens 1,4,16] [--sweep]
+    python scripts/bench_decode_layer.py [--layers 32] [--tokens 1,4,16] [--sweep [--jobs 8]]
 
-"eager chain" is what the layers ran before kernels/gemv.py: add+RMSNorm kernel, cuBLAS qkv, cuBLAS o_proj,
-add+RMSNorm, cuBLAS gate_up, SiLU-and-mul, cuBLAS down. "gemv chain" is the same math in four kernels
-(norm+qkv, o_proj+residual, norm+gate_up+SiLU-and-mul, down+residual). Attention and RoPE are left out (the same kernels either way). Each timing is a CUDA graph of
+"eager chain" is what the layers run without kernels/gemv.py: add+RMSNorm kernel, cuBLAS qkv, cuBLAS o_proj,
+add+RMSNorm, cuBLAS gate_up, SiLU-and-mul, cuBLAS down. "fused chain" is models/decode_gemv.py's: at one token
+four kernels (norm+qkv, o_proj+residual, norm+gate_up+SiLU-and-mul, down+residual), from two the norms as kernels
+of their own (six). Attention and RoPE are left out (the same kernels either way). Each timing is a CUDA graph of
 `--layers` layers on distinct weights (nothing stays in L2), replayed; median of triton.testing.do_bench.
 `--sweep` also times each projection over a grid of tiles. Prints markdown tables.
 """
@@ -27,8 +28,16 @@ from specbench.kernels.rms_norm import rms_norm
 HIDDEN, QKV, Q_SIZE, INTER = 4096, 6144, 4096, 14336
 EPS = 1e-5
 SWEEP = [GemvConfig(bn, bk, w, False) for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for w in (4, 8)]
-SWEEP_DOT = [GemvConfig(bn, bk, 4, True, stages) for bn in (32, 64, 128) for bk in (128, 256) for stages in (3, 5)]
-PROJECTIONS = ("norm+qkv", "o_proj+res", "norm+gate_up+silu", "down+res")
+SWEEP_DOT = [
+    *(GemvConfig(bn, bk, 4, True, stages) for bn, bk, stages in (
+        (16, 256, 3), (16, 256, 4), (16, 512, 3), (32, 128, 4), (32, 256, 3), (32, 256, 4), (32, 512, 3),
+        (64, 128, 4), (64, 256, 3))),
+    GemvConfig(64, 256, 8, True, 3),
+    # persistent: a few programs per SM walk the tiles, the weight pipeline flattened across them or not
+    *(GemvConfig(bn, bk, 4, True, stages, programs_per_sm=pps, is_flat=flat) for bn, bk, stages, pps, flat in (
+        (16, 256, 4, 1, True), (16, 512, 3, 1, True), (32, 256, 4, 1, True), (32, 512, 3, 1, True),
+        (16, 256, 4, 2, True), (32, 256, 3, 2, True), (16, 256, 4, 1, False), (32, 256, 3, 1, False))),
+]
 
 
 class Weights:
@@ -51,13 +60,22 @@ def eager_layer(w: Weights, i: int, hidden, residual, attn):
     return F.linear(silu_and_mul(F.linear(normed, w.gate_up[i])), w.down[i]), stream
 
 
-def gemv_layer(w: Weights, i: int, stream, attn, tiles: dict[str, GemvConfig] | None = None):
-    """`tiles`: a config per projection (PROJECTIONS); None: the kernel's defaults."""
-    qkv_t, o_t, gate_up_t, down_t = (None,) * 4 if tiles is None else (tiles[p] for p in PROJECTIONS)
-    gemv(stream, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=qkv_t)
-    stream = gemv(attn, w.o[i], residual=stream, config=o_t)
-    act = gemv(stream, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True, config=gate_up_t)
-    return gemv(act, w.down[i], residual=stream, config=down_t)
+def fused_layer(w: Weights, i: int, stream, attn, tiles: dict[str, GemvConfig] | None = None):
+    """What models/decode_gemv.py runs: the norms inside the projections at one token, kernels of their own from
+    two. `tiles`: a config per sweep case (None: the kernel's defaults)."""
+    tiles = tiles or {}
+    if stream.shape[0] == 1:
+        gemv(stream, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=tiles.get("norm+qkv"))
+    else:
+        gemv(rms_norm(stream, w.norm1[i], EPS)[0], w.qkv[i], config=tiles.get("qkv"))
+    stream = gemv(attn, w.o[i], residual=stream, config=tiles.get("o_proj+res"))
+    if stream.shape[0] == 1:
+        act = gemv(stream, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True,
+                   config=tiles.get("norm+gate_up+silu"))
+    else:
+        act = gemv(rms_norm(stream, w.norm2[i], EPS)[0], w.gate_up[i], is_gated=True,
+                   config=tiles.get("gate_up+silu"))
+    return gemv(act, w.down[i], residual=stream, config=tiles.get("down+res"))
 
 
 def chains(w: Weights, m: int, num_layers: int, bw: float, tiles: dict[str, GemvConfig] | None) -> list[str]:
@@ -69,12 +87,12 @@ def chains(w: Weights, m: int, num_layers: int, bw: float, tiles: dict[str, Gemv
         state["h"], state["r"] = eager_layer(w, i, state["h"], state["r"], attn)
 
     def fused(i, tiles=None):
-        state["s"] = gemv_layer(w, i, state["s"], attn, tiles)
+        state["s"] = fused_layer(w, i, state["s"], attn, tiles)
 
     rows = []
-    cases = [("eager chain", eager), ("gemv chain", fused)]
+    cases = [("eager chain", eager), ("fused chain", fused)]
     if tiles is not None:
-        cases.append(("gemv chain, best tiles of the sweep", lambda i: fused(i, tiles)))
+        cases.append(("fused chain, best tiles of the sweep", lambda i: fused(i, tiles)))
     for name, fn in cases:
         ms = graphed_ms(fn, num_layers)
         gbps = w.nbytes / ms / 1e6
@@ -89,24 +107,58 @@ def check_numerics(w: Weights) -> str:
         attn = torch.randn(m, Q_SIZE, device="cuda", dtype=torch.bfloat16)
         ref, ref_stream = eager_layer(w, 0, stream, torch.zeros_like(stream), attn)
         want = (ref + ref_stream).float()
-        err = ((gemv_layer(w, 0, stream, attn).float() - want).norm() / want.norm()).item()
+        err = ((fused_layer(w, 0, stream, attn).float() - want).norm() / want.norm()).item()
         if not err < 1e-2:
-            raise AssertionError(f"gemv layer at {m} tokens: relative error {err}")
+            raise AssertionError(f"fused layer at {m} tokens: relative error {err}")
         errors.append(f"{err:.2e} at {m} tokens")
-    return "gemv layer vs eager chain, relative error " + ", ".join(errors)
+    return "fused layer vs eager chain, relative error " + ", ".join(errors)
 
 
-def sweep(w: Weights, m: int, bw: float) -> tuple[list[str], dict[str, GemvConfig]]:
+def _compile_some(m: int, configs: list[GemvConfig]) -> None:
+    """Runs each sweep case once on one layer's weights (the same shapes, so the same kernel cache entries)."""
+    w = Weights(1)
+    x_h = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    x_i = torch.randn(m, INTER, device="cuda", dtype=torch.bfloat16)
+    for c in configs:
+        try:
+            gemv(x_h, w.qkv[0], norm_weight=w.norm1[0], eps=EPS, config=c)
+            gemv(x_h, w.qkv[0], config=c)
+            gemv(x_h, w.o[0], residual=x_h, config=c)
+            gemv(x_h, w.gate_up[0], norm_weight=w.norm2[0], eps=EPS, is_gated=True, config=c)
+            gemv(x_h, w.gate_up[0], is_gated=True, config=c)
+            gemv(x_i, w.down[0], residual=x_h, config=c)
+        except Exception:  # a tile too big for shared memory or registers: the sweep skips it
+            continue
+    torch.cuda.synchronize()
+
+
+def precompile(m: int, configs: list[GemvConfig], jobs: int) -> None:
+    """Triton compiles one kernel at a time per process; its on-disk cache lets worker processes fill it first."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_compile_some, args=(m, configs[j::jobs])) for j in range(jobs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+
+
+def sweep(w: Weights, m: int, bw: float, jobs: int = 1) -> tuple[list[str], dict[str, GemvConfig]]:
     x_h = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
     x_i = torch.randn(m, INTER, device="cuda", dtype=torch.bfloat16)
     cases = {
         "norm+qkv": (lambda i, c: gemv(x_h, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=c), QKV * HIDDEN),
+        "qkv": (lambda i, c: gemv(x_h, w.qkv[i], config=c), QKV * HIDDEN),
+        "gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], is_gated=True, config=c), 2 * INTER * HIDDEN),
         "o_proj+res": (lambda i, c: gemv(x_h, w.o[i], residual=x_h, config=c), HIDDEN * Q_SIZE),
         "norm+gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True,
                                                 config=c), 2 * INTER * HIDDEN),
         "down+res": (lambda i, c: gemv(x_i, w.down[i], residual=x_h, config=c), HIDDEN * INTER),
     }
     configs = SWEEP if m <= 2 else SWEEP_DOT
+    if jobs > 1:
+        precompile(m, configs, jobs)
     rows, best_tiles = [], {}
     for name, (fn, numel) in cases.items():
         timed = []
@@ -118,11 +170,17 @@ def sweep(w: Weights, m: int, bw: float) -> tuple[list[str], dict[str, GemvConfi
         timed.sort(key=lambda t: t[0])
         best_tiles[name] = timed[0][1]
         default = graphed_ms(lambda i: fn(i, None), len(w.qkv))
-        best = ", ".join(f"{ms * 1e3:.1f} us {100 * 2 * numel / ms / 1e6 / bw:.0f}% "
-                         f"({c.block_n},{c.block_k},{c.num_warps},{f'dot/{c.num_stages}' if c.is_dot else 'bc'})"
-                         for ms, c in timed[:3])
+        best = ", ".join(f"{ms * 1e3:.1f} us {100 * 2 * numel / ms / 1e6 / bw:.0f}% ({tile_name(c)})"
+                         for ms, c in timed[:4])
         rows.append(f"| {m} | {name} | {default * 1e3:.1f} us {100 * 2 * numel / default / 1e6 / bw:.0f}% | {best} |")
     return rows, best_tiles
+
+
+def tile_name(c: GemvConfig) -> str:
+    kind = f"dot/{c.num_stages}" if c.is_dot else "bc"
+    if c.programs_per_sm:
+        kind += f" x{c.programs_per_sm}/SM" + (" flat" if c.is_flat else "")
+    return f"{c.block_n},{c.block_k},{c.num_warps},{kind}"
 
 
 def main() -> None:
@@ -130,6 +188,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--tokens", default="1,4,16")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--jobs", type=int, default=8, help="processes compiling the sweep's kernels ahead of timing")
     args = ap.parse_args()
     bw = copy_bandwidth_gbps()
     print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bw:.0f} GB/s, torch {torch.__version__}, "
@@ -139,19 +198,20 @@ def main() -> None:
     tokens = [int(t) for t in args.tokens.split(",")]
     best_tiles: dict[int, dict[str, GemvConfig]] = {}
     if args.sweep:
-        print("| tokens | projection | default tiles | best three (block_n, block_k, warps, kind) |")
+        print("| tokens | projection | default tiles | best four (block_n, block_k, warps, kind) |")
         print("| --- | --- | --- | --- |")
         for m in tokens:
-            rows, best_tiles[m] = sweep(w, m, bw)
+            rows, best_tiles[m] = sweep(w, m, bw, args.jobs)
             print("\n".join(rows), flush=True)
     print("| tokens | chain | us per layer | GB/s | % of copy |")
     print("| --- | --- | --- | --- | --- |")
     for m in tokens:
         print("\n".join(chains(w, m, args.layers, bw, best_tiles.get(m))), flush=True)
     for m in tokens:
-        print(f"default tiles at {m} tokens: norm+qkv {default_config(m, QKV, HIDDEN, True, False)}, "
-              f"norm+gate_up {default_config(m, INTER, HIDDEN, True, True)}, "
-              f"o_proj / down {default_config(m, HIDDEN, INTER, False, False)}")
+        has_norm = m == 1
+        print(f"default tiles at {m} tokens: qkv {tile_name(default_config(m, QKV, HIDDEN, has_norm, False, False))}"
+              f", gate_up {tile_name(default_config(m, INTER, HIDDEN, has_norm, True, False))}"
+              f", o_proj / down {tile_name(default_config(m, HIDDEN, INTER, False, False, True))}")
 
 
 if __name__ == "__main__":

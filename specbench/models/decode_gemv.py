@@ -1,14 +1,15 @@
-"""A decoder block at one token as four fused projections around attention (kernels/gemv.py).
+"""A decoder block at 1 to 64 tokens as fused projections around attention (kernels/gemv.py).
 
-At one token a block is a stream of weight reads, and what costs beyond them is the small kernels between the
-GEMMs. This path runs norm + qkv, o_proj + residual add, norm + gate_up + SiLU-and-mul, and down + residual
-add: four kernels where the eager chain runs seven plus cuBLAS's two split-K reduces. The residual adds happen
-in the projections, so the block returns its output stream whole (`LayerOutput.residual` is None).
-
-Only one-token batches take it (plain decoding of one request, one request's draft steps): on the H100 the
-fused kernels are no faster than cuBLAS at 2 tokens and slower from 4 up (BENCHMARKS.md,
-scripts/bench_decode_layer.py --sweep).
-The eager layers stay the reference; tests compare the two.
+At decode batch sizes a block is a stream of weight reads, and what costs beyond them is the small kernels
+between the GEMMs. The eager chain runs seven kernels plus cuBLAS's two split-K reduces; this path runs
+- at one token (plain decoding of one request, one request's draft steps), four: norm + qkv, o_proj + residual
+  add, norm + gate_up + SiLU-and-mul, down + residual add;
+- from 2 to 64 tokens (batched decode, verify, draft steps of a batch), six: the norms are kernels of their own,
+  since a norm prologue costs the tensor-core projections more than a norm kernel does (on the H100 a Llama-3.1-8B
+  block takes 163 us against cuBLAS's 175 at 4 and 16 tokens; BENCHMARKS.md,
+  scripts/bench_decode_layer.py --sweep).
+The residual adds happen in the projections, so the block returns its output stream whole
+(`LayerOutput.residual` is None). The eager layers stay the reference; tests compare the two.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from specbench.kv.kv_cache import KVCache
     from specbench.models.llama import SelfAttention
 
-MAX_TOKENS = 1
-
 
 class Block(Protocol):
     """What this path reads of a block: DecoderLayer, and the EAGLE-3 head's first layer."""
@@ -43,27 +42,34 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     """Depends on shapes, dtypes and the fused-kernel policy only (never on values): a CUDA graph captures one path."""
     attn = layer.self_attn
     return (
-        1 <= x.shape[0] <= MAX_TOKENS
+        x.shape[0] >= 1
         and isinstance(layer.input_layernorm, RMSNorm)
         and attn.qkv_proj.bias is None
         and attn.o_proj.bias is None
         and x.dtype == attn.qkv_proj.weight.dtype
         and fused_kernels.use_fused(x)
+        and x.shape[0] <= fused_kernels.gemv_max_tokens()
     )
 
 
 def block(
     layer: Block,
-    stream: torch.Tensor,  # [num_tokens, hidden] the residual stream entering the block
+    hidden: torch.Tensor,  # [num_tokens, hidden] the previous block's output, or the stream itself (first block)
+    residual: torch.Tensor | None,  # [num_tokens, hidden] the stream before `hidden`; None: `hidden` is the stream
     cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
     kv_cache: KVCache,
     md: AttentionMetadata,
     backend: AttentionBackend,
-) -> torch.Tensor:  # [num_tokens, hidden] the stream leaving the block
-    """norm + qkv, attention, then `block_tail`: four kernels around attention."""
-    norm = layer.input_layernorm
-    qkv = fused_kernels.gemv(stream, layer.self_attn.qkv_proj.weight, norm_weight=norm.weight, eps=norm.eps)
-    return block_tail(layer, layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend), stream)
+) -> tuple[torch.Tensor, torch.Tensor]:  # (stream leaving the block, stream entering it), each [num_tokens, hidden]
+    """norm + qkv, attention, then `block_tail`."""
+    norm, qkv_weight = layer.input_layernorm, layer.self_attn.qkv_proj.weight
+    if hidden.shape[0] == 1:
+        stream = hidden if residual is None else residual + hidden
+        qkv = fused_kernels.gemv(stream, qkv_weight, norm_weight=norm.weight, eps=norm.eps)
+    else:
+        normed, stream = norm.add_and_norm(hidden, residual)
+        qkv = fused_kernels.gemv(normed, qkv_weight)
+    return block_tail(layer, layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend), stream), stream
 
 
 def block_tail(
@@ -71,8 +77,11 @@ def block_tail(
     attn: torch.Tensor,  # [num_tokens, q_size] attention output, before o_proj
     layer_input: torch.Tensor,  # [num_tokens, hidden] the stream entering the block
 ) -> torch.Tensor:  # [num_tokens, hidden] the stream leaving the block
-    """o_proj + residual, then the gated MLP with its norm and residual: three kernels."""
+    """o_proj + residual, then the gated MLP with its norm and residual."""
     stream = fused_kernels.gemv(attn, layer.self_attn.o_proj.weight, residual=layer_input)
-    norm, mlp = layer.post_attention_layernorm, layer.mlp
-    act = fused_kernels.gemv(stream, mlp.gate_up_proj.weight, norm_weight=norm.weight, eps=norm.eps, is_gated=True)
-    return fused_kernels.gemv(act, mlp.down_proj.weight, residual=stream)
+    norm, gate_up_weight = layer.post_attention_layernorm, layer.mlp.gate_up_proj.weight
+    if attn.shape[0] == 1:
+        act = fused_kernels.gemv(stream, gate_up_weight, norm_weight=norm.weight, eps=norm.eps, is_gated=True)
+    else:
+        act = fused_kernels.gemv(norm(stream), gate_up_weight, is_gated=True)
+    return fused_kernels.gemv(act, layer.mlp.down_proj.weight, residual=stream)

@@ -1,5 +1,5 @@
 """One process-wide switch for the fused Triton kernels in the model layers (RMSNorm, RoPE, SiLU-and-mul, and the
-one-token decode projections of `decode_gemv`).
+decode-batch projections of `decode_gemv`).
 
 The torch path in `layers.py` stays the reference; `SPECBENCH_FUSED_KERNELS` (auto | on | off) sets the start value.
 """
@@ -120,6 +120,11 @@ def apply_rope_(
 
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:  # [num_tokens, 2 * inter] (gate, up) -> [num_tokens, inter]
     return _kernel_modules().activation.silu_and_mul(gate_up)
+
+
+def gemv_max_tokens() -> int:
+    """The most tokens `gemv` takes (kernels/gemv.py: past it a projection is no longer a skinny GEMM)."""
+    return _kernel_modules().gemv.MAX_TOKENS
 
 
 def gemv(

@@ -83,7 +83,7 @@ class SelfAttention(nn.Module):
 @dataclass(frozen=True, slots=True)
 class LayerOutput:
     """A block's result, usually with its last residual add left undone: the next norm fuses it
-    (stream = residual + hidden). The one-token GEMV path (`decode_gemv`) adds it in the down projection instead."""
+    (stream = residual + hidden). The decode-batch path (`decode_gemv`) adds it in the down projection instead."""
 
     hidden: torch.Tensor  # [num_tokens, hidden] MLP output not yet added to `residual`; the stream if residual is None
     residual: torch.Tensor | None  # [num_tokens, hidden] residual stream after the attention add
@@ -114,8 +114,7 @@ class DecoderLayer(nn.Module):
     ) -> LayerOutput:
         # Every sum is a new tensor, never an input updated in place: callers keep layer inputs as aux states.
         if decode_gemv.applies(self, hidden):
-            stream = hidden if residual is None else residual + hidden  # the add add_and_norm would fuse
-            out = decode_gemv.block(self, stream, cos_sin, kv_cache, md, backend)
+            out, stream = decode_gemv.block(self, hidden, residual, cos_sin, kv_cache, md, backend)
             return LayerOutput(hidden=out, residual=None, layer_input=stream)
         if residual is None:
             normed, residual = self.input_layernorm(hidden), hidden

@@ -26,6 +26,8 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
 BROADCAST = GemvConfig(block_n=4, block_k=64, num_warps=4, is_dot=False)
 DOT = GemvConfig(block_n=16, block_k=32, num_warps=4, is_dot=True)
+# Fewer programs than tiles (the interpreter counts 4 SMs): each walks several tiles.
+PERSISTENT = GemvConfig(block_n=16, block_k=32, num_warps=4, is_dot=True, programs_per_sm=1, is_flat=True)
 
 
 def eager(x, weight, *, norm_weight=None, eps=1e-5, is_gated=False, residual=None):
@@ -59,16 +61,16 @@ def assert_close(got: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("config", [BROADCAST, DOT], ids=["broadcast", "dot"])
+@pytest.mark.parametrize("config", [BROADCAST, DOT, PERSISTENT], ids=["broadcast", "dot", "persistent"])
 @pytest.mark.parametrize("num_tokens", [1, 3, 16])
 def test_every_fusion_matches_the_eager_chain(dtype, config, num_tokens):
-    # Widths off the tile sizes: masked tails in both the output features and the input walk.
-    x, weight, norm_weight, residual = inputs(num_tokens, 37, 200, dtype, seed=num_tokens)
+    # Widths off the tile sizes: masked tails in both the output features and the input walk; 6 tiles of 16.
+    x, weight, norm_weight, residual = inputs(num_tokens, 87, 200, dtype, seed=num_tokens)
     assert_close(gemv(x, weight, config=config), eager(x, weight))
     assert_close(gemv(x, weight, norm_weight=norm_weight, eps=1e-5, config=config),
                  eager(x, weight, norm_weight=norm_weight))
     assert_close(gemv(x, weight, residual=residual, config=config), eager(x, weight, residual=residual))
-    x, weight, norm_weight, _ = inputs(num_tokens, 37, 200, dtype, seed=100 + num_tokens, is_gated=True)
+    x, weight, norm_weight, _ = inputs(num_tokens, 87, 200, dtype, seed=100 + num_tokens, is_gated=True)
     assert_close(gemv(x, weight, norm_weight=norm_weight, eps=1e-5, is_gated=True, config=config),
                  eager(x, weight, norm_weight=norm_weight, is_gated=True))
 

@@ -1,5 +1,6 @@
-"""One-token blocks on the fused GEMV path (models/decode_gemv.py) == the torch path: decoders and EAGLE heads,
-logits, aux states (the stream entering each layer) and the K/V written, over several decode steps."""
+"""Blocks on the fused projection path (models/decode_gemv.py) == the torch path: decoders and EAGLE heads, logits,
+aux states (the stream entering each layer) and the K/V written, over a prefill, a verify-sized forward and
+one-token steps (the one-token path fuses the norms, the batched one runs them as kernels)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 BLOCK_SIZE = 4
 PROMPT = [5, 9, 11, 3, 7, 21, 2]
-NUM_DECODE_STEPS = 2
+# (first position, token ids) of each forward after the prompt: a 3-token verify, then one-token decode steps
+FORWARDS = [(len(PROMPT), [40, 41, 42]), (len(PROMPT) + 3, [43]), (len(PROMPT) + 4, [44])]
 TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
@@ -60,7 +62,7 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
     ("tiny-llama", torch.float32), ("tiny-llama", torch.float16), ("tiny-qwen3", torch.float16),
     ("tiny-qwen2", torch.float32),
 ], ids=str)
-def test_decoder_one_token_steps_match_the_torch_path(preset, dtype, gemv_calls):
+def test_decoder_forwards_match_the_torch_path(preset, dtype, gemv_calls):
     config = replace(get_preset(preset), num_hidden_layers=3)
     model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
     model.init_random_weights()
@@ -71,13 +73,14 @@ def test_decoder_one_token_steps_match_the_torch_path(preset, dtype, gemv_calls)
         kv = KVCache(model.kv_cache_spec(), 6, BLOCK_SIZE, DEVICE)
         outputs = []
         with fused.fused_kernels(policy), torch.no_grad():
-            for start, ids in [(0, PROMPT), *((len(PROMPT) + i, [40 + i]) for i in range(NUM_DECODE_STEPS))]:
+            for start, ids in [(0, PROMPT), *FORWARDS]:
                 out = model(torch.tensor(ids, device=DEVICE), metadata(start, len(ids)), kv, aux_layer_ids=aux_ids)
                 outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
         runs[policy] = outputs, kv
     # qkv_proj has a bias in Qwen2: those blocks keep the eager chain.
-    num_gemv = 0 if config.attention_bias else NUM_DECODE_STEPS * config.num_hidden_layers * 4
-    assert gemv_calls == [1] * num_gemv
+    num_tokens = [len(ids) for _, ids in [(0, PROMPT), *FORWARDS]]
+    expected = [] if config.attention_bias else [n for n in num_tokens for _ in range(config.num_hidden_layers * 4)]
+    assert gemv_calls == expected
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
         assert_close(got_aux, want_aux, dtype, f"aux states, forward {step}")
@@ -106,13 +109,14 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
         step_kv, hidden = copy.deepcopy(kv), out.hidden[-1:]
         steps = []
         with torch.no_grad(), fused.fused_kernels(policy):
-            for i in range(3):  # draft steps feed the head its own output
-                step = head(torch.tensor([60 + i], device=DEVICE), hidden, metadata(len(PROMPT) + i, 1), step_kv,
-                            "draft")
-                hidden = step.hidden
+            # Draft steps feed the head its own output; the 2-token one stands for a batch's draft step.
+            for start, num_tokens in ((len(PROMPT), 1), (len(PROMPT) + 1, 2), (len(PROMPT) + 3, 1)):
+                ids = torch.arange(60 + start, 60 + start + num_tokens, device=DEVICE)
+                step = head(ids, hidden.expand(num_tokens, -1), metadata(start, num_tokens), step_kv, "draft")
+                hidden = step.hidden[-1:]
                 steps.append((step.hidden, head.compute_logits(step.logits_input)))
         results[policy] = steps, step_kv
-    assert gemv_calls == [1] * (3 * num_gemv_per_step)
+    assert gemv_calls == [n for n in (1, 2, 1) for _ in range(num_gemv_per_step)]
     for i, ((got_h, got_l), (want_h, want_l)) in enumerate(zip(results["on"][0], results["off"][0])):
         assert_close(got_h, want_h, dtype, f"hidden, step {i}")
         assert_close(got_l, want_l, dtype, f"logits, step {i}")
@@ -121,13 +125,15 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
 
 
 def test_more_tokens_take_the_eager_chain():
+    # Past 64 tokens (the kernel's bound) a forward is a prefill: cuBLAS's GEMMs.
     model = DecoderLM(replace(get_preset("tiny-llama"), num_hidden_layers=1), create_backend("torch"),
                       dtype=torch.float32, device="cpu")
     layer = model.layers[0]
-    x = torch.zeros(decode_gemv.MAX_TOKENS + 1, model.config.hidden_size)
+    x = torch.zeros(65, model.config.hidden_size)
     with fused.fused_kernels("on" if kernels_runnable_here() else "off"):
         assert not decode_gemv.applies(layer, x)
         assert not decode_gemv.applies(layer, x[:0])
+        assert decode_gemv.applies(layer, x[:64]) == kernels_runnable_here()
     with fused.fused_kernels("off"):
         assert not decode_gemv.applies(layer, x[:1])
 
@@ -135,3 +141,4 @@ def test_more_tokens_take_the_eager_chain():
 @pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")
 def test_interpreted_tests_pass_in_a_fresh_process():
     assert_passes_interpreted(__file__)
+
