@@ -16,7 +16,7 @@ fuse the norm at one token only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -46,9 +46,20 @@ class GemvConfig:
 
 
 def default_config(
-    num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool, has_residual: bool
+    num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool, has_residual: bool,
+    element_size: int = 2,
 ) -> GemvConfig:
     """Tiles from `scripts/bench_decode_layer.py --sweep` on an H100 (Llama-3.1-8B shapes, BENCHMARKS.md)."""
+    config = _default_16bit_config(num_tokens, out_features, in_size, has_norm, is_gated, has_residual)
+    if config.is_dot and element_size > 2:
+        # The same shared memory for the pipelined tiles (fp32 runs are for checking, not speed).
+        return replace(config, block_k=config.block_k * 2 // element_size)
+    return config
+
+
+def _default_16bit_config(
+    num_tokens: int, out_features: int, in_size: int, has_norm: bool, is_gated: bool, has_residual: bool
+) -> GemvConfig:
     if num_tokens == 1:
         block_k = min(2048, next_pow2(in_size))
         if has_norm and not is_gated:
@@ -205,7 +216,7 @@ def gemv(
     if num_tokens == 0:
         return out
     config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated,
-                                      residual is not None)
+                                      residual is not None, x.element_size())
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
     num_programs = triton.cdiv(out_features, config.block_n)
     if config.programs_per_sm:

@@ -36,7 +36,13 @@ SWEEP_DOT = [
     # persistent: a few programs per SM walk the tiles, the weight pipeline flattened across them or not
     *(GemvConfig(bn, bk, 4, True, stages, programs_per_sm=pps, is_flat=flat) for bn, bk, stages, pps, flat in (
         (16, 256, 4, 1, True), (16, 512, 3, 1, True), (32, 256, 4, 1, True), (32, 512, 3, 1, True),
-        (16, 256, 4, 2, True), (32, 256, 3, 2, True), (16, 256, 4, 1, False), (32, 256, 3, 1, False))),
+        (16, 256, 4, 2, True), (32, 256, 3, 2, True), (16, 256, 4, 1, False), (32, 256, 3, 1, False),
+        (32, 128, 4, 1, True), (64, 128, 4, 1, True), (32, 256, 5, 1, True))),
+    # at 64 tokens the activations are as big as the weight tiles: more warps, deeper pipelines, taller tiles
+    *(GemvConfig(bn, bk, warps, True, stages, programs_per_sm=pps, is_flat=pps > 0)
+      for bn, bk, warps, stages, pps in (
+        (32, 256, 8, 4, 1), (32, 128, 8, 5, 0), (64, 128, 8, 4, 0), (64, 64, 4, 6, 0), (32, 64, 4, 6, 0),
+        (128, 64, 8, 4, 0), (128, 128, 8, 3, 0))),
 ]
 
 

@@ -127,9 +127,9 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
 def test_more_tokens_take_the_eager_chain():
     # Past 64 tokens (the kernel's bound) a forward is a prefill: cuBLAS's GEMMs.
     model = DecoderLM(replace(get_preset("tiny-llama"), num_hidden_layers=1), create_backend("torch"),
-                      dtype=torch.float32, device="cpu")
+                      dtype=torch.float32, device=DEVICE)
     layer = model.layers[0]
-    x = torch.zeros(65, model.config.hidden_size)
+    x = torch.zeros(65, model.config.hidden_size, device=DEVICE)
     with fused.fused_kernels("on" if kernels_runnable_here() else "off"):
         assert not decode_gemv.applies(layer, x)
         assert not decode_gemv.applies(layer, x[:0])
