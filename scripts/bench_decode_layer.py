@@ -13,6 +13,7 @@ of their own (six). Attention and RoPE are left out (the same kernels either way
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -28,21 +29,18 @@ from specbench.kernels.rms_norm import rms_norm
 HIDDEN, QKV, Q_SIZE, INTER = 4096, 6144, 4096, 14336
 EPS = 1e-5
 SWEEP = [GemvConfig(bn, bk, w, False) for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for w in (4, 8)]
+# (block_n, block_k, warps, stages, programs per SM (0: one per tile), split_k); persistent ones flatten the pipeline
 SWEEP_DOT = [
-    *(GemvConfig(bn, bk, 4, True, stages) for bn, bk, stages in (
-        (16, 256, 3), (16, 256, 4), (16, 512, 3), (32, 128, 4), (32, 256, 3), (32, 256, 4), (32, 512, 3),
-        (64, 128, 4), (64, 256, 3))),
-    GemvConfig(64, 256, 8, True, 3),
-    # persistent: a few programs per SM walk the tiles, the weight pipeline flattened across them or not
-    *(GemvConfig(bn, bk, 4, True, stages, programs_per_sm=pps, is_flat=flat) for bn, bk, stages, pps, flat in (
-        (16, 256, 4, 1, True), (16, 512, 3, 1, True), (32, 256, 4, 1, True), (32, 512, 3, 1, True),
-        (16, 256, 4, 2, True), (32, 256, 3, 2, True), (16, 256, 4, 1, False), (32, 256, 3, 1, False),
-        (32, 128, 4, 1, True), (64, 128, 4, 1, True), (32, 256, 5, 1, True))),
-    # at 64 tokens the activations are as big as the weight tiles: more warps, deeper pipelines, taller tiles
-    *(GemvConfig(bn, bk, warps, True, stages, programs_per_sm=pps, is_flat=pps > 0)
-      for bn, bk, warps, stages, pps in (
-        (32, 256, 8, 4, 1), (32, 128, 8, 5, 0), (64, 128, 8, 4, 0), (64, 64, 4, 6, 0), (32, 64, 4, 6, 0),
-        (128, 64, 8, 4, 0), (128, 128, 8, 3, 0))),
+    GemvConfig(bn, bk, warps, True, stages, programs_per_sm=pps, is_flat=pps > 0, split_k=split)
+    for bn, bk, warps, stages, pps, split in (
+        (16, 256, 4, 3, 0, 1), (32, 128, 4, 4, 0, 1), (32, 256, 4, 3, 0, 1), (32, 256, 4, 4, 0, 1),
+        (32, 512, 4, 3, 0, 1), (64, 128, 4, 4, 0, 1), (64, 256, 4, 3, 0, 1), (64, 256, 8, 3, 0, 1),
+        (64, 128, 8, 4, 0, 1), (128, 128, 8, 3, 0, 1),
+        (16, 256, 4, 4, 1, 1), (32, 256, 4, 4, 1, 1), (32, 256, 4, 5, 1, 1), (32, 512, 4, 3, 1, 1),
+        (16, 256, 4, 4, 2, 1), (32, 256, 4, 3, 2, 1), (64, 128, 4, 4, 1, 1),
+        # slices of the input width: taller tiles, so fewer re-reads of the activations
+        (64, 128, 4, 4, 0, 2), (64, 256, 4, 3, 0, 2), (64, 128, 8, 4, 0, 2), (128, 128, 8, 3, 0, 2),
+        (128, 64, 8, 4, 0, 4), (64, 128, 4, 4, 0, 4), (32, 256, 4, 5, 0, 2), (128, 128, 8, 3, 0, 4))
 ]
 
 
@@ -120,21 +118,34 @@ def check_numerics(w: Weights) -> str:
     return "fused layer vs eager chain, relative error " + ", ".join(errors)
 
 
-def _compile_some(m: int, configs: list[GemvConfig]) -> None:
-    """Runs each sweep case once on one layer's weights (the same shapes, so the same kernel cache entries)."""
-    w = Weights(1)
+def sweep_cases(w: Weights, m: int) -> dict[str, tuple[Callable[[int, GemvConfig | None], object], int]]:
+    """name -> (fn(layer, config), weight elements): the projections as decode_gemv runs them at `m` tokens."""
     x_h = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
     x_i = torch.randn(m, INTER, device="cuda", dtype=torch.bfloat16)
-    for c in configs:
-        try:
-            gemv(x_h, w.qkv[0], norm_weight=w.norm1[0], eps=EPS, config=c)
-            gemv(x_h, w.qkv[0], config=c)
-            gemv(x_h, w.o[0], residual=x_h, config=c)
-            gemv(x_h, w.gate_up[0], norm_weight=w.norm2[0], eps=EPS, is_gated=True, config=c)
-            gemv(x_h, w.gate_up[0], is_gated=True, config=c)
-            gemv(x_i, w.down[0], residual=x_h, config=c)
-        except Exception:  # a tile too big for shared memory or registers: the sweep skips it
-            continue
+    if m == 1:
+        cases = {
+            "norm+qkv": (lambda i, c: gemv(x_h, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=c), QKV * HIDDEN),
+            "norm+gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS,
+                                                    is_gated=True, config=c), 2 * INTER * HIDDEN),
+        }
+    else:
+        cases = {
+            "qkv": (lambda i, c: gemv(x_h, w.qkv[i], config=c), QKV * HIDDEN),
+            "gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], is_gated=True, config=c), 2 * INTER * HIDDEN),
+        }
+    cases["o_proj+res"] = (lambda i, c: gemv(x_h, w.o[i], residual=x_h, config=c), HIDDEN * Q_SIZE)
+    cases["down+res"] = (lambda i, c: gemv(x_i, w.down[i], residual=x_h, config=c), HIDDEN * INTER)
+    return cases
+
+
+def _compile_some(m: int, configs: list[GemvConfig]) -> None:
+    """Runs each sweep case once on one layer's weights (the same shapes, so the same kernel cache entries)."""
+    for fn, _ in sweep_cases(Weights(1), m).values():
+        for c in configs:
+            try:
+                fn(0, c)
+            except Exception:  # a tile too big for shared memory or registers: the sweep skips it
+                continue
     torch.cuda.synchronize()
 
 
@@ -151,18 +162,8 @@ def precompile(m: int, configs: list[GemvConfig], jobs: int) -> None:
 
 
 def sweep(w: Weights, m: int, bw: float, jobs: int = 1) -> tuple[list[str], dict[str, GemvConfig]]:
-    x_h = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
-    x_i = torch.randn(m, INTER, device="cuda", dtype=torch.bfloat16)
-    cases = {
-        "norm+qkv": (lambda i, c: gemv(x_h, w.qkv[i], norm_weight=w.norm1[i], eps=EPS, config=c), QKV * HIDDEN),
-        "qkv": (lambda i, c: gemv(x_h, w.qkv[i], config=c), QKV * HIDDEN),
-        "gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], is_gated=True, config=c), 2 * INTER * HIDDEN),
-        "o_proj+res": (lambda i, c: gemv(x_h, w.o[i], residual=x_h, config=c), HIDDEN * Q_SIZE),
-        "norm+gate_up+silu": (lambda i, c: gemv(x_h, w.gate_up[i], norm_weight=w.norm2[i], eps=EPS, is_gated=True,
-                                                config=c), 2 * INTER * HIDDEN),
-        "down+res": (lambda i, c: gemv(x_i, w.down[i], residual=x_h, config=c), HIDDEN * INTER),
-    }
-    configs = SWEEP if m <= 2 else SWEEP_DOT
+    cases = sweep_cases(w, m)
+    configs = SWEEP if m == 1 else SWEEP_DOT
     if jobs > 1:
         precompile(m, configs, jobs)
     rows, best_tiles = [], {}
@@ -186,6 +187,8 @@ def tile_name(c: GemvConfig) -> str:
     kind = f"dot/{c.num_stages}" if c.is_dot else "bc"
     if c.programs_per_sm:
         kind += f" x{c.programs_per_sm}/SM" + (" flat" if c.is_flat else "")
+    if c.split_k > 1:
+        kind += f" split{c.split_k}"
     return f"{c.block_n},{c.block_k},{c.num_warps},{kind}"
 
 
