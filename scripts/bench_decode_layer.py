@@ -104,18 +104,18 @@ def chains(w: Weights, m: int, num_layers: int, bw: float, tiles: dict[str, Gemv
     return rows
 
 
-def check_numerics(w: Weights) -> str:
+def check_numerics(w: Weights, tokens=(1, 16, 64), tiles: dict[str, GemvConfig] | None = None) -> str:
     errors = []
-    for m in (1, 16):
+    for m in tokens:
         stream = torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16)
         attn = torch.randn(m, Q_SIZE, device="cuda", dtype=torch.bfloat16)
         ref, ref_stream = eager_layer(w, 0, stream, torch.zeros_like(stream), attn)
         want = (ref + ref_stream).float()
-        err = ((fused_layer(w, 0, stream, attn).float() - want).norm() / want.norm()).item()
+        err = ((fused_layer(w, 0, stream, attn, tiles).float() - want).norm() / want.norm()).item()
         if not err < 1e-2:
             raise AssertionError(f"fused layer at {m} tokens: relative error {err}")
         errors.append(f"{err:.2e} at {m} tokens")
-    return "fused layer vs eager chain, relative error " + ", ".join(errors)
+    return f"fused layer{'' if tiles is None else ', best tiles'} vs eager chain, relative error " + ", ".join(errors)
 
 
 def sweep_cases(w: Weights, m: int) -> dict[str, tuple[Callable[[int, GemvConfig | None], object], int]]:
@@ -211,6 +211,7 @@ def main() -> None:
         print("| --- | --- | --- | --- |")
         for m in tokens:
             rows, best_tiles[m] = sweep(w, m, bw, args.jobs)
+            rows.append(check_numerics(w, (m,), best_tiles[m]))
             print("\n".join(rows), flush=True)
     print("| tokens | chain | us per layer | GB/s | % of copy |")
     print("| --- | --- | --- | --- | --- |")
