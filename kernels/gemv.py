@@ -43,10 +43,6 @@ class GemvConfig:
     # pipeline runs on across a program's tiles instead of draining at each.
     programs_per_sm: int = 0
     is_flat: bool = False
-    # Dot mode: the input width is cut in this many slices, one program each; the last of a tile's programs to
-    # finish sums the fp32 partials in slice order (deterministic) and runs the epilogue, so no reduce kernel.
-    # Fewer features per program re-read the whole activation each: at 64 tokens that traffic is the bound.
-    split_k: int = 1
 
 
 def default_config(
@@ -79,8 +75,8 @@ def _default_16bit_config(
             return GemvConfig(block_n=32, block_k=512, num_warps=4, is_dot=True)  # o_proj 14.7, down 43.0 us
         return GemvConfig(block_n=64, block_k=256, num_warps=4, is_dot=True)  # qkv 20.2 us
     if has_residual:
-        # o_proj 15.6, down 47.1 us at 64 tokens against 17.4 / 52.7 for one program per tile.
-        return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True, num_stages=4, programs_per_sm=1,
+        # o_proj 15.8, down 45.5 us at 64 tokens against 17.4 / 52.7 for one program per tile.
+        return GemvConfig(block_n=32, block_k=256, num_warps=4, is_dot=True, num_stages=5, programs_per_sm=1,
                           is_flat=True)
     return GemvConfig(block_n=64, block_k=128, num_warps=4, is_dot=True, num_stages=4)  # qkv 21.8 us
 
@@ -92,8 +88,6 @@ def _gemv_kernel(
     norm_weight_ptr,  # [in_size] (HAS_NORM only)
     residual_ptr,  # [num_tokens, out_features] (HAS_RESIDUAL only)
     out_ptr,  # [num_tokens, out_features]
-    partials_ptr,  # [num_tiles, SPLIT_K, 2, BLOCK_N, BLOCK_M] fp32 (SPLIT_K > 1 only): gate/plain, up
-    arrivals_ptr,  # [>= num_tiles] int32, zero between launches (SPLIT_K > 1 only)
     num_tokens, out_features, eps,
     stride_x, stride_residual, stride_out,
     IN_SIZE: tl.constexpr,
@@ -108,8 +102,6 @@ def _gemv_kernel(
     BLOCK_K: tl.constexpr,
     RMS_BLOCK: tl.constexpr,  # input width per load of the RMS pass
     FLATTEN: tl.constexpr,  # pipeline the weight loads across a program's tiles
-    SPLIT_K: tl.constexpr,
-    K_PER_SPLIT: tl.constexpr,  # a multiple of BLOCK_K
 ):
     in_size = IN_SIZE
     tokens = tl.arange(0, BLOCK_M)
@@ -129,7 +121,6 @@ def _gemv_kernel(
     # Programs own tiles pid, pid + num_programs, ...: with fewer programs than tiles (persistent), the RMS pass
     # is paid once per program instead of once per tile.
     num_tiles = tl.cdiv(out_features, BLOCK_N)
-    k_start = tl.program_id(1) * K_PER_SPLIT
     for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
         cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         is_col = cols < out_features
@@ -138,7 +129,7 @@ def _gemv_kernel(
         acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         acc_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)  # dot mode: weight rows x tokens
         acc_up_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+        for k0 in range(0, in_size, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             is_k = ks < in_size
             w_mask = is_col[:, None] & is_k[None, :]
@@ -173,75 +164,27 @@ def _gemv_kernel(
                     acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
                     if IS_GATED:
                         acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
-        is_last = True
-        if SPLIT_K > 1:
-            acc_t, acc_up_t, is_last = _sum_split_partials(partials_ptr, arrivals_ptr, tile, acc_t, acc_up_t,
-                                                           IS_GATED, SPLIT_K, BLOCK_N, BLOCK_M)
-        if is_last:
-            if IS_DOT:
-                acc = tl.trans(acc_t)
-                acc_up = tl.trans(acc_up_t)
-            result = acc
-            if IS_GATED:
-                gate = acc.to(dtype).to(tl.float32)
-                up = acc_up.to(dtype).to(tl.float32)
-                # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then a rounded multiply.
-                if PRECISE_EXP:
-                    exp_neg = libdevice.exp(-gate)
-                else:
-                    exp_neg = tl.exp(-gate)
-                silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
-                result = silu * up
-            out_mask = is_token[:, None] & is_col[None, :]
-            if HAS_RESIDUAL:
-                residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
-                                   mask=out_mask, other=0.0)
-                result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
-            tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype),
-                     mask=out_mask)
-
-
-@triton.jit
-def _sum_split_partials(partials_ptr, arrivals_ptr, tile, acc, acc_up, IS_GATED: tl.constexpr,
-                        SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Stores this slice's partial sums; the tile's last program to arrive gets them all back, summed in slice
-    order, and resets the tile's arrival count for the next launch."""
-    tile_size: tl.constexpr = BLOCK_N * BLOCK_M
-    offs = tl.arange(0, BLOCK_N)[:, None] * BLOCK_M + tl.arange(0, BLOCK_M)[None, :]
-    tile_ptr = partials_ptr + tile * (SPLIT_K * 2 * tile_size)  # < 2**31: at most 64 x 64 x 2 x SPLIT_K a tile
-    tl.store(tile_ptr + tl.program_id(1) * (2 * tile_size) + offs, acc)
-    if IS_GATED:
-        tl.store(tile_ptr + tl.program_id(1) * (2 * tile_size) + tile_size + offs, acc_up)
-    # All threads' stores before one release (a barrier, then the atomic), as CUTLASS's split-K semaphore does;
-    # the last arriver's acquire then sees every slice.
-    tl.debug_barrier()
-    arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel")
-    tl.debug_barrier()
-    is_last = arrived == SPLIT_K - 1
-    total = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    total_up = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    if is_last:
-        for split in tl.static_range(SPLIT_K):
-            total += tl.load(tile_ptr + split * (2 * tile_size) + offs, cache_modifier=".cg")
-            if IS_GATED:
-                total_up += tl.load(tile_ptr + split * (2 * tile_size) + tile_size + offs, cache_modifier=".cg")
-        tl.store(arrivals_ptr + tile, 0)
-    return total, total_up, is_last
-
-
-_arrivals: dict[torch.device, torch.Tensor] = {}
-
-
-def _arrival_counts(device: torch.device, num_tiles: int) -> torch.Tensor:  # [>= num_tiles] int32, zeros
-    """One zeroed counter per tile, kept per device: every split launch leaves them zero again, so launches on
-    one stream (a decode step, a CUDA graph) share them without a memset kernel each."""
-    counts = _arrivals.get(device)
-    if counts is None or counts.numel() < num_tiles:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("gemv's split-K counters must exist before a CUDA graph capture: run once first")
-        counts = torch.zeros(max(num_tiles, 4096), dtype=torch.int32, device=device)
-        _arrivals[device] = counts
-    return counts
+        if IS_DOT:
+            acc = tl.trans(acc_t)
+            acc_up = tl.trans(acc_up_t)
+        result = acc
+        if IS_GATED:
+            gate = acc.to(dtype).to(tl.float32)
+            up = acc_up.to(dtype).to(tl.float32)
+            # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then a rounded multiply.
+            if PRECISE_EXP:
+                exp_neg = libdevice.exp(-gate)
+            else:
+                exp_neg = tl.exp(-gate)
+            silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
+            result = silu * up
+        out_mask = is_token[:, None] & is_col[None, :]
+        if HAS_RESIDUAL:
+            residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
+                               mask=out_mask, other=0.0)
+            result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
+        tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype),
+                 mask=out_mask)
 
 
 def gemv(
@@ -276,19 +219,11 @@ def gemv(
     config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated,
                                       residual is not None, x.element_size())
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
-    num_tiles = num_programs = triton.cdiv(out_features, config.block_n)
+    num_programs = triton.cdiv(out_features, config.block_n)
     if config.programs_per_sm:
         num_programs = min(num_programs, config.programs_per_sm * sm_count(x.device))
-    split_k = config.split_k if config.is_dot else 1
-    k_per_split = triton.cdiv(triton.cdiv(in_size, split_k), config.block_k) * config.block_k
-    partials = arrivals = out  # placeholders the kernel never touches when split_k == 1
-    if split_k > 1:
-        partials = torch.empty((num_tiles, split_k, 2, config.block_n, block_m), dtype=torch.float32,
-                               device=x.device)
-        arrivals = _arrival_counts(x.device, num_tiles)
-    _gemv_kernel[(num_programs, split_k)](
+    _gemv_kernel[(num_programs,)](
         x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
-        partials, arrivals,
         num_tokens, out_features, eps,
         x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
         HAS_NORM=norm_weight is not None,
@@ -303,8 +238,6 @@ def gemv(
         BLOCK_K=config.block_k,
         RMS_BLOCK=min(next_pow2(in_size), max(config.block_k, RMS_ELEMENTS // block_m)),
         FLATTEN=config.is_flat,
-        SPLIT_K=split_k,
-        K_PER_SPLIT=k_per_split,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

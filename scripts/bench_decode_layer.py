@@ -29,18 +29,14 @@ from specbench.kernels.rms_norm import rms_norm
 HIDDEN, QKV, Q_SIZE, INTER = 4096, 6144, 4096, 14336
 EPS = 1e-5
 SWEEP = [GemvConfig(bn, bk, w, False) for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for w in (4, 8)]
-# (block_n, block_k, warps, stages, programs per SM (0: one per tile), split_k); persistent ones flatten the pipeline
+# (block_n, block_k, warps, stages, programs per SM (0: one per tile)); persistent ones flatten the pipeline
 SWEEP_DOT = [
-    GemvConfig(bn, bk, warps, True, stages, programs_per_sm=pps, is_flat=pps > 0, split_k=split)
-    for bn, bk, warps, stages, pps, split in (
-        (16, 256, 4, 3, 0, 1), (32, 128, 4, 4, 0, 1), (32, 256, 4, 3, 0, 1), (32, 256, 4, 4, 0, 1),
-        (32, 512, 4, 3, 0, 1), (64, 128, 4, 4, 0, 1), (64, 256, 4, 3, 0, 1), (64, 256, 8, 3, 0, 1),
-        (64, 128, 8, 4, 0, 1), (128, 128, 8, 3, 0, 1),
-        (16, 256, 4, 4, 1, 1), (32, 256, 4, 4, 1, 1), (32, 256, 4, 5, 1, 1), (32, 512, 4, 3, 1, 1),
-        (16, 256, 4, 4, 2, 1), (32, 256, 4, 3, 2, 1), (64, 128, 4, 4, 1, 1),
-        # slices of the input width: taller tiles, so fewer re-reads of the activations
-        (64, 128, 4, 4, 0, 2), (64, 256, 4, 3, 0, 2), (64, 128, 8, 4, 0, 2), (128, 128, 8, 3, 0, 2),
-        (128, 64, 8, 4, 0, 4), (64, 128, 4, 4, 0, 4), (32, 256, 4, 5, 0, 2), (128, 128, 8, 3, 0, 4))
+    GemvConfig(bn, bk, warps, True, stages, programs_per_sm=pps, is_flat=pps > 0)
+    for bn, bk, warps, stages, pps in (
+        (16, 256, 4, 3, 0), (32, 128, 4, 4, 0), (32, 256, 4, 3, 0), (32, 256, 4, 4, 0), (32, 512, 4, 3, 0),
+        (64, 128, 4, 4, 0), (64, 256, 4, 3, 0), (64, 256, 8, 3, 0), (64, 128, 8, 4, 0), (128, 128, 8, 3, 0),
+        (16, 256, 4, 4, 1), (32, 256, 4, 4, 1), (32, 256, 4, 5, 1), (32, 512, 4, 3, 1), (16, 256, 4, 4, 2),
+        (32, 256, 4, 3, 2), (64, 128, 4, 4, 1))
 ]
 
 
@@ -187,8 +183,6 @@ def tile_name(c: GemvConfig) -> str:
     kind = f"dot/{c.num_stages}" if c.is_dot else "bc"
     if c.programs_per_sm:
         kind += f" x{c.programs_per_sm}/SM" + (" flat" if c.is_flat else "")
-    if c.split_k > 1:
-        kind += f" split{c.split_k}"
     return f"{c.block_n},{c.block_k},{c.num_warps},{kind}"
 
 
