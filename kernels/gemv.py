@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from specbench.kernels.runtime import check_runnable, next_pow2, sm_count
+from specbench.kernels.runtime import check_runnable, next_pow2, slot_strides, sm_count
 
 # The dot mode pads the tokens to a power of two; past 64 a projection is no longer a skinny GEMM.
 MAX_TOKENS = 64
@@ -87,9 +87,14 @@ def _gemv_kernel(
     weight_ptr,  # [out_features, in_size], or [2 * out_features, in_size] (gate rows, then up rows) if IS_GATED
     norm_weight_ptr,  # [in_size] (HAS_NORM only)
     residual_ptr,  # [num_tokens, out_features] (HAS_RESIDUAL only)
-    out_ptr,  # [num_tokens, out_features]
+    out_ptr,  # [num_tokens, out_features]; [num_tokens, NUM_Q_HEADS * HEAD_DIM] (q alone) if HAS_ROPE
+    cos_sin_ptr,  # [num_tokens, 2, HEAD_DIM] fp32, each token's cos row then sin row (HAS_ROPE only)
+    slot_mapping_ptr,  # [num_tokens] int64, negative = padding (HAS_ROPE only)
+    k_cache_ptr,  # [num_slots, NUM_KV_HEADS, HEAD_DIM] (HAS_ROPE only)
+    v_cache_ptr,  # [num_slots, NUM_KV_HEADS, HEAD_DIM] (HAS_ROPE only)
     num_tokens, out_features, eps,
     stride_x, stride_residual, stride_out,
+    stride_cs_token, stride_cs_kind, stride_kc_slot, stride_kc_head, stride_vc_slot, stride_vc_head,
     IN_SIZE: tl.constexpr,
     HAS_NORM: tl.constexpr,
     IS_GATED: tl.constexpr,
@@ -102,6 +107,12 @@ def _gemv_kernel(
     BLOCK_K: tl.constexpr,
     RMS_BLOCK: tl.constexpr,  # input width per load of the RMS pass
     FLATTEN: tl.constexpr,  # pipeline the weight loads across a program's tiles
+    # qkv with RoPE and the K/V store in the epilogue: a tile is BLOCK_N dims of a head's first half and their
+    # rotation partners HEAD_DIM / 2 rows below (the second weight tile, as up is to gate).
+    HAS_ROPE: tl.constexpr,
+    NUM_Q_HEADS: tl.constexpr,
+    NUM_KV_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
 ):
     in_size = IN_SIZE
     tokens = tl.arange(0, BLOCK_M)
@@ -120,9 +131,21 @@ def _gemv_kernel(
         inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
     # Programs own tiles pid, pid + num_programs, ...: with fewer programs than tiles (persistent), the RMS pass
     # is paid once per program instead of once per tile.
-    num_tiles = tl.cdiv(out_features, BLOCK_N)
+    IS_PAIRED: tl.constexpr = IS_GATED or HAS_ROPE  # two weight tiles a step: (gate, up) or (first, second half)
+    HALF: tl.constexpr = HEAD_DIM // 2
+    if HAS_ROPE:
+        num_tiles = tl.cdiv(out_features, 2 * BLOCK_N)
+        pair_offset = HALF * in_size
+    else:
+        num_tiles = tl.cdiv(out_features, BLOCK_N)
+        pair_offset = out_features * in_size
     for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
-        cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        if HAS_ROPE:
+            head = tile // (HALF // BLOCK_N)
+            dims = (tile % (HALF // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # first-half dims of the head
+            cols = head * HEAD_DIM + dims
+        else:
+            cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         is_col = cols < out_features
         w_rows = weight_ptr + cols.to(tl.int64)[:, None] * in_size
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -135,8 +158,8 @@ def _gemv_kernel(
             w_mask = is_col[:, None] & is_k[None, :]
             w = tl.load(w_rows + ks[None, :], mask=w_mask, other=0.0)  # [BLOCK_N, BLOCK_K]
             w_up = w
-            if IS_GATED:
-                w_up = tl.load(w_rows + out_features * in_size + ks[None, :], mask=w_mask, other=0.0)
+            if IS_PAIRED:
+                w_up = tl.load(w_rows + pair_offset + ks[None, :], mask=w_mask, other=0.0)
             gain = tl.zeros([BLOCK_K], dtype=tl.float32)
             if HAS_NORM:
                 gain = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
@@ -147,7 +170,7 @@ def _gemv_kernel(
                 if HAS_NORM:
                     x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
                 acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
-                if IS_GATED:
+                if IS_PAIRED:
                     acc_up_t = tl.dot(w_up, tl.trans(x), acc_up_t, input_precision=DOT_PRECISION)
             else:
                 # One token at a time against the tile: a [BLOCK_M, BLOCK_N, BLOCK_K] product would spill registers.
@@ -162,29 +185,94 @@ def _gemv_kernel(
                     x_m32 = x_m.to(tl.float32)[None, :]
                     is_m = tokens[:, None] == m
                     acc += tl.where(is_m, tl.sum(w32 * x_m32, axis=1)[None, :], 0.0)
-                    if IS_GATED:
+                    if IS_PAIRED:
                         acc_up += tl.where(is_m, tl.sum(w_up32 * x_m32, axis=1)[None, :], 0.0)
         if IS_DOT:
             acc = tl.trans(acc_t)
             acc_up = tl.trans(acc_up_t)
-        result = acc
-        if IS_GATED:
-            gate = acc.to(dtype).to(tl.float32)
-            up = acc_up.to(dtype).to(tl.float32)
-            # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then a rounded multiply.
-            if PRECISE_EXP:
-                exp_neg = libdevice.exp(-gate)
-            else:
-                exp_neg = tl.exp(-gate)
-            silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
-            result = silu * up
-        out_mask = is_token[:, None] & is_col[None, :]
-        if HAS_RESIDUAL:
-            residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
-                               mask=out_mask, other=0.0)
-            result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
-        tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype),
-                 mask=out_mask)
+        if HAS_ROPE:
+            _rope_store_epilogue(acc, acc_up, head, dims, tokens, is_token, out_ptr, stride_out, cos_sin_ptr,
+                                 stride_cs_token, stride_cs_kind, slot_mapping_ptr, k_cache_ptr, stride_kc_slot,
+                                 stride_kc_head, v_cache_ptr, stride_vc_slot, stride_vc_head,
+                                 NUM_Q_HEADS, NUM_KV_HEADS, HALF)
+        else:
+            result = acc
+            if IS_GATED:
+                gate = acc.to(dtype).to(tl.float32)
+                up = acc_up.to(dtype).to(tl.float32)
+                # As kernels/activation.py: torch's fp32 silu with IEEE division, rounded, then a rounded multiply.
+                if PRECISE_EXP:
+                    exp_neg = libdevice.exp(-gate)
+                else:
+                    exp_neg = tl.exp(-gate)
+                silu = tl.math.div_rn(gate, 1.0 + exp_neg).to(dtype).to(tl.float32)
+                result = silu * up
+            out_mask = is_token[:, None] & is_col[None, :]
+            if HAS_RESIDUAL:
+                residual = tl.load(residual_ptr + tokens.to(tl.int64)[:, None] * stride_residual + cols[None, :],
+                                   mask=out_mask, other=0.0)
+                result = result.to(dtype).to(tl.float32) + residual.to(tl.float32)
+            tl.store(out_ptr + tokens.to(tl.int64)[:, None] * stride_out + cols[None, :], result.to(dtype),
+                     mask=out_mask)
+
+
+@triton.jit
+def _rope_store_epilogue(first, second, head, dims, tokens, is_token, out_ptr, stride_out, cos_sin_ptr,
+                         stride_cs_token, stride_cs_kind, slot_mapping_ptr, k_cache_ptr, stride_kc_slot,
+                         stride_kc_head, v_cache_ptr, stride_vc_slot, stride_vc_head,
+                         NUM_Q_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr, HALF: tl.constexpr):
+    """One tile of qkv (`first`/`second`: [BLOCK_M, BLOCK_N] fp32 sums for dims `dims` and `dims + HALF` of
+    `head`, counting q heads, then k heads, then v heads): RoPE on q and k as kernels/rope.py rounds it, q to
+    `out`, k and v into the paged cache at each token's slot as kernels/kv_store.py writes them."""
+    dtype = out_ptr.dtype.element_ty
+    first = first.to(dtype).to(tl.float32)  # the projection's output, rounded as the eager qkv is
+    second = second.to(dtype).to(tl.float32)
+    mask = is_token[:, None]
+    if head < NUM_Q_HEADS + NUM_KV_HEADS:
+        row = cos_sin_ptr + tokens.to(tl.int64)[:, None] * stride_cs_token + dims[None, :]
+        cos1 = tl.load(row, mask=mask, other=0.0).to(dtype).to(tl.float32)
+        cos2 = tl.load(row + HALF, mask=mask, other=0.0).to(dtype).to(tl.float32)
+        sin1 = tl.load(row + stride_cs_kind, mask=mask, other=0.0).to(dtype).to(tl.float32)
+        sin2 = tl.load(row + stride_cs_kind + HALF, mask=mask, other=0.0).to(dtype).to(tl.float32)
+        rotated_first = (first * cos1).to(dtype).to(tl.float32) + (-second * sin1).to(dtype).to(tl.float32)
+        second = (second * cos2).to(dtype).to(tl.float32) + (first * sin2).to(dtype).to(tl.float32)
+        first = rotated_first
+    if head < NUM_Q_HEADS:
+        dst = out_ptr + tokens.to(tl.int64)[:, None] * stride_out + head * (2 * HALF) + dims[None, :]
+        tl.store(dst, first.to(dtype), mask=mask)
+        tl.store(dst + HALF, second.to(dtype), mask=mask)
+    else:
+        slot = tl.load(slot_mapping_ptr + tokens, mask=is_token, other=-1).to(tl.int64)
+        is_slot = (slot >= 0)[:, None]
+        if head < NUM_Q_HEADS + NUM_KV_HEADS:
+            kv_head = head - NUM_Q_HEADS
+            dst = k_cache_ptr + slot[:, None] * stride_kc_slot + kv_head * stride_kc_head + dims[None, :]
+            tl.store(dst, first.to(dtype).to(k_cache_ptr.dtype.element_ty), mask=is_slot)
+            tl.store(dst + HALF, second.to(dtype).to(k_cache_ptr.dtype.element_ty), mask=is_slot)
+        else:
+            kv_head = head - NUM_Q_HEADS - NUM_KV_HEADS
+            dst = v_cache_ptr + slot[:, None] * stride_vc_slot + kv_head * stride_vc_head + dims[None, :]
+            tl.store(dst, first.to(dtype).to(v_cache_ptr.dtype.element_ty), mask=is_slot)
+            tl.store(dst + HALF, second.to(dtype).to(v_cache_ptr.dtype.element_ty), mask=is_slot)
+
+
+@dataclass(frozen=True)
+class RopeStore:
+    """What qkv's epilogue needs to rotate q and k and write k and v into the paged cache itself."""
+
+    cos_sin: torch.Tensor  # [num_tokens, 2, head_dim] fp32, each token's cos row then sin row
+    slot_mapping: torch.Tensor  # [num_tokens] int64, negative = padding (nothing stored)
+    k_cache: torch.Tensor  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor  # [num_blocks, block_size, num_kv_heads, head_dim]
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+
+def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
+    """A tile holds a power-of-two run of dims from a head's first half; tensor-core tiles need 16 of them."""
+    half = head_dim // 2
+    return head_dim % 2 == 0 and half == next_pow2(half) and (num_tokens == 1 or half >= 16)
 
 
 def gemv(
@@ -195,8 +283,9 @@ def gemv(
     eps: float = 0.0,
     is_gated: bool = False,
     residual: torch.Tensor | None = None,  # [num_tokens, out]: return residual + projection
+    rope: RopeStore | None = None,  # weight is qkv: rotate q and k, store k and v, return q alone
     config: GemvConfig | None = None,
-) -> torch.Tensor:  # [num_tokens, out] in x's dtype
+) -> torch.Tensor:  # [num_tokens, out] in x's dtype ([num_tokens, num_q_heads * head_dim] with `rope`)
     """`[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T` in one kernel."""
     check_runnable(_gemv_kernel, x)
     num_tokens, in_size = x.shape
@@ -211,7 +300,10 @@ def gemv(
         raise ValueError(f"gemv residual {tuple(residual.shape)} is not [{num_tokens}, {out_features}]")
     if norm_weight is not None and tuple(norm_weight.shape) != (in_size,):
         raise ValueError(f"gemv norm weight {tuple(norm_weight.shape)} is not [{in_size}]")
-    out = torch.empty((num_tokens, out_features), dtype=x.dtype, device=x.device)
+    if rope is not None:
+        _check_rope(rope, num_tokens, out_features, is_gated or residual is not None)
+    out_width = out_features if rope is None else rope.num_q_heads * rope.head_dim
+    out = torch.empty((num_tokens, out_width), dtype=x.dtype, device=x.device)
     if residual is not None and residual.stride(-1) != 1:
         residual = residual.contiguous()
     if num_tokens == 0:
@@ -219,13 +311,22 @@ def gemv(
     config = config or default_config(num_tokens, out_features, in_size, norm_weight is not None, is_gated,
                                       residual is not None, x.element_size())
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
-    num_programs = triton.cdiv(out_features, config.block_n)
+    rows_per_tile = config.block_n
+    if rope is not None:  # the same weight rows a tile: half of them from each half of a head
+        config = replace(config, block_n=min(max(config.block_n // 2, 1), rope.head_dim // 2))
+        rows_per_tile = 2 * config.block_n
+    num_programs = triton.cdiv(out_features, rows_per_tile)
     if config.programs_per_sm:
         num_programs = min(num_programs, config.programs_per_sm * sm_count(x.device))
+    cos_sin, slots, k_cache, v_cache = (out, out, out, out) if rope is None else (
+        rope.cos_sin, rope.slot_mapping, rope.k_cache, rope.v_cache)  # placeholders the kernel never touches
+    cache_strides = (0,) * 4 if rope is None else (*slot_strides(rope.k_cache), *slot_strides(rope.v_cache))
     _gemv_kernel[(num_programs,)](
         x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
+        cos_sin, slots, k_cache, v_cache,
         num_tokens, out_features, eps,
         x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
+        *((0, 0) if rope is None else rope.cos_sin.stride()[:2]), *cache_strides,
         HAS_NORM=norm_weight is not None,
         IS_GATED=is_gated,
         HAS_RESIDUAL=residual is not None,
@@ -238,7 +339,26 @@ def gemv(
         BLOCK_K=config.block_k,
         RMS_BLOCK=min(next_pow2(in_size), max(config.block_k, RMS_ELEMENTS // block_m)),
         FLATTEN=config.is_flat,
+        HAS_ROPE=rope is not None,
+        NUM_Q_HEADS=0 if rope is None else rope.num_q_heads,
+        NUM_KV_HEADS=0 if rope is None else rope.num_kv_heads,
+        HEAD_DIM=2 if rope is None else rope.head_dim,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
+        # fp32: an fma would round once where the eager RoPE's mul, mul, add round three times (kernels/rope.py)
+        enable_fp_fusion=rope is None or x.dtype != torch.float32,
     )
     return out
+
+
+def _check_rope(rope: RopeStore, num_tokens: int, out_features: int, has_other_epilogue: bool) -> None:
+    heads = rope.num_q_heads + 2 * rope.num_kv_heads
+    if has_other_epilogue or out_features != heads * rope.head_dim:
+        raise ValueError(f"gemv rope: a plain qkv weight of {heads} x {rope.head_dim} rows, got {out_features} "
+                         f"rows{' with another epilogue' if has_other_epilogue else ''}")
+    if not rope_store_fits(num_tokens, rope.head_dim):
+        raise ValueError(f"gemv rope: head_dim {rope.head_dim} at {num_tokens} tokens does not fit its tiles")
+    if tuple(rope.cos_sin.shape) != (num_tokens, 2, rope.head_dim) or rope.cos_sin.stride(-1) != 1:
+        raise ValueError(f"gemv rope: cos_sin {tuple(rope.cos_sin.shape)} is not [{num_tokens}, 2, {rope.head_dim}]")
+    if tuple(rope.slot_mapping.shape) != (num_tokens,):
+        raise ValueError(f"gemv rope: slot_mapping {tuple(rope.slot_mapping.shape)} is not [{num_tokens}]")
