@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from specbench.kernels.runtime import check_runnable, next_pow2, slot_strides, sm_count
+from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2, slot_strides, sm_count
 
 # The dot mode pads the tokens to a power of two; past 64 a projection is no longer a skinny GEMM.
 MAX_TOKENS = 64
@@ -102,6 +102,7 @@ def _gemv_kernel(
     PRECISE_EXP: tl.constexpr,
     IS_DOT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: the eager fp32 GEMM does not round to TF32
+    IS_DOT_UPCAST: tl.constexpr,  # the CPU interpreter's bf16 dot returns garbage; fp32 sums the same products
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -169,6 +170,8 @@ def _gemv_kernel(
                 x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
                 if HAS_NORM:
                     x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
+                if IS_DOT_UPCAST:
+                    w, w_up, x = w.to(tl.float32), w_up.to(tl.float32), x.to(tl.float32)
                 acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
                 if IS_PAIRED:
                     acc_up_t = tl.dot(w_up, tl.trans(x), acc_up_t, input_precision=DOT_PRECISION)
@@ -318,6 +321,7 @@ def gemv(
     num_programs = triton.cdiv(out_features, rows_per_tile)
     if config.programs_per_sm:
         num_programs = min(num_programs, config.programs_per_sm * sm_count(x.device))
+    is_upcast = x.dtype == torch.bfloat16 and is_interpreted(_gemv_kernel)
     cos_sin, slots, k_cache, v_cache = (out, out, out, out) if rope is None else (
         rope.cos_sin, rope.slot_mapping, rope.k_cache, rope.v_cache)  # placeholders the kernel never touches
     cache_strides = (0,) * 4 if rope is None else (*slot_strides(rope.k_cache), *slot_strides(rope.v_cache))
@@ -333,7 +337,8 @@ def gemv(
         IN_SIZE=in_size,
         PRECISE_EXP=x.device.type == "cuda",
         IS_DOT=config.is_dot,
-        DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if x.dtype == torch.float32 or is_upcast else "tf32",
+        IS_DOT_UPCAST=is_upcast,
         BLOCK_M=block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

@@ -27,7 +27,17 @@ class AttentionBackend(Protocol):
         kv_cache: KVCache,
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
-        """Write k/v at md.slot_mapping into the layer's cache, then attend causally."""
+        """Write k/v at md.slot_mapping into the layer's cache, then `attend_stored`."""
+
+    def attend_stored(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        """Attend causally over the layer's cache, which already holds this forward's K/V at md.slot_mapping
+        (written by `forward`, or by a projection that stores them itself: models/decode_gemv.py)."""
 
 
 ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")

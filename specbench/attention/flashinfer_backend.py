@@ -147,6 +147,18 @@ class FlashInferPagedAttention:
         if not _takes(q, k_cache):
             return self._fallback.forward(layer, q, k, v, kv_cache, md)
         self._store_kv(k, v, k_cache, v_cache, md.slot_mapping)
+        return self.attend_stored(layer, q, kv_cache, md)
+
+    def attend_stored(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
+        if not _takes(q, k_cache):
+            return self._fallback.attend_stored(layer, q, kv_cache, md)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)
         wrapper = self._plan(md, q, k_cache)

@@ -33,7 +33,16 @@ class TorchPagedAttention:
         k_cache, v_cache = kv_cache.flat(layer)
         k_cache.index_copy_(0, md.slot_mapping, k.to(k_cache.dtype))
         v_cache.index_copy_(0, md.slot_mapping, v.to(v_cache.dtype))
+        return self.attend_stored(layer, q, kv_cache, md)
 
+    def attend_stored(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        k_cache, v_cache = kv_cache.flat(layer)
         device = q.device
         num_reqs, block_size = md.num_reqs, md.block_size
         key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
@@ -53,7 +62,7 @@ class TorchPagedAttention:
         num_visible = torch.where(is_valid, num_visible, 1)
         mask = key_pos[None, None, :] < num_visible[:, :, None]  # [num_reqs, max_q, max_seq]
 
-        group = q.shape[1] // k.shape[1]
+        group = q.shape[1] // k_cache.shape[1]
         keys = keys.repeat_interleave(group, dim=2)
         values = values.repeat_interleave(group, dim=2)
         out = F.scaled_dot_product_attention(

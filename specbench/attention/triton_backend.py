@@ -54,6 +54,18 @@ class TritonPagedAttention:
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
             return self._fallback.forward(layer, q, k, v, kv_cache, md)
         self._store_kv(k, v, k_cache, v_cache, md.slot_mapping)
+        return self.attend_stored(layer, q, kv_cache, md)
+
+    def attend_stored(
+        self,
+        layer: int,
+        q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+        k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
+        if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
+            return self._fallback.attend_stored(layer, q, kv_cache, md)
         return self._paged_attention(
             q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
             max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,

@@ -8,6 +8,8 @@ between the GEMMs. The eager chain runs seven kernels plus cuBLAS's two split-K 
   since a norm prologue costs the tensor-core projections more than a norm kernel does (on the H100 a Llama-3.1-8B
   block takes 163 us against cuBLAS's 175 at 4 and 16 tokens; BENCHMARKS.md,
   scripts/bench_decode_layer.py --sweep).
+The qkv projection also rotates q and k and writes k and v into the paged cache (RoPE and the K/V store are no
+kernels of their own), and the backend attends over the cache (`attend_stored`).
 The residual adds happen in the projections, so the block returns its output stream whole
 (`LayerOutput.residual` is None). The eager layers stay the reference; tests compare the two.
 """
@@ -61,15 +63,26 @@ def block(
     md: AttentionMetadata,
     backend: AttentionBackend,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # (stream leaving the block, stream entering it), each [num_tokens, hidden]
-    """norm + qkv, attention, then `block_tail`."""
-    norm, qkv_weight = layer.input_layernorm, layer.self_attn.qkv_proj.weight
-    if hidden.shape[0] == 1:
-        stream = hidden if residual is None else residual + hidden
-        qkv = fused_kernels.gemv(stream, qkv_weight, norm_weight=norm.weight, eps=norm.eps)
+    """norm + qkv (+ RoPE and the K/V store), attention, then `block_tail`."""
+    norm, attn = layer.input_layernorm, layer.self_attn
+    num_tokens = hidden.shape[0]
+    norm_weight = None
+    if num_tokens == 1:  # the norm rides in the projection
+        x = stream = hidden if residual is None else residual + hidden
+        norm_weight = norm.weight
     else:
-        normed, stream = norm.add_and_norm(hidden, residual)
-        qkv = fused_kernels.gemv(normed, qkv_weight)
-    return block_tail(layer, layer.self_attn.attend(qkv, cos_sin, kv_cache, md, backend), stream), stream
+        x, stream = norm.add_and_norm(hidden, residual)
+    if attn.q_norm is None and fused_kernels.rope_store_fits(num_tokens, attn.head_dim):
+        # Two kernels fewer: q comes back rotated, k and v are already in the cache.
+        q = fused_kernels.gemv_rope_store(
+            x, attn.qkv_proj.weight, cos_sin, md.slot_mapping, kv_cache.k[attn.layer_idx],
+            kv_cache.v[attn.layer_idx], attn.num_heads, attn.num_kv_heads, norm_weight=norm_weight, eps=norm.eps)
+        out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md)
+        attn_out = out.reshape(num_tokens, attn.q_size)
+    else:  # Qwen3's q/k norm sits between the projection and RoPE
+        qkv = fused_kernels.gemv(x, attn.qkv_proj.weight, norm_weight=norm_weight, eps=norm.eps)
+        attn_out = attn.attend(qkv, cos_sin, kv_cache, md, backend)
+    return block_tail(layer, attn_out, stream), stream
 
 
 def block_tail(

@@ -122,6 +122,30 @@ def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:  # [num_tokens, 2 * int
     return _kernel_modules().activation.silu_and_mul(gate_up)
 
 
+def gemv_rope_store(
+    x: torch.Tensor,  # [num_tokens, in_size]
+    qkv_weight: torch.Tensor,  # [(num_q_heads + 2 * num_kv_heads) * head_dim, in_size], rows q, k, v
+    cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+    slot_mapping: torch.Tensor,  # [num_tokens] int64
+    k_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    num_q_heads: int,
+    num_kv_heads: int,
+    *,
+    norm_weight: torch.Tensor | None = None,  # [in_size]
+    eps: float = 0.0,
+) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: rotated q; rotated k and v are in the caches
+    gemv_module = _kernel_modules().gemv
+    rope = gemv_module.RopeStore(cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
+                                 k_cache.shape[-1])
+    return gemv_module.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope)
+
+
+def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
+    """Whether `gemv_rope_store` takes these shapes (kernels/gemv.py)."""
+    return _kernel_modules().gemv.rope_store_fits(num_tokens, head_dim)
+
+
 def gemv_max_tokens() -> int:
     """The most tokens `gemv` takes (kernels/gemv.py: past it a projection is no longer a skinny GEMM)."""
     return _kernel_modules().gemv.MAX_TOKENS

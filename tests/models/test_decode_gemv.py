@@ -39,15 +39,17 @@ def metadata(start: int, num_tokens: int):
 
 @pytest.fixture
 def gemv_calls(monkeypatch) -> list[int]:
-    """The token count of each fused GEMV launch."""
+    """The token count of each fused projection launch, negative for qkv with RoPE and the K/V store."""
     calls: list[int] = []
-    real = fused.gemv
 
-    def counted(x, weight, **kwargs):
-        calls.append(x.shape[0])
-        return real(x, weight, **kwargs)
+    def counting(real, sign):
+        def counted(x, *args, **kwargs):
+            calls.append(sign * x.shape[0])
+            return real(x, *args, **kwargs)
+        return counted
 
-    monkeypatch.setattr(fused, "gemv", counted)
+    monkeypatch.setattr(fused, "gemv", counting(fused.gemv, 1))
+    monkeypatch.setattr(fused, "gemv_rope_store", counting(fused.gemv_rope_store, -1))
     return calls
 
 
@@ -58,12 +60,14 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
 
 
 @runnable
-@pytest.mark.parametrize("preset, dtype", [
-    ("tiny-llama", torch.float32), ("tiny-llama", torch.float16), ("tiny-qwen3", torch.float16),
-    ("tiny-qwen2", torch.float32),
+@pytest.mark.parametrize("preset, head_dim, dtype", [
+    ("tiny-llama", 16, torch.float32),  # 8 dims a half: RoPE and the K/V store join qkv at one token only
+    ("tiny-llama", 32, torch.float16),  # ... and on the tensor-core tiles too
+    ("tiny-qwen3", 16, torch.float16),  # q/k norm: RoPE and the store stay apart
+    ("tiny-qwen2", 16, torch.float32),  # qkv bias: the eager chain
 ], ids=str)
-def test_decoder_forwards_match_the_torch_path(preset, dtype, gemv_calls):
-    config = replace(get_preset(preset), num_hidden_layers=3)
+def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_calls):
+    config = replace(get_preset(preset), num_hidden_layers=3, head_dim=head_dim)
     model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
     model.init_random_weights()
     randomize(model, seed=1)
@@ -78,8 +82,10 @@ def test_decoder_forwards_match_the_torch_path(preset, dtype, gemv_calls):
                 outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
         runs[policy] = outputs, kv
     # qkv_proj has a bias in Qwen2: those blocks keep the eager chain.
-    num_tokens = [len(ids) for _, ids in [(0, PROMPT), *FORWARDS]]
-    expected = [] if config.attention_bias else [n for n in num_tokens for _ in range(config.num_hidden_layers * 4)]
+    expected = []
+    for n in ([] if config.attention_bias else [len(ids) for _, ids in [(0, PROMPT), *FORWARDS]]):
+        is_rope_joined = not config.use_qk_norm and (n == 1 or head_dim // 2 >= 16)
+        expected += [-n if is_rope_joined else n, n, n, n] * config.num_hidden_layers
     assert gemv_calls == expected
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
@@ -89,12 +95,12 @@ def test_decoder_forwards_match_the_torch_path(preset, dtype, gemv_calls):
 
 
 @runnable
-@pytest.mark.parametrize("method, num_layers, norm_before_residual, num_gemv_per_step, dtype", [
+@pytest.mark.parametrize("method, num_layers, norm_before_residual, first_layer_calls, dtype", [
     ("eagle3", 1, False, 3, torch.float32),  # EAGLE-3's first layer: o_proj, gate_up, down (qkv reads a concat)
-    ("eagle3", 2, True, 3 + 4, torch.float16),
-    ("eagle", 2, False, 4, torch.float16),  # EAGLE-1's first layer has no input norm: the eager chain
+    ("eagle3", 2, True, 3, torch.float16),
+    ("eagle", 2, False, 0, torch.float16),  # EAGLE-1's first layer has no input norm: the eager chain
 ], ids=str)
-def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_before_residual, num_gemv_per_step,
+def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_before_residual, first_layer_calls,
                                                      dtype, gemv_calls):
     head = random_eagle_head(method, num_layers, norm_before_residual, False, dtype, DEVICE)
     gen = torch.Generator().manual_seed(3)
@@ -116,7 +122,11 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
                 hidden = step.hidden[-1:]
                 steps.append((step.hidden, head.compute_logits(step.logits_input)))
         results[policy] = steps, step_kv
-    assert gemv_calls == [n for n in (1, 2, 1) for _ in range(num_gemv_per_step)]
+    expected = []
+    for n in (1, 2, 1):  # later layers are decoder blocks: qkv joins RoPE and the store where its tiles fit
+        qkv = -n if n == 1 or head.config.layer.head_dim // 2 >= 16 else n
+        expected += [n] * first_layer_calls + [qkv, n, n, n] * (num_layers - 1)
+    assert gemv_calls == expected
     for i, ((got_h, got_l), (want_h, want_l)) in enumerate(zip(results["on"][0], results["off"][0])):
         assert_close(got_h, want_h, dtype, f"hidden, step {i}")
         assert_close(got_l, want_l, dtype, f"logits, step {i}")

@@ -19,7 +19,7 @@ from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
 from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
-from specbench.models import DecoderLM, get_preset  # noqa: E402
+from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
 from specbench.models import layers  # noqa: E402
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding  # noqa: E402
@@ -109,7 +109,10 @@ def kernel_calls(monkeypatch) -> dict[str, int]:
 @runnable
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen2", "tiny-qwen3"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_fused_forward_matches_torch_path(preset, dtype, kernel_calls):
+def test_fused_forward_matches_torch_path(preset, dtype, kernel_calls, monkeypatch):
+    # The layers' own fused kernels: decode batches would otherwise take decode_gemv's projections, which fold
+    # the norms, RoPE and SiLU-and-mul in (tests/models/test_decode_gemv.py).
+    monkeypatch.setattr(decode_gemv, "applies", lambda layer, x: False)
     model = tiny_model(preset, dtype, DEVICE)
     prompts, num_decode_steps = prompts_for(model.config.vocab_size), 3
     with fused.fused_kernels("off"):

@@ -17,7 +17,7 @@ from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
-from specbench.models import DecoderLM, get_preset  # noqa: E402
+from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
 from specbench.spec.eagle.head import EagleHead  # noqa: E402
 
@@ -60,7 +60,9 @@ def assert_same(got: torch.Tensor, want: torch.Tensor, exact: bool) -> None:
 
 @pytest.fixture
 def residual_norms(monkeypatch) -> list[int]:
-    """Appends 1 for each fused norm launched with a residual to add, 0 for each without."""
+    """Appends 1 for each fused norm launched with a residual to add, 0 for each without. The blocks take the
+    layers' own chain: decode batches would take decode_gemv's (tests/models/test_decode_gemv.py)."""
+    monkeypatch.setattr(decode_gemv, "applies", lambda layer, x: False)
     calls: list[int] = []
     module = fused._kernel_modules().rms_norm
     real = module.rms_norm
@@ -127,7 +129,9 @@ def plain_head(head: EagleHead, ids, hidden, md, kv) -> tuple[torch.Tensor, torc
 @pytest.mark.parametrize("method, norm_before_residual, norm_output", [
     ("eagle", False, False), ("eagle3", False, False), ("eagle3", True, True)])
 @pytest.mark.parametrize("num_layers", [1, 2])
-def test_eagle_head_matches_plain_blocks(method, norm_before_residual, norm_output, num_layers, policy, dtype):
+def test_eagle_head_matches_plain_blocks(method, norm_before_residual, norm_output, num_layers, policy, dtype,
+                                        monkeypatch):
+    monkeypatch.setattr(decode_gemv, "applies", lambda layer, x: False)  # as residual_norms says
     if not (policy == "off" or is_exact(dtype)):
         pytest.skip("the CPU interpreter rounds bf16 sums by truncation; covered on CUDA")
     head = random_eagle_head(method, num_layers, norm_before_residual, norm_output, dtype, DEVICE)
