@@ -315,8 +315,11 @@ def gemv(
                                       residual is not None, x.element_size())
     block_m = max(16, next_pow2(num_tokens)) if config.is_dot else next_pow2(num_tokens)
     rows_per_tile = config.block_n
-    if rope is not None:  # the same weight rows a tile: half of them from each half of a head
-        config = replace(config, block_n=min(max(config.block_n // 2, 1), rope.head_dim // 2))
+    if rope is not None:
+        # The same weight rows a tile, half from each half of a head. One program per tile: on the H100 (Triton
+        # 3.6) the epilogue's per-head branches came out wrong under a persistent, flattened tile loop.
+        config = replace(config, block_n=min(max(config.block_n // 2, 1), rope.head_dim // 2), programs_per_sm=0,
+                         is_flat=False)
         rows_per_tile = 2 * config.block_n
     num_programs = triton.cdiv(out_features, rows_per_tile)
     if config.programs_per_sm:
