@@ -59,16 +59,17 @@ class KernelModules:
     rope: ModuleType
     activation: ModuleType
     gemv: ModuleType
+    gemv_rope: ModuleType
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel_modules() -> KernelModules | None:
     # Imported on first use, never at specbench import: the first `import triton` fixes its TRITON_INTERPRET mode.
     try:
-        from specbench.kernels import activation, gemv, rms_norm, rope
+        from specbench.kernels import activation, gemv, gemv_rope, rms_norm, rope
     except ImportError:
         return None
-    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation, gemv=gemv)
+    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation, gemv=gemv, gemv_rope=gemv_rope)
 
 
 @functools.lru_cache(maxsize=None)
@@ -135,15 +136,15 @@ def gemv_rope_store(
     norm_weight: torch.Tensor | None = None,  # [in_size]
     eps: float = 0.0,
 ) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: rotated q; rotated k and v are in the caches
-    gemv_module = _kernel_modules().gemv
-    rope = gemv_module.RopeStore(cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
-                                 k_cache.shape[-1])
-    return gemv_module.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope)
+    modules = _kernel_modules()
+    rope = modules.gemv_rope.RopeStore(cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
+                                       k_cache.shape[-1])
+    return modules.gemv.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope)
 
 
 def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
-    """Whether `gemv_rope_store` takes these shapes (kernels/gemv.py)."""
-    return _kernel_modules().gemv.rope_store_fits(num_tokens, head_dim)
+    """Whether `gemv_rope_store` takes these shapes (kernels/gemv_rope.py)."""
+    return _kernel_modules().gemv_rope.rope_store_fits(num_tokens, head_dim)
 
 
 def gemv_max_tokens() -> int:

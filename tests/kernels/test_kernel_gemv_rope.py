@@ -1,4 +1,4 @@
-"""qkv with RoPE and the K/V store in its epilogue (kernels/gemv.py, `rope=`) == the eager chain: (norm), qkv,
+"""qkv with RoPE and the K/V store in its epilogue (kernels/gemv_rope.py through gemv's `rope=`) == the eager chain: (norm), qkv,
 RotaryEmbedding.apply on q and k, k and v into the paged cache at each token's slot, padding slots untouched."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON
 
 from tests.kernels.test_kernel_gemv import DEVICE, DTYPES, assert_close, inputs  # noqa: E402
 
-from specbench.kernels.gemv import GemvConfig, RopeStore, gemv  # noqa: E402
+from specbench.kernels.gemv import GemvConfig, gemv  # noqa: E402
+from specbench.kernels.gemv_rope import RopeStore  # noqa: E402
 from specbench.models.layers import RMSNorm, RotaryEmbedding  # noqa: E402
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM = 4, 2, 32
