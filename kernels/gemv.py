@@ -11,7 +11,7 @@ sums leave it (no split-K reduce). At one token it multiplies on the CUDA cores;
 with the weight rows as the MMA's M side (a skinny GEMM with the operands swapped). With a norm, a first pass
 over the tokens' rows (from L2) gives the RMS and the normalized row is rebuilt per K block: cheap on the CUDA
 cores, but in the tensor-core loop it costs more than a separate norm kernel (BENCHMARKS.md), so the layers
-fuse the norm at one token only.
+fuse the norm at one token only. qkv can also rotate q and k and store k and v itself (`rope`, kernels/gemv_rope.py).
 """
 
 from __future__ import annotations
