@@ -205,17 +205,18 @@ def main() -> None:
         print("| --- | --- | --- | --- |")
         for m in tokens:
             rows, best_tiles[m] = sweep(w, m, bw, args.jobs)
-            rows.append(check_numerics(w, (m,), best_tiles[m]))
             print("\n".join(rows), flush=True)
+        for m in tokens:  # after the table, which a line of prose would cut in two
+            print(check_numerics(w, (m,), best_tiles[m]))
     print("| tokens | chain | us per layer | GB/s | % of copy |")
     print("| --- | --- | --- | --- | --- |")
     for m in tokens:
         print("\n".join(chains(w, m, args.layers, bw, best_tiles.get(m))), flush=True)
     for m in tokens:
         has_norm = m == 1
-        print(f"default tiles at {m} tokens: qkv {tile_name(default_config(m, QKV, HIDDEN, has_norm, False, False))}"
-              f", gate_up {tile_name(default_config(m, INTER, HIDDEN, has_norm, True, False))}"
-              f", o_proj / down {tile_name(default_config(m, HIDDEN, INTER, False, False, True))}")
+        print(f"default tiles at {m} tokens: qkv {tile_name(default_config(m, HIDDEN, has_norm, False, False))}"
+              f", gate_up {tile_name(default_config(m, HIDDEN, has_norm, True, False))}"
+              f", o_proj / down {tile_name(default_config(m, INTER, False, False, True))}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,5 @@
 """Fused decode projection (kernels/gemv.py) == the eager chain it replaces: [residual +] [silu*mul of] (norm | x) @ W.T.
-
-On CPU the interpreter runs fp32 and fp16 (its fp32 -> bf16 cast truncates); on CUDA bf16 too. The kernel and the
-eager chain differ only in the GEMM's fp32 summation order, so the tolerances are a few 16-bit ulps of the output.
-"""
+Operands, dtypes and tolerances: tests/support/projection_inputs.py."""
 
 from __future__ import annotations
 
@@ -19,11 +16,10 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
 ]
 
-from specbench.kernels.gemv import MAX_TOKENS, GemvConfig, gemv  # noqa: E402
-from specbench.models.layers import RMSNorm  # noqa: E402
+from tests.support.projection_inputs import DTYPES, assert_close, inputs, reference_norm  # noqa: E402
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+from specbench.kernels.gemv import MAX_TOKENS, GemvConfig, gemv  # noqa: E402
+
 BROADCAST = GemvConfig(block_n=4, block_k=64, num_warps=4, is_dot=False)
 DOT = GemvConfig(block_n=16, block_k=32, num_warps=4, is_dot=True)
 # Fewer programs than tiles (the interpreter counts 4 SMs): each walks several tiles.
@@ -32,32 +28,12 @@ PERSISTENT = GemvConfig(block_n=16, block_k=32, num_warps=4, is_dot=True, progra
 
 def eager(x, weight, *, norm_weight=None, eps=1e-5, is_gated=False, residual=None):
     if norm_weight is not None:
-        norm = RMSNorm(x.shape[-1], eps).to(x.device, x.dtype)
-        norm.weight.data.copy_(norm_weight)
-        x = norm.reference(x)
+        x = reference_norm(x, norm_weight, eps)
     out = F.linear(x, weight)
     if is_gated:
         gate, up = out.chunk(2, dim=-1)
         out = F.silu(gate) * up
     return out if residual is None else residual + out
-
-
-def inputs(num_tokens: int, out_features: int, in_size: int, dtype: torch.dtype, seed: int, is_gated: bool = False):
-    gen = torch.Generator(device=DEVICE).manual_seed(seed)
-
-    def randn(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=gen, device=DEVICE)).to(dtype)
-
-    rows = 2 * out_features if is_gated else out_features
-    return (randn(num_tokens, in_size), randn(rows, in_size, scale=in_size ** -0.5),
-            1 + randn(in_size, scale=0.1), randn(num_tokens, out_features))
-
-
-def assert_close(got: torch.Tensor, expected: torch.Tensor) -> None:
-    assert got.shape == expected.shape and got.dtype == expected.dtype and not got.isnan().any()
-    scale = expected.float().abs().max().item()
-    tol = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}[got.dtype]
-    torch.testing.assert_close(got.float(), expected.float(), atol=tol * scale, rtol=tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

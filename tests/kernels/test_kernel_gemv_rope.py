@@ -15,11 +15,11 @@ from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noq
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from tests.kernels.test_kernel_gemv import DEVICE, DTYPES, assert_close, inputs  # noqa: E402
+from tests.support.projection_inputs import DEVICE, DTYPES, assert_close, inputs, reference_norm  # noqa: E402
 
 from specbench.kernels.gemv import GemvConfig, gemv  # noqa: E402
 from specbench.kernels.gemv_rope import RopeStore  # noqa: E402
-from specbench.models.layers import RMSNorm, RotaryEmbedding  # noqa: E402
+from specbench.models.layers import RotaryEmbedding  # noqa: E402
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM = 4, 2, 32
 NUM_BLOCKS, BLOCK_SIZE = 6, 4
@@ -41,9 +41,7 @@ def rope_inputs(num_tokens: int, dtype: torch.dtype, seed: int):
 def eager_rope_store(x, weight, rope: RopeStore, norm_weight=None):
     """The eager chain, writing into copies of the caches; returns (q, k_cache, v_cache)."""
     if norm_weight is not None:
-        norm = RMSNorm(x.shape[-1], 1e-5).to(x.device, x.dtype)
-        norm.weight.data.copy_(norm_weight)
-        x = norm.reference(x)
+        x = reference_norm(x, norm_weight, 1e-5)
     n = x.shape[0]
     q, k, v = F.linear(x, weight).split([NUM_Q_HEADS * HEAD_DIM, NUM_KV_HEADS * HEAD_DIM, NUM_KV_HEADS * HEAD_DIM], -1)
     q = RotaryEmbedding.apply(q.reshape(n, NUM_Q_HEADS, HEAD_DIM), rope.cos_sin)
