@@ -53,6 +53,14 @@ def gemv_calls(monkeypatch) -> list[int]:
     return calls
 
 
+def block_calls(num_tokens: int, head_dim: int, has_qk_norm: bool) -> list[int]:
+    """`gemv_calls` of one decoder block: qkv (joined with RoPE and the store where its tiles hold 16 dims of a
+    half-head, or at one token, and no q/k norm sits in between), o_proj, gate_up, down."""
+    n = num_tokens
+    is_rope_joined = not has_qk_norm and (n == 1 or head_dim // 2 >= 16)
+    return [-n if is_rope_joined else n, n, n, n]
+
+
 def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
     tol = TOL[dtype]  # the model's dtype (logits come back fp32)
     scale = want.float().abs().max().item()
@@ -84,8 +92,7 @@ def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_cal
     # qkv_proj has a bias in Qwen2: those blocks keep the eager chain.
     expected = []
     for n in ([] if config.attention_bias else [len(ids) for _, ids in [(0, PROMPT), *FORWARDS]]):
-        is_rope_joined = not config.use_qk_norm and (n == 1 or head_dim // 2 >= 16)
-        expected += [-n if is_rope_joined else n, n, n, n] * config.num_hidden_layers
+        expected += block_calls(n, head_dim, config.use_qk_norm) * config.num_hidden_layers
     assert gemv_calls == expected
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
@@ -123,9 +130,8 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
                 steps.append((step.hidden, head.compute_logits(step.logits_input)))
         results[policy] = steps, step_kv
     expected = []
-    for n in (1, 2, 1):  # later layers are decoder blocks: qkv joins RoPE and the store where its tiles fit
-        qkv = -n if n == 1 or head.config.layer.head_dim // 2 >= 16 else n
-        expected += [n] * first_layer_calls + [qkv, n, n, n] * (num_layers - 1)
+    for n in (1, 2, 1):  # later layers are decoder blocks
+        expected += [n] * first_layer_calls + block_calls(n, head.config.layer.head_dim, False) * (num_layers - 1)
     assert gemv_calls == expected
     for i, ((got_h, got_l), (want_h, want_l)) in enumerate(zip(results["on"][0], results["off"][0])):
         assert_close(got_h, want_h, dtype, f"hidden, step {i}")
