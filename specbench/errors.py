@@ -16,3 +16,7 @@ class Interrupted(Exception):
 
     Not a KeyboardInterrupt: click turns those into a silent exit before the CLI could print this message.
     """
+
+
+class ServerLaunchFailed(SpecbenchError):
+    """A server specbench launched (--server-cmd) never became ready: nothing was measured on it."""

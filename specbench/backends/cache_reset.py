@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the embedded backend imports CacheReset without needing an HTTP client
-    import httpx
+    from specbench.backends.deadline import DeadlineClient
 
 RESET_ENDPOINTS = (("/reset_prefix_cache", "vLLM"), ("/flush_cache", "SGLang"))
 NOT_FOUND = (404, 405)
@@ -29,22 +29,22 @@ SKIPPED = CacheReset(False, "skipped (--no-cache-reset)")
 class PrefixCacheResetter:
     """Remembers which endpoint worked (or that none exists) after the first cell."""
 
-    def __init__(self, client: httpx.Client) -> None:
+    def __init__(self, client: DeadlineClient) -> None:
         self._client = client
         self._endpoint: str | None = None
         self._none_offered = False
 
     def reset(self) -> CacheReset:
-        import httpx
+        from specbench.backends.deadline import ServerAnswerError
 
         if self._none_offered:
             return self._no_endpoint()
         candidates = [self._endpoint] if self._endpoint else [path for path, _ in RESET_ENDPOINTS]
         for path in candidates:
-            try:
-                response = self._client.post(path)
-            except httpx.HTTPError as err:
-                return CacheReset(False, f"POST {path} failed ({type(err).__name__})")
+            try:  # only the status counts: servers answer with an empty body, text or JSON
+                response = self._client.post(path, self._client.deadlines.cache_reset_s)
+            except ServerAnswerError as err:
+                return CacheReset(False, f"failed: {err}")
             if response.status_code in NOT_FOUND:
                 continue
             if response.status_code >= 400:

@@ -45,7 +45,8 @@ async def stream_completion(client: httpx.AsyncClient, request: HttpRequest, sta
 async def run_request(
     client: httpx.AsyncClient, request: HttpRequest, timeout_s: float
 ) -> tuple[StreamState, str | None]:
-    """(what arrived, None) on success, else (what arrived, "kind: detail")."""
+    """(what arrived, None) on success, else (what arrived, "kind: detail"). `timeout_s` bounds the whole request,
+    connect to last byte: wait_for cancels it however slowly the server drips (httpx's own timeouts are per read)."""
     state = StreamState()
     try:
         await asyncio.wait_for(stream_completion(client, request, state), timeout_s)

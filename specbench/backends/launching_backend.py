@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,9 +15,9 @@ from typing import Any
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
 from specbench.backends.openai_backend import OpenAIBackend, local_tokenizer_of
-from specbench.backends.server_process import ServerProcess, free_port
+from specbench.backends.server_process import ServerNotReady, ServerProcess, free_port, log_tail
 from specbench.backends.server_template import LaunchValues, render, resolve_template
-from specbench.errors import SpecbenchError
+from specbench.errors import ServerLaunchFailed, SpecbenchError
 from specbench.runs.cell_key import CellKey
 from specbench.runs.finished_turn import FinishedTurn
 from specbench.runs.sweep_config import SweepConfig
@@ -25,18 +27,44 @@ from specbench.workloads.base import Sample
 SERVERS_DIR = "servers"
 
 
+def launch_argv(config: SweepConfig, num_steps: int, port: int) -> tuple[str, ...]:
+    """The argv of one num-steps group's server; raises SpecbenchError for a value the template cannot take."""
+    template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
+    flag = "--server-baseline-cmd" if num_steps == 0 and config.server_baseline_cmd is not None else "--server-cmd"
+    values = LaunchValues(num_steps, config.engine.method, port, config.engine.target, config.engine.draft)
+    return render(template, values, flag)
+
+
+def check_launches(config: SweepConfig, grid_num_steps: Iterable[int]) -> None:
+    """Every launch of the grid renders: a bad value is refused before a run directory exists."""
+    for num_steps in grid_num_steps:
+        launch_argv(config, num_steps, 0)
+
+
 def start_server(config: SweepConfig, num_steps: int, log_path: Path) -> ServerProcess:
     """The server of one num-steps group, started and ready (stopped again when it never gets ready)."""
-    template = resolve_template(config.server_cmd, config.server_baseline_cmd, num_steps)
-    values = LaunchValues(num_steps, config.engine.method, free_port(), config.engine.target, config.engine.draft)
-    server = ServerProcess(render(template, values), values.port, log_path)
+    port = free_port()
+    server = ServerProcess(launch_argv(config, num_steps, port), port, log_path)
     server.start()
     try:
         server.wait_ready(config.server_ready_timeout)
+    except ServerNotReady as why:
+        server.stop()
+        raise ServerLaunchFailed(f"the server {why} (log {_kept_log(log_path)}):\n{log_tail(log_path)}") from None
     except BaseException:
         server.stop()
         raise
     return server
+
+
+def _kept_log(log_path: Path) -> Path:
+    """A copy of a failed launch's log outside the run directory (a sweep that measured nothing removes it)."""
+    kept = Path(tempfile.mkdtemp(prefix="specbench-server-")) / log_path.name
+    try:
+        shutil.copyfile(log_path, kept)
+    except OSError:
+        return log_path
+    return kept
 
 
 class LaunchingBackend:
@@ -116,8 +144,12 @@ class LaunchingBackend:
         config = self.config
         logs = self.run_dir / SERVERS_DIR
         server = self._server = start_server(config, num_steps, logs / f"k{num_steps}.log")
-        self._client = OpenAIBackend(dataclasses.replace(config, base_url=server.url),
-                                     local_tokenizer=(self.tokenizer, self.can_tokenize))
+        try:
+            self._client = OpenAIBackend(dataclasses.replace(config, base_url=server.url),
+                                         local_tokenizer=(self.tokenizer, self.can_tokenize))
+        except SpecbenchError as err:  # e.g. an unreadable /v1/models: still nothing measured on this server
+            self._stop()
+            raise ServerLaunchFailed(f"the launched server (num-steps {num_steps}): {err}") from None
         self._num_steps = num_steps
         info = {"argv": list(server.argv), "port": server.port, "model": self._client.model,
                 "models": list(self._client.info.models), "version": self._client.info.version}

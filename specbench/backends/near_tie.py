@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from specbench.backends.deadline import DeadlineClient, ServerAnswerError
+from specbench.runs.deadlines import REQUEST_TIMEOUT_S
 
 NEAR_TIE_MARGIN = 0.1  # nats between the top-2 log-probabilities at the divergent token
 NEAR_TIE = "near-tie"
@@ -65,8 +66,8 @@ def parse_logprobs(choice: dict[str, Any]) -> list[TokenTop] | None:
     return None
 
 
-def diagnose(client: httpx.Client, model: str, prompt: str, ref_text: str, spec_text: str,
-             threshold: float = NEAR_TIE_MARGIN) -> TieDiagnosis:
+def diagnose(client: DeadlineClient, model: str, prompt: str, ref_text: str, spec_text: str,
+             threshold: float = NEAR_TIE_MARGIN, deadline_s: float = REQUEST_TIMEOUT_S) -> TieDiagnosis:
     """Ask the reference server (`client`) for the top-2 margin where `spec_text` first departs from `ref_text`."""
     diverge = next((i for i, (a, b) in enumerate(zip(ref_text, spec_text)) if a != b), min(len(ref_text),
                                                                                           len(spec_text)))
@@ -74,11 +75,15 @@ def diagnose(client: httpx.Client, model: str, prompt: str, ref_text: str, spec_
     body = {"model": model, "prompt": prompt + ref_text[:cut], "max_tokens": PROBE_TOKENS, "temperature": 0.0,
             "logprobs": TOP_LOGPROBS, "stream": False}
     try:
-        response = client.post("/v1/completions", json=body)
+        response = client.post("/v1/completions", deadline_s, json_body=body)
         response.raise_for_status()
-        choice = response.json()["choices"][0]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-        return TieDiagnosis(UNCLASSIFIED, None, (), f"logprobs probe failed ({type(err).__name__})")
+        answer = response.json()
+    except ServerAnswerError as err:
+        return TieDiagnosis(UNCLASSIFIED, None, (), f"logprobs probe failed ({err})")
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+        return TieDiagnosis(UNCLASSIFIED, None, (), "logprobs probe failed (unexpected answer: no choices[0] object)")
+    choice = choices[0]
     tokens = parse_logprobs(choice)
     if not tokens:
         return TieDiagnosis(UNCLASSIFIED, None, (), "the reference server returned no logprobs")

@@ -20,10 +20,11 @@ from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset, PrefixCacheResetter
 from specbench.backends.chat_stand_in import ServerChatTemplate
 from specbench.backends.credentials import api_key_from_env, auth_headers, public_url, redact
+from specbench.backends.deadline import DeadlineClient, SideDeadlines
 from specbench.backends.http_stream import run_request
 from specbench.backends.request_body import build_request
 from specbench.backends.server_adapters import choose_adapter
-from specbench.backends.server_info import INFO_TIMEOUT_S, read_server_info, scrape_spec_counters
+from specbench.backends.server_info import read_server_info, scrape_spec_counters
 from specbench.backends.spec_counters import counter_delta
 from specbench.backends.stream_state import StreamState
 from specbench.backends.token_counts import count_tokens
@@ -53,7 +54,7 @@ class OpenAIBackend:
         self._api_key = api_key_from_env(config.api_key_env)
         self.timeout_s = config.request_timeout
         self.tokenizer, self.can_tokenize = local_tokenizer or local_tokenizer_of(config)
-        self._client = httpx.Client(base_url=self.root, headers=auth_headers(self._api_key), timeout=INFO_TIMEOUT_S)
+        self._client = DeadlineClient(self.root, auth_headers(self._api_key), SideDeadlines.of(config))
         self.info = read_server_info(self._client, self._api_key)
         self.adapter, self.adapter_choice = choose_adapter(config.server_adapter, self.info.probe)
         if config.server_model is not None:

@@ -1,65 +1,97 @@
-"""What a server says about itself (/v1/models, /version) and its speculative counters (/metrics)."""
+"""What a server says about itself (/v1/models, /version, /props) and its speculative counters (/metrics).
+
+Every call runs under its deadline (deadline.py); an answer of the wrong shape is one line naming the endpoint."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specbench.backends.credentials import redact
+from specbench.backends.deadline import MAX_METRICS_BYTES, DeadlineClient, DeadlinePassed, ServerAnswerError
 from specbench.backends.prometheus import parse_metrics
 from specbench.backends.server_adapters import ServerAdapter, ServerProbe
 from specbench.backends.spec_counters import SpecCounters
 
-INFO_TIMEOUT_S = 10.0
+MODELS_PATH = "/v1/models"
+
+
+class _ModelCard(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+
+
+class _ModelList(BaseModel):
+    """OpenAI's list-models answer: {"data": [{"id": ...}, ...]} (other fields ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    data: list[_ModelCard]
 
 
 @dataclass(frozen=True)
 class ServerInfo:
     models: tuple[str, ...]  # ids listed by /v1/models
     models_error: str | None  # why /v1/models could not be read
-    version: dict | None  # /version's JSON (vLLM, specbench serve); None where absent
+    version: dict | None  # /version's JSON object (vLLM, specbench serve); None where absent or not an object
     probe: ServerProbe  # for choosing the server adapter
 
 
-def read_server_info(client: httpx.Client, secret: str | None) -> ServerInfo:
+def read_server_info(client: DeadlineClient, secret: str | None) -> ServerInfo:
     models: tuple[str, ...] = ()
     models_error = None
     try:
-        response = client.get("/v1/models")
-        response.raise_for_status()
-        models = tuple(str(m["id"]) for m in response.json().get("data", []) if isinstance(m, dict) and "id" in m)
-    except (httpx.HTTPError, ValueError, AttributeError) as err:
-        models_error = redact(f"{type(err).__name__}: {err}", secret)
+        models = read_models(client)
+    except ServerAnswerError as err:
+        models_error = redact(str(err), secret)
+        if isinstance(err, DeadlinePassed):  # a stalling server: the optional probes would each wait as long
+            return ServerInfo(models, models_error, None, ServerProbe((), None, None))
     version = _json_object(client, "/version")
     props = _json_object(client, "/props")
     try:
-        response = client.get("/metrics")
+        response = client.get("/metrics", client.deadlines.metrics_s, MAX_METRICS_BYTES)
         samples = tuple(parse_metrics(response.text)) if response.status_code == 200 else ()
-    except httpx.HTTPError:
+    except ServerAnswerError:
         samples = ()
     return ServerInfo(models, models_error, version, ServerProbe(samples, version, props))
 
 
-def _json_object(client: httpx.Client, path: str) -> dict | None:
+def read_models(client: DeadlineClient) -> tuple[str, ...]:
+    """The model ids /v1/models lists; raises ServerAnswerError (status, deadline, shape)."""
+    response = client.get(MODELS_PATH, client.deadlines.info_s)
+    response.raise_for_status()
     try:
-        response = client.get(path)
-        if response.status_code == 200:
-            data = response.json()
-            return data if isinstance(data, dict) else {"value": data}
-    except (httpx.HTTPError, ValueError):
-        pass
-    return None
+        listing = _ModelList.model_validate(response.json())
+    except ValidationError as err:
+        raise ServerAnswerError(f"{response.call}: unexpected answer ({shape_error(err)})") from None
+    return tuple(card.id for card in listing.data)
+
+
+def shape_error(err: ValidationError) -> str:
+    """The first problem of a pydantic error as one short phrase: "data.0.id: Field required"."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the answer"
+    return f"{where}: {first['msg']}"
+
+
+def _json_object(client: DeadlineClient, path: str) -> dict | None:
+    """An optional probe: None when absent, failing or not a JSON object."""
+    try:
+        response = client.get(path, client.deadlines.info_s)
+        data = response.json() if response.status_code == 200 else None
+    except ServerAnswerError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def scrape_spec_counters(
-    client: httpx.Client, adapter: ServerAdapter | None, no_adapter_note: str
+    client: DeadlineClient, adapter: ServerAdapter | None, no_adapter_note: str
 ) -> tuple[SpecCounters | None, str | None]:
     """(counters, None), or (None, why not): no /metrics, no known server, or no speculative counters on it."""
     try:
-        response = client.get("/metrics")
-    except httpx.HTTPError as err:
-        return None, f"could not scrape /metrics ({type(err).__name__})"
+        response = client.get("/metrics", client.deadlines.metrics_s, MAX_METRICS_BYTES)
+    except ServerAnswerError as err:
+        return None, f"could not scrape /metrics ({err})"
     if response.status_code != 200:
         return None, f"the server has no /metrics (http {response.status_code})"
     if adapter is None:

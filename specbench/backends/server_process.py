@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
+from specbench.backends.deadline import DeadlineClient, ServerAnswerError
 from specbench.backends.server_template import LOOPBACK
 from specbench.errors import SpecbenchError
+from specbench.runs.deadlines import READY_PROBE_TIMEOUT_S
 
 READY_PATHS = ("/health", "/v1/models")
 POLL_S = 0.2
@@ -36,6 +36,10 @@ def log_tail(path: Path, num_lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return "\n".join("  | " + line for line in lines[-num_lines:]) or "  | (empty log)"
+
+
+class ServerNotReady(Exception):
+    """Why a launched server never became ready ("exited with status 3 before it was ready")."""
 
 
 @dataclass
@@ -62,22 +66,22 @@ class ServerProcess:
                 raise SpecbenchError(f"cannot start server {self.argv[0]!r}: {err.strerror or err}") from None
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Returns once a readiness route answers 200; raises with the log's last lines when the server exits or
-        the timeout passes (and stops it)."""
+        """Returns once a readiness route answers 200; raises ServerNotReady when the server exits or the timeout
+        passes (and stops it)."""
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(base_url=self.url, timeout=2.0) as client:
-            while True:
-                code = self.process.poll()
-                if code is not None:
-                    raise SpecbenchError(f"the server exited with status {code} before it was ready "
-                                         f"(log {self.log_path}):\n{log_tail(self.log_path)}")
-                if any(_answers(client, path) for path in READY_PATHS):
-                    return
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise SpecbenchError(f"the server was not ready within {timeout_s:g} s (--server-ready-timeout; "
-                                         f"log {self.log_path}):\n{log_tail(self.log_path)}")
-                time.sleep(POLL_S)
+        client = DeadlineClient(self.url)
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerNotReady(f"exited with status {code} before it was ready")
+            # each probe is bounded too: a server that accepts and then stalls cannot hold this loop
+            if any(_answers(client, path, max(0.1, min(READY_PROBE_TIMEOUT_S, deadline - time.monotonic())))
+                   for path in READY_PATHS):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerNotReady(f"was not ready within {timeout_s:g} s (--server-ready-timeout)")
+            time.sleep(POLL_S)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM to the group, SIGKILL after `grace_s`; idempotent."""
@@ -103,10 +107,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _answers(client: httpx.Client, path: str) -> bool:
+def _answers(client: DeadlineClient, path: str, deadline_s: float) -> bool:
     try:
-        return client.get(path).status_code == 200
-    except httpx.HTTPError:
+        return client.get(path, deadline_s).status_code == 200
+    except ServerAnswerError:
         return False
 
 

@@ -77,22 +77,50 @@ def check_template(template: str, flag: str = "--server-cmd") -> None:
     if template.startswith(PRESET_PREFIX):
         resolve_template(template, None, 1)
         return
-    try:
-        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-    except ValueError as err:
-        raise SpecbenchError(f"{flag}: {err} in {template!r} (write {{{{ and }}}} for literal braces)") from None
+    names = set().union(*(_placeholders(arg, flag) for arg in split_template(template, flag)))
     unknown = sorted(names - set(PLACEHOLDERS) - {"num_draft_tokens"})
     if unknown:
         raise SpecbenchError(f"{flag}: unknown placeholder {{{unknown[0]}}}; supported: "
                              + ", ".join("{" + p + "}" for p in PLACEHOLDERS))
     if "port" not in names:
         raise SpecbenchError(f"{flag} must contain {{port}} (specbench picks a free loopback port per launch)")
+
+
+def split_template(template: str, flag: str = "--server-cmd") -> tuple[str, ...]:
+    """The template's arguments, split like a POSIX shell would (quotes group, no expansion)."""
     try:
-        shlex.split(template)
+        return tuple(shlex.split(template))
     except ValueError as err:
-        raise SpecbenchError(f"{flag}: {err} in {template!r}") from None
+        raise SpecbenchError(f"{flag}: {err} in {template!r} (quote an argument with spaces as a whole)") from None
 
 
-def render(template: str, values: LaunchValues) -> tuple[str, ...]:
-    """The argv of one launch (no shell: placeholders are filled, then split like a POSIX shell would)."""
-    return tuple(shlex.split(template.format_map(values.fields())))
+def render(template: str, values: LaunchValues, flag: str = "--server-cmd") -> tuple[str, ...]:
+    """The argv of one launch (no shell). The template is split first and each placeholder filled inside its own
+    argument, so a value with spaces or quotes stays one argument; a value that could pass for an option (a leading
+    `-`), an empty one and one with control characters are refused."""
+    fields = values.fields()
+    args = split_template(template, flag)
+    for name in sorted(set().union(*(_placeholders(arg, flag) for arg in args)) & set(fields)):
+        _check_value(name, fields[name], flag)
+    return tuple(arg.format_map(fields) for arg in args)
+
+
+def _placeholders(arg: str, flag: str) -> set[str]:
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(arg) if name is not None}
+    except ValueError as err:
+        raise SpecbenchError(f"{flag}: {err} in argument {arg!r} (write {{{{ and }}}} for literal braces)") from None
+
+
+_OPTION_OF = {"model": "--target", "draft": "--draft", "method": "--method"}
+
+
+def _check_value(name: str, value: str, flag: str) -> None:
+    given = f" (from {_OPTION_OF[name]})" if name in _OPTION_OF else ""
+    if not value:
+        raise SpecbenchError(f"{flag} uses {{{name}}}, which is empty{given}: give it or drop it from the template")
+    if value.startswith("-"):
+        raise SpecbenchError(f"{flag}: {{{name}}} = {value!r}{given} starts with '-' and would be read as an option "
+                             "by the server; refused")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SpecbenchError(f"{flag}: {{{name}}} = {value!r}{given} contains a control character; refused")

@@ -140,24 +140,23 @@ def check_lossless_launched(config: SweepConfig, log_dir: Path,
 
 def _diagnosed(pairs: tuple[TurnPair, ...], ref_turns: Sequence[FinishedTurn], backend, margin: float):
     """Pairs with a near-tie diagnosis on every mismatch (text prompts; chat ones stay unclassified)."""
-    import httpx
-
     from specbench.backends.credentials import auth_headers
+    from specbench.backends.deadline import DeadlineClient
     from specbench.backends.near_tie import UNCLASSIFIED, diagnose
 
     prompts = {(i.turn.sample.sample_id, i.turn.turn_index): i.turn.prompt for i in ref_turns}
     out = []
-    with httpx.Client(base_url=backend.root, headers=auth_headers(backend.api_key), timeout=backend.timeout_s) as c:
-        for pair in pairs:
-            if pair.error is None and not pair.is_identical:
-                prompt = prompts[(pair.sample_id, pair.turn)]
-                if prompt.messages and not prompt.add_special_tokens:
-                    diagnosis = TieDiagnosis(UNCLASSIFIED, None, (), "chat prompt: no text continuation to probe")
-                else:
-                    diagnosis = diagnose(c, backend.model, prompt.text, pair.ref_text or "", pair.spec_text or "",
-                                         margin)
-                pair = dataclasses.replace(pair, diagnosis=diagnosis)
-            out.append(pair)
+    client = DeadlineClient(backend.root, auth_headers(backend.api_key))  # each probe: one completion, deadlined
+    for pair in pairs:
+        if pair.error is None and not pair.is_identical:
+            prompt = prompts[(pair.sample_id, pair.turn)]
+            if prompt.messages and not prompt.add_special_tokens:
+                diagnosis = TieDiagnosis(UNCLASSIFIED, None, (), "chat prompt: no text continuation to probe")
+            else:
+                diagnosis = diagnose(client, backend.model, prompt.text, pair.ref_text or "", pair.spec_text or "",
+                                     margin, backend.timeout_s)
+            pair = dataclasses.replace(pair, diagnosis=diagnosis)
+        out.append(pair)
     return tuple(out)
 
 

@@ -19,7 +19,7 @@ from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.validate import validate_config
-from specbench.errors import Interrupted, SpecbenchError
+from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
 from specbench.runs.cell_key import CellKey
 from specbench.runs.preflight import workload_options
 from specbench.runs.records import Row
@@ -76,7 +76,12 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
                 shutil.rmtree(run_dir, ignore_errors=True)  # nothing was kept: leave no run directory behind
                 raise
         store = RunStore(run_dir, [key.cell_id for key in grid], config.max_num_steps)
-        num_run = _run_missing_cells(backend, planner, data.samples, grid, config, chat_template, workload, store)
+        try:
+            num_run = _run_missing_cells(backend, planner, data.samples, grid, config, chat_template, workload, store)
+        except ServerLaunchFailed:  # a new run whose first server never got ready: leave no run directory behind
+            if config.resume is None and not store.completed():
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []

@@ -91,6 +91,11 @@ def _check_backend(config: SweepConfig) -> None:
         return
     if config.engine.inject is not None:
         raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
+    for flag, seconds in (("--request-timeout", config.request_timeout), ("--info-timeout", config.info_timeout),
+                          ("--metrics-timeout", config.metrics_timeout),
+                          ("--cache-reset-timeout", config.cache_reset_timeout)):
+        if not seconds > 0:  # NaN too
+            raise SpecbenchError(f"{flag} must be > 0, got {seconds}")
     if config.server_cmd is not None:
         _check_server_launch(config)
         return
@@ -105,12 +110,11 @@ def _check_backend(config: SweepConfig) -> None:
             f"--backend {config.backend}: the server's speculative config is fixed; give the one --num-steps it runs "
             f"(0 for a non-speculative server), got {','.join(map(str, config.num_steps))}"
         )
-    if not config.request_timeout > 0:
-        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
 
 
 def _check_server_launch(config: SweepConfig) -> None:
     from specbench.backends.server_adapters import SERVER_ADAPTERS
+    from specbench.backends.launching_backend import check_launches
     from specbench.backends.server_template import check_template
 
     if config.base_url is not None:
@@ -118,12 +122,11 @@ def _check_server_launch(config: SweepConfig) -> None:
     check_template(config.server_cmd)
     if config.server_baseline_cmd is not None:
         check_template(config.server_baseline_cmd, "--server-baseline-cmd")
+    check_launches(config, config.grid_num_steps)  # the values filled in ({model} {draft} ...) too
     if config.server_adapter != "auto":
         SERVER_ADAPTERS.get(config.server_adapter)
     if not config.server_ready_timeout > 0:
         raise SpecbenchError(f"--server-ready-timeout must be > 0, got {config.server_ready_timeout}")
-    if not config.request_timeout > 0:
-        raise SpecbenchError(f"--request-timeout must be > 0, got {config.request_timeout}")
 
 
 def _check_values(flag: str, values, ok, need: str) -> None:

@@ -11,6 +11,7 @@ from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.config import ENGINE_OPTION_NAMES
+from specbench.runs.deadlines import REQUEST_TIMEOUT_S
 
 
 # The check engine's defaults as option defaults, with a draft model and a larger KV pool than the library's
@@ -55,7 +56,7 @@ def check(
         check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, model_spec=None, model_ref=None,
                           workload="gsm8k", data_dir=data_dir, limit=20, shots=None, chat_template=None,
                           max_tokens=max_tokens, concurrency=1, tokenizer=None, api_key_env=api_key_env,
-                          request_timeout=600.0, show=5)
+                          request_timeout=REQUEST_TIMEOUT_S, show=5)
         return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
     from specbench.check.battery import CheckContext, run_checks

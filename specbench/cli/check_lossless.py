@@ -11,6 +11,7 @@ from specbench.cli import server_options as so
 from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
+from specbench.runs import deadlines
 
 
 @app.command("check-lossless")
@@ -31,7 +32,7 @@ def check_lossless(
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="local tokenizer (optional)")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="environment variable holding the "
                                                        "API key of both servers")] = None,
-    request_timeout: Annotated[float, typer.Option("--request-timeout")] = 600.0,
+    request_timeout: so.RequestTimeout = deadlines.REQUEST_TIMEOUT_S,
     show: Annotated[int, typer.Option("--show", help="mismatches to print")] = 5,
     near_tie_margin: Annotated[float, typer.Option("--near-tie-margin", help="a mismatch whose top-2 logprob margin "
                                                    "(reference server, first divergent token) is below this many "
@@ -39,7 +40,7 @@ def check_lossless(
     strict: Annotated[bool, typer.Option("--strict", help="near-ties fail too")] = False,
     server_cmd: so.ServerCmd = None,
     server_baseline_cmd: so.ServerBaselineCmd = None,
-    server_ready_timeout: so.ServerReadyTimeout = 600.0,
+    server_ready_timeout: so.ServerReadyTimeout = deadlines.SERVER_READY_TIMEOUT_S,
     server_log_dir: Annotated[Optional[str], typer.Option("--server-log-dir", help="--server-cmd: where the two "
                                                           "servers' logs go (default: a new temporary directory)")
                               ] = None,

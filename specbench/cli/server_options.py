@@ -9,8 +9,11 @@ import typer
 ServerCmd = Annotated[
     Optional[str],
     typer.Option("--server-cmd", help="openai: launch the server per num-steps group from this template "
-                 "({num_steps} {method} {port} {model} {draft} {host}; no shell) or preset:NAME (llama-server, "
-                 "llama-server-ngram, vllm, sglang, specbench); replaces --base-url"),
+                 "({num_steps} {method} {port} {model} {draft} {host}) or preset:NAME (llama-server, "
+                 "llama-server-ngram, vllm, sglang, specbench); replaces --base-url. No shell: the template is split "
+                 "into arguments like a shell would (quote an argument with spaces), then each placeholder is filled "
+                 "inside its argument, so a value with spaces stays one argument; a value starting with '-', an "
+                 "empty one or an unbalanced quote is refused"),
 ]
 ServerBaselineCmd = Annotated[
     Optional[str],
@@ -24,4 +27,17 @@ ServerAdapter = Annotated[
 ]
 ServerReadyTimeout = Annotated[
     float, typer.Option("--server-ready-timeout", help="seconds a launched server may take to become ready")
+]
+# Deadlines on whole calls, connect to last byte (defaults in runs/deadlines.py); recorded in the manifest's config.
+RequestTimeout = Annotated[
+    float, typer.Option("--request-timeout", help="openai: seconds one streamed request may take, connect to last byte")
+]
+InfoTimeout = Annotated[
+    float, typer.Option("--info-timeout", help="openai: seconds each of /v1/models, /version, /props may take")
+]
+MetricsTimeout = Annotated[
+    float, typer.Option("--metrics-timeout", help="openai: seconds one /metrics scrape may take (two per cell)")
+]
+CacheResetTimeout = Annotated[
+    float, typer.Option("--cache-reset-timeout", help="openai: seconds one prefix-cache reset may take")
 ]

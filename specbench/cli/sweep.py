@@ -11,6 +11,7 @@ from specbench.cli import load_options as lo
 from specbench.cli import options as o
 from specbench.cli import server_options as so
 from specbench.cli.app import app
+from specbench.runs import deadlines
 
 
 def sweep(
@@ -60,12 +61,14 @@ def sweep(
                                                         "the server's first /v1/models entry)")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="openai: environment variable "
                                                        "holding the API key (never stored)")] = None,
-    request_timeout: Annotated[float, typer.Option("--request-timeout", help="openai: seconds per request")
-                               ] = 600.0,
+    request_timeout: so.RequestTimeout = deadlines.REQUEST_TIMEOUT_S,
+    info_timeout: so.InfoTimeout = deadlines.INFO_TIMEOUT_S,
+    metrics_timeout: so.MetricsTimeout = deadlines.METRICS_TIMEOUT_S,
+    cache_reset_timeout: so.CacheResetTimeout = deadlines.CACHE_RESET_TIMEOUT_S,
     server_cmd: so.ServerCmd = None,
     server_baseline_cmd: so.ServerBaselineCmd = None,
     server_adapter: so.ServerAdapter = "auto",
-    server_ready_timeout: so.ServerReadyTimeout = 600.0,
+    server_ready_timeout: so.ServerReadyTimeout = deadlines.SERVER_READY_TIMEOUT_S,
     label: Annotated[Optional[str], typer.Option("--label", help="tag stored with every row, e.g. "
                                                  "before / after")] = None,
     results_dir: Annotated[str, typer.Option("--results-dir", help="parent of the run directory")] = "results",

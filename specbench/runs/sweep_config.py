@@ -10,9 +10,12 @@ from typing import Any
 
 from specbench.config import ENGINE_OPTION_NAMES, EngineConfig, options_added_later
 from specbench.errors import SpecbenchError
+from specbench.runs import deadlines
 
 # Where results go and how they are shown: free to differ when a run is resumed.
-RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env", "optimize"})
+# The side-call deadlines bound how long a broken server may stall a run, not what a cell measures.
+RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_key_env", "optimize", "info_timeout",
+                              "metrics_timeout", "cache_reset_timeout"})
 RAMP_UP_STRATEGIES = ("linear",)
 OPTIMIZE_TARGETS = ("throughput", "tpot")  # best k: highest output throughput | lowest median TPOT
 EMBEDDED = "embedded"
@@ -67,12 +70,16 @@ class SweepConfig:
     base_url: str | None = None  # openai: server root, e.g. http://127.0.0.1:8000
     server_model: str | None = None  # openai: model to request (None: the server's first /v1/models entry)
     api_key_env: str | None = None  # openai: environment variable holding the API key (the key is never stored)
-    request_timeout: float = 600.0  # openai: seconds per request, connect to last byte
+    request_timeout: float = deadlines.REQUEST_TIMEOUT_S  # openai: seconds per request, connect to last byte
+    # openai: seconds each side call may take, connect to last byte (runs/deadlines.py)
+    info_timeout: float = deadlines.INFO_TIMEOUT_S  # each of /v1/models, /version, /props
+    metrics_timeout: float = deadlines.METRICS_TIMEOUT_S  # one /metrics scrape
+    cache_reset_timeout: float = deadlines.CACHE_RESET_TIMEOUT_S  # one prefix-cache reset
     # openai: specbench launches the server per num-steps group from these (backends/server_template.py)
     server_cmd: str | None = None  # template with {num_steps} {method} {port} {model} {draft} {host}, or preset:NAME
     server_baseline_cmd: str | None = None  # template for num-steps 0 (None: the preset's, else server_cmd)
     server_adapter: str = "auto"  # whose metrics and response fields to read (backends/server_adapters.py)
-    server_ready_timeout: float = 600.0  # seconds a launched server may take to answer /health
+    server_ready_timeout: float = deadlines.SERVER_READY_TIMEOUT_S  # seconds a launched server may take to answer /health
     # engine: the shared option group, stored flat in manifests under the same keys as the command line's
     # options. Its max_num_steps and max_concurrency are not the sweep's: the grid sets them (backends/embedded.py).
     # Over HTTP only target, method, draft and tokenizer are read (labels, --server-cmd templates).

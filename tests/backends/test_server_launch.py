@@ -119,6 +119,9 @@ def test_a_server_that_dies_before_ready_is_one_error_quoting_its_log(tmp_path, 
     err = _main_error(monkeypatch, capsys, tmp_path, _template(tmp_path, "--exit-code", "3"), "-k", "0")
     assert "error: the server exited with status 3 before it was ready" in err and "Traceback" not in err
     assert "could not load the model (test hook)" in err  # the log's tail is quoted
+    kept = err.split("(log ", 1)[1].split(")", 1)[0]  # the whole log, kept outside the run directory
+    assert "could not load the model (test hook)" in Path(kept).read_text()
+    assert not list((tmp_path / "results").iterdir())  # nothing was measured: no run directory is left
 
 
 def test_a_server_never_ready_times_out_and_is_killed(tmp_path, monkeypatch, capsys):
