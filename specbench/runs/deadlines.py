@@ -1,5 +1,6 @@
 """Every deadline of an HTTP call specbench makes to a server, declared once: SweepConfig's defaults, the command
-line's and the backends' all read these. A deadline bounds the whole call, connect to last byte (backends/deadline.py)."""
+line's and the backends' all read these. A deadline bounds the whole call, connect to last byte
+(backends/deadline.py)."""
 
 from __future__ import annotations
 

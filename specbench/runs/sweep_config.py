@@ -79,7 +79,7 @@ class SweepConfig:
     server_cmd: str | None = None  # template with {num_steps} {method} {port} {model} {draft} {host}, or preset:NAME
     server_baseline_cmd: str | None = None  # template for num-steps 0 (None: the preset's, else server_cmd)
     server_adapter: str = "auto"  # whose metrics and response fields to read (backends/server_adapters.py)
-    server_ready_timeout: float = deadlines.SERVER_READY_TIMEOUT_S  # seconds a launched server may take to answer /health
+    server_ready_timeout: float = deadlines.SERVER_READY_TIMEOUT_S  # seconds a launched server may take to get ready
     # engine: the shared option group, stored flat in manifests under the same keys as the command line's
     # options. Its max_num_steps and max_concurrency are not the sweep's: the grid sets them (backends/embedded.py).
     # Over HTTP only target, method, draft and tokenizer are read (labels, --server-cmd templates).
