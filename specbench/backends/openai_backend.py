@@ -201,9 +201,9 @@ class OpenAIBackend:
     def end_window(self) -> CellWindow:
         after, note = self._scrape()
         if self._window_note is not None or note is not None:
-            return CellWindow((), None, self._window_note or note)
+            return CellWindow((), None, self._window_note or note, self.info.speculation)
         delta, note = counter_delta(self._window_start, after)
-        return CellWindow((), delta, note)
+        return CellWindow((), delta, note, self.info.speculation)
 
     def close(self) -> None:
         self._client.close()
