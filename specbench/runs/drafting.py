@@ -19,9 +19,15 @@ def _positive(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value > 0
 
 
+def _is_unknown(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def did_draft(cell: Mapping[str, Any]) -> bool:
-    """`cell`: a cells.parquet row (or its acceptance columns)."""
-    return _positive(cell.get("num_draft_rounds")) or _positive(cell.get("num_draft_tokens"))
+    """`cell`: a cells.parquet row (or its acceptance columns). Draft tokens decide; rounds only where the source
+    exports no token count (SGLang's verify rounds)."""
+    tokens = cell.get("num_draft_tokens")
+    return _positive(tokens) if not _is_unknown(tokens) else _positive(cell.get("num_draft_rounds"))
 
 
 def is_baseline_cell(cell: Mapping[str, Any]) -> bool:
