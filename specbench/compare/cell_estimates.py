@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from specbench.compare.bootstrap import Estimate, RepeatReplicates, combine_repeats, repeat_replicates, rng_for
-from specbench.compare.cell_level import cell_level_estimate, cell_value
+from specbench.compare.cell_level import cell_level_estimate
 from specbench.compare.draws import Draw, random_draw
 from specbench.compare.loading import Run
 from specbench.compare.matching import MatchKey, cell_ids_by_key
 from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric, Resampling
 from specbench.compare.paired import question_means, request_outcomes
 from specbench.compare.request_sample import RequestSample
+from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.drafting import is_baseline_cell
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.compare.cell_level import cell_value
 from specbench.compare.loading import Run
 from specbench.compare.matching import DEFAULT_TEMPERATURE
+from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.records import is_null
 
 CELL_VALUES = (

@@ -10,7 +10,8 @@ import pytest
 
 from specbench.backends.server_info import ServerSpeculation, speculation_of
 from specbench.bench.server_acceptance import drafting_label
-from specbench.compare.cell_level import cell_level_estimate, cell_value
+from specbench.compare.cell_level import cell_level_estimate
+from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.drafting import did_draft, is_baseline_cell
 
 
