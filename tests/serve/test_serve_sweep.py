@@ -191,5 +191,7 @@ def test_a_drafting_server_swept_without_method_is_labelled_and_never_its_own_ba
     assert pd.isna(cell["speedup"]) and pd.isna(cell["agreement_text"]) and pd.isna(cell["baseline_cell_id"])
     assert "Speedup vs k=0 1.000" not in out and "Same text as k=0 1.000" not in out
     assert "method draft |" in out and "it is no baseline" in out
+    manifest = json.loads((results / "drafting" / "manifest.json").read_text())
+    assert manifest["backend"]["server"]["speculative"] == {"method": "draft", "num_steps": K, "source": "/version"}
     requests = pd.read_parquet(results / "drafting" / "requests.parquet")
     assert (requests["num_steps"] == K).all() and (requests["method"] == "draft").all()
