@@ -7,7 +7,12 @@ from typing import Any
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.reasoning_split import split_reasoning
-from specbench.bench.server_acceptance import drafting_label, response_acceptance, server_acceptance
+from specbench.bench.server_acceptance import (
+    LAUNCHED_K0_DRAFTS,
+    drafting_label,
+    response_acceptance,
+    server_acceptance,
+)
 from specbench.bench.store import RunStore
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import parse_goodput
@@ -57,10 +62,13 @@ def cell_tables(
     else:
         stored = store.rows("cells", baseline.cell_id)
         baseline_rows = store.rows("requests", baseline.cell_id) if stored and is_baseline_cell(stored[0]) else None
-    label = None
-    if drafted and run.key.num_steps == 0:
+    note = None
+    if drafted and run.key.num_steps == 0 and config.has_num_steps_control:
+        note = LAUNCHED_K0_DRAFTS  # the grid set this server's k: kept (relabelling would collide with k > 0)
+    elif drafted and run.key.num_steps == 0:
         per_pos = (acceptance or {}).get("server_accepted_per_pos")
         label = drafting_label(config.engine.method, run.server_speculation, per_pos)
+        note = label.note
         keys.update(method=label.method, num_steps=label.num_steps)
         for row in requests:
             row.update(method=label.method, num_steps=label.num_steps)
@@ -82,8 +90,8 @@ def cell_tables(
                     backend=run.backend)
     if acceptance is not None:
         cell.update(acceptance)
-    if label is not None:
-        cell["drafting_note"] = label.note
+    if note is not None:
+        cell["drafting_note"] = note
     return {
         "requests": requests,
         "steps": step_rows(keys, run.steps, store.step_offset),

@@ -94,6 +94,10 @@ def response_acceptance(request_rows: Sequence[Row], num_positions: int) -> dict
     return {**row, "acceptance_source": RESPONSE_SOURCE, "acceptance_note": None, "server_accepted_per_pos": None}
 
 
+NO_BASELINE = "it is no baseline, so no speedup or agreement vs k=0 is computed for it"
+LAUNCHED_K0_DRAFTS = f"warning: the k=0 server drafts (its speculative counters moved); {NO_BASELINE}"
+
+
 @dataclass(frozen=True)
 class DraftingLabel:
     """What a k = 0 cell that drafted (a server speculating on its own) is labelled with."""
@@ -117,5 +121,5 @@ def drafting_label(configured_method: str, speculation: ServerSpeculation | None
     said_method = f"method: {method}" + (f" (from {method_from})" if method_from else " (server drafts)")
     said_k = f"k: {k} (from {k_from})" if k_from else "k: unknown"
     note = (f"warning: the server drafts (its speculative counters moved) in a cell the sweep labelled k=0: "
-            f"{said_method}, {said_k}; it is no baseline, so no speedup or agreement vs k=0 is computed for it")
+            f"{said_method}, {said_k}; {NO_BASELINE}")
     return DraftingLabel(method, k, note)
