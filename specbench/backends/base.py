@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.backends.cache_reset import CacheReset
 from specbench.backends.spec_counters import SpecCounters
@@ -16,6 +16,9 @@ from specbench.runs.sweep_config import SweepConfig
 from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
 from specbench.workloads.base import Sample
 
+if TYPE_CHECKING:
+    from specbench.backends.server_info import ServerSpeculation
+
 
 @dataclass(frozen=True)
 class CellWindow:
@@ -24,6 +27,7 @@ class CellWindow:
     steps: tuple[StepStats, ...]  # embedded engine steps of the window; () over HTTP
     counters: SpecCounters | None  # HTTP: speculative counter deltas over the window; None when unavailable
     counters_note: str | None  # why `counters` is None (HTTP), else None
+    speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
 
 
 class BenchBackend(Protocol):

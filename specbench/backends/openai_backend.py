@@ -8,6 +8,7 @@ token_counts.py). Acceptance comes from /metrics counter deltas over each cell's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -92,6 +93,8 @@ class OpenAIBackend:
                     "models": list(self.info.models),
                     "models_error": self.info.models_error,
                     "version": self.info.version,
+                    # its speculative config where it says it (server_info.py); labels a drafting k=0 cell
+                    "speculative": None if self.info.speculation is None else dataclasses.asdict(self.info.speculation),
                     "adapter": None if self.adapter is None else self.adapter.name,
                     "adapter_choice": self.adapter_choice,
                 },
@@ -202,9 +205,9 @@ class OpenAIBackend:
     def end_window(self) -> CellWindow:
         after, note = self._scrape()
         if self._window_note is not None or note is not None:
-            return CellWindow((), None, self._window_note or note)
+            return CellWindow((), None, self._window_note or note, self.info.speculation)
         delta, note = counter_delta(self._window_start, after)
-        return CellWindow((), delta, note)
+        return CellWindow((), delta, note, self.info.speculation)
 
     def close(self) -> None:
         self._client.close()

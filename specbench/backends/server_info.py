@@ -1,6 +1,14 @@
 """What a server says about itself (/v1/models, /version, /props) and its speculative counters (/metrics).
 
-Every call runs under its deadline (deadline.py); an answer of the wrong shape is one line naming the endpoint."""
+Every call runs under its deadline (deadline.py); an answer of the wrong shape is one line naming the endpoint.
+
+Its speculative config, where it tells (read only to label a drafting server's cells, never to decide whether it
+drafts: that is whether its counters move, runs/drafting.py):
+- specbench serve: /version `speculative` = {"method", "num_steps"} (specbench/serve/app.py).
+- llama.cpp server: /props `default_generation_settings.params` `speculative.n_max` (the longest draft; its
+  `speculative.types` names the method in newer builds).
+- vLLM, SGLang: no endpoint says it; k is then read from the /metrics per-position labels (server_acceptance.py).
+"""
 
 from __future__ import annotations
 
@@ -30,11 +38,44 @@ class _ModelList(BaseModel):
 
 
 @dataclass(frozen=True)
+class ServerSpeculation:
+    """A server's speculative config as it reports it; None fields: it does not say."""
+
+    method: str | None
+    num_steps: int | None
+    source: str  # where it was read, e.g. "/version" or "/props"
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     models: tuple[str, ...]  # ids listed by /v1/models
     models_error: str | None  # why /v1/models could not be read
     version: dict | None  # /version's JSON object (vLLM, specbench serve); None where absent or not an object
     probe: ServerProbe  # for choosing the server adapter
+
+    @property
+    def speculation(self) -> ServerSpeculation | None:
+        return speculation_of(self.probe.version, self.probe.props)
+
+
+def speculation_of(version: dict | None, props: dict | None) -> ServerSpeculation | None:
+    spec = (version or {}).get("speculative")
+    if isinstance(spec, dict):
+        return ServerSpeculation(_text(spec.get("method")), _int(spec.get("num_steps")), "/version")
+    settings = (props or {}).get("default_generation_settings")
+    params = settings.get("params", settings) if isinstance(settings, dict) else None
+    if isinstance(params, dict) and "speculative.n_max" in params:
+        types = _text(params.get("speculative.types"))
+        return ServerSpeculation(types if types != "none" else None, _int(params["speculative.n_max"]), "/props")
+    return None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def read_server_info(client: DeadlineClient, secret: str | None) -> ServerInfo:

@@ -38,6 +38,8 @@ def backend_notes(cells: Sequence[Row]) -> list[str]:
             if not is_null(generated) and generated > received:
                 notes.append(f"{_where(c)}: the server generated {generated} tokens in the window but "
                              f"{received} were received by successful requests: {_gap_cause(c)}")
+    for note in sorted({c["drafting_note"] for c in cells if not is_null(c.get("drafting_note"))}):
+        notes.append(note)
     for c in cells:
         if c.get("num_errors"):
             notes.append(f"{_where(c)}: {c['num_errors']} failed request(s) left out of the metrics "

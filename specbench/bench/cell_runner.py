@@ -22,6 +22,7 @@ from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
+    from specbench.backends.server_info import ServerSpeculation
     from specbench.backends.spec_counters import SpecCounters
 
 
@@ -36,6 +37,7 @@ class CellRun:
     backend: str = "embedded"
     counters: SpecCounters | None = None  # HTTP: server speculative counter deltas over the measured window
     counters_note: str | None = None  # HTTP: why `counters` is None
+    server_speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
 
 
 def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
@@ -91,6 +93,7 @@ def run_cell(
         backend=backend.name,
         counters=window.counters,
         counters_note=window.counters_note,
+        server_speculation=window.speculation,
     )
 
 

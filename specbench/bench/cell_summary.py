@@ -42,6 +42,7 @@ def cell_row(
         acceptance_note=None,
         server_generation_tokens=None,
         server_accepted_per_pos=None,
+        drafting_note=None,
         **failure_columns(request_rows),
     )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None

@@ -14,8 +14,10 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     config, engine = report.config, report.config.engine
     server = f"{config.backend} server {public_url(config.base_url or '')}"
     where = f"target {engine.target}" if config.is_embedded else server
+    # The cells' labels: a drafting server swept without --method is labelled with its own method (drafting_note).
+    methods = sorted({str(c["method"]) for c in report.cells}) or [engine.method]
     head = (
-        f"{config.workload} | method {engine.method} | {where}"
+        f"{config.workload} | method {','.join(methods)} | {where}"
         + (f" | label {config.label}" if config.label else "")
         + (f" | MUTANT[{engine.inject}] (fault injected: not a real result)" if engine.inject else "")
         + (

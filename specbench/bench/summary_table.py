@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.records import Row
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
@@ -31,8 +32,9 @@ def _num(column: str, scale: float = 1.0, digits: int = 2) -> Cell:
 
 def _per_position(rows: Sequence[Row]) -> str:
     k = max(r["num_steps"] for r in rows)
-    values = [_mean(rows, f"accept_rate_pos_{i}") for i in range(1, k + 1)]
-    return " ".join("-" if v is None else f"{100 * v:.0f}" for v in values) if k else "-"
+    # cell_value: a drafting server relabelled with its own k has its rates past the run's columns
+    values = [[v for r in rows if not math.isnan(v := cell_value(r, f"accept_rate_pos_{i}"))] for i in range(1, k + 1)]
+    return " ".join(f"{100 * sum(v) / len(v):.0f}" if v else "-" for v in values) if k else "-"
 
 
 def _accuracy(column: str) -> Cell:

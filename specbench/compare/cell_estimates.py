@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 
 from specbench.compare.bootstrap import Estimate, RepeatReplicates, combine_repeats, repeat_replicates, rng_for
+from specbench.compare.cell_level import cell_level_estimate
 from specbench.compare.draws import Draw, random_draw
 from specbench.compare.loading import Run
 from specbench.compare.matching import MatchKey, cell_ids_by_key
 from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric, Resampling
 from specbench.compare.paired import question_means, request_outcomes
 from specbench.compare.request_sample import RequestSample
+from specbench.runs.cell_acceptance import cell_value
+from specbench.runs.drafting import is_baseline_cell
 
 
 class RunEstimates:
@@ -30,6 +33,18 @@ class RunEstimates:
     @cached_property
     def _requests_by_cell(self) -> dict[str, pd.DataFrame]:
         return {cell_id: group for cell_id, group in self.run.requests.groupby("cell_id", sort=False)}
+
+    @cached_property
+    def _cell_rows(self) -> dict[str, dict]:
+        return {str(row["cell_id"]): row for row in self.run.cells.to_dict("records")}
+
+    def baseline_cells(self, key: MatchKey) -> dict[int, str]:
+        """{repeat: cell_id} of the k = 0 cells `key` is compared with: never `key` itself, and only cells that
+        did not draft (runs/drafting.py)."""
+        if key == key.baseline:
+            return {}
+        found = self.cells.get(key.baseline, {})
+        return {r: c for r, c in found.items() if is_baseline_cell(self._cell_rows[c])}
 
     def requests(self, cell_id: str) -> pd.DataFrame:
         return self._requests_by_cell.get(cell_id, self.run.requests.iloc[:0])
@@ -50,13 +65,26 @@ class RunEstimates:
         if key not in self.cells:
             return Estimate(None, None, 0, 0)
         rng = rng_for(self.seed, self.side, key, metric.name, "repeats")
+        if metric.cell_column is not None and not self._has_request_counts(key):
+            return self._cell_level(metric.cell_column, key, rng)
         if metric.resampling is not Resampling.SPEEDUP:
             return combine_repeats([self._replicates(metric, key, r) for r in sorted(self.cells[key])], rng)
         return combine_repeats(self._speedup_repeats(key), rng)
 
+    def _has_request_counts(self, key: MatchKey) -> bool:
+        """Some request of the cell carries per-request draft counts (engine, or the server's response bodies)."""
+        return any(not np.isnan(self._sample(key, r)[0].num_draft_rounds).all() for r in self.cells[key])
+
+    def _cell_level(self, column: str, key: MatchKey, rng: np.random.Generator) -> Estimate:
+        """Acceptance from per-cell values only (/metrics counter deltas): see cell_level.py."""
+        repeats = sorted(self.cells[key])
+        values = [cell_value(self._cell_rows[self.cells[key][r]], column) for r in repeats]
+        num_requests = sum(self._sample(key, r)[0].num_requests for r in repeats)
+        return cell_level_estimate(values, num_requests, self.num_resamples, rng)
+
     def _speedup_repeats(self, key: MatchKey) -> list[RepeatReplicates]:
         """Per repeat: this cell's throughput replicates / its k=0 cell's (independent draws)."""
-        baseline = self.cells.get(key.baseline, {})
+        baseline = self.baseline_cells(key)
         out = []
         for repeat in sorted(r for r in self.cells[key] if r in baseline):
             cell = self._replicates(OUTPUT_THROUGHPUT, key, repeat)
@@ -70,7 +98,7 @@ class RunEstimates:
         """PAIRED metrics: (cell value = mean over repeats of the mean outcome, per-question mean outcomes)."""
         if key not in self.cells:
             return None, pd.Series(dtype=float)
-        baseline = self.cells.get(key.baseline, {})
+        baseline = self.baseline_cells(key)
         per_repeat = []
         for repeat, cell_id in sorted(self.cells[key].items()):
             base = self.requests(baseline[repeat]) if repeat in baseline else None

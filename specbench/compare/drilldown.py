@@ -37,19 +37,26 @@ def changed_answers(before: Run, after: Run, answer: str = "flexible") -> pd.Dat
 
 
 def acceptance_by_category(run: Run) -> pd.DataFrame:
-    """Per (num_steps, temperature, category): rounds, acceptance length and p_k pooled over concurrency/repeats."""
+    """Per (num_steps, temperature, category): rounds, acceptance length, rate and p_k pooled over concurrency and
+    repeats, from the requests' own counts (engine, or the server's response bodies over HTTP). NaN where no
+    request of the group carries them: /metrics counter deltas are per cell, never per category (the cell values
+    are in compare and the plots). The rate needs only drafted and accepted tokens (llama.cpp's `timings`)."""
     frame = _keyed(run.requests)
     frame = frame[frame["num_steps"] > 0]
     rows = []
     for (num_steps, temperature, category), group in frame.groupby(["num_steps", "temperature", "category"]):
-        rounds = int(group["num_draft_rounds"].sum())
+        rounds = group["num_draft_rounds"].sum(min_count=1)  # NaN when no request has the count
+        accepted = group["num_accepted_tokens"].sum(min_count=1)
+        drafted = group["num_draft_tokens"].sum(min_count=1)
         per_pos = np.zeros(int(num_steps))
-        for counts in group["num_accepted_per_pos"].dropna():  # null over HTTP
+        for counts in group["num_accepted_per_pos"].dropna():
             per_pos[: len(counts)] += np.asarray(counts, dtype=float)[: int(num_steps)]
+        has_rounds = rounds > 0  # False for NaN
         row = {"num_steps": num_steps, "temperature": temperature, "category": category,
                "num_requests": len(group), "num_draft_rounds": rounds,
-               "acceptance_length": 1 + group["num_accepted_tokens"].sum() / rounds if rounds else np.nan}
-        row.update({f"p_{k + 1}": per_pos[k] / rounds if rounds else np.nan for k in range(int(num_steps))})
+               "acceptance_length": 1 + accepted / rounds if has_rounds else np.nan,
+               "acceptance_rate": accepted / drafted if drafted > 0 else np.nan}
+        row.update({f"p_{k + 1}": per_pos[k] / rounds if has_rounds else np.nan for k in range(int(num_steps))})
         rows.append(row)
     return pd.DataFrame(rows)
 

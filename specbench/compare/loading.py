@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,11 @@ def load_run(spec: str | Path, results_dir: str | Path | None = None) -> Run:
     requests = requests[requests["cell_id"].isin(set(cells["cell_id"]))]
     requests = requests[requests["error"].isna()].reset_index(drop=True)  # failed requests (HTTP) measure nothing
     categories = _read_table(path, "categories") if (path / "categories.parquet").exists() else None
-    return Run(path, run_info(path, manifest), manifest, cells, requests, categories)
+    info = run_info(path, manifest)
+    methods = ",".join(sorted(set(cells["method"].astype(str))))
+    if methods != info.method:  # a drafting server's cells carry the method read from it (runs/drafting.py)
+        info = replace(info, method=methods)
+    return Run(path, info, manifest, cells, requests, categories)
 
 
 def resolve_run_dir(spec: str | Path, results_dir: str | Path | None) -> Path:

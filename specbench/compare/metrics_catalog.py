@@ -37,6 +37,9 @@ class Metric:
     estimator: Estimator | None = None  # REQUESTS / ROUNDS
     outcome: str | None = None  # PAIRED: per-request outcome (see paired.py)
     needs_drafts: bool = False  # defined only for num-steps > 0 cells
+    # ROUNDS acceptance metrics: the cells.parquet column holding the cell's value, used when its requests carry
+    # no per-request counts (acceptance from /metrics counter deltas: per cell only, see cell_level.py)
+    cell_column: str | None = None
 
     @property
     def title(self) -> str:
@@ -54,9 +57,10 @@ def _latency(field: str, stat: str, label: str) -> Metric:
                   "latency", est.latency(field, stat))
 
 
-def _acceptance(name: str, label: str, unit: str, scale: float, digits: int, estimator: Estimator) -> Metric:
+def _acceptance(name: str, label: str, unit: str, scale: float, digits: int, estimator: Estimator,
+                cell_column: str) -> Metric:
     return Metric(name, label, unit, scale, digits, True, Resampling.ROUNDS, Delta.RELATIVE, "acceptance",
-                  estimator, needs_drafts=True)
+                  estimator, needs_drafts=True, cell_column=cell_column)
 
 
 def _paired(name: str, label: str, outcome: str, group: str, needs_drafts: bool = False) -> Metric:
@@ -73,8 +77,8 @@ BASE_METRICS: tuple[Metric, ...] = (
     *(_latency(field, stat, label) for stat in ("mean", "median", "p99") for field, label in LATENCIES),
     Metric("tokens_per_emission", "Tokens per Emission", "", 1.0, 3, True, Resampling.ROUNDS, Delta.RELATIVE,
            "acceptance", est.tokens_per_emission),
-    _acceptance("acceptance_rate", "Acceptance Rate", "%", 100.0, 2, est.acceptance_rate),
-    _acceptance("acceptance_length", "Acceptance Length", "", 1.0, 4, est.acceptance_length),
+    _acceptance("acceptance_rate", "Acceptance Rate", "%", 100.0, 2, est.acceptance_rate, "acceptance_rate"),
+    _acceptance("acceptance_length", "Acceptance Length", "", 1.0, 4, est.acceptance_length, "acceptance_length"),
 )
 # Goodput (metrics/goodput.py): only for runs swept with --goodput; compare resamples their successful requests.
 GOODPUT_METRICS: tuple[Metric, ...] = (
@@ -98,7 +102,7 @@ ACCURACY_METRICS: tuple[Metric, ...] = (
 
 def position_metric(position: int) -> Metric:
     return _acceptance(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2,
-                       est.accept_rate_at(position))
+                       est.accept_rate_at(position), f"accept_rate_pos_{position}")
 
 
 def catalog(num_positions: int) -> tuple[Metric, ...]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from specbench.compare.loading import Run
 from specbench.compare.matching import DEFAULT_TEMPERATURE
+from specbench.runs.cell_acceptance import cell_value
+from specbench.runs.records import is_null
 
 CELL_VALUES = (
     "output_throughput", "tpot_s_mean", "ttft_s_mean", "ttft_s_p99", "speedup", "acceptance_length",
@@ -23,6 +24,7 @@ class RunSeries:
     label: str  # legend name: the run's --label (run id appended when two runs share a label)
     cells: pd.DataFrame  # one row per (temperature, concurrency, num_steps): CELL_VALUES averaged over repeats
     acceptance: pd.DataFrame  # one row per (temperature, num_steps > 0): acceptance_length, accept_rate_pos_{k}
+    # (from cells.parquet: every acceptance_source, HTTP /metrics deltas included)
 
 
 def run_series(runs: Sequence[Run]) -> list[RunSeries]:
@@ -31,7 +33,7 @@ def run_series(runs: Sequence[Run]) -> list[RunSeries]:
         RunSeries(
             label if labels.count(label) == 1 else f"{label} ({run.info.run_id})",
             _cell_means(run.cells),
-            _pooled_acceptance(run.requests),
+            _pooled_acceptance(run.cells),
         )
         for run, label in zip(runs, labels)
     ]
@@ -47,20 +49,23 @@ def _cell_means(cells: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["temperature", "concurrency", "num_steps"], as_index=False)[present].mean()
 
 
-def _pooled_acceptance(requests: pd.DataFrame) -> pd.DataFrame:
-    """AL = 1 + sum A / sum D and p_k = sum A_k / sum D over every request of the (temperature, k) cells."""
-    frame = requests[requests["num_steps"] > 0].assign(temperature=_temperature(requests))
+def _pooled_acceptance(cells: pd.DataFrame) -> pd.DataFrame:
+    """AL = 1 + sum A / sum D and p_k = sum A_k / sum D over the (temperature, k) cells' own acceptance columns,
+    whatever their acceptance_source (engine, response bodies or /metrics deltas: the same family). A cell with
+    rounds but no accepted count (SGLang's counters) weighs its acceptance_length by its rounds."""
+    frame = cells[cells["num_steps"] > 0].assign(temperature=_temperature(cells))
     rows = []
     for (temperature, num_steps), group in frame.groupby(["temperature", "num_steps"]):
-        rounds = group["num_draft_rounds"].sum()
-        if rounds == 0:
+        records = [r for r in group.to_dict("records")
+                   if not is_null(r["num_draft_rounds"]) and r["num_draft_rounds"] > 0]
+        rounds = float(sum(r["num_draft_rounds"] for r in records))
+        if not rounds:
             continue
-        per_pos = np.zeros(int(num_steps))
-        for counts in group["num_accepted_per_pos"].dropna():  # null over HTTP
-            per_pos[: len(counts)] += np.asarray(counts, dtype=float)[: int(num_steps)]
-        row = {"temperature": temperature, "num_steps": int(num_steps),
-               "acceptance_length": 1 + group["num_accepted_tokens"].sum() / rounds}
-        row.update({f"accept_rate_pos_{k + 1}": per_pos[k] / rounds for k in range(int(num_steps))})
+        lengths = [r["num_draft_rounds"] * cell_value(r, "acceptance_length") for r in records]
+        row = {"temperature": temperature, "num_steps": int(num_steps), "acceptance_length": sum(lengths) / rounds}
+        for k in range(1, int(num_steps) + 1):
+            rates = [r["num_draft_rounds"] * cell_value(r, f"accept_rate_pos_{k}") for r in records]
+            row[f"accept_rate_pos_{k}"] = sum(rates) / rounds
         rows.append(row)
     return pd.DataFrame(rows, columns=["temperature", "num_steps", "acceptance_length"] if not rows else None)
 

@@ -17,9 +17,13 @@
   "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
 
 HTTP backends (`cells.backend` != "embedded") measure on the client: arrival = when the request was sent (after
-its concurrency slot), one emission per streamed chunk with content; the per-request draft columns are null and
-the cell's acceptance columns come from the server's /metrics counter deltas over the measured window
-(`acceptance_source`); failed requests are rows with `error` set, left out of every metric.
+its concurrency slot), one emission per streamed chunk with content; failed requests are rows with `error` set,
+left out of every metric. Acceptance is one column family whatever its source (`acceptance_source`): per request
+where the engine or the server's response bodies give counts (requests' draft columns; per category too), else
+per cell from the server's /metrics counter deltas over the measured window (requests' draft columns null;
+compare then uses the cell values, with an interval only across repeats). A cell that drafted is never a
+baseline (specbench/runs/drafting.py): a server that speculates on its own, swept without --method/-k, gets its
+method and k from the server where it tells (`drafting_note`) and no speedup or agreement vs k=0.
 
 Times are `time.perf_counter()` seconds of the sweep's process (unix time = `time_origin_unix` of manifest.json,
 or of its `resumed` entry for cells run by a resumed session, + t). Temperature NaN = the workload's own per-sample
@@ -31,20 +35,22 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
-# (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet
+SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+# (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
+# "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
 
 KEY_COLUMNS: tuple[Column, ...] = (
     ("run_id", STR, "run directory name"),
-    ("cell_id", STR, "r{repeat}-t{temperature}-c{concurrency}-k{num_steps}"),
+    ("cell_id", STR, "r{repeat}-t{temperature}-c{concurrency}-k{num_steps} (k of the grid: a drafting server's "
+     "k0 cell keeps its id when num_steps is relabelled, see drafting_note)"),
     ("repeat", I64, "0-based repeat index"),
     ("concurrency", I64, "max requests in flight"),
     ("temperature", F64, "grid temperature; NaN = workload default per sample"),
-    ("num_steps", I64, "draft tokens per round k (0 = no speculation)"),
-    ("method", STR, "speculative method (none | ngram | draft | ...)"),
+    ("num_steps", I64, "draft tokens per round k (0 = no speculation, or a drafting server's unknown k)"),
+    ("method", STR, "speculative method (none | ngram | draft | ...; unknown: a server drafts but does not say how)"),
     ("workload", STR, "workload name"),
     ("workload_version", STR, "workload version (compare like with like)"),
     ("label", STR, "user --label (e.g. before / after), may be null"),
@@ -101,17 +107,22 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
-    ("acceptance_source", STR, "engine (per-request stats) | server:vllm / server:specbench / server:llamacpp / "
-     "server:sglang (/metrics counter deltas over the measured window); null when unavailable"),
+    ("acceptance_source", STR, "where the acceptance columns come from: engine (per-request stats) | response "
+     "(per-request counts in the server's response bodies, see draft_stats_source) | server:vllm / "
+     "server:specbench / server:llamacpp / server:sglang (Prometheus /metrics counter deltas over the measured "
+     "window: per cell only); null when unavailable"),
     ("draft_stats_source", STR, "where the requests' per-request draft columns come from: engine | "
      "llamacpp:timings | vllm:metrics.speculative_decoding | sglang:meta_info | mixed; null when none sent"),
     ("server_accepted_per_pos", pa.list_(F64), "HTTP: [num_positions] A_k counter deltas at every position the "
      "server reported (variable-length drafts may exceed num-steps; per-position columns stop at num-steps)"),
     ("acceptance_note", STR, "why the acceptance columns are null or approximate (HTTP), else null"),
+    ("drafting_note", STR, "set when a cell labelled k=0 drafted (a server speculating on its own): the method and "
+     "k it was relabelled with and where they were read, or 'unknown'; it is no baseline (no speedup/agreement)"),
     ("server_generation_tokens", I64, "HTTP: delta of the server's generation-token counter over the window "
      "(all its traffic: more than num_output_tokens means other requests were mixed in); else null"),
     ("num_preemptions", I64, "sum of request preemptions; null over HTTP"),
-    ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency); null if none"),
+    ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency) that did not draft; "
+     "null if none"),
     ("speedup", F64, "output_throughput / baseline output_throughput"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
     ("accuracy_strict", F64, "exact match, strict-match filter"),

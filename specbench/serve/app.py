@@ -95,7 +95,10 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
 
     @app.get("/version")
     async def version() -> Response:
-        return JSONResponse({"version": specbench.__version__, "server": "specbench"})
+        # Its speculative config, so a client that was not told can label what it measures (server_info.py).
+        config = loop.engine.config
+        speculative = {"method": config.method, "num_steps": config.max_num_steps if config.method != "none" else 0}
+        return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative})
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -229,3 +229,16 @@ def test_an_http_num_steps_needs_no_method_and_a_launch_adds_the_baseline():
     launched = SweepConfig(backend="openai", server_cmd="s --port {port}", num_steps=(3, 1), concurrency=(1, 4))
     assert launched.grid_num_steps == (0, 1, 3)
     assert [key.num_steps for key in build_grid(launched)] == [0, 0, 1, 1, 3, 3]  # one launch per k
+
+
+def test_a_baseline_server_that_drafts_is_no_baseline(tmp_path):
+    """--server-cmd sets k per launch; a k=0 launch whose server drafts anyway keeps its k=0 label but is not the
+    reference of the k>0 cells: no speedup or agreement anywhere, and a warning."""
+    drafting_baseline = _template(tmp_path).replace("--num-steps {num_steps}", "--num-steps 2")
+    result = _sweep(tmp_path, _template(tmp_path), "-k", "0,3", "--server-baseline-cmd", drafting_baseline)
+    assert result.exit_code == 0, result.output
+    _assert_all_dead(tmp_path)
+    cells = pd.read_parquet(tmp_path / "results" / "run" / "cells.parquet").set_index("num_steps")
+    assert cells.loc[0, "num_draft_tokens"] > 0 and "k=0 server drafts" in cells.loc[0, "drafting_note"]
+    assert cells["speedup"].isna().all() and cells["agreement_text"].isna().all()
+    assert cells["baseline_cell_id"].isna().all() and cells.loc[3, "num_draft_tokens"] > 0

@@ -153,4 +153,45 @@ def test_compare_reads_an_http_run(runs, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     acceptance = next(line for line in out.splitlines() if line.startswith("Acceptance Length"))
-    assert "N/A" in acceptance  # per-request draft counts do not exist over HTTP: no bootstrap estimate
+    assert acceptance.count("N/A") <= 1, acceptance  # values on both sides; at most the verdict is N/A
+
+
+def test_http_acceptance_on_both_sides_of_compare_and_in_the_plots(runs):
+    """/metrics deltas are per cell: compare shows them as point values (one repeat: no interval), equal to the
+    embedded run's on the same prompts; the acceptance figure's data has the HTTP run too."""
+    from specbench.compare import CompareOptions, compare_runs, load_run
+    from specbench.compare.plot_data import run_series
+
+    local, http = (load_run(runs[0] / f"gsm8k-{side}") for side in ("local", "http"))
+    comparison = compare_runs(local, http, CompareOptions(metrics=("acceptance",), num_resamples=100))
+    rows = [r for r in comparison.rows if r.metric.name in ("acceptance_length", "acceptance_rate", "accept_pos_1")]
+    assert len(rows) == 3 * len(comparison.matching.matched) > 0
+    for row in rows:
+        assert row.before is not None and row.after == pytest.approx(row.before), row
+        assert row.interval is None  # the HTTP side has one value per cell and a single repeat
+    series = {s.label: s.acceptance for s in run_series([local, http])}
+    assert len(series) == 2 and all(len(frame) == 2 for frame in series.values())  # temperatures 0 and 1
+    frames = list(series.values())
+    for column in ("acceptance_length", "accept_rate_pos_1", f"accept_rate_pos_{K}"):
+        assert frames[1][column].to_numpy() == pytest.approx(frames[0][column].to_numpy()), column
+
+
+def test_a_drafting_server_swept_without_method_is_labelled_and_never_its_own_baseline(runs, server):
+    """No --method/-k: the grid's one cell is k=0, but the server's counters move, so the cell takes the
+    server's method and k from its /version and gets no speedup or agreement vs itself."""
+    results = runs[0]
+    out = _cli(["sweep", "--backend", "openai", "--base-url", server.url, "--api-key-env", "SPECBENCH_TEST_KEY",
+                "--results-dir", str(results), "--run-id", "drafting", "--data-dir", str(data_dir()),
+                "--workload", "gsm8k", "--limit", "2", "--shots", "1", "--max-tokens", "8", "--concurrency", "1",
+                "--temperature", "0", "--warmup", "0"], env={"SPECBENCH_TEST_KEY": SECRET}).output
+    cell = pd.read_parquet(results / "drafting" / "cells.parquet").iloc[0]
+    assert cell["cell_id"].endswith("-k0") and cell["num_draft_rounds"] > 0
+    assert (cell["method"], cell["num_steps"]) == ("draft", K)
+    assert "method: draft (from /version)" in cell["drafting_note"] and f"k: {K} (from /version)" in out
+    assert pd.isna(cell["speedup"]) and pd.isna(cell["agreement_text"]) and pd.isna(cell["baseline_cell_id"])
+    assert "Speedup vs k=0 1.000" not in out and "Same text as k=0 1.000" not in out
+    assert "method draft |" in out and "it is no baseline" in out
+    manifest = json.loads((results / "drafting" / "manifest.json").read_text())
+    assert manifest["backend"]["server"]["speculative"] == {"method": "draft", "num_steps": K, "source": "/version"}
+    requests = pd.read_parquet(results / "drafting" / "requests.parquet")
+    assert (requests["num_steps"] == K).all() and (requests["method"] == "draft").all()
