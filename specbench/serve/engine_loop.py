@@ -1,5 +1,9 @@
 """One thread owns the LLMEngine: it admits submitted requests, steps while any is unfinished (continuous batching
-across HTTP requests) and reports each request's events to its sink. HTTP code never touches the engine."""
+across HTTP requests) and reports each request's events to its sink. HTTP code never touches the engine.
+
+One request's failure fails that request alone: a request the engine cannot admit gets Rejected/Failed, and a step
+that raises is blamed on one request (serve/triage.py), which gets Failed and is dropped (KV freed) while the others
+are recomputed and go on. Only an engine that keeps failing is declared dead (/health 503)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.serve.metrics import ServerCounters
+from specbench.serve.triage import Triage
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.5  # an idle loop wakes this often to notice stop()
@@ -41,7 +46,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    message: str  # the engine stopped (a bug): HTTP 500
+    message: str  # the engine failed on this request, or stopped (a bug): HTTP 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class EngineLoop:
         self._sinks: dict[str, Sink] = {}
         self._ids = itertools.count()
         self.error: str | None = None  # set when the loop died
+        self._triage = Triage(engine.scheduler.max_concurrency)
         self._thread = threading.Thread(target=self._run, name="specbench-engine", daemon=True)
         engine.on_emission = self._on_emission
 
@@ -115,17 +121,47 @@ class EngineLoop:
                     self._wake.wait(IDLE_WAIT_S)
                     self._wake.clear()
                     continue
-                for output in self.engine.step():
-                    self.counters.on_finish(output)
-                    self._sinks.pop(output.request_id)(Finished(output))
-                scheduler = self.engine.scheduler
-                self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
-        except Exception as err:  # a bug in the engine: fail what is in flight, report unhealthy
+                self._step()
+        except Exception as err:  # the engine cannot go on: fail what is in flight, report unhealthy
             log.exception("engine loop stopped")
-            self.error = f"engine error: {type(err).__name__}: {err}"
-            for sink in self._sinks.values():
-                sink(Failed(self.error))
-            self._sinks.clear()
+            self._die(f"engine error: {type(err).__name__}: {err}")
+
+    def _step(self) -> None:
+        scheduler = self.engine.scheduler
+        before = _ids(scheduler.running)
+        scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(before))
+        try:
+            outputs = self.engine.step()
+        except Exception as err:
+            self._on_failed_step(err, before)
+            return
+        for output in outputs:
+            self.counters.on_finish(output)
+            self._sinks.pop(output.request_id)(Finished(output))
+        self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
+                                _ids(scheduler.waiting))
+        self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
+
+    def _on_failed_step(self, err: Exception, before: set[str]) -> None:
+        log.exception("engine step failed")
+        message = f"the engine failed on this request: {type(err).__name__}: {err}"
+        after = _ids(self.engine.scheduler.running)  # a prefill that raised has already admitted its requests
+        verdict = self._triage.on_failure(before | after, after - before)
+        if verdict.is_dead:
+            raise err
+        self.engine.recover_from_failed_step()
+        for request_id in verdict.culprits:
+            sink = self._sinks.pop(request_id, None)
+            self.engine.abort_request(request_id)
+            self.counters.on_failure()
+            if sink is not None:
+                sink(Failed(message))
+
+    def _die(self, message: str) -> None:
+        self.error = message
+        for sink in self._sinks.values():
+            sink(Failed(self.error))
+        self._sinks.clear()
 
     def _admit(self) -> None:
         while True:
@@ -138,6 +174,10 @@ class EngineLoop:
                 self.engine.add_request(list(item.prompt_token_ids), item.params, request_id=request_id)
             except SpecbenchError as err:
                 item.sink(Rejected(str(err)))
+                continue
+            except Exception as err:  # nothing was registered: the engine goes on without this request
+                log.exception("engine could not admit a request")
+                item.sink(Failed(f"the engine could not admit this request: {type(err).__name__}: {err}"))
                 continue
             self._sinks[request_id] = item.sink
             item.sink(Admitted(request_id))
@@ -160,3 +200,7 @@ class EngineLoop:
         sink = self._sinks.get(request_id)
         if sink is not None:
             sink(Emitted(token_ids))
+
+
+def _ids(requests) -> set[str]:
+    return {request.request_id for request in requests}
