@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.serve.request_models import (
+    FIELD_NAMES,
     NEUTRAL_VALUES,
     ChatCompletionRequest,
     CompletionRequest,
@@ -103,13 +104,27 @@ def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
 
 
 def _bad_request(err: ValidationError) -> BadRequest:
-    first = err.errors()[0]
-    param = ".".join(str(part) for part in first["loc"]) or None
+    errors = err.errors()
+    first = errors[0]
+    param = _param(first["loc"])
     if first["type"] == "extra_forbidden":
         return BadRequest(f"'{param}' is not supported by specbench serve", param)
     if first["type"] == "missing":
         return BadRequest(f"'{param}' is required", param)
-    return BadRequest(f"'{param}': {first['msg']}", param)
+    # A value matching no member of a union fails once per member: say what each would have needed.
+    reasons = list(dict.fromkeys(e["msg"] for e in errors if _param(e["loc"]) == param))
+    return BadRequest(f"'{param}': {'; or '.join(reasons[:4])}", param)
+
+
+def _param(loc: tuple) -> str | None:
+    """The request field a pydantic error location names: field names and list indices, up to the first part that
+    is neither (a union member's tag such as 'str' or 'list[int]', or a key inside a dict-valued field)."""
+    parts = []
+    for part in loc:
+        if not isinstance(part, int) and part not in FIELD_NAMES:
+            break
+        parts.append(str(part))
+    return ".".join(parts) or None
 
 
 def _is_deeper_than(data: object, max_depth: int) -> bool:

@@ -16,7 +16,7 @@ from specbench.sampling_params import sampling_value_error
 # Bounds on what one request may ask for (the body's size is bounded before parsing: ServeConfig.max_request_bytes).
 MAX_STOP_STRINGS = 16  # each is matched against the decoded tail at every step
 MAX_STOP_CHARS = 1024
-MAX_MESSAGES = 4096
+MAX_MESSAGES = 1024
 
 
 def _representable(name: str, *, off: tuple[int, ...] = ()) -> AfterValidator:
@@ -95,6 +95,9 @@ class ChatCompletionRequest(GenerationBody):
     functions: list[dict[str, Any]] | None = None  # deprecated form of tools
     function_call: str | dict[str, Any] | None = None
 
+
+FIELD_NAMES = frozenset(name for model in (CompletionRequest, ChatCompletionRequest, ChatMessage, TextPart, StreamOptions)
+                        for name in model.model_fields)
 
 # field -> the values it may take (anything else would change the output): refused with HTTP 400 otherwise.
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
