@@ -3,7 +3,8 @@ across HTTP requests) and reports each request's events to its sink. HTTP code n
 
 One request's failure fails that request alone: a request the engine cannot admit gets Rejected/Failed, and a step
 that raises is blamed on one request (serve/triage.py), which gets Failed and is dropped (KV freed) while the others
-are recomputed and go on. Only an engine that keeps failing is declared dead (/health 503)."""
+are recomputed and go on. Only an engine that keeps failing, a canary request included, is declared dead
+(/health 503, every later request 500)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.serve.metrics import ServerCounters
-from specbench.serve.triage import Triage
+from specbench.serve.triage import MAX_FAILED_STEPS_IN_ROW, Triage
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.5  # an idle loop wakes this often to notice stop()
+CANARY_PROMPT = (0,)  # token ids of the request that checks a suspect engine (any id of the vocabulary works)
+CANARY_PARAMS = SamplingParams(temperature=0.0, max_tokens=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,7 @@ class EngineLoop:
         self._ids = itertools.count()
         self.error: str | None = None  # set when the loop died
         self._triage = Triage(engine.scheduler.max_concurrency)
+        self._canary_id: str | None = None  # the canary in flight (an internal request: not in the counters)
         self._thread = threading.Thread(target=self._run, name="specbench-engine", daemon=True)
         engine.on_emission = self._on_emission
 
@@ -134,12 +138,17 @@ class EngineLoop:
             outputs = self.engine.step()
         except Exception as err:
             self._on_failed_step(err, before)
-            return
-        for output in outputs:
-            self.counters.on_finish(output)
-            self._sinks.pop(output.request_id)(Finished(output))
-        self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
-                                _ids(scheduler.waiting))
+        else:
+            for output in outputs:
+                if output.request_id == self._canary_id:
+                    self._canary_id = None  # the engine can still step
+                else:
+                    self.counters.on_finish(output)
+                self._sinks.pop(output.request_id)(Finished(output))
+            self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
+                                    _ids(scheduler.waiting))
+        # also here, not only before a step: an isolation that just ended leaves no limit behind an idle engine
+        scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(scheduler.running))
         self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
 
     def _on_failed_step(self, err: Exception, before: set[str]) -> None:
@@ -147,8 +156,8 @@ class EngineLoop:
         message = f"the engine failed on this request: {type(err).__name__}: {err}"
         after = _ids(self.engine.scheduler.running)  # a prefill that raised has already admitted its requests
         verdict = self._triage.on_failure(before | after, after - before)
-        if verdict.is_dead:
-            raise err
+        if self._canary_id in verdict.culprits or self._triage.num_failed_in_row >= 2 * MAX_FAILED_STEPS_IN_ROW:
+            raise err  # a request known to be harmless failed too: the engine is broken
         self.engine.recover_from_failed_step()
         for request_id in verdict.culprits:
             sink = self._sinks.pop(request_id, None)
@@ -156,6 +165,10 @@ class EngineLoop:
             self.counters.on_failure()
             if sink is not None:
                 sink(Failed(message))
+        if verdict.is_engine_suspect and self._canary_id is None:
+            self._canary_id = f"srv-canary-{next(self._ids)}"
+            self.engine.add_request(list(CANARY_PROMPT), CANARY_PARAMS, request_id=self._canary_id)
+            self._sinks[self._canary_id] = lambda event: None
 
     def _die(self, message: str) -> None:
         self.error = message

@@ -4,20 +4,24 @@ A step runs every running request together, so a failure does not say whose it w
 could have caused it, they are all preempted and re-admitted one per step (isolation: the scheduler's concurrency
 is held at running + 1, so each prefill step holds one request and each decode step adds one to a batch that just
 decoded cleanly). The next failure then points at the request admitted last. Isolation ends once every suspect is
-back in a decode step that succeeded. Failed steps in a row mean the engine itself is broken, not a request.
+back in a decode step that succeeded.
+
+Failed steps in a row (with no step succeeding between) make the engine itself a suspect: the loop then runs a
+canary, a one-token greedy request; the engine is dead only when the canary fails too (serve/engine_loop.py), so a
+run of bad requests at an idle server cannot get it reported dead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_FAILED_STEPS_IN_ROW = 4  # isolating two bad requests in a row fails 3 steps; a dead engine fails every step
+MAX_FAILED_STEPS_IN_ROW = 3  # then the engine is a suspect: isolating one bad request fails 2 steps
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     culprits: tuple[str, ...]  # request ids to fail (empty: isolate the suspects, or nobody to blame)
-    is_dead: bool  # the engine cannot step: fail everything, report unhealthy
+    is_engine_suspect: bool  # MAX_FAILED_STEPS_IN_ROW or more steps failed in a row: check the engine itself
 
 
 class Triage:
@@ -26,6 +30,10 @@ class Triage:
         self._suspects: set[str] = set()
         self._newest: str | None = None  # request admitted last while isolating
         self._num_failed_in_row = 0
+
+    @property
+    def num_failed_in_row(self) -> int:
+        return self._num_failed_in_row
 
     @property
     def is_isolating(self) -> bool:
@@ -49,15 +57,14 @@ class Triage:
     def on_failure(self, involved: set[str], admitted: set[str]) -> Verdict:
         """A step failed: `involved` could have been in it, `admitted` entered the running batch in it."""
         self._num_failed_in_row += 1
-        if self._num_failed_in_row >= MAX_FAILED_STEPS_IN_ROW:
-            return Verdict((), is_dead=True)
+        is_engine_suspect = self._num_failed_in_row >= MAX_FAILED_STEPS_IN_ROW
         if self._suspects:
             newest = next(iter(admitted)) if len(admitted) == 1 else self._newest
             culprits = (newest,) if newest is not None else tuple(sorted(involved))
             self._suspects -= set(culprits)
             self._newest = None
-            return Verdict(culprits, is_dead=False)
+            return Verdict(culprits, is_engine_suspect)
         if len(involved) == 1:
-            return Verdict(tuple(involved), is_dead=False)
+            return Verdict(tuple(involved), is_engine_suspect)
         self._suspects = set(involved)
-        return Verdict((), is_dead=False)
+        return Verdict((), is_engine_suspect)
