@@ -107,7 +107,8 @@ def _bad_request(err: ValidationError) -> BadRequest:
     errors = err.errors()
     first = errors[0]
     param = _param(first["loc"])
-    if first["type"] == "extra_forbidden":
+    if first["type"] == "extra_forbidden":  # the location ends in the unknown field's name
+        param = ".".join(p for p in (_param(first["loc"][:-1]), str(first["loc"][-1])) if p)
         return BadRequest(f"'{param}' is not supported by specbench serve", param)
     if first["type"] == "missing":
         return BadRequest(f"'{param}' is required", param)
