@@ -113,8 +113,13 @@ def _bad_request(err: ValidationError) -> BadRequest:
     if first["type"] == "missing":
         return BadRequest(f"'{param}' is required", param)
     # A value matching no member of a union fails once per member: say what each would have needed.
-    reasons = list(dict.fromkeys(e["msg"] for e in errors if _param(e["loc"]) == param))
+    reasons = list(dict.fromkeys(_reason(e) for e in errors if _param(e["loc"]) == param))
     return BadRequest(f"'{param}': {'; or '.join(reasons[:4])}", param)
+
+
+def _reason(error: dict) -> str:
+    # A validator's own message (the sampling limits) without pydantic's "Value error, " prefix.
+    return str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
 
 
 def _param(loc: tuple) -> str | None:
