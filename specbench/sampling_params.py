@@ -1,10 +1,47 @@
-"""Per-request sampling parameters."""
+"""Per-request sampling parameters, and the one declaration of which values the engine can represent."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specbench.errors import SpecbenchError
+
+# Sampling runs on device in float32 (spec/sampling.py: logits.float() / temperature, top_p compared in float32) and
+# seeds go to torch.Generator.manual_seed. These bounds are what those representations hold.
+FLOAT32_MAX = 3.4028234663852886e38  # a larger temperature is inf on device
+FLOAT32_TINY = 1.1754943508222875e-38  # smallest normal float32: a smaller top_p rounds to 0 and masks every token
+# Below this a sampled temperature could overflow float32 when dividing logits (|logit| <= 65504, fp16's max, gives
+# <= 6.6e9 here); vLLM treats temperatures under 1e-5 as greedy too. Send 0 for greedy.
+MIN_SAMPLED_TEMPERATURE = 1e-5
+INT64_MAX = 2**63 - 1
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # torch.Generator.manual_seed's range (it raises outside it)
+
+
+def _finite_in(low: float, high: float) -> Callable[[float], bool]:
+    return lambda v: math.isfinite(v) and low <= v <= high
+
+
+# field -> (is the value representable, what representable means). Checked by SamplingParams and, before anything is
+# queued, by `specbench serve`'s request validation (serve/request_models.py), so both refuse the same values.
+SAMPLING_LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "temperature": (lambda v: v == 0 or _finite_in(MIN_SAMPLED_TEMPERATURE, FLOAT32_MAX)(v),
+                    f"must be >= 0 and finite: 0 (greedy) or in [{MIN_SAMPLED_TEMPERATURE:g}, {FLOAT32_MAX:.4g}]"),
+    "top_p": (_finite_in(FLOAT32_TINY, 1.0), f"must be in (0, 1] (at least {FLOAT32_TINY:.4g}, float32's smallest)"),
+    "top_k": (lambda v: v == -1 or 1 <= v <= INT64_MAX, "must be -1 (off) or >= 1"),
+    "max_tokens": (lambda v: 1 <= v <= INT64_MAX, "must be >= 1"),
+    "seed": (lambda v: SEED_MIN <= v <= SEED_MAX, f"must be in [{SEED_MIN}, {SEED_MAX}] (what torch accepts)"),
+}
+
+
+def sampling_value_error(name: str, value: float, label: str | None = None) -> str | None:
+    """Why `value` is not a representable `name` (a SAMPLING_LIMITS field), or None when it is. `label`: the name
+    the message gives the value (an HTTP field such as max_completion_tokens)."""
+    is_ok, rule = SAMPLING_LIMITS[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{label or name} must be a finite number, got {value}"
+    return None if is_ok(value) else f"{label or name} {rule}, got {value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,14 +55,11 @@ class SamplingParams:
     stop: tuple[str, ...] = field(default_factory=tuple)  # stop strings, matched on decoded text
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise SpecbenchError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise SpecbenchError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k == 0 or self.top_k < -1:
-            raise SpecbenchError(f"top_k must be -1 (off) or >= 1, got {self.top_k}")
-        if self.max_tokens < 1:
-            raise SpecbenchError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        for name in SAMPLING_LIMITS:
+            value = getattr(self, name)
+            message = None if value is None else sampling_value_error(name, value)
+            if message is not None:
+                raise SpecbenchError(message)
 
     @property
     def is_greedy(self) -> bool:

@@ -125,6 +125,17 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         self._sampling_cache = None  # it may hold the aborted request's row
         return True
 
+    def recover_from_failed_step(self) -> None:
+        """After step() raised: forget any launched step and preempt every running request (KV freed; each
+        recomputes its prompt and output so far when next scheduled), so the engine can step again. Aborting the
+        request that caused the failure is the caller's decision (serve/engine_loop.py)."""
+        self._inflight = None
+        self._inflight_round = None
+        self._sampling_cache = None
+        for request in self.scheduler.preempt_all():
+            if self.proposer is not None:
+                self.proposer.free(request.request_id)
+
     @property
     def num_steps(self) -> int:
         """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.max_num_steps is the

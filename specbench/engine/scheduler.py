@@ -151,6 +151,13 @@ class Scheduler:
         request.stats.num_preemptions += 1
         self.waiting.appendleft(request)
 
+    def preempt_all(self) -> tuple[Request, ...]:
+        """Every running request back to waiting, its KV freed (a step failed: each recomputes what it has)."""
+        preempted = tuple(reversed(self.running))  # appendleft: the waiting queue keeps their running order
+        for request in preempted:
+            self._preempt(request)
+        return preempted
+
     def abort(self, request: Request) -> None:
         """Drop a waiting or running request and free its KV blocks (its client went away)."""
         if request in self.waiting:

@@ -5,28 +5,39 @@ from __future__ import annotations
 import asyncio
 import copy
 import hmac
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import specbench
+from specbench.serve.config import ServeConfig
 from specbench.serve.engine_loop import Aborted, Admitted, EngineLoop, Event, Failed, Rejected
 from specbench.serve.error_handlers import error_response, install_error_handlers
 from specbench.serve.generation import stream_events, whole_response
-from specbench.serve.protocol import BadRequest, parse_chat, parse_completion
+from specbench.serve.protocol import BadRequest
+from specbench.serve.request_body import BodyTooLarge, Parser, read_body
 from specbench.serve.responses import ResponseKind
 
 CLIENT_CLOSED = 499  # status of a response nobody reads (nginx's convention); never reaches a client
 
 
-def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI:
-    app = FastAPI(title="specbench serve", docs_url=None, redoc_url=None, openapi_url=None)
-    install_error_handlers(app)
-    # The engine thread decodes with the engine's tokenizer; HTTP handlers use their own copy (fast tokenizers
-    # are not safe to share across threads).
+def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None) -> FastAPI:
+    model_name = config.model_name
+    # The engine thread decodes with the engine's tokenizer; HTTP handlers stream with their own copy and parse
+    # with the parser threads' copies (fast tokenizers are not safe to share across threads).
     tokenizer = copy.deepcopy(loop.engine.tokenizer)
     max_model_len = loop.engine.stop_checker.max_model_len
+    parser = Parser(tokenizer, max_model_len, loop.engine.vocab_size)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        parser.close()
+
+    app = FastAPI(title="specbench serve", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    install_error_handlers(app)
 
     def denied(request: Request) -> JSONResponse | None:
         if api_key is None:
@@ -41,8 +52,9 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         if refusal is not None:
             return refusal
         try:
-            parse = parse_chat if is_chat else parse_completion
-            gen = parse(await request.body(), tokenizer, max_model_len)
+            gen = await parser.parse(await read_body(request, config.max_request_bytes), is_chat)
+        except BodyTooLarge as err:  # the rest of the body is unread: the connection cannot serve another request
+            return error_response(str(err), 413, headers={"connection": "close"})
         except BadRequest as err:
             return error_response(str(err), 400, err.param)
         if gen.model is not None and gen.model != model_name:
@@ -88,7 +100,10 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         return JSONResponse({"object": "list", "data": [card]})
 
     @app.get("/health")
-    async def health() -> Response:
+    async def health(request: Request) -> Response:
+        refusal = denied(request) if config.is_probe_auth else None
+        if refusal is not None:
+            return refusal
         if loop.is_healthy:
             return JSONResponse({"status": "ok"})
         return JSONResponse({"status": "error", "error": loop.error}, status_code=503)
@@ -101,7 +116,10 @@ def build_app(loop: EngineLoop, model_name: str, api_key: str | None) -> FastAPI
         return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative})
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        refusal = denied(request) if config.is_probe_auth else None
+        if refusal is not None:
+            return refusal
         return PlainTextResponse(loop.counters.render(model_name), media_type="text/plain; version=0.0.4")
 
     return app

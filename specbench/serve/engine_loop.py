@@ -1,5 +1,10 @@
 """One thread owns the LLMEngine: it admits submitted requests, steps while any is unfinished (continuous batching
-across HTTP requests) and reports each request's events to its sink. HTTP code never touches the engine."""
+across HTTP requests) and reports each request's events to its sink. HTTP code never touches the engine.
+
+One request's failure fails that request alone: a request the engine cannot admit gets Rejected/Failed, and a step
+that raises is blamed on one request (serve/triage.py), which gets Failed and is dropped (KV freed) while the others
+are recomputed and go on. Only an engine that keeps failing, a canary request included, is declared dead
+(/health 503, every later request 500)."""
 
 from __future__ import annotations
 
@@ -14,9 +19,12 @@ from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.serve.metrics import ServerCounters
+from specbench.serve.triage import MAX_FAILED_STEPS_IN_ROW, Triage
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.5  # an idle loop wakes this often to notice stop()
+CANARY_PROMPT = (0,)  # token ids of the request that checks a suspect engine (any id of the vocabulary works)
+CANARY_PARAMS = SamplingParams(temperature=0.0, max_tokens=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +49,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    message: str  # the engine stopped (a bug): HTTP 500
+    message: str  # the engine failed on this request, or stopped (a bug): HTTP 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,8 @@ class EngineLoop:
         self._sinks: dict[str, Sink] = {}
         self._ids = itertools.count()
         self.error: str | None = None  # set when the loop died
+        self._triage = Triage(engine.scheduler.max_concurrency)
+        self._canary_id: str | None = None  # the canary in flight (an internal request: not in the counters)
         self._thread = threading.Thread(target=self._run, name="specbench-engine", daemon=True)
         engine.on_emission = self._on_emission
 
@@ -115,17 +125,56 @@ class EngineLoop:
                     self._wake.wait(IDLE_WAIT_S)
                     self._wake.clear()
                     continue
-                for output in self.engine.step():
-                    self.counters.on_finish(output)
-                    self._sinks.pop(output.request_id)(Finished(output))
-                scheduler = self.engine.scheduler
-                self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
-        except Exception as err:  # a bug in the engine: fail what is in flight, report unhealthy
+                self._step()
+        except Exception as err:  # the engine cannot go on: fail what is in flight, report unhealthy
             log.exception("engine loop stopped")
-            self.error = f"engine error: {type(err).__name__}: {err}"
-            for sink in self._sinks.values():
-                sink(Failed(self.error))
-            self._sinks.clear()
+            self._die(f"engine error: {type(err).__name__}: {err}")
+
+    def _step(self) -> None:
+        scheduler = self.engine.scheduler
+        before = _ids(scheduler.running)
+        scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(before))
+        try:
+            outputs = self.engine.step()
+        except Exception as err:
+            self._on_failed_step(err, before)
+        else:
+            for output in outputs:
+                if output.request_id == self._canary_id:
+                    self._canary_id = None  # the engine can still step
+                else:
+                    self.counters.on_finish(output)
+                self._sinks.pop(output.request_id)(Finished(output))
+            self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
+                                    _ids(scheduler.waiting))
+        # also here, not only before a step: an isolation that just ended leaves no limit behind an idle engine
+        scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(scheduler.running))
+        self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
+
+    def _on_failed_step(self, err: Exception, before: set[str]) -> None:
+        log.exception("engine step failed")
+        message = f"the engine failed on this request: {type(err).__name__}: {err}"
+        after = _ids(self.engine.scheduler.running)  # a prefill that raised has already admitted its requests
+        verdict = self._triage.on_failure(before | after, after - before)
+        if self._canary_id in verdict.culprits or self._triage.num_failed_in_row >= 2 * MAX_FAILED_STEPS_IN_ROW:
+            raise err  # a request known to be harmless failed too: the engine is broken
+        self.engine.recover_from_failed_step()
+        for request_id in verdict.culprits:
+            sink = self._sinks.pop(request_id, None)
+            self.engine.abort_request(request_id)
+            self.counters.on_failure()
+            if sink is not None:
+                sink(Failed(message))
+        if verdict.is_engine_suspect and self._canary_id is None:
+            self._canary_id = f"srv-canary-{next(self._ids)}"
+            self.engine.add_request(list(CANARY_PROMPT), CANARY_PARAMS, request_id=self._canary_id)
+            self._sinks[self._canary_id] = lambda event: None
+
+    def _die(self, message: str) -> None:
+        self.error = message
+        for sink in self._sinks.values():
+            sink(Failed(self.error))
+        self._sinks.clear()
 
     def _admit(self) -> None:
         while True:
@@ -138,6 +187,10 @@ class EngineLoop:
                 self.engine.add_request(list(item.prompt_token_ids), item.params, request_id=request_id)
             except SpecbenchError as err:
                 item.sink(Rejected(str(err)))
+                continue
+            except Exception as err:  # nothing was registered: the engine goes on without this request
+                log.exception("engine could not admit a request")
+                item.sink(Failed(f"the engine could not admit this request: {type(err).__name__}: {err}"))
                 continue
             self._sinks[request_id] = item.sink
             item.sink(Admitted(request_id))
@@ -160,3 +213,7 @@ class EngineLoop:
         sink = self._sinks.get(request_id)
         if sink is not None:
             sink(Emitted(token_ids))
+
+
+def _ids(requests) -> set[str]:
+    return {request.request_id for request in requests}

@@ -26,6 +26,7 @@ class ServerCounters:
     num_generation_tokens: int = 0
     num_finished: Counter = field(default_factory=Counter)  # finish reason -> requests
     num_aborted: int = 0  # dropped unfinished: client disconnected, or server shutdown
+    num_failed: int = 0  # dropped unfinished: the engine failed on the request (answered 500)
     num_running: int = 0  # gauges, refreshed after every step
     num_waiting: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -51,6 +52,10 @@ class ServerCounters:
         with self.lock:
             self.num_aborted += 1
 
+    def on_failure(self) -> None:
+        with self.lock:
+            self.num_failed += 1
+
     def set_load(self, num_running: int, num_waiting: int) -> None:
         with self.lock:
             self.num_running, self.num_waiting = num_running, num_waiting
@@ -75,6 +80,8 @@ class ServerCounters:
                  [(f'finished_reason="{_escape(r)}"', n) for r, n in sorted(self.num_finished.items())]),
                 ("request_aborted", "counter", "Requests dropped unfinished (client disconnected, or shutdown).",
                  [("", self.num_aborted)]),
+                ("request_failed", "counter", "Requests the engine failed on (answered 500; the others go on).",
+                 [("", self.num_failed)]),
                 ("num_requests_running", "gauge", "Requests in the running batch.", [("", self.num_running)]),
                 ("num_requests_waiting", "gauge", "Requests waiting to be scheduled.", [("", self.num_waiting)]),
             ]

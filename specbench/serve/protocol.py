@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.serve.request_models import (
+    FIELD_NAMES,
     NEUTRAL_VALUES,
     ChatCompletionRequest,
     CompletionRequest,
@@ -20,6 +21,9 @@ from specbench.workloads.base import Message
 from specbench.workloads.chat import apply_chat_template
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (lowered to the context left)
+# No request field needs more (tools' JSON schemas, which are refused anyway, nest a dozen levels); deeper bodies
+# are hostile. Python's json raises RecursionError near 1000 levels, which is refused the same way.
+MAX_JSON_DEPTH = 64
 
 
 class BadRequest(Exception):
@@ -40,7 +44,8 @@ class GenerationRequest:
     continuous_usage: bool  # stream_options.continuous_usage_stats: cumulative usage in every chunk
 
 
-def parse_completion(raw: bytes, tokenizer, max_model_len: int) -> GenerationRequest:
+def parse_completion(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None) -> GenerationRequest:
+    """`vocab_size`: the model's; None skips the checks that need it (token ids, top_k: the engine checks those)."""
     body = _validate(CompletionRequest, raw)
     prompt = body.prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
@@ -49,18 +54,18 @@ def parse_completion(raw: bytes, tokenizer, max_model_len: int) -> GenerationReq
         token_ids = _encode(tokenizer, prompt, add_special_tokens=True)
     elif prompt and all(isinstance(t, int) for t in prompt):
         token_ids = tuple(prompt)
+        if vocab_size is not None and not 0 <= min(token_ids) <= max(token_ids) < vocab_size:
+            raise BadRequest(f"'prompt': token ids must be in [0, {vocab_size})", "prompt")
     else:
         raise BadRequest("'prompt' must be a string or a list of token ids (one prompt per request)", "prompt")
     max_tokens = body.max_tokens
     if max_tokens is None:
         max_tokens = max(min(COMPLETIONS_DEFAULT_MAX_TOKENS, max_model_len - len(token_ids)), 1)
-    return _request(body, token_ids, max_tokens, "max_tokens", max_model_len)
+    return _request(body, token_ids, max_tokens, "max_tokens", max_model_len, vocab_size, "prompt")
 
 
-def parse_chat(raw: bytes, tokenizer, max_model_len: int) -> GenerationRequest:
+def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None) -> GenerationRequest:
     body = _validate(ChatCompletionRequest, raw)
-    if not body.messages:
-        raise BadRequest("'messages' must be a non-empty list", "messages")
     messages = tuple(Message(m.role, m.content if isinstance(m.content, str) else "".join(p.text for p in m.content))
                      for m in body.messages)
     if tokenizer is None:
@@ -74,7 +79,7 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int) -> GenerationRequest:
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     if max_tokens is None:
         max_tokens = max(max_model_len - len(token_ids), 1)
-    return _request(body, token_ids, max_tokens, name, max_model_len)
+    return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages")
 
 
 def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
@@ -82,6 +87,10 @@ def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("the request body is not valid JSON") from None
+    except RecursionError:
+        data = None
+    if data is None or _is_deeper_than(data, MAX_JSON_DEPTH):
+        raise BadRequest(f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
     try:
@@ -95,22 +104,61 @@ def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
 
 
 def _bad_request(err: ValidationError) -> BadRequest:
-    first = err.errors()[0]
-    param = ".".join(str(part) for part in first["loc"]) or None
-    if first["type"] == "extra_forbidden":
+    errors = err.errors()
+    first = errors[0]
+    param = _param(first["loc"])
+    if first["type"] == "extra_forbidden":  # the location ends in the unknown field's name
+        param = ".".join(p for p in (_param(first["loc"][:-1]), str(first["loc"][-1])) if p)
         return BadRequest(f"'{param}' is not supported by specbench serve", param)
     if first["type"] == "missing":
         return BadRequest(f"'{param}' is required", param)
-    return BadRequest(f"'{param}': {first['msg']}", param)
+    # A value matching no member of a union fails once per member: say what each would have needed.
+    reasons = list(dict.fromkeys(_reason(e) for e in errors if _param(e["loc"]) == param))
+    return BadRequest(f"'{param}': {'; or '.join(reasons[:4])}", param)
+
+
+def _reason(error: dict) -> str:
+    # A validator's own message (the sampling limits) without pydantic's "Value error, " prefix.
+    return str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+
+
+def _param(loc: tuple) -> str | None:
+    """The request field a pydantic error location names: field names and list indices, up to the first part that
+    is neither (a union member's tag such as 'str' or 'list[int]', or a key inside a dict-valued field)."""
+    parts = []
+    for part in loc:
+        if not isinstance(part, int) and part not in FIELD_NAMES:
+            break
+        parts.append(str(part))
+    return ".".join(parts) or None
+
+
+def _is_deeper_than(data: object, max_depth: int) -> bool:
+    """Iterative (a recursive walk is what a hostile body would overflow)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, max_tokens_name: str,
-             max_model_len: int) -> GenerationRequest:
+             max_model_len: int, vocab_size: int | None, prompt_name: str) -> GenerationRequest:
     room = max_model_len - len(token_ids)
-    if room >= 1 and max_tokens > room:  # a prompt that does not fit at all is the engine's refusal
+    if room < 1:
+        raise BadRequest(f"'{prompt_name}' is {len(token_ids)} tokens but the model's context is {max_model_len}: "
+                         "no room to generate", prompt_name)
+    if max_tokens > room:
         raise BadRequest(
             f"'{max_tokens_name}' is {max_tokens} but the prompt has {len(token_ids)} tokens and the model's context "
             f"is {max_model_len}: at most {room} tokens can be generated", max_tokens_name)
+    if vocab_size is not None and body.top_k is not None and body.top_k > vocab_size:
+        raise BadRequest(f"'top_k' is {body.top_k} but the vocabulary has {vocab_size} tokens", "top_k")
     stop = body.stop
     stop = () if stop is None else (stop,) if isinstance(stop, str) else tuple(s for s in stop if s)
     try:
@@ -123,7 +171,7 @@ def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, 
             stop=stop,
             ignore_eos=body.ignore_eos,
         )
-    except SpecbenchError as err:
+    except SpecbenchError as err:  # request_models checks the same limits first: a field this misses is a bug
         raise BadRequest(str(err)) from None
     options = body.stream_options
     return GenerationRequest(

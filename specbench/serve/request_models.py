@@ -7,13 +7,38 @@ that change nothing (clients often send the defaults explicitly); `user` is acce
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo
+
+from specbench.sampling_params import sampling_value_error
+
+# Bounds on what one request may ask for (the body's size is bounded before parsing: ServeConfig.max_request_bytes).
+MAX_STOP_STRINGS = 16  # each is matched against the decoded tail at every step
+MAX_STOP_CHARS = 1024
+MAX_MESSAGES = 1024
+
+
+def _representable(name: str, *, off: tuple[int, ...] = ()) -> AfterValidator:
+    """A sampling value the engine can represent (sampling_params.SAMPLING_LIMITS); `off`: HTTP spellings of
+    "disabled" that the protocol maps before building SamplingParams."""
+
+    def check(value, info: ValidationInfo):
+        if value is not None and value not in off:
+            message = sampling_value_error(name, value, label=info.field_name)
+            if message is not None:
+                raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
+
+
+StopString = Annotated[str, StringConstraints(max_length=MAX_STOP_CHARS)]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # allow_inf_nan: Python's json accepts NaN, Infinity and 1e999 (inf); no field of a request may be non-finite.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class StreamOptions(_Body):
@@ -33,12 +58,13 @@ class ChatMessage(_Body):
 
 class GenerationBody(_Body):
     model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None  # extension (vLLM, SGLang); 0 and -1 mean off
-    seed: int | None = None
-    stop: str | list[str] | None = None
+    max_tokens: Annotated[int | None, _representable("max_tokens")] = None
+    temperature: Annotated[float | None, _representable("temperature")] = None
+    top_p: Annotated[float | None, _representable("top_p")] = None
+    # extension (vLLM, SGLang); 0 and -1 mean off; at most the vocabulary's size (checked by the protocol)
+    top_k: Annotated[int | None, _representable("top_k", off=(0,))] = None
+    seed: Annotated[int | None, _representable("seed")] = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False  # extension
@@ -58,8 +84,8 @@ class CompletionRequest(GenerationBody):
 
 
 class ChatCompletionRequest(GenerationBody):
-    messages: list[ChatMessage]
-    max_completion_tokens: int | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+    max_completion_tokens: Annotated[int | None, _representable("max_tokens")] = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
@@ -69,6 +95,9 @@ class ChatCompletionRequest(GenerationBody):
     functions: list[dict[str, Any]] | None = None  # deprecated form of tools
     function_call: str | dict[str, Any] | None = None
 
+
+FIELD_NAMES = frozenset(name for model in (CompletionRequest, ChatCompletionRequest, ChatMessage, TextPart, StreamOptions)
+                        for name in model.model_fields)
 
 # field -> the values it may take (anything else would change the output): refused with HTTP 400 otherwise.
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {

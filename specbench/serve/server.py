@@ -60,10 +60,11 @@ def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     # (not a KeyboardInterrupt traceback, nor a death by SIGTERM before the engine thread is stopped).
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        app = build_app(loop, config.model_name, api_key)
+        app = build_app(loop, config, api_key)
         server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=5)
         print(f"specbench serve: {config.model_name} on http://{host}:{sock.getsockname()[1]} "
-              f"(method {config.engine.method}, k={config.engine.max_num_steps})", flush=True)
+              f"(method {config.engine.method}, k={config.engine.max_num_steps}; "
+              f"{'API key required' if api_key else 'no authentication'})", flush=True)
         server.run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
@@ -100,7 +101,7 @@ def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, e
     sock = _bind(host, port)
     loop = EngineLoop(engine if engine is not None else _engine(config))
     loop.start()
-    app = build_app(loop, config.model_name, api_key)
+    app = build_app(loop, config, api_key)
     server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=2)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="specbench-serve", daemon=True)
     thread.start()
