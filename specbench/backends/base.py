@@ -24,6 +24,7 @@ class CellWindow:
     steps: tuple[StepStats, ...]  # embedded engine steps of the window; () over HTTP
     counters: SpecCounters | None  # HTTP: speculative counter deltas over the window; None when unavailable
     counters_note: str | None  # why `counters` is None (HTTP), else None
+    anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the counters' sanity checks (runs/anomalies.py)
 
 
 class BenchBackend(Protocol):

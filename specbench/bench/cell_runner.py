@@ -36,6 +36,7 @@ class CellRun:
     backend: str = "embedded"
     counters: SpecCounters | None = None  # HTTP: server speculative counter deltas over the measured window
     counters_note: str | None = None  # HTTP: why `counters` is None
+    window_anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the window's counter checks
 
 
 def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
@@ -91,6 +92,7 @@ def run_cell(
         backend=backend.name,
         counters=window.counters,
         counters_note=window.counters_note,
+        window_anomalies=window.anomalies,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.backends.anomalies import cell_counter_anomalies
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.reasoning_split import split_reasoning
@@ -68,6 +69,7 @@ def cell_tables(
         requests if is_baseline else store.rows("requests", baseline.cell_id),
         store.num_positions,
         backend=run.backend,
+        window_anomalies=run.window_anomalies + cell_counter_anomalies(run.counters, finished),
     )
     if not all(item.has_draft_stats for item in finished):
         cell.update(server_acceptance(run.counters, run.counters_note, store.num_positions))

@@ -17,9 +17,11 @@
   "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
 
 HTTP backends (`cells.backend` != "embedded") measure on the client: arrival = when the request was sent (after
-its concurrency slot), one emission per streamed chunk with content; the per-request draft columns are null and
+its concurrency slot), one emission per streamed chunk with content, and a last one at the text-less closing event
+when it brings tokens not yet counted (the end-of-sequence token); the per-request draft columns are null and
 the cell's acceptance columns come from the server's /metrics counter deltas over the measured window
-(`acceptance_source`); failed requests are rows with `error` set, left out of every metric.
+(`acceptance_source`); failed requests are rows with `error` set, left out of every metric. What the server
+reports is sanity-checked (`anomalies`, kinds in `specbench/runs/anomalies.py`); an impossible count is an error.
 
 Times are `time.perf_counter()` seconds of the sweep's process (unix time = `time_origin_unix` of manifest.json,
 or of its `resumed` entry for cells run by a resumed session, + t). Temperature NaN = the workload's own per-sample
@@ -31,8 +33,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
-# (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet
+from specbench.runs.anomalies import AnomalyKind, kinds_doc
+
+SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+# (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: anomalies
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -74,6 +78,11 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("backend", STR, "embedded | openai (an OpenAI-compatible server over HTTP)"),
     ("num_errors", I64, "measured requests that failed (left out of every metric)"),
     ("error_summary", STR, "failures by kind, e.g. '2 x http 500; 1 x timeout'; null without failures"),
+    ("num_anomalies", I64, "sanity checks the server's reports failed: every measured request's (failed ones "
+     "too) plus the window's counter checks (HTTP; 0 for the embedded engine)"),
+    ("anomaly_summary", STR, "anomalies by kind, e.g. '2 x usage_mismatch; 1 x counter_mismatch'; null without"),
+    ("window_anomalies", pa.list_(STR), "HTTP: 'kind: detail' of the /metrics counter checks over the measured "
+     "window (counter_backwards, counter_mismatch)"),
     ("token_count_source", STR, "how output tokens were counted (requests' token_count_source, or 'mixed')"),
     ("num_requests", I64, "measured requests (turns) that succeeded"),
     ("duration_s", F64, "measured window: last emission - first arrival"),
@@ -146,8 +155,11 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
     ("num_emissions", I64, "emissions"),
     ("finish_reason", STR, "stop | length (null when the request failed before it finished)"),
-    ("error", STR, "why the request failed (HTTP: connection, http <status>, timeout, malformed or cut stream); "
-     "null on success"),
+    ("error", STR, "why the request failed (HTTP: connection, http <status>, timeout, malformed or cut stream, "
+     "or a fatal anomaly); null on success"),
+    ("anomalies", pa.list_(STR), "[num_anomalies] 'kind: detail' of each sanity check the server's report failed "
+     f"(HTTP; kinds: {kinds_doc()}; a fatal one also sets error); [] for the embedded engine"),
+    ("num_anomalies", I64, "len(anomalies)"),
     ("token_count_source", STR, "engine | server_per_chunk (usage in every chunk) | retokenized (chunk text, local "
      "tokenizer) | one_per_chunk (no per-chunk counts, no tokenizer); totals match the server's usage if sent"),
     ("is_usage_reported", BOOL, "HTTP: the server sent a usage block; null for the embedded engine"),
@@ -270,4 +282,7 @@ def schema_markdown() -> str:
         lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
     lines += ["#### `recommendations.parquet` (sweeps with several num-steps values)", "",
               *rows(RECOMMENDATION_COLUMNS), ""]
+    lines += ["#### Anomaly kinds (`anomalies`, `window_anomalies`, `anomaly_summary`; fatal ones set `error`)", "",
+              "| kind | fatal | meaning |", "|---|---|---|",
+              *(f"| `{k.label}` | {'yes' if k.is_fatal else 'no'} | {k.description} |" for k in AnomalyKind), ""]
     return "\n".join(lines)
