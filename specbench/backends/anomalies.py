@@ -53,9 +53,10 @@ def response_anomalies(state: StreamState, asked: Asked, tokenizer=None) -> tupl
     if completion is not None and completion > asked.max_tokens:
         found.append(Anomaly(AnomalyKind.OVER_MAX_TOKENS, f"{completion} completion tokens for max_tokens "
                                                           f"{asked.max_tokens}"))
-    if state.model is not None and state.model != asked.model:
+    others = [name for name in state.models if name != asked.model]
+    if others:
         found.append(Anomaly(AnomalyKind.MODEL_MISMATCH, f"asked {asked.model!r}, the response names "
-                                                         f"{state.model!r}"))
+                                                         f"{', '.join(map(repr, others))}"))
     return tuple(found)
 
 

@@ -41,7 +41,7 @@ class StreamState:
     completion_tokens: int | None = None  # from the last usage block
     is_usage_reported: bool = False
     is_done: bool = False  # the [DONE] sentinel arrived
-    model: str | None = None  # the last `model` an event named (checked against the one asked)
+    models: list[str] = field(default_factory=list)  # every distinct `model` the events named, in order
     # Top-level blocks some servers add beside the OpenAI fields (llama.cpp `timings`, vLLM `metrics`, SGLang
     # `meta_info`), the last of each kept: read by the server adapter (request_draft.py).
     server_fields: dict[str, Any] = field(default_factory=dict)
@@ -70,8 +70,8 @@ class StreamState:
         if "error" in event or event.get("object") == "error":
             raise StreamFormatError(f"server error in stream: {_error_message(event)}")
         self.server_fields.update({k: event[k] for k in SERVER_FIELDS if isinstance(event.get(k), dict)})
-        if isinstance(event.get("model"), str):
-            self.model = event["model"]
+        if isinstance(event.get("model"), str) and event["model"] not in self.models:
+            self.models.append(event["model"])
         usage = event.get("usage")
         completion_tokens = None
         if isinstance(usage, dict):

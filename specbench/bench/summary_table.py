@@ -65,7 +65,7 @@ GOODPUT: tuple[tuple[str, Cell], ...] = (
     ("Goodput (tok/s)", _num("output_goodput")),
     ("Good requests (%)", _num("good_request_fraction", 100, 1)),
 )
-ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=1)),)
+ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=0)),)
 ACCURACY: tuple[tuple[str, Cell], ...] = (
     ("Accuracy strict-match", _accuracy("accuracy_strict")),
     ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),

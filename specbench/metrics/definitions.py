@@ -5,6 +5,15 @@ arrival `t_arr` = RequestStats.arrival_time (when the request became eligible to
 emissions e_1..e_m at t_1..t_m = the moments tokens left the device, each carrying n_j >= 1 tokens
 (speculative steps emit accepted + 1 tokens at once); N_i = sum_j n_j output tokens.
 
+End of a request (every backend): its last token, with or without text, so t_m is when the last token left the
+engine. Embedded: the step that produced it (the end-of-sequence token rides in its step's emission). Over HTTP
+(backends/token_counts.py) an emission is a streamed event with text, plus the text-less closing event (the one
+carrying finish_reason or usage) when it brings tokens not yet counted: the end-of-sequence token, or the end of a
+stop string, whose step sent no text. With per-chunk usage that is exact; without it, the tokens the usage total
+has beyond the text's count go to the closing event unless the request ended by length (then to the last text
+chunk). Plain decoding thus reads 1.000 tokens per emission over HTTP as embedded, and TPOT spans to the last
+token. A server's counts are sanity-checked first (runs/anomalies.py); an impossible one fails the request.
+
 Latency
 - TTFT_i = t_1 - t_arr.
 - E2E_i = t_m - t_arr.
