@@ -22,7 +22,6 @@ class TokenCounts:
     emission_times: tuple[float, ...]  # [num_emissions] perf_counter of each emission
     tokens_per_emission: tuple[int, ...]  # [num_emissions]; sums to the server's usage total when it sent one
     source: str  # SERVER_PER_CHUNK | RETOKENIZED | ONE_PER_CHUNK
-    num_text_tokens: int  # tokens counted on the text chunks alone, before matching the usage total
 
 
 def count_tokens(state: StreamState, tokenizer=None, *, use_usage: bool = True) -> TokenCounts:
@@ -31,8 +30,8 @@ def count_tokens(state: StreamState, tokenizer=None, *, use_usage: bool = True) 
 
     Emissions are the chunks that carried text, plus the closing text-less event when it brings tokens not yet
     counted: exactly so under per-chunk usage; otherwise the tokens the usage total has beyond the text's count,
-    placed on the closing event unless the response ended by length (its last token had text, as far as anyone
-    can tell: they stay on the last text chunk).
+    placed on the text-less finish event unless the response ended by length or finished on a chunk with text
+    (then that step had text, as far as anyone can tell: they stay on the last text chunk).
     """
     chunks = state.chunks
     last_text = max((i for i, c in enumerate(chunks) if c.emitted), default=-1)
@@ -52,12 +51,12 @@ def count_tokens(state: StreamState, tokenizer=None, *, use_usage: bool = True) 
     times = [c.time for c in emissions]
     counted = sum(counts)
     if total is not None and total > counted:
-        end = _closing_event(tail, counted, is_exact, state.finish_reason if emissions else None)
+        end = _closing_event(tail, counted, is_exact, state.finish_reason, bool(emissions))
         if end is not None:
-            return TokenCounts((*times, end.time), (*counts, total - counted), source, counted)
+            return TokenCounts((*times, end.time), (*counts, total - counted), source)
     if total is not None:
         counts = list(_match_total(counts, total))
-    return TokenCounts(tuple(times), tuple(counts), source, counted)
+    return TokenCounts(tuple(times), tuple(counts), source)
 
 
 def _local_source(tokenizer) -> str:
@@ -74,14 +73,17 @@ def _retokenized(texts: Sequence[str], tokenizer) -> list[int]:
     return [max(b - a, 1) for a, b in zip(lengths, lengths[1:])]
 
 
-def _closing_event(tail: Sequence[Chunk], counted: int, is_exact: bool, finish_reason: str | None) -> Chunk | None:
+def _closing_event(tail: Sequence[Chunk], counted: int, is_exact: bool, finish_reason: str | None,
+                   has_text: bool) -> Chunk | None:
     """The text-less event that closed the request with tokens beyond `counted`, or None (they stay on the last
-    text chunk). Exact counts name it; otherwise it is the finish event (else the last one)."""
+    text chunk). Exact counts name it; otherwise it is the text-less finish event, unless the request ended by
+    length or its finish_reason came with text (that step had text: its tokens are the last text chunk's)."""
     if is_exact:
         return next((c for c in tail if c.completion_tokens is not None and c.completion_tokens > counted), None)
-    if finish_reason == "length":
+    if has_text and finish_reason == "length":
         return None
-    return next((c for c in tail if c.finish_reason is not None), tail[-1] if tail else None)
+    end = next((c for c in tail if c.finish_reason is not None), None)
+    return end if end is not None or has_text else (tail[-1] if tail else None)
 
 
 def _server_per_chunk(emissions: Sequence[Chunk]) -> list[int] | None:

@@ -116,6 +116,10 @@ def test_tokens_per_chunk_prefer_server_counts_and_match_the_usage_total():
     fewer = count_tokens(_state([("a", None), ("b", None), ("c", None)], final=2, finish="stop"))
     assert fewer.tokens_per_emission == (1, 1, 0)
     assert count_tokens(_state([("a", None), ("b", None)], final=None)).tokens_per_emission == (1, 1)
+    with_text = _state([("a", None)], final=None)
+    with_text.add_event('{"choices": [{"text": "b", "finish_reason": "stop"}]}', 1.0)  # EOS in the step with text
+    with_text.add_event('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}', 9.0)
+    assert count_tokens(with_text).tokens_per_emission == (1, 2)
     untrusted = count_tokens(_state([("a", None), ("b", None)], final=10**12, finish="stop"), use_usage=False)
     assert untrusted.tokens_per_emission == (1, 1)  # a report that failed a sanity check is not used
 
