@@ -36,12 +36,13 @@ def count_tokens(state: StreamState, tokenizer=None, *, use_usage: bool = True) 
     chunks = state.chunks
     last_text = max((i for i, c in enumerate(chunks) if c.emitted), default=-1)
     emissions = [c for c in chunks[: last_text + 1] if c.emitted]
-    tail = chunks[last_text + 1:]  # text-less events after the last text: the finish event, the usage block
     total = state.completion_tokens if use_usage else None
-    per_chunk = _server_per_chunk(emissions) if use_usage else None
-    if per_chunk is not None:
-        counts, source, is_exact = per_chunk, SERVER_PER_CHUNK, True
-    elif not emissions:
+    exact = _server_per_chunk(chunks) if use_usage else None
+    if exact is not None:  # every event that brought tokens is an emission, the closing one included
+        return TokenCounts(tuple(exact[0]), tuple(_match_total(exact[1], total if total is not None
+                                                               else sum(exact[1]))), SERVER_PER_CHUNK)
+    tail = chunks[last_text + 1:]  # text-less events after the last text: the finish event, the usage block
+    if not emissions:
         is_exact = use_usage and any(c.completion_tokens is not None for c in chunks[:-1])
         counts, source = [], SERVER_PER_CHUNK if is_exact else _local_source(tokenizer)
     elif tokenizer is not None:
@@ -86,17 +87,25 @@ def _closing_event(tail: Sequence[Chunk], counted: int, is_exact: bool, finish_r
     return end if end is not None or has_text else (tail[-1] if tail else None)
 
 
-def _server_per_chunk(emissions: Sequence[Chunk]) -> list[int] | None:
-    """Differences of the cumulative completion_tokens at each text chunk (tokens reported on text-less events
-    between them go to the next one); None when a chunk lacks its count or the counts go down."""
+def _server_per_chunk(chunks: Sequence[Chunk]) -> tuple[list[float], list[int]] | None:
+    """(times, counts) of the events that brought tokens: the cumulative completion_tokens rose, or text came
+    (every text chunk is an emission). A text-less event that brings tokens is one too: a step whose text the
+    server held back, or the end-of-sequence step. None when a text chunk lacks its count or the counts go down."""
+    times: list[float] = []
     counts: list[int] = []
     previous = 0
-    for chunk in emissions:
-        if chunk.completion_tokens is None or chunk.completion_tokens < previous:
+    for chunk in chunks:
+        if chunk.completion_tokens is None:
+            if chunk.emitted:
+                return None
+            continue
+        if chunk.completion_tokens < previous:
             return None
-        counts.append(chunk.completion_tokens - previous)
-        previous = chunk.completion_tokens
-    return counts or None
+        if chunk.completion_tokens > previous or chunk.emitted:
+            times.append(chunk.time)
+            counts.append(chunk.completion_tokens - previous)
+            previous = chunk.completion_tokens
+    return (times, counts) if any(c.emitted for c in chunks) else None
 
 
 def _match_total(counts: list[int], total: int) -> tuple[int, ...]:

@@ -85,6 +85,8 @@ def test_greedy_texts_and_token_counts_match_the_in_process_sweep(runs, name):
     assert (http["token_count_source"] == "server_per_chunk").all() and http["is_usage_reported"].all()
     assert (http["tokens_per_emission"].map(sum) == http["num_output_tokens"]).all()
     assert (http["num_anomalies"] == 0).all()  # an honest server: its reports pass every sanity check
+    # one end and one emission per engine step, held-back text included (the server reports each step's tokens)
+    assert [list(t) for t in http["tokens_per_emission"]] == [list(t) for t in local["tokens_per_emission"]]
     assert http["num_draft_rounds"].isna().all() and http["num_accepted_per_pos"].isna().all()
     if name == "mt":  # turn 2 was asked with the model's own turn-1 answer, on both sides
         assert set(http["turn"]) == {0, 1}
