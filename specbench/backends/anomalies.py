@@ -50,8 +50,12 @@ def response_anomalies(state: StreamState, asked: Asked, tokenizer=None) -> tupl
     if any(a.kind.is_fatal for a in found):
         return tuple(found)  # the other checks compare numbers already known to be false
     found += _usage_mismatches(state, cumulative, tokenizer)
+    num_text_chunks = len(state.content_chunks)  # each holds >= 1 token: a floor when no usage came
     if completion is not None and completion > asked.max_tokens:
         found.append(Anomaly(AnomalyKind.OVER_MAX_TOKENS, f"{completion} completion tokens for max_tokens "
+                                                          f"{asked.max_tokens}"))
+    elif completion is None and num_text_chunks > asked.max_tokens:
+        found.append(Anomaly(AnomalyKind.OVER_MAX_TOKENS, f"{num_text_chunks} chunks with text for max_tokens "
                                                           f"{asked.max_tokens}"))
     others = [name for name in state.models if name != asked.model]
     if others:

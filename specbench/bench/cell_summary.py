@@ -90,7 +90,9 @@ def failure_columns(request_rows: Sequence[Row]) -> Row:
 
 def anomaly_columns(request_rows: Sequence[Row], window_anomalies: Sequence[str]) -> Row:
     """num_anomalies and anomaly_summary over every request (failed ones too) and the window's counter checks."""
-    labels = [kind_label(a) for r in request_rows for a in r["anomalies"]] + list(map(kind_label, window_anomalies))
+    stored = [r.get("anomalies") for r in request_rows]  # lists, or numpy arrays read back from parquet
+    labels = [kind_label(a) for found in stored if found is not None for a in found]
+    labels += map(kind_label, window_anomalies)
     return {"num_anomalies": len(labels), "anomaly_summary": summarize(labels),
             "window_anomalies": list(window_anomalies)}
 

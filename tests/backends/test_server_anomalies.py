@@ -30,6 +30,7 @@ LIES = {  # behaviour: the anomaly kind it must raise
     "huge": AnomalyKind.ABSURD_COUNT,
     "negative": AnomalyKind.NEGATIVE_COUNT,
     "wordy": AnomalyKind.ABSURD_COUNT,
+    "huge_prompt": AnomalyKind.ABSURD_COUNT,
     "over_max": AnomalyKind.OVER_MAX_TOKENS,
     "fewer": AnomalyKind.USAGE_MISMATCH,
     "down": AnomalyKind.USAGE_MISMATCH,
@@ -49,8 +50,8 @@ def _chunk(text: str, finish: str | None = None, cumulative: int | None = None, 
     return _event(body, model)
 
 
-def _usage(completion_tokens: int) -> str:
-    return _event({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens}})
+def _usage(completion_tokens: int, prompt_tokens: int = 5) -> str:
+    return _event({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}})
 
 
 def _events(behaviour: str) -> list[str]:
@@ -69,6 +70,8 @@ def _events(behaviour: str) -> list[str]:
         return [_chunk(" a", "stop"), _usage(60)]  # 60 tokens (<= max_tokens) for 2 bytes of text
     if behaviour == "down":
         return [_chunk(w, cumulative=n) for w, n in zip(words, (1, 3, 2))] + [_chunk("", "stop"), _usage(3)]
+    if behaviour == "huge_prompt":
+        return [_chunk(w) for w in words] + [_chunk("", "stop"), _usage(4, prompt_tokens=10**9)]
     if behaviour == "other_model":
         return [_chunk(w, model="impostor") for w in words] + [_chunk("", "stop", model="impostor"), _usage(4)]
     total = {"huge": 10**12, "negative": -5, "fewer": 2}[behaviour]
@@ -147,21 +150,25 @@ def test_each_lie_is_a_counted_anomaly_and_the_impossible_ones_are_errors(lying_
     assert rows["negative"]["error"] == "negative_count: usage.completion_tokens = -5"
     assert rows["wordy"]["error"] == "absurd_count: 60 completion tokens for 2 bytes of text"
     assert rows["other_model"]["anomalies"][0] == "model_mismatch: asked 'fake', the response names 'impostor'"
+    assert rows["huge_prompt"]["error"].startswith(f"absurd_count: {10**9} prompt tokens for a prompt of at most ")
+    assert rows["huge_prompt"]["num_prompt_tokens"] < 10**4  # the local estimate, not the report
     for cell in cells.to_dict("records"):
-        assert cell["num_errors"] == 3 and set(cell["error_summary"].split("; ")) == {"2 x absurd_count",
+        assert cell["num_errors"] == 4 and set(cell["error_summary"].split("; ")) == {"3 x absurd_count",
                                                                                      "1 x negative_count"}
-        assert cell["num_requests"] == len(BEHAVIOURS) - 3  # the errors are left out of the metrics
+        assert cell["num_requests"] == len(BEHAVIOURS) - 4  # the errors are left out of the metrics
+        assert cell["total_throughput"] < 1e6
         assert cell["output_throughput"] < 1e6
     c1, c2 = cells.to_dict("records")
-    assert list(c1["window_anomalies"]) == ["counter_backwards: vllm num_accepted_tokens 50 -> 40"]
+    backwards = f"counter_backwards: vllm num_accepted_tokens 50 -> {50 - len(BEHAVIOURS)}"
+    assert list(c1["window_anomalies"]) == [backwards]
     assert len(c2["window_anomalies"]) == 1 and c2["window_anomalies"][0].startswith(
-        "counter_mismatch: vllm counted 10 generated tokens in the window, the responses report ")
+        f"counter_mismatch: vllm counted {len(BEHAVIOURS)} generated tokens in the window, the responses report ")
     for cell in (c1, c2):
         assert cell["num_anomalies"] == len(LIES) + 1
         summary = dict(reversed(part.split(" x ")) for part in cell["anomaly_summary"].split("; "))
-        assert summary["absurd_count"] == "2" and summary["usage_mismatch"] == "2" and summary["model_mismatch"] == "1"
+        assert summary["absurd_count"] == "3" and summary["usage_mismatch"] == "2" and summary["model_mismatch"] == "1"
     assert f"cell {c1['cell_id']}: {len(LIES) + 1} anomalies in the server's reports" in output
-    assert "counter_backwards: vllm num_accepted_tokens 50 -> 40" in output
+    assert backwards in output
     assert "Server anomalies" in output
 
 
@@ -186,3 +193,23 @@ def test_usage_that_the_local_tokenizer_contradicts_is_an_anomaly(tmp_path):
     assert list(clean["tokens_per_emission"])[-1] == 1  # the EOS token, on the finish event
     assert fewer["anomalies"][0] == "usage_mismatch: usage says 2 completion tokens for 3 chunks with text"
     assert huge["error"].startswith("absurd_count:") and sum(huge["tokens_per_emission"]) < 10
+
+
+def test_checks_without_usage_and_under_ignore_eos():
+    """No usage block: more text chunks than max_tokens is still seen. ignore_eos: text-less tokens are no lie."""
+    from specbench.backends.anomalies import Asked, response_anomalies
+    from specbench.backends.stream_state import StreamState
+
+    def state(events: list[str]) -> StreamState:
+        out = StreamState()
+        for n, event in enumerate(events):
+            out.add_event(event.removeprefix("data: ").strip(), float(n))
+        return out
+
+    chatty = state([_chunk(" w") for _ in range(5)] + [_chunk("", "length")])
+    assert [str(a) for a in response_anomalies(chatty, Asked("fake", 4, 10, False))] == [
+        "over_max_tokens: 5 chunks with text for max_tokens 4"]
+    silent = state([_chunk(" a"), _chunk("", "length"), _usage(60)])  # 60 tokens for 2 bytes, ignore_eos asked
+    assert response_anomalies(silent, Asked("fake", 64, 10, True)) == ()
+    assert [a.kind for a in response_anomalies(silent, Asked("fake", 64, 10, False))] == [AnomalyKind.ABSURD_COUNT]
+    assert response_anomalies(state(_events("clean_eos_exact")), Asked("fake", 64, 10, False)) == ()
