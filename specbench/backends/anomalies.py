@@ -9,14 +9,16 @@ from dataclasses import dataclass, fields
 
 from specbench.backends.spec_counters import SpecCounters
 from specbench.backends.stream_state import StreamState
-from specbench.runs.anomalies import Anomaly, AnomalyKind
+from specbench.runs.anomalies import (
+    OVER_MAX_TOKENS_SLACK,
+    PROMPT_SLACK,
+    RETOKENIZED_TOLERANCE,
+    TEXT_FACTOR,
+    TEXT_SLACK,
+    Anomaly,
+    AnomalyKind,
+)
 from specbench.runs.finished_turn import FinishedTurn
-
-OVER_MAX_TOKENS_SLACK = 16  # tokens past max_tokens before a count is absurd (a long speculative round's overshoot)
-TEXT_FACTOR = 10  # a token decodes to >= 1 byte but for special and partial-character tokens: 10x is no response
-TEXT_SLACK = 16  # ...plus this many text-less tokens (end-of-sequence, stop strings)
-PROMPT_SLACK = 1024  # prompt tokens a server's chat template and default system prompt may add
-RETOKENIZED_TOLERANCE = (4, 0.1)  # usage may differ from the re-tokenised text by 4 tokens + 10% (merges, stops)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
-"""Output tokens per streamed chunk, from the best source available, totals matched to the server's usage.
+"""Output tokens per streamed event, from the best source available, totals matched to the server's usage.
 
-The end of a request is its last token, with or without text (metrics/definitions.py). A token without text (the
-end-of-sequence token, the last token of a stop string) arrives on the text-less event that carries the
-finish_reason or the usage: when that event brings tokens not yet counted, it is the request's last emission.
+The end of a request is its last token, with or without text (metrics/definitions.py). Under per-chunk usage every
+event that brings tokens is an emission; otherwise the events with text are, and a token without text (the
+end-of-sequence token, the end of a stop string) goes to the text-less event that carries the finish_reason.
 """
 
 from __future__ import annotations

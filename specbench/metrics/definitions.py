@@ -7,12 +7,13 @@ emissions e_1..e_m at t_1..t_m = the moments tokens left the device, each carryi
 
 End of a request (every backend): its last token, with or without text, so t_m is when the last token left the
 engine. Embedded: the step that produced it (the end-of-sequence token rides in its step's emission). Over HTTP
-(backends/token_counts.py) an emission is a streamed event with text, plus the text-less closing event (the one
-carrying finish_reason or usage) when it brings tokens not yet counted: the end-of-sequence token, or the end of a
-stop string, whose step sent no text. With per-chunk usage that is exact; without it, the tokens the usage total
-has beyond the text's count go to the closing event unless the request ended by length (then to the last text
-chunk). Plain decoding thus reads 1.000 tokens per emission over HTTP as embedded, and TPOT spans to the last
-token. A server's counts are sanity-checked first (runs/anomalies.py); an impossible one fails the request.
+(backends/token_counts.py), with per-chunk usage, every streamed event that brings tokens is an emission, text or
+none: a step whose text the server held back (a partial character, a possible stop string), and the closing event
+that brings the end-of-sequence token or the end of a stop string. Without per-chunk usage an emission is an event
+with text, and the tokens the final usage has beyond the text's count go to the text-less finish event, unless the
+request ended by length or finished on a chunk with text (then to the last text chunk). Plain decoding thus reads
+1.000 tokens per emission over HTTP as embedded, and TPOT spans to the last token. A server's counts are
+sanity-checked first (runs/anomalies.py, backends/anomalies.py); an impossible one fails the request.
 
 Latency
 - TTFT_i = t_1 - t_arr.

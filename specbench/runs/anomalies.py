@@ -13,16 +13,25 @@ from dataclasses import dataclass
 from enum import Enum
 
 
+# Thresholds of the checks (backends/anomalies.py), here so the kinds' descriptions state them.
+OVER_MAX_TOKENS_SLACK = 16  # tokens past max_tokens before a count is absurd (a long speculative round's overshoot)
+TEXT_FACTOR = 10  # a token decodes to >= 1 byte but for special and partial-character tokens: 10x is no response
+TEXT_SLACK = 16  # ...plus this many text-less tokens (end-of-sequence, stop strings)
+PROMPT_SLACK = 1024  # prompt tokens a server's chat template and default system prompt may add
+RETOKENIZED_TOLERANCE = (4, 0.1)  # usage may differ from the re-tokenised text by 4 tokens + 10% (merges, stops)
+
+
 class AnomalyKind(Enum):
     # value: (name in the results, is fatal, what it means)
     NEGATIVE_COUNT = ("negative_count", True, "the server reported a negative token count")
-    ABSURD_COUNT = ("absurd_count", True, "a token count no response could hold: more completion tokens than "
-                    "max_tokens + slack, more than 10 x (bytes of streamed text + 1) + slack, or a prompt count "
-                    "over 10 x the local one + slack")
-    OVER_MAX_TOKENS = ("over_max_tokens", False, "more output tokens than the request's max_tokens (within slack)")
-    USAGE_MISMATCH = ("usage_mismatch", False, "the usage block disagrees with the streamed chunks: fewer tokens "
-                      "than text chunks, per-chunk counts going down or ending elsewhere than the final total, or "
-                      "the re-tokenised text off by more than the tolerance")
+    ABSURD_COUNT = ("absurd_count", True, "a token count no response could hold: completion tokens over max_tokens "
+                    f"+ {OVER_MAX_TOKENS_SLACK}, or over {TEXT_FACTOR} x (bytes of streamed text + 1) + {TEXT_SLACK} "
+                    f"(unless ignore_eos), or prompt tokens over {TEXT_FACTOR} x the local count + {PROMPT_SLACK}")
+    OVER_MAX_TOKENS = ("over_max_tokens", False, "more output tokens than the request's max_tokens (from usage, else "
+                       "the chunks with text)")
+    USAGE_MISMATCH = ("usage_mismatch", False, "the usage disagrees with the streamed chunks: fewer tokens than "
+                      "chunks with text, per-chunk counts going down, or the text re-tokenised locally off by more "
+                      f"than {RETOKENIZED_TOLERANCE[0]} + {RETOKENIZED_TOLERANCE[1]:.0%}")
     MODEL_MISMATCH = ("model_mismatch", False, "the response names another model than the one asked")
     COUNTER_BACKWARDS = ("counter_backwards", False, "a /metrics counter went down during the cell (restart?)")
     COUNTER_MISMATCH = ("counter_mismatch", False, "a /metrics counter delta is below the sum of what the cell's "

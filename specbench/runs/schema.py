@@ -17,9 +17,9 @@
   "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
 
 HTTP backends (`cells.backend` != "embedded") measure on the client: arrival = when the request was sent (after
-its concurrency slot), one emission per streamed chunk with content, and a last one at the text-less closing event
-when it brings tokens not yet counted (the end-of-sequence token); the per-request draft columns are null and
-the cell's acceptance columns come from the server's /metrics counter deltas over the measured window
+its concurrency slot), one emission per streamed event that brings text or (per-chunk usage) tokens, the
+end-of-sequence token's text-less closing event included (metrics/definitions.py); the per-request draft columns
+are null and the cell's acceptance columns come from the server's /metrics counter deltas over the measured window
 (`acceptance_source`); failed requests are rows with `error` set, left out of every metric. What the server
 reports is sanity-checked (`anomalies`, kinds in `specbench/runs/anomalies.py`); an impossible count is an error.
 
@@ -148,8 +148,8 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("arrival_time", F64, "when the request became eligible to run; HTTP: when it was sent (TTFT/E2E start here)"),
     ("first_scheduled_time", F64, "first engine step that ran it; null over HTTP"),
     ("finish_time", F64, "last emission"),
-    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed chunks with answer or "
-     "reasoning text)"),
+    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed events with answer or "
+     "reasoning text, or with tokens under per-chunk usage; the closing event when it brings the last tokens)"),
     ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission (see token_count_source)"),
     ("num_prompt_tokens", I64, "prompt tokens"),
     ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
