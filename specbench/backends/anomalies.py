@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from specbench.backends.spec_counters import SpecCounters
 from specbench.backends.stream_state import StreamState
 from specbench.runs.anomalies import (
+    DRAFT_FACTOR,
     OVER_MAX_TOKENS_SLACK,
     PROMPT_SLACK,
     RETOKENIZED_TOLERANCE,
@@ -19,6 +20,7 @@ from specbench.runs.anomalies import (
     AnomalyKind,
 )
 from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.request_draft import RequestDraft
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,31 @@ def response_anomalies(state: StreamState, asked: Asked, tokenizer=None) -> tupl
     if others:
         found.append(Anomaly(AnomalyKind.MODEL_MISMATCH, f"asked {asked.model!r}, the response names "
                                                          f"{', '.join(map(repr, others))}"))
+    return tuple(found)
+
+
+def draft_anomalies(draft: RequestDraft | None, state: StreamState, asked: Asked) -> tuple[Anomaly, ...]:
+    """The per-response draft counts (llama.cpp timings, vLLM metrics, SGLang meta_info) against each other and
+    the usage; negative or impossibly large ones are fatal."""
+    if draft is None:
+        return ()
+    counts = {"draft rounds": draft.num_draft_rounds, "draft tokens": draft.num_draft_tokens,
+              "accepted draft tokens": draft.num_accepted_tokens}
+    known = {name: n for name, n in counts.items() if n is not None}
+    known.update({f"accepted at position {k}": n for k, n in enumerate(draft.num_accepted_per_pos)})
+    limit = DRAFT_FACTOR * (asked.max_tokens + OVER_MAX_TOKENS_SLACK)
+    fatal = [Anomaly(AnomalyKind.NEGATIVE_COUNT, f"{draft.source} {name} = {n}") for name, n in known.items() if n < 0]
+    fatal += [Anomaly(AnomalyKind.ABSURD_COUNT, f"{draft.source} {name} = {n} for max_tokens {asked.max_tokens}")
+              for name, n in known.items() if n > limit]
+    if fatal:
+        return tuple(fatal)
+    accepted, drafted, total = draft.num_accepted_tokens, draft.num_draft_tokens, state.completion_tokens
+    found = []
+    if accepted is not None and drafted is not None and accepted > drafted:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted of {drafted} drafted"))
+    if accepted is not None and total is not None and accepted > total:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted draft tokens for "
+                                                         f"{total} completion tokens"))
     return tuple(found)
 
 

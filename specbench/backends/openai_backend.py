@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from specbench.backends.anomalies import Asked, counters_backwards, response_anomalies
+from specbench.backends.anomalies import Asked, counters_backwards, draft_anomalies, response_anomalies
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset, PrefixCacheResetter
 from specbench.backends.chat_stand_in import ServerChatTemplate
@@ -172,7 +172,11 @@ class OpenAIBackend:
 
     def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
         tokenizer = self.tokenizer if self.can_tokenize else None
-        anomalies = response_anomalies(state, self._asked(turn), tokenizer) if state.chunks else ()
+        asked = self._asked(turn)
+        draft = self.adapter.request_draft(state.server_fields) if self.adapter is not None else None
+        anomalies = response_anomalies(state, asked, tokenizer) if state.chunks else ()
+        if not any(a.kind.is_fatal for a in anomalies):  # else the usage it would be compared with is false
+            anomalies += draft_anomalies(draft, state, asked)
         fatal = next((a for a in anomalies if a.kind.is_fatal), None)
         if error is None and fatal is not None:
             error = str(fatal)  # an impossible report: an error row, its numbers counted from the text alone
@@ -194,10 +198,10 @@ class OpenAIBackend:
             finish_reason=state.finish_reason,
             stats=stats,
         )
-        draft = self.adapter.request_draft(state.server_fields) if self.adapter is not None else None
         return FinishedTurn(turn, output, index, error=error, token_count_source=counts.source,
                             is_usage_reported=state.is_usage_reported, has_draft_stats=False,
-                            reasoning_text=state.reasoning_text or None, server_draft=draft,
+                            reasoning_text=state.reasoning_text or None,
+                            server_draft=draft if fatal is None else None,
                             anomalies=tuple(map(str, anomalies)))
 
     def _asked(self, turn: Turn) -> Asked:

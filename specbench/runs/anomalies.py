@@ -19,19 +19,24 @@ TEXT_FACTOR = 10  # a token decodes to >= 1 byte but for special and partial-cha
 TEXT_SLACK = 16  # ...plus this many text-less tokens (end-of-sequence, stop strings)
 PROMPT_SLACK = 1024  # prompt tokens a server's chat template and default system prompt may add
 RETOKENIZED_TOLERANCE = (4, 0.1)  # usage may differ from the re-tokenised text by 4 tokens + 10% (merges, stops)
+DRAFT_FACTOR = 256  # draft tokens per output token no drafter proposes (n-gram drafts reach ~40 per round)
 
 
 class AnomalyKind(Enum):
     # value: (name in the results, is fatal, what it means)
-    NEGATIVE_COUNT = ("negative_count", True, "the server reported a negative token count")
+    NEGATIVE_COUNT = ("negative_count", True, "the server reported a negative token count (usage, or the response's "
+                      "draft counts)")
     ABSURD_COUNT = ("absurd_count", True, "a token count no response could hold: completion tokens over max_tokens "
                     f"+ {OVER_MAX_TOKENS_SLACK}, or over {TEXT_FACTOR} x (bytes of streamed text + 1) + {TEXT_SLACK} "
-                    f"(unless ignore_eos), or prompt tokens over {TEXT_FACTOR} x the local count + {PROMPT_SLACK}")
+                    f"(unless ignore_eos), prompt tokens over {TEXT_FACTOR} x the local count + {PROMPT_SLACK}, or a response's draft "
+                    f"count over {DRAFT_FACTOR} x (max_tokens + {OVER_MAX_TOKENS_SLACK})")
     OVER_MAX_TOKENS = ("over_max_tokens", False, "more output tokens than the request's max_tokens (from usage, else "
                        "the chunks with text)")
     USAGE_MISMATCH = ("usage_mismatch", False, "the usage disagrees with the streamed chunks: fewer tokens than "
                       "chunks with text, per-chunk counts going down, or the text re-tokenised locally off by more "
                       f"than {RETOKENIZED_TOLERANCE[0]} + {RETOKENIZED_TOLERANCE[1]:.0%}")
+    DRAFT_MISMATCH = ("draft_mismatch", False, "a response's own draft counts contradict each other or its usage: "
+                      "more accepted draft tokens than drafted, or than completion tokens")
     MODEL_MISMATCH = ("model_mismatch", False, "the response names another model than the one asked")
     COUNTER_BACKWARDS = ("counter_backwards", False, "a /metrics counter went down during the cell (restart?)")
     COUNTER_MISMATCH = ("counter_mismatch", False, "a /metrics counter delta is below the sum of what the cell's "

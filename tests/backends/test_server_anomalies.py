@@ -35,6 +35,8 @@ LIES = {  # behaviour: the anomaly kind it must raise
     "fewer": AnomalyKind.USAGE_MISMATCH,
     "down": AnomalyKind.USAGE_MISMATCH,
     "other_model": AnomalyKind.MODEL_MISMATCH,
+    "draft_negative": AnomalyKind.NEGATIVE_COUNT,
+    "draft_overaccepts": AnomalyKind.DRAFT_MISMATCH,
 }
 BEHAVIOURS = CLEAN + tuple(LIES)
 
@@ -72,6 +74,12 @@ def _events(behaviour: str) -> list[str]:
         return [_chunk(w, cumulative=n) for w, n in zip(words, (1, 3, 2))] + [_chunk("", "stop"), _usage(3)]
     if behaviour == "huge_prompt":
         return [_chunk(w) for w in words] + [_chunk("", "stop"), _usage(4, prompt_tokens=10**9)]
+    if behaviour in ("draft_negative", "draft_overaccepts"):  # vLLM's per-request counts, on the usage event
+        drafted, accepted = (-3, 0) if behaviour == "draft_negative" else (2, 3)
+        spec = {"num_spec_steps": 1, "num_draft_tokens": drafted, "num_accepted_draft_tokens": accepted}
+        return [_chunk(w) for w in words] + [_chunk("", "stop"), _event({
+            "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4},
+            "metrics": {"speculative_decoding": spec}})]
     if behaviour == "other_model":
         return [_chunk(w, model="impostor") for w in words] + [_chunk("", "stop", model="impostor"), _usage(4)]
     total = {"huge": 10**12, "negative": -5, "fewer": 2}[behaviour]
@@ -152,22 +160,29 @@ def test_each_lie_is_a_counted_anomaly_and_the_impossible_ones_are_errors(lying_
     assert rows["other_model"]["anomalies"][0] == "model_mismatch: asked 'fake', the response names 'impostor'"
     assert rows["huge_prompt"]["error"].startswith(f"absurd_count: {10**9} prompt tokens for a prompt of at most ")
     assert rows["huge_prompt"]["num_prompt_tokens"] < 10**4  # the local estimate, not the report
+    assert rows["draft_negative"]["error"] == "negative_count: vllm:metrics.speculative_decoding draft tokens = -3"
+    assert pd.isna(rows["draft_negative"]["num_draft_tokens"])  # a false report is not stored as a count
+    assert rows["draft_overaccepts"]["anomalies"][0] == (
+        "draft_mismatch: vllm:metrics.speculative_decoding: 3 accepted of 2 drafted")
     for cell in cells.to_dict("records"):
-        assert cell["num_errors"] == 4 and set(cell["error_summary"].split("; ")) == {"3 x absurd_count",
-                                                                                     "1 x negative_count"}
-        assert cell["num_requests"] == len(BEHAVIOURS) - 4  # the errors are left out of the metrics
+        assert cell["num_errors"] == 5 and set(cell["error_summary"].split("; ")) == {"3 x absurd_count",
+                                                                                     "2 x negative_count"}
+        assert cell["num_requests"] == len(BEHAVIOURS) - 5  # the errors are left out of the metrics
         assert cell["total_throughput"] < 1e6
         assert cell["output_throughput"] < 1e6
     c1, c2 = cells.to_dict("records")
     backwards = f"counter_backwards: vllm num_accepted_tokens 50 -> {50 - len(BEHAVIOURS)}"
     assert list(c1["window_anomalies"]) == [backwards]
-    assert len(c2["window_anomalies"]) == 1 and c2["window_anomalies"][0].startswith(
-        f"counter_mismatch: vllm counted {len(BEHAVIOURS)} generated tokens in the window, the responses report ")
-    for cell in (c1, c2):
-        assert cell["num_anomalies"] == len(LIES) + 1
+    generated, accepted = c2["window_anomalies"]  # the accepted-token counter stood still in the second cell
+    assert generated.startswith(f"counter_mismatch: vllm counted {len(BEHAVIOURS)} generated tokens in the window, "
+                                "the responses report ")
+    assert accepted == "counter_mismatch: vllm counted 0 accepted tokens in the window, the responses report 3"
+    for cell, num_window in ((c1, 1), (c2, 2)):
+        assert cell["num_anomalies"] == len(LIES) + num_window
         summary = dict(reversed(part.split(" x ")) for part in cell["anomaly_summary"].split("; "))
         assert summary["absurd_count"] == "3" and summary["usage_mismatch"] == "2" and summary["model_mismatch"] == "1"
     assert f"cell {c1['cell_id']}: {len(LIES) + 1} anomalies in the server's reports" in output
+    assert f"cell {c2['cell_id']}: {accepted}" in output
     assert backwards in output
     assert "Server anomalies" in output
 
