@@ -11,6 +11,7 @@ from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 from specbench.metrics.goodput import Goodput
+from specbench.runs.anomalies import kind_label, summarize
 from specbench.runs.records import Row, cell_metrics_from_rows, has_draft_stats, is_success, score_from_row
 from specbench.runs.schema import columns
 
@@ -25,8 +26,10 @@ def cell_row(
     num_positions: int,
     *,
     backend: str = "embedded",
+    window_anomalies: Sequence[str] = (),
 ) -> Row:
-    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run.
+    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run;
+    `window_anomalies`: "kind: detail" of the server counters' checks over the window (HTTP).
 
     `metrics` covers the successful requests. Over HTTP the caller replaces the acceptance columns with the
     server's (server_acceptance.py); here they say "engine".
@@ -44,6 +47,7 @@ def cell_row(
         server_accepted_per_pos=None,
         drafting_note=None,
         **failure_columns(request_rows),
+        **anomaly_columns(request_rows, window_anomalies),
     )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
     row["speedup"] = speedup(metrics, cell_metrics_from_rows(baseline_rows)) if baseline_rows else None
@@ -83,6 +87,15 @@ def failure_columns(request_rows: Sequence[Row]) -> Row:
         "error_summary": "; ".join(f"{n} x {kind}" for kind, n in kinds.most_common()) or None,
         "token_count_source": _one_or_mixed(sources),
     }
+
+
+def anomaly_columns(request_rows: Sequence[Row], window_anomalies: Sequence[str]) -> Row:
+    """num_anomalies and anomaly_summary over every request (failed ones too) and the window's counter checks."""
+    stored = [r.get("anomalies") for r in request_rows]  # lists, or numpy arrays read back from parquet
+    labels = [kind_label(a) for found in stored if found is not None for a in found]
+    labels += map(kind_label, window_anomalies)
+    return {"num_anomalies": len(labels), "anomaly_summary": summarize(labels),
+            "window_anomalies": list(window_anomalies)}
 
 
 def _one_or_mixed(values: set[str]) -> str | None:

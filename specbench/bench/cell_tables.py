@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.backends.anomalies import cell_counter_anomalies
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.reasoning_split import split_reasoning
@@ -87,7 +88,8 @@ def cell_tables(
         "wall_s": run.wall_s,
     }
     cell = cell_row(keys, extra, metrics, requests, baseline.cell_id, baseline_rows, store.num_positions,
-                    backend=run.backend)
+                    backend=run.backend,
+                    window_anomalies=run.window_anomalies + cell_counter_anomalies(run.counters, finished))
     if acceptance is not None:
         cell.update(acceptance)
     if note is not None:

@@ -67,6 +67,7 @@ GOODPUT: tuple[tuple[str, Cell], ...] = (
     ("Goodput (tok/s)", _num("output_goodput")),
     ("Good requests (%)", _num("good_request_fraction", 100, 1)),
 )
+ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=0)),)
 ACCURACY: tuple[tuple[str, Cell], ...] = (
     ("Accuracy strict-match", _accuracy("accuracy_strict")),
     ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),
@@ -79,7 +80,9 @@ def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
     width = width or shutil.get_terminal_size((120, 24)).columns
     has_accuracy = any(r["accuracy_n"] for r in cells)
     has_goodput = any(r.get("goodput_slo") is not None for r in cells)
-    metrics = METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
+    has_anomalies = any(r.get("num_anomalies") for r in cells)
+    metrics = (METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
+               + (ANOMALIES if has_anomalies else ()))
     blocks = []
     for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
         points = _group(rows, lambda r: (r["concurrency"], r["num_steps"]))
