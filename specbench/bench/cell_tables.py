@@ -8,6 +8,7 @@ from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.reasoning_split import split_reasoning
 from specbench.bench.server_acceptance import server_acceptance
+from specbench.bench.speedup_bound import bound_columns
 from specbench.bench.store import RunStore
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import parse_goodput
@@ -34,9 +35,10 @@ def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Worklo
 
 
 def cell_tables(
-    run_id: str, run: CellRun, config: SweepConfig, workload: Workload, store: RunStore
+    run_id: str, run: CellRun, config: SweepConfig, workload: Workload, store: RunStore, run_index: int | None = None
 ) -> dict[str, list[Row]]:
-    """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`."""
+    """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`.
+    `run_index`: the cell's position in the sweep's run order."""
     keys = key_columns(run_id, run.key, config, workload)
     finished = sorted((split_reasoning(item, config.reasoning_parser) for item in run.finished),
                       key=lambda item: item.request_index)
@@ -58,7 +60,9 @@ def cell_tables(
         "goodput_slo": slo.describe(),
         "start_unix_s": run.start_unix_s,
         "wall_s": run.wall_s,
+        "run_index": run_index,
     }
+    steps = step_rows(keys, run.steps, store.step_offset)
     cell = cell_row(
         keys,
         extra,
@@ -68,12 +72,14 @@ def cell_tables(
         requests if is_baseline else store.rows("requests", baseline.cell_id),
         store.num_positions,
         backend=run.backend,
+        steps=steps,
     )
     if not all(item.has_draft_stats for item in finished):
         cell.update(server_acceptance(run.counters, run.counters_note, store.num_positions))
+        cell.update(bound_columns(cell, steps))  # from the server's acceptance
     return {
         "requests": requests,
-        "steps": step_rows(keys, run.steps, store.step_offset),
+        "steps": steps,
         "categories": category_rows(keys, requests, store.num_positions),
         "cells": [cell],
     }

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from specbench.bench.flag_notes import speedup_mark
 from specbench.runs.records import Row
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
@@ -35,6 +36,12 @@ def _per_position(rows: Sequence[Row]) -> str:
     return " ".join("-" if v is None else f"{100 * v:.0f}" for v in values) if k else "-"
 
 
+def _speedup(rows: Sequence[Row]) -> str:
+    """Marked where flagged (bench/flag_notes.py): such a speedup is shown, not vouched for."""
+    value = _num("speedup", digits=3)(rows)
+    return value + (speedup_mark(rows) if value != "-" else "")
+
+
 def _accuracy(column: str) -> Cell:
     def fmt(rows: Sequence[Row]) -> str:
         value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
@@ -57,7 +64,7 @@ METRICS: tuple[tuple[str, Cell], ...] = (
     ("Acceptance rate (%)", _num("acceptance_rate", 100, 1)),
     ("Acceptance length", _num("acceptance_length", digits=3)),
     ("Per-position acceptance (%)", _per_position),
-    ("Speedup vs k=0", _num("speedup", digits=3)),
+    ("Speedup vs k=0", _speedup),
     ("Same text as k=0", _num("agreement_text", digits=3)),
 )
 GOODPUT: tuple[tuple[str, Cell], ...] = (
