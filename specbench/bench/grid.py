@@ -40,11 +40,6 @@ def interleaved_num_steps(num_steps: tuple[int, ...], repeat: int) -> tuple[int,
     return baseline + tuple(reversed(speculative) if repeat % 2 else speculative)
 
 
-def is_interleaved(config: SweepConfig) -> bool:
-    """Whether build_grid alternates the k order (not with --server-cmd, nor with fewer than two k's > 0)."""
-    return config.server_cmd is None and sum(k != 0 for k in config.grid_num_steps) > 1
-
-
 def run_groups(keys: Sequence[CellKey]) -> list[list[CellKey]]:
     """Consecutive cells of one (repeat, temperature, concurrency): what one pair of drift probes brackets."""
     groups: list[list[CellKey]] = []
