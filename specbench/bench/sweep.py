@@ -99,7 +99,9 @@ def _run_missing_cells(backend, planner, samples, grid, config, chat_template, w
     num_requests = None if config.duration is not None else sum(sample.num_turns for sample in samples)
     try:
         for group in run_groups(todo):
-            probed = is_probed(config) and any(key.num_steps for key in group)
+            # Drift matters between a k = 0 cell and the others: only a group that runs both is probed (a resumed
+            # group whose baseline ran in an earlier session keeps null drift columns).
+            probed = is_probed(config) and group[0].num_steps == 0 and len(group) > 1
             probe = functools.partial(run_probe, backend, planner, samples, group[0], config, chat_template)
             start = probe("start") if probed else None
             for key in group:

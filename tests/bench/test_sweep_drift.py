@@ -34,15 +34,16 @@ def test_drift_probes_flag_cells_and_resume_finishes_the_missing_ones(tiny_model
                                                                       capsys):
     from specbench.bench import sweep
 
-    # Synthetic probe throughputs: flat around the c=1 group, the machine 99% slower by the end of c=2's.
-    probes = iter([100.0, 100.0, 100.0, 100.0, 1.0])  # c=1 start, end; c=2 start; resumed: c=2 start, end
+    # Synthetic probe throughputs: the resumed session's c=2 group sees the machine 99% slower by its end probe.
+    probes = iter([100.0, 100.0, 1.0])  # c=1 start (interrupted); resumed: c=2 start, end
     probed = []
-    monkeypatch.setattr(sweep, "run_probe", lambda *args: probed.append(args[-1]) or next(probes))
+    monkeypatch.setattr(sweep, "run_probe", lambda *args: probed.append(args[3].cell_id + "/" + args[-1])
+                        or next(probes))
     real_run_cell, calls = sweep.run_cell, []
 
     def run_cell(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 4:  # r0-t0-c2-k1: its group's start probe ran, its k = 0 cell is written
+        if len(calls) == 2:  # r0-t0-c1-k1: its group's start probe ran, its k = 0 cell is written
             raise KeyboardInterrupt
         return real_run_cell(*args, **kwargs)
 
@@ -50,30 +51,29 @@ def test_drift_probes_flag_cells_and_resume_finishes_the_missing_ones(tiny_model
     results = tmp_path / "results"
     code, _, err = _main(_args(tiny_model_dir, results, "--quiet"), monkeypatch, capsys)
     assert code == 130, err
-    assert probed == ["start", "end", "start"]
+    assert probed == ["r0-t0-c1-k0/start"]
     run_dir = results / "run"
-    cells = pd.read_parquet(run_dir / "cells.parquet").set_index("cell_id")
-    assert list(cells.index) == ["r0-t0-c1-k0", "r0-t0-c1-k1", "r0-t0-c2-k0"]
-    assert list(cells["run_index"]) == [0, 1, 2]
-    assert (cells.loc[["r0-t0-c1-k0", "r0-t0-c1-k1"], "baseline_drift"] == 0.0).all()
-    assert cells.loc["r0-t0-c1-k1", "is_drift_suspect"] == False  # noqa: E712 (numpy bool)
-    assert pd.isna(cells.loc["r0-t0-c2-k0", "baseline_drift"])  # its group never reached the end probe
+    cells = pd.read_parquet(run_dir / "cells.parquet")
+    assert list(cells["cell_id"]) == ["r0-t0-c1-k0"] and list(cells["run_index"]) == [0]
+    assert cells["baseline_drift"].isna().all()  # its group never reached the end probe
 
     monkeypatch.setattr(sweep, "run_cell", real_run_cell)
     code, out, err = _main(["sweep", "--resume", str(run_dir)], monkeypatch, capsys)
     assert code == 0, err
-    assert "1 cells run, 3 already complete" in out
-    assert probed == ["start", "end", "start", "start", "end"]
+    assert "3 cells run, 1 already complete" in out
+    # the c=1 group's k = 0 ran in the first session: no probe can bracket both, only the c=2 group is probed
+    assert probed == ["r0-t0-c1-k0/start", "r0-t0-c2-k0/start", "r0-t0-c2-k0/end"]
     cells = pd.read_parquet(run_dir / "cells.parquet").set_index("cell_id")
     parts = pd.read_parquet(run_dir / "parts" / "cells").set_index("cell_id")
-    assert len(cells) == 4 and cells["baseline_drift"].equals(parts.loc[cells.index, "baseline_drift"])
-    assert cells.loc["r0-t0-c2-k1", "baseline_drift"] == pytest.approx(-0.99)
+    assert list(cells.index) == ["r0-t0-c1-k0", "r0-t0-c1-k1", "r0-t0-c2-k0", "r0-t0-c2-k1"]
+    assert list(cells["run_index"]) == [0, 1, 2, 3]
+    assert cells["baseline_drift"].equals(parts.loc[cells.index, "baseline_drift"])  # parts and table agree
+    assert cells["baseline_drift"].iloc[:2].isna().all()
+    assert cells.loc[["r0-t0-c2-k0", "r0-t0-c2-k1"], "baseline_drift"].tolist() == pytest.approx([-0.99, -0.99])
     assert cells.loc["r0-t0-c2-k1", "is_drift_suspect"] == True  # noqa: E712 (any speedup in [1/100, 100])
-    assert pd.isna(cells.loc["r0-t0-c2-k0", "baseline_drift"])  # ran in the first session, unbracketed
-    assert cells.loc["r0-t0-c2-k1", "run_index"] == 3
+    assert pd.isna(cells.loc["r0-t0-c1-k1", "is_drift_suspect"])
     assert "(~)" in out and "WARNING: 1 of 2 speedups lie within the baseline drift" in out
     assert "speedups flagged" in out.splitlines()[0]
-
 
 @pytest.mark.slow
 def test_cpu_hog_halfway_through_a_real_sweep_is_flagged(tiny_model_dir, tmp_path, monkeypatch, capsys):
@@ -86,7 +86,7 @@ def test_cpu_hog_halfway_through_a_real_sweep_is_flagged(tiny_model_dir, tmp_pat
 
     def run_cell(backend, planner, samples, key, *args, **kwargs):
         if key.repeat == 1 and not hogs:
-            num_hogs = 2 * len(os.sched_getaffinity(0))  # every core busy twice over
+            num_hogs = 4 * len(os.sched_getaffinity(0))  # every core busy four times over
             hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(num_hogs))
         return real_run_cell(backend, planner, samples, key, *args, **kwargs)
 
