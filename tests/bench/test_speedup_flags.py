@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from specbench.bench.drift import DRIFT_TOLERANCE, drift_columns, drift_fraction, is_drift_suspect
+from specbench.bench.drift import DRIFT_TOLERANCE, drift_columns, drift_fraction, is_drift_suspect, is_probed
 from specbench.bench.flag_notes import DRIFT_MARK, IMPLAUSIBLE_MARK, flag_lines, num_flagged
 from specbench.bench.speedup_bound import (
     SPEEDUP_BOUND_TOLERANCE,
@@ -16,6 +16,7 @@ from specbench.bench.speedup_bound import (
     speedup_bound,
 )
 from specbench.bench.summary_table import format_summary
+from specbench.config import EngineConfig
 from specbench.runs.sweep_config import SweepConfig
 
 
@@ -117,3 +118,11 @@ def test_a_clean_run_prints_no_warning_and_server_cmd_runs_say_they_were_not_int
     launched = SweepConfig(backend="openai", server_cmd="preset:vllm", num_steps=(3,))
     no_drift = [{**row, "baseline_drift": None} for row in cells]
     assert flag_lines(no_drift, launched)[-1].startswith("note: --server-cmd launches one server per k")
+
+
+def test_probes_need_k0_on_demand():
+    ngram = EngineConfig(method="ngram")
+    assert is_probed(SweepConfig(num_steps=(3,), engine=ngram))  # the embedded engine adds k = 0
+    assert not is_probed(SweepConfig(num_steps=(3,), engine=ngram, speedup=False))
+    assert not is_probed(SweepConfig(num_steps=(0, 3), engine=ngram, backend="openai", server_cmd="preset:vllm"))
+    assert not is_probed(SweepConfig(num_steps=(3,), engine=ngram, backend="openai", base_url="http://x"))
