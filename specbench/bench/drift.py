@@ -40,8 +40,8 @@ def is_probed(config: SweepConfig) -> bool:
 
 
 def num_probe_requests(concurrency: int) -> int:
-    """One batch filling the concurrency slots, at least two requests (a probe is a short batch, not a cell)."""
-    return max(2, concurrency)
+    """One batch filling the concurrency slots: the cells' batch shape, at about one request's latency."""
+    return concurrency
 
 
 def run_probe(
