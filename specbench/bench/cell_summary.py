@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
+from specbench.bench.speedup_bound import bound_columns
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 from specbench.metrics.goodput import Goodput
@@ -27,9 +28,11 @@ def cell_row(
     *,
     backend: str = "embedded",
     window_anomalies: Sequence[str] = (),
+    steps: Sequence[Row] = (),
 ) -> Row:
-    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run;
-    `window_anomalies`: "kind: detail" of the server counters' checks over the window (HTTP).
+    """`extra`: load-pattern and timing columns (run_index: null if absent); `baseline_rows`: request rows of the
+    k = 0 cell, if run; `window_anomalies`: "kind: detail" of the server counters' checks over the window (HTTP);
+    `steps`: the cell's step rows (a tighter speedup bound, bench/speedup_bound.py).
 
     `metrics` covers the successful requests. Over HTTP the caller replaces the acceptance columns with the
     server's (server_acceptance.py); here they say "engine".
@@ -51,6 +54,10 @@ def cell_row(
     )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
     row["speedup"] = speedup(metrics, cell_metrics_from_rows(baseline_rows)) if baseline_rows else None
+    row.setdefault("run_index", None)
+    row.update(bound_columns(row, steps))
+    # The sweep fills these once the end probe of the cell's group ran (bench/drift.py).
+    row.update(baseline_drift=None, is_drift_suspect=None)
 
     scores = [s for s in map(score_from_row, ok_rows) if s is not None]
     acc = accuracy(scores)

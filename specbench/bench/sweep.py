@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shlex
 import shutil
 from collections.abc import Collection
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from specbench.bench.cell_runner import run_cell, turn_settings
 from specbench.bench.cell_tables import cell_tables
-from specbench.bench.grid import build_grid
+from specbench.bench.drift import drift_columns, drift_fraction, is_probed, run_probe
+from specbench.bench.grid import build_grid, run_groups
 from specbench.bench.manifest import build_manifest, with_resume_session
 from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
@@ -89,18 +91,34 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:
-    """Run every cell without a completed part, writing each as it finishes; returns how many ran."""
+    """Run every cell without a completed part, writing each as it finishes; returns how many ran.
+
+    Each group of a (repeat, temperature, concurrency) is bracketed by drift probes (bench/drift.py); its cells'
+    drift columns are filled once the end probe ran (cells of an interrupted group keep them null).
+    """
     store.open()
     todo = [key for key in grid if key.cell_id not in store.completed()]
+    run_index = {key.cell_id: i for i, key in enumerate(grid)}
     progress = Progress(len(grid), len(grid) - len(todo), quiet=config.quiet)
     # A duration-bounded cell issues as many requests as fit in its duration: no total to show.
     num_requests = None if config.duration is not None else sum(sample.num_turns for sample in samples)
     try:
-        for key in todo:
-            progress.start_cell(key.cell_id, num_requests)
-            run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
-            store.write_cell(key.cell_id, cell_tables(store.run_dir.name, run, config, workload, store))
-            progress.cell_done()
+        for group in run_groups(todo):
+            # Drift matters between a k = 0 cell and the others: only a group that runs both is probed (a resumed
+            # group whose baseline ran in an earlier session keeps null drift columns).
+            probed = is_probed(config) and group[0].num_steps == 0 and len(group) > 1
+            probe = functools.partial(run_probe, backend, planner, samples, group[0], config, chat_template)
+            start = probe("start") if probed else None
+            for key in group:
+                progress.start_cell(key.cell_id, num_requests)
+                run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
+                tables = cell_tables(store.run_dir.name, run, config, workload, store, run_index[key.cell_id])
+                store.write_cell(key.cell_id, tables)
+                progress.cell_done()
+            if probed:
+                drift = drift_fraction(start, probe("end"))
+                store.update_cells({key.cell_id: drift_columns(store.rows("cells", key.cell_id)[0], drift)
+                                    for key in group})
     except WriteFailed as err:
         raise SpecbenchError(f"{err}; {_kept(store, grid)}; once space is freed: {resume_command(store.run_dir)}"
                              ) from None

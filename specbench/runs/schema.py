@@ -42,7 +42,8 @@ from specbench.runs.anomalies import AnomalyKind, kinds_doc
 
 SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
-# "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies
+# "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
+# run order, baseline drift and speedup-bound flags
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -82,6 +83,8 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
      "endpoint, --no-cache-reset)"),
     ("start_unix_s", F64, "unix time the cell started (warmup included)"),
     ("wall_s", F64, "cell wall time, warmup included"),
+    ("run_index", I64, "position in the sweep's run order (grid order: k = 0 first in each (repeat, temperature, "
+     "concurrency), the other k's reversed on odd repeats; --server-cmd: grouped by k); start_unix_s: when it ran"),
     ("backend", STR, "embedded | openai (an OpenAI-compatible server over HTTP)"),
     ("num_errors", I64, "measured requests that failed (left out of every metric)"),
     ("error_summary", STR, "failures by kind, e.g. '2 x http 500; 1 x timeout'; null without failures"),
@@ -134,6 +137,15 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency) that did not draft; "
      "null if none"),
     ("speedup", F64, "output_throughput / baseline output_throughput"),
+    ("speedup_bound", F64, "most speedup the acceptance allows: acceptance_length x (1 - drafting share of the "
+     "decode step time, embedded engine) (bench/speedup_bound.py); null for k = 0"),
+    ("is_speedup_implausible", BOOL, "speedup > speedup_bound by more than the tolerance: not a property of the "
+     "method (load changed between the cells, or a broken measurement); null when unknown"),
+    ("baseline_drift", F64, "end / start - 1 of the output throughput of two short k = 0 probes bracketing the "
+     "cell's (repeat, temperature, concurrency) group (bench/drift.py); null when not measured (--server-cmd, "
+     "HTTP, no k = 0, an interrupted group)"),
+    ("is_drift_suspect", BOOL, "|baseline_drift| > tolerance and |log speedup| <= |log(1 + baseline_drift)|: "
+     "the drift alone could explain the speedup; null for k = 0 or without drift"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
     ("accuracy_strict", F64, "exact match, strict-match filter"),
     ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),
