@@ -22,10 +22,19 @@ def parse_json(text: str, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecbenchError(f"{where}: malformed JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
-    except RecursionError:
-        raise SpecbenchError(f"{where}: JSON nested too deeply") from None
-    except ValueError as err:  # e.g. an integer too long to convert
-        raise SpecbenchError(f"{where}: malformed JSON: {' '.join(str(err).split())}") from None
+    except (RecursionError, ValueError) as err:  # nested too deeply; an integer too long to convert
+        raise SpecbenchError(f"{where}: malformed JSON: {json_problem(err)}") from None
+
+
+def json_problem(err: Exception) -> str:
+    """One line for an exception reading or parsing JSON raised (OSError, or json.loads' on bad text)."""
+    if isinstance(err, OSError):
+        return err.strerror or str(err)
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} (line {err.lineno}, column {err.colno})"
+    return " ".join(str(err).split())
 
 
 def read_json_file(path: Path, what: str = "JSON file") -> Any:

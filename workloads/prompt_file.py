@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError
+from specbench.json_file import json_problem
 
 DEFAULT_CATEGORY = "file"
 MAX_TOKENS = 2**24  # far above any model's context; a larger per-row max_tokens is a typo or hostile
@@ -70,7 +71,7 @@ def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
         except json.JSONDecodeError as err:
             raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {err.msg}") from None
         except (RecursionError, ValueError) as err:  # nested too deeply; an integer too long to convert
-            raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {_json_problem(err)}") from None
+            raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {json_problem(err)}") from None
     return entries
 
 
@@ -89,7 +90,7 @@ def _json_array(path: Path, text: str) -> list[tuple[int, Any]]:
         except json.JSONDecodeError as err:
             raise SpecbenchError(f"malformed JSON in {path} line {err.lineno}: {err.msg}") from None
         except (RecursionError, ValueError) as err:
-            raise SpecbenchError(f"malformed JSON in {path} line {line}: {_json_problem(err)}") from None
+            raise SpecbenchError(f"malformed JSON in {path} line {line}: {json_problem(err)}") from None
         entries.append((line, value))
         pos = _skip_space(text, pos)
         if pos < len(text) and text[pos] == ",":
@@ -97,10 +98,6 @@ def _json_array(path: Path, text: str) -> list[tuple[int, Any]]:
         elif pos >= len(text) or text[pos] != "]":
             line = text.count("\n", 0, pos) + 1
             raise SpecbenchError(f"malformed JSON in {path} line {line}: expected ',' or ']' between rows")
-
-
-def _json_problem(err: Exception) -> str:
-    return "nested too deeply" if isinstance(err, RecursionError) else " ".join(str(err).split())
 
 
 def _skip_space(text: str, pos: int) -> int:

@@ -22,7 +22,10 @@ def resume_config(
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    stored = SweepConfig.from_dict(manifest["config"])
+    try:
+        stored = SweepConfig.from_dict(manifest["config"])
+    except (TypeError, ValueError) as err:  # a stored value of the wrong type (check_manifest checks the rest)
+        raise SpecbenchError(f"--resume {run_dir}: manifest.json 'config' is malformed: {err}") from None
     stored_identity, requested_identity = stored.identity(), requested.identity()
     names = stored_identity if explicit is None else [n for n in explicit if n in stored_identity]
     differ = [n for n in names if stored_identity[n] != requested_identity[n]]

@@ -6,7 +6,6 @@ Canonical names are the speculators layout: `layers.{i}.*`, `fc.*`, `norm.weight
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.json_file import read_json_object
 from specbench.spec.eagle.config import EAGLE3_NATIVE, EagleHeadConfig, parse_head_config
 
 _MIDLAYER = re.compile(r"^midlayer\.(?:(\d+)\.)?")
@@ -67,10 +67,7 @@ def read_checkpoint(source: str, *, allow_pickle: bool) -> EagleCheckpoint:
     config_path = path / "config.json"
     if not config_path.is_file():
         raise SpecbenchError(f"EAGLE head directory {path} has no config.json")
-    try:
-        hf = json.loads(config_path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpecbenchError(f"{config_path} is not valid JSON: {e}") from None
+    hf = read_json_object(config_path, "EAGLE head config")
     files = _weight_files(path, allow_pickle)
     tensors: dict[str, torch.Tensor] = {}
     file_names: dict[str, str] = {}
