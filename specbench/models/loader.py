@@ -93,8 +93,8 @@ def load_model(
     if path.is_file():
         raise SpecbenchError(f"{path} is a file; expected a model directory (config.json + weights) or a .gguf file")
     config = read_config(path / "config.json")
-    files = _weight_files(path, allow_pickle)
     check_model_fits(config, dtype or _auto_dtype(config), device, source=str(path), max_model_len=max_model_len)
+    files = _weight_files(path, allow_pickle)
     model = DecoderLM(config, attn_backend, dtype or _auto_dtype(config), device)
     model.load_weights(_read_tensors(files))
     tokenizer = load_tokenizer(path) if has_tokenizer_files(path) else None

@@ -31,11 +31,13 @@ class ConfigShape(_Shape):
 
 
 class ManifestShape(_Shape):
+    """Required: the schema version and the config (--resume rebuilds the run from it); the rest typed if present."""
+
     schema_version: int
-    run_id: str
-    label: str | None = None
-    workload: WorkloadShape
     config: ConfigShape
+    run_id: str | None = None
+    label: str | None = None
+    workload: WorkloadShape | None = None
     sampling: dict[str, Any] | None = None
     versions: dict[str, Any] | None = None
     models: dict[str, Any] | None = None
