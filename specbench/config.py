@@ -149,25 +149,26 @@ class EngineConfig:
             raise SpecbenchError("method 'none' takes max_num_steps 0; pick a proposer (ngram, draft, ...) to "
                                  "speculate")
         if self.ngram_min < 1 or self.ngram_max < self.ngram_min:
-            raise SpecbenchError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+            raise SpecbenchError(f"need 1 <= ngram_min (--ngram-min) <= ngram_max (--ngram-max), got "
+                                 f"{self.ngram_min}, {self.ngram_max}")
         if self.synthetic_acceptance is not None:
             rates = tuple(float(r) for r in self.synthetic_acceptance)
             if not rates or any(not 0 <= r <= 1 for r in rates) or any(b > a for a, b in zip(rates, rates[1:])):
-                raise SpecbenchError(
-                    f"synthetic acceptance rates must be non-increasing values in [0, 1], got {self.synthetic_acceptance}"
-                )
+                raise SpecbenchError(f"synthetic_acceptance (--synthetic-acceptance) rates must be non-increasing "
+                                     f"values in [0, 1], got {self.synthetic_acceptance}")
             if len(rates) < self.max_num_steps:
-                raise SpecbenchError(f"synthetic acceptance gives {len(rates)} rates for max_num_steps "
-                                     f"{self.max_num_steps}")
+                raise SpecbenchError(f"synthetic_acceptance (--synthetic-acceptance) gives {len(rates)} rates for "
+                                     f"max_num_steps {self.max_num_steps}")
             object.__setattr__(self, "synthetic_acceptance", rates)
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
-                f"unknown eagle_aux_convention {self.eagle_aux_convention!r}; "
+                f"unknown eagle_aux_convention (--eagle-aux-convention) {self.eagle_aux_convention!r}; "
                 f"supported: {', '.join(EAGLE_AUX_CONVENTIONS)}"
             )
         if self.eagle_aux_layer_ids is not None:
             if not self.eagle_aux_layer_ids or not all(isinstance(i, int) for i in self.eagle_aux_layer_ids):
-                raise SpecbenchError(f"eagle_aux_layer_ids must be non-empty integers, got {self.eagle_aux_layer_ids}")
+                raise SpecbenchError(f"eagle_aux_layer_ids (--eagle-aux-layer-ids) must be non-empty integers, got "
+                                     f"{self.eagle_aux_layer_ids}")
             object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
 
         if self.inject is not None:

@@ -65,10 +65,11 @@ def json_kind(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", int: "number", float: "number"}.get(type(value), "value")
 
 
-def first_error(err: ValidationError) -> str:
-    """"field 'a.b': <problem>, got <value>" for the first error of a pydantic validation (one line)."""
+def first_error(err: ValidationError, prefix: str = "") -> str:
+    """"field 'a.b': <problem>, got <value>" for the first error of a pydantic validation (one line); `prefix`
+    goes before the field's path (the validated object's own place in the document)."""
     first = err.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    where = prefix + (".".join(str(part) for part in first["loc"]) or "(top level)")
     if first["type"] == "missing":
         return f"is missing required field {where!r}"
     value = repr(first.get("input"))

@@ -7,12 +7,16 @@ Unknown keys are allowed (newer writers add fields).
 
 from __future__ import annotations
 
+import json
+import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.json_file import first_error, json_kind
+from specbench.runs.sweep_config import FLAT_NAMES, SweepConfig
 
 
 class _Shape(BaseModel):
@@ -26,21 +30,44 @@ class WorkloadShape(_Shape):
     num_samples: int | None = Field(default=None, ge=0)
 
 
-class ConfigShape(_Shape):
-    goodput: list[str] | None = None  # compare prints it; the rest is SweepConfig.from_dict's to check
+class TargetShape(_Shape):
+    path: str | None = None
+    weights_sha256: str | None = None  # None: not hashed (a server's model)
+
+
+class ModelsShape(_Shape):
+    target: TargetShape  # each backend's check_resume compares it
+    draft_source: str | None = None
+
+
+class BackendShape(_Shape):
+    name: str | None = None
+    server: dict[str, Any] = {}  # an HTTP backend's server record (model, version)
+
+
+def _stored_config_shape() -> type[BaseModel]:
+    """The manifest's flat `config`: each key typed as its SweepConfig / EngineConfig field (all optional: a run
+    recorded before an option existed lacks it). Validated from JSON, where arrays are the tuple fields."""
+    hints = {**typing.get_type_hints(SweepConfig), **typing.get_type_hints(EngineConfig)}
+    fields: dict[str, Any] = {name: (hints[name], None) for name in FLAT_NAMES}
+    return create_model("StoredConfig", __config__=ConfigDict(extra="allow", strict=True), **fields)
+
+
+StoredConfigShape = _stored_config_shape()
 
 
 class ManifestShape(_Shape):
     """Required: the schema version and the config (--resume rebuilds the run from it); the rest typed if present."""
 
     schema_version: int
-    config: ConfigShape
+    config: dict[str, Any]  # its values: StoredConfigShape
     run_id: str | None = None
     label: str | None = None
     workload: WorkloadShape | None = None
     sampling: dict[str, Any] | None = None
     versions: dict[str, Any] | None = None
-    models: dict[str, Any] | None = None
+    models: ModelsShape | None = None
+    backend: BackendShape | None = None
     cells: list[str] | None = None
     resumed: list[dict[str, Any]] | None = None
     fault_injected: str | None = None
@@ -63,6 +90,8 @@ def check_manifest(manifest: Any, schema_version: int, what: str) -> dict[str, A
         )
     try:
         ManifestShape.model_validate(manifest)
+        StoredConfigShape.model_validate_json(json.dumps(manifest["config"]))
     except ValidationError as err:
-        raise SpecbenchError(f"{what}: manifest.json {first_error(err)}") from None
+        where = "" if err.title == ManifestShape.__name__ else "config."
+        raise SpecbenchError(f"{what}: manifest.json {first_error(err, where)}") from None
     return manifest

@@ -8,9 +8,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import functools
 import sys
 from dataclasses import dataclass
 from unittest import mock
+
+import typer.main
 
 
 @dataclass(frozen=True)
@@ -24,12 +27,19 @@ class CliResult:
         return [line for line in self.stderr.splitlines() if line.startswith("error:")]
 
 
+# Building the click command from the Typer app takes ~0.1 s (every command's signature is introspected); a click
+# command is stateless between invocations, so the tests build it once.
+_get_command = functools.lru_cache(maxsize=None)(typer.main.get_command)
+
+
 def run_main(*args: str) -> CliResult:
+    """`specbench ARGS` through the console entry point (its one-line errors and exit statuses)."""
     from specbench.cli.app import main
 
     out, err = io.StringIO(), io.StringIO()
     env = {"HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
     with mock.patch.object(sys, "argv", ["specbench", *args]), mock.patch.dict(os.environ, env), \
+            mock.patch.object(typer.main, "get_command", _get_command), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             main()
