@@ -35,6 +35,11 @@ def _register() -> None:
 _register()
 
 
+def _one_line(message: str) -> str:
+    # A message quoting user text (a file's key, a value) may hold line breaks; the error stays one line.
+    return " ".join(message.splitlines())
+
+
 def main() -> None:
     """Console entry point: a user-caused error is one line on stderr and exit status 2.
 
@@ -46,10 +51,10 @@ def main() -> None:
     try:
         status = app(standalone_mode=False)
     except SpecbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(_one_line(f"error: {exc}"), file=sys.stderr)
         sys.exit(2)
     except TyperException as exc:
-        print("error: " + " ".join(exc.format_message().split()), file=sys.stderr)
+        print(_one_line(f"error: {exc.format_message()}"), file=sys.stderr)
         sys.exit(exc.exit_code)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)

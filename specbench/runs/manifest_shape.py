@@ -47,10 +47,11 @@ class BackendShape(_Shape):
 
 def _stored_config_shape() -> type[BaseModel]:
     """The manifest's flat `config`: each key typed as its SweepConfig / EngineConfig field (all optional: a run
-    recorded before an option existed lacks it). Validated from JSON, where arrays are the tuple fields."""
+    recorded before an option existed lacks it), no other key. Validated from JSON, where arrays are the tuple
+    fields."""
     hints = {**typing.get_type_hints(SweepConfig), **typing.get_type_hints(EngineConfig)}
     fields: dict[str, Any] = {name: (hints[name], None) for name in FLAT_NAMES}
-    return create_model("StoredConfig", __config__=ConfigDict(extra="allow", strict=True), **fields)
+    return create_model("StoredConfig", __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
 
 StoredConfigShape = _stored_config_shape()
