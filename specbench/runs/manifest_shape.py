@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import typing
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -50,6 +50,7 @@ def _stored_config_shape() -> type[BaseModel]:
     recorded before an option existed lacks it), no other key. Validated from JSON, where arrays are the tuple
     fields."""
     hints = {**typing.get_type_hints(SweepConfig), **typing.get_type_hints(EngineConfig)}
+    hints["request_rate"] = float | Literal["inf"]  # SweepConfig.to_dict writes an infinite rate as "inf"
     fields: dict[str, Any] = {name: (hints[name], None) for name in FLAT_NAMES}
     return create_model("StoredConfig", __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
