@@ -203,7 +203,9 @@ def _is_integer_hint(hint: Any) -> bool:
     return hint is int or int in args or any(_is_integer_hint(a) for a in args if typing.get_origin(a) is tuple)
 
 
-_INTEGER_OPTIONS = frozenset(name for name, hint in typing.get_type_hints(EngineConfig).items() if _is_integer_hint(hint))
+_INTEGER_OPTIONS = frozenset(
+    name for name, hint in typing.get_type_hints(EngineConfig).items() if _is_integer_hint(hint)
+)
 
 
 def options_added_later() -> dict[str, Any]:

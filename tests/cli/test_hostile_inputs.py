@@ -247,3 +247,25 @@ def test_bad_manifest_in_compare_is_one_error(name, content, expected, tmp_path)
         (run / "manifest.json").write_text(content if side == "before" else _manifest())
         runs.append(str(run))
     assert_one_clean_error(run_main("compare", *runs), runs[0], expected)
+
+
+# ---- EAGLE head config.json: refused before any head weight is read ----
+
+EAGLE_CASES = [
+    ("list", "[]", "JSON object"),
+    ("draft_vocab_text", {"draft_vocab_size": "many"}, "draft_vocab_size"),
+    ("target_hidden_huge", {"target_hidden_size": 10**9}, "target_hidden_size"),
+    ("eagle_config_list", {"eagle_config": [1]}, "eagle_config"),
+]
+
+
+@pytest.mark.parametrize("name, content, expected", EAGLE_CASES, ids=[c[0] for c in EAGLE_CASES])
+def test_bad_eagle_head_config_is_one_error(name, content, expected, tmp_path):
+    from specbench.errors import SpecbenchError
+    from specbench.spec.eagle.checkpoint import read_checkpoint
+
+    head = tmp_path / name
+    _write_config(head, content)  # no weights: the config must be refused first
+    with pytest.raises(SpecbenchError) as err:
+        read_checkpoint(str(head), allow_pickle=False)
+    assert expected in str(err.value) and "config.json" in str(err.value) and "\n" not in str(err.value)

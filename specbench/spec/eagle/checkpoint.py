@@ -14,7 +14,7 @@ import torch
 
 from specbench.errors import SpecbenchError
 from specbench.json_file import read_json_object
-from specbench.spec.eagle.config import EAGLE3_NATIVE, EagleHeadConfig, parse_head_config
+from specbench.spec.eagle.config import EAGLE3_NATIVE, EagleHeadConfig, check_head_fields, parse_head_config
 
 _MIDLAYER = re.compile(r"^midlayer\.(?:(\d+)\.)?")
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # derived from the config, never a trained weight
@@ -68,6 +68,10 @@ def read_checkpoint(source: str, *, allow_pickle: bool) -> EagleCheckpoint:
     if not config_path.is_file():
         raise SpecbenchError(f"EAGLE head directory {path} has no config.json")
     hf = read_json_object(config_path, "EAGLE head config")
+    try:
+        check_head_fields(hf)
+    except SpecbenchError as err:
+        raise SpecbenchError(f"{config_path}: {err}") from None
     files = _weight_files(path, allow_pickle)
     tensors: dict[str, torch.Tensor] = {}
     file_names: dict[str, str] = {}
