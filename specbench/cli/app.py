@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from specbench.errors import Interrupted, SpecbenchError
+from specbench.errors import SpecbenchError
 
 app = typer.Typer(
     name="specbench",
@@ -39,9 +39,24 @@ def main() -> None:
     except SpecbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except Interrupted as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
+    except SystemExit as exc:  # typer exits 130 on any KeyboardInterrupt, Interrupted included: keep its message
+        interrupted = _interrupted_cause(exc)
+        if interrupted is None or exc.code != 130:
+            raise
+        print(f"interrupted: {interrupted}" if str(interrupted) else "interrupted", file=sys.stderr)
         sys.exit(130)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"interrupted: {exc}" if str(exc) else "interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+def _interrupted_cause(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (an `Interrupted` with its message, or a bare Ctrl-C) that an exit stands for."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
