@@ -4,6 +4,7 @@ no cell leaves no run directory."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pandas as pd
@@ -56,7 +57,10 @@ def test_a_failure_in_a_later_cell_keeps_the_first_and_says_how_to_resume(failur
 
     monkeypatch.setattr(sweep, "run_cell", run_cell)
     results = tmp_path / "results"
-    code, err = _main(_args(tiny_model_dir, results), monkeypatch, capsys)
+    args = _args(tiny_model_dir, results)
+    at = args.index("--warmup")
+    del args[at:at + 2]  # the default warmup: one request per slot (c=1), capped
+    code, err = _main(args, monkeypatch, capsys)
     run_dir = results / "run"
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"1 of 2 cells are complete in {run_dir}; " in err and f"specbench sweep --resume {run_dir}" in err
@@ -64,7 +68,9 @@ def test_a_failure_in_a_later_cell_keeps_the_first_and_says_how_to_resume(failur
         assert code == 2 and err.startswith("error: cell r0-t0-c1-k1 failed: the server went away"), err
     else:
         assert code == 130 and err.startswith("interrupted: "), err
-    assert len(pd.read_parquet(run_dir / "cells.parquet")) == 1
+    cells = pd.read_parquet(run_dir / "cells.parquet")
+    assert len(cells) == 1 and list(cells["num_warmup"]) == [1]
+    assert json.loads((run_dir / "manifest.json").read_text())["num_warmup"] == {"1": 1}  # what ran, not None
 
 
 def test_ctrl_c_in_the_first_cell_of_a_new_run_removes_it(tiny_model_dir, tmp_path, monkeypatch, capsys):
