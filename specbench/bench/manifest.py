@@ -57,6 +57,8 @@ def build_manifest(
         },
         "sampling": sampling,
         "config": config.to_dict(),
+        # warmup requests actually run before each cell, by concurrency (config.warmup is None for the default)
+        "num_warmup": {str(c): config.num_warmup(c) for c in config.concurrency},
         "cells": cell_ids,
     }
 

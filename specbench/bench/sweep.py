@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import shlex
 import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.bench.cell_failure import discard_if_empty, kept_and_next
 from specbench.bench.cell_runner import run_cell, turn_settings
 from specbench.bench.cell_tables import cell_tables
 from specbench.bench.drift import drift_columns, drift_fraction, is_probed, run_probe
@@ -102,6 +102,7 @@ def _run_missing_cells(backend, planner, samples, grid, config, chat_template, w
     progress = Progress(len(grid), len(grid) - len(todo), quiet=config.quiet)
     # A duration-bounded cell issues as many requests as fit in its duration: no total to show.
     num_requests = None if config.duration is not None else sum(sample.num_turns for sample in samples)
+    is_new, key = config.resume is None, None
     try:
         for group in run_groups(todo):
             # Drift matters between a k = 0 cell and the others: only a group that runs both is probed (a resumed
@@ -120,22 +121,21 @@ def _run_missing_cells(backend, planner, samples, grid, config, chat_template, w
                 store.update_cells({key.cell_id: drift_columns(store.rows("cells", key.cell_id)[0], drift)
                                     for key in group})
     except WriteFailed as err:
-        raise SpecbenchError(f"{err}; {_kept(store, grid)}; once space is freed: {resume_command(store.run_dir)}"
+        raise SpecbenchError(f"{err}; {kept_and_next(store, len(grid), is_new, 'once space is freed')}") from None
+    except ServerLaunchFailed:
+        raise  # run_sweep removes a new run that measured nothing; its message says what the server did
+    except SpecbenchError as err:  # a later turn too long for the context, a server gone mid-cell, ...
+        raise SpecbenchError(f"cell {key.cell_id} failed: {err}; {kept_and_next(store, len(grid), is_new, 'then')}"
                              ) from None
     except KeyboardInterrupt:
-        raise Interrupted(f"{_kept(store, grid)}; finish with: {resume_command(store.run_dir)}") from None
+        raise Interrupted(kept_and_next(store, len(grid), is_new, "finish with")) from None
+    except BaseException:  # a bug: its traceback stays, but a new run that kept nothing leaves no directory
+        discard_if_empty(store, is_new)
+        raise
     finally:
         progress.close()
         store.close()
     return len(todo)
-
-
-def _kept(store: RunStore, grid: tuple[CellKey, ...]) -> str:
-    return f"{len(store.completed())} of {len(grid)} cells are complete in {store.run_dir}"
-
-
-def resume_command(run_dir: Path) -> str:
-    return f"specbench sweep --resume {shlex.quote(str(run_dir))}"
 
 
 def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[CellKey, ...], num_run: int):

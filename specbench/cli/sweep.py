@@ -12,6 +12,7 @@ from specbench.cli import options as o
 from specbench.cli import server_options as so
 from specbench.cli.app import app
 from specbench.runs import deadlines
+from specbench.runs.sweep_config import DEFAULT_MAX_WARMUP, MAX_WARMUP
 
 
 def sweep(
@@ -46,7 +47,8 @@ def sweep(
     ramp_up_start_rps: lo.RampUpStartRps = None,
     ramp_up_end_rps: lo.RampUpEndRps = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", help="unmeasured requests before each cell, "
-                                                  "synthetic prompts (default: the cell's concurrency)")] = None,
+                                                  "synthetic prompts (default: the cell's concurrency, at most "
+                                                  f"{DEFAULT_MAX_WARMUP}; at most {MAX_WARMUP})")] = None,
     cache_reset: lo.CacheReset = True,
     goodput: lo.Goodput = None,
     optimize: lo.Optimize = "throughput",

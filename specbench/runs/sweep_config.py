@@ -19,6 +19,8 @@ RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_k
 RAMP_UP_STRATEGIES = ("linear",)
 OPTIMIZE_TARGETS = ("throughput", "tpot")  # best k: highest output throughput | lowest median TPOT
 EMBEDDED = "embedded"
+DEFAULT_MAX_WARMUP = 8  # default warmup per cell: min(concurrency, this)
+MAX_WARMUP = 1024  # an explicit --warmup above this is refused (unmeasured requests; a typo, not a plan)
 # Settings that change what a run measures (which prompts, how many, how long the outputs, the load on the engine):
 # runs that differ in any of them are not like for like, whatever the engine did. Values are read from a manifest's
 # effective `sampling` when recorded there (workload defaults resolved), else from its `config`. What comparisons are
@@ -61,8 +63,7 @@ class SweepConfig:
     goodput: tuple[str, ...] = ()  # --goodput KEY:MS service-level objectives (metrics/goodput.py)
     optimize: str = "throughput"  # best k per (workload, concurrency, temperature): throughput | tpot
     reasoning_parser: str | None = None  # "think": split inline <think>...</think> reasoning from the answer
-    # Unmeasured requests run before every cell; None: the cell's concurrency (one per slot, so the measured
-    # window starts with every batch shape and slot warmed).
+    # Unmeasured requests run before every cell; None: num_warmup's default (one per slot up to DEFAULT_MAX_WARMUP).
     warmup: int | None = None
     repeats: int = 1
     # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
@@ -112,7 +113,9 @@ class SweepConfig:
         return self.is_embedded or self.server_cmd is not None
 
     def num_warmup(self, concurrency: int) -> int:
-        return concurrency if self.warmup is None else self.warmup
+        """Warmup requests before a cell at `concurrency`: --warmup, else one per slot (every slot and batch shape
+        warmed before the measured window) but at most DEFAULT_MAX_WARMUP (-c 100000 must not run 100000 first)."""
+        return min(concurrency, DEFAULT_MAX_WARMUP) if self.warmup is None else self.warmup
 
     def to_dict(self) -> dict[str, Any]:
         """Flat and JSON-safe (a manifest's `config`): engine options beside the sweep's own fields, tuples as
