@@ -55,6 +55,7 @@ def main() -> None:
     try:
         with command.make_context("specbench", sys.argv[1:]) as ctx:
             command.invoke(ctx)
+        sys.exit(0)
     except SpecbenchError as exc:
         print(_one_line(f"error: {exc}"), file=sys.stderr)
         sys.exit(2)
