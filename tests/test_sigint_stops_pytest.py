@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 from specbench.bench import sweep
 from specbench.bench.store import RunStore
+from specbench.runs.cell_key import CellKey
 
 STARTED, SECOND = Path({started!r}), Path({second!r})
 
@@ -33,9 +34,9 @@ def test_blocks_in_the_cell_loop(tmp_path, monkeypatch):
         time.sleep(120)
 
     monkeypatch.setattr(sweep, "run_cell", run_cell)
-    key = SimpleNamespace(cell_id="c0")
-    config = SimpleNamespace(quiet=True, duration=None, resume=None)
-    store = RunStore(tmp_path / "run", ["c0"], 4)
+    key = CellKey(0, 0.0, 1, 0)
+    config = SimpleNamespace(quiet=True, duration=None, resume=None, is_embedded=False, grid_num_steps=(0,))
+    store = RunStore(tmp_path / "run", [key.cell_id], 4)
     sweep._run_missing_cells(None, None, [SimpleNamespace(num_turns=1)], (key,), config, False, None, store)
 
 
