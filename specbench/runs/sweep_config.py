@@ -28,6 +28,28 @@ MEASUREMENT_SETTINGS = (
     "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "cache_reset",
 )
 
+# `specbench sweep`'s defaults, declared once (the CLI and the plan read them; the library's SweepConfig keeps
+# the literal defaults below so a notebook gets exactly what it asks for):
+# - without --method on the embedded engine it measures speculation: n-gram drafts (no drafter needed), or the
+#   draft LM when --draft is given (`default_method`), at DEFAULT_SWEEP_NUM_STEPS;
+# - without --num-prompts it runs a sample (the first N of the dataset; mt_bench/spec_bench: seeded across
+#   categories) and, its cells being short and noisy, DEFAULT_SAMPLE_REPEATS repeats (a spread to report);
+#   the gsm8k/mtbench presets run the whole split once.
+DEFAULT_SWEEP_NUM_STEPS = (0, 3)
+DEFAULT_NUM_PROMPTS = 50
+DEFAULT_SAMPLE_REPEATS = 3
+CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
+
+
+def default_method(draft: str | None) -> str:
+    """--method when not given: a drafter that works with any target (n-gram), or the draft LM passed."""
+    return "ngram" if draft is None else "draft"
+
+
+def default_repeats(is_default_sample: bool) -> int:
+    """--repeats when not given: DEFAULT_SAMPLE_REPEATS for the default prompt sample, else 1."""
+    return DEFAULT_SAMPLE_REPEATS if is_default_sample else 1
+
 
 @dataclass(frozen=True)
 class SweepConfig:
