@@ -56,7 +56,7 @@ class SweepConfig:
     # workload
     workload: str = "gsm8k"
     data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
-    limit: int | None = None  # first N samples in dataset order (None: all)
+    limit: int | None = None  # N samples (None: all): the first N, or seeded across categories (workloads.questions)
     shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
     chat_template: bool | None = None  # None: the workload's default (on for chat workloads)
     max_tokens: int | None = None  # None: workload default (gsm8k 256, mt_bench 1024)
