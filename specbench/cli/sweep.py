@@ -121,7 +121,8 @@ def sweep(
     else:
         steps = default_num_steps(engine["method"])
     num_prompts = None if limit == 0 else limit
-    is_default_sample = not _is_explicit(ctx, "limit") and num_prompts == DEFAULT_NUM_PROMPTS
+    # the default sample of whole cells (a --duration cell cycles its prompts for a fixed time instead)
+    is_default_sample = not _is_explicit(ctx, "limit") and num_prompts == DEFAULT_NUM_PROMPTS and duration is None
     values.update(
         limit=num_prompts,
         concurrency=parse_int_list(concurrency, "--concurrency"),
