@@ -98,8 +98,8 @@ class EngineConfig:
         "auto", "how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output")
     seed: int = option(0, "engine seed (dummy weights, unseeded requests)")
     # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
-    inject: str | None = option(None, "engine fault to inject; marks the run a mutant (names: specbench "
-                                      "selftest --help, specbench/faults/catalog.py)")
+    inject: str | None = option(None, "engine fault to inject; marks the run a mutant (the faults: "
+                                      "specbench selftest --help; faults/catalog.py)")
 
     def __post_init__(self) -> None:
         if self.max_num_steps < 0:

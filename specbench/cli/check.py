@@ -11,13 +11,14 @@ from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.config import ENGINE_OPTION_NAMES
+from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
 
 
 # The check engine's defaults as option defaults, with a larger KV pool than the library's (real models from the
 # command line, not the selftest's tiny ones) and --device auto like every other command. --method left out:
 # `default_method` (n-gram, or the draft LM when --draft is given), as in sweep.
 CHECK_DEFAULTS = {**{k: v for k, v in CHECK_ENGINE_DEFAULTS.items() if k in ENGINE_OPTION_NAMES},
-                  "device": "auto", "kv_cache_gb": 0.5}
+                  "device": "auto", "kv_cache_gb": 0.5, "method": DEFAULT_HELP_METHOD}
 
 
 @app.command()

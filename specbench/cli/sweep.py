@@ -13,7 +13,9 @@ from specbench.cli import options as o
 from specbench.cli import server_options as so
 from specbench.cli.app import app
 from specbench.cli.options import LOAD, OUTPUT, SERVER, WORKLOAD
-from specbench.runs.sweep_config import DEFAULT_NUM_PROMPTS, DEFAULT_SAMPLE_REPEATS, DEFAULT_SWEEP_NUM_STEPS
+from specbench.runs.sweep_config import (
+    DEFAULT_HELP_METHOD, DEFAULT_NUM_PROMPTS, DEFAULT_SAMPLE_REPEATS, DEFAULT_SWEEP_NUM_STEPS, SAMPLED_WORKLOADS,
+)
 
 
 def _ks(values: tuple[int, ...]) -> str:
@@ -26,9 +28,11 @@ def sweep(
                                           "spec_bench | random | file:PATH (JSONL prompt/messages, ShareGPT JSON)")
                         ] = "gsm8k",
     data_dir: o.DataDir = None,
-    limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", rich_help_panel=WORKLOAD,
-                                       help="prompts per cell: the first N (mt_bench, spec_bench: a seeded sample "
-                                       "across categories); 0 = all")] = DEFAULT_NUM_PROMPTS,
+    limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", rich_help_panel=WORKLOAD,
+                                                 help="prompts per cell: the first N (mt_bench, spec_bench: a "
+                                                 "seeded sample across categories); 0 = all (default: "
+                                                 f"{DEFAULT_NUM_PROMPTS} of {'/'.join(SAMPLED_WORKLOADS)}, "
+                                                 "else all)")] = None,
     shots: Annotated[Optional[int], typer.Option("--shots", rich_help_panel=WORKLOAD,
                                                  help="gsm8k few-shot examples (default 5)")] = None,
     chat_template: Annotated[Optional[bool], typer.Option("--chat-template/--no-chat-template",
@@ -110,19 +114,21 @@ def sweep(
     from specbench.bench.plan import confirm_plan
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
-    from specbench.runs.sweep_config import FLAT_NAMES, SweepConfig, default_method, default_repeats
+    from specbench.runs.sweep_config import FLAT_NAMES, SweepConfig, default_limit, default_method, default_repeats
 
     values = dict(ctx.params)
     values.pop("yes")
     engine = dict(engine)
+    if not _is_explicit(ctx, "method"):  # the default sweep measures speculation; a server runs its own method
+        engine["method"] = default_method(engine["draft"]) if backend == "embedded" else "none"
     if not _is_explicit(ctx, "method") and backend == "embedded":
-        engine["method"] = default_method(engine["draft"])  # the default sweep measures speculation
         steps = DEFAULT_SWEEP_NUM_STEPS
     else:
         steps = default_num_steps(engine["method"])
-    num_prompts = None if limit == 0 else limit
+    fixed = ctx.meta.get("specbench.fixed", {})
+    num_prompts = default_limit(fixed.get("workload", workload)) if limit is None else limit or None
     # the default sample of whole cells (a --duration cell cycles its prompts for a fixed time instead)
-    is_default_sample = not _is_explicit(ctx, "limit") and num_prompts == DEFAULT_NUM_PROMPTS and duration is None
+    is_default_sample = limit is None and num_prompts is not None and duration is None
     values.update(
         limit=num_prompts,
         concurrency=parse_int_list(concurrency, "--concurrency"),
@@ -134,7 +140,6 @@ def sweep(
     values.update(engine)
     fields = set(FLAT_NAMES)
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
-    fixed = ctx.meta.get("specbench.fixed", {})
     explicit = {name for name in ctx.params if _is_explicit(ctx, name)} | (fields - set(ctx.params))
     report = run_sweep(SweepConfig.from_flat({**values, **fixed}), explicit=explicit & fields,
                        confirm=lambda plan: confirm_plan(plan, assume_yes=yes, is_interactive=sys.stdin.isatty()))
@@ -146,5 +151,5 @@ def _is_explicit(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-sweep = o.engine_options()(sweep)
+sweep = o.engine_options({"method": DEFAULT_HELP_METHOD})(sweep)
 app.command("sweep")(sweep)

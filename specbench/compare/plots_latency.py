@@ -36,9 +36,12 @@ def _lines(ax: Axes, series: Sequence[RunSeries], temperature: float, panel: Pan
             concurrencies.update(int(c) for c in group["concurrency"])
             ci = group.get(f"{column}_ci")  # 95% interval over repeats; none with one repeat
             yerr = None if ci is None or ci.isna().all() else ci.fillna(0) * scale
-            ax.errorbar(group["concurrency"], group[column] * scale, yerr=yerr, capsize=3,
-                        label=f"{run.label} · k={num_steps}", color=step_color(int(num_steps), all_steps),
-                        **run_style(index))
+            color = step_color(int(num_steps), all_steps)
+            ax.plot(group["concurrency"], group[column] * scale, label=f"{run.label} · k={num_steps}",
+                    color=color, **run_style(index))
+            if yerr is not None:
+                ax.errorbar(group["concurrency"], group[column] * scale, yerr=yerr, fmt="none", ecolor=color,
+                            capsize=3)
     if not concurrencies:
         no_data(ax, "data")
         return

@@ -37,13 +37,22 @@ MEASUREMENT_SETTINGS = (
 #   the gsm8k/mtbench presets run the whole split once.
 DEFAULT_SWEEP_NUM_STEPS = (0, 3)
 DEFAULT_NUM_PROMPTS = 50
+SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
 DEFAULT_SAMPLE_REPEATS = 3
 CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
 
 
+DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
+
+
 def default_method(draft: str | None) -> str:
     """--method when not given: a drafter that works with any target (n-gram), or the draft LM passed."""
-    return "ngram" if draft is None else "draft"
+    return DEFAULT_HELP_METHOD if draft is None else "draft"
+
+
+def default_limit(workload: str) -> int | None:
+    """--num-prompts when not given: a sample of the built-in datasets, all of anything else."""
+    return DEFAULT_NUM_PROMPTS if workload in SAMPLED_WORKLOADS else None
 
 
 def default_repeats(is_default_sample: bool) -> int:

@@ -39,9 +39,12 @@ def test_latency_points_have_error_bars_and_mutants_are_marked(tmp_path):
     labels = figure.axes[0].get_legend_handles_labels()[1]
     assert any("mut MUTANT[draft-kv-slice]" in label for label in labels)
     assert not any("clean MUTANT" in label for label in labels)
-    containers = figure.axes[0].containers  # ErrorbarContainer per line: clean has bars, the single repeat none
-    with_bars = [c for c in containers if c.has_yerr]
-    assert len(containers) == 2 and len(with_bars) == 1
+    containers = figure.axes[0].containers  # error bars for clean's repeats; none for the single repeat
+    assert len(containers) == 1 and containers[0].has_yerr
+    segments = containers[0].lines[2][0].get_segments()  # one vertical bar per concurrency: mean -/+ interval
+    series = run_series([clean, mutant])[0].cells
+    half = segments[0][1][1] - segments[0][0][1]
+    assert np.isclose(half, 2 * series["output_throughput_ci"].iloc[0])
 
 
 def test_results_dir_is_found_from_the_repo_root_and_from_notebooks(tmp_path):
