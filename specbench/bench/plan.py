@@ -26,12 +26,14 @@ MAX_CALIBRATION_CONCURRENCY = 8  # a batch this wide is timed too; wider cells a
 
 @dataclass(frozen=True)
 class Calibration:
-    """Measured seconds per generated token at two batch widths (wall time / tokens out, prefill included)."""
+    """Measured seconds per generated token at two batch widths (wall time / tokens out, short prompts), and the
+    seconds of one request with a prompt as long as the workload's and one output token (its prefill)."""
 
     seconds_per_token_c1: float  # one request at a time
     concurrency: int  # the wider batch timed (1 when only one was)
     seconds_per_token_wide: float  # per token of the whole batch at `concurrency`
     num_requests: int  # requests timed in all
+    prefill_s: float = 0.0  # one workload-length prompt, one token out, alone
 
     def seconds_per_token(self, concurrency: int) -> float:
         """Log-linear between the two measurements; flat beyond the wider one (no further batching gain assumed)."""
@@ -68,16 +70,22 @@ class SweepPlan:
 
 
 def measure_calibration(backend: BenchBackend, make_turns: Callable[[int], Sequence[Turn]],
-                        max_concurrency: int) -> Calibration:
+                        max_concurrency: int, prefill_turn: Turn | None = None) -> Calibration:
     """Time short requests: one untimed (first-call costs), two at concurrency 1, then one batch at the widest
-    concurrency up to MAX_CALIBRATION_CONCURRENCY. `make_turns(num)`: fresh short synthetic turns (warmup's)."""
+    concurrency up to MAX_CALIBRATION_CONCURRENCY; then `prefill_turn` (a workload-length prompt, 1 token out).
+    `make_turns(num)`: fresh short synthetic turns (warmup's)."""
     backend.run_turns(make_turns(1), 1, id_prefix="calibrate/first")
     c1 = _seconds_per_token(backend, make_turns(2), 1, "calibrate/c1")
+    prefill_s, num_prefill = 0.0, 0
+    if prefill_turn is not None:
+        start = time.perf_counter()
+        backend.run_turns([prefill_turn], 1, id_prefix="calibrate/prefill")
+        prefill_s, num_prefill = time.perf_counter() - start, 1
     wide = min(max_concurrency, MAX_CALIBRATION_CONCURRENCY)
     if wide <= 1:
-        return Calibration(c1, 1, c1, 3)
+        return Calibration(c1, 1, c1, 3 + num_prefill, prefill_s)
     per_token_wide = _seconds_per_token(backend, make_turns(wide), wide, "calibrate/wide")
-    return Calibration(c1, wide, per_token_wide, 3 + wide)
+    return Calibration(c1, wide, per_token_wide, 3 + wide + num_prefill, prefill_s)
 
 
 def _seconds_per_token(backend: BenchBackend, turns: Sequence[Turn], concurrency: int, prefix: str) -> float:
@@ -89,22 +97,23 @@ def _seconds_per_token(backend: BenchBackend, turns: Sequence[Turn], concurrency
     return wall / max(1, num_tokens)
 
 
-def estimate_seconds(config: SweepConfig, num_tokens_per_cell: int, calibration: Calibration,
+def estimate_seconds(config: SweepConfig, num_requests: int, num_tokens_per_cell: int, calibration: Calibration,
                      cells_todo_concurrency: Sequence[int]) -> float:
-    """Upper bound: every request runs to its max tokens, k > 0 cells as fast as k = 0, warmup included.
-    `cells_todo_concurrency`: the concurrency of every cell left to run."""
+    """Upper bound: every request runs to its max tokens and is prefilled alone, k > 0 cells as fast as k = 0,
+    warmup included. `cells_todo_concurrency`: the concurrency of every cell left to run."""
     from specbench.bench.warmup import WARMUP_MAX_TOKENS
 
     return sum((num_tokens_per_cell + config.num_warmup(c) * WARMUP_MAX_TOKENS) * calibration.seconds_per_token(c)
-               for c in cells_todo_concurrency)
+               + num_requests * calibration.prefill_s for c in cells_todo_concurrency)
 
 
 def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_tokens: int, num_tokens_per_cell: int,
               num_cells: int,
               cells_todo_concurrency: Sequence[int], calibration: Calibration | None,
               no_calibration_reason: str = "no calibration", is_default_sample: bool = False) -> SweepPlan:
-    """`num_tokens_per_cell`: the sum of the requests' max tokens; `cells_todo_concurrency`: the concurrency of every cell this session runs; `is_default_sample`: the prompt
-    count is the sweep's default sample (DEFAULT_NUM_PROMPTS), not the user's."""
+    """`num_tokens_per_cell`: the sum of the requests' max tokens; `cells_todo_concurrency`: the concurrency of
+    every cell this session runs; `is_default_sample`: the prompt count is the sweep's default sample
+    (DEFAULT_NUM_PROMPTS), not the user's."""
     if config.duration is not None:
         estimate = sum(config.duration for _ in cells_todo_concurrency)
         basis = f"--duration {config.duration:g} s per cell"
@@ -112,11 +121,12 @@ def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_t
     elif calibration is None:
         estimate, basis, requests = None, no_calibration_reason, num_requests
     else:
-        estimate = estimate_seconds(config, num_tokens_per_cell, calibration, cells_todo_concurrency)
+        estimate = estimate_seconds(config, num_requests, num_tokens_per_cell, calibration, cells_todo_concurrency)
         basis = (f"upper bound: every request to its max tokens at the measured "
                  f"{1 / calibration.seconds_per_token_c1:.1f} tok/s (c=1)"
                  + (f", {1 / calibration.seconds_per_token_wide:.1f} tok/s (c={calibration.concurrency})"
                     if calibration.concurrency > 1 else "")
+                 + (f", {calibration.prefill_s:.2f} s per prompt prefill" if calibration.prefill_s else "")
                  + f" from {calibration.num_requests} calibration requests; speculation not counted")
         requests = num_requests
     return SweepPlan(

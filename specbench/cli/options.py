@@ -37,7 +37,8 @@ def _flag(f: dataclasses.Field) -> str:
 # Not an engine option: where workloads read their data (gsm8k/, mt_bench/, spec_bench/).
 DataDir = Annotated[
     Optional[str],
-    typer.Option("--data-dir", rich_help_panel=WORKLOAD, help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
+    typer.Option("--data-dir", rich_help_panel=WORKLOAD,
+                 help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
                  "$SPECBENCH_DATA_DIR, else ../shared/data beside the current directory or the checkout, else the hub"),
 ]
 

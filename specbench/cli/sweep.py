@@ -75,8 +75,8 @@ def sweep(
     optimize: lo.Optimize = "throughput",
     reasoning_parser: lo.ReasoningParser = None,
     repeats: Annotated[Optional[int], typer.Option("--repeats", rich_help_panel=LOAD, help="run the grid N times "
-                                                   f"(noise estimate; default {DEFAULT_SAMPLE_REPEATS} without --num-prompts, else 1)")
-                       ] = None,
+                                                   f"(noise estimate; default {DEFAULT_SAMPLE_REPEATS} for the "
+                                                   "default sample, else 1)")] = None,
     backend: Annotated[str, typer.Option("--backend", rich_help_panel=SERVER, help="embedded (in-process engine) "
                                          "| openai (an OpenAI-compatible server: vLLM, SGLang, TensorRT-LLM, "
                                          "specbench serve)")] = "embedded",
@@ -108,7 +108,7 @@ def sweep(
 ) -> None:
     """Run the grid concurrency x temperature x num-steps (x repeats) into results/<run-id>/.
 
-    Prints its plan (cells, prompts, estimated time) to stderr first. Without --method on the embedded engine it measures speculation: n-gram drafts, or --draft's model.
+    Prints its plan (cells, prompts, time estimate) first; without --method it measures n-gram (or --draft) drafts.
     """
     from specbench.bench.grid import default_num_steps, parse_int_list, parse_temperature_list
     from specbench.bench.plan import confirm_plan

@@ -30,13 +30,14 @@ def _plan(config: SweepConfig, calibration: Calibration | None, **extra):
 
 def test_plan_counts_and_estimate_from_the_calibrated_rates():
     # 0.1 s/token at c=1, 0.025 s/token at c=4 (batching): cells at c=1 take 5 s, at c=4 1.25 s; 2 k x 2 repeats.
-    plan = _plan(_config(), Calibration(0.1, 4, 0.025, 7))
+    plan = _plan(_config(), Calibration(0.1, 4, 0.025, 7, prefill_s=0.5))
     assert (plan.num_cells, plan.num_cells_todo, plan.grid_num_steps, plan.repeats) == (8, 8, (0, 3), 2)
-    assert plan.estimate_s == pytest.approx(4 * 5.0 + 4 * 1.25)
+    assert plan.estimate_s == pytest.approx(4 * 5.0 + 4 * 1.25 + 8 * 5 * 0.5)  # + 5 prompts prefilled per cell
     text = format_plan(plan)
     assert "plan: 8 of 8 cells" in text and "5 prompts, 5 requests per cell" in text
     assert "method ngram x k 0,3 x concurrency 1,4" in text and "repeats    2" in text
-    assert "about 25s" in text and "10.0 tok/s (c=1)" in text and "40.0 tok/s (c=4)" in text
+    assert "about 45s" in text and "0.50 s per prompt prefill" in text
+    assert "10.0 tok/s (c=1)" in text and "40.0 tok/s (c=4)" in text
     assert "upper bound" in text and "\n" not in plan_line(plan)
 
 
@@ -117,7 +118,8 @@ def test_a_tiny_sweep_prints_its_plan_and_measures_k3(tiny_model_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert re.search(r"plan: 4 of 4 cells\n  workload   gsm8k: 2 prompts, 2 requests per cell, 0-shot, max 3 "
                      r"tokens\n  grid       method ngram x k 0,3 x concurrency 1,2", result.stderr), result.stderr
-    assert re.search(r"estimate   about \d+\w+ \(upper bound: .* tok/s \(c=1\), .* tok/s \(c=2\) from 5 "
+    assert re.search(r"estimate   about \d+\w+ \(upper bound: .* tok/s \(c=1\), .* tok/s \(c=2\), "
+                     r".* s per prompt prefill from 6 "
                      r"calibration requests", result.stderr), result.stderr
     assert result.stderr.index("plan:") < result.stderr.index("cell 1/4")
     manifest = json.loads((tmp_path / "plan" / "manifest.json").read_text())
