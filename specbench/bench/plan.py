@@ -173,14 +173,16 @@ def format_plan(plan: SweepPlan) -> str:
 
 
 def plan_line(plan: SweepPlan) -> str:
-    """The one line quiet mode prints."""
+    """The plan in one line (logs, notebooks)."""
     estimate = "?" if plan.estimate_s is None else format_duration(plan.estimate_s)
     return (f"plan: {plan.num_cells_todo} cells, {plan.num_prompts} prompts, {plan.method} k "
             f"{_values(plan.grid_num_steps)}, {plan.repeats} repeats, about {estimate}")
 
 
 def print_plan(plan: SweepPlan, *, quiet: bool = False, file: TextIO | None = None) -> None:
-    print(plan_line(plan) if quiet else format_plan(plan), file=file or sys.stderr, flush=True)
+    """The plan on stderr; nothing when quiet (stderr then holds only errors; the report carries the plan)."""
+    if not quiet:
+        print(format_plan(plan), file=file or sys.stderr, flush=True)
 
 
 def confirm_plan(plan: SweepPlan, *, assume_yes: bool, is_interactive: bool) -> None:

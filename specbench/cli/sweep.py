@@ -102,7 +102,7 @@ def sweep(
     resume: Annotated[Optional[str], typer.Option("--resume", rich_help_panel=OUTPUT,
                                                   help="finish the missing cells of RUN_DIR")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT,
-                                        help="no progress; the plan in one line")] = False,
+                                        help="no progress and no plan on stderr")] = False,
     yes: lo.Yes = False,
     engine: dict = None,  # the shared engine option group (options.engine_options)
 ) -> None:

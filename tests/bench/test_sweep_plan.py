@@ -127,4 +127,4 @@ def test_a_tiny_sweep_prints_its_plan_and_measures_k3(tiny_model_dir, tmp_path):
     assert len(manifest["cells"]) == 4
 
     quiet = CliRunner().invoke(app, [*args[:-2], "--run-id", "quiet", "--quiet"], env={"HF_HUB_OFFLINE": "1"})
-    assert quiet.exit_code == 0 and quiet.stderr.count("\n") == 1 and quiet.stderr.startswith("plan: 4 cells")
+    assert quiet.exit_code == 0 and "plan:" not in quiet.stderr  # quiet: errors only
