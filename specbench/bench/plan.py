@@ -153,7 +153,7 @@ def _values(values: Sequence[object]) -> str:
 
 
 def format_plan(plan: SweepPlan) -> str:
-    prompts = f"{plan.num_prompts}"
+    prompts = f"{plan.num_prompts} prompts"
     if plan.is_default_sample:
         prompts += " (default sample; --num-prompts N, or 0 for all)"
     requests = ("bounded by --duration" if plan.num_requests_per_cell is None
@@ -162,7 +162,7 @@ def format_plan(plan: SweepPlan) -> str:
     lines = [
         f"plan: {plan.num_cells_todo} of {plan.num_cells} cells"
         + (f"  [MUTANT: --inject {plan.inject}]" if plan.is_mutant else ""),
-        f"  workload   {plan.workload}: {prompts} prompts, {requests} per cell"
+        f"  workload   {plan.workload}: {prompts}, {requests} per cell"
         + (f", {plan.shots}-shot" if plan.shots is not None else "") + f", max {plan.max_tokens} tokens",
         f"  grid       method {plan.method} x k {_values(plan.grid_num_steps)}"
         f" x concurrency {_values(plan.concurrency)} x temperature {_values(plan.temperature)}",
