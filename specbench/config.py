@@ -139,7 +139,8 @@ class EngineConfig:
     # torch generators take seeds below 2**63.
     seed: int = option(0, "engine seed (dummy weights, unseeded requests)", bounds=Range(0, 2**63 - 1))
     # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
-    inject: str | None = option(None, "engine fault to inject (see specbench selftest); marks the run as a mutant")
+    inject: str | None = option(None, "engine fault to inject; marks the run a mutant (the faults: "
+                                      "specbench selftest --help; faults/catalog.py)")
 
     def __post_init__(self) -> None:
         self._check_bounds()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,8 @@ from specbench.bench.cell_tables import cell_tables
 from specbench.bench.drift import drift_columns, drift_fraction, is_probed, run_probe
 from specbench.bench.grid import build_grid, run_groups
 from specbench.bench.manifest import build_manifest, with_resume_session
+from specbench.bench.plan import SweepPlan, print_plan
+from specbench.bench.plan_sweep import plan_sweep
 from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.resume import check_same_data, resume_config
@@ -38,12 +40,16 @@ class SweepReport:
     num_cells_run: int  # by this call
     num_cells_skipped: int  # already complete (resume)
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
+    plan: SweepPlan | None = None  # what was announced before the first cell
 
 
-def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> SweepReport:
+def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
+              confirm: Callable[[SweepPlan], None] | None = None, *, calibrate: bool = True) -> SweepReport:
     """Run (or, with `config.resume`, finish) a sweep. Every user error is raised before a file is written.
 
     `explicit`: for --resume, the fields the user set; they must match the stored run (None: all fields).
+    The plan (bench/plan.py) goes to stderr before the first cell; `confirm(plan)` may refuse it (raise);
+    `calibrate`: time a few short requests for the plan's estimate.
     """
     from specbench.backends import create_backend
     from specbench.workloads import get_workload
@@ -63,6 +69,11 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
         chat_template = workload.is_chat if config.chat_template is None else config.chat_template
         planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
         backend.check_prompts(planner, data.samples, config, turn_settings(config, grid[0], chat_template))
+        plan = plan_sweep(config, backend, planner, data.samples, grid, turn_settings(config, grid[0], chat_template),
+                          run_dir, explicit, calibrate=calibrate)
+        print_plan(plan, quiet=config.quiet)
+        if confirm is not None:
+            confirm(plan)
         if manifest is not None:
             backend.check_resume(run_dir, manifest)
             check_same_data(run_dir, manifest, data.data_sha256)
@@ -87,7 +98,8 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []
-    return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations))
+    return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
+                               plan=plan)
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:

@@ -33,13 +33,44 @@ MEASUREMENT_SETTINGS = (
     "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "cache_reset",
 )
 
+# `specbench sweep`'s defaults, declared once (the CLI and the plan read them; the library's SweepConfig keeps
+# the literal defaults below so a notebook gets exactly what it asks for):
+# - without --method on the embedded engine it measures speculation: n-gram drafts (no drafter needed), or the
+#   draft LM when --draft is given (`default_method`), at DEFAULT_SWEEP_NUM_STEPS;
+# - without --num-prompts it runs a sample (the first N of the dataset; mt_bench/spec_bench: seeded across
+#   categories) and, its cells being short and noisy, DEFAULT_SAMPLE_REPEATS repeats (a spread to report);
+#   the gsm8k/mtbench presets run the whole split once.
+DEFAULT_SWEEP_NUM_STEPS = (0, 3)
+DEFAULT_NUM_PROMPTS = 50
+SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
+DEFAULT_SAMPLE_REPEATS = 3
+CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
+
+
+DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
+
+
+def default_method(draft: str | None) -> str:
+    """--method when not given: a drafter that works with any target (n-gram), or the draft LM passed."""
+    return DEFAULT_HELP_METHOD if draft is None else "draft"
+
+
+def default_limit(workload: str) -> int | None:
+    """--num-prompts when not given: a sample of the built-in datasets, all of anything else."""
+    return DEFAULT_NUM_PROMPTS if workload in SAMPLED_WORKLOADS else None
+
+
+def default_repeats(is_default_sample: bool) -> int:
+    """--repeats when not given: DEFAULT_SAMPLE_REPEATS for the default prompt sample, else 1."""
+    return DEFAULT_SAMPLE_REPEATS if is_default_sample else 1
+
 
 @dataclass(frozen=True)
 class SweepConfig:
     # workload
     workload: str = "gsm8k"
     data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
-    limit: int | None = None  # first N samples in dataset order (None: all)
+    limit: int | None = None  # N samples (None: all): the first N, or seeded across categories (workloads.questions)
     shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
     chat_template: bool | None = None  # None: the workload's default (on for chat workloads)
     max_tokens: int | None = None  # None: workload default (gsm8k 256, mt_bench 1024)
