@@ -31,6 +31,9 @@ class RunEstimates:
     def _requests_by_cell(self) -> dict[str, pd.DataFrame]:
         return {cell_id: group for cell_id, group in self.run.requests.groupby("cell_id", sort=False)}
 
+    def num_repeats(self, key: MatchKey) -> int:
+        return len(self.cells.get(key, {}))
+
     def requests(self, cell_id: str) -> pd.DataFrame:
         return self._requests_by_cell.get(cell_id, self.run.requests.iloc[:0])
 
