@@ -47,7 +47,7 @@ class MetricDelta:
     num_runs_before: int = 0  # repeats of the cell
     num_runs_after: int = 0
     run_spread: float | None = None  # RUNS basis: between-run sd (relative; absolute deltas: stored units)
-    within_run_interval: Interval | None = None  # RUNS basis: request bootstrap within the runs (not a verdict)
+    bootstrap_interval: Interval | None = None  # RUNS basis: the request (and repeat) bootstrap; decides nothing
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def judge_paired(metric: Metric, key: MatchKey, before: tuple[float | None, pd.S
 
 def judge_estimates(metric: Metric, key: MatchKey, before: Estimate, after: Estimate,
                     options: CompareOptions) -> MetricDelta:
-    """RUNS basis (speed metrics): Welch over the repeats; REQUESTS basis: the bootstrap replicates."""
+    """RUNS basis (speed metrics): pooled t over the repeats; REQUESTS basis: the bootstrap replicates."""
     num_runs = before.num_repeats, after.num_repeats
     if before.point is None or after.point is None:
         return _one_sided(metric, key, before.point, after.point, num_runs)
@@ -131,19 +131,19 @@ def judge_estimates(metric: Metric, key: MatchKey, before: Estimate, after: Esti
         evidence = bootstrap_evidence(basis, bootstrap)
     return _row(metric, key, before.point, after.point, delta, evidence, options,
                 (before.num_requests, after.num_requests), num_runs,
-                within_run=bootstrap if basis is NoiseBasis.RUNS else None)
+                bootstrap=bootstrap if basis is NoiseBasis.RUNS else None)
 
 
 def _row(metric: Metric, key: MatchKey, before: float, after: float, delta: float | None, evidence: Evidence,
          options: CompareOptions, num: tuple[int, int], num_runs: tuple[int, int], p_value: float | None = None,
-         within_run: Interval | None = None) -> MetricDelta:
+         bootstrap: Interval | None = None) -> MetricDelta:
     min_change = options.min_change / 100
     if delta is None:  # before is 0: no relative delta, so neither interval nor verdict
         evidence = Evidence(evidence.basis, None, None, evidence.spread)
     verdict = decide(delta, evidence, metric.higher_is_better, min_change)
     mde = None if evidence.mde is None else max(evidence.mde, min_change)
     return MetricDelta(key, metric, before, after, delta, evidence.interval, p_value, verdict, *num, evidence.basis,
-                       mde, *num_runs, evidence.spread, within_run)
+                       mde, *num_runs, evidence.spread, bootstrap)
 
 
 def _delta(metric: Metric, before: Estimate, after: Estimate) -> tuple[float | None, np.ndarray | None]:

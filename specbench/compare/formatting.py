@@ -58,7 +58,7 @@ def mde_text(row: MetricDelta) -> str:
 def noise_text(row: MetricDelta) -> str:
     """What the verdict is judged against: runs (with their spread), requests, or paired questions."""
     if row.basis is NoiseBasis.RUNS:
-        runs = f"runs {row.num_runs_before}|{row.num_runs_after}"
+        runs = f"{row.num_runs_before}+{row.num_runs_after} runs"
         if row.run_spread is None:
             return runs
         scale = 100 if row.metric.delta is Delta.RELATIVE else row.metric.scale
@@ -66,7 +66,7 @@ def noise_text(row: MetricDelta) -> str:
         return f"{runs} sd {row.run_spread * scale:.1f}{unit}"
     if row.basis is NoiseBasis.QUESTIONS:
         return f"{row.num_before} q paired"
-    return f"req {row.num_before}|{row.num_after}"
+    return f"{row.num_before}+{row.num_after} req"
 
 
 def run_text(info) -> str:
@@ -82,12 +82,13 @@ def statistics_note(comparison: Comparison) -> str:
         "Delta: after / before - 1 (accuracy, agreement, good requests: after - before, in percentage points). "
         f"The {level} CI printed is the one that decides the verdict: improved / REGRESSED exactly when it excludes "
         f"0{threshold}, by each metric's direction of goodness. Noise: speed metrics (throughput, latency, goodput, "
-        f"speedup) vary from run to run, so they are judged on runs: with >= {MIN_RUNS} repeats a side, a Welch t "
-        "interval over the per-repeat values (delta method for relative deltas; 'sd' = between-run standard "
-        "deviation); with one run a side (or no spread between repeats) there is no run-to-run estimate and no "
-        "verdict ('n/a (1 run)': rerun the sweep with --repeats >= 2; the within-run request bootstrap is in the "
-        "CSV/JSON as ci_within_run_*). Acceptance: percentile bootstrap over requests as clusters of their draft "
-        f"rounds, then repeats ({o.num_resamples} resamples, seed {o.seed}). Accuracy and agreement: paired "
+        f"speedup) vary from run to run, so they are judged on runs: with >= {MIN_RUNS} repeats a side, a Student t "
+        "interval over the per-repeat values, the two sides' between-run variances pooled (delta method for "
+        "relative deltas; 'sd' = the pooled between-run standard deviation); with one run a side (or no spread "
+        "between repeats) there is no run-to-run estimate and no verdict ('n/a (1 run)': rerun the sweeps with "
+        "--repeats >= 2; the request bootstrap, blind to run-to-run noise, is in the CSV/JSON as ci_bootstrap_*). "
+        "Acceptance: percentile bootstrap over requests as clusters of their draft rounds, then repeats "
+        f"({o.num_resamples} resamples, seed {o.seed}). Accuracy and agreement: paired "
         "bootstrap over the questions both runs answered (exact sign test p in the CSV/JSON, for reference). MDE: "
         "the smallest |delta| the test could call with this noise (half-width of the interval; paired: at least the "
         "smallest one-way change of questions the bootstrap can call). n/a: a side is missing or has too few "
@@ -100,7 +101,7 @@ def console_note(comparison: Comparison) -> str:
     o = comparison.options
     return (
         f"Delta: after/before - 1 (accuracy, agreement: points). CI ({100 * o.confidence:g}%) decides the verdict. "
-        f"Speed metrics: Welch over repeats (>= {MIN_RUNS} a side; else n/a (1 run): use --repeats); acceptance: "
+        f"Speed metrics: pooled t over repeats (>= {MIN_RUNS} a side; else n/a (1 run): use --repeats); acceptance: "
         f"bootstrap over requests ({o.num_resamples} resamples); accuracy/agreement: paired bootstrap over "
         "questions. MDE: smallest detectable |delta|. n/a: missing side or < 5 requests."
     )

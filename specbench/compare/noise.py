@@ -1,7 +1,7 @@
 """Which noise a metric's verdict is judged against, the interval that decides it, and its minimum detectable effect.
 
 A before/after is exposed to run-to-run noise. Speed metrics (throughput, latency, goodput, speedup: values set by
-the machine's timing) are therefore judged on RUNS: with >= 2 repeats on both sides, a Welch interval over the
+the machine's timing) are therefore judged on RUNS: with >= 2 repeats on both sides, a Student t interval over the
 per-repeat values (delta method for a relative delta). Resampling the requests of one run says nothing about that
 noise (one prefill batch gives every request the same TTFT: a zero-width interval), so with one run per side, or
 no spread between repeats, a speed metric gets no verdict. Acceptance varies with the sampled requests (bootstrap
@@ -25,7 +25,7 @@ MIN_RUNS = 2  # repeats per side for a run-to-run estimate
 
 
 class NoiseBasis(enum.Enum):
-    RUNS = "runs"  # between-repeat variance (Welch)
+    RUNS = "runs"  # between-repeat variance (pooled t)
     REQUESTS = "requests"  # bootstrap over requests (acceptance: clusters of draft rounds) and repeats
     QUESTIONS = "questions"  # paired bootstrap over the questions both runs answered
 
@@ -46,31 +46,31 @@ class Evidence:
     basis: NoiseBasis
     interval: Interval | None
     mde: float | None  # smallest |delta| this interval's test could call (delta units); None with no interval
-    spread: float | None = None  # RUNS: between-run sd (relative, or stored units for absolute deltas)
+    spread: float | None = None  # RUNS: pooled between-run sd (relative, or stored units for absolute deltas)
 
 
 def run_evidence(before: Sequence[float], after: Sequence[float], delta: Delta, confidence: float) -> Evidence:
-    """Welch interval of the delta from per-repeat values. Relative: delta method for after/before - 1, so
-    SE = (A/B) sqrt(cv_a^2/n_a + cv_b^2/n_b) with Welch-Satterthwaite degrees of freedom. No interval with < 2
-    finite repeats on a side or zero spread (the interval would have zero width)."""
+    """Student t interval of the delta from per-repeat values, the two sides' between-run variances pooled (the
+    same machine and settings: one run-to-run noise; with 2-3 repeats a side, Welch's degrees of freedom would
+    fall to ~1). Relative deltas by the delta method on after/before - 1: SE = (A/B) cv sqrt(1/n_a + 1/n_b), cv
+    the pooled coefficient of variation. No interval with < 2 finite repeats on a side, or no spread at all
+    (a zero-width interval)."""
     b, a = _finite(before), _finite(after)
     if b.size < MIN_RUNS or a.size < MIN_RUNS:
         return Evidence(NoiseBasis.RUNS, None, None)
     mean_b, mean_a = float(b.mean()), float(a.mean())
-    var_b, var_a = float(b.var(ddof=1)), float(a.var(ddof=1))
     if delta is Delta.RELATIVE:
         if mean_b == 0 or mean_a == 0:
             return Evidence(NoiseBasis.RUNS, None, None)
-        var_b, var_a = var_b / mean_b**2, var_a / mean_a**2  # squared coefficients of variation
+        b, a = b / mean_b, a / mean_a  # spread as a fraction of each side's mean
         point, scale = mean_a / mean_b - 1, mean_a / mean_b
     else:
         point, scale = mean_a - mean_b, 1.0
-    spread = math.sqrt((var_b + var_a) / 2)
-    u_b, u_a = var_b / b.size, var_a / a.size
-    if not u_b + u_a > 0:
+    df = b.size + a.size - 2
+    spread = math.sqrt((((b - b.mean()) ** 2).sum() + ((a - a.mean()) ** 2).sum()) / df)  # pooled sd
+    if not spread > 0:
         return Evidence(NoiseBasis.RUNS, None, None, spread)
-    df = (u_b + u_a) ** 2 / (u_b**2 / (b.size - 1) + u_a**2 / (a.size - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * scale * math.sqrt(u_b + u_a)
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * scale * spread * math.sqrt(1 / b.size + 1 / a.size)
     return Evidence(NoiseBasis.RUNS, Interval(point - half, point + half), half, spread)
 
 
