@@ -42,11 +42,11 @@ class MetricDelta:
     verdict: Verdict
     num_before: int  # requests behind the before value (PAIRED: questions in both runs)
     num_after: int
-    basis: NoiseBasis = NoiseBasis.REQUESTS
-    mde: float | None = None  # minimum detectable |delta| (delta units), at least min_change; None: no interval
-    num_runs_before: int = 0  # repeats of the cell
-    num_runs_after: int = 0
-    run_spread: float | None = None  # RUNS basis: between-run sd (relative; absolute deltas: stored units)
+    basis: NoiseBasis  # what the interval's noise is: runs (speed metrics), requests, or paired questions
+    mde: float | None  # minimum detectable |delta| (delta units), at least min_change; None: no interval
+    num_runs_before: int  # repeats of the cell
+    num_runs_after: int
+    run_spread: float | None = None  # RUNS basis: pooled between-run sd (relative; absolute deltas: stored units)
     bootstrap_interval: Interval | None = None  # RUNS basis: the request (and repeat) bootstrap; decides nothing
 
 
