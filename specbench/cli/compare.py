@@ -25,7 +25,8 @@ def compare(
                                                "--output suffix, else console)")] = None,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="write the table to FILE")] = None,
     fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="regressed[:metric,...]: exit 1 when a "
-                                                   "(named) metric regressed beyond noise")] = None,
+                                                   "(named) metric regressed beyond noise (speed metrics need "
+                                                   ">= 2 repeats a side; without, a note, not a failure)")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="runs differing in workload, data, model, dtype, "
                                          "device or a setting that changes what is measured (shots, max tokens, "
                                          "prompt count, ...) are an error, not a warning")] = False,
@@ -68,6 +69,8 @@ def compare(
         for path in write_plots(runs, plots):
             print(f"wrote {path}")
     if gate is not None:
+        for note in gate.unjudged(comparison):
+            print(note, file=sys.stderr)
         offending = gate.offending(comparison)
         if offending:
             print(failure_report(fail_on, offending), file=sys.stderr)

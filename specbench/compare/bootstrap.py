@@ -39,6 +39,7 @@ class Estimate:
     replicates: np.ndarray | None  # [num_resamples]; None when there are too few requests and repeats
     num_requests: int  # over all repeats
     num_repeats: int
+    repeat_points: tuple[float, ...] = ()  # [num_repeats] each repeat's own value (NaN where undefined)
 
 
 def repeat_replicates(sample: RequestSample, estimator, draw: Draw) -> RepeatReplicates:
@@ -49,22 +50,23 @@ def repeat_replicates(sample: RequestSample, estimator, draw: Draw) -> RepeatRep
 def combine_repeats(repeats: list[RepeatReplicates], rng: np.random.Generator) -> Estimate:
     num_requests = sum(r.num_requests for r in repeats)
     points = np.array([r.point for r in repeats])
+    each = tuple(float(p) for p in points)
     if np.isnan(points).all():
-        return Estimate(None, None, num_requests, len(repeats))
+        return Estimate(None, None, num_requests, len(repeats), each)
     point = float(np.nanmean(points))
     enough = len(repeats) >= MIN_REPEATS or min(r.num_requests for r in repeats) >= MIN_REQUESTS
     if not enough:
-        return Estimate(point, None, num_requests, len(repeats))
+        return Estimate(point, None, num_requests, len(repeats), each)
     table = np.stack([r.replicates for r in repeats])  # [num_repeats, num_resamples]
     if len(repeats) == 1:
-        return Estimate(point, table[0], num_requests, 1)
+        return Estimate(point, table[0], num_requests, 1, each)
     num_resamples = table.shape[1]
     which = rng.integers(len(repeats), size=(num_resamples, len(repeats)))
     column = rng.integers(num_resamples, size=(num_resamples, len(repeats)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN row (metric undefined) stays NaN
         replicates = np.nanmean(table[which, column], axis=1)
-    return Estimate(point, replicates, num_requests, len(repeats))
+    return Estimate(point, replicates, num_requests, len(repeats), each)
 
 
 @dataclass(frozen=True)

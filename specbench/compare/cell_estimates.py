@@ -46,6 +46,9 @@ class RunEstimates:
         found = self.cells.get(key.baseline, {})
         return {r: c for r, c in found.items() if is_baseline_cell(self._cell_rows[c])}
 
+    def num_repeats(self, key: MatchKey) -> int:
+        return len(self.cells.get(key, {}))
+
     def requests(self, cell_id: str) -> pd.DataFrame:
         return self._requests_by_cell.get(cell_id, self.run.requests.iloc[:0])
 

@@ -1,16 +1,19 @@
-"""compare_runs: every metric of every cell of two runs, with the delta, its interval and a verdict."""
+"""compare_runs: every metric of every cell of two runs, with the delta, the interval that decides its verdict, the
+verdict and the minimum detectable effect (noise.py says which noise each metric is judged against)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from specbench.compare.bootstrap import Estimate, Interval, percentile_interval, rng_for
 from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.loading import Run
 from specbench.compare.matching import Matching, MatchKey, match_cells
 from specbench.compare.metrics_catalog import Delta, Metric, Resampling, select
+from specbench.compare.noise import Evidence, NoiseBasis, basis_of, bootstrap_evidence, run_evidence
 from specbench.compare.paired import paired_compare
 from specbench.compare.run_info import Difference, RunInfo, differences
 from specbench.compare.verdict import Verdict, decide
@@ -34,11 +37,17 @@ class MetricDelta:
     before: float | None  # stored units (seconds, fractions, tok/s)
     after: float | None
     delta: float | None  # RELATIVE: after / before - 1; ABSOLUTE: after - before (stored units)
-    interval: Interval | None  # of delta
-    p_value: float | None  # PAIRED metrics: exact sign test
+    interval: Interval | None  # of delta: the one that decides the verdict (noise.py), None when nothing can
+    p_value: float | None  # PAIRED metrics: exact sign test, for reference (the interval decides)
     verdict: Verdict
     num_before: int  # requests behind the before value (PAIRED: questions in both runs)
     num_after: int
+    basis: NoiseBasis  # what the interval's noise is: runs (speed metrics), requests, or paired questions
+    mde: float | None  # minimum detectable |delta| (delta units), at least min_change; None: no interval
+    num_runs_before: int  # repeats of the cell
+    num_runs_after: int
+    run_spread: float | None = None  # RUNS basis: pooled between-run sd (relative; absolute deltas: stored units)
+    bootstrap_interval: Interval | None = None  # RUNS basis: the request (and repeat) bootstrap; decides nothing
 
 
 @dataclass(frozen=True)
@@ -85,27 +94,56 @@ def compare_runs(before: Run, after: Run, options: CompareOptions | None = None)
 
 def _compare_metric(metric: Metric, key: MatchKey, before: RunEstimates, after: RunEstimates,
                     options: CompareOptions) -> MetricDelta:
+    runs = before.num_repeats(key), after.num_repeats(key)
     if metric.resampling is Resampling.PAIRED:
-        value_before, outcomes_before = before.outcomes(metric, key)
-        value_after, outcomes_after = after.outcomes(metric, key)
-        if value_before is None or value_after is None:
-            return _one_sided(metric, key, value_before, value_after)
-        rng = rng_for(options.seed, "paired", key, metric.name)
-        paired = paired_compare(outcomes_before, outcomes_after, options.num_resamples, rng)
-        interval = percentile_interval(paired.replicates, options.confidence) if paired.num_pairs else None
-        delta = value_after - value_before
-        verdict = decide(delta, interval, paired.p_value, True, options.confidence, options.min_change / 100)
-        return MetricDelta(key, metric, value_before, value_after, delta, interval, paired.p_value, verdict,
-                           paired.num_pairs, paired.num_pairs)
+        return judge_paired(metric, key, before.outcomes(metric, key), after.outcomes(metric, key), runs, options)
+    return judge_estimates(metric, key, before.estimate(metric, key), after.estimate(metric, key), options)
 
-    estimate_before, estimate_after = before.estimate(metric, key), after.estimate(metric, key)
-    if estimate_before.point is None or estimate_after.point is None:
-        return _one_sided(metric, key, estimate_before.point, estimate_after.point)
-    delta, replicates = _delta(metric, estimate_before, estimate_after)
-    interval = percentile_interval(replicates, options.confidence)
-    verdict = decide(delta, interval, None, metric.higher_is_better, options.confidence, options.min_change / 100)
-    return MetricDelta(key, metric, estimate_before.point, estimate_after.point, delta, interval, None, verdict,
-                       estimate_before.num_requests, estimate_after.num_requests)
+
+def judge_paired(metric: Metric, key: MatchKey, before: tuple[float | None, pd.Series],
+                 after: tuple[float | None, pd.Series], num_runs: tuple[int, int],
+                 options: CompareOptions) -> MetricDelta:
+    """before/after: (cell value, per-question mean outcome indexed by question)."""
+    (value_before, outcomes_before), (value_after, outcomes_after) = before, after
+    if value_before is None or value_after is None:
+        return _one_sided(metric, key, value_before, value_after, num_runs)
+    rng = rng_for(options.seed, "paired", key, metric.name)
+    paired = paired_compare(outcomes_before, outcomes_after, options.num_resamples, rng)
+    interval = percentile_interval(paired.replicates, options.confidence) if paired.num_pairs else None
+    evidence = bootstrap_evidence(NoiseBasis.QUESTIONS, interval, paired.num_pairs, options.confidence)
+    delta = value_after - value_before
+    return _row(metric, key, value_before, value_after, delta, evidence, options, (paired.num_pairs,) * 2, num_runs,
+                p_value=paired.p_value)
+
+
+def judge_estimates(metric: Metric, key: MatchKey, before: Estimate, after: Estimate,
+                    options: CompareOptions) -> MetricDelta:
+    """RUNS basis (speed metrics): pooled t over the repeats; REQUESTS basis: the bootstrap replicates."""
+    num_runs = before.num_repeats, after.num_repeats
+    if before.point is None or after.point is None:
+        return _one_sided(metric, key, before.point, after.point, num_runs)
+    delta, replicates = _delta(metric, before, after)
+    bootstrap = percentile_interval(replicates, options.confidence)
+    basis = basis_of(metric)
+    if basis is NoiseBasis.RUNS:
+        evidence = run_evidence(before.repeat_points, after.repeat_points, metric.delta, options.confidence)
+    else:
+        evidence = bootstrap_evidence(basis, bootstrap)
+    return _row(metric, key, before.point, after.point, delta, evidence, options,
+                (before.num_requests, after.num_requests), num_runs,
+                bootstrap=bootstrap if basis is NoiseBasis.RUNS else None)
+
+
+def _row(metric: Metric, key: MatchKey, before: float, after: float, delta: float | None, evidence: Evidence,
+         options: CompareOptions, num: tuple[int, int], num_runs: tuple[int, int], p_value: float | None = None,
+         bootstrap: Interval | None = None) -> MetricDelta:
+    min_change = options.min_change / 100
+    if delta is None:  # before is 0: no relative delta, so neither interval nor verdict
+        evidence = Evidence(evidence.basis, None, None, evidence.spread)
+    verdict = decide(delta, evidence, metric.higher_is_better, min_change)
+    mde = None if evidence.mde is None else max(evidence.mde, min_change)
+    return MetricDelta(key, metric, before, after, delta, evidence.interval, p_value, verdict, *num, evidence.basis,
+                       mde, *num_runs, evidence.spread, bootstrap)
 
 
 def _delta(metric: Metric, before: Estimate, after: Estimate) -> tuple[float | None, np.ndarray | None]:
@@ -119,5 +157,7 @@ def _delta(metric: Metric, before: Estimate, after: Estimate) -> tuple[float | N
         return after.point / before.point - 1, relative
 
 
-def _one_sided(metric: Metric, key: MatchKey, before: float | None, after: float | None) -> MetricDelta:
-    return MetricDelta(key, metric, before, after, None, None, None, Verdict.NOT_AVAILABLE, 0, 0)
+def _one_sided(metric: Metric, key: MatchKey, before: float | None, after: float | None,
+               num_runs: tuple[int, int]) -> MetricDelta:
+    return MetricDelta(key, metric, before, after, None, None, None, Verdict.NOT_AVAILABLE, 0, 0, basis_of(metric),
+                       None, *num_runs)

@@ -40,8 +40,15 @@ def record(row: MetricDelta) -> dict[str, Any]:
         "ci_high": _number(row.interval.high) if row.interval else None,
         "p_value": _number(row.p_value),
         "verdict": row.verdict.value,
+        "noise_basis": row.basis.value,
+        "mde": _number(row.mde),
+        "run_spread": _number(row.run_spread),
+        "ci_bootstrap_low": _number(row.bootstrap_interval.low) if row.bootstrap_interval else None,
+        "ci_bootstrap_high": _number(row.bootstrap_interval.high) if row.bootstrap_interval else None,
         "num_before": row.num_before,
         "num_after": row.num_after,
+        "num_runs_before": row.num_runs_before,
+        "num_runs_after": row.num_runs_after,
     }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.compare.comparison import Comparison, MetricDelta
-from specbench.compare.formatting import delta_text, interval_text, value_text
+from specbench.compare.formatting import delta_text, interval_text, noise_text, value_text
 from specbench.compare.metrics_catalog import select
+from specbench.compare.noise import MIN_RUNS
 from specbench.compare.verdict import Verdict
 from specbench.errors import SpecbenchError
 
@@ -19,9 +20,27 @@ class FailOn:
     verdict: Verdict
     metrics: tuple[str, ...] | None  # names or groups; None = every metric
 
-    def offending(self, comparison: Comparison) -> list[MetricDelta]:
+    def _gated(self, comparison: Comparison) -> list[MetricDelta]:
         names = None if self.metrics is None else {m.name for m in select(self.metrics, _positions(comparison))}
-        return [r for r in comparison.rows if r.verdict is self.verdict and (names is None or r.metric.name in names)]
+        return [r for r in comparison.rows if names is None or r.metric.name in names]
+
+    def offending(self, comparison: Comparison) -> list[MetricDelta]:
+        return [r for r in self._gated(comparison) if r.verdict is self.verdict]
+
+    def unjudged(self, comparison: Comparison) -> list[str]:
+        """One note per gated speed metric that got no verdict for want of repeats: it does not fail the gate
+        (nothing says it regressed beyond run-to-run noise), but the gate did not check it either."""
+        cells: dict[str, list[MetricDelta]] = {}
+        for r in self._gated(comparison):
+            if r.verdict is Verdict.NO_RUN_ESTIMATE:
+                cells.setdefault(r.metric.name, []).append(r)
+        notes = []
+        for name, rows in cells.items():
+            single = [r for r in rows if min(r.num_runs_before, r.num_runs_after) < MIN_RUNS]
+            why = "1 run per side" if single else "no spread between repeats"
+            notes.append(f"note: --fail-on: {name}: no run-to-run estimate ({why}) in {len(rows)} cell(s), not "
+                         f"checked; rerun the sweeps with --repeats >= {MIN_RUNS}")
+        return notes
 
 
 def _positions(comparison: Comparison) -> int:
@@ -45,6 +64,6 @@ def failure_report(spec: str, rows: list[MetricDelta]) -> str:
         m = r.metric
         lines.append(
             f"  {r.key.describe()}  {m.title}: {value_text(m, r.before)} -> {value_text(m, r.after)}  "
-            f"{delta_text(r)} {interval_text(m, r.interval)}" + (f" p={r.p_value:.3g}" if r.p_value is not None else "")
+            f"{delta_text(r)} {interval_text(m, r.interval)} ({noise_text(r)})"
         )
     return "\n".join(lines)

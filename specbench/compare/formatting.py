@@ -5,6 +5,7 @@ from __future__ import annotations
 from specbench.compare.bootstrap import Interval
 from specbench.compare.comparison import Comparison, MetricDelta
 from specbench.compare.metrics_catalog import Delta, Metric
+from specbench.compare.noise import MIN_RUNS, NoiseBasis
 from specbench.compare.verdict import Verdict
 
 MISSING = "N/A"
@@ -34,12 +35,38 @@ def interval_text(metric: Metric, interval: Interval | None) -> str:
     return body if metric.delta is Delta.RELATIVE else f"{body} pp"
 
 
-def verdict_text(verdict: Verdict, emphasis: bool = False) -> str:
+def verdict_text(row: MetricDelta, emphasis: bool = False) -> str:
+    verdict = row.verdict
     if verdict is Verdict.REGRESSED:
         return "**REGRESSED**" if emphasis else "REGRESSED"
     if verdict is Verdict.IMPROVED:
         return "**improved**" if emphasis else "improved"
+    if verdict is Verdict.NO_RUN_ESTIMATE:
+        return "n/a (1 run)" if min(row.num_runs_before, row.num_runs_after) < MIN_RUNS else "n/a (no run spread)"
     return verdict.value
+
+
+def mde_text(row: MetricDelta) -> str:
+    """The minimum detectable effect, in the delta's units."""
+    if row.mde is None:
+        return "-"
+    if row.metric.delta is Delta.RELATIVE:
+        return f"±{100 * row.mde:.1f}%"
+    return f"±{row.mde * row.metric.scale:.1f} pp"
+
+
+def noise_text(row: MetricDelta) -> str:
+    """What the verdict is judged against: runs (with their spread), requests, or paired questions."""
+    if row.basis is NoiseBasis.RUNS:
+        runs = f"{row.num_runs_before}+{row.num_runs_after} runs"
+        if row.run_spread is None:
+            return runs
+        scale = 100 if row.metric.delta is Delta.RELATIVE else row.metric.scale
+        unit = "%" if row.metric.delta is Delta.RELATIVE else " pp"
+        return f"{runs} sd {row.run_spread * scale:.1f}{unit}"
+    if row.basis is NoiseBasis.QUESTIONS:
+        return f"{row.num_before} q paired"
+    return f"{row.num_before}+{row.num_after} req"
 
 
 def run_text(info) -> str:
@@ -50,27 +77,33 @@ def run_text(info) -> str:
 def statistics_note(comparison: Comparison) -> str:
     o = comparison.options
     level = f"{100 * o.confidence:g}%"
-    threshold = f"; and |delta| >= {o.min_change:g} (% or pp)" if o.min_change else ""
+    threshold = f" and |delta| >= {o.min_change:g} (% or pp)" if o.min_change else ""
     return (
-        f"Delta: after / before - 1 (accuracy and agreement: after - before, in percentage points). "
-        f"{level} CI: percentile bootstrap, {o.num_resamples} resamples, seed {o.seed}: requests resampled within "
-        "each run (acceptance: requests as clusters of their draft rounds), then repeats when a run has several; "
-        "throughput windows by replaying the cell's admission schedule. Accuracy and agreement: paired on the same "
-        "questions, paired bootstrap "
-        f"interval, verdict by the exact sign test (McNemar) at p < {1 - o.confidence:.2g}. "
-        f"Verdict: improved / REGRESSED when the interval excludes 0{threshold}, by each metric's direction of "
-        "goodness; n/a: a side is missing or has too few requests (< 5 per cell and < 3 repeats). About "
-        f"{100 * (1 - o.confidence):g}% of unchanged rows are flagged by chance: gate CI on a few metrics "
-        "(--fail-on regressed:METRIC,...) or use --repeats, --confidence, --min-change."
+        "Delta: after / before - 1 (accuracy, agreement, good requests: after - before, in percentage points). "
+        f"The {level} CI printed is the one that decides the verdict: improved / REGRESSED exactly when it excludes "
+        f"0{threshold}, by each metric's direction of goodness. Noise: speed metrics (throughput, latency, goodput, "
+        f"speedup) vary from run to run, so they are judged on runs: with >= {MIN_RUNS} repeats a side, a Student t "
+        "interval over the per-repeat values, the two sides' between-run variances pooled (delta method for "
+        "relative deltas; 'sd' = the pooled between-run standard deviation); with one run a side (or no spread "
+        "between repeats) there is no run-to-run estimate and no verdict ('n/a (1 run)': rerun the sweeps with "
+        "--repeats >= 2; the request bootstrap, blind to run-to-run noise, is in the CSV/JSON as ci_bootstrap_*). "
+        "Acceptance: percentile bootstrap over requests as clusters of their draft rounds, then repeats "
+        f"({o.num_resamples} resamples, seed {o.seed}). Accuracy and agreement: paired "
+        "bootstrap over the questions both runs answered (exact sign test p in the CSV/JSON, for reference). MDE: "
+        "the smallest |delta| the test could call with this noise (half-width of the interval; paired: at least the "
+        "smallest one-way change of questions the bootstrap can call). n/a: a side is missing or has too few "
+        f"requests (< 5 per cell and < 3 repeats). About {100 * (1 - o.confidence):g}% of unchanged rows are "
+        "flagged by chance: gate CI on a few metrics (--fail-on regressed:METRIC,...)."
     )
 
 
 def console_note(comparison: Comparison) -> str:
     o = comparison.options
     return (
-        f"Delta: after/before - 1 (accuracy, agreement: points). CI: {100 * o.confidence:g}% percentile bootstrap "
-        f"({o.num_resamples} resamples over requests and repeats; accuracy: paired, exact sign test). "
-        "n/a: missing side or < 5 requests."
+        f"Delta: after/before - 1 (accuracy, agreement: points). CI ({100 * o.confidence:g}%) decides the verdict. "
+        f"Speed metrics: pooled t over repeats (>= {MIN_RUNS} a side; else n/a (1 run): use --repeats); acceptance: "
+        f"bootstrap over requests ({o.num_resamples} resamples); accuracy/agreement: paired bootstrap over "
+        "questions. MDE: smallest detectable |delta|. n/a: missing side or < 5 requests."
     )
 
 

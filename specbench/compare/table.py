@@ -1,5 +1,5 @@
 """The seed-004 layout: per (workload, method, num-steps, temperature) one table, a row per metric and, per
-concurrency, Before / After / Delta / CI / Verdict columns. Rendered as Markdown or as aligned console text."""
+concurrency, Before / After / Delta / CI / Verdict / MDE / Noise columns. Rendered as Markdown or as aligned console text."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from specbench.compare.formatting import (
     console_note,
     delta_text,
     interval_text,
+    mde_text,
+    noise_text,
     run_text,
     statistics_note,
     value_text,
@@ -21,7 +23,7 @@ from specbench.compare.formatting import (
 from specbench.compare.metrics_catalog import Metric
 from specbench.compare.run_info import settings_text
 
-COLUMNS_PER_CONCURRENCY = 5
+COLUMNS_PER_CONCURRENCY = 7
 
 
 @dataclass(frozen=True)
@@ -51,16 +53,17 @@ def blocks(comparison: Comparison) -> list[Block]:
 
 def _cells(row: MetricDelta | None, metric: Metric, markdown: bool) -> list[str]:
     if row is None:
-        return [MISSING, MISSING, MISSING, "-", "n/a"]
+        return [MISSING, MISSING, MISSING, "-", "n/a", "-", "-"]
     return [value_text(metric, row.before), value_text(metric, row.after), delta_text(row),
-            interval_text(metric, row.interval), verdict_text(row.verdict, emphasis=markdown)]
+            interval_text(metric, row.interval), verdict_text(row, emphasis=markdown), mde_text(row),
+            noise_text(row)]
 
 
 def _header(concurrencies: tuple[int, ...], confidence: float) -> list[str]:
     level = f"{100 * confidence:g}% CI"
     out = ["Metric"]
     for c in concurrencies:
-        out += [f"Before (c={c})", f"After (c={c})", "Delta", level, "Verdict"]
+        out += [f"Before (c={c})", f"After (c={c})", "Delta", level, "Verdict", "MDE", "Noise"]
     return out
 
 
@@ -87,7 +90,7 @@ def render_markdown(comparison: Comparison) -> str:
     for block in blocks(comparison):
         header = _header(block.concurrencies, comparison.options.confidence)
         parts += [f"### {block.title}", "", "| " + " | ".join(header) + " |",
-                  "|---|" + "---:|---:|---:|:---:|:---|" * len(block.concurrencies)]
+                  "|---|" + "---:|---:|---:|:---:|:---|---:|:---|" * len(block.concurrencies)]
         for metric, row_cells in block.rows:
             cells = [metric.title] + [c for r in row_cells for c in _cells(r, metric, markdown=True)]
             parts.append("| " + " | ".join(cells) + " |")

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.bootstrap import RepeatReplicates, combine_repeats, percentile_interval
@@ -15,7 +16,8 @@ from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.draws import identity_draw, makespan, random_draw
 from specbench.compare.loading import load_run
 from specbench.compare.matching import cell_ids_by_key
-from specbench.compare.metrics_catalog import SPEEDUP, Resampling, catalog
+from specbench.compare.metrics_catalog import SPEEDUP, Delta, Resampling, catalog
+from specbench.compare.noise import run_evidence, smallest_discordance
 from specbench.compare.paired import paired_compare, sign_test
 from specbench.compare.request_sample import RequestSample
 from specbench.compare.weighted_quantile import weighted_quantile
@@ -131,3 +133,21 @@ def test_draw_windows_keep_the_tail_of_a_single_wave(tmp_path):
             slowest = sample.busy_s.max()
             expected = np.array([sample.busy_s[row].max() for row in draw.indices]) / slowest * sample.window_s
             assert np.allclose(draw.window_s, expected) and (draw.window_s < sample.window_s).any()
+
+
+def test_run_interval_is_the_pooled_t_test():
+    """Absolute deltas: the interval excludes 0 exactly when Student's two-sample t test rejects; relative deltas:
+    the same test on values divided by each side's mean; one repeat or no spread: no interval."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        before, after = rng.normal(10, 1, rng.integers(2, 6)), rng.normal(10.8, 1, rng.integers(2, 6))
+        evidence = run_evidence(before, after, Delta.ABSOLUTE, 0.95)
+        p = stats.ttest_ind(after, before, equal_var=True).pvalue
+        assert (evidence.interval.low > 0 or evidence.interval.high < 0) == (p < 0.05)
+        assert evidence.mde == pytest.approx((evidence.interval.high - evidence.interval.low) / 2)
+        relative = run_evidence(before, after, Delta.RELATIVE, 0.95)
+        assert relative.interval.low < after.mean() / before.mean() - 1 < relative.interval.high
+    assert run_evidence([1.0], [1.0, 2.0], Delta.RELATIVE, 0.95).interval is None
+    flat = run_evidence([3.0, 3.0], [4.0, 4.0], Delta.RELATIVE, 0.95)
+    assert flat.interval is None and flat.spread == 0
+    assert smallest_discordance(8, 0.95) == 3 and smallest_discordance(40, 0.95) == 4

@@ -1,4 +1,5 @@
-"""Verdicts on synthetic runs with known differences: real changes are called, noise is not."""
+"""Verdicts on synthetic runs with known differences: real changes are called, noise is not, and speed metrics
+are judged on run-to-run noise only."""
 
 from __future__ import annotations
 
@@ -7,11 +8,20 @@ import pytest
 from tests.support.compare_fixtures import RunSpec, write_run
 from specbench.compare.comparison import CompareOptions, compare_runs
 from specbench.compare.loading import load_run
+from specbench.compare.formatting import verdict_text
+from specbench.compare.noise import NoiseBasis
 from specbench.compare.verdict import Verdict
 
 
+def _runs(tmp_path, before: RunSpec, after: RunSpec):
+    return load_run(write_run(tmp_path, "before", before)), load_run(write_run(tmp_path, "after", after))
+
+
 def _compare(tmp_path, before: RunSpec, after: RunSpec, **options):
-    runs = load_run(write_run(tmp_path, "before", before)), load_run(write_run(tmp_path, "after", after))
+    return _options(_runs(tmp_path, before, after), **options)
+
+
+def _options(runs, **options):
     return compare_runs(*runs, CompareOptions(**{"num_resamples": 500, **options}))
 
 
@@ -21,36 +31,46 @@ def _rows(comparison, metric: str):
     return rows
 
 
+REPEATED = dict(repeats=3, repeat_noise=0.01)  # speed verdicts need a run-to-run estimate
+
+
 def test_twenty_percent_faster_with_low_noise_is_improved(tmp_path):
-    comparison = _compare(tmp_path, RunSpec("before"), RunSpec("after", speed=1.2, timing_seed=1))
+    fewer = dict(num_requests=20, **REPEATED)
+    comparison = _compare(tmp_path, RunSpec("before", **fewer), RunSpec("after", speed=1.2, timing_seed=1, **fewer),
+                          num_resamples=200)
     for row in _rows(comparison, "output_throughput"):
         assert row.delta == pytest.approx(0.2, abs=0.03)
         assert 0 < row.interval.low <= row.delta <= row.interval.high
-        assert row.verdict is Verdict.IMPROVED
-    for name in ("tpot_mean", "ttft_p99", "e2e_median"):  # lower is better: a drop is an improvement
-        assert {r.verdict for r in _rows(comparison, name)} == {Verdict.IMPROVED}, name
+        assert row.verdict is Verdict.IMPROVED and row.basis is NoiseBasis.RUNS
+        assert (row.num_runs_before, row.num_runs_after) == (3, 3) and 0 < row.mde < row.delta
+        assert row.run_spread is not None and row.bootstrap_interval is not None
+    for name in ("tpot_mean", "ttft_p99", "e2e_median", "speedup"):  # lower latency is better: a drop is improved
+        expected = Verdict.WITHIN_NOISE if name == "speedup" else Verdict.IMPROVED  # both sides 20% faster
+        assert {r.verdict for r in _rows(comparison, name)} == {expected}, name
     # Nothing about acceptance or answers changed: those stay within noise.
     for name in ("acceptance_length", "accuracy_flexible", "agreement_flexible"):
         assert {r.verdict for r in _rows(comparison, name)} == {Verdict.WITHIN_NOISE}, name
 
 
 def test_twenty_percent_slower_is_regressed(tmp_path):
-    comparison = _compare(tmp_path, RunSpec("before"), RunSpec("after", speed=1 / 1.2, timing_seed=1),
+    comparison = _compare(tmp_path, RunSpec("before", **REPEATED),
+                          RunSpec("after", speed=1 / 1.2, timing_seed=1, **REPEATED),
                           metrics=("output_throughput", "tpot_mean"))
     assert {r.verdict for r in _rows(comparison, "output_throughput")} == {Verdict.REGRESSED}
     assert {r.verdict for r in _rows(comparison, "tpot_mean")} == {Verdict.REGRESSED}
 
 
-def test_change_inside_the_bootstrap_interval_is_within_noise(tmp_path):
-    noisy = dict(noise=0.4, num_steps=(0,))
+def test_change_inside_the_run_to_run_noise_is_within_noise(tmp_path):
+    noisy = dict(repeats=3, repeat_noise=0.15, num_steps=(0,))
     comparison = _compare(tmp_path, RunSpec("before", **noisy), RunSpec("after", speed=1.03, timing_seed=1, **noisy),
                           metrics=("throughput",))
     for row in _rows(comparison, "output_throughput"):
-        assert row.delta != 0 and row.interval.low < 0 < row.interval.high
+        assert row.delta != 0 and row.interval.low < 0 < row.interval.high and row.mde > abs(row.delta)
         assert row.verdict is Verdict.WITHIN_NOISE
-    # The same shift with little noise is beyond it.
-    quiet = _compare(tmp_path / "quiet", RunSpec("before", noise=0.005, num_steps=(0,)),
-                     RunSpec("after", speed=1.03, timing_seed=1, noise=0.005, num_steps=(0,)), metrics=("throughput",))
+    # The same shift with little run-to-run noise is beyond it.
+    quiet = dict(repeats=3, repeat_noise=0.005, noise=0.005, num_steps=(0,))
+    quiet = _compare(tmp_path / "quiet", RunSpec("before", **quiet),
+                     RunSpec("after", speed=1.03, timing_seed=1, **quiet), metrics=("throughput",))
     assert {r.verdict for r in _rows(quiet, "output_throughput")} == {Verdict.IMPROVED}
 
 
@@ -87,8 +107,9 @@ def test_acceptance_uses_round_counts(tmp_path):
     assert {r.verdict for r in _rows(same, "acceptance_length")} == {Verdict.WITHIN_NOISE}
 
 
-def test_repeats_widen_the_interval(tmp_path):
-    """Whole-repeat pace noise is invisible to a request bootstrap of one repeat; resampling repeats sees it."""
+def test_one_run_gives_no_speed_verdict_and_repeats_give_one_from_their_spread(tmp_path):
+    """Whole-repeat pace noise is invisible to a request bootstrap of one run: one run per side gets no speed
+    verdict at all, however narrow its within-run interval; repeats give an interval from their spread."""
     base = dict(noise=0.01, num_steps=(0,))
     repeated = _compare(tmp_path / "r", RunSpec("before", repeats=3, repeat_noise=0.15, **base),
                         RunSpec("after", repeats=3, repeat_noise=0.15, speed=1.05, timing_seed=1, **base),
@@ -96,25 +117,70 @@ def test_repeats_widen_the_interval(tmp_path):
     single = _compare(tmp_path / "s", RunSpec("before", **base), RunSpec("after", speed=1.05, timing_seed=1, **base),
                       metrics=("output_throughput",))
     for wide, narrow in zip(_rows(repeated, "output_throughput"), _rows(single, "output_throughput")):
-        assert wide.num_before == 3 * 40
-        assert wide.interval.high - wide.interval.low > 4 * (narrow.interval.high - narrow.interval.low)
-        assert wide.verdict is Verdict.WITHIN_NOISE and narrow.verdict is Verdict.IMPROVED
+        assert wide.num_before == 3 * 40 and (wide.num_runs_before, wide.num_runs_after) == (3, 3)
+        low, high = narrow.bootstrap_interval.low, narrow.bootstrap_interval.high
+        assert wide.interval.high - wide.interval.low > 4 * (high - low)
+        assert wide.verdict is Verdict.WITHIN_NOISE and wide.run_spread > 0.05
+        assert low > 0  # the within-run interval alone would have called it
+        assert narrow.interval is None and narrow.mde is None and narrow.verdict is Verdict.NO_RUN_ESTIMATE
+
+
+def test_one_prefill_batch_untouched_cell_is_not_a_regression(tmp_path):
+    """The reported case: 8 prompts at concurrency 8, one run: every TTFT of a cell is the same, the within-run
+    interval has zero width, and the k=0 cell (untouched) moved by a few %. No speed verdict; the answer
+    agreement drop on 8 questions is still REGRESSED, its interval excluding 0."""
+    spec = dict(num_requests=8, concurrencies=(8,), num_steps=(0, 3), noise=0.0)
+    comparison = _compare(tmp_path, RunSpec("before", **spec),
+                          RunSpec("after", speed=1 / 1.055, is_correct=lambda i: i < 3, answer_seed=1, **spec),
+                          metrics=("ttft_mean", "output_throughput", "speedup", "agreement_strict"))
+    ttft = [r for r in _rows(comparison, "ttft_mean") if r.key.num_steps == 0]
+    for row in ttft:
+        assert row.delta == pytest.approx(0.055, abs=1e-6)
+        assert row.bootstrap_interval.low == pytest.approx(row.bootstrap_interval.high)  # zero width
+    speed = [r for r in comparison.rows if r.metric.group in ("latency", "throughput", "speedup")]
+    assert speed and {r.verdict for r in speed} == {Verdict.NO_RUN_ESTIMATE}
+    (agreement,) = _rows(comparison, "agreement_strict")
+    assert agreement.before == 1.0 and agreement.after == pytest.approx(0.375)
+    assert agreement.interval.high < 0 and agreement.verdict is Verdict.REGRESSED
+    assert agreement.mde == pytest.approx(3 / 8)  # (1 - 3/8)^8 < 2.5%: three one-way changes are detectable
+    # With repeats: throughput (paced per repeat) is judged on its spread between runs; the fixture's TTFT does
+    # not vary between repeats at all, a zero-width interval, so it still gets no verdict.
+    with_repeats = _compare(tmp_path / "r", RunSpec("before", repeats=3, repeat_noise=0.01, **spec),
+                            RunSpec("after", speed=1 / 1.055, repeats=3, repeat_noise=0.01, **spec),
+                            metrics=("ttft_mean", "output_throughput"))
+    throughput = _rows(with_repeats, "output_throughput")
+    assert all(r.interval is not None and r.run_spread > 0 and r.basis is NoiseBasis.RUNS for r in throughput)
+    assert {r.verdict for r in throughput if r.key.num_steps == 0} == {Verdict.REGRESSED}
+    for row in _rows(with_repeats, "ttft_mean"):
+        assert row.num_runs_before == 3 and row.run_spread == 0 and row.verdict is Verdict.NO_RUN_ESTIMATE
+        assert verdict_text(row) == "n/a (no run spread)"
+    assert verdict_text(ttft[0]) == "n/a (1 run)"
 
 
 def test_min_change_and_fixed_seed(tmp_path):
-    before, after = RunSpec("before", num_steps=(0,)), RunSpec("after", speed=1.2, timing_seed=1, num_steps=(0,))
+    before = RunSpec("before", num_steps=(0,), num_requests=20, **REPEATED)
+    after = RunSpec("after", speed=1.2, timing_seed=1, num_steps=(0,), num_requests=20, **REPEATED)
     metrics = ("throughput", "ttft_p99")
-    first = _compare(tmp_path / "a", before, after, metrics=metrics)
+    runs = _runs(tmp_path, before, after)
+    first = _options(runs, metrics=metrics)
     again = _compare(tmp_path / "b", before, after, metrics=metrics)
-    assert [(r.delta, r.interval) for r in first.rows] == [(r.delta, r.interval) for r in again.rows]
-    other_seed = _compare(tmp_path / "c", before, after, seed=1, metrics=metrics)
-    assert [r.interval for r in first.rows] != [r.interval for r in other_seed.rows]
-    lenient = _compare(tmp_path / "d", before, after, min_change=25.0, metrics=metrics)
+    assert [(r.delta, r.interval, r.bootstrap_interval) for r in first.rows] == [
+        (r.delta, r.interval, r.bootstrap_interval) for r in again.rows]
+    other_seed = _options(runs, seed=1, metrics=metrics)
+    assert [r.bootstrap_interval for r in first.rows] != [r.bootstrap_interval for r in other_seed.rows]
+    assert [r.interval for r in first.rows] == [r.interval for r in other_seed.rows]  # Welch: no resampling
+    assert {r.verdict for r in _rows(first, "output_throughput")} == {Verdict.IMPROVED}
+    lenient = _options(runs, min_change=25.0, metrics=metrics)
     assert {r.verdict for r in _rows(lenient, "output_throughput")} == {Verdict.WITHIN_NOISE}
+    assert all(r.mde >= 0.25 for r in lenient.rows)
 
 
 def test_too_few_requests_give_no_verdict(tmp_path):
-    comparison = _compare(tmp_path, RunSpec("before", num_requests=3), RunSpec("after", num_requests=3, speed=2),
-                          metrics=("output_throughput",))
-    row = _rows(comparison, "output_throughput")[0]
-    assert row.delta == pytest.approx(1.0, abs=0.1) and row.interval is None and row.verdict is Verdict.NOT_AVAILABLE
+    few = dict(num_requests=3, num_steps=(0, 2))
+    comparison = _compare(tmp_path, RunSpec("before", **few), RunSpec("after", speed=2, **few),
+                          metrics=("output_throughput", "acceptance_length"))
+    throughput = _rows(comparison, "output_throughput")[0]
+    assert throughput.delta == pytest.approx(1.0, abs=0.1) and throughput.interval is None
+    assert throughput.verdict is Verdict.NO_RUN_ESTIMATE  # one run a side: no speed verdict either way
+    acceptance = _rows(comparison, "acceptance_length")[0]
+    assert acceptance.interval is None and acceptance.verdict is Verdict.NOT_AVAILABLE
