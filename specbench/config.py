@@ -70,6 +70,10 @@ class EngineConfig:
     # A sweep's concurrency grid sets it, so each command declares it.
     max_concurrency: int = option(64, "max running requests", cli=False)
     max_num_batched_tokens: int = option(8192, "max tokens per prefill step")
+    # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
+    cpu_threads: int | None = option(
+        None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "
+        "OpenMP spin-waits, which inflate CPU time on a busy machine", before=None)
     max_model_len: int | None = option(None, "context limit (default: model's)")
     attention_backend: str = option(
         "auto", "auto (triton on CUDA, else torch) | torch | triton | flashinfer (optional extra "
@@ -108,6 +112,8 @@ class EngineConfig:
                                  "speculate")
         if self.max_concurrency < 1:
             raise SpecbenchError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise SpecbenchError(f"cpu_threads must be >= 1, got {self.cpu_threads}")
         if self.block_size < 1:
             raise SpecbenchError(f"block_size must be >= 1, got {self.block_size}")
         if self.kv_cache_gb is not None and self.kv_cache_gb <= 0:
