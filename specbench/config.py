@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -16,13 +19,47 @@ EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 # `option(..., before=...)` default: the option existed from the start.
 ALWAYS = object()
 
+# --device: auto, cpu, cuda or cuda:N (whether that card exists is checked when the engine is built).
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a numeric option: finite, lo <= value <= hi (lo < value when `lo_open`).
+
+    The upper bounds are far above any real run; they exist so an absurd value is refused at once instead of
+    overflowing an allocation or a seed later. Tuple options apply the range to each element.
+    """
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+
+    def describe(self) -> str:
+        return f"{'(' if self.lo_open else '['}{_number(self.lo)}, {_number(self.hi)}]"
+
+    def check(self, flag: str, value: Any, *, integer: bool) -> None:
+        """Raise one SpecbenchError naming the option `flag` when `value` is not a finite number within the range."""
+        what = "an integer" if integer else "a finite number"
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            raise SpecbenchError(f"{flag} must be {what} in {self.describe()}, got {value!r}")
+        if not math.isfinite(value):
+            raise SpecbenchError(f"{flag} must be finite, got {value!r}")
+        if value < self.lo or value > self.hi or (self.lo_open and value == self.lo):
+            raise SpecbenchError(f"{flag} must be {what} in {self.describe()}, got {value!r}")
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
 
 def option(default, help: str, *, flag: str | None = None, parse: Callable[[str | None], Any] | None = None,
-           cli: bool = True, before: Any = ALWAYS) -> Any:
+           cli: bool = True, before: Any = ALWAYS, bounds: Range | None = None) -> Any:
     """A field with its command-line option: `--<name-with-dashes>` unless `flag`; `parse` maps the option's text
     to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group;
-    `before`: how runs recorded before the option existed behaved (a manifest without it resumes that way)."""
-    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli, "before": before}
+    `before`: how runs recorded before the option existed behaved (a manifest without it resumes that way);
+    `bounds`: the values a numeric option accepts, checked on every EngineConfig (CLI and library alike)."""
+    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli, "before": before, "bounds": bounds}
     return field(default=default, metadata=meta)
 
 
@@ -55,26 +92,28 @@ class EngineConfig:
     # The largest k (drafts per round) the engine is built for: CUDA graphs are captured up to it; also the k it
     # starts with. The current k has one owner, the scheduler (LLMEngine.set_num_steps). 0 = plain decoding.
     # A sweep's grid sets it, so each command declares its own --num-steps.
-    max_num_steps: int = option(0, "draft tokens per round", cli=False)
+    max_num_steps: int = option(0, "draft tokens per round", cli=False, bounds=Range(0, 256))
     dtype: str = option("auto", "fp32 | bf16 | fp16 | auto (fp32 on CPU, bf16 on CUDA)")
     device: str = option("auto", "cpu | cuda | cuda:N | auto")
     load_format: str = option("auto", "auto | safetensors | gguf | pt | dummy (applies to target and draft)")
     allow_pickle: bool = option(False, "allow pytorch_model.bin (weights_only load)")
     tokenizer: str | None = option(None, "tokenizer source (for dummy presets)")
-    block_size: int = option(16, "tokens per KV block")
+    block_size: int = option(16, "tokens per KV block", bounds=Range(1, 1024))
     kv_cache_gb: float | None = option(None, "KV pool budget in GiB (default: a fraction of free GPU memory, "
-                                       "1 GiB on CPU)")
-    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory the engine may hold")
+                                       "1 GiB on CPU)", bounds=Range(0, 2**20, lo_open=True))
+    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory the engine may hold",
+                                          bounds=Range(0, 1, lo_open=True))
     # exact pool size (overrides the budgets; tests force preemption with it)
-    num_kv_blocks: int | None = option(None, "exact KV pool size in blocks", cli=False)
+    num_kv_blocks: int | None = option(None, "exact KV pool size in blocks", cli=False, bounds=Range(1, 2**31 - 1))
     # A sweep's concurrency grid sets it, so each command declares it.
-    max_concurrency: int = option(64, "max running requests", cli=False)
-    max_num_batched_tokens: int = option(8192, "max tokens per prefill step")
+    max_concurrency: int = option(64, "max running requests", cli=False, bounds=Range(1, 2**16))
+    max_num_batched_tokens: int = option(8192, "max tokens per prefill step", bounds=Range(1, 2**24))
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "
-        "OpenMP spin-waits, which inflate CPU time on a busy machine", before=None)
-    max_model_len: int | None = option(None, "context limit (default: model's)")
+        "OpenMP spin-waits, which inflate CPU time on a busy machine", before=None, bounds=Range(1, 4096))
+    # Also at most the model's trained context (models/loader.py checks it before allocating).
+    max_model_len: int | None = option(None, "context limit (default: model's)", bounds=Range(1, 2**24))
     attention_backend: str = option(
         "auto", "auto (triton on CUDA, else torch) | torch | triton | flashinfer (optional extra "
         "'specbench-cli[flashinfer]'; CUDA only, falls back to auto's choice with a note when not importable)")
@@ -83,7 +122,7 @@ class EngineConfig:
     # shapes without real weights. Output is then NOT lossless; manifests and tables say so.
     synthetic_acceptance: tuple[float, ...] | None = option(
         None, "force per-position acceptance, e.g. '0.73,0.52,0.35' (performance work; output NOT lossless)",
-        parse=parse_rates)
+        parse=parse_rates, bounds=Range(0, 1))
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
     enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
@@ -93,53 +132,48 @@ class EngineConfig:
         True, "overlap host work with the GPU: launch the next decode step or EAGLE round before reading the last "
         "(--no-async-scheduling: one step at a time)",
         flag="--async-scheduling/--no-async-scheduling", before=False)
-    ngram_min: int = option(1, "shortest n-gram to match (ngram method)")
-    ngram_max: int = option(4, "longest n-gram to match (ngram method)")
+    ngram_min: int = option(1, "shortest n-gram to match (ngram method)", bounds=Range(1, 64))
+    ngram_max: int = option(4, "longest n-gram to match (ngram method)", bounds=Range(1, 64))
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
     eagle_aux_layer_ids: tuple[int, ...] | None = option(
-        None, "EAGLE-3 aux layer ids overriding the head's, e.g. '2,16,29'", parse=parse_layer_ids)
+        None, "EAGLE-3 aux layer ids overriding the head's, e.g. '2,16,29'", parse=parse_layer_ids,
+        bounds=Range(-4096, 4096))
     eagle_aux_convention: str = option(
         "auto", "how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output")
-    seed: int = option(0, "engine seed (dummy weights, unseeded requests)")
+    # torch generators take seeds below 2**63.
+    seed: int = option(0, "engine seed (dummy weights, unseeded requests)", bounds=Range(0, 2**63 - 1))
     # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
-    inject: str | None = option(None, "engine fault to inject (see specbench selftest); marks the run as a mutant")
+    inject: str | None = option(None, "engine fault to inject; marks the run a mutant (the faults: "
+                                      "specbench selftest --help; faults/catalog.py)")
 
     def __post_init__(self) -> None:
-        if self.max_num_steps < 0:
-            raise SpecbenchError(f"max_num_steps must be >= 0, got {self.max_num_steps}")
+        self._check_bounds()
+        if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
+            raise SpecbenchError(f"device (--device) must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.method == "none" and self.max_num_steps:
             raise SpecbenchError("method 'none' takes max_num_steps 0; pick a proposer (ngram, draft, ...) to "
                                  "speculate")
-        if self.max_concurrency < 1:
-            raise SpecbenchError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.cpu_threads is not None and self.cpu_threads < 1:
-            raise SpecbenchError(f"cpu_threads must be >= 1, got {self.cpu_threads}")
-        if self.block_size < 1:
-            raise SpecbenchError(f"block_size must be >= 1, got {self.block_size}")
-        if self.kv_cache_gb is not None and self.kv_cache_gb <= 0:
-            raise SpecbenchError(f"kv_cache_gb must be > 0, got {self.kv_cache_gb}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise SpecbenchError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.ngram_min < 1 or self.ngram_max < self.ngram_min:
-            raise SpecbenchError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+            raise SpecbenchError(f"need 1 <= ngram_min (--ngram-min) <= ngram_max (--ngram-max), got "
+                                 f"{self.ngram_min}, {self.ngram_max}")
         if self.synthetic_acceptance is not None:
             rates = tuple(float(r) for r in self.synthetic_acceptance)
             if not rates or any(not 0 <= r <= 1 for r in rates) or any(b > a for a, b in zip(rates, rates[1:])):
-                raise SpecbenchError(
-                    f"synthetic acceptance rates must be non-increasing values in [0, 1], got {self.synthetic_acceptance}"
-                )
+                raise SpecbenchError(f"synthetic_acceptance (--synthetic-acceptance) rates must be non-increasing "
+                                     f"values in [0, 1], got {self.synthetic_acceptance}")
             if len(rates) < self.max_num_steps:
-                raise SpecbenchError(f"synthetic acceptance gives {len(rates)} rates for max_num_steps "
-                                     f"{self.max_num_steps}")
+                raise SpecbenchError(f"synthetic_acceptance (--synthetic-acceptance) gives {len(rates)} rates for "
+                                     f"max_num_steps {self.max_num_steps}")
             object.__setattr__(self, "synthetic_acceptance", rates)
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
-                f"unknown eagle_aux_convention {self.eagle_aux_convention!r}; "
+                f"unknown eagle_aux_convention (--eagle-aux-convention) {self.eagle_aux_convention!r}; "
                 f"supported: {', '.join(EAGLE_AUX_CONVENTIONS)}"
             )
         if self.eagle_aux_layer_ids is not None:
             if not self.eagle_aux_layer_ids or not all(isinstance(i, int) for i in self.eagle_aux_layer_ids):
-                raise SpecbenchError(f"eagle_aux_layer_ids must be non-empty integers, got {self.eagle_aux_layer_ids}")
+                raise SpecbenchError(f"eagle_aux_layer_ids (--eagle-aux-layer-ids) must be non-empty integers, got "
+                                     f"{self.eagle_aux_layer_ids}")
             object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
 
         if self.inject is not None:
@@ -148,8 +182,35 @@ class EngineConfig:
             if resolve_fault(self.inject) is None:
                 object.__setattr__(self, "inject", None)
 
+    def _check_bounds(self) -> None:
+        """Every option declared with `bounds`: a finite number (or each element of a tuple) within them."""
+        for f in fields(self):
+            bounds, value = f.metadata["bounds"], getattr(self, f.name)
+            if bounds is None or value is None:
+                continue
+            # The name a user typed: the shared group's flag; a command's own option (num_steps) by field name.
+            label = f"{f.name} (--{f.name.replace('_', '-')})" if f.metadata["cli"] else f.name
+            if f.metadata["parse"] is not None:  # a tuple option: each element
+                if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+                    raise SpecbenchError(f"{label} must be a list of numbers, got {value!r}")
+                for element in value:
+                    bounds.check(label, element, integer=f.name in _INTEGER_OPTIONS)
+            else:
+                bounds.check(label, value, integer=f.name in _INTEGER_OPTIONS)
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _is_integer_hint(hint: Any) -> bool:
+    """int, int | None, tuple[int, ...] (| None): the option takes integers."""
+    args = typing.get_args(hint)
+    return hint is int or int in args or any(_is_integer_hint(a) for a in args if typing.get_origin(a) is tuple)
+
+
+_INTEGER_OPTIONS = frozenset(
+    name for name, hint in typing.get_type_hints(EngineConfig).items() if _is_integer_hint(hint)
+)
 
 
 def options_added_later() -> dict[str, Any]:

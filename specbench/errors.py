@@ -11,10 +11,12 @@ class SpecbenchError(Exception):
     """A problem with the user's inputs or configuration, not a bug."""
 
 
-class Interrupted(Exception):
+class Interrupted(KeyboardInterrupt):
     """Ctrl-C that stopped work part-way; the message says what was kept and how to go on (exit status 130).
 
-    Not a KeyboardInterrupt: click turns those into a silent exit before the CLI could print this message.
+    A KeyboardInterrupt, so that no `except Exception` swallows it and a caller (pytest, a notebook) stops as on any
+    Ctrl-C. Typer turns it into exit 130 before the CLI sees it; `cli.app.main` finds it on the exit's chain of
+    causes to print this message.
     """
 
 

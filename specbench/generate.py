@@ -54,13 +54,8 @@ def read_prompts(req: GenerateRequest) -> list[str]:
     return prompts
 
 
-def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateReport:
-    """Run prompts through an already-built `LLM` and summarise."""
-    if req.chat_template:
-        from specbench.models.tokenizer import apply_chat_template
-
-        prompts = [apply_chat_template(llm.tokenizer, [{"role": "user", "content": p}]) for p in prompts]
-    params = SamplingParams(
+def sampling_params(req: GenerateRequest) -> SamplingParams:
+    return SamplingParams(
         temperature=req.temperature,
         top_p=req.top_p,
         top_k=req.top_k,
@@ -68,6 +63,15 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
         seed=req.request_seed,
         ignore_eos=req.ignore_eos,
     )
+
+
+def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateReport:
+    """Run prompts through an already-built `LLM` and summarise."""
+    if req.chat_template:
+        from specbench.models.tokenizer import apply_chat_template
+
+        prompts = [apply_chat_template(llm.tokenizer, [{"role": "user", "content": p}]) for p in prompts]
+    params = sampling_params(req)
     start = time.perf_counter()
     outputs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - start
@@ -86,6 +90,7 @@ def run_generate(req: GenerateRequest, config: EngineConfig) -> GenerateReport:
     from specbench.llm import LLM
 
     prompts = read_prompts(req)
+    sampling_params(req)  # a bad sampling value fails here, before any model is loaded
     llm = LLM(config)
     return generate_with(llm, prompts, req)
 

@@ -16,6 +16,7 @@ FLOAT32_TINY = 1.1754943508222875e-38  # smallest normal float32: a smaller top_
 # <= 6.6e9 here); vLLM treats temperatures under 1e-5 as greedy too. Send 0 for greedy.
 MIN_SAMPLED_TEMPERATURE = 1e-5
 INT64_MAX = 2**63 - 1
+MAX_TOKENS = 2**24  # far above any context; a larger request is a typo or hostile
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # torch.Generator.manual_seed's range (it raises outside it)
 
 
@@ -30,7 +31,7 @@ SAMPLING_LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
                     f"must be >= 0 and finite: 0 (greedy) or in [{MIN_SAMPLED_TEMPERATURE:g}, {FLOAT32_MAX:.4g}]"),
     "top_p": (_finite_in(FLOAT32_TINY, 1.0), f"must be in (0, 1] (at least {FLOAT32_TINY:.4g}, float32's smallest)"),
     "top_k": (lambda v: v == -1 or 1 <= v <= INT64_MAX, "must be -1 (off) or >= 1"),
-    "max_tokens": (lambda v: 1 <= v <= INT64_MAX, "must be >= 1"),
+    "max_tokens": (lambda v: 1 <= v <= MAX_TOKENS, f"must be in [1, {MAX_TOKENS}]"),
     "seed": (lambda v: SEED_MIN <= v <= SEED_MAX, f"must be in [{SEED_MIN}, {SEED_MAX}] (what torch accepts)"),
 }
 

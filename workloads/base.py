@@ -115,8 +115,9 @@ class Workload(Protocol):
 
         Args:
             source: where data files live (see `workloads.data.resolve_data_source`).
-            limit: keep the first `limit` samples in dataset order (None: all).
-            seed: run seed; only workloads with random content use it.
+            limit: keep `limit` samples (None: all): the first in dataset order, or for category workloads
+                (mt_bench, spec_bench) a `seed`-drawn sample spread across categories, in dataset order.
+            seed: run seed; only workloads with random content or a sampled `limit` use it.
         Raises:
             SpecbenchError: missing or malformed data.
         """

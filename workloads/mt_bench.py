@@ -24,7 +24,7 @@ class MtBenchWorkload(ChatQuestionWorkload):
     """max_tokens defaults to FastChat's --max-new-token 1024; a temperature override replaces every category's."""
 
     name = "mt_bench"
-    version = "1"
+    version = "2"  # 2: --limit samples across categories (seeded), not the first N
     data_file = DataFileSpec("mt_bench/question.jsonl", hub=None)  # no hub copy in the upstream format
 
     def make_sample(self, question: Question) -> Sample:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError
+from specbench.json_file import json_problem
 
 DEFAULT_CATEGORY = "file"
+MAX_TOKENS = 2**24  # far above any model's context; a larger per-row max_tokens is a typo or hostile
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
                   "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant"}
@@ -68,6 +70,8 @@ def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
             entries.append((lineno, json.loads(line)))
         except json.JSONDecodeError as err:
             raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {err.msg}") from None
+        except (RecursionError, ValueError) as err:  # nested too deeply; an integer too long to convert
+            raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {json_problem(err)}") from None
     return entries
 
 
@@ -85,6 +89,8 @@ def _json_array(path: Path, text: str) -> list[tuple[int, Any]]:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
             raise SpecbenchError(f"malformed JSON in {path} line {err.lineno}: {err.msg}") from None
+        except (RecursionError, ValueError) as err:
+            raise SpecbenchError(f"malformed JSON in {path} line {line}: {json_problem(err)}") from None
         entries.append((line, value))
         pos = _skip_space(text, pos)
         if pos < len(text) and text[pos] == ",":
@@ -141,7 +147,7 @@ def _conversation(messages: Any, kind: str) -> tuple[str | None, tuple[str, ...]
         role = message.get(role_key)
         roles = ROLES if kind == "messages" else tuple(SHAREGPT_ROLES)
         if role not in roles:
-            raise FieldError(f"{where}.{role_key}", f"should be one of {', '.join(roles)}, got {role!r}")
+            raise FieldError(f"{where}.{role_key}", f"should be one of {', '.join(roles)}, got {_short(role)}")
         role = role if kind == "messages" else SHAREGPT_ROLES[role]
         content = message.get(text_key)
         if not isinstance(content, str):
@@ -172,15 +178,15 @@ def _max_tokens(entry: Mapping[str, Any]) -> int | None:
     value = entry.get("max_tokens")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FieldError("max_tokens", f"should be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise FieldError("max_tokens", f"should be an integer >= 1 (at most {MAX_TOKENS}), got {_short(value)}")
     return value
 
 
 def _category(entry: Mapping[str, Any]) -> str:
     value = entry.get("category", DEFAULT_CATEGORY)
     if not isinstance(value, str) or not value:
-        raise FieldError("category", f"should be a non-empty string, got {value!r}")
+        raise FieldError("category", f"should be a non-empty string, got {_short(value)}")
     return value
 
 
@@ -189,8 +195,13 @@ def _temperature(entry: Mapping[str, Any]) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise FieldError("temperature", f"should be a finite number >= 0, got {value!r}")
+        raise FieldError("temperature", f"should be a finite number >= 0, got {_short(value)}")
     return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _kind(value: Any) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from specbench.errors import SpecbenchError
@@ -51,7 +52,7 @@ class ChatQuestionWorkload:
     def load(self, source: DataSource, limit: int | None, seed: int) -> LoadedData:
         questions, data_file, label = read_rows(source, self.data_file, parse_question)
         samples = tuple(self.make_sample(q) for q in questions)
-        return LoadedData(samples[:limit] if limit is not None else samples, (data_file,), label)
+        return LoadedData(sample_across_categories(samples, limit, seed), (data_file,), label)
 
     def first_prompt(self, sample: Sample, tokenizer: Tokenizer | None, *, chat_template: bool) -> Prompt:
         return render_conversation((Message("user", sample.turns[0]),), tokenizer, chat_template=chat_template)
@@ -78,3 +79,21 @@ class ChatQuestionWorkload:
 
     def score(self, sample: Sample, completion: str) -> Score | None:
         return None  # speed-only: MT-Bench quality needs an LLM judge, which specbench does not run
+
+
+def sample_across_categories(samples: Sequence[Sample], limit: int | None, seed: int) -> tuple[Sample, ...]:
+    """`limit` samples drawn round-robin over the categories (in order of first appearance), each category's
+    order shuffled by `seed`; returned in dataset order. None or >= len(samples): all of them."""
+    if limit is None or limit >= len(samples):
+        return tuple(samples)
+    by_category: dict[str, list[int]] = {}
+    for index, sample in enumerate(samples):
+        by_category.setdefault(sample.category, []).append(index)
+    rng = random.Random(f"limit/{seed}")
+    queues = [rng.sample(indices, len(indices)) for indices in by_category.values()]
+    chosen: list[int] = []
+    while len(chosen) < limit:
+        for queue in queues:
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop())
+    return tuple(samples[i] for i in sorted(chosen))

@@ -15,7 +15,7 @@ class SpecBenchWorkload(ChatQuestionWorkload):
     `subcategory`; the other 400 have one turn. Greedy for every category, 1024 new tokens, as Spec-Bench runs."""
 
     name = "spec_bench"
-    version = "1"
+    version = "2"  # 2: --limit samples across categories (seeded), not the first N
     data_file = DataFileSpec("spec_bench/question.jsonl", hub=None)
 
     def make_sample(self, question: Question) -> Sample:

@@ -28,6 +28,7 @@ class CellWindow:
     counters: SpecCounters | None  # HTTP: speculative counter deltas over the window; None when unavailable
     counters_note: str | None  # why `counters` is None (HTTP), else None
     speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
+    anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the counters' sanity checks (runs/anomalies.py)
 
 
 class BenchBackend(Protocol):

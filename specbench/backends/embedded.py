@@ -67,7 +67,8 @@ class EmbeddedBackend:
         }
 
     def check_resume(self, run_dir: Path, manifest: dict[str, Any]) -> None:
-        stored = manifest["models"]["target"].get("weights_sha256")
+        models = manifest.get("models")  # typed by runs/manifest_shape.py; absent: nothing to match
+        stored = models["target"].get("weights_sha256") if models else None
         current = self.engine.parts.target.info.weights_sha256
         if stored != current:
             raise SpecbenchError(

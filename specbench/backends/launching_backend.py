@@ -123,8 +123,13 @@ class LaunchingBackend:
     def run_turns(self, turns: Iterable[Turn], concurrency: int, *, id_prefix: str,
                   next_turn: Callable[[Turn, str], Turn | None] = lambda turn, completion: None,
                   on_finish: Callable[[FinishedTurn], None] | None = None) -> list[FinishedTurn]:
-        return self._live().run_turns(turns, concurrency, id_prefix=id_prefix, next_turn=next_turn,
-                                      on_finish=on_finish)
+        finished = self._live().run_turns(turns, concurrency, id_prefix=id_prefix, next_turn=next_turn,
+                                          on_finish=on_finish)
+        code = self._server.process.poll() if self._server is not None and self._server.process else None
+        if code is not None:  # its requests failed one by one: not a measurement of the server
+            raise SpecbenchError(f"the launched server (num-steps {self._num_steps}) exited with status {code} "
+                                 f"during the cell (log {_kept_log(self._server.log_path)})")
+        return finished
 
     def begin_window(self) -> None:
         self._live().begin_window()

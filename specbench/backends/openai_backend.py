@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from specbench.backends.anomalies import Asked, counters_backwards, draft_anomalies, response_anomalies
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset, PrefixCacheResetter
 from specbench.backends.chat_stand_in import ServerChatTemplate
@@ -174,8 +175,18 @@ class OpenAIBackend:
         return self._finished(turn, index, id_prefix, state, None if error is None else redact(error, self._api_key))
 
     def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
-        counts = count_tokens(state, self.tokenizer if self.can_tokenize else None)
-        num_prompt = state.prompt_tokens if state.prompt_tokens is not None else len(turn.token_ids)
+        tokenizer = self.tokenizer if self.can_tokenize else None
+        asked = self._asked(turn)
+        draft = self.adapter.request_draft(state.server_fields) if self.adapter is not None else None
+        anomalies = response_anomalies(state, asked, tokenizer) if state.chunks else ()
+        if not any(a.kind.is_fatal for a in anomalies):  # else the usage it would be compared with is false
+            anomalies += draft_anomalies(draft, state, asked)
+        fatal = next((a for a in anomalies if a.kind.is_fatal), None)
+        if error is None and fatal is not None:
+            error = str(fatal)  # an impossible report: an error row, its numbers counted from the text alone
+        counts = count_tokens(state, tokenizer, use_usage=fatal is None)
+        reported = state.prompt_tokens if fatal is None else None
+        num_prompt = reported if reported is not None else len(turn.token_ids)
         stats = RequestStats(
             arrival_time=state.send_time if state.send_time is not None else time.perf_counter(),
             num_prompt_tokens=num_prompt,
@@ -191,10 +202,16 @@ class OpenAIBackend:
             finish_reason=state.finish_reason,
             stats=stats,
         )
-        draft = self.adapter.request_draft(state.server_fields) if self.adapter is not None else None
         return FinishedTurn(turn, output, index, error=error, token_count_source=counts.source,
                             is_usage_reported=state.is_usage_reported, has_draft_stats=False,
-                            reasoning_text=state.reasoning_text or None, server_draft=draft)
+                            reasoning_text=state.reasoning_text or None,
+                            server_draft=draft if fatal is None else None,
+                            anomalies=tuple(map(str, anomalies)))
+
+    def _asked(self, turn: Turn) -> Asked:
+        prompt = turn.prompt
+        size = max(len(turn.token_ids), len(prompt.token_ids or ()), len(prompt.text.encode()))
+        return Asked(self.model, turn.params.max_tokens, size, turn.params.ignore_eos)
 
     def begin_window(self) -> None:
         self._window_start, self._window_note = self._scrape()
@@ -207,7 +224,8 @@ class OpenAIBackend:
         if self._window_note is not None or note is not None:
             return CellWindow((), None, self._window_note or note, self.info.speculation)
         delta, note = counter_delta(self._window_start, after)
-        return CellWindow((), delta, note, self.info.speculation)
+        return CellWindow((), delta, note, self.info.speculation,
+                          tuple(map(str, counters_backwards(self._window_start, after))))
 
     def close(self) -> None:
         self._client.close()

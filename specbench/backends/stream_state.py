@@ -22,6 +22,7 @@ class Chunk:
     text: str  # content (answer) delta; "" for role-only, usage-only and finish events
     completion_tokens: int | None  # cumulative usage.completion_tokens carried by this event (continuous usage)
     reasoning: str = ""  # reasoning delta (reasoning.py); "" for answer-only events
+    finish_reason: str | None = None  # set on the event that ended the choice
 
     @property
     def emitted(self) -> str:
@@ -40,6 +41,7 @@ class StreamState:
     completion_tokens: int | None = None  # from the last usage block
     is_usage_reported: bool = False
     is_done: bool = False  # the [DONE] sentinel arrived
+    models: list[str] = field(default_factory=list)  # every distinct `model` the events named, in order
     # Top-level blocks some servers add beside the OpenAI fields (llama.cpp `timings`, vLLM `metrics`, SGLang
     # `meta_info`), the last of each kept: read by the server adapter (request_draft.py).
     server_fields: dict[str, Any] = field(default_factory=dict)
@@ -68,6 +70,8 @@ class StreamState:
         if "error" in event or event.get("object") == "error":
             raise StreamFormatError(f"server error in stream: {_error_message(event)}")
         self.server_fields.update({k: event[k] for k in SERVER_FIELDS if isinstance(event.get(k), dict)})
+        if isinstance(event.get("model"), str) and event["model"] not in self.models:
+            self.models.append(event["model"])
         usage = event.get("usage")
         completion_tokens = None
         if isinstance(usage, dict):
@@ -79,14 +83,15 @@ class StreamState:
         if not isinstance(choices, list) or (not choices and usage is None):
             raise StreamFormatError(f"event without choices: {data[:80]!r}")
         parts = DeltaText("", "")
+        finish_reason = None
         if choices:
             choice = choices[0]
             if not isinstance(choice, dict):
                 raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
             parts = split_delta(choice)
             if choice.get("finish_reason") is not None:
-                self.finish_reason = str(choice["finish_reason"])
-        self.chunks.append(Chunk(now, parts.answer, completion_tokens, parts.reasoning))
+                finish_reason = self.finish_reason = str(choice["finish_reason"])
+        self.chunks.append(Chunk(now, parts.answer, completion_tokens, parts.reasoning, finish_reason))
 
 
 def _int_or(value: Any, default: int | None) -> int | None:

@@ -44,6 +44,11 @@ def backend_notes(cells: Sequence[Row]) -> list[str]:
         if c.get("num_errors"):
             notes.append(f"{_where(c)}: {c['num_errors']} failed request(s) left out of the metrics "
                          f"({c['error_summary']})")
+        if c.get("num_anomalies"):
+            notes.append(f"{_where(c)}: {c['num_anomalies']} anomal{'y' if c['num_anomalies'] == 1 else 'ies'} in "
+                         f"the server's reports ({c['anomaly_summary']}; see requests.parquet anomalies)")
+            window = c.get("window_anomalies")  # a list, or a numpy array read back from parquet
+            notes += [f"{_where(c)}: {anomaly}" for anomaly in (() if window is None else window)]
     return notes
 
 

@@ -38,6 +38,7 @@ class CellRun:
     counters: SpecCounters | None = None  # HTTP: server speculative counter deltas over the measured window
     counters_note: str | None = None  # HTTP: why `counters` is None
     server_speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
+    window_anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the window's counter checks
 
 
 def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
@@ -94,6 +95,7 @@ def run_cell(
         counters=window.counters,
         counters_note=window.counters_note,
         server_speculation=window.speculation,
+        window_anomalies=window.anomalies,
     )
 
 

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
+from specbench.bench.speedup_bound import bound_columns
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 from specbench.metrics.goodput import Goodput
+from specbench.runs.anomalies import kind_label, summarize
 from specbench.runs.records import Row, cell_metrics_from_rows, has_draft_stats, is_success, score_from_row
 from specbench.runs.schema import columns
 
@@ -25,8 +27,12 @@ def cell_row(
     num_positions: int,
     *,
     backend: str = "embedded",
+    window_anomalies: Sequence[str] = (),
+    steps: Sequence[Row] = (),
 ) -> Row:
-    """`extra`: load-pattern and timing columns; `baseline_rows`: request rows of the k = 0 cell, if run.
+    """`extra`: load-pattern and timing columns (run_index: null if absent); `baseline_rows`: request rows of the
+    k = 0 cell, if run; `window_anomalies`: "kind: detail" of the server counters' checks over the window (HTTP);
+    `steps`: the cell's step rows (a tighter speedup bound, bench/speedup_bound.py).
 
     `metrics` covers the successful requests. Over HTTP the caller replaces the acceptance columns with the
     server's (server_acceptance.py); here they say "engine".
@@ -44,9 +50,14 @@ def cell_row(
         server_accepted_per_pos=None,
         drafting_note=None,
         **failure_columns(request_rows),
+        **anomaly_columns(request_rows, window_anomalies),
     )
     row["baseline_cell_id"] = baseline_id if baseline_rows is not None else None
     row["speedup"] = speedup(metrics, cell_metrics_from_rows(baseline_rows)) if baseline_rows else None
+    row.setdefault("run_index", None)
+    row.update(bound_columns(row, steps))
+    # The sweep fills these once the end probe of the cell's group ran (bench/drift.py).
+    row.update(baseline_drift=None, is_drift_suspect=None)
 
     scores = [s for s in map(score_from_row, ok_rows) if s is not None]
     acc = accuracy(scores)
@@ -83,6 +94,15 @@ def failure_columns(request_rows: Sequence[Row]) -> Row:
         "error_summary": "; ".join(f"{n} x {kind}" for kind, n in kinds.most_common()) or None,
         "token_count_source": _one_or_mixed(sources),
     }
+
+
+def anomaly_columns(request_rows: Sequence[Row], window_anomalies: Sequence[str]) -> Row:
+    """num_anomalies and anomaly_summary over every request (failed ones too) and the window's counter checks."""
+    stored = [r.get("anomalies") for r in request_rows]  # lists, or numpy arrays read back from parquet
+    labels = [kind_label(a) for found in stored if found is not None for a in found]
+    labels += map(kind_label, window_anomalies)
+    return {"num_anomalies": len(labels), "anomaly_summary": summarize(labels),
+            "window_anomalies": list(window_anomalies)}
 
 
 def _one_or_mixed(values: set[str]) -> str | None:

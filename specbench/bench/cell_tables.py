@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.backends.anomalies import cell_counter_anomalies
 from specbench.bench.cell_runner import CellRun
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.reasoning_split import split_reasoning
@@ -13,6 +14,7 @@ from specbench.bench.server_acceptance import (
     response_acceptance,
     server_acceptance,
 )
+from specbench.bench.speedup_bound import bound_columns
 from specbench.bench.store import RunStore
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import parse_goodput
@@ -40,11 +42,12 @@ def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Worklo
 
 
 def cell_tables(
-    run_id: str, run: CellRun, config: SweepConfig, workload: Workload, store: RunStore
+    run_id: str, run: CellRun, config: SweepConfig, workload: Workload, store: RunStore, run_index: int | None = None
 ) -> dict[str, list[Row]]:
     """Rows per table; the baseline (k = 0) cell of the same repeat/temperature/concurrency comes from `store`,
     and is one only if it did not draft (runs/drafting.py). A k = 0 cell that drafted (a server speculating on its
-    own) is labelled with the server's method and k where it tells (server_acceptance.drafting_label)."""
+    own) is labelled with the server's method and k where it tells (server_acceptance.drafting_label).
+    `run_index`: the cell's position in the sweep's run order."""
     keys = key_columns(run_id, run.key, config, workload)
     finished = sorted((split_reasoning(item, config.reasoning_parser) for item in run.finished),
                       key=lambda item: item.request_index)
@@ -85,16 +88,21 @@ def cell_tables(
         "goodput_slo": slo.describe(),
         "start_unix_s": run.start_unix_s,
         "wall_s": run.wall_s,
+        "run_index": run_index,
     }
+    steps = step_rows(keys, run.steps, store.step_offset)
     cell = cell_row(keys, extra, metrics, requests, baseline.cell_id, baseline_rows, store.num_positions,
-                    backend=run.backend)
+                    backend=run.backend,
+                    window_anomalies=run.window_anomalies + cell_counter_anomalies(run.counters, finished),
+                    steps=steps)
     if acceptance is not None:
         cell.update(acceptance)
+        cell.update(bound_columns(cell, steps))  # from the server's acceptance
     if note is not None:
         cell["drafting_note"] = note
     return {
         "requests": requests,
-        "steps": step_rows(keys, run.steps, store.step_offset),
+        "steps": steps,
         "categories": category_rows(keys, requests, store.num_positions),
         "cells": [cell],
     }

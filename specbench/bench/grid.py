@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from specbench.errors import SpecbenchError
 from specbench.runs.cell_key import DEFAULT_TEMPERATURE, CellKey
@@ -12,17 +13,42 @@ SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # default grid of a speculative method
 
 
 def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
-    """Every cell in run order: a baseline (k = 0) runs before the speculative cells that compare with it."""
+    """Every cell in run order.
+
+    Cells of one (repeat, temperature, concurrency) group run back to back, k = 0 first (speedup and agreement
+    compare with it when a cell is written). The speculative k's alternate order between repeats (ascending on
+    even repeats, descending on odd ones, ABAB), so over an even number of repeats a slow drift of the machine
+    lands on every k alike; `bench/drift.py` brackets each group with short baseline probes to measure what is
+    left. With --server-cmd every k is one server launch: its cells run together, k = 0 first, no interleaving.
+    """
     cells = tuple(
         CellKey(repeat, temperature, concurrency, num_steps)
         for repeat in range(config.repeats)
         for temperature in config.temperature
         for concurrency in config.concurrency
-        for num_steps in config.grid_num_steps
+        for num_steps in interleaved_num_steps(config.grid_num_steps, repeat)
     )
     if config.server_cmd is not None:  # one server launch per k: its cells run together, k = 0 first
         return tuple(sorted(cells, key=lambda key: key.num_steps))
     return cells
+
+
+def interleaved_num_steps(num_steps: tuple[int, ...], repeat: int) -> tuple[int, ...]:
+    """k = 0 first, then the other k's ascending on even repeats and descending on odd ones."""
+    baseline = tuple(k for k in num_steps if k == 0)
+    speculative = sorted(k for k in num_steps if k != 0)
+    return baseline + tuple(reversed(speculative) if repeat % 2 else speculative)
+
+
+def run_groups(keys: Sequence[CellKey]) -> list[list[CellKey]]:
+    """Consecutive cells of one (repeat, temperature, concurrency): what one pair of drift probes brackets."""
+    groups: list[list[CellKey]] = []
+    for key in keys:
+        if groups and groups[-1][0].baseline == key.baseline:
+            groups[-1].append(key)
+        else:
+            groups.append([key])
+    return groups
 
 
 def default_num_steps(method: str) -> tuple[int, ...]:

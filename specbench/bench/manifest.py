@@ -11,7 +11,9 @@ from typing import Any
 
 from specbench.bench.store import MANIFEST
 from specbench.errors import SpecbenchError
+from specbench.json_file import json_problem
 from specbench.runs.environment import git_state, package_versions
+from specbench.runs.manifest_shape import check_manifest
 from specbench.runs.schema import SCHEMA_VERSION
 from specbench.runs.sweep_config import SweepConfig
 from specbench.workloads.base import LoadedData, Workload
@@ -55,6 +57,8 @@ def build_manifest(
         },
         "sampling": sampling,
         "config": config.to_dict(),
+        # warmup requests actually run before each cell, by concurrency (config.warmup is None for the default)
+        "num_warmup": {str(c): config.num_warmup(c) for c in config.concurrency},
         "cells": cell_ids,
     }
 
@@ -76,11 +80,6 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         raise SpecbenchError(f"--resume {run_dir}: not a specbench run directory (no {MANIFEST})")
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise SpecbenchError(f"--resume {run_dir}: cannot read {MANIFEST}: {err}") from None
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise SpecbenchError(
-            f"--resume {run_dir}: results schema version {manifest.get('schema_version')} "
-            f"differs from this specbench's {SCHEMA_VERSION}"
-        )
-    return manifest
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: JSONDecodeError, an over-long integer
+        raise SpecbenchError(f"--resume {run_dir}: cannot read {MANIFEST}: {json_problem(err)}") from None
+    return check_manifest(manifest, SCHEMA_VERSION, f"--resume {run_dir}")

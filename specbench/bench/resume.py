@@ -22,7 +22,10 @@ def resume_config(
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    stored = SweepConfig.from_dict(manifest["config"])
+    try:
+        stored = SweepConfig.from_dict(manifest["config"])
+    except (TypeError, ValueError, SpecbenchError) as err:  # a stored value of the wrong type or out of range
+        raise SpecbenchError(f"--resume {run_dir}: manifest.json 'config' is malformed: {err}") from None
     stored_identity, requested_identity = stored.identity(), requested.identity()
     names = stored_identity if explicit is None else [n for n in explicit if n in stored_identity]
     differ = [n for n in names if stored_identity[n] != requested_identity[n]]
@@ -37,6 +40,8 @@ def resume_config(
 
 def check_same_data(run_dir: Path, manifest: dict[str, Any], data_sha256: str) -> None:
     """Completed cells were measured on this data; new cells must be too (the backend checks models/servers)."""
+    if manifest.get("workload") is None:
+        raise SpecbenchError(f"--resume {run_dir}: manifest.json has no 'workload' record to check the data against")
     stored_data = manifest["workload"]["data_sha256"]
     if stored_data != data_sha256:
         raise SpecbenchError(

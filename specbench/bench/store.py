@@ -136,11 +136,21 @@ class RunStore:
             self._tables[table][cell_id] = part
         self.consolidate()
 
+    def update_cells(self, updates: dict[str, Row]) -> None:
+        """Merge `updates[cell_id]` into completed cells' rows (columns known only once later cells ran)."""
+        for cell_id, values in updates.items():
+            part = to_table("cells", [{**row, **values} for row in self.rows("cells", cell_id)], self.num_positions)
+            write_atomic(self.part_path("cells", cell_id), lambda tmp, part=part: pq.write_table(part, tmp),
+                         self.run_dir)
+            self._tables["cells"][cell_id] = part
+        self.consolidate(("cells",))
+
     def close(self) -> None:
         drop_staging(self.run_dir)
 
-    def consolidate(self) -> None:
-        for table, parts in self._tables.items():
+    def consolidate(self, tables: Sequence[str] = tuple(TABLES)) -> None:
+        for table in tables:
+            parts = self._tables[table]
             ordered = [parts[c] for c in sorted(parts, key=self.cell_order.__getitem__)]
             merged = pa.concat_tables(ordered) if ordered else to_table(table, [], self.num_positions)
             path = self.run_dir / f"{table}.parquet"

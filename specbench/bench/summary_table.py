@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from specbench.bench.flag_notes import speedup_mark
 from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.records import Row
 
@@ -37,6 +38,12 @@ def _per_position(rows: Sequence[Row]) -> str:
     return " ".join(f"{100 * sum(v) / len(v):.0f}" if v else "-" for v in values) if k else "-"
 
 
+def _speedup(rows: Sequence[Row]) -> str:
+    """Marked where flagged (bench/flag_notes.py): such a speedup is shown, not vouched for."""
+    value = _num("speedup", digits=3)(rows)
+    return value + (speedup_mark(rows) if value != "-" else "")
+
+
 def _accuracy(column: str) -> Cell:
     def fmt(rows: Sequence[Row]) -> str:
         value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
@@ -59,7 +66,7 @@ METRICS: tuple[tuple[str, Cell], ...] = (
     ("Acceptance rate (%)", _num("acceptance_rate", 100, 1)),
     ("Acceptance length", _num("acceptance_length", digits=3)),
     ("Per-position acceptance (%)", _per_position),
-    ("Speedup vs k=0", _num("speedup", digits=3)),
+    ("Speedup vs k=0", _speedup),
     ("Same text as k=0", _num("agreement_text", digits=3)),
 )
 GOODPUT: tuple[tuple[str, Cell], ...] = (
@@ -67,6 +74,7 @@ GOODPUT: tuple[tuple[str, Cell], ...] = (
     ("Goodput (tok/s)", _num("output_goodput")),
     ("Good requests (%)", _num("good_request_fraction", 100, 1)),
 )
+ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=0)),)
 ACCURACY: tuple[tuple[str, Cell], ...] = (
     ("Accuracy strict-match", _accuracy("accuracy_strict")),
     ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),
@@ -79,7 +87,9 @@ def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
     width = width or shutil.get_terminal_size((120, 24)).columns
     has_accuracy = any(r["accuracy_n"] for r in cells)
     has_goodput = any(r.get("goodput_slo") is not None for r in cells)
-    metrics = METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
+    has_anomalies = any(r.get("num_anomalies") for r in cells)
+    metrics = (METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
+               + (ANOMALIES if has_anomalies else ()))
     blocks = []
     for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
         points = _group(rows, lambda r: (r["concurrency"], r["num_steps"]))

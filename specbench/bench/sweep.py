@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
+import functools
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.bench.cell_failure import discard_if_empty, kept_and_next
 from specbench.bench.cell_runner import run_cell, turn_settings
 from specbench.bench.cell_tables import cell_tables
-from specbench.bench.grid import build_grid
+from specbench.bench.drift import drift_columns, drift_fraction, is_probed, run_probe
+from specbench.bench.grid import build_grid, run_groups
 from specbench.bench.manifest import build_manifest, with_resume_session
+from specbench.bench.plan import SweepPlan, print_plan
+from specbench.bench.plan_sweep import plan_sweep
 from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.resume import check_same_data, resume_config
@@ -36,12 +40,16 @@ class SweepReport:
     num_cells_run: int  # by this call
     num_cells_skipped: int  # already complete (resume)
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
+    plan: SweepPlan | None = None  # what was announced before the first cell
 
 
-def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> SweepReport:
+def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
+              confirm: Callable[[SweepPlan], None] | None = None, *, calibrate: bool = True) -> SweepReport:
     """Run (or, with `config.resume`, finish) a sweep. Every user error is raised before a file is written.
 
     `explicit`: for --resume, the fields the user set; they must match the stored run (None: all fields).
+    The plan (bench/plan.py) goes to stderr before the first cell; `confirm(plan)` may refuse it (raise);
+    `calibrate`: time a few short requests for the plan's estimate.
     """
     from specbench.backends import create_backend
     from specbench.workloads import get_workload
@@ -61,6 +69,11 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
         chat_template = workload.is_chat if config.chat_template is None else config.chat_template
         planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
         backend.check_prompts(planner, data.samples, config, turn_settings(config, grid[0], chat_template))
+        plan = plan_sweep(config, backend, planner, data.samples, grid, turn_settings(config, grid[0], chat_template),
+                          run_dir, explicit, calibrate=calibrate)
+        print_plan(plan, quiet=config.quiet)
+        if confirm is not None:
+            confirm(plan)
         if manifest is not None:
             backend.check_resume(run_dir, manifest)
             check_same_data(run_dir, manifest, data.data_sha256)
@@ -85,39 +98,56 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None) -> S
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []
-    return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations))
+    return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
+                               plan=plan)
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:
-    """Run every cell without a completed part, writing each as it finishes; returns how many ran."""
+    """Run every cell without a completed part, writing each as it finishes; returns how many ran.
+
+    Each group of a (repeat, temperature, concurrency) is bracketed by drift probes (bench/drift.py); its cells'
+    drift columns are filled once the end probe ran (cells of an interrupted group keep them null).
+    """
     store.open()
     todo = [key for key in grid if key.cell_id not in store.completed()]
+    run_index = {key.cell_id: i for i, key in enumerate(grid)}
     progress = Progress(len(grid), len(grid) - len(todo), quiet=config.quiet)
     # A duration-bounded cell issues as many requests as fit in its duration: no total to show.
     num_requests = None if config.duration is not None else sum(sample.num_turns for sample in samples)
+    is_new, key = config.resume is None, None
     try:
-        for key in todo:
-            progress.start_cell(key.cell_id, num_requests)
-            run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
-            store.write_cell(key.cell_id, cell_tables(store.run_dir.name, run, config, workload, store))
-            progress.cell_done()
+        for group in run_groups(todo):
+            # Drift matters between a k = 0 cell and the others: only a group that runs both is probed (a resumed
+            # group whose baseline ran in an earlier session keeps null drift columns).
+            probed = is_probed(config) and group[0].num_steps == 0 and len(group) > 1
+            probe = functools.partial(run_probe, backend, planner, samples, group[0], config, chat_template)
+            start = probe("start") if probed else None
+            for key in group:
+                progress.start_cell(key.cell_id, num_requests)
+                run = run_cell(backend, planner, samples, key, config, chat_template, progress.request_done)
+                tables = cell_tables(store.run_dir.name, run, config, workload, store, run_index[key.cell_id])
+                store.write_cell(key.cell_id, tables)
+                progress.cell_done()
+            if probed:
+                drift = drift_fraction(start, probe("end"))
+                store.update_cells({key.cell_id: drift_columns(store.rows("cells", key.cell_id)[0], drift)
+                                    for key in group})
     except WriteFailed as err:
-        raise SpecbenchError(f"{err}; {_kept(store, grid)}; once space is freed: {resume_command(store.run_dir)}"
+        raise SpecbenchError(f"{err}; {kept_and_next(store, len(grid), is_new, 'once space is freed')}") from None
+    except ServerLaunchFailed:
+        raise  # run_sweep removes a new run that measured nothing; its message says what the server did
+    except SpecbenchError as err:  # a later turn too long for the context, a server gone mid-cell, ...
+        raise SpecbenchError(f"cell {key.cell_id} failed: {err}; {kept_and_next(store, len(grid), is_new, 'then')}"
                              ) from None
     except KeyboardInterrupt:
-        raise Interrupted(f"{_kept(store, grid)}; finish with: {resume_command(store.run_dir)}") from None
+        raise Interrupted(kept_and_next(store, len(grid), is_new, "finish with")) from None
+    except BaseException:  # a bug: its traceback stays, but a new run that kept nothing leaves no directory
+        discard_if_empty(store, is_new)
+        raise
     finally:
         progress.close()
         store.close()
     return len(todo)
-
-
-def _kept(store: RunStore, grid: tuple[CellKey, ...]) -> str:
-    return f"{len(store.completed())} of {len(grid)} cells are complete in {store.run_dir}"
-
-
-def resume_command(run_dir: Path) -> str:
-    return f"specbench sweep --resume {shlex.quote(str(run_dir))}"
 
 
 def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[CellKey, ...], num_run: int):

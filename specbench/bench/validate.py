@@ -7,7 +7,7 @@ import math
 import re
 
 from specbench.errors import SpecbenchError
-from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
+from specbench.runs.sweep_config import MAX_WARMUP, OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -41,7 +41,7 @@ def validate_config(config: SweepConfig) -> None:
         ("--output-len", config.output_len, lambda v: v >= 1, ">= 1"),
         ("--request-rate", config.request_rate, lambda v: v > 0, "> 0 (inf for all at once)"),
         ("--burstiness", config.burstiness, lambda v: v > 0, "> 0"),
-        ("--warmup", config.warmup, lambda v: v >= 0, ">= 0"),
+        ("--warmup", config.warmup, lambda v: 0 <= v <= MAX_WARMUP, f"in [0, {MAX_WARMUP}]"),
         ("--repeats", config.repeats, lambda v: v >= 1, ">= 1"),
         ("--top-p", config.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
         ("--top-k", config.top_k, lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"),

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
 
 
 def _data_root(data_dir: str | None) -> Path:
-    root = data_dir or os.environ.get("SPECBENCH_DATA_DIR")
-    if not root:
-        raise SpecbenchError("check needs local prompts: pass --data-dir or set $SPECBENCH_DATA_DIR")
-    return Path(root)
+    """Found as `sweep` finds its data: --data-dir, $SPECBENCH_DATA_DIR, then ../shared/data."""
+    from specbench.workloads.data import resolve_data_source
+
+    source = resolve_data_source(data_dir)
+    if source.data_dir is None:
+        raise SpecbenchError(f"check needs local prompts (gsm8k/, mt_bench/); searched {', '.join(source.searched)}")
+    return source.data_dir
 
 
 def check_prompts(data_dir: str | None, num_gsm8k: int = 4, num_mt_bench: int = 4) -> list[str]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 
 import typer
+import typer.main
+
+# typer >= 0.26 (vendored click): every parse error derives from TyperException, with its exit status.
+from typer.exceptions import Abort, Exit, TyperException
 
 from specbench.errors import Interrupted, SpecbenchError
 
@@ -32,16 +36,37 @@ def _register() -> None:
 _register()
 
 
+def _one_line(message: str) -> str:
+    # A message quoting user text (a file's key, a value) may hold line breaks; the error stays one line.
+    return " ".join(message.splitlines())
+
+
 def main() -> None:
-    """Console entry point: a user-caused error is one line on stderr and exit status 2."""
+    """Console entry point: a user-caused error is one line on stderr and exit status 2; Ctrl-C exits 130.
+
+    The command line's own errors (a non-number for a numeric option, an unknown flag, a missing argument) are
+    user errors too: printed as the same one line, not typer's usage box, so every bad value reads alike. The click
+    command is invoked here rather than through typer's own main, which turns a KeyboardInterrupt (an `Interrupted`
+    with its message on what was kept) into a bare exit 130.
+    """
+    if not sys.argv[1:]:
+        app()  # `specbench` alone: the help text (typer exits)
+    command = typer.main.get_command(app)
     try:
-        app()
+        with command.make_context("specbench", sys.argv[1:]) as ctx:
+            command.invoke(ctx)
+        sys.exit(0)
     except SpecbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(_one_line(f"error: {exc}"), file=sys.stderr)
         sys.exit(2)
+    except Exit as exc:  # --help, or a command's own typer.Exit
+        sys.exit(exc.exit_code)
+    except TyperException as exc:
+        print(_one_line(f"error: {exc.format_message()}"), file=sys.stderr)
+        sys.exit(exc.exit_code)
     except Interrupted as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
+        print(_one_line(f"interrupted: {exc}"), file=sys.stderr)
         sys.exit(130)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Abort):
         print("interrupted", file=sys.stderr)
         sys.exit(130)

@@ -34,14 +34,14 @@ def preset(workload: str, defaults: dict[str, Any], doc: str) -> Callable[..., N
 app.command("gsm8k")(
     preset(
         "gsm8k",
-        {"shots": 5},
+        {"shots": 5, "limit": 0},  # the accuracy command: the full test split
         "GSM8K (lm-eval gsm8k v3: 5-shot, greedy, 256 tokens) sweep; prints strict/flexible accuracy ± stderr.",
     )
 )
 app.command("mtbench")(
     preset(
         "mt_bench",
-        {"temperature": "default"},
+        {"temperature": "default", "limit": 0},
         "MT-Bench (80 questions x 2 turns, FastChat per-category temperatures unless --temperature) sweep; "
         "prints per-category acceptance.",
     )

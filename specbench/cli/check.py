@@ -12,17 +12,20 @@ from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.config import ENGINE_OPTION_NAMES
 from specbench.runs.deadlines import REQUEST_TIMEOUT_S
+from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
 
 
-# The check engine's defaults as option defaults, with a draft model and a larger KV pool than the library's
-# (real models from the command line, not the selftest's tiny ones).
+# The check engine's defaults as option defaults, with a larger KV pool than the library's (real models from the
+# command line, not the selftest's tiny ones) and --device auto like every other command. --method left out:
+# `default_method` (n-gram, or the draft LM when --draft is given), as in sweep.
 CHECK_DEFAULTS = {**{k: v for k, v in CHECK_ENGINE_DEFAULTS.items() if k in ENGINE_OPTION_NAMES},
-                  "method": "draft", "kv_cache_gb": 0.5}
+                  "device": "auto", "kv_cache_gb": 0.5, "method": DEFAULT_HELP_METHOD}
 
 
 @app.command()
 @o.engine_options(CHECK_DEFAULTS)
 def check(
+    ctx: typer.Context,
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="drafts per round")] = 3,
     checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),
     budget: Annotated[str, typer.Option("--budget", help="full (every check at full size: for a GPU) | fast (a few "
@@ -66,7 +69,10 @@ def check(
     from specbench.check.engine_defaults import check_engine
     from specbench.check.setup import CheckSetup
     from specbench.faults import mutant_label
+    from specbench.runs.sweep_config import default_method
 
+    if ctx.get_parameter_source("method").name in ("DEFAULT", "DEFAULT_MAP"):
+        engine = {**engine, "method": default_method(engine["draft"])}
     chosen = resolve_budget(budget)
     prompts = tuple(check_prompts(data_dir))
     setup = CheckSetup(check_engine(**engine, max_num_steps=num_steps), prompts, max_tokens)

@@ -20,6 +20,15 @@ from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
 
 _FIELDS = [f for f in dataclasses.fields(EngineConfig) if f.name in ENGINE_OPTION_NAMES]
 
+# Help panels (`--help` groups options under these titles); every command's options name one.
+MODEL, DRAFTING, WORKLOAD, LOAD, SERVER, OUTPUT, ENGINE = (
+    "Model", "Drafting", "Workload", "Load", "Server (--backend openai)", "Output", "Engine tuning")
+_ENGINE_PANELS = {
+    **dict.fromkeys(("target", "dtype", "device", "load_format", "allow_pickle", "tokenizer", "seed"), MODEL),
+    **dict.fromkeys(("method", "draft", "ngram_min", "ngram_max", "eagle_aux_layer_ids", "eagle_aux_convention",
+                     "synthetic_acceptance", "inject"), DRAFTING),
+}  # the rest: ENGINE
+
 
 def _flag(f: dataclasses.Field) -> str:
     return f.metadata["flag"] or "--" + f.name.replace("_", "-")
@@ -28,9 +37,14 @@ def _flag(f: dataclasses.Field) -> str:
 # Not an engine option: where workloads read their data (gsm8k/, mt_bench/, spec_bench/).
 DataDir = Annotated[
     Optional[str],
-    typer.Option("--data-dir", help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
+    typer.Option("--data-dir", rich_help_panel=WORKLOAD,
+                 help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
                  "$SPECBENCH_DATA_DIR, else ../shared/data beside the current directory or the checkout, else the hub"),
 ]
+
+
+def _option(f: dataclasses.Field) -> Any:
+    return typer.Option(_flag(f), help=f.metadata["help"], rich_help_panel=_ENGINE_PANELS.get(f.name, ENGINE))
 
 
 def _cli_type(f: dataclasses.Field, hint: Any) -> Any:
@@ -42,7 +56,7 @@ def _cli_type(f: dataclasses.Field, hint: Any) -> Any:
 def option_type(name: str) -> Any:
     """One engine option as a Typer annotation (for a command that takes only that one, e.g. demo's --target)."""
     f = next(f for f in _FIELDS if f.name == name)
-    return Annotated[_cli_type(f, typing.get_type_hints(EngineConfig)[name]), typer.Option(_flag(f), help=f.metadata["help"])]
+    return Annotated[_cli_type(f, typing.get_type_hints(EngineConfig)[name]), _option(f)]
 
 
 def engine_parameters(defaults: dict[str, Any] | None = None) -> list[inspect.Parameter]:
@@ -56,7 +70,7 @@ def engine_parameters(defaults: dict[str, Any] | None = None) -> list[inspect.Pa
         inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY,
             default=defaults.get(f.name, f.default),
-            annotation=Annotated[_cli_type(f, hints[f.name]), typer.Option(_flag(f), help=f.metadata["help"])],
+            annotation=Annotated[_cli_type(f, hints[f.name]), _option(f)],
         )
         for f in _FIELDS
     ]

@@ -5,12 +5,24 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from specbench.check.names import CHECKS
 from specbench.cli.app import app
 
 
-@app.command()
+class _FaultListHelp(TyperCommand):
+    """Help that ends with the fault names (the catalog imports torch, so only when help is shown)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from specbench.faults.catalog import fault_names
+
+        if "Faults (--faults" not in (self.help or ""):
+            self.help = f"{self.help}\n\nFaults (--faults here, --inject elsewhere): {', '.join(fault_names())}."
+        super().format_help(ctx, formatter)
+
+
+@app.command(cls=_FaultListHelp)
 def selftest(
     seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed and method "
                                        "(false-alarm check)")] = "0,1",

@@ -6,9 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from specbench.cli.options import SERVER
+
 ServerCmd = Annotated[
     Optional[str],
-    typer.Option("--server-cmd", help="openai: launch the server per num-steps group from this template "
+    typer.Option("--server-cmd", rich_help_panel=SERVER,
+                 help="openai: launch the server per num-steps group from this template "
                  "({num_steps} {method} {port} {model} {draft} {host}) or preset:NAME (llama-server, "
                  "llama-server-ngram, vllm, sglang, specbench); replaces --base-url. No shell: the template is split "
                  "into arguments like a shell would (quote an argument with spaces), then each placeholder is filled "
@@ -17,27 +20,34 @@ ServerCmd = Annotated[
 ]
 ServerBaselineCmd = Annotated[
     Optional[str],
-    typer.Option("--server-baseline-cmd", help="template for the num-steps 0 server (default: the preset's "
+    typer.Option("--server-baseline-cmd", rich_help_panel=SERVER,
+                 help="template for the num-steps 0 server (default: the preset's "
                  "non-speculative one, else --server-cmd)"),
 ]
 ServerAdapter = Annotated[
     str,
-    typer.Option("--server-adapter", help="whose /metrics and response fields to read: auto (detected from "
+    typer.Option("--server-adapter", rich_help_panel=SERVER,
+                 help="whose /metrics and response fields to read: auto (detected from "
                  "/metrics, /version, /props) | vllm | sglang | llamacpp | specbench"),
 ]
 ServerReadyTimeout = Annotated[
-    float, typer.Option("--server-ready-timeout", help="seconds a launched server may take to become ready")
+    float, typer.Option("--server-ready-timeout", rich_help_panel=SERVER,
+                 help="seconds a launched server may take to become ready")
 ]
 # Deadlines on whole calls, connect to last byte (defaults in runs/deadlines.py); recorded in the manifest's config.
 RequestTimeout = Annotated[
-    float, typer.Option("--request-timeout", help="openai: seconds one streamed request may take, connect to last byte")
+    float, typer.Option("--request-timeout", rich_help_panel=SERVER,
+                              help="openai: seconds one streamed request may take, connect to last byte")
 ]
 InfoTimeout = Annotated[
-    float, typer.Option("--info-timeout", help="openai: seconds each of /v1/models, /version, /props may take")
+    float, typer.Option("--info-timeout", rich_help_panel=SERVER,
+                              help="openai: seconds each of /v1/models, /version, /props may take")
 ]
 MetricsTimeout = Annotated[
-    float, typer.Option("--metrics-timeout", help="openai: seconds one /metrics scrape may take (two per cell)")
+    float, typer.Option("--metrics-timeout", rich_help_panel=SERVER,
+                              help="openai: seconds one /metrics scrape may take (two per cell)")
 ]
 CacheResetTimeout = Annotated[
-    float, typer.Option("--cache-reset-timeout", help="openai: seconds one prefix-cache reset may take")
+    float, typer.Option("--cache-reset-timeout", rich_help_panel=SERVER,
+                              help="openai: seconds one prefix-cache reset may take")
 ]

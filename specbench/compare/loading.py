@@ -11,6 +11,8 @@ import pandas as pd
 
 from specbench.compare.run_info import RunInfo, run_info
 from specbench.errors import SpecbenchError
+from specbench.json_file import json_problem
+from specbench.runs.manifest_shape import check_manifest
 from specbench.runs.schema import SCHEMA_VERSION, TABLES
 
 MANIFEST = "manifest.json"
@@ -81,23 +83,16 @@ def _runs_in(root: Path) -> list[Path]:
 def _label_of(run_dir: Path) -> str | None:
     try:
         return json.loads((run_dir / MANIFEST).read_text()).get("label")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # not a readable run: no label
         return None
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         manifest = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError) as err:
-        raise SpecbenchError(f"{path / MANIFEST}: not readable JSON ({err})") from None
-    if not isinstance(manifest, dict) or "schema_version" not in manifest:
-        raise SpecbenchError(f"{path / MANIFEST}: not a specbench manifest (no schema_version)")
-    if manifest["schema_version"] != SCHEMA_VERSION:
-        raise SpecbenchError(
-            f"{path}: results schema version {manifest['schema_version']} differs from this specbench's "
-            f"{SCHEMA_VERSION}"
-        )
-    return manifest
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: JSONDecodeError, an over-long integer
+        raise SpecbenchError(f"{path / MANIFEST}: not readable JSON ({json_problem(err)})") from None
+    return check_manifest(manifest, SCHEMA_VERSION, str(path))
 
 
 def _read_table(path: Path, table: str) -> pd.DataFrame:

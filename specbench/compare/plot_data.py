@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+from scipy import stats
 
 from specbench.compare.loading import Run
 from specbench.compare.matching import DEFAULT_TEMPERATURE
@@ -22,7 +23,9 @@ CELL_VALUES = (
 @dataclass(frozen=True)
 class RunSeries:
     label: str  # legend name: the run's --label (run id appended when two runs share a label)
-    cells: pd.DataFrame  # one row per (temperature, concurrency, num_steps): CELL_VALUES averaged over repeats
+    # one row per (temperature, concurrency, num_steps): CELL_VALUES averaged over repeats, and `{value}_ci`: the
+    # half-width of the 95% t-interval of that mean over repeats (NaN with one repeat)
+    cells: pd.DataFrame
     acceptance: pd.DataFrame  # one row per (temperature, num_steps > 0): acceptance_length, accept_rate_pos_{k}
     # (from cells.parquet: every acceptance_source, HTTP /metrics deltas included)
 
@@ -31,7 +34,9 @@ def run_series(runs: Sequence[Run]) -> list[RunSeries]:
     labels = [r.label for r in runs]
     return [
         RunSeries(
-            label if labels.count(label) == 1 else f"{label} ({run.info.run_id})",
+            # a mutant (fault-injected) or synthetic-acceptance run says so in every legend
+            " ".join(filter(None, (label if labels.count(label) == 1 else f"{label} ({run.info.run_id})",
+                                   run.info.engine_note))),
             _cell_means(run.cells),
             _pooled_acceptance(run.cells),
         )
@@ -46,7 +51,10 @@ def _temperature(frame: pd.DataFrame) -> pd.Series:
 def _cell_means(cells: pd.DataFrame) -> pd.DataFrame:
     frame = cells.assign(temperature=_temperature(cells))
     present = [c for c in CELL_VALUES if c in frame.columns]
-    return frame.groupby(["temperature", "concurrency", "num_steps"], as_index=False)[present].mean()
+    groups = frame.groupby(["temperature", "concurrency", "num_steps"])[present]
+    count, sem = groups.count(), groups.sem()
+    ci = (sem * stats.t.ppf(0.975, (count - 1).clip(lower=1))).where(count >= 2)
+    return groups.mean().join(ci.add_suffix("_ci")).reset_index()
 
 
 def _pooled_acceptance(cells: pd.DataFrame) -> pd.DataFrame:

@@ -31,9 +31,17 @@ def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
     figures += [speedup] if speedup is not None else []
     if not all(run.info.workload in SPEED_ONLY_WORKLOADS for run in runs):
         figures.append(accuracy_figure(series))
+    mark_engine_notes(figures, runs)
     for named in figures:
         fit_titles(named.figure)
     return figures
+
+
+def mark_engine_notes(figures: Sequence[NamedFigure], runs: Sequence[Run]) -> None:
+    """A mutant (or synthetic-acceptance) run is no measurement of the real engine: every title says so."""
+    notes = sorted({run.info.engine_note for run in runs if run.info.engine_note})
+    for named in figures if notes else ():
+        named.figure.suptitle(f"{named.figure.get_suptitle()}, includes {' '.join(notes)}", fontsize=13)
 
 
 def write_plots(runs: Sequence[Run], out_dir: str | Path) -> list[Path]:

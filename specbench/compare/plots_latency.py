@@ -1,4 +1,5 @@
-"""Throughput, TPOT and TTFT against concurrency: a row per temperature, a line per (run, num-steps)."""
+"""Throughput, TPOT and TTFT against concurrency: a row per temperature, a line per (run, num-steps); error bars:
+the 95% interval of the mean over repeats (runs with --repeats >= 2)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,14 @@ def _lines(ax: Axes, series: Sequence[RunSeries], temperature: float, panel: Pan
             if group.empty:
                 continue
             concurrencies.update(int(c) for c in group["concurrency"])
+            ci = group.get(f"{column}_ci")  # 95% interval over repeats; none with one repeat
+            yerr = None if ci is None or ci.isna().all() else ci.fillna(0) * scale
+            color = step_color(int(num_steps), all_steps)
             ax.plot(group["concurrency"], group[column] * scale, label=f"{run.label} · k={num_steps}",
-                    color=step_color(int(num_steps), all_steps), **run_style(index))
+                    color=color, **run_style(index))
+            if yerr is not None:
+                ax.errorbar(group["concurrency"], group[column] * scale, yerr=yerr, fmt="none", ecolor=color,
+                            capsize=3)
     if not concurrencies:
         no_data(ax, "data")
         return

@@ -103,9 +103,11 @@ def select_verifier(name: str) -> Callable:
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    device = torch.device(name)  # EngineConfig checked the syntax: cpu, cuda or cuda:N
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SpecbenchError(f"device {name!r} requested but CUDA is not available")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise SpecbenchError(f"device {name!r}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
     return device
 
 
@@ -139,12 +141,14 @@ def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.devic
 
 def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> EngineParts:
     from specbench.models.loader import load_model
+    from specbench.models.memory import check_kv_budget
     from specbench.models.tokenizer import eos_token_ids, load_tokenizer
     from specbench.models.vocab import check_tokenizer_fits
 
     if config.inject is not None and hooks is NO_HOOKS:
         raise SpecbenchError(f"inject={config.inject!r} needs its hooks: build the engine with specbench.llm.create_engine")
     device = resolve_device(config.device)
+    check_kv_budget(config.kv_cache_gb, device)
     dtype = resolve_dtype(config.dtype, device)
     torch.manual_seed(config.seed)
     if config.synthetic_acceptance is not None and config.method == "none":
@@ -160,6 +164,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         load_format=config.load_format,
         allow_pickle=config.allow_pickle,
         seed=config.seed,
+        max_model_len=config.max_model_len,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")

@@ -5,6 +5,16 @@ arrival `t_arr` = RequestStats.arrival_time (when the request became eligible to
 emissions e_1..e_m at t_1..t_m = the moments tokens left the device, each carrying n_j >= 1 tokens
 (speculative steps emit accepted + 1 tokens at once); N_i = sum_j n_j output tokens.
 
+End of a request (every backend): its last token, with or without text, so t_m is when the last token left the
+engine. Embedded: the step that produced it (the end-of-sequence token rides in its step's emission). Over HTTP
+(backends/token_counts.py), with per-chunk usage, every streamed event that brings tokens is an emission, text or
+none: a step whose text the server held back (a partial character, a possible stop string), and the closing event
+that brings the end-of-sequence token or the end of a stop string. Without per-chunk usage an emission is an event
+with text, and the tokens the final usage has beyond the text's count go to the text-less finish event, unless the
+request ended by length or finished on a chunk with text (then to the last text chunk). Plain decoding thus reads
+1.000 tokens per emission over HTTP as embedded, and TPOT spans to the last token. A server's counts are
+sanity-checked first (runs/anomalies.py, backends/anomalies.py); an impossible one fails the request.
+
 Latency
 - TTFT_i = t_1 - t_arr.
 - E2E_i = t_m - t_arr.

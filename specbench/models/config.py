@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.errors import SpecbenchError
+from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
 
 # HF `architectures[0]` / `model_type` -> our architecture family.
 _ARCHITECTURES = {
@@ -82,39 +83,41 @@ class ModelConfig:
 
     @staticmethod
     def from_hf(hf: dict) -> ModelConfig:
+        """Parse and validate a config.json object; any bad field is one SpecbenchError naming it."""
+        if not isinstance(hf, dict):
+            raise SpecbenchError(f"model config must be a JSON object, got {type(hf).__name__}")
         architecture = _architecture(hf)
-        try:
-            heads = int(hf["num_attention_heads"])
-            hidden = int(hf["hidden_size"])
-            theta, scaling = _rope(hf)
-            _reject_sliding_window(hf)
-            return ModelConfig(
-                architecture=architecture,
-                vocab_size=int(hf["vocab_size"]),
-                hidden_size=hidden,
-                intermediate_size=int(hf["intermediate_size"]),
-                num_hidden_layers=int(hf["num_hidden_layers"]),
-                num_attention_heads=heads,
-                num_key_value_heads=int(hf.get("num_key_value_heads") or heads),
-                head_dim=int(hf.get("head_dim") or hidden // heads),
-                rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-                rope_theta=theta,
-                rope_scaling=scaling,
-                max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
-                tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
-                # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
-                attention_bias=architecture == "qwen2" or bool(hf.get("attention_bias", False)),
-                use_qk_norm=architecture == "qwen3",
-                bos_token_id=hf.get("bos_token_id"),
-                eos_token_ids=_eos_ids(hf.get("eos_token_id")),
-                checkpoint_dtype=hf.get("dtype") or hf.get("torch_dtype"),
-            )
-        except KeyError as e:
-            raise SpecbenchError(f"model config is missing required field {e.args[0]!r}") from None
+        shape = validated_shape(hf)
+        heads = shape.num_attention_heads
+        theta, scaling = _rope(shape)
+        _reject_sliding_window(shape)
+        return ModelConfig(
+            architecture=architecture,
+            vocab_size=shape.vocab_size,
+            hidden_size=shape.hidden_size,
+            intermediate_size=shape.intermediate_size,
+            num_hidden_layers=shape.num_hidden_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=shape.num_key_value_heads or heads,
+            head_dim=shape.head_dim or max(shape.hidden_size // heads, 1),
+            rms_norm_eps=shape.rms_norm_eps,
+            rope_theta=theta,
+            rope_scaling=scaling,
+            max_position_embeddings=shape.max_position_embeddings,
+            tie_word_embeddings=shape.tie_word_embeddings,
+            # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
+            attention_bias=architecture == "qwen2" or shape.attention_bias,
+            use_qk_norm=architecture == "qwen3",
+            bos_token_id=shape.bos_token_id,
+            eos_token_ids=_eos_ids(shape.eos_token_id),
+            checkpoint_dtype=shape.dtype or shape.torch_dtype,
+        )
 
 
 def _architecture(hf: dict) -> str:
-    names = list(hf.get("architectures") or [])
+    names = hf.get("architectures") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise SpecbenchError(f"model config field 'architectures' must be a list of strings, got {names!r}")
     for name in names:
         if name in _ARCHITECTURES:
             return _ARCHITECTURES[name]
@@ -127,33 +130,38 @@ def _architecture(hf: dict) -> str:
     )
 
 
-def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
+def _rope(shape: HFConfigShape) -> tuple[float, RopeScaling | None]:
     """(rope_theta, scaling) from either the transformers>=5 `rope_parameters` or the older fields."""
-    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
-    theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
-    rope_type = params.get("rope_type", params.get("type", "default"))
+    params = shape.rope_parameters or shape.rope_scaling or RopeShape()
+    theta = params.rope_theta or shape.rope_theta or 10000.0
+    rope_type = params.rope_type or params.type or "default"
     if rope_type not in _ROPE_TYPES:
         raise SpecbenchError(f"unsupported rope_scaling type {rope_type!r}; supported: {', '.join(_ROPE_TYPES)}")
     if rope_type == "default":
         return theta, None
-    scaling = RopeScaling(rope_type=rope_type, factor=float(params["factor"]))
-    if rope_type == "llama3":
-        scaling = RopeScaling(
-            rope_type="llama3",
-            factor=float(params["factor"]),
-            low_freq_factor=float(params["low_freq_factor"]),
-            high_freq_factor=float(params["high_freq_factor"]),
-            original_max_position_embeddings=int(params["original_max_position_embeddings"]),
-        )
-    return theta, scaling
+    if params.factor is None:
+        raise SpecbenchError(f"model config is missing required field 'factor' (rope type {rope_type})")
+    if rope_type == "linear":
+        return theta, RopeScaling(rope_type="linear", factor=params.factor)
+    llama3 = ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    missing = [name for name in llama3 if getattr(params, name) is None]
+    if missing:
+        raise SpecbenchError(f"model config is missing required field {missing[0]!r} (rope type llama3)")
+    return theta, RopeScaling(
+        rope_type="llama3",
+        factor=params.factor,
+        low_freq_factor=params.low_freq_factor,
+        high_freq_factor=params.high_freq_factor,
+        original_max_position_embeddings=params.original_max_position_embeddings,
+    )
 
 
-def _reject_sliding_window(hf: dict) -> None:
+def _reject_sliding_window(shape: HFConfigShape) -> None:
     # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
     # Mistral applies it whenever it is not null.
-    window = hf.get("sliding_window")
-    enabled = hf.get("use_sliding_window", hf.get("model_type") == "mistral")
-    if enabled and window is not None and window < int(hf.get("max_position_embeddings", 0)):
+    window = shape.sliding_window
+    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else shape.model_type == "mistral"
+    if enabled and window is not None and window < shape.max_position_embeddings:
         raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
 
 
@@ -162,4 +170,4 @@ def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:
         return ()
     if isinstance(value, int):
         return (value,)
-    return tuple(int(v) for v in value)
+    return tuple(value)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 import re
@@ -15,10 +14,12 @@ import torch
 
 from specbench.attention.backend import AttentionBackend, create_backend
 from specbench.errors import SpecbenchError
+from specbench.json_file import read_json_object
 from specbench.models.config import ModelConfig
 from specbench.models.default_model import resolve_model_source
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
+from specbench.models.memory import check_model_fits
 from specbench.models.presets import MODEL_PRESETS, get_preset
 from specbench.models.tokenizer import has_tokenizer_files, load_tokenizer
 
@@ -67,7 +68,9 @@ def load_model(
     load_format: str = "auto",
     allow_pickle: bool = False,
     seed: int = 0,
+    max_model_len: int | None = None,
 ) -> LoadedModel:
+    """`max_model_len`: the context the engine will use; refused before allocating when above the trained one."""
     if load_format not in ("auto", "dummy"):
         raise SpecbenchError(f"unknown load format {load_format!r}; supported: auto, dummy")
     if isinstance(dtype, str):
@@ -76,7 +79,7 @@ def load_model(
         attn_backend = create_backend(attn_backend)
     device = torch.device(device)
     if load_format == "dummy":
-        return _load_dummy(source, dtype, device, attn_backend, seed)
+        return _load_dummy(source, dtype, device, attn_backend, seed, max_model_len)
     source = resolve_model_source(source)  # every model (target, draft) is taken here: the one place for the alias
 
     path, hub_id = Path(source).expanduser(), None
@@ -90,6 +93,7 @@ def load_model(
     if path.is_file():
         raise SpecbenchError(f"{path} is a file; expected a model directory (config.json + weights) or a .gguf file")
     config = read_config(path / "config.json")
+    check_model_fits(config, dtype or _auto_dtype(config), device, source=str(path), max_model_len=max_model_len)
     files = _weight_files(path, allow_pickle)
     model = DecoderLM(config, attn_backend, dtype or _auto_dtype(config), device)
     model.load_weights(_read_tensors(files))
@@ -108,9 +112,10 @@ def read_config(config_path: Path) -> ModelConfig:
             f"{config_path.parent} has no config.json; expected a Hugging Face model directory or a .gguf file"
         )
     try:
-        return ModelConfig.from_hf(json.loads(config_path.read_text()))
-    except json.JSONDecodeError as e:
-        raise SpecbenchError(f"{config_path} is not valid JSON: {e}") from None
+        return ModelConfig.from_hf(read_json_object(config_path, "model config"))
+    except SpecbenchError as err:
+        message = str(err)
+        raise SpecbenchError(message if str(config_path) in message else f"{config_path}: {message}") from None
 
 
 def _auto_dtype(config: ModelConfig) -> torch.dtype:
@@ -118,7 +123,7 @@ def _auto_dtype(config: ModelConfig) -> torch.dtype:
     return _DTYPES.get(str(stored).removeprefix("torch."), torch.bfloat16) if stored else torch.bfloat16
 
 
-def _load_dummy(source: str, dtype, device, attn_backend, seed: int) -> LoadedModel:
+def _load_dummy(source: str, dtype, device, attn_backend, seed: int, max_model_len: int | None) -> LoadedModel:
     path = Path(source).expanduser()
     if source in MODEL_PRESETS:
         config, directory = get_preset(source), None
@@ -131,6 +136,7 @@ def _load_dummy(source: str, dtype, device, attn_backend, seed: int) -> LoadedMo
             f"dummy model {source!r} is neither a preset ({', '.join(MODEL_PRESETS.supported())}) "
             "nor an existing config.json or model directory"
         )
+    check_model_fits(config, dtype or _auto_dtype(config), device, source=source, max_model_len=max_model_len)
     model = DecoderLM(config, attn_backend, dtype or _auto_dtype(config), device)
     model.init_random_weights(seed)
     tokenizer = load_tokenizer(directory) if directory and has_tokenizer_files(directory) else None
@@ -160,7 +166,7 @@ def _weight_files(directory: Path, allow_pickle: bool) -> list[Path]:
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         index = directory / index_name
         if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            shards = _index_shards(index)
             files = [directory / s for s in shards]
             break
     else:
@@ -179,6 +185,18 @@ def _weight_files(directory: Path, allow_pickle: bool) -> list[Path]:
             "Convert them to safetensors or pass --allow-pickle"
         )
     return files
+
+
+def _index_shards(index: Path) -> list[str]:
+    """The shard file names an index's `weight_map` points to (plain names inside the model directory)."""
+    weight_map = read_json_object(index, "weight index").get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise SpecbenchError(f"weight index {index}: 'weight_map' must be an object of tensor name -> shard file")
+    shards = sorted(set(weight_map.values()))
+    bad = next((s for s in shards if not s or Path(s).name != s or s in (".", "..")), None)
+    if bad is not None:
+        raise SpecbenchError(f"weight index {index}: shard {bad!r} is not a file name in the model directory")
+    return shards
 
 
 def _read_tensors(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:

@@ -23,3 +23,4 @@ class FinishedTurn:
     has_draft_stats: bool = True  # False over HTTP: acceptance comes from server counters per cell
     reasoning_text: str | None = None  # HTTP: streamed reasoning (output.text is the answer); None when none came
     server_draft: RequestDraft | None = None  # HTTP: the per-request counts the server sent in its response body
+    anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of each sanity check its report failed (anomalies.py)

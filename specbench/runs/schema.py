@@ -17,13 +17,16 @@
   "parts" / "cells")` is always current). `--resume` runs the cells without a cells part.
 
 HTTP backends (`cells.backend` != "embedded") measure on the client: arrival = when the request was sent (after
-its concurrency slot), one emission per streamed chunk with content; failed requests are rows with `error` set,
-left out of every metric. Acceptance is one column family whatever its source (`acceptance_source`): per request
-where the engine or the server's response bodies give counts (requests' draft columns; per category too), else
-per cell from the server's /metrics counter deltas over the measured window (requests' draft columns null;
-compare then uses the cell values, with an interval only across repeats). A cell that drafted is never a
-baseline (specbench/runs/drafting.py): a server that speculates on its own, swept without --method/-k, gets its
-method and k from the server where it tells (`drafting_note`) and no speedup or agreement vs k=0.
+its concurrency slot), one emission per streamed event that brings text or (per-chunk usage) tokens, the
+end-of-sequence token's text-less closing event included (metrics/definitions.py); failed requests are rows with
+`error` set, left out of every metric. What the server reports is sanity-checked (`anomalies`, kinds in
+`specbench/runs/anomalies.py`); an impossible count is an error. Acceptance is one column family whatever its source
+(`acceptance_source`): per request where the engine or the server's response bodies give counts (requests' draft
+columns; per category too), else per cell from the server's /metrics counter deltas over the measured window
+(requests' draft columns null; compare then uses the cell values, with an interval only across repeats). A cell
+that drafted is never a baseline (specbench/runs/drafting.py): a server that speculates on its own, swept without
+--method/-k, gets its method and k from the server where it tells (`drafting_note`) and no speedup or agreement
+vs k=0.
 
 Times are `time.perf_counter()` seconds of the sweep's process (unix time = `time_origin_unix` of manifest.json,
 or of its `resumed` entry for cells run by a resumed session, + t). Temperature NaN = the workload's own per-sample
@@ -35,9 +38,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from specbench.runs.anomalies import AnomalyKind, kinds_doc
+
 SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
-# "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline)
+# "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
+# run order, baseline drift and speedup-bound flags
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -77,9 +83,16 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
      "endpoint, --no-cache-reset)"),
     ("start_unix_s", F64, "unix time the cell started (warmup included)"),
     ("wall_s", F64, "cell wall time, warmup included"),
+    ("run_index", I64, "position in the sweep's run order (grid order: k = 0 first in each (repeat, temperature, "
+     "concurrency), the other k's reversed on odd repeats; --server-cmd: grouped by k); start_unix_s: when it ran"),
     ("backend", STR, "embedded | openai (an OpenAI-compatible server over HTTP)"),
     ("num_errors", I64, "measured requests that failed (left out of every metric)"),
     ("error_summary", STR, "failures by kind, e.g. '2 x http 500; 1 x timeout'; null without failures"),
+    ("num_anomalies", I64, "sanity checks the server's reports failed: every measured request's (failed ones "
+     "too) plus the window's counter checks (HTTP; 0 for the embedded engine)"),
+    ("anomaly_summary", STR, "anomalies by kind, e.g. '2 x usage_mismatch; 1 x counter_mismatch'; null without"),
+    ("window_anomalies", pa.list_(STR), "HTTP: 'kind: detail' of the /metrics counter checks over the measured "
+     "window (counter_backwards, counter_mismatch)"),
     ("token_count_source", STR, "how output tokens were counted (requests' token_count_source, or 'mixed')"),
     ("num_requests", I64, "measured requests (turns) that succeeded"),
     ("duration_s", F64, "measured window: last emission - first arrival"),
@@ -124,6 +137,15 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency) that did not draft; "
      "null if none"),
     ("speedup", F64, "output_throughput / baseline output_throughput"),
+    ("speedup_bound", F64, "most speedup the acceptance allows: acceptance_length x (1 - drafting share of the "
+     "decode step time, embedded engine) (bench/speedup_bound.py); null for k = 0"),
+    ("is_speedup_implausible", BOOL, "speedup > speedup_bound by more than the tolerance: not a property of the "
+     "method (load changed between the cells, or a broken measurement); null when unknown"),
+    ("baseline_drift", F64, "end / start - 1 of the output throughput of two short k = 0 probes bracketing the "
+     "cell's (repeat, temperature, concurrency) group (bench/drift.py); null when not measured (--server-cmd, "
+     "HTTP, no k = 0, an interrupted group)"),
+    ("is_drift_suspect", BOOL, "|baseline_drift| > tolerance and |log speedup| <= |log(1 + baseline_drift)|: "
+     "the drift alone could explain the speedup; null for k = 0 or without drift"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
     ("accuracy_strict", F64, "exact match, strict-match filter"),
     ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),
@@ -150,15 +172,18 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("arrival_time", F64, "when the request became eligible to run; HTTP: when it was sent (TTFT/E2E start here)"),
     ("first_scheduled_time", F64, "first engine step that ran it; null over HTTP"),
     ("finish_time", F64, "last emission"),
-    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed chunks with answer or "
-     "reasoning text)"),
+    ("emission_times", pa.list_(F64), "[num_emissions] emission times (HTTP: streamed events with answer or "
+     "reasoning text, or with tokens under per-chunk usage; the closing event when it brings the last tokens)"),
     ("tokens_per_emission", pa.list_(I64), "[num_emissions] tokens in each emission (see token_count_source)"),
     ("num_prompt_tokens", I64, "prompt tokens"),
     ("num_output_tokens", I64, "output tokens (sum of tokens_per_emission)"),
     ("num_emissions", I64, "emissions"),
     ("finish_reason", STR, "stop | length (null when the request failed before it finished)"),
-    ("error", STR, "why the request failed (HTTP: connection, http <status>, timeout, malformed or cut stream); "
-     "null on success"),
+    ("error", STR, "why the request failed (HTTP: connection, http <status>, timeout, malformed or cut stream, "
+     "or a fatal anomaly); null on success"),
+    ("anomalies", pa.list_(STR), "[num_anomalies] 'kind: detail' of each sanity check the server's report failed "
+     f"(HTTP; kinds: {kinds_doc()}; a fatal one also sets error); [] for the embedded engine"),
+    ("num_anomalies", I64, "len(anomalies)"),
     ("token_count_source", STR, "engine | server_per_chunk (usage in every chunk) | retokenized (chunk text, local "
      "tokenizer) | one_per_chunk (no per-chunk counts, no tokenizer); totals match the server's usage if sent"),
     ("is_usage_reported", BOOL, "HTTP: the server sent a usage block; null for the embedded engine"),
@@ -281,4 +306,7 @@ def schema_markdown() -> str:
         lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
     lines += ["#### `recommendations.parquet` (sweeps with several num-steps values)", "",
               *rows(RECOMMENDATION_COLUMNS), ""]
+    lines += ["#### Anomaly kinds (`anomalies`, `window_anomalies`, `anomaly_summary`; fatal ones set `error`)", "",
+              "| kind | fatal | meaning |", "|---|---|---|",
+              *(f"| `{k.label}` | {'yes' if k.is_fatal else 'no'} | {k.description} |" for k in AnomalyKind), ""]
     return "\n".join(lines)

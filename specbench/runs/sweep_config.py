@@ -19,6 +19,8 @@ RUN_LOCAL_FIELDS = frozenset({"results_dir", "run_id", "resume", "quiet", "api_k
 RAMP_UP_STRATEGIES = ("linear",)
 OPTIMIZE_TARGETS = ("throughput", "tpot")  # best k: highest output throughput | lowest median TPOT
 EMBEDDED = "embedded"
+DEFAULT_MAX_WARMUP = 8  # default warmup per cell: min(concurrency, this)
+MAX_WARMUP = 1024  # an explicit --warmup above this is refused (unmeasured requests; a typo, not a plan)
 # Settings that change what a run measures (which prompts, how many, how long the outputs, the load on the engine):
 # runs that differ in any of them are not like for like, whatever the engine did. Values are read from a manifest's
 # effective `sampling` when recorded there (workload defaults resolved), else from its `config`. What comparisons are
@@ -31,13 +33,44 @@ MEASUREMENT_SETTINGS = (
     "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "cache_reset",
 )
 
+# `specbench sweep`'s defaults, declared once (the CLI and the plan read them; the library's SweepConfig keeps
+# the literal defaults below so a notebook gets exactly what it asks for):
+# - without --method on the embedded engine it measures speculation: n-gram drafts (no drafter needed), or the
+#   draft LM when --draft is given (`default_method`), at DEFAULT_SWEEP_NUM_STEPS;
+# - without --num-prompts it runs a sample (the first N of the dataset; mt_bench/spec_bench: seeded across
+#   categories) and, its cells being short and noisy, DEFAULT_SAMPLE_REPEATS repeats (a spread to report);
+#   the gsm8k/mtbench presets run the whole split once.
+DEFAULT_SWEEP_NUM_STEPS = (0, 3)
+DEFAULT_NUM_PROMPTS = 50
+SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
+DEFAULT_SAMPLE_REPEATS = 3
+CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
+
+
+DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
+
+
+def default_method(draft: str | None) -> str:
+    """--method when not given: a drafter that works with any target (n-gram), or the draft LM passed."""
+    return DEFAULT_HELP_METHOD if draft is None else "draft"
+
+
+def default_limit(workload: str) -> int | None:
+    """--num-prompts when not given: a sample of the built-in datasets, all of anything else."""
+    return DEFAULT_NUM_PROMPTS if workload in SAMPLED_WORKLOADS else None
+
+
+def default_repeats(is_default_sample: bool) -> int:
+    """--repeats when not given: DEFAULT_SAMPLE_REPEATS for the default prompt sample, else 1."""
+    return DEFAULT_SAMPLE_REPEATS if is_default_sample else 1
+
 
 @dataclass(frozen=True)
 class SweepConfig:
     # workload
     workload: str = "gsm8k"
     data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
-    limit: int | None = None  # first N samples in dataset order (None: all)
+    limit: int | None = None  # N samples (None: all): the first N, or seeded across categories (workloads.questions)
     shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
     chat_template: bool | None = None  # None: the workload's default (on for chat workloads)
     max_tokens: int | None = None  # None: workload default (gsm8k 256, mt_bench 1024)
@@ -61,8 +94,7 @@ class SweepConfig:
     goodput: tuple[str, ...] = ()  # --goodput KEY:MS service-level objectives (metrics/goodput.py)
     optimize: str = "throughput"  # best k per (workload, concurrency, temperature): throughput | tpot
     reasoning_parser: str | None = None  # "think": split inline <think>...</think> reasoning from the answer
-    # Unmeasured requests run before every cell; None: the cell's concurrency (one per slot, so the measured
-    # window starts with every batch shape and slot warmed).
+    # Unmeasured requests run before every cell; None: num_warmup's default (one per slot up to DEFAULT_MAX_WARMUP).
     warmup: int | None = None
     repeats: int = 1
     # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
@@ -112,7 +144,9 @@ class SweepConfig:
         return self.is_embedded or self.server_cmd is not None
 
     def num_warmup(self, concurrency: int) -> int:
-        return concurrency if self.warmup is None else self.warmup
+        """Warmup requests before a cell at `concurrency`: --warmup, else one per slot (every slot and batch shape
+        warmed before the measured window) but at most DEFAULT_MAX_WARMUP (-c 100000 must not run 100000 first)."""
+        return min(concurrency, DEFAULT_MAX_WARMUP) if self.warmup is None else self.warmup
 
     def to_dict(self) -> dict[str, Any]:
         """Flat and JSON-safe (a manifest's `config`): engine options beside the sweep's own fields, tuples as

@@ -15,7 +15,8 @@ from specbench.serve.text_stream import TextStreamer
 async def stream_events(
     events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
 ) -> AsyncIterator[str]:
-    """One chunk per engine step that settled new text (empty steps send nothing); the finish chunk; usage."""
+    """One chunk per engine step that settled new text, or per step under continuous usage (a text-less one when
+    its text is held back: a partial character, a possible stop string, end-of-sequence); the finish chunk; usage."""
     streamer = TextStreamer(tokenizer, gen.params.stop)
     num_prompt = len(gen.prompt_token_ids)
 
@@ -28,7 +29,7 @@ async def stream_events(
         event = await events.get()
         if isinstance(event, Emitted):
             delta = streamer.push(event.token_ids)
-            if delta:
+            if delta or gen.continuous_usage:  # a step whose text is held back still reports its tokens' time
                 yield kind.chunk(delta, None, running_usage())
         elif isinstance(event, Finished):
             output = event.output

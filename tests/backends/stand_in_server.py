@@ -3,7 +3,8 @@ llama.cpp's `timings.draft_n/draft_n_accepted`, `llamacpp:` counters on /metrics
 
 Every round drafts --num-steps tokens and accepts min(num_steps, 2); the text is the same for every k (lossless).
 Test hooks: --startup-delay, --exit-code (die before listening), --ignore-sigterm, --spawn-child (a grandchild that
-must not outlive the server), --pid-file (pids appended, one per line), --launch-log (one line per launch).
+must not outlive the server), --pid-file (pids appended, one per line), --launch-log (one line per launch),
+--die-at-num-steps K (the server launched for k = K exits with status 3 on its first completion request).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--pid-file", default=None)
     parser.add_argument("--launch-log", default=None)
+    parser.add_argument("--die-at-num-steps", type=int, default=None)
     args = parser.parse_args()
     print(f"stand-in starting on port {args.port} with num_steps={args.num_steps}", flush=True)
     if args.launch_log:
@@ -57,13 +59,15 @@ def main() -> None:
         sys.exit(args.exit_code)
     time.sleep(args.startup_delay)
     counters = Counters()
-    handler = type("Handler", (Handler,), {"num_steps": args.num_steps, "counters": counters})
+    handler = type("Handler", (Handler,), {"num_steps": args.num_steps, "counters": counters,
+                                           "is_dying": args.die_at_num_steps == args.num_steps})
     ThreadingHTTPServer(("127.0.0.1", args.port), handler).serve_forever()
 
 
 class Handler(BaseHTTPRequestHandler):
     num_steps = 0
     counters: Counters
+    is_dying = False  # exit mid-sweep, as a server that crashed (out of memory, a fatal error) does
 
     def log_message(self, format, *args) -> None:  # one line per request into the server log
         print(f"stand-in: {self.command} {self.path}", flush=True)
@@ -81,6 +85,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json({"error": {"message": "not found"}}, 404)
 
     def do_POST(self) -> None:
+        if self.is_dying:
+            print("stand-in: fatal: crashed mid-request (test hook)", flush=True)
+            os._exit(3)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         max_tokens = int(body.get("max_tokens", 16))
         k = self.num_steps

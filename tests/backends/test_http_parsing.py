@@ -90,24 +90,38 @@ def test_sse_events_and_stream_state():
             StreamState().add_event(bad, 0.0)
 
 
-def _state(chunks: list[tuple[str, int | None]], final: int | None) -> StreamState:
+def _state(chunks: list[tuple[str, int | None]], final: int | None, finish: str | None = None) -> StreamState:
+    """Text chunks at times 0, 1, ...; then, at time 9, the text-less finish event (when `finish`) and usage."""
     state = StreamState()
     for n, (text, cumulative) in enumerate(chunks):
         usage = "" if cumulative is None else f', "usage": {{"prompt_tokens": 3, "completion_tokens": {cumulative}}}'
         state.add_event(f'{{"choices": [{{"text": {text!r}}}]{usage}}}'.replace("'", '"'), float(n))
+    if finish is not None:
+        state.add_event(f'{{"choices": [{{"text": "", "finish_reason": "{finish}"}}]}}', 9.0)
     if final is not None:
-        state.add_event(f'{{"choices": [], "usage": {{"prompt_tokens": 3, "completion_tokens": {final}}}}}', 9.0)
+        state.add_event(f'{{"choices": [], "usage": {{"prompt_tokens": 3, "completion_tokens": {final}}}}}', 9.5)
     return state
 
 
 def test_tokens_per_chunk_prefer_server_counts_and_match_the_usage_total():
-    exact = count_tokens(_state([("a", 1), ("", 1), ("bc", 4), ("d", 5)], final=6))
-    assert exact.tokens_per_emission == (1, 3, 2) and exact.source == SERVER_PER_CHUNK  # EOS counted on the last
-    fallback = count_tokens(_state([("a", None), ("b", None), ("c", None)], final=7))
+    exact = count_tokens(_state([("a", 1), ("", 1), ("bc", 4), ("d", 5)], final=6, finish="stop"))
+    assert exact.tokens_per_emission == (1, 3, 1, 1) and exact.source == SERVER_PER_CHUNK
+    assert exact.emission_times == (0.0, 2.0, 3.0, 9.5)  # the EOS token: the event that first counted it
+    at_length = count_tokens(_state([("a", 1), ("bc", 3), ("d", 4)], final=4, finish="length"))
+    assert at_length.tokens_per_emission == (1, 2, 1) and at_length.emission_times == (0.0, 1.0, 2.0)
+    fallback = count_tokens(_state([("a", None), ("b", None), ("c", None)], final=7, finish="length"))
     assert fallback.tokens_per_emission == (1, 1, 5) and fallback.source == ONE_PER_CHUNK
-    fewer = count_tokens(_state([("a", None), ("b", None), ("c", None)], final=2))
+    eos = count_tokens(_state([("a", None), ("b", None)], final=3, finish="stop"))
+    assert eos.tokens_per_emission == (1, 1, 1) and eos.emission_times == (0.0, 1.0, 9.0)  # at the finish event
+    fewer = count_tokens(_state([("a", None), ("b", None), ("c", None)], final=2, finish="stop"))
     assert fewer.tokens_per_emission == (1, 1, 0)
     assert count_tokens(_state([("a", None), ("b", None)], final=None)).tokens_per_emission == (1, 1)
+    with_text = _state([("a", None)], final=None)
+    with_text.add_event('{"choices": [{"text": "b", "finish_reason": "stop"}]}', 1.0)  # EOS in the step with text
+    with_text.add_event('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}', 9.0)
+    assert count_tokens(with_text).tokens_per_emission == (1, 2)
+    untrusted = count_tokens(_state([("a", None), ("b", None)], final=10**12, finish="stop"), use_usage=False)
+    assert untrusted.tokens_per_emission == (1, 1)  # a report that failed a sanity check is not used
 
 
 def test_text_streamer_holds_back_stop_prefixes_and_partial_characters():

@@ -123,6 +123,7 @@ def test_an_eos_first_response_counts_the_servers_usage_and_blames_no_other_traf
     cell = pd.read_parquet(tmp_path / "eos" / "cells.parquet").iloc[0]
     assert cell["num_output_tokens"] == 4 and cell["server_generation_tokens"] == 4
     assert "other traffic" not in output
+    assert cell["num_anomalies"] == 0 and requests["num_anomalies"].eq(0).all() and "anomal" not in output
 
 
 _NO_TORCH = """

@@ -114,7 +114,7 @@ def test_cells_record_the_cache_policy_and_the_load(file_run):
 
 def test_duration_bounded_linear_ramp(tiny_model_dir, prompt_file, tmp_path):
     _cli(["sweep", "--target", str(tiny_model_dir), "--workload", f"file:{prompt_file}", "-c", "4",
-          "--duration", "1.5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "4", "--ramp-up-end-rps", "12",
+          "--method", "none", "--duration", "1.5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "4", "--ramp-up-end-rps", "12",
           "--warmup", "0", "--no-cache-reset", "--reasoning-parser", "think", "--results-dir", str(tmp_path),
           "--run-id", "ramp", *COMMON])
     cells = pd.read_parquet(tmp_path / "ramp" / "cells.parquet")
@@ -148,7 +148,7 @@ def test_malformed_prompt_file_is_one_error_line(tmp_path, monkeypatch, capsys, 
 
 def test_duration_bounded_all_at_once(tiny_model_dir, prompt_file, tmp_path):
     """No arrival schedule: a first turn starts whenever a slot frees, until the duration has passed."""
-    _cli(["sweep", "--target", str(tiny_model_dir), "--workload", f"file:{prompt_file}", "-c", "2",
+    _cli(["sweep", "--target", str(tiny_model_dir), "--workload", f"file:{prompt_file}", "-c", "2", "--method", "none",
           "--duration", "1.0", "--warmup", "0", "--results-dir", str(tmp_path), "--run-id", "all", *COMMON])
     requests = pd.read_parquet(tmp_path / "all" / "requests.parquet")
     first = requests[requests["turn"] == 0]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specbench.bench.arrivals import arrival_offsets
-from specbench.bench.grid import build_grid, parse_int_list, parse_temperature_list
+from specbench.bench.grid import build_grid, parse_int_list, parse_temperature_list, run_groups
 from specbench.bench.resume import resume_config
 from specbench.bench.validate import validate_config
 from specbench.config import EngineConfig
@@ -41,10 +41,26 @@ def test_grid_runs_each_baseline_before_its_speculative_cells():
     assert len({key.cell_id for key in grid}) == len(grid)
     position = {key: i for i, key in enumerate(grid)}
     assert all(position[key.baseline] <= position[key] for key in grid)
-    assert grid[0].cell_id == "r0-t0-c1-k0" and grid[-1].cell_id == "r1-tdefault-c4-k3"
+    assert grid[0].cell_id == "r0-t0-c1-k0" and grid[-1].cell_id == "r1-tdefault-c4-k1"  # odd repeat: k reversed
     assert math.isnan(CellKey(0, None, 1, 0).temperature_value)
     no_baseline = dataclasses.replace(config, speedup=False)
     assert {key.num_steps for key in build_grid(no_baseline)} == {1, 3}
+
+
+def test_grid_alternates_k_order_between_repeats_and_groups_cells_for_drift_probes():
+    config = SweepConfig(concurrency=(2,), num_steps=(1, 3, 5), engine=NGRAM, repeats=3)
+    grid = build_grid(config)
+    assert [[key.num_steps for key in group] for group in run_groups(grid)] == [[0, 1, 3, 5], [0, 5, 3, 1],
+                                                                               [0, 1, 3, 5]]
+    # ABAB: over two repeats every speculative k has the same mean position within its group
+    positions = {k: [group.index(k) for group in ([key.num_steps for key in g] for g in run_groups(grid)[:2])]
+                 for k in (1, 3, 5)}
+    assert len({sum(p) for p in positions.values()}) == 1
+    # a resumed session's missing cells group by (repeat, temperature, concurrency) only where consecutive
+    todo = [key for key in grid if key.num_steps != 3 or key.repeat != 0]
+    assert [len(group) for group in run_groups(todo)] == [3, 4, 4]
+    launched = build_grid(dataclasses.replace(config, backend="openai", server_cmd="preset:vllm"))
+    assert [key.num_steps for key in launched] == [0, 0, 0, 1, 1, 1, 3, 3, 3, 5, 5, 5]  # one launch per k
 
 
 @pytest.mark.parametrize(

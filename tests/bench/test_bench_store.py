@@ -15,7 +15,7 @@ _VALUES = {pa.float64(): 1.5, pa.int64(): 7, pa.string(): "s", pa.bool_(): True}
 def _row(table: str, cell_id: str, num_positions: int) -> dict:
     row = {}
     for name, dtype, _ in columns(table, num_positions):
-        row[name] = [1] if pa.types.is_list(dtype) else _VALUES[dtype]
+        row[name] = [_VALUES[dtype.value_type]] if pa.types.is_list(dtype) else _VALUES[dtype]
     row["cell_id"] = cell_id
     return row
 

@@ -43,3 +43,32 @@ def test_estimate_is_the_mean_cell_time_times_the_cells_left(monkeypatch):
     progress = Progress(num_cells=8, num_done=2, quiet=False)
     progress.start, progress.cell_start, progress.num_done, progress.cell_id = 0.0, 50.0, 4, "r0-t0-c4-k3"
     assert progress.cell_line(now=60.0) == "cell 4/8 r0-t0-c4-k3 done in 10s; elapsed 1m00s, about 2m00s left"
+
+
+def test_a_long_cell_reports_its_requests_without_a_terminal(monkeypatch, capsys):
+    from specbench.bench.progress import Progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    now = [0.0]
+    progress = Progress(num_cells=2, num_done=0, quiet=False, line_interval_s=30.0, clock=lambda: now[0])
+    progress.start_cell("r0-t0-c1-k3", 100)
+    for _ in range(10):  # 10 requests, 10 s apart: a line at 30 s, 60 s and 90 s
+        now[0] += 10.0
+        progress.request_done()
+    progress.close()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cell ")]
+    assert lines == [f"cell 1/2 r0-t0-c1-k3: {n}/100 requests in {s}" for n, s in ((3, "30s"), (6, "1m00s"),
+                                                                                  (9, "1m30s"))]
+
+
+def test_a_quiet_long_cell_prints_nothing(monkeypatch, capsys):
+    from specbench.bench.progress import Progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    now = [0.0]
+    progress = Progress(num_cells=1, num_done=0, quiet=True, line_interval_s=1.0, clock=lambda: now[0])
+    progress.start_cell("r0-t0-c1-k0", None)
+    now[0] += 100.0
+    progress.request_done()
+    progress.close()
+    assert capsys.readouterr().err == ""

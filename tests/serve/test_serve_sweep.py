@@ -84,6 +84,9 @@ def test_greedy_texts_and_token_counts_match_the_in_process_sweep(runs, name):
     assert list(http["num_prompt_tokens"]) == list(local["num_prompt_tokens"])  # from the server's usage
     assert (http["token_count_source"] == "server_per_chunk").all() and http["is_usage_reported"].all()
     assert (http["tokens_per_emission"].map(sum) == http["num_output_tokens"]).all()
+    assert (http["num_anomalies"] == 0).all()  # an honest server: its reports pass every sanity check
+    # one end and one emission per engine step, held-back text included (the server reports each step's tokens)
+    assert [list(t) for t in http["tokens_per_emission"]] == [list(t) for t in local["tokens_per_emission"]]
     assert http["num_draft_rounds"].isna().all() and http["num_accepted_per_pos"].isna().all()
     if name == "mt":  # turn 2 was asked with the model's own turn-1 answer, on both sides
         assert set(http["turn"]) == {0, 1}
@@ -108,6 +111,7 @@ def test_acceptance_from_metrics_deltas_equals_in_process_counts(runs, name):
     assert (http["server_generation_tokens"] == http["num_output_tokens"]).all()  # no other traffic in the window
     assert http["is_acceptance_consistent"].all() and http["acceptance_length_per_request"].isna().all()
     assert (http["backend"] == "openai").all() and (http["num_errors"] == 0).all()
+    assert (http["num_anomalies"] == 0).all() and (local["num_anomalies"] == 0).all()
 
 
 def test_manifest_records_the_server_and_never_the_key(runs, server):

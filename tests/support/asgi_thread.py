@@ -17,7 +17,7 @@ def serve_in_thread(app):
     server = uvicorn.Server(uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # generous: a loaded CI box may take seconds to start the thread's loop
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "test server did not start"
         time.sleep(0.01)

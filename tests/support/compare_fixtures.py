@@ -86,7 +86,7 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
             "arrival_time": arrival, "first_scheduled_time": arrival, "finish_time": times[-1],
             "emission_times": times, "tokens_per_emission": tokens, "num_prompt_tokens": 100,
             "num_output_tokens": spec.output_len, "num_emissions": len(tokens), "finish_reason": "length",
-            "error": None, "token_count_source": "engine", "is_usage_reported": None, "draft_stats_source": "engine",
+            "error": None, "anomalies": [], "num_anomalies": 0, "token_count_source": "engine", "is_usage_reported": None, "draft_stats_source": "engine",
             "ttft_s": times[0] - arrival, "tpot_s": (times[-1] - times[0]) / (spec.output_len - 1),
             "e2e_s": times[-1] - arrival, "num_draft_rounds": len(accepted), "num_draft_tokens": k * len(accepted),
             "num_accepted_tokens": sum(accepted), "num_drafted_per_pos": [len(accepted)] * k,

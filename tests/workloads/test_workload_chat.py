@@ -38,7 +38,9 @@ def test_mt_bench_loads_80_questions_in_8_categories_of_2_turns(source):
     assert all(len(s.turns) == 2 for s in samples)
     assert [s.sample_id for s in samples] == [str(i) for i in range(81, 161)]
     assert [f.name for f in loaded.files] == ["mt_bench/question.jsonl"]
-    assert MtBenchWorkload().load(source, 5, seed=0).samples == samples[:5]
+    # --limit: a seeded sample spread over the categories, in dataset order
+    limited = MtBenchWorkload().load(source, 8, seed=0).samples
+    assert len({s.category for s in limited}) == 8 and list(limited) == [s for s in samples if s in limited]
 
 
 def test_mt_bench_turn_two_carries_the_models_own_answer(source):

@@ -6,7 +6,6 @@ Canonical names are the speculators layout: `layers.{i}.*`, `fc.*`, `norm.weight
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,8 @@ from pathlib import Path
 import torch
 
 from specbench.errors import SpecbenchError
-from specbench.spec.eagle.config import EAGLE3_NATIVE, EagleHeadConfig, parse_head_config
+from specbench.json_file import read_json_object
+from specbench.spec.eagle.config import EAGLE3_NATIVE, EagleHeadConfig, check_head_fields, parse_head_config
 
 _MIDLAYER = re.compile(r"^midlayer\.(?:(\d+)\.)?")
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # derived from the config, never a trained weight
@@ -67,10 +67,11 @@ def read_checkpoint(source: str, *, allow_pickle: bool) -> EagleCheckpoint:
     config_path = path / "config.json"
     if not config_path.is_file():
         raise SpecbenchError(f"EAGLE head directory {path} has no config.json")
+    hf = read_json_object(config_path, "EAGLE head config")
     try:
-        hf = json.loads(config_path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpecbenchError(f"{config_path} is not valid JSON: {e}") from None
+        check_head_fields(hf)
+    except SpecbenchError as err:
+        raise SpecbenchError(f"{config_path}: {err}") from None
     files = _weight_files(path, allow_pickle)
     tensors: dict[str, torch.Tensor] = {}
     file_names: dict[str, str] = {}

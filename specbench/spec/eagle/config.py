@@ -7,10 +7,14 @@ optional nested `eagle_config`) and EAGLE-3 speculators (`speculators_model_type
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Annotated, Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specbench.errors import SpecbenchError
+from specbench.json_file import first_error
 from specbench.models.config import ModelConfig
+from specbench.models.config_shape import MAX_HIDDEN_SIZE, MAX_VOCAB_SIZE
 
 EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS = "eagle1", "eagle3-native", "eagle3-speculators"
 HIDDEN_STATES_INDEX, LAYER_OUTPUT = "hidden-states-index", "layer-output"
@@ -49,6 +53,17 @@ class EagleHeadConfig:
         return self.layer.hidden_size
 
 
+class _HeadFieldsShape(BaseModel):
+    """The head-level fields read here (the decoder layer's own are ModelConfig's): types and bounds."""
+
+    model_config = ConfigDict(extra="allow")
+    speculators_model_type: str | None = None
+    architectures: list[str] | None = None
+    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_VOCAB_SIZE)] | None = None
+    target_hidden_size: Annotated[int, Field(ge=1, le=MAX_HIDDEN_SIZE)] | None = None
+    eagle_config: dict[str, Any] | None = None
+
+
 def detect_dialect(hf: dict, keys: Iterable[str]) -> tuple[str, str]:
     """(dialect, reason) from the config and the weight names."""
     keys = list(keys)
@@ -66,7 +81,16 @@ def detect_dialect(hf: dict, keys: Iterable[str]) -> tuple[str, str]:
     return EAGLE1, "plain Llama config without EAGLE-3 markers"
 
 
+def check_head_fields(hf: dict) -> None:
+    """The head-level fields' types and bounds (before any weight is read)."""
+    try:
+        _HeadFieldsShape.model_validate(hf)
+    except ValidationError as err:
+        raise SpecbenchError(f"EAGLE head config {first_error(err)}") from None
+
+
 def parse_head_config(hf: dict, keys: Iterable[str]) -> EagleHeadConfig:
+    check_head_fields(hf)
     dialect, reason = detect_dialect(hf, keys)
     if dialect == EAGLE3_SPECULATORS:
         return _speculators(hf, reason)

@@ -1,0 +1,77 @@
+"""The fields of a Hugging Face `config.json` we read, with their types and bounds (one declaration, pydantic).
+
+Bounds are far above any released model (the largest have hidden size 16384, ~256k vocabularies, ~10M context) and
+exist so an absurd config is refused with a message instead of a failed multi-terabyte allocation or a NaN forward:
+sizes are positive and bounded, floats finite. Whether the weights fit the device is models/memory.py's check.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specbench.errors import SpecbenchError
+from specbench.json_file import first_error
+
+MAX_VOCAB_SIZE = 2**24
+MAX_HIDDEN_SIZE = 2**16
+MAX_INTERMEDIATE_SIZE = 2**18
+MAX_NUM_LAYERS = 1024
+MAX_NUM_HEADS = 1024
+MAX_HEAD_DIM = 1024
+MAX_POSITIONS = 2**24
+
+_Size = Annotated[int, Field(ge=1)]
+_Finite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_TokenId = Annotated[int, Field(ge=0, lt=MAX_VOCAB_SIZE)]
+
+
+class _Shape(BaseModel):
+    # Unknown keys are other frameworks' business; known ones must have the right type and range.
+    model_config = ConfigDict(extra="allow")
+
+
+class RopeShape(_Shape):
+    """`rope_parameters` (transformers >= 5) or the older `rope_scaling` object."""
+
+    rope_theta: _Finite | None = None
+    rope_type: str | None = None
+    type: str | None = None
+    factor: _Finite | None = None
+    low_freq_factor: _Finite | None = None
+    high_freq_factor: _Finite | None = None
+    original_max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_POSITIONS)] | None = None
+
+
+class HFConfigShape(_Shape):
+    model_type: str | None = None
+    vocab_size: Annotated[int, Field(ge=1, le=MAX_VOCAB_SIZE)]
+    hidden_size: Annotated[int, Field(ge=1, le=MAX_HIDDEN_SIZE)]
+    intermediate_size: Annotated[int, Field(ge=1, le=MAX_INTERMEDIATE_SIZE)]
+    num_hidden_layers: Annotated[int, Field(ge=1, le=MAX_NUM_LAYERS)]
+    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_NUM_HEADS)]
+    num_key_value_heads: Annotated[int, Field(ge=1, le=MAX_NUM_HEADS)] | None = None  # None: = attention heads
+    head_dim: Annotated[int, Field(ge=1, le=MAX_HEAD_DIM)] | None = None  # None: hidden_size / heads
+    rms_norm_eps: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 1e-6
+    rope_theta: _Finite | None = None
+    rope_parameters: RopeShape | None = None
+    rope_scaling: RopeShape | None = None
+    max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_POSITIONS)] = 4096
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    bos_token_id: _TokenId | None = None
+    eos_token_id: _TokenId | list[_TokenId] | None = None
+    sliding_window: _Size | None = None
+    use_sliding_window: bool | None = None
+    dtype: str | None = None
+    torch_dtype: str | None = None
+
+
+def validated_shape(hf: dict[str, Any]) -> HFConfigShape:
+    """The typed fields of `hf`, or one SpecbenchError naming the first bad field."""
+    try:
+        return HFConfigShape.model_validate(hf)
+    except ValidationError as err:
+        raise SpecbenchError(f"model config {first_error(err)}") from None
+

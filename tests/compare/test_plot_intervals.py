@@ -1,0 +1,59 @@
+"""Figures carry 95% intervals where a run has them (repeat spread, accuracy stderr), mark mutant runs in legends
+and titles, and notebooks find results/ from the repo root or from notebooks/."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specbench.compare.loading import load_run
+from specbench.compare.plot_data import run_series
+from specbench.compare.plots import mark_engine_notes
+from specbench.compare.plots_latency import throughput_tpot_figure
+from specbench.compare.results_dir import find_results_dir
+from tests.support.compare_fixtures import RunSpec, write_run
+
+
+def test_repeat_spread_gives_an_interval_and_one_repeat_none(tmp_path):
+    noisy = load_run(write_run(tmp_path, "noisy", RunSpec("noisy", repeats=3, repeat_noise=0.2, num_requests=8)))
+    single = load_run(write_run(tmp_path, "single", RunSpec("single", num_requests=8)))
+    noisy_cells, single_cells = (s.cells for s in run_series([noisy, single]))
+    ci = noisy_cells["output_throughput_ci"]
+    assert (ci > 0).all() and (ci < noisy_cells["output_throughput"]).all()
+    # the half-width is the t-interval of the mean of the three repeats' values
+    first = noisy.cells[(noisy.cells["concurrency"] == 1) & (noisy.cells["num_steps"] == 0)]["output_throughput"]
+    expected = 4.302653 * first.std(ddof=1) / np.sqrt(3)
+    row = noisy_cells[(noisy_cells["concurrency"] == 1) & (noisy_cells["num_steps"] == 0)]
+    assert np.isclose(row["output_throughput_ci"].iloc[0], expected, rtol=1e-5)
+    assert single_cells["output_throughput_ci"].isna().all()
+
+
+def test_latency_points_have_error_bars_and_mutants_are_marked(tmp_path):
+    clean = load_run(write_run(tmp_path, "clean", RunSpec("clean", repeats=2, repeat_noise=0.2, num_requests=8,
+                                                          concurrencies=(1,), num_steps=(0,))))
+    mutant = load_run(write_run(tmp_path, "mut", RunSpec("mut", num_requests=8, concurrencies=(1,), num_steps=(0,),
+                                                         manifest={"fault_injected": "draft-kv-slice"})))
+    named = throughput_tpot_figure(run_series([clean, mutant]))
+    mark_engine_notes([named], [clean, mutant])
+    figure = named.figure
+    assert "MUTANT[draft-kv-slice]" in figure.get_suptitle()
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any("mut MUTANT[draft-kv-slice]" in label for label in labels)
+    assert not any("clean MUTANT" in label for label in labels)
+    containers = figure.axes[0].containers  # error bars for clean's repeats; none for the single repeat
+    assert len(containers) == 1 and containers[0].has_yerr
+    segments = containers[0].lines[2][0].get_segments()  # one vertical bar per concurrency: mean -/+ interval
+    series = run_series([clean, mutant])[0].cells
+    half = segments[0][1][1] - segments[0][0][1]
+    assert np.isclose(half, 2 * series["output_throughput_ci"].iloc[0])
+
+
+def test_results_dir_is_found_from_the_repo_root_and_from_notebooks(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    assert find_results_dir(tmp_path) == tmp_path / "results"
+    assert find_results_dir(tmp_path / "notebooks") == tmp_path / "results"
+    assert find_results_dir(tmp_path / "results" / "..") == tmp_path / "results"
+    lone = tmp_path / "notebooks" / "x"
+    lone.mkdir()
+    (tmp_path / "results").rmdir()
+    assert find_results_dir(lone) == lone / "results"  # none anywhere: where a new one would go
