@@ -108,6 +108,10 @@ class EngineConfig:
     # A sweep's concurrency grid sets it, so each command declares it.
     max_concurrency: int = option(64, "max running requests", cli=False, bounds=Range(1, 2**16))
     max_num_batched_tokens: int = option(8192, "max tokens per prefill step", bounds=Range(1, 2**24))
+    # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
+    cpu_threads: int | None = option(
+        None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "
+        "OpenMP spin-waits, which inflate CPU time on a busy machine", before=None, bounds=Range(1, 4096))
     # Also at most the model's trained context (models/loader.py checks it before allocating).
     max_model_len: int | None = option(None, "context limit (default: model's)", bounds=Range(1, 2**24))
     attention_backend: str = option(

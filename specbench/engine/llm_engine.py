@@ -19,6 +19,7 @@ from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.engine.timing import PhaseTimer
 from specbench.errors import SpecbenchError
+from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator
@@ -49,6 +50,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             self.synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
             self.synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.step_stats: list[StepStats] = []
+        self._cpu_threads = CpuThreads(config.cpu_threads)
         # Called on the stepping thread with (request_id, tokens it committed this step) as each step commits:
         # streaming servers forward tokens as they are emitted. None: only finished requests are reported.
         self.on_emission: Callable[[str, tuple[int, ...]], None] | None = None
@@ -177,6 +179,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
 
         With async scheduling a plain decode step is launched and read back on the next call, after that call
         has launched its successor (engine/overlap.py): the results of a step may come one call late."""
+        self._cpu_threads.on_step()
         if self._inflight is not None:
             return self._step_overlapped()
         if self._inflight_round is not None:
