@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
@@ -27,7 +28,8 @@ class RunSeries:
     # half-width of the 95% t-interval of that mean over repeats (NaN with one repeat)
     cells: pd.DataFrame
     acceptance: pd.DataFrame  # one row per (temperature, num_steps > 0): acceptance_length, accept_rate_pos_{k}
-    # (from cells.parquet: every acceptance_source, HTTP /metrics deltas included)
+    # (from cells.parquet: every acceptance_source, HTTP /metrics deltas included), each with `{value}_ci`: the
+    # half-width of the 95% t-interval over the cells pooled (concurrency x repeats; NaN with one cell)
 
 
 def run_series(runs: Sequence[Run]) -> list[RunSeries]:
@@ -69,13 +71,25 @@ def _pooled_acceptance(cells: pd.DataFrame) -> pd.DataFrame:
         rounds = float(sum(r["num_draft_rounds"] for r in records))
         if not rounds:
             continue
-        lengths = [r["num_draft_rounds"] * cell_value(r, "acceptance_length") for r in records]
-        row = {"temperature": temperature, "num_steps": int(num_steps), "acceptance_length": sum(lengths) / rounds}
-        for k in range(1, int(num_steps) + 1):
-            rates = [r["num_draft_rounds"] * cell_value(r, f"accept_rate_pos_{k}") for r in records]
-            row[f"accept_rate_pos_{k}"] = sum(rates) / rounds
+        weights = [float(r["num_draft_rounds"]) for r in records]
+        row = {"temperature": temperature, "num_steps": int(num_steps)}
+        for column in ("acceptance_length", *(f"accept_rate_pos_{k}" for k in range(1, int(num_steps) + 1))):
+            row[column], row[f"{column}_ci"] = _weighted_mean_ci([cell_value(r, column) for r in records], weights)
         rows.append(row)
     return pd.DataFrame(rows, columns=["temperature", "num_steps", "acceptance_length"] if not rows else None)
+
+
+def _weighted_mean_ci(values: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
+    """The rounds-weighted mean of the cells' values and the half-width of its 95% t-interval: each cell (one
+    concurrency, one repeat) is one measurement of the same acceptance; the ratio estimator's variance is
+    sum w_i^2 (x_i - mean)^2 / (sum w)^2 x n / (n - 1) (NaN with fewer than 2 cells)."""
+    x, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    mean = float((w * x).sum() / w.sum())
+    n = len(x)
+    if n < 2:
+        return mean, float("nan")
+    variance = float((w**2 * (x - mean) ** 2).sum() / w.sum() ** 2 * n / (n - 1))
+    return mean, float(np.sqrt(variance) * stats.t.ppf(0.975, n - 1))
 
 
 def temperatures(series: Sequence[RunSeries]) -> list[float]:

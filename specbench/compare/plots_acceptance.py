@@ -20,7 +20,8 @@ from specbench.compare.plot_style import (
 
 
 def acceptance_length_figure(series: Sequence[RunSeries]) -> NamedFigure:
-    """AL = 1 + A / D pooled over concurrency; k = 0 is 1 by definition; dashed: the k + 1 ceiling."""
+    """AL = 1 + A / D pooled over concurrency; k = 0 is 1 by definition; dashed: the k + 1 ceiling; error bars:
+    95% intervals over the pooled cells (plot_data.RunSeries.acceptance)."""
     temps = temperatures(series)
     figure = new_figure(1, len(temps), "Acceptance length vs num-steps (pooled over concurrency)")
     for ax, temperature in zip(figure.axes, temps):
@@ -32,6 +33,10 @@ def acceptance_length_figure(series: Sequence[RunSeries]) -> NamedFigure:
             steps = [0, *acc["num_steps"]]
             max_k = max(max_k, steps[-1])
             ax.plot(steps, [1.0, *acc["acceptance_length"]], label=run.label, color=f"C{index}", **run_style(index))
+            ci = acc["acceptance_length_ci"]
+            if ci.notna().any():
+                ax.errorbar(acc["num_steps"], acc["acceptance_length"], yerr=ci.fillna(0), fmt="none",
+                            ecolor=f"C{index}", capsize=3)
         if not max_k:
             no_data(ax, "speculative cells")
             continue
@@ -46,7 +51,8 @@ def acceptance_length_figure(series: Sequence[RunSeries]) -> NamedFigure:
 
 
 def per_position_figure(series: Sequence[RunSeries]) -> NamedFigure:
-    """p_k = A_k / D at each run's largest num-steps, bars grouped by position."""
+    """p_k = A_k / D at each run's largest num-steps, bars grouped by position; error bars: 95% intervals over the
+    pooled cells."""
     temps = temperatures(series)
     figure = new_figure(1, len(temps), "Per-position acceptance p_k at the largest num-steps")
     width = 0.8 / max(1, len(series))
@@ -59,8 +65,10 @@ def per_position_figure(series: Sequence[RunSeries]) -> NamedFigure:
             top = acc.loc[acc["num_steps"].idxmax()]
             k = int(top["num_steps"])
             rates = [100 * top[f"accept_rate_pos_{i}"] for i in range(1, k + 1)]
+            errors = np.nan_to_num([100 * top[f"accept_rate_pos_{i}_ci"] for i in range(1, k + 1)])
             positions = np.arange(1, k + 1) + (index - (len(series) - 1) / 2) * width
-            bars = ax.bar(positions, rates, width=width, label=f"{run.label} (k={k})", color=f"C{index}")
+            bars = ax.bar(positions, rates, width=width, yerr=errors if errors.any() else None, capsize=3,
+                          label=f"{run.label} (k={k})", color=f"C{index}")
             ax.bar_label(bars, fmt="%.0f", fontsize=8, padding=2)
             drawn = max(drawn, k)
         if not drawn:

@@ -57,3 +57,24 @@ def test_results_dir_is_found_from_the_repo_root_and_from_notebooks(tmp_path):
     lone.mkdir()
     (tmp_path / "results").rmdir()
     assert find_results_dir(lone) == lone / "results"  # none anywhere: where a new one would go
+
+
+def test_acceptance_points_and_bars_carry_intervals_over_the_pooled_cells(tmp_path):
+    from specbench.compare.plots_acceptance import acceptance_length_figure, per_position_figure
+
+    noisy = load_run(write_run(tmp_path, "noisy", RunSpec("noisy", repeats=3, repeat_noise=0.2, num_requests=8)))
+    acceptance = run_series([noisy])[0].acceptance
+    # by hand: the rounds-weighted mean of the (temperature, k) cells and its t-interval over those cells
+    cells = noisy.cells[noisy.cells["num_steps"] == acceptance["num_steps"].iloc[0]]
+    w, x = cells["num_draft_rounds"].to_numpy(float), cells["acceptance_length"].to_numpy(float)
+    mean = (w * x).sum() / w.sum()
+    n = len(x)
+    half = np.sqrt((w**2 * (x - mean) ** 2).sum() / w.sum() ** 2 * n / (n - 1)) * __import__("scipy").stats.t.ppf(
+        0.975, n - 1)
+    assert np.isclose(acceptance["acceptance_length"].iloc[0], mean)
+    assert np.isclose(acceptance["acceptance_length_ci"].iloc[0], half)
+    assert (acceptance["accept_rate_pos_1_ci"] >= 0).all()
+    figure = acceptance_length_figure(run_series([noisy])).figure
+    assert any(c.has_yerr for c in figure.axes[0].containers)
+    bars = per_position_figure(run_series([noisy])).figure.axes[0].containers
+    assert any(getattr(c, "errorbar", None) is not None for c in bars)
