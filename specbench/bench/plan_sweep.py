@@ -59,4 +59,7 @@ def _prefill_turn(planner: TurnPlanner, template: Turn) -> Turn:
     text = (filler * (length // len(filler) + 1))[:max(1, length)]
     prompt = Prompt(text=text)
     sample = Sample(sample_id="calibrate-prefill", category=WARMUP_CATEGORY, turns=(text,))
-    return Turn(sample, 0, prompt, planner.encode(prompt), dataclasses.replace(template.params, max_tokens=1), None)
+    token_ids = planner.encode(prompt)
+    if template.token_ids:  # other words tokenise to other counts: never longer than the prompt that fits
+        token_ids = token_ids[:len(template.token_ids)]
+    return Turn(sample, 0, prompt, token_ids, dataclasses.replace(template.params, max_tokens=1), None)

@@ -42,5 +42,8 @@ def warmup_turns(
             prompt = Prompt(text=text)
         sample = Sample(sample_id=f"warmup-{i}", category=WARMUP_CATEGORY, turns=(text,))
         params = dataclasses.replace(template.params, max_tokens=min(template.params.max_tokens, WARMUP_MAX_TOKENS))
-        turns.append(Turn(sample, 0, prompt, planner.encode(prompt), params, None))
+        token_ids = planner.encode(prompt)
+        if template.token_ids:  # the measured prompt fits the context (preflight): a warmup never outgrows it
+            token_ids = token_ids[:len(template.token_ids)]
+        turns.append(Turn(sample, 0, prompt, token_ids, params, None))
     return turns

@@ -31,14 +31,14 @@ def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
 
 
 def test_a_later_turn_past_the_context_leaves_no_empty_run_directory(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    """MT-Bench question 0's first turn fits 120 tokens (the preflight checks first turns only); its second turn,
+    """The sampled MT-Bench question's first turn (125 tokens) fits 140 (the preflight checks first turns only); its second turn,
     with the model's 40-token answer, does not."""
     results = tmp_path / "results"
-    args = _args(tiny_model_dir, results, "--workload", "mt_bench", "--max-model-len", "120")
+    args = _args(tiny_model_dir, results, "--workload", "mt_bench", "--max-model-len", "140")
     args[args.index("--max-tokens") + 1] = "40"
     code, err = _main(args, monkeypatch, capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("error: cell r0-t0-c1-k0 failed: ") and "does not fit max_model_len 120" in err, err
+    assert err.startswith("error: cell r0-t0-c1-k0 failed: ") and "does not fit max_model_len 140" in err, err
     assert f"no cell completed: {results / 'run'} was removed" in err and not (results / "run").exists()
 
 

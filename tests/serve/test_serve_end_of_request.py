@@ -39,7 +39,8 @@ def test_plain_decoding_over_http_ends_at_the_eos_token_as_embedded(tiny_model_d
     save_file(weights, model / "model.safetensors")
     common = ["--workload", "gsm8k", "--limit", "8", "--shots", "1", "--max-tokens", "32", "--concurrency", "1",
               "--data-dir", str(data_dir()), "--warmup", "0", "--quiet", "--results-dir", str(tmp_path)]
-    _sweep(["--target", str(model), "--device", "cpu", "--kv-cache-gb", "0.02", "--run-id", "local", *common])
+    _sweep(["--target", str(model), "--device", "cpu", "--kv-cache-gb", "0.02", "--run-id", "local", "--method", "none",
+            *common])
     engine = EngineConfig(target=str(model), device="cpu", kv_cache_gb=0.02)
     with start_server(ServeConfig(engine, served_model_name="tiny")) as running:
         _sweep(["--backend", "openai", "--base-url", running.url, "--run-id", "http", *common])
