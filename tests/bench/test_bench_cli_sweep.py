@@ -6,7 +6,6 @@ import hashlib
 import json
 import math
 import shutil
-import sys
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -17,6 +16,7 @@ from specbench.bench.summary_table import format_summary
 from specbench.runs.records import cell_metrics_from_rows
 from specbench.runs.schema import TABLES, arrow_schema
 from tests.support.tiny_models import data_dir
+from tests.support.cli_run import main_exit
 
 GRID = ["--concurrency", "1,3", "--temperature", "0,1", "--num-steps", "0,2"]
 NUM_SAMPLES, MAX_K = 3, 2
@@ -133,13 +133,8 @@ def test_resume_runs_exactly_the_missing_cells(run_dir, tiny_model_dir, tiny_dra
 
 
 def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", *args])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    return exc.value.code, capsys.readouterr().err
+    code, _, err = main_exit(args, monkeypatch, capsys)
+    return code, err
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,13 @@ no cell leaves no run directory."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pandas as pd
 import pytest
 
 from specbench.errors import SpecbenchError
 from tests.support.tiny_models import data_dir
+from tests.support.cli_run import main_exit
 
 
 def _args(tiny_model_dir, results, *extra: str) -> list[str]:
@@ -21,13 +21,8 @@ def _args(tiny_model_dir, results, *extra: str) -> list[str]:
 
 
 def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", *args])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    return exc.value.code, capsys.readouterr().err
+    code, _, err = main_exit(args, monkeypatch, capsys)
+    return code, err
 
 
 def test_a_later_turn_past_the_context_leaves_no_empty_run_directory(tiny_model_dir, tmp_path, monkeypatch, capsys):

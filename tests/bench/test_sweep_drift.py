@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.support.tiny_models import data_dir
+from tests.support.cli_run import main_exit
 
 
 def _args(tiny_model_dir, results, *extra: str) -> list[str]:
@@ -20,14 +21,7 @@ def _args(tiny_model_dir, results, *extra: str) -> list[str]:
 
 
 def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", *args])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+    return main_exit(args, monkeypatch, capsys)
 
 
 def test_drift_probes_flag_cells_and_resume_finishes_the_missing_ones(tiny_model_dir, tmp_path, monkeypatch,

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.tiny_models import data_dir
+from tests.support.cli_run import main_exit
 
 NUM_CELLS = 3
 
@@ -23,14 +24,7 @@ def _args(tiny_model_dir, results, *extra: str) -> list[str]:
 
 
 def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", *args])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+    return main_exit(args, monkeypatch, capsys)
 
 
 def _resume(run_dir, monkeypatch, capsys) -> str:

@@ -3,12 +3,12 @@ exit 2, and no result file (item: vocabularies meet in the draft LM, the EAGLE d
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.tiny_models import VOCAB_SIZE, data_dir
+from tests.support.cli_run import main_exit
 
 SMALL_VOCAB = VOCAB_SIZE - 24
 
@@ -39,13 +39,8 @@ def large_tokenizer(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", *args])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    return exc.value.code, capsys.readouterr().err
+    code, _, err = main_exit(args, monkeypatch, capsys)
+    return code, err
 
 
 def _bench(command: str, results: Path, workload: list[str]) -> list[str]:

@@ -58,3 +58,17 @@ def assert_one_clean_error(result: CliResult, *names: str) -> str:
     for name in names:
         assert name in lines[0], (name, lines[0])
     return lines[0]
+
+
+def main_exit(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `specbench ARGS` through the console entry point, in a pytest test."""
+    import pytest
+
+    from specbench.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["specbench", *args])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
