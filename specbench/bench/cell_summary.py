@@ -58,6 +58,8 @@ def cell_row(
     row.update(bound_columns(row, steps))
     # The sweep fills these once the end probe of the cell's group ran (bench/drift.py).
     row.update(baseline_drift=None, is_drift_suspect=None)
+    # cell_tables fills these from the complete row (metrics/recompute.py).
+    row.update(is_metrics_consistent=None, metrics_mismatch=None)
 
     scores = [s for s in map(score_from_row, ok_rows) if s is not None]
     acc = accuracy(scores)

@@ -18,6 +18,7 @@ from specbench.bench.speedup_bound import bound_columns
 from specbench.bench.store import RunStore
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import parse_goodput
+from specbench.metrics.recompute import consistency_columns
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runs.cell_key import CellKey
 from specbench.runs.drafting import did_draft, is_baseline_cell
@@ -100,6 +101,8 @@ def cell_tables(
         cell.update(bound_columns(cell, steps))  # from the server's acceptance
     if note is not None:
         cell["drafting_note"] = note
+    # Last, on the complete row: a second implementation from the raw records checks what it says.
+    cell.update(consistency_columns(cell, requests, store.num_positions, steps))
     return {
         "requests": requests,
         "steps": steps,

@@ -26,9 +26,16 @@ def num_flagged(cells: Sequence[Row]) -> int:
     return sum(r.get("is_speedup_implausible") is True or r.get("is_drift_suspect") is True for r in cells)
 
 
+def inconsistent_cells(cells: Sequence[Row]) -> list[Row]:
+    """Cells whose metrics disagree with their recomputation from the raw records (metrics/recompute.py)."""
+    return [r for r in cells if r.get("is_metrics_consistent") is False]
+
+
 def flag_lines(cells: Sequence[Row], config: SweepConfig) -> list[str]:
-    """WARNING lines for flagged speedups (with the footnote of their marks), notes on the run order and drift."""
-    lines = []
+    """WARNING lines for cells whose metrics fail their recomputation, flagged speedups (with the footnote of their
+    marks), notes on the run order and drift."""
+    lines = [f"WARNING: cell {r['cell_id']}: metrics disagree with their recomputation from the raw request records "
+             f"(an accounting bug; do not trust this cell): {r['metrics_mismatch']}" for r in inconsistent_cells(cells)]
     speculative = [r for r in cells if r["num_steps"] and r.get("speedup") is not None]
     implausible = [r for r in speculative if r.get("is_speedup_implausible") is True]
     if implausible:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
-from specbench.bench.flag_notes import flag_lines, num_flagged
+from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
 from specbench.bench.summary_table import format_categories, format_summary
@@ -29,6 +29,7 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         + f" | {report.num_cells_run} cells run"
         + (f", {report.num_cells_skipped} already complete" if report.num_cells_skipped else "")
         + (f" | {num_flagged(report.cells)} speedups flagged" if num_flagged(report.cells) else "")
+        + (f" | METRICS INCONSISTENT in {n} cells" if (n := len(inconsistent_cells(report.cells))) else "")
     )
     parts = [head, format_summary(report.cells, width), "\n".join(flag_lines(report.cells, config))]
     if len({row["category"] for row in report.categories}) > 1:

@@ -43,7 +43,7 @@ from specbench.runs.anomalies import AnomalyKind, kinds_doc
 SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
 # "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
-# run order, baseline drift and speedup-bound flags
+# run order, baseline drift and speedup-bound flags; metrics recomputed (is_metrics_consistent)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -120,6 +120,12 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
+    ("is_metrics_consistent", BOOL, "acceptance and latency columns agree with a second, independent computation "
+     "from the request rows, and those rows keep their invariants (sum_k A_k = A, A_k non-increasing, A <= T_d, "
+     "tokens per emission sum to output tokens, emission times non-decreasing, TTFT >= 0) (metrics/recompute.py); "
+     "acceptance from a server's /metrics is not checked; null without a successful request"),
+    ("metrics_mismatch", STR, "what disagrees, e.g. 'acceptance_length 1.9 vs recomputed 1.75; ...'; null when "
+     "consistent"),
     ("acceptance_source", STR, "where the acceptance columns come from: engine (per-request stats) | response "
      "(per-request counts in the server's response bodies, see draft_stats_source) | server:vllm / "
      "server:specbench / server:llamacpp / server:sglang (Prometheus /metrics counter deltas over the measured "
