@@ -94,6 +94,39 @@ def test_cell_metrics_recompute_from_requests(run_dir):
         assert (group["num_output_tokens"] == group["tokens_per_emission"].map(sum)).all()
 
 
+def test_every_cell_passes_its_independent_recomputation(run_dir):
+    cells = pd.read_parquet(run_dir / "cells.parquet")
+    assert cells["is_metrics_consistent"].eq(True).all() and cells["metrics_mismatch"].isna().all()
+    assert (cells["num_steps"] > 0).sum() == 4 and (cells.loc[cells["num_steps"] > 0, "num_draft_rounds"] > 0).all()
+
+
+def test_an_acceptance_accounting_bug_fails_the_cell_and_warns(tiny_model_dir, tiny_draft_dir, tmp_path,
+                                                                monkeypatch):
+    """AL reported as A / D (the +1 dropped): the recomputation disagrees, the cell is flagged, the summary warns."""
+    from specbench.metrics.cell_metrics import CellMetrics
+
+    original = CellMetrics.to_row
+
+    def buggy(self, num_positions=None):
+        row = original(self, num_positions)
+        row["acceptance_length"] -= 1.0
+        return row
+
+    monkeypatch.setattr(CellMetrics, "to_row", buggy)
+    args = ["sweep", "--target", str(tiny_model_dir), "--method", "draft", "--draft", str(tiny_draft_dir),
+            "--num-steps", "2", "--data-dir", str(data_dir()), "--limit", "2", "--shots", "1", "--max-tokens", "4",
+            "--warmup", "0", "--device", "cpu", "--kv-cache-gb", "0.02", "--results-dir", str(tmp_path),
+            "--run-id", "bug", "--quiet"]
+    output = _cli(args).output
+    cells = pd.read_parquet(tmp_path / "bug" / "cells.parquet")
+    assert sorted(cells["num_steps"]) == [0, 2] and not cells["is_metrics_consistent"].any()  # k = 0 too: AL 0
+    for _, cell in cells.iterrows():
+        al = cell["acceptance_length"]
+        assert cell["metrics_mismatch"] == f"acceptance_length {al:.6g} vs recomputed {al + 1:.6g}"
+        assert f"WARNING: cell {cell['cell_id']}: metrics disagree" in output
+    assert "METRICS INCONSISTENT in 2 cells" in output.splitlines()[0]
+
+
 def test_comparisons_with_the_baseline_cell(run_dir):
     cells = pd.read_parquet(run_dir / "cells.parquet").set_index("cell_id")
     for cell_id, row in cells.iterrows():
