@@ -112,6 +112,8 @@ def test_acceptance_from_metrics_deltas_equals_in_process_counts(runs, name):
     assert http["is_acceptance_consistent"].all() and http["acceptance_length_per_request"].isna().all()
     assert (http["backend"] == "openai").all() and (http["num_errors"] == 0).all()
     assert (http["num_anomalies"] == 0).all() and (local["num_anomalies"] == 0).all()
+    # Latency recomputed from the client's records (acceptance from /metrics is per cell: not rechecked)
+    assert http["is_metrics_consistent"].eq(True).all() and local["is_metrics_consistent"].eq(True).all()
 
 
 def test_manifest_records_the_server_and_never_the_key(runs, server):
