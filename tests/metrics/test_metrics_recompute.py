@@ -74,3 +74,13 @@ def test_broken_invariants_are_named(change, message):
     rows = [{**ROWS[0], **change}, ROWS[1]]
     out = consistency_columns({"acceptance_source": "engine"}, rows, 2)
     assert out["is_metrics_consistent"] is False and message in out["metrics_mismatch"]
+
+
+def test_response_counts_without_proposed_tokens_or_positions_check_what_they_allow():
+    rows = [{**r, "num_draft_tokens": None, "num_accepted_per_pos": None} for r in ROWS[:2]]
+    names = {name for name in recompute(rows, 2).values}
+    assert "acceptance_length" in names and not names & {"acceptance_rate", "accept_rate_pos_1"}
+    cell = {**EXPECTED, "acceptance_source": "response", "acceptance_rate": None, "accept_rate_pos_1": None}
+    assert consistency_columns(cell, rows, 2)["is_metrics_consistent"] is True
+    out = consistency_columns({**cell, "acceptance_length": 2.5}, rows, 2)
+    assert out["metrics_mismatch"] == "acceptance_length 2.5 vs recomputed 2.4"
