@@ -51,8 +51,9 @@ def recompute(request_rows: Sequence[Mapping[str, Any]], num_positions: int, *, 
         sizes = _ints(r["tokens_per_emission"]) or []
         if len(times) != len(sizes):
             violations.append(f"{where}: {len(times)} emission times vs {len(sizes)} token counts")
-        if sum(sizes) != int(r["num_output_tokens"]):
-            violations.append(f"{where}: tokens per emission sum {sum(sizes)} != output tokens {r['num_output_tokens']}")
+        num_output = int(r["num_output_tokens"])
+        if sum(sizes) != num_output:
+            violations.append(f"{where}: tokens per emission sum {sum(sizes)} != output tokens {num_output}")
         if any(b < a for a, b in zip(times, times[1:])):
             violations.append(f"{where}: emission times decrease")
         num_tokens += sum(sizes)
