@@ -145,8 +145,11 @@ class EngineLoop:
                 else:
                     self.counters.on_finish(output)
                 self._sinks.pop(output.request_id)(Finished(output))
-            self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
-                                    _ids(scheduler.waiting))
+            if self._triage.is_isolating:  # only then do admissions and the waiting queue matter
+                self._triage.on_success(_ids(scheduler.running) - before, {o.request_id for o in outputs},
+                                        _ids(scheduler.waiting))
+            else:
+                self._triage.on_success(set(), set(), set())
         # also here, not only before a step: an isolation that just ended leaves no limit behind an idle engine
         scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(scheduler.running))
         self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
