@@ -8,26 +8,23 @@ print a speedup and an agreement of exactly 1.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
+
+from specbench.runs.records import is_null
 
 UNKNOWN_METHOD = "unknown"  # a drafting server that does not say which method it runs
 
 
 def _positive(value: Any) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value > 0
-
-
-def _is_unknown(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return not is_null(value) and value > 0
 
 
 def did_draft(cell: Mapping[str, Any]) -> bool:
     """`cell`: a cells.parquet row (or its acceptance columns). Draft tokens decide; rounds only where the source
     exports no token count (SGLang's verify rounds)."""
     tokens = cell.get("num_draft_tokens")
-    return _positive(tokens) if not _is_unknown(tokens) else _positive(cell.get("num_draft_rounds"))
+    return _positive(tokens) if not is_null(tokens) else _positive(cell.get("num_draft_rounds"))
 
 
 def is_baseline_cell(cell: Mapping[str, Any]) -> bool:
