@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from specbench.metrics.acceptance import AcceptanceMetrics
 from specbench.metrics.distribution import Distribution
+from specbench.metrics.pooled import Pooled
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.metrics.specs import (
+    OUTPUT_THROUGHPUT,
+    REQUEST_THROUGHPUT,
+    TOKENS_PER_EMISSION,
+    TOTAL_THROUGHPUT,
+)
 
 Row = dict[str, float | int | bool | None]
 
@@ -35,28 +42,22 @@ class CellMetrics:
         finishes = [r.finish_time for r in requests if r.finish_time is not None]
         if duration_s is None:
             duration_s = max(finishes) - min(r.arrival_time for r in requests) if finishes else 0.0
-        num_prompt = sum(r.num_prompt_tokens for r in requests)
-        num_output = sum(r.num_output_tokens for r in requests)
-        num_emissions = sum(r.num_emissions for r in requests)
-
-        def per_second(count: int) -> float | None:
-            return count / duration_s if duration_s > 0 else None
-
+        pooled = Pooled.cell(requests, duration_s)
         return cls(
             num_requests=len(requests),
             duration_s=duration_s,
-            num_prompt_tokens=num_prompt,
-            num_output_tokens=num_output,
-            num_emissions=num_emissions,
-            output_throughput=per_second(num_output),
-            total_throughput=per_second(num_prompt + num_output),
-            request_throughput=per_second(len(requests)),
+            num_prompt_tokens=sum(r.num_prompt_tokens for r in requests),
+            num_output_tokens=sum(r.num_output_tokens for r in requests),
+            num_emissions=sum(r.num_emissions for r in requests),
+            output_throughput=OUTPUT_THROUGHPUT.cell_value(pooled),
+            total_throughput=TOTAL_THROUGHPUT.cell_value(pooled),
+            request_throughput=REQUEST_THROUGHPUT.cell_value(pooled),
             ttft_s=Distribution.of(r.ttft_s for r in requests),
             tpot_s=Distribution.of(r.tpot_s for r in requests),
             itl_s=Distribution.of(gap for r in requests for gap in r.itl_s),
             e2e_s=Distribution.of(r.e2e_s for r in requests),
-            tokens_per_emission=num_output / num_emissions if num_emissions else None,
-            acceptance=AcceptanceMetrics.of(requests),
+            tokens_per_emission=TOKENS_PER_EMISSION.cell_value(pooled),
+            acceptance=AcceptanceMetrics.of(requests, pooled),
         )
 
     def to_row(self, num_positions: int | None = None) -> Row:
