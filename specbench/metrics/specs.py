@@ -211,6 +211,7 @@ AGREEMENT_TEXT = _paired("agreement_text", "Same Text as k=0", "same_text", "agr
 ACCURACY_METRICS: tuple[MetricSpec, ...] = (
     ACCURACY_STRICT, ACCURACY_FLEXIBLE, AGREEMENT_STRICT, AGREEMENT_FLEXIBLE, AGREEMENT_TEXT)
 
+POSITION_COLUMN = "accept_rate_pos_{k}"  # cells.parquet column of draft position k (1-based)
 POSITION_DOC = "A_k / D: rounds accepting draft position k per round"
 
 
@@ -218,7 +219,7 @@ def position_metric(position: int) -> MetricSpec:
     """p_k = A_k / D for 1-based draft position k (cells.parquet `accept_rate_pos_{k}`)."""
     return MetricSpec(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2, Direction.HIGHER,
                       Resampling.ROUNDS, Delta.RELATIVE, "acceptance", POSITION_DOC,
-                      column_name=f"accept_rate_pos_{position}", needs_drafts=True,
+                      column_name=POSITION_COLUMN.format(k=position), needs_drafts=True,
                       pooled=lambda p: ratio(p.num_accepted_at(position), p.num_draft_rounds))
 
 
@@ -234,8 +235,9 @@ GROUPS = ("throughput", "latency", "goodput", "acceptance", "speedup", "accuracy
 
 def by_column(column: str) -> MetricSpec:
     """The metric stored in a cells.parquet column (per-position columns included)."""
-    if column.startswith("accept_rate_pos_"):
-        return position_metric(int(column.removeprefix("accept_rate_pos_")))
+    prefix = POSITION_COLUMN.removesuffix("{k}")
+    if column.startswith(prefix):
+        return position_metric(int(column.removeprefix(prefix)))
     for spec in NAMED_METRICS:
         if spec.column == column:
             return spec
