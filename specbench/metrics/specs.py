@@ -171,6 +171,10 @@ BASE_METRICS: tuple[MetricSpec, ...] = (
     ACCEPTANCE_LENGTH,
 )
 
+# The columns CellMetrics.to_row fills from its pooled counts (goodput's come from the request rows' --goodput
+# flags, failed requests included: bench/cell_summary.py).
+CELL_POOLED_METRICS = tuple(metric for metric in BASE_METRICS if metric.pooled is not None)
+
 
 def _goodput(name: str, label: str, unit: str, scale: float, digits: int, delta: Delta, doc: str,
              pooled: Callable[[Pooled], np.ndarray]) -> MetricSpec:
