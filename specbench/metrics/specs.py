@@ -12,6 +12,7 @@ count not yet summed, add that count to metrics/pooled.py.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -219,6 +220,7 @@ POSITION_COLUMN = "accept_rate_pos_{k}"  # cells.parquet column of draft positio
 POSITION_DOC = "A_k / D: rounds accepting draft position k per round"
 
 
+@functools.cache  # one spec per position, so specs compare equal wherever they were looked up
 def position_metric(position: int) -> MetricSpec:
     """p_k = A_k / D for 1-based draft position k (cells.parquet `accept_rate_pos_{k}`)."""
     return MetricSpec(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2, Direction.HIGHER,
