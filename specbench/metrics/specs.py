@@ -239,17 +239,6 @@ NAMED_METRICS = BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS  
 GROUPS = ("throughput", "latency", "goodput", "acceptance", "speedup", "accuracy", "agreement")
 
 
-def by_column(column: str) -> MetricSpec:
-    """The metric stored in a cells.parquet column (per-position columns included)."""
-    prefix = POSITION_COLUMN.removesuffix("{k}")
-    if column.startswith(prefix):
-        return position_metric(int(column.removeprefix(prefix)))
-    for spec in NAMED_METRICS:
-        if spec.column == column:
-            return spec
-    raise KeyError(f"no metric stored in column {column!r}")
-
-
 @dataclass(frozen=True)
 class SummaryRow:
     """A row of the sweep's terminal summary (bench/summary_table.py). Its text: the metric's label in sentence
