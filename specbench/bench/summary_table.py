@@ -8,14 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specbench.bench.flag_notes import speedup_mark
+from specbench.metrics.metric_spec import Resampling, SummaryRow
 from specbench.metrics.specs import (
     ACCEPTANCE_LENGTH,
     ACCEPTANCE_RATE,
     SUMMARY_ACCURACY_ROWS,
     SUMMARY_GOODPUT_ROWS,
     SUMMARY_ROWS,
-    Resampling,
-    SummaryRow,
     position_metric,
 )
 from specbench.runs.cell_acceptance import cell_value

@@ -17,8 +17,8 @@ import numpy as np
 from specbench.compare.draws import Draw
 from specbench.compare.request_sample import RequestSample
 from specbench.compare.weighted_quantile import weighted_quantile
+from specbench.metrics.metric_spec import MetricSpec
 from specbench.metrics.pooled import Pooled, ratio
-from specbench.metrics.specs import MetricSpec
 
 Estimator = Callable[[RequestSample, Draw], np.ndarray]
 

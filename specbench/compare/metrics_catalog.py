@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specbench.errors import SpecbenchError
+from specbench.metrics.metric_spec import Delta, MetricSpec, Resampling
 from specbench.metrics.specs import (
     ACCURACY_METRICS,
     BASE_METRICS,
@@ -14,9 +15,6 @@ from specbench.metrics.specs import (
     NAMED_METRICS,
     OUTPUT_THROUGHPUT,
     SPEEDUP,
-    Delta,
-    MetricSpec,
-    Resampling,
     catalog,
     position_metric,
 )

@@ -19,13 +19,13 @@ from specbench.compare.plot_style import (
     step_color,
     temperature_title,
 )
+from specbench.metrics.metric_spec import MetricSpec
 from specbench.metrics.specs import (
     GOOD_REQUEST_FRACTION,
     OUTPUT_THROUGHPUT,
     REQUEST_GOODPUT,
     TPOT,
     TTFT,
-    MetricSpec,
 )
 
 Panel = tuple[str, float, str]  # (cells column, display scale, y-axis label)

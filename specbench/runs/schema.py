@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from specbench.metrics.metric_spec import Latency, MetricSpec
 from specbench.metrics.specs import (
     ACCEPTANCE_LENGTH,
     ACCEPTANCE_RATE,
@@ -57,8 +58,6 @@ from specbench.metrics.specs import (
     SPEEDUP,
     TOKENS_PER_EMISSION,
     TOTAL_THROUGHPUT,
-    Latency,
-    MetricSpec,
 )
 from specbench.runs.anomalies import AnomalyKind, kinds_doc
 

@@ -14,6 +14,7 @@ from specbench.compare.metrics_catalog import select
 from specbench.compare.request_sample import RequestSample
 from specbench.errors import SpecbenchError
 from specbench.metrics.cell_metrics import CellMetrics
+from specbench.metrics.metric_spec import sentence_case
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.metrics.specs import (
     CELL_POOLED_METRICS,
@@ -22,7 +23,6 @@ from specbench.metrics.specs import (
     SUMMARY_GOODPUT_ROWS,
     SUMMARY_ROWS,
     catalog,
-    sentence_case,
 )
 from specbench.runs.records import stats_from_row
 from specbench.runs.schema import columns
