@@ -36,7 +36,8 @@ class AcceptanceMetrics:
     @classmethod
     def of(cls, requests: Sequence[RequestMetrics], pooled: Pooled | None = None) -> AcceptanceMetrics:
         """`pooled`: the requests' pooled counts, if the caller has them (metrics/pooled.py)."""
-        pooled = pooled or Pooled.cell(requests, 0.0)
+        if pooled is None:
+            pooled = Pooled.cell(requests, 0.0)  # no window: acceptance needs none
         rounds = sum(r.num_draft_rounds for r in requests)
         drafted = sum(r.num_draft_tokens for r in requests)
         accepted = sum(r.num_accepted_tokens for r in requests)
@@ -53,7 +54,7 @@ class AcceptanceMetrics:
             for a in r.accepted_per_round:
                 histogram[a] += 1
 
-        acceptance_length = ACCEPTANCE_LENGTH.cell_value(pooled)
+        acceptance_length = ACCEPTANCE_LENGTH.cell_value(pooled)  # never None: these requests' counts are known
         from_positions = 1.0 + sum(accept_rate_per_pos)
         return cls(
             num_draft_rounds=rounds,
