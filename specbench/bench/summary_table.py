@@ -8,6 +8,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specbench.bench.flag_notes import speedup_mark
+from specbench.metrics.metric_spec import Resampling, SummaryRow
+from specbench.metrics.specs import (
+    ACCEPTANCE_LENGTH,
+    ACCEPTANCE_RATE,
+    SUMMARY_ACCURACY_ROWS,
+    SUMMARY_GOODPUT_ROWS,
+    SUMMARY_ROWS,
+    position_metric,
+)
 from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.records import Row
 
@@ -34,52 +43,51 @@ def _num(column: str, scale: float = 1.0, digits: int = 2) -> Cell:
 def _per_position(rows: Sequence[Row]) -> str:
     k = max(r["num_steps"] for r in rows)
     # cell_value: a drafting server relabelled with its own k has its rates past the run's columns
-    values = [[v for r in rows if not math.isnan(v := cell_value(r, f"accept_rate_pos_{i}"))] for i in range(1, k + 1)]
+    values = [[v for r in rows if not math.isnan(v := cell_value(r, position_metric(i).column))]
+              for i in range(1, k + 1)]
     return " ".join(f"{100 * sum(v) / len(v):.0f}" if v else "-" for v in values) if k else "-"
 
 
-def _speedup(rows: Sequence[Row]) -> str:
+def _speedup(column: str, digits: int) -> Cell:
     """Marked where flagged (bench/flag_notes.py): such a speedup is shown, not vouched for."""
-    value = _num("speedup", digits=3)(rows)
-    return value + (speedup_mark(rows) if value != "-" else "")
 
-
-def _accuracy(column: str) -> Cell:
     def fmt(rows: Sequence[Row]) -> str:
-        value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
-        if value is None:
-            return "-"
-        return f"{value:.3f}" + (f"±{stderr:.3f}" if stderr is not None else "")
+        value = _num(column, digits=digits)(rows)
+        return value + (speedup_mark(rows) if value != "-" else "")
 
     return fmt
 
 
-METRICS: tuple[tuple[str, Cell], ...] = (
-    ("Output throughput (tok/s)", _num("output_throughput")),
-    ("Request throughput (req/s)", _num("request_throughput", digits=3)),
-    ("Mean TTFT (ms)", _num("ttft_s_mean", 1e3)),
-    ("P99 TTFT (ms)", _num("ttft_s_p99", 1e3)),
-    ("Mean TPOT (ms)", _num("tpot_s_mean", 1e3)),
-    ("P99 TPOT (ms)", _num("tpot_s_p99", 1e3)),
-    ("Mean ITL (ms)", _num("itl_s_mean", 1e3)),
-    ("Tokens per emission", _num("tokens_per_emission")),
-    ("Acceptance rate (%)", _num("acceptance_rate", 100, 1)),
-    ("Acceptance length", _num("acceptance_length", digits=3)),
-    ("Per-position acceptance (%)", _per_position),
-    ("Speedup vs k=0", _speedup),
-    ("Same text as k=0", _num("agreement_text", digits=3)),
-)
-GOODPUT: tuple[tuple[str, Cell], ...] = (
-    ("Goodput (req/s)", _num("request_goodput", digits=3)),
-    ("Goodput (tok/s)", _num("output_goodput")),
-    ("Good requests (%)", _num("good_request_fraction", 100, 1)),
-)
+def _accuracy(column: str, digits: int) -> Cell:
+    def fmt(rows: Sequence[Row]) -> str:
+        value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
+        if value is None:
+            return "-"
+        return f"{value:.{digits}f}" + (f"±{stderr:.{digits}f}" if stderr is not None else "")
+
+    return fmt
+
+
+def _cell(row: SummaryRow) -> Cell:
+    """Speedup carries its flag mark, accuracy its stderr, the per-position row one rate per draft position."""
+    metric = row.metric
+    if metric is None:
+        return _per_position
+    if metric.resampling is Resampling.SPEEDUP:
+        return _speedup(metric.column, row.num_digits)
+    if metric.group == "accuracy":
+        return _accuracy(metric.column, row.num_digits)
+    return _num(metric.column, row.scale, row.num_digits)
+
+
+def _rows(rows: Sequence[SummaryRow]) -> tuple[tuple[str, Cell], ...]:
+    return tuple((row.text, _cell(row)) for row in rows)
+
+
+METRICS = _rows(SUMMARY_ROWS)
+GOODPUT = _rows(SUMMARY_GOODPUT_ROWS)
 ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=0)),)
-ACCURACY: tuple[tuple[str, Cell], ...] = (
-    ("Accuracy strict-match", _accuracy("accuracy_strict")),
-    ("Accuracy flexible-extract", _accuracy("accuracy_flexible")),
-    ("Same answer as k=0 (flex)", _num("agreement_flexible", digits=3)),
-)
+ACCURACY = _rows(SUMMARY_ACCURACY_ROWS)
 
 
 def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
@@ -115,7 +123,7 @@ def format_categories(categories: Sequence[Row], width: int | None = None) -> st
         line = [name]
         for point_rows in points.values():
             subset = [r for r in point_rows if r["category"] == name]
-            al, rate = _mean(subset, "acceptance_length"), _mean(subset, "acceptance_rate")
+            al, rate = _mean(subset, ACCEPTANCE_LENGTH.column), _mean(subset, ACCEPTANCE_RATE.column)
             line.append("-" if al is None else f"{al:.2f} / {100 * rate:.0f}%" if rate is not None else f"{al:.2f}")
         body.append(line)
     return _render("acceptance length / rate per category", "Category", headers, body, width)

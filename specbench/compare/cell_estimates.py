@@ -7,9 +7,16 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from specbench.compare.bootstrap import Estimate, RepeatReplicates, combine_repeats, repeat_replicates, rng_for
+from specbench.compare.bootstrap import (
+    Estimate,
+    RepeatReplicates,
+    combine_repeats,
+    repeat_replicates,
+    rng_for,
+)
 from specbench.compare.cell_level import cell_level_estimate
 from specbench.compare.draws import Draw, random_draw
+from specbench.compare.estimators import estimator_of
 from specbench.compare.loading import Run
 from specbench.compare.matching import MatchKey, cell_ids_by_key
 from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric, Resampling
@@ -61,7 +68,7 @@ class RunEstimates:
 
     def _replicates(self, metric: Metric, key: MatchKey, repeat: int) -> RepeatReplicates:
         sample, draw = self._sample(key, repeat)
-        return repeat_replicates(sample, metric.estimator, draw)
+        return repeat_replicates(sample, estimator_of(metric), draw)
 
     def estimate(self, metric: Metric, key: MatchKey) -> Estimate:
         """REQUESTS, ROUNDS and SPEEDUP metrics."""
@@ -76,7 +83,7 @@ class RunEstimates:
 
     def _has_request_counts(self, key: MatchKey) -> bool:
         """Some request of the cell carries per-request draft counts (engine, or the server's response bodies)."""
-        return any(not np.isnan(self._sample(key, r)[0].num_draft_rounds).all() for r in self.cells[key])
+        return any(not np.isnan(self._sample(key, r)[0].counts.num_draft_rounds).all() for r in self.cells[key])
 
     def _cell_level(self, column: str, key: MatchKey, rng: np.random.Generator) -> Estimate:
         """Acceptance from per-cell values only (/metrics counter deltas): see cell_level.py."""

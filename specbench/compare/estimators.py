@@ -1,9 +1,11 @@
 """Cell metrics as functions of a draw of its requests (draws.py): [num_resamples] values, one per replicate.
 
 The identity draw reproduces the cell's own value (cells.parquet); a random draw gives bootstrap replicates.
-Throughput = drawn tokens / the draw's replayed window. Latency statistics pool the drawn requests' values
-(ITL: all gaps of each drawn request). Acceptance pools the drawn requests' draft rounds (each request a cluster
-of its rounds), so a request weighs by its number of rounds, as the token-weighted cell metric does.
+Pooled metrics (throughput, tokens per emission, acceptance, goodput) evaluate the metric spec's own computation
+(metrics/specs.py) on the draw's pooled counts: throughput = drawn tokens / the draw's replayed window; acceptance
+pools the drawn requests' draft rounds (each request a cluster of its rounds), so a request weighs by its number
+of rounds, as the token-weighted cell metric does. Latency statistics pool the drawn requests' values (ITL: all
+gaps of each drawn request).
 """
 
 from __future__ import annotations
@@ -15,25 +17,17 @@ import numpy as np
 from specbench.compare.draws import Draw
 from specbench.compare.request_sample import RequestSample
 from specbench.compare.weighted_quantile import weighted_quantile
+from specbench.metrics.metric_spec import MetricSpec
+from specbench.metrics.pooled import Pooled, ratio
 
 Estimator = Callable[[RequestSample, Draw], np.ndarray]
 
 
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
-
-
-def _throughput(tokens: Callable[[RequestSample], np.ndarray]) -> Estimator:
+def _pooled(computation: Callable[[Pooled], np.ndarray]) -> Estimator:
     def estimate(sample: RequestSample, draw: Draw) -> np.ndarray:
-        return _ratio(draw.counts @ tokens(sample), draw.window_s)
+        return computation(Pooled(sample.counts, draw.counts, draw.window_s))
 
     return estimate
-
-
-output_throughput = _throughput(lambda s: s.num_output_tokens)
-total_throughput = _throughput(lambda s: s.num_prompt_tokens + s.num_output_tokens)
-request_throughput = _throughput(lambda s: np.ones(s.num_requests))
 
 
 def _per_request(field: str, stat: str) -> Estimator:
@@ -61,7 +55,7 @@ def _summarise(values: np.ndarray, owner: np.ndarray, counts: np.ndarray, stat: 
     if stat == "mean":
         per_request_sum = np.bincount(owner, weights=values, minlength=counts.shape[1])
         per_request_num = np.bincount(owner, minlength=counts.shape[1]).astype(float)
-        return _ratio(counts @ per_request_sum, counts @ per_request_num)
+        return ratio(counts @ per_request_sum, counts @ per_request_num)
     return weighted_quantile(values, owner, counts, {"median": 0.5, "p99": 0.99}[stat])
 
 
@@ -69,48 +63,10 @@ def latency(field: str, stat: str) -> Estimator:
     return _pooled_itl(stat) if field == "itl_s" else _per_request(field, stat)
 
 
-def tokens_per_emission(sample: RequestSample, draw: Draw) -> np.ndarray:
-    return _ratio(draw.counts @ sample.num_output_tokens, draw.counts @ sample.num_emissions)
-
-
-def acceptance_rate(sample: RequestSample, draw: Draw) -> np.ndarray:
-    return _ratio(draw.counts @ sample.num_accepted_tokens, draw.counts @ sample.num_draft_tokens)
-
-
-def acceptance_length(sample: RequestSample, draw: Draw) -> np.ndarray:
-    """Token-weighted 1 + A / D (1.0 without draft rounds, as the cell tables report it; NaN when the
-    per-request counts are unknown, as over HTTP)."""
-    rounds = draw.counts @ sample.num_draft_rounds
-    no_drafts = np.where(np.isnan(rounds), np.nan, 1.0)
-    return np.where(rounds > 0, 1.0 + _ratio(draw.counts @ sample.num_accepted_tokens, rounds), no_drafts)
-
-
-def accept_rate_at(position: int) -> Estimator:
-    """p_k = A_k / D for 1-based draft position k."""
-
-    def estimate(sample: RequestSample, draw: Draw) -> np.ndarray:
-        if position > sample.num_accepted_per_pos.shape[1]:
-            return np.full(draw.counts.shape[0], np.nan)
-        accepted = draw.counts @ sample.num_accepted_per_pos[:, position - 1]
-        return _ratio(accepted, draw.counts @ sample.num_draft_rounds)
-
-    return estimate
-
-
-def _good(sample: RequestSample, draw: Draw, weights: np.ndarray) -> np.ndarray:
-    """counts @ (is_good x weights); NaN when the run has no --goodput (is_good null)."""
-    if sample.num_requests == 0 or np.isnan(sample.is_good).any():
-        return np.full(draw.counts.shape[0], np.nan)
-    return draw.counts @ (sample.is_good * weights)
-
-
-def request_goodput(sample: RequestSample, draw: Draw) -> np.ndarray:
-    return _ratio(_good(sample, draw, np.ones(sample.num_requests)), draw.window_s)
-
-
-def output_goodput(sample: RequestSample, draw: Draw) -> np.ndarray:
-    return _ratio(_good(sample, draw, sample.num_output_tokens), draw.window_s)
-
-
-def good_request_fraction(sample: RequestSample, draw: Draw) -> np.ndarray:
-    return _ratio(_good(sample, draw, np.ones(sample.num_requests)), draw.counts.sum(axis=1))
+def estimator_of(metric: MetricSpec) -> Estimator:
+    """REQUESTS and ROUNDS metrics: the spec's pooled computation, or its per-request statistic."""
+    if metric.pooled is not None:
+        return _pooled(metric.pooled)
+    if metric.per_request is not None and metric.stat is not None:
+        return latency(metric.per_request, metric.stat)
+    raise ValueError(f"{metric.name} ({metric.resampling.value}) has no per-draw estimator")

@@ -19,6 +19,14 @@ from specbench.compare.plot_style import (
     step_color,
     temperature_title,
 )
+from specbench.metrics.metric_spec import MetricSpec
+from specbench.metrics.specs import (
+    GOOD_REQUEST_FRACTION,
+    OUTPUT_THROUGHPUT,
+    REQUEST_GOODPUT,
+    TPOT,
+    TTFT,
+)
 
 Panel = tuple[str, float, str]  # (cells column, display scale, y-axis label)
 
@@ -61,21 +69,26 @@ def _figure(series: Sequence[RunSeries], name: str, title: str, panels: Sequence
     return NamedFigure(name, figure)
 
 
+def _panel(metric: MetricSpec) -> Panel:
+    return metric.column, metric.scale, metric.plot_label
+
+
 def throughput_tpot_figure(series: Sequence[RunSeries]) -> NamedFigure:
-    panels = (("output_throughput", 1.0, "output throughput (tok/s)"), ("tpot_s_mean", 1e3, "mean TPOT (ms)"))
+    panels = (_panel(OUTPUT_THROUGHPUT), _panel(TPOT.metric("mean")))
     return _figure(series, "throughput_tpot_vs_concurrency",
                    "Output throughput and TPOT vs concurrency (one line per run and num-steps k)", panels)
 
 
 def ttft_figure(series: Sequence[RunSeries]) -> NamedFigure:
-    panels = (("ttft_s_mean", 1e3, "mean TTFT (ms)"), ("ttft_s_p99", 1e3, "P99 TTFT (ms)"))
+    panels = (_panel(TTFT.metric("mean")), _panel(TTFT.metric("p99")))
     return _figure(series, "ttft_vs_concurrency", "Time to first token vs concurrency", panels)
 
 
 def goodput_figure(series: Sequence[RunSeries]) -> NamedFigure | None:
     """Goodput and the share of good requests vs concurrency; None when no run was swept with --goodput."""
-    if not any(s.cells["request_goodput"].notna().any() for s in series if "request_goodput" in s.cells):
+    column = REQUEST_GOODPUT.column
+    if not any(s.cells[column].notna().any() for s in series if column in s.cells):
         return None
-    panels = (("request_goodput", 1.0, "goodput (req/s)"), ("good_request_fraction", 100.0, "good requests (%)"))
+    panels = (_panel(REQUEST_GOODPUT), _panel(GOOD_REQUEST_FRACTION))
     return _figure(series, "goodput_vs_concurrency", "Goodput (requests meeting every SLO bound) vs concurrency",
                    panels)

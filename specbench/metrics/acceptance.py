@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.metrics.definitions import ACCEPTANCE_LENGTH_RTOL
+from specbench.metrics.pooled import Pooled
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.metrics.specs import ACCEPTANCE_LENGTH, ACCEPTANCE_RATE, position_metric
 
 
 def _sum_padded(rows: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -32,7 +34,10 @@ class AcceptanceMetrics:
     is_consistent: bool  # acceptance_length == 1 + sum_k p_k
 
     @classmethod
-    def of(cls, requests: Sequence[RequestMetrics]) -> AcceptanceMetrics:
+    def of(cls, requests: Sequence[RequestMetrics], pooled: Pooled | None = None) -> AcceptanceMetrics:
+        """`pooled`: the requests' pooled counts, if the caller has them (metrics/pooled.py)."""
+        if pooled is None:
+            pooled = Pooled.cell(requests, 0.0)  # no window: acceptance needs none
         rounds = sum(r.num_draft_rounds for r in requests)
         drafted = sum(r.num_draft_tokens for r in requests)
         accepted = sum(r.num_accepted_tokens for r in requests)
@@ -40,7 +45,8 @@ class AcceptanceMetrics:
         accepted_per_pos = _sum_padded([r.num_accepted_per_pos for r in requests])
         per_request = [al for r in requests if (al := r.acceptance_length) is not None]
 
-        accept_rate_per_pos = tuple(a / rounds for a in accepted_per_pos) if rounds else ()
+        positions = range(1, len(accepted_per_pos) + 1)
+        accept_rate_per_pos = tuple(position_metric(k).cell_value(pooled) for k in positions) if rounds else ()
         previous = (rounds,) + accepted_per_pos[:-1]
         cond = tuple(a / p if p else None for a, p in zip(accepted_per_pos, previous)) if rounds else ()
         histogram = [0] * (max((a for r in requests for a in r.accepted_per_round), default=-1) + 1)
@@ -48,13 +54,13 @@ class AcceptanceMetrics:
             for a in r.accepted_per_round:
                 histogram[a] += 1
 
-        acceptance_length = 1.0 + accepted / rounds if rounds else 1.0
+        acceptance_length = ACCEPTANCE_LENGTH.cell_value(pooled)  # never None: these requests' counts are known
         from_positions = 1.0 + sum(accept_rate_per_pos)
         return cls(
             num_draft_rounds=rounds,
             num_draft_tokens=drafted,
             num_accepted_tokens=accepted,
-            acceptance_rate=accepted / drafted if drafted else None,
+            acceptance_rate=ACCEPTANCE_RATE.cell_value(pooled),
             acceptance_length=acceptance_length,
             acceptance_length_per_request=sum(per_request) / len(per_request) if per_request else 1.0,
             num_drafted_per_pos=drafted_per_pos,

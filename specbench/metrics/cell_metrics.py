@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from specbench.metrics.acceptance import AcceptanceMetrics
 from specbench.metrics.distribution import Distribution
+from specbench.metrics.pooled import Pooled
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.metrics.specs import (
+    CELL_POOLED_METRICS,
+    OUTPUT_THROUGHPUT,
+    REQUEST_THROUGHPUT,
+    TOKENS_PER_EMISSION,
+    TOTAL_THROUGHPUT,
+    position_metric,
+)
 
 Row = dict[str, float | int | bool | None]
 
@@ -19,15 +28,29 @@ class CellMetrics:
     num_prompt_tokens: int
     num_output_tokens: int
     num_emissions: int
-    output_throughput: float | None  # output tokens / s; None for an empty window
-    total_throughput: float | None  # (prompt + output) tokens / s
-    request_throughput: float | None  # requests / s
+    pooled: Pooled  # the window's pooled counts: the pooled metrics (metrics/specs.py) are computed from them
     ttft_s: Distribution
     tpot_s: Distribution
     itl_s: Distribution  # pooled emission gaps
     e2e_s: Distribution
-    tokens_per_emission: float | None  # pooled: output tokens / emissions
     acceptance: AcceptanceMetrics
+
+    @property
+    def output_throughput(self) -> float | None:
+        """Output tokens / s; None for an empty window."""
+        return OUTPUT_THROUGHPUT.cell_value(self.pooled)
+
+    @property
+    def total_throughput(self) -> float | None:
+        return TOTAL_THROUGHPUT.cell_value(self.pooled)
+
+    @property
+    def request_throughput(self) -> float | None:
+        return REQUEST_THROUGHPUT.cell_value(self.pooled)
+
+    @property
+    def tokens_per_emission(self) -> float | None:
+        return TOKENS_PER_EMISSION.cell_value(self.pooled)
 
     @classmethod
     def of(cls, requests: Sequence[RequestMetrics], duration_s: float | None = None) -> CellMetrics:
@@ -35,28 +58,19 @@ class CellMetrics:
         finishes = [r.finish_time for r in requests if r.finish_time is not None]
         if duration_s is None:
             duration_s = max(finishes) - min(r.arrival_time for r in requests) if finishes else 0.0
-        num_prompt = sum(r.num_prompt_tokens for r in requests)
-        num_output = sum(r.num_output_tokens for r in requests)
-        num_emissions = sum(r.num_emissions for r in requests)
-
-        def per_second(count: int) -> float | None:
-            return count / duration_s if duration_s > 0 else None
-
+        pooled = Pooled.cell(requests, duration_s)
         return cls(
             num_requests=len(requests),
             duration_s=duration_s,
-            num_prompt_tokens=num_prompt,
-            num_output_tokens=num_output,
-            num_emissions=num_emissions,
-            output_throughput=per_second(num_output),
-            total_throughput=per_second(num_prompt + num_output),
-            request_throughput=per_second(len(requests)),
+            num_prompt_tokens=sum(r.num_prompt_tokens for r in requests),
+            num_output_tokens=sum(r.num_output_tokens for r in requests),
+            num_emissions=sum(r.num_emissions for r in requests),
+            pooled=pooled,
             ttft_s=Distribution.of(r.ttft_s for r in requests),
             tpot_s=Distribution.of(r.tpot_s for r in requests),
             itl_s=Distribution.of(gap for r in requests for gap in r.itl_s),
             e2e_s=Distribution.of(r.e2e_s for r in requests),
-            tokens_per_emission=num_output / num_emissions if num_emissions else None,
-            acceptance=AcceptanceMetrics.of(requests),
+            acceptance=AcceptanceMetrics.of(requests, pooled),
         )
 
     def to_row(self, num_positions: int | None = None) -> Row:
@@ -70,10 +84,7 @@ class CellMetrics:
             "num_prompt_tokens": self.num_prompt_tokens,
             "num_output_tokens": self.num_output_tokens,
             "num_emissions": self.num_emissions,
-            "output_throughput": self.output_throughput,
-            "total_throughput": self.total_throughput,
-            "request_throughput": self.request_throughput,
-            "tokens_per_emission": self.tokens_per_emission,
+            **{metric.column: metric.cell_value(self.pooled) for metric in CELL_POOLED_METRICS},
         }
         for prefix in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
             row.update(getattr(self, prefix).to_row(prefix))
@@ -81,15 +92,15 @@ class CellMetrics:
             num_draft_rounds=acc.num_draft_rounds,
             num_draft_tokens=acc.num_draft_tokens,
             num_accepted_tokens=acc.num_accepted_tokens,
-            acceptance_rate=acc.acceptance_rate,
-            acceptance_length=acc.acceptance_length,
             acceptance_length_per_request=acc.acceptance_length_per_request,
             acceptance_length_from_positions=acc.acceptance_length_from_positions,
             is_acceptance_consistent=acc.is_consistent,
         )
         width = len(acc.num_accepted_per_pos) if num_positions is None else num_positions
         for k in range(width):
-            row[f"accept_rate_pos_{k + 1}"] = acc.accept_rate_per_pos[k] if k < len(acc.accept_rate_per_pos) else None
+            row[position_metric(k + 1).column] = (
+                acc.accept_rate_per_pos[k] if k < len(acc.accept_rate_per_pos) else None
+            )
             row[f"cond_accept_rate_pos_{k + 1}"] = (
                 acc.cond_accept_rate_per_pos[k] if k < len(acc.cond_accept_rate_per_pos) else None
             )

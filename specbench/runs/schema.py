@@ -38,6 +38,27 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from specbench.metrics.metric_spec import Latency, MetricSpec
+from specbench.metrics.specs import (
+    ACCEPTANCE_LENGTH,
+    ACCEPTANCE_RATE,
+    ACCURACY_FLEXIBLE,
+    ACCURACY_STRICT,
+    AGREEMENT_FLEXIBLE,
+    AGREEMENT_STRICT,
+    AGREEMENT_TEXT,
+    GOOD_REQUEST_FRACTION,
+    LATENCIES,
+    OUTPUT_GOODPUT,
+    OUTPUT_THROUGHPUT,
+    POSITION_COLUMN,
+    POSITION_DOC,
+    REQUEST_GOODPUT,
+    REQUEST_THROUGHPUT,
+    SPEEDUP,
+    TOKENS_PER_EMISSION,
+    TOTAL_THROUGHPUT,
+)
 from specbench.runs.anomalies import AnomalyKind, kinds_doc
 
 SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
@@ -63,11 +84,17 @@ KEY_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def _distribution(prefix: str, unit: str) -> tuple[Column, ...]:
+def _distribution(latency: Latency) -> tuple[Column, ...]:
+    """The summary statistics metrics/distribution.py keeps of a latency (compare reads some: metrics/specs.py)."""
+    prefix, name = latency.field, latency.doc
     return (
-        (f"{prefix}_count", I64, f"requests (or gaps) with a defined {unit}"),
-        *((f"{prefix}_{stat}", F64, f"{stat} of {unit}, seconds") for stat in ("mean", "median", "p90", "p99", "std")),
+        (f"{prefix}_count", I64, f"requests (or gaps) with a defined {name}"),
+        *((f"{prefix}_{stat}", F64, f"{stat} of {name}, seconds") for stat in ("mean", "median", "p90", "p99", "std")),
     )
+
+
+def _metric(spec: MetricSpec) -> Column:
+    return (spec.column, F64, spec.doc)
 
 
 CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
@@ -99,24 +126,21 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_prompt_tokens", I64, "sum of prompt tokens"),
     ("num_output_tokens", I64, "sum of output tokens"),
     ("num_emissions", I64, "sum of emissions (an emission may carry several tokens)"),
-    ("output_throughput", F64, "output tokens / duration_s"),
-    ("total_throughput", F64, "(prompt + output) tokens / duration_s"),
-    ("request_throughput", F64, "requests / duration_s"),
-    ("tokens_per_emission", F64, "pooled output tokens / emissions"),
+    _metric(OUTPUT_THROUGHPUT),
+    _metric(TOTAL_THROUGHPUT),
+    _metric(REQUEST_THROUGHPUT),
+    _metric(TOKENS_PER_EMISSION),
     ("goodput_slo", STR, "--goodput bounds in ms, e.g. 'ttft:200,tpot:50'; null (and the next four) without"),
     ("num_good_requests", I64, "measured requests meeting every bound"),
-    ("good_request_fraction", F64, "good / all measured requests (failed ones count as not good)"),
-    ("request_goodput", F64, "good requests / duration_s"),
-    ("output_goodput", F64, "output tokens of good requests / duration_s"),
-    *_distribution("ttft_s", "TTFT"),
-    *_distribution("tpot_s", "TPOT"),
-    *_distribution("itl_s", "ITL (gap between emissions)"),
-    *_distribution("e2e_s", "E2E latency"),
+    _metric(GOOD_REQUEST_FRACTION),
+    _metric(REQUEST_GOODPUT),
+    _metric(OUTPUT_GOODPUT),
+    *(column for latency in LATENCIES for column in _distribution(latency)),
     ("num_draft_rounds", I64, "verify rounds with >= 1 draft token (D)"),
     ("num_draft_tokens", I64, "draft tokens proposed (T_d)"),
     ("num_accepted_tokens", I64, "draft tokens accepted (A)"),
-    ("acceptance_rate", F64, "A / T_d; null without drafts"),
-    ("acceptance_length", F64, "token-weighted AL = 1 + A / D"),
+    _metric(ACCEPTANCE_RATE),
+    _metric(ACCEPTANCE_LENGTH),
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
@@ -142,7 +166,7 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_preemptions", I64, "sum of request preemptions; null over HTTP"),
     ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency) that did not draft; "
      "null if none"),
-    ("speedup", F64, "output_throughput / baseline output_throughput"),
+    _metric(SPEEDUP),
     ("speedup_bound", F64, "most speedup the acceptance allows: acceptance_length x (1 - drafting share of the "
      "decode step time, embedded engine) (bench/speedup_bound.py); null for k = 0"),
     ("is_speedup_implausible", BOOL, "speedup > speedup_bound by more than the tolerance: not a property of the "
@@ -153,17 +177,17 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("is_drift_suspect", BOOL, "|baseline_drift| > tolerance and |log speedup| <= |log(1 + baseline_drift)|: "
      "the drift alone could explain the speedup; null for k = 0 or without drift"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
-    ("accuracy_strict", F64, "exact match, strict-match filter"),
+    _metric(ACCURACY_STRICT),
     ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),
-    ("accuracy_flexible", F64, "exact match, flexible-extract filter"),
+    _metric(ACCURACY_FLEXIBLE),
     ("accuracy_flexible_stderr", F64, "sample std / sqrt(n)"),
     ("agreement_num_pairs", I64, "requests paired with the baseline cell by (sample_id, turn)"),
-    ("agreement_strict", F64, "fraction with equal normalised strict answers"),
-    ("agreement_flexible", F64, "fraction with equal normalised flexible answers"),
-    ("agreement_text", F64, "fraction with identical output text"),
+    _metric(AGREEMENT_STRICT),
+    _metric(AGREEMENT_FLEXIBLE),
+    _metric(AGREEMENT_TEXT),
 )
 POSITION_COLUMNS: tuple[Column, ...] = (
-    ("accept_rate_pos_{k}", F64, "A_k / D: rounds accepting draft position k per round"),
+    (POSITION_COLUMN, F64, POSITION_DOC),
     ("cond_accept_rate_pos_{k}", F64, "A_k / A_(k-1), A_0 = D"),
 )
 

@@ -1,0 +1,173 @@
+"""Every reported metric, declared once: name, cells.parquet column, label, unit, direction, how compare resamples
+it, and its computation. The schema docs (runs/schema.py), the compare catalog (compare/metrics_catalog.py), the
+sweep's summary table (bench/summary_table.py) and the plots' axis labels read these; CellMetrics and compare's
+estimators both evaluate `pooled` (metrics/pooled.py), so a cell's value and its bootstrap replicates are one
+computation. Definitions: metrics/definitions.py.
+
+A new metric column: declare it here (a `MetricSpec`, in `BASE_METRICS` or a sibling, plus a `SummaryRow` to show
+it in the sweep summary), name its column in runs/schema.py's CELL_COLUMNS, and, only if it needs a per-request
+count not yet summed, add that count to metrics/pooled.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from specbench.metrics.metric_spec import (
+    Delta,
+    Direction,
+    Latency,
+    MetricSpec,
+    Resampling,
+    SummaryRow,
+)
+from specbench.metrics.pooled import Pooled, ratio
+
+
+def _per_second(count: Callable[[Pooled], np.ndarray]) -> Callable[[Pooled], np.ndarray]:
+    return lambda p: ratio(count(p), p.window_s)
+
+
+def _acceptance_length(p: Pooled) -> np.ndarray:
+    """Token-weighted 1 + A / D; 1.0 without draft rounds (as the cell tables report it), NaN where the
+    per-request counts are unknown (HTTP)."""
+    rounds = p.num_draft_rounds
+    no_drafts = np.where(np.isnan(rounds), np.nan, 1.0)
+    return np.where(rounds > 0, 1.0 + ratio(p.num_accepted_tokens, rounds), no_drafts)
+
+
+def _throughput(name: str, label: str, unit: str, doc: str, count: Callable[[Pooled], np.ndarray],
+                digits: int = 2) -> MetricSpec:
+    return MetricSpec(name, label, unit, 1.0, digits, Direction.HIGHER, Resampling.REQUESTS, Delta.RELATIVE,
+                      "throughput", doc, pooled=_per_second(count))
+
+
+TTFT = Latency("ttft_s", "TTFT", "TTFT")
+TPOT = Latency("tpot_s", "TPOT", "TPOT")
+ITL = Latency("itl_s", "ITL", "ITL (gap between emissions)")
+E2E = Latency("e2e_s", "E2E Latency", "E2E latency")
+LATENCIES = (TTFT, TPOT, ITL, E2E)
+COMPARED_STATS = ("mean", "median", "p99")  # of the cells' mean, median, p90, p99, std
+
+OUTPUT_THROUGHPUT = _throughput("output_throughput", "Output Throughput", "tok/s", "output tokens / duration_s",
+                                lambda p: p.num_output_tokens)
+REQUEST_THROUGHPUT = _throughput("request_throughput", "Request Throughput", "req/s", "requests / duration_s",
+                                 lambda p: p.num_requests, digits=4)
+TOTAL_THROUGHPUT = _throughput("total_throughput", "Total Token Throughput", "tok/s",
+                               "(prompt + output) tokens / duration_s",
+                               lambda p: p.num_prompt_tokens + p.num_output_tokens)
+TOKENS_PER_EMISSION = MetricSpec(
+    "tokens_per_emission", "Tokens per Emission", "", 1.0, 3, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
+    "acceptance", "pooled output tokens / emissions", pooled=lambda p: ratio(p.num_output_tokens, p.num_emissions))
+ACCEPTANCE_RATE = MetricSpec(
+    "acceptance_rate", "Acceptance Rate", "%", 100.0, 2, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
+    "acceptance", "A / T_d; null without drafts", pooled=lambda p: ratio(p.num_accepted_tokens, p.num_draft_tokens),
+    needs_drafts=True)
+ACCEPTANCE_LENGTH = MetricSpec(
+    "acceptance_length", "Acceptance Length", "", 1.0, 4, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
+    "acceptance", "token-weighted AL = 1 + A / D", pooled=_acceptance_length, needs_drafts=True)
+BASE_METRICS: tuple[MetricSpec, ...] = (
+    OUTPUT_THROUGHPUT,
+    REQUEST_THROUGHPUT,
+    TOTAL_THROUGHPUT,
+    *(latency.metric(stat) for stat in COMPARED_STATS for latency in LATENCIES),
+    TOKENS_PER_EMISSION,
+    ACCEPTANCE_RATE,
+    ACCEPTANCE_LENGTH,
+)
+
+# The columns CellMetrics.to_row fills from its pooled counts (goodput's come from the request rows' --goodput
+# flags, failed requests included: bench/cell_summary.py).
+CELL_POOLED_METRICS = tuple(metric for metric in BASE_METRICS if metric.pooled is not None)
+
+
+def _goodput(name: str, label: str, unit: str, scale: float, digits: int, delta: Delta, doc: str,
+             pooled: Callable[[Pooled], np.ndarray]) -> MetricSpec:
+    return MetricSpec(name, label, unit, scale, digits, Direction.HIGHER, Resampling.REQUESTS, delta, "goodput",
+                      doc, pooled=pooled)
+
+
+# Goodput (metrics/goodput.py): only for runs swept with --goodput; compare resamples their successful requests.
+REQUEST_GOODPUT = _goodput("request_goodput", "Goodput", "req/s", 1.0, 4, Delta.RELATIVE,
+                           "good requests / duration_s", _per_second(lambda p: p.num_good_requests))
+OUTPUT_GOODPUT = _goodput("output_goodput", "Output Goodput", "tok/s", 1.0, 2, Delta.RELATIVE,
+                          "output tokens of good requests / duration_s",
+                          _per_second(lambda p: p.num_good_output_tokens))
+GOOD_REQUEST_FRACTION = _goodput("good_request_fraction", "Good Requests", "%", 100.0, 1, Delta.ABSOLUTE,
+                                 "good / all measured requests (failed ones count as not good)",
+                                 lambda p: ratio(p.num_good_requests, p.num_requests))
+GOODPUT_METRICS: tuple[MetricSpec, ...] = (REQUEST_GOODPUT, OUTPUT_GOODPUT, GOOD_REQUEST_FRACTION)
+
+SPEEDUP = MetricSpec("speedup", "Speedup vs k=0", "x", 1.0, 3, Direction.HIGHER, Resampling.SPEEDUP,
+                     Delta.RELATIVE, "speedup", "output_throughput / baseline output_throughput", needs_drafts=True)
+
+
+def _paired(name: str, label: str, outcome: str, group: str, doc: str, needs_drafts: bool = False) -> MetricSpec:
+    return MetricSpec(name, label, "%", 100.0, 1, Direction.HIGHER, Resampling.PAIRED, Delta.ABSOLUTE, group, doc,
+                      outcome=outcome, needs_drafts=needs_drafts)
+
+
+ACCURACY_STRICT = _paired("accuracy_strict", "GSM8K Accuracy strict-match", "is_strict_match", "accuracy",
+                          "exact match, strict-match filter")
+ACCURACY_FLEXIBLE = _paired("accuracy_flexible", "GSM8K Accuracy flexible-extract", "is_flexible_match", "accuracy",
+                            "exact match, flexible-extract filter")
+AGREEMENT_STRICT = _paired("agreement_strict", "Same Answer as k=0 (strict)", "same_strict", "agreement",
+                           "fraction with equal normalised strict answers", needs_drafts=True)
+AGREEMENT_FLEXIBLE = _paired("agreement_flexible", "Same Answer as k=0 (flexible)", "same_flexible", "agreement",
+                             "fraction with equal normalised flexible answers", needs_drafts=True)
+AGREEMENT_TEXT = _paired("agreement_text", "Same Text as k=0", "same_text", "agreement",
+                         "fraction with identical output text", needs_drafts=True)
+ACCURACY_METRICS: tuple[MetricSpec, ...] = (
+    ACCURACY_STRICT, ACCURACY_FLEXIBLE, AGREEMENT_STRICT, AGREEMENT_FLEXIBLE, AGREEMENT_TEXT)
+
+POSITION_COLUMN = "accept_rate_pos_{k}"  # cells.parquet column of draft position k (1-based)
+POSITION_DOC = "A_k / D: rounds accepting draft position k per round"
+
+
+@functools.cache  # one spec per position, so specs compare equal wherever they were looked up
+def position_metric(position: int) -> MetricSpec:
+    """p_k = A_k / D for 1-based draft position k (cells.parquet `accept_rate_pos_{k}`)."""
+    return MetricSpec(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2, Direction.HIGHER,
+                      Resampling.ROUNDS, Delta.RELATIVE, "acceptance", POSITION_DOC,
+                      column_name=POSITION_COLUMN.format(k=position), needs_drafts=True,
+                      pooled=lambda p: ratio(p.num_accepted_at(position), p.num_draft_rounds))
+
+
+def catalog(num_positions: int) -> tuple[MetricSpec, ...]:
+    """Every metric, in compare's table order; per-position rows for positions 1..num_positions."""
+    positions = tuple(position_metric(k) for k in range(1, num_positions + 1))
+    return BASE_METRICS + GOODPUT_METRICS + positions + (SPEEDUP,) + ACCURACY_METRICS
+
+
+NAMED_METRICS = BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS  # all but the per-position family
+GROUPS = ("throughput", "latency", "goodput", "acceptance", "speedup", "accuracy", "agreement")
+
+
+SUMMARY_ROWS: tuple[SummaryRow, ...] = (
+    SummaryRow(OUTPUT_THROUGHPUT),
+    SummaryRow(REQUEST_THROUGHPUT, digits=3),
+    SummaryRow(TTFT.metric("mean")),
+    SummaryRow(TTFT.metric("p99")),
+    SummaryRow(TPOT.metric("mean")),
+    SummaryRow(TPOT.metric("p99")),
+    SummaryRow(ITL.metric("mean")),
+    SummaryRow(TOKENS_PER_EMISSION, digits=2),
+    SummaryRow(ACCEPTANCE_RATE, digits=1),
+    SummaryRow(ACCEPTANCE_LENGTH, digits=3),
+    SummaryRow(None),
+    SummaryRow(SPEEDUP, show_unit=False),
+    SummaryRow(AGREEMENT_TEXT, digits=3, is_fraction=True),
+)
+SUMMARY_GOODPUT_ROWS: tuple[SummaryRow, ...] = (  # runs swept with --goodput
+    SummaryRow(REQUEST_GOODPUT, digits=3),
+    SummaryRow(OUTPUT_GOODPUT, label="Goodput"),
+    SummaryRow(GOOD_REQUEST_FRACTION),
+)
+SUMMARY_ACCURACY_ROWS: tuple[SummaryRow, ...] = (  # scored workloads (gsm8k); accuracy shown with its stderr
+    SummaryRow(ACCURACY_STRICT, label="Accuracy strict-match", digits=3, is_fraction=True),
+    SummaryRow(ACCURACY_FLEXIBLE, label="Accuracy flexible-extract", digits=3, is_fraction=True),
+    SummaryRow(AGREEMENT_FLEXIBLE, label="Same answer as k=0 (flex)", digits=3, is_fraction=True),
+)
