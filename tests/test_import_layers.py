@@ -70,7 +70,7 @@ TEST_ONLY_MODULES = ("tests", "pytest", "hypothesis")  # never imported by produ
 class Import:
     source: str  # importing module, e.g. "specbench.spec.verify_triton"
     target: str  # imported module or name, e.g. "specbench.kernels.verify_kernels"
-    path: str  # file, relative to the walked root's parent
+    path: str  # file, relative to the repo root
     line: int
     kind: str  # "module" | "function" | "type-checking"
 
@@ -149,7 +149,7 @@ def walk(repo: Path = REPO) -> tuple[set[str], list[Import]]:
     found: list[Import] = []
     for package, folder in product_folders(repo).items():
         for module, path in _modules(package, folder):
-            if module not in modules:  # a mapped subpackage's own folder wins over specbench/<name>
+            if module not in modules:  # found twice (a copy under specbench/): walked once
                 modules.add(module)
                 found += imports_of(module, path, repo)
     return modules, found
