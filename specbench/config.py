@@ -19,6 +19,9 @@ EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 # `option(..., before=...)` default: the option existed from the start.
 ALWAYS = object()
 
+# `inject` values that mean "no fault" (None too); any other name must be a fault of specbench.faults.
+NO_FAULT_NAMES = ("", "none")
+
 # --device: auto, cpu, cuda or cuda:N (whether that card exists is checked when the engine is built).
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")
 
@@ -176,11 +179,10 @@ class EngineConfig:
                                      f"{self.eagle_aux_layer_ids}")
             object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
 
-        if self.inject is not None:
-            from specbench.faults import resolve_fault
-
-            if resolve_fault(self.inject) is None:
-                object.__setattr__(self, "inject", None)
+        # Only the off spellings are read here: the fault catalog (specbench.faults) sits above this module and
+        # resolves every other name where hooks are built (the CLI's option parsing, validate_config, create_engine).
+        if self.inject in NO_FAULT_NAMES:
+            object.__setattr__(self, "inject", None)
 
     def _check_bounds(self) -> None:
         """Every option declared with `bounds`: a finite number (or each element of a tuple) within them."""

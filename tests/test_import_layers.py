@@ -1,43 +1,185 @@
-"""Top-level packages of specbench import each other without cycles (every import counted, also in functions).
+"""The layers of specbench, declared once (`LAYERS`), and an import graph that must respect them.
 
-`runtime` (phases, CUDA-graph runner, hook seam) sits under both `engine` and `spec`; `engine` composes `spec`.
-`runs` (sweep config, cell keys, turns, rows, schema) sits under `bench`, `backends` and `compare`; `bench` drives
-`backends` and reuses `compare`'s estimators.
+What is walked: every product folder, as pyproject's `package-dir` maps it (specbench/, and kernels/ and workloads/,
+which install as specbench.kernels and specbench.workloads).
+What counts as an import, every one of them, with no exception list:
+- module-level imports;
+- imports inside functions: a lazy import still runs, only later, so it is a dependency like any other;
+- imports under `if TYPE_CHECKING:` too: they never run, but a type named in a signature is still something the
+  reader must know, and exempting them would let the layers drift through annotations first;
+- relative imports, and `importlib.import_module` / `__import__` with a literal specbench name.
+A unit is one top-level subpackage or module of specbench (`spec`, `config`, `kernels`, ...); the root package's own
+`__init__.py` (__version__ and the lazy facade `LLM`) is the unit `specbench`.
+
+The rule: a unit imports only units of layers strictly below its own. Units of one layer are independent of each
+other, so the order alone rules out cycles; the cycle search names any cycle anyway, with the imports that make it.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-import specbench
+REPO = Path(__file__).resolve().parents[1]
 
-ROOT = Path(specbench.__file__).parent
-KNOWN_CYCLES: set[frozenset[str]] = set()  # none left; a new one fails
+# Bottom to top. A new unit must be placed here (test_every_unit_sits_in_one_layer).
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
+    # The one exception type users see; every layer raises it.
+    {"errors"},
+    # Leaves: plain values and tensor helpers that know no model or engine. `config` (engine options, validated
+    # alone) is here so that every layer that builds, runs or records an engine reads it; `kernels` (Triton:
+    # tensors in, tensors out) is here so that attention, the models and the verifier all launch them.
+    {"config", "device_copy", "extras", "json_file", "kernels", "kv", "registry", "sampling_params"},
+    # Attention (metadata, torch reference, Triton and flashinfer backends) over the paged KV cache; workloads
+    # (prompt sets) need only sampling parameters.
+    {"attention", "workloads"},
+    # Models run attention; `runtime` (phases, CUDA-graph runner, the hook seam) sits under both the engine and the
+    # proposers.
+    {"models", "runtime"},
+    # Proposers and verifier (`spec`), and the fault mutants (test machinery plugged into runtime's hooks): neither
+    # knows the engine that calls them.
+    {"faults", "spec"},
+    # The engine composes models, attention, runtime and a proposer.
+    {"engine"},
+    # `llm`: the library entry (an engine, with an injected fault's hooks); `metrics`: computed from engine outputs.
+    {"llm", "metrics"},
+    # The package root: __version__ (read by runs and serve) and the lazy facade `specbench.LLM`.
+    {"specbench"},
+    # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation.
+    {"generate", "runs"},
+    # `backends` run a sweep's cells on the embedded engine or a server; `compare` reads stored runs.
+    {"backends", "compare"},
+    # `bench` drives backends and reuses compare's estimators; `check` is the oracle battery; `serve` the HTTP server.
+    {"bench", "check", "serve"},
+    # The check battery against every fault.
+    {"selftest"},
+    # The CLI only parses arguments and calls the library below it.
+    {"cli"},
+    # `python -m specbench`.
+    {"__main__"},
+))
+
+TEST_ONLY_MODULES = ("tests", "pytest", "hypothesis")  # never imported by product code
 
 
-def _top(module: str) -> str:
-    return module.split(".")[1]
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module, e.g. "specbench.spec.verify_triton"
+    target: str  # imported module or name, e.g. "specbench.kernels.verify_kernels"
+    path: str  # file, relative to the repo root
+    line: int
+    kind: str  # "module" | "function" | "type-checking"
+
+    def describe(self) -> str:
+        where = {"module": "", "function": " (inside a function)", "type-checking": " (under TYPE_CHECKING)"}
+        return f"{self.path}:{self.line}{where[self.kind]} imports {self.target}"
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    edges: dict[str, set[str]] = {}
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root).with_suffix("").parts
-        if rel == ("__init__",) or rel == ("__main__",):
-            continue
-        top = rel[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
-            for name in names:
-                if name.startswith("specbench.") and _top(name) != top:
-                    edges.setdefault(top, set()).add(_top(name))
+def product_folders(repo: Path = REPO) -> dict[str, Path]:
+    """Package name -> folder, from pyproject (the one declaration of what ships)."""
+    setuptools = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {package: repo / folder for package, folder in setuptools["package-dir"].items()}
+
+
+def module_name(package: str, folder: Path, path: Path) -> str:
+    parts = path.relative_to(folder).with_suffix("").parts
+    return ".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _modules(package: str, folder: Path) -> Iterator[tuple[str, Path]]:
+    # os.walk does not follow symlinks: scripts/gpu_env.sh links kernels/ and workloads/ under specbench/, and
+    # those are walked once, as their own folders.
+    for directory, subdirs, files in os.walk(folder):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            yield module_name(package, folder, Path(directory) / name), Path(directory) / name
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            anchor = package[:len(package) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        # One target per name: `from specbench import config` reads the unit config, `from specbench import LLM`
+        # the root's facade.
+        return [base if alias.name == "*" else f"{base}.{alias.name}" for alias in node.names]
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+            return [node.args[0].value]
+    return []
+
+
+def imports_of(module: str, path: Path, shown_from: Path) -> list[Import]:
+    is_package = path.name == "__init__.py"
+    found: list[Import] = []
+
+    def visit(node: ast.AST, kind: str) -> None:
+        for target in _targets(node, module, is_package):
+            found.append(Import(module, target, str(path.relative_to(shown_from)), node.lineno, kind))
+        for child in ast.iter_child_nodes(node):
+            child_kind = kind
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and kind == "module":
+                child_kind = "function"
+            if isinstance(node, ast.If) and _is_type_checking(node.test) and child in node.body:
+                child_kind = "type-checking"
+            visit(child, child_kind)
+
+    visit(ast.parse(path.read_text(), filename=str(path)), "module")
+    return found
+
+
+def walk(repo: Path = REPO) -> tuple[set[str], list[Import]]:
+    """(every product module, every import in them)."""
+    modules: set[str] = set()
+    found: list[Import] = []
+    for package, folder in product_folders(repo).items():
+        for module, path in _modules(package, folder):
+            if module not in modules:  # found twice (a copy under specbench/): walked once
+                modules.add(module)
+                found += imports_of(module, path, repo)
+    return modules, found
+
+
+def unit_of(name: str, units: set[str]) -> str | None:
+    """specbench.spec.eagle.proposer -> spec; specbench -> specbench (the root); outside specbench -> None."""
+    parts = name.split(".")
+    if parts[0] != "specbench":
+        return None
+    if len(parts) == 1 or parts[1] not in units:  # `from specbench import LLM` reads the root's facade
+        return "specbench"
+    return parts[1]
+
+
+def unit_graph(modules: set[str], found: list[Import]) -> dict[tuple[str, str], list[Import]]:
+    """(importing unit, imported unit) -> the imports behind that edge; imports inside one unit left out."""
+    units = {m.split(".")[1] for m in modules if "." in m} | {"specbench"}
+    edges: dict[tuple[str, str], list[Import]] = {}
+    for imp in found:
+        source, target = unit_of(imp.source, units), unit_of(imp.target, units)
+        if target is not None and target != source:
+            sites = edges.setdefault((source, target), [])
+            if imp not in sites:
+                sites.append(imp)
     return edges
 
 
 def cycles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
-    """Strongly connected components with more than one package."""
+    """Strongly connected components with more than one unit (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -46,7 +188,7 @@ def cycles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in edges.get(v, ()):
+        for w in sorted(edges.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -68,14 +210,101 @@ def cycles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
     return found
 
 
-def test_no_import_cycle_between_top_level_packages():
-    edges = import_graph()
-    assert "spec" in edges["engine"] and "runtime" in edges["spec"]  # the walk sees real imports
-    assert "engine" not in edges.get("spec", set()) and "engine" not in edges.get("runtime", set())
-    assert cycles(edges) == KNOWN_CYCLES
-    for shared in ("bench", "backends", "compare"):
-        assert shared not in edges.get("runs", set())
-    assert "bench" not in edges["backends"] and "bench" not in edges["compare"]
+def _layer_of() -> dict[str, int]:
+    return {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _real_graph() -> tuple[set[str], list[Import], dict[tuple[str, str], list[Import]]]:
+    modules, found = walk()
+    return modules, found, unit_graph(modules, found)
+
+
+def test_the_walk_covers_every_product_folder():
+    modules, found, _ = _real_graph()
+    folders = product_folders()
+    assert {"specbench.kernels", "specbench.workloads"} <= set(folders)
+    for package, folder in folders.items():
+        expected = {module_name(package, folder, path) for path in folder.rglob("*.py")}
+        assert expected and expected <= modules, (package, sorted(expected - modules))
+    assert {imp.kind for imp in found} == {"module", "function", "type-checking"}
+
+
+def test_every_unit_sits_in_one_layer():
+    modules, _, _ = _real_graph()
+    units = {m.split(".")[1] for m in modules if "." in m} | {"specbench"}
+    declared = [unit for layer in LAYERS for unit in layer]
+    assert len(declared) == len(set(declared)), "a unit is declared in two layers"
+    assert units - set(declared) == set(), "place these units in LAYERS"
+    assert set(declared) - units == set(), "LAYERS names units that no longer exist"
+
+
+def test_no_import_runs_up_the_layers():
+    _, _, edges = _real_graph()
+    layer = _layer_of()  # an undeclared unit fails test_every_unit_sits_in_one_layer; here it sits at the bottom
+    wrong = [
+        f"{source} (layer {layer.get(source, 0)}) -> {target} (layer {layer.get(target, 0)}): {imp.describe()}"
+        for (source, target), sites in sorted(edges.items()) if layer.get(target, 0) >= layer.get(source, 0)
+        for imp in sites
+    ]
+    assert not wrong, "imports that run up (or across) the layers:\n" + "\n".join(wrong)
+
+
+def test_no_cycle_between_units():
+    _, _, edges = _real_graph()
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    found = cycles(graph)
+    detail = [imp.describe() for component in found for (s, t), sites in sorted(edges.items())
+              if s in component and t in component for imp in sites]
+    assert not found, f"cycles {sorted(map(sorted, found))} through:\n" + "\n".join(detail)
+
+
+def test_kernels_is_a_leaf():
+    """Triton kernels know tensors only: no proposer, config, model or attention type reaches into them."""
+    _, _, edges = _real_graph()
+    assert {target for source, target in edges if source == "kernels"} <= {"errors"}
+
+
+def test_product_code_imports_no_test_machinery():
+    _, found, _ = _real_graph()
+    hits = [imp.describe() for imp in found if imp.target.split(".")[0] in TEST_ONLY_MODULES]
+    assert not hits, hits
+
+
+def test_the_walk_sees_every_kind_of_import(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools]\npackage-dir = { "specbench" = "src", "specbench.kernels" = "kern" }\n')
+    files = {
+        "src/__init__.py": "from specbench.top import thing\n",
+        "src/top.py": "def f():\n    from specbench.low import x\n",
+        "src/low/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specbench.mid import T\n"
+                               "else:\n    import specbench.errors\n",
+        "src/low/inner.py": "from ..mid import y\nfrom . import sibling\n",
+        "src/mid.py": "import importlib\nimportlib.import_module('specbench.kernels.k')\n",
+        "src/errors.py": "",
+        "kern/__init__.py": "",
+        "kern/k.py": "import specbench\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    modules, found = walk(tmp_path)
+    assert "specbench.kernels.k" in modules and "specbench.low.inner" in modules
+    edges = unit_graph(modules, found)
+    kinds = {edge: {imp.kind for imp in sites} for edge, sites in edges.items()}
+    assert kinds == {
+        ("specbench", "top"): {"module"},
+        ("top", "low"): {"function"},
+        ("low", "mid"): {"type-checking", "module"},  # the relative import in low/inner.py is a plain one
+        ("low", "errors"): {"module"},  # the `else:` branch of TYPE_CHECKING runs
+        ("mid", "kernels"): {"module"},
+        ("kernels", "specbench"): {"module"},
+    }
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    assert cycles(graph) == {frozenset({"specbench", "top", "low", "mid", "kernels"})}
 
 
 def test_the_walk_finds_a_cycle():
@@ -91,11 +320,13 @@ def test_the_generic_request_carries_no_proposer_state():
     assert not {n for n in names if "feature" in n or "draft" in n}, names
 
 
-def test_kernels_import_no_private_helpers():
-    """The Triton twins share the torch reference's helpers through their public names."""
-    hits = []
-    for path in (ROOT.parent / "kernels").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specbench"):
-                hits += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+def test_kernels_and_their_launchers_import_no_private_helpers():
+    """The Triton code (kernels/ and every module that launches it, e.g. spec/verify_triton.py) shares the torch
+    reference's helpers through their public names."""
+    modules, found, _ = _real_graph()
+    launchers = {imp.source for imp in found if imp.target.startswith("specbench.kernels")}
+    hits = [imp.describe() for imp in found
+            if imp.source in launchers | {m for m in modules if m.startswith("specbench.kernels")}
+            and imp.target.startswith("specbench.") and imp.target.rsplit(".", 1)[-1].startswith("_")]
+    assert "specbench.spec.verify_triton" in launchers
     assert not hits, hits

@@ -17,6 +17,10 @@ def validate_config(config: SweepConfig) -> None:
     from specbench.backends import BENCH_BACKENDS
     from specbench.workloads import workload_factory
 
+    if config.engine.inject is not None:  # the fault catalog imports torch: only when a fault is named
+        from specbench.faults import resolve_fault
+
+        resolve_fault(config.engine.inject)
     workload_factory(config.workload)
     BENCH_BACKENDS.get(config.backend)
     if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)

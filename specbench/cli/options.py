@@ -77,7 +77,12 @@ def engine_parameters(defaults: dict[str, Any] | None = None) -> list[inspect.Pa
 
 
 def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
-    """Option values -> EngineConfig field values (comma lists parsed)."""
+    """Option values -> EngineConfig field values (comma lists parsed); an unknown --inject fails here, listing
+    the faults (EngineConfig cannot check the name: the fault catalog sits above it)."""
+    if raw["inject"] is not None:
+        from specbench.faults import resolve_fault
+
+        resolve_fault(raw["inject"])
     return {f.name: f.metadata["parse"](raw[f.name]) if f.metadata["parse"] else raw[f.name] for f in _FIELDS}
 
 

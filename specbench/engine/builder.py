@@ -92,7 +92,7 @@ def _flashinfer_or_fallback(device: torch.device) -> str:
 
 def select_verifier(name: str) -> Callable:
     if name == "triton":
-        from specbench.kernels.verify import verify_triton
+        from specbench.spec.verify_triton import verify_triton
 
         return verify_triton
     from specbench.spec.verifier import verify

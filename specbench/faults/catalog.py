@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.config import NO_FAULT_NAMES
 from specbench.errors import SpecbenchError
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
@@ -42,7 +43,7 @@ _MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS}
 
 
 def resolve_fault(name: str | None) -> Fault | None:
-    if name is None or name in ("", "none"):
+    if name is None or name in NO_FAULT_NAMES:
         return None
     try:
         return FAULTS[name]

@@ -22,7 +22,7 @@ from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_ques
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import create_backend  # noqa: E402
-from specbench.kernels.testing import random_paged_batch  # noqa: E402
+from tests.support.kernel_testing import random_paged_batch  # noqa: E402
 from specbench.kv.kv_cache import KVCache, KVCacheSpec  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from specbench.attention import flashinfer_backend  # noqa: E402
 from specbench.attention.invariants import InvariantViolation  # noqa: E402
 from specbench.attention.metadata import build_metadata  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.kernels.testing import random_paged_batch  # noqa: E402
+from tests.support.kernel_testing import random_paged_batch  # noqa: E402
 from specbench.kv.kv_cache import KVCache, KVCacheSpec  # noqa: E402
 
 SHAPES = {  # num_query per request; every request also has some keys cached before this forward

@@ -13,7 +13,7 @@ pytest.importorskip("triton")
 
 from tests.support.gpu_report import record_gpu_result  # noqa: E402
 
-from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),

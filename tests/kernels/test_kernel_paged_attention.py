@@ -12,14 +12,14 @@ import torch
 
 pytest.importorskip("triton")
 
-from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
 from specbench.attention.torch_ref import TorchPagedAttention  # noqa: E402
 from specbench.kernels.kv_store import store_kv  # noqa: E402
 from specbench.kernels.paged_attention import paged_attention, plan_launch  # noqa: E402
-from specbench.kernels.testing import PagedBatch, poisoned_allocations, random_paged_batch  # noqa: E402
+from tests.support.kernel_testing import PagedBatch, poisoned_allocations, random_paged_batch  # noqa: E402
 from specbench.kv.kv_cache import KVCache, KVCacheSpec  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -11,7 +11,7 @@ pytest.importorskip("triton")
 
 from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 
-from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import kernels_runnable_here  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

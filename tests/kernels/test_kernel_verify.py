@@ -8,14 +8,14 @@ import torch
 
 pytest.importorskip("triton")
 
-from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here, poisoned_allocations  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from specbench.kernels.verify import verify_triton  # noqa: E402
 from specbench.sampling_params import SamplingParams  # noqa: E402
 from specbench.spec.sampling import build_sampling_tensors, make_generator  # noqa: E402
 from specbench.spec.verifier import verify  # noqa: E402
+from specbench.spec.verify_triton import verify_triton  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -15,7 +15,7 @@ from tests.support.head_modules import random_eagle_head, randomize  # noqa: E40
 from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
-from specbench.kernels.testing import kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402

@@ -1,4 +1,4 @@
-"""Random paged batches and poisoned allocations, shared by the kernel tests and `bench_kernels`."""
+"""Random paged batches and poisoned allocations, shared by the kernel tests and `scripts/bench_kernels.py`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """`verify_triton`: `specbench.spec.verifier.verify` with its per-token work in Triton; same signature and result.
 
-Same random draws in the same order, so equal RNG states give the reference's tokens exactly.
+Same random draws in the same order, so equal RNG states give the reference's tokens exactly. The launcher lives
+beside the reference (it speaks `SamplingTensors` and `VerifyResult`); the kernels it launches stay in the leaf
+`specbench.kernels.verify_kernels`, which knows only tensors.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Kernel micro-benchmark (CUDA): each Triton kernel vs its torch reference at Llama-3.1-8B shapes.
 
-Usage: python -m specbench.kernels.bench_kernels [--quick] [--json PATH]. Columns are explained in `HEADER`.
+Usage (repo root): source scripts/gpu_env.sh && python scripts/bench_kernels.py [--quick] [--json PATH]. Columns are
+explained in `HEADER`. It reuses the kernel tests' random paged batches (tests.support, on PYTHONPATH via gpu_env.sh).
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from specbench.kernels.paged_attention import paged_attention, plan_launch
 from specbench.kernels.rms_norm import rms_norm
 from specbench.kernels.rope import apply_rope_
 from specbench.kernels.runtime import sm_count
-from specbench.kernels.testing import random_paged_batch
-from specbench.kernels.verify import verify_triton
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import RopeScaling
 from specbench.models.layers import RMSNorm, RotaryEmbedding
 from specbench.sampling_params import SamplingParams
 from specbench.spec.sampling import build_sampling_tensors
 from specbench.spec.verifier import verify
+from specbench.spec.verify_triton import verify_triton
+from tests.support.kernel_testing import random_paged_batch
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, HIDDEN, VOCAB, NUM_LAYERS = 32, 8, 128, 16, 4096, 128256, 32
 INTER = 14336
