@@ -217,6 +217,11 @@ def _down_combine_kernel(
              mask=is_col[:, None] & (token_ids < num_tokens)[None, :])
 
 
+def is_interpreted_here() -> bool:
+    """Whether this process runs the kernels under the CPU interpreter (TRITON_INTERPRET=1 at triton's import)."""
+    return is_interpreted(_gate_up_kernel)
+
+
 def fused_experts(
     x: torch.Tensor,  # [num_tokens, hidden], num_tokens <= MAX_TOKENS
     topk_ids: torch.Tensor,  # [num_tokens, k] int64; num_experts on padded rows
