@@ -90,9 +90,9 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
         counts = [active_bytes(layer, x) for layer, x in zip(layers, xs, strict=True)]
         num_active = sum(c[0] for c in counts) / num_layers
         num_bytes = sum(c[1] for c in counts) // num_layers
-        paths = {"torch reference": lambda i: layers[i](xs[i])}
+        paths = {"torch reference": lambda i, xs=xs: layers[i](xs[i])}
         if is_fused:
-            paths["fused (Triton)"] = lambda i: layers[i](xs[i], is_fused=True)
+            paths["fused (Triton)"] = lambda i, xs=xs: layers[i](xs[i], is_fused=True)
         for path, fn in paths.items():
             with torch.no_grad():
                 if device.type == "cuda" and path.startswith("fused"):
