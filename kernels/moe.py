@@ -76,7 +76,7 @@ def sort_by_expert(
 
 
 @triton.jit
-def _round(x, dtype):
+def _round(x, dtype: tl.constexpr):
     return x.to(dtype).to(tl.float32)
 
 
@@ -279,7 +279,7 @@ def fused_experts(
         act, down_weight, down_bias if has_bias else x, slot_weights, out, *sort_args,
         num_tokens, hidden, out.stride(0),
         INTER=inter, TOP_K=top_k, HAS_BIAS=has_bias, DOT_PRECISION=dot_precision, IS_DOT_UPCAST=is_upcast,
-        BLOCK_T=next_pow2(num_tokens), BLOCK_M=config.block_m, BLOCK_N=config.block_n_down,
+        BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_M=config.block_m, BLOCK_N=config.block_n_down,
         BLOCK_K=min(config.block_k, max(16, next_pow2(inter))),
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

@@ -1,6 +1,6 @@
 """One MoE layer at decode and verify batch sizes: the fused Triton path (kernels/moe.py) beside the torch reference.
 
-    python scripts/bench_moe.py [--layers 4] [--tokens 1,16,64] [--shapes qwen3-30b-a3b,gpt-oss-20b]
+    python scripts/bench_moe.py [--layers 4] [--tokens 1,16,64] [--shapes qwen3-30b-a3b,gpt-oss-20b] [--sweep]
     TRITON_INTERPRET=1 python scripts/bench_moe.py --tiny   # CPU, tiny shapes: a crash test, timings meaningless
 
 Each row is one layer's forward (router, routing, sort, the routed experts; no shared expert in these shapes) on
@@ -8,7 +8,9 @@ random bf16 weights and inputs. `active experts` is the mean over the `--layers`
 nothing stays in L2) of the experts the batch wakes; `MB read` counts their weights (and biases) plus the router's,
 the floor of what a step must read. The fused path is a CUDA graph of the layers, replayed (median of
 triton.testing.do_bench); the reference loops over experts with host syncs, so it runs eagerly (CUDA events).
-Prints a markdown table; `% of copy` is against a measured device-to-device copy.
+`--sweep` adds rows for the routed experts alone (routing precomputed, router bytes not counted) under a grid of
+tiles: the best three and the default per token count. Prints a markdown table; `% of copy` is against a measured
+device-to-device copy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.kernels.moe import MoeKernelConfig
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_config import MoeConfig
 
@@ -36,6 +39,12 @@ TINY = {
 }
 
 
+# (gate_up block_n, down block_n, block_k, stages); 16 rows of an expert per tensor-core step, 4 warps
+SWEEP = [MoeKernelConfig(block_m=16, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st)
+         for gu, dn, bk, st in ((16, 16, 128, 3), (32, 16, 128, 4), (64, 16, 128, 3), (32, 32, 128, 3),
+                                (32, 16, 256, 3), (64, 32, 256, 3), (16, 16, 256, 4), (32, 32, 64, 5))]
+
+
 @dataclass(frozen=True)
 class Row:
     shape: str
@@ -46,13 +55,13 @@ class Row:
     ms: float  # per layer
 
 
-def active_bytes(layer: MoeMLP, x: torch.Tensor) -> tuple[int, int]:
-    """(experts the batch wakes, bytes of their weights and biases plus the router's)."""
+def active_bytes(layer: MoeMLP, x: torch.Tensor) -> tuple[int, int, int]:
+    """(experts the batch wakes, bytes of their weights and biases plus the router's, the router's bytes)."""
     num_active = int(torch.unique(layer.route(x).topk_ids).numel())
     per_expert = sum(t[0].numel() * t.element_size() for t in (layer.gate_up_weight, layer.down_weight,
                                                               layer.gate_up_bias, layer.down_bias) if t is not None)
     router = sum(p.numel() * p.element_size() for p in layer.router.parameters())
-    return num_active, num_active * per_expert + router
+    return num_active, num_active * per_expert + router, router
 
 
 def time_eager_ms(fn, num_calls: int, device: torch.device) -> float:
@@ -73,8 +82,7 @@ def time_eager_ms(fn, num_calls: int, device: torch.device) -> float:
     return (time.perf_counter() - start_s) * 1e3 / num_calls
 
 
-def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,
-                dtype: torch.dtype, is_fused: bool) -> list[Row]:
+def make_layers(config: MoeConfig, num_layers: int, device: torch.device, dtype: torch.dtype) -> list[MoeMLP]:
     torch.manual_seed(0)
     layers = []
     for _ in range(num_layers):
@@ -84,6 +92,21 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
                 if p is not None:
                     p.normal_(std=0.02)
         layers.append(layer)
+    return layers
+
+
+def timed_ms(fn, num_calls: int, device: torch.device, is_graphed: bool) -> float:
+    with torch.no_grad():
+        if device.type == "cuda" and is_graphed:
+            from specbench.bench.graph_timing import graphed_ms
+
+            return graphed_ms(fn, num_calls)
+        return time_eager_ms(fn, num_calls, device)
+
+
+def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,
+                dtype: torch.dtype, is_fused: bool) -> list[Row]:
+    layers = make_layers(config, num_layers, device, dtype)
     rows = []
     for num_tokens in tokens:
         xs = [torch.randn(num_tokens, config.hidden_size, device=device, dtype=dtype) for _ in range(num_layers)]
@@ -94,14 +117,44 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
         if is_fused:
             paths["fused (Triton)"] = lambda i, xs=xs: layers[i](xs[i], is_fused=True)
         for path, fn in paths.items():
-            with torch.no_grad():
-                if device.type == "cuda" and path.startswith("fused"):
-                    from specbench.bench.graph_timing import graphed_ms
-
-                    ms = graphed_ms(fn, num_layers)
-                else:
-                    ms = time_eager_ms(fn, num_layers, device)
+            ms = timed_ms(fn, num_layers, device, is_graphed=path.startswith("fused"))
             rows.append(Row(name, num_tokens, path, num_active, num_bytes, ms))
+    return rows
+
+
+def tile_name(c: MoeKernelConfig) -> str:
+    return f"gate_up n{c.block_n_gate_up}, down n{c.block_n_down}, k{c.block_k}, {c.num_warps}w, {c.num_stages}st"
+
+
+def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,
+                dtype: torch.dtype) -> list[Row]:
+    """The routed experts alone (routing done beforehand) under each tile config of SWEEP: the best three and the
+    default per token count, for picking `kernels/moe.default_config`."""
+    from specbench.kernels.moe import default_config, fused_experts
+
+    layers = make_layers(config, num_layers, device, dtype)
+    default = default_config(torch.empty((), dtype=dtype).element_size())
+    rows = []
+    for num_tokens in tokens:
+        xs = [torch.randn(num_tokens, config.hidden_size, device=device, dtype=dtype) for _ in range(num_layers)]
+        with torch.no_grad():
+            routings = [layer.route(x) for layer, x in zip(layers, xs, strict=True)]
+        counts = [active_bytes(layer, x) for layer, x in zip(layers, xs, strict=True)]
+        num_active = sum(c[0] for c in counts) / num_layers
+        num_bytes = sum(c[1] - c[2] for c in counts) // num_layers  # experts only: the router is not run here
+
+        def run(i: int, tiles: MoeKernelConfig, xs=xs, routings=routings):
+            layer, routing = layers[i], routings[i]
+            return fused_experts(xs[i], routing.topk_ids, routing.topk_weights, layer.gate_up_weight,
+                                 layer.down_weight, gate_up_bias=layer.gate_up_bias, down_bias=layer.down_bias,
+                                 is_swiglu_oai=config.activation == "swiglu_oai", config=tiles)
+
+        timings = {tiles: timed_ms(lambda i, t=tiles: run(i, t), num_layers, device, is_graphed=True)
+                   for tiles in dict.fromkeys([default, *SWEEP])}
+        ranked = sorted(timings, key=timings.get)
+        for tiles in dict.fromkeys([*ranked[:3], default]):
+            label = ("default: " if tiles == default else "") + tile_name(tiles)
+            rows.append(Row(name, num_tokens, f"experts, {label}", num_active, num_bytes, timings[tiles]))
     return rows
 
 
@@ -134,19 +187,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=4, help="distinct layers per timing (defeats L2)")
     ap.add_argument("--tokens", default="1,16,64")
-    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
-    ap.add_argument("--tiny", action="store_true", help="tiny shapes on CPU (fused path only under TRITON_INTERPRET=1)")
+    ap.add_argument("--shapes", help=f"comma-separated, of {', '.join(SHAPES)} (all by default)")
+    ap.add_argument("--sweep", action="store_true", help="also time the routed experts under each tile config")
+    ap.add_argument("--tiny", action="store_true",
+                    help=f"CPU, shapes {', '.join(TINY)} (fused path only under TRITON_INTERPRET=1)")
     args = ap.parse_args()
+    table = TINY if args.tiny else SHAPES
+    names = args.shapes.split(",") if args.shapes else list(table)
+    unknown = [s for s in names if s not in table]
+    if unknown:
+        ap.error(f"unknown shape {unknown[0]!r}; supported: {', '.join(table)}")
+    shapes = {s: table[s] for s in names}
     if args.tiny:
-        shapes, device, dtype = TINY, torch.device("cpu"), torch.float32
+        device, dtype = torch.device("cpu"), torch.float32
         torch.set_num_threads(1)  # tiny ops: thread fork/join on a shared CPU costs more than it saves
     else:
-        unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
-        if unknown:
-            ap.error(f"unknown shape {unknown[0]!r}; supported: {', '.join(SHAPES)}")
         if not torch.cuda.is_available():
             ap.error("needs a CUDA device (or --tiny)")
-        shapes = {s: SHAPES[s] for s in args.shapes.split(",")}
         device, dtype = torch.device("cuda"), torch.bfloat16
     import triton
 
@@ -167,6 +224,8 @@ def main() -> None:
         if is_fused:
             print(f"{name}: fused vs reference, max |diff| / max |ref| = {check_numerics(config, device, dtype)}")
         rows += bench_shape(name, config, args.layers, tokens, device, dtype, is_fused)
+        if args.sweep and is_fused:
+            rows += sweep_shape(name, config, args.layers, tokens, device, dtype)
     print("\n".join(format_rows(rows, copy_gbps)))
 
 

@@ -42,6 +42,18 @@ def test_tiny_run_prints_both_paths_and_agreeing_numerics(monkeypatch, capsys):
                 assert 2 <= num_active <= 2 * tokens and mb_read > 0
 
 
+@pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
+def test_tiny_sweep_ranks_tiles(monkeypatch, capsys):
+    bench = _load_script(monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["bench_moe.py", "--tiny", "--layers", "1", "--tokens", "3", "--sweep",
+                                      "--shapes", "tiny-gpt-oss"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "tiny-qwen3" not in out
+    experts_rows = re.findall(r"\| tiny-gpt-oss \| 3 \| experts, (default: )?gate_up n\d+", out)
+    assert 3 <= len(experts_rows) <= 4 and sum(1 for d in experts_rows if d) == 1, out
+
+
 def test_unknown_shape_is_one_error_line(monkeypatch, capsys):
     bench = _load_script(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["bench_moe.py", "--shapes", "qwen3-30b-a3b,llama"])
