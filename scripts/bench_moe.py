@@ -39,10 +39,13 @@ TINY = {
 }
 
 
-# (gate_up block_n, down block_n, block_k, stages); 16 rows of an expert per tensor-core step, 4 warps
-SWEEP = [MoeKernelConfig(block_m=16, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st)
-         for gu, dn, bk, st in ((16, 16, 128, 3), (32, 16, 128, 4), (64, 16, 128, 3), (32, 32, 128, 3),
-                                (32, 16, 256, 3), (64, 32, 256, 3), (16, 16, 256, 4), (32, 32, 64, 5))]
+# (rows per tensor-core step, gate_up block_n, down block_n, block_k, stages), 4 warps. More rows per step: fewer
+# passes over an expert's weights when it has many tokens (64-token verify), more wasted rows when it has few.
+SWEEP = [MoeKernelConfig(block_m=bm, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st)
+         for bm, gu, dn, bk, st in ((16, 16, 16, 128, 3), (16, 32, 16, 128, 4), (16, 64, 16, 128, 3),
+                                    (16, 32, 32, 128, 3), (16, 32, 16, 256, 3), (16, 64, 32, 256, 3),
+                                    (16, 16, 16, 256, 4), (16, 32, 32, 64, 5), (32, 32, 16, 128, 3),
+                                    (64, 32, 16, 128, 3))]
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,8 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
 
 
 def tile_name(c: MoeKernelConfig) -> str:
-    return f"gate_up n{c.block_n_gate_up}, down n{c.block_n_down}, k{c.block_k}, {c.num_warps}w, {c.num_stages}st"
+    return (f"m{c.block_m}, gate_up n{c.block_n_gate_up}, down n{c.block_n_down}, k{c.block_k}, {c.num_warps}w, "
+            f"{c.num_stages}st")
 
 
 def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,

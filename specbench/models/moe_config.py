@@ -61,9 +61,9 @@ class MoeConfig:
             raise SpecbenchError("the MoE score-correction bias goes with sigmoid scoring (DeepSeek-V3, GLM-4.5)")
         if self.is_shared_expert_gated and not self.shared_intermediate_size:
             raise SpecbenchError("a gated shared expert needs shared_intermediate_size > 0")
-        for name in ("hidden_size", "moe_intermediate_size"):
-            if getattr(self, name) < 1:
-                raise SpecbenchError(f"MoE {name} must be positive, got {getattr(self, name)}")
+        if min(self.hidden_size, self.moe_intermediate_size) < 1:
+            raise SpecbenchError(f"MoE widths must be positive, got hidden {self.hidden_size}, "
+                                 f"intermediate {self.moe_intermediate_size}")
 
     @property
     def has_shared_expert(self) -> bool:

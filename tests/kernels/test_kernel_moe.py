@@ -28,6 +28,7 @@ HIDDEN, NUM_EXPERTS, TOP_K, INTER = 64, 8, 2, 48  # INTER off the tile sizes: ma
 # Small tiles: several programs per expert and several K steps; 16 rows per step so an expert's range is walked in
 # more than one step at 64 tokens.
 SMALL = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32)
+WIDE_ROWS = MoeKernelConfig(block_m=64, block_n_gate_up=16, block_n_down=16, block_k=32)
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 CONFIGS = {
@@ -96,9 +97,10 @@ def _fixed_routing(num_tokens: int, experts: list[int]) -> ExpertRouting:
     return ExpertRouting(topk_ids=ids, topk_weights=weights)
 
 
+@pytest.mark.parametrize("tiles", [SMALL, WIDE_ROWS], ids=["16-rows", "64-rows"])
 @pytest.mark.parametrize("num_tokens", [1, 17, 64])
-def test_experts_without_tokens_and_experts_with_many(num_tokens):
-    # Experts 0, 2, 3, 4, 6 get nothing; 5 and 7 get every token (64 rows: four 16-row steps of one range).
+def test_experts_without_tokens_and_experts_with_many(num_tokens, tiles):
+    # Experts 0, 2, 3, 4, 6 get nothing; 5 and 7 get every token (64 rows: four 16-row steps of one range, or one).
     moe = layer("gpt-oss", torch.float32)
     x = x_for(num_tokens, torch.float32, seed=4)
     routing = _fixed_routing(num_tokens, [7, 5])
@@ -107,7 +109,7 @@ def test_experts_without_tokens_and_experts_with_many(num_tokens):
     assert order.active_experts[:2].tolist() == [5, 7]
     assert order.cu_num_slots_per_expert.tolist() == [0] * 6 + [num_tokens] * 2 + [2 * num_tokens]
     got = fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight,
-                        gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias, is_swiglu_oai=True, config=SMALL)
+                        gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias, is_swiglu_oai=True, config=tiles)
     assert_close(got, moe.reference_experts(x, routing))
 
 

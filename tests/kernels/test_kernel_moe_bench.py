@@ -50,7 +50,7 @@ def test_tiny_sweep_ranks_tiles(monkeypatch, capsys):
     bench.main()
     out = capsys.readouterr().out
     assert "tiny-qwen3" not in out
-    experts_rows = re.findall(r"\| tiny-gpt-oss \| 3 \| experts, (default: )?gate_up n\d+", out)
+    experts_rows = re.findall(r"\| tiny-gpt-oss \| 3 \| experts, (default: )?m\d+, gate_up n\d+", out)
     assert 3 <= len(experts_rows) <= 4 and sum(1 for d in experts_rows if d) == 1, out
 
 
