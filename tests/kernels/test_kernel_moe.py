@@ -158,3 +158,30 @@ def test_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="both expert biases"):
         fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
                       gate_up_bias=torch.zeros(NUM_EXPERTS, 2 * INTER, device=DEVICE))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_graph_replays_with_fewer_real_rows():
+    # One graph captured at 16 rows, replayed with 16, 5 and 1 real rows and NaN in the rest (stale inputs).
+    moe = layer("qwen3", torch.bfloat16)
+    num_rows = 16
+    static_x = torch.zeros(num_rows, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
+    static_is_real = torch.ones(num_rows, device=DEVICE, dtype=torch.bool)
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            moe(static_x, static_is_real, is_fused=True)  # compiles outside the capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = moe(static_x, static_is_real, is_fused=True)
+        for num_real in (16, 5, 1):
+            x = x_for(num_real, torch.bfloat16, seed=num_real)
+            static_x.fill_(float("nan"))
+            static_x[:num_real] = x
+            static_is_real.copy_(torch.arange(num_rows, device=DEVICE) < num_real)
+            graph.replay()
+            assert_close(static_out[:num_real].clone(), moe(x))
+            assert (static_out[num_real:] == 0).all()
