@@ -259,6 +259,9 @@ def fused_experts(
     if x.stride(-1) != 1:
         x = x.contiguous()
     config = config or default_config(x.element_size())
+    tile_sides = (config.block_m, config.block_n_gate_up, config.block_n_down, config.block_k)
+    if min(tile_sides) < 16 or any(side & (side - 1) for side in tile_sides):
+        raise ValueError(f"fused_experts tiles must be powers of two of at least 16 (tl.dot), got {config}")
     order = sort_by_expert(topk_ids, num_experts)
     slot_weights = topk_weights.reshape(-1).float().contiguous()
     act = torch.empty((num_tokens * top_k, inter), dtype=x.dtype, device=x.device)  # padded slots' rows unwritten

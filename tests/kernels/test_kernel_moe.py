@@ -155,6 +155,9 @@ def test_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="contiguous"):
         fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight,
                       moe.down_weight.transpose(1, 2).contiguous().transpose(1, 2))
+    with pytest.raises(ValueError, match="powers of two"):
+        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
+                      config=MoeKernelConfig(block_m=8, block_n_gate_up=16, block_n_down=16, block_k=32))
     with pytest.raises(ValueError, match="both expert biases"):
         fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
                       gate_up_bias=torch.zeros(NUM_EXPERTS, 2 * INTER, device=DEVICE))
