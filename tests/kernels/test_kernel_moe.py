@@ -124,14 +124,16 @@ def test_padded_rows_never_touch_real_rows(name):
     is_real = torch.arange(16, device=DEVICE) < num_real
     routing = moe.route(x, is_real)
     order = sort_by_expert(routing.topk_ids, NUM_EXPERTS)
-    alone = moe.route(x[:num_real])
+    # The same routing, less the padded rows: the kernels' outputs may then differ in no bit (the router GEMM
+    # is left out of the comparison; cuBLAS may sum a 5-row product in another order than a 16-row one).
+    alone = ExpertRouting(topk_ids=routing.topk_ids[:num_real], topk_weights=routing.topk_weights[:num_real])
     # Padded rows wake no expert and own no slot in any expert's range.
     assert order.num_active_experts.item() == sort_by_expert(alone.topk_ids, NUM_EXPERTS).num_active_experts.item()
     assert order.cu_num_slots_per_expert[-1].item() == num_real * TOP_K
     padded = moe.fused_experts(x, routing)
     assert torch.equal(padded[:num_real], moe.fused_experts(x[:num_real], alone))  # bit for bit
     assert (padded[num_real:] == 0).all()
-    assert torch.equal(moe(x, is_real, is_fused=True)[:num_real], moe(x[:num_real], is_fused=True))
+    assert_close(moe(x, is_real, is_fused=True)[:num_real], moe(x[:num_real], is_fused=True))
 
 
 def test_a_token_overflow_stays_in_its_row():

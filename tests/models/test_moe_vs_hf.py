@@ -173,6 +173,7 @@ def test_correction_bias_selects_but_does_not_weigh():
 @torch.no_grad()
 def test_padded_rows_route_nowhere_and_do_not_touch_real_rows():
     _, config = qwen2_moe()
+    torch.manual_seed(0)
     ours = MoeMLP(config)
     x = _x(seed=3)
     is_real = torch.arange(NUM_TOKENS) < 5
@@ -180,7 +181,9 @@ def test_padded_rows_route_nowhere_and_do_not_touch_real_rows():
     garbage[5:] = float("nan")
     routing = ours.route(garbage, is_real)
     assert (routing.topk_ids[5:] == NUM_EXPERTS).all() and (routing.topk_weights[5:] == 0).all()
-    assert torch.equal(ours(garbage, is_real)[:5], ours(x[:5]))
+    assert torch.equal(routing.topk_ids[:5], ours.route(x[:5]).topk_ids)
+    # Close, not equal: the router and shared-expert GEMMs over 24 rows may sum in another order than over 5.
+    torch.testing.assert_close(ours(garbage, is_real)[:5], ours(x[:5]), **TOL)
 
 
 def test_config_refuses_unknown_names_and_contradictions():
