@@ -1,0 +1,123 @@
+"""A mixture-of-experts MLP layer: router, routed experts, optional shared expert (which architecture uses what:
+specbench/models/moe_config.py).
+
+`reference` loops over the experts in torch and is the definition; `fused` runs the routed experts as two grouped
+Triton kernels (kernels/moe.py) for decode and verify batches of up to 64 tokens. Both share the routing
+(moe_routing.py). Weights are kept in one layout whatever the checkpoint's: `gate_up_weight` [E, 2 * inter, hidden]
+with each expert's gate rows before its up rows, `down_weight` [E, hidden, inter] (gpt-oss's interleaved,
+transposed tensors are converted by `gate_up_from_interleaved` and friends at load).
+
+Roundings: the router runs in fp32 (its logits decide the experts; a 16-bit router would flip near-ties); each
+projection's output is rounded to the input dtype as F.linear does; a token's weighted sum over its experts is
+accumulated in fp32, in ascending expert order, and rounded once.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.models.layers import GatedMLP
+from specbench.models.moe_config import MoeConfig
+from specbench.models.moe_routing import ExpertRouting, route
+
+
+class MoeMLP(nn.Module):
+    def __init__(self, config: MoeConfig) -> None:
+        super().__init__()
+        self.config = config
+        num_experts, hidden, inter = config.num_experts, config.hidden_size, config.moe_intermediate_size
+        self.router = nn.Linear(hidden, num_experts, bias=config.has_router_bias)  # weight [E, hidden]
+        # [E] fp32, selection only: a buffer, kept fp32 when the module is cast (it is added to fp32 scores).
+        self.register_buffer("score_correction_bias",
+                             torch.zeros(num_experts) if config.has_score_correction_bias else None)
+        self.gate_up_weight = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden))  # rows [gate; up]
+        self.down_weight = nn.Parameter(torch.empty(num_experts, hidden, inter))
+        self.gate_up_bias = nn.Parameter(torch.zeros(num_experts, 2 * inter)) if config.has_expert_bias else None
+        self.down_bias = nn.Parameter(torch.zeros(num_experts, hidden)) if config.has_expert_bias else None
+        self.shared_expert = GatedMLP(hidden, config.shared_intermediate_size) if config.has_shared_expert else None
+        self.shared_expert_gate = nn.Linear(hidden, 1, bias=False) if config.is_shared_expert_gated else None
+        nn.init.normal_(self.gate_up_weight, std=hidden ** -0.5)
+        nn.init.normal_(self.down_weight, std=inter ** -0.5)
+
+    def _apply(self, fn, recurse=True):
+        # The correction bias follows the module's device but keeps its fp32 values through a dtype cast.
+        kept = self.score_correction_bias
+        super()._apply(fn, recurse)
+        if kept is not None:
+            self.score_correction_bias = kept.to(self.score_correction_bias.device)
+        return self
+
+    def route(
+        self,
+        x: torch.Tensor,  # [num_tokens, hidden]
+        is_real_token: torch.Tensor | None = None,  # [num_tokens] bool; False: a padded row of a graph batch
+    ) -> ExpertRouting:
+        logits = F.linear(x.float(), self.router.weight.float(),
+                          None if self.router.bias is None else self.router.bias.float())
+        return route(self.config, logits, self.score_correction_bias, is_real_token)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [num_tokens, hidden]
+        is_real_token: torch.Tensor | None = None,  # [num_tokens] bool; padded rows never affect real rows
+        *,
+        is_fused: bool = False,  # the Triton path (at most 64 tokens; CUDA, or CPU under TRITON_INTERPRET=1)
+    ) -> torch.Tensor:  # [num_tokens, hidden]
+        routing = self.route(x, is_real_token)
+        routed = self.fused_experts(x, routing) if is_fused else self.reference_experts(x, routing)
+        return routed + self.shared(x) if self.shared_expert is not None else routed
+
+    def shared(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
+        out = self.shared_expert(x)
+        if self.shared_expert_gate is not None:
+            out = torch.sigmoid(self.shared_expert_gate(x)) * out
+        return out
+
+    def activation(self, gate_up: torch.Tensor) -> torch.Tensor:  # [n, 2 * inter] -> [n, inter]
+        gate, up = gate_up.chunk(2, dim=-1)
+        if self.config.activation == "silu":
+            return F.silu(gate) * up
+        limit = self.config.swiglu_limit
+        gate = gate.clamp(max=limit)
+        up = up.clamp(min=-limit, max=limit)
+        return (up + 1) * (gate * torch.sigmoid(gate * self.config.swiglu_alpha))
+
+    def reference_experts(self, x: torch.Tensor, routing: ExpertRouting) -> torch.Tensor:  # [num_tokens, hidden]
+        """The definition: each expert on the tokens routed to it, weighted and summed per token."""
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        for expert in range(self.config.num_experts):
+            tokens, slots = (routing.topk_ids == expert).nonzero(as_tuple=True)
+            if tokens.numel() == 0:
+                continue
+            gate_up = F.linear(x[tokens], self.gate_up_weight[expert],
+                               None if self.gate_up_bias is None else self.gate_up_bias[expert])
+            y = F.linear(self.activation(gate_up), self.down_weight[expert],
+                         None if self.down_bias is None else self.down_bias[expert])
+            out.index_add_(0, tokens, y.float() * routing.topk_weights[tokens, slots, None])
+        return out.to(x.dtype)
+
+    def fused_experts(self, x: torch.Tensor, routing: ExpertRouting) -> torch.Tensor:  # [num_tokens, hidden]
+        # Imported on first use, never at specbench import: the first `import triton` fixes its interpreter mode.
+        from specbench.kernels.moe import fused_experts
+
+        return fused_experts(
+            x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
+            gate_up_bias=self.gate_up_bias, down_bias=self.down_bias,
+            is_swiglu_oai=self.config.activation == "swiglu_oai",
+            swiglu_alpha=self.config.swiglu_alpha, swiglu_limit=self.config.swiglu_limit,
+        )
+
+
+def gate_up_from_interleaved(weight: torch.Tensor) -> torch.Tensor:
+    """gpt-oss's [E, hidden, 2 * inter] with gate and up columns alternating -> [E, 2 * inter, hidden], [gate; up]."""
+    return torch.cat([weight[..., ::2], weight[..., 1::2]], dim=-1).transpose(1, 2).contiguous()
+
+
+def gate_up_bias_from_interleaved(bias: torch.Tensor) -> torch.Tensor:  # [E, 2 * inter] alternating -> [gate; up]
+    return torch.cat([bias[..., ::2], bias[..., 1::2]], dim=-1).contiguous()
+
+
+def down_from_transposed(weight: torch.Tensor) -> torch.Tensor:  # gpt-oss's [E, inter, hidden] -> [E, hidden, inter]
+    return weight.transpose(1, 2).contiguous()

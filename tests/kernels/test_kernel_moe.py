@@ -1,0 +1,192 @@
+"""Fused routed experts (kernels/moe.py) == the MoE layer's torch reference (specbench/models/moe.py).
+
+fp32 under the CPU interpreter (the kernels differ from the reference only by the GEMMs' summation order), fp16
+there too, bf16 on CUDA. Padded rows of a graph batch must not change a single bit of the real rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),
+    pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
+]
+
+from specbench.kernels.moe import MAX_TOKENS, MoeKernelConfig, fused_experts, sort_by_expert  # noqa: E402
+from specbench.models.moe import MoeMLP  # noqa: E402
+from specbench.models.moe_config import MoeConfig  # noqa: E402
+from specbench.models.moe_routing import ExpertRouting  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+HIDDEN, NUM_EXPERTS, TOP_K, INTER = 64, 8, 2, 48  # INTER off the tile sizes: masked tails
+# Small tiles: several programs per expert and several K steps; 16 rows per step so an expert's range is walked in
+# more than one step at 64 tokens.
+SMALL = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32)
+WIDE_ROWS = MoeKernelConfig(block_m=64, block_n_gate_up=16, block_n_down=16, block_k=32)
+TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+CONFIGS = {
+    "qwen3": MoeConfig(HIDDEN, NUM_EXPERTS, TOP_K, INTER),
+    "gpt-oss": MoeConfig(HIDDEN, NUM_EXPERTS, TOP_K, INTER, scoring="topk_softmax", norm_topk_prob=False,
+                         has_router_bias=True, has_expert_bias=True, activation="swiglu_oai"),
+    "glm4": MoeConfig(HIDDEN, NUM_EXPERTS, TOP_K, INTER, scoring="sigmoid", has_score_correction_bias=True,
+                      routed_scaling_factor=2.5, shared_intermediate_size=32),
+}
+
+
+def layer(name: str, dtype: torch.dtype, seed: int = 0) -> MoeMLP:
+    torch.manual_seed(seed)
+    moe = MoeMLP(CONFIGS[name])
+    with torch.no_grad():
+        if moe.gate_up_bias is not None:
+            moe.gate_up_bias.normal_()
+            moe.down_bias.normal_()
+            moe.gate_up_weight.mul_(4.0)  # pre-activations past the swiglu limit
+        if moe.score_correction_bias is not None:
+            moe.score_correction_bias.normal_(std=0.1)
+    return moe.to(DEVICE, dtype)
+
+
+def x_for(num_tokens: int, dtype: torch.dtype, seed: int = 1) -> torch.Tensor:
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+    return torch.randn(num_tokens, HIDDEN, generator=gen, device=DEVICE).to(dtype)
+
+
+def assert_close(got: torch.Tensor, expected: torch.Tensor) -> None:
+    assert got.shape == expected.shape and got.dtype == expected.dtype and not got.isnan().any()
+    tol = TOL[got.dtype]
+    torch.testing.assert_close(got.float(), expected.float(), atol=tol * expected.float().abs().max().item(), rtol=tol)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("num_tokens", [1, 3, 16, 64])
+def test_fused_matches_reference_fp32(name, num_tokens):
+    moe = layer(name, torch.float32)
+    x = x_for(num_tokens, torch.float32)
+    routing = moe.route(x)
+    expected = moe.reference_experts(x, routing)
+    assert_close(moe.fused_experts(x, routing), expected)
+    if num_tokens < 16:  # the default tiles too (one program per expert and tile of the small widths)
+        assert_close(fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight,
+                                   gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias,
+                                   is_swiglu_oai=name == "gpt-oss", config=SMALL), expected)
+    assert_close(moe(x, is_fused=True), moe(x))  # with the shared expert, where there is one
+
+
+@pytest.mark.parametrize("dtype", [torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []), ids=str)
+@pytest.mark.parametrize("num_tokens", [1, 16, 64])
+def test_fused_matches_reference_16bit(dtype, num_tokens):
+    for name in ("qwen3", "gpt-oss"):
+        moe = layer(name, dtype)
+        x = x_for(num_tokens, dtype)
+        routing = moe.route(x)
+        assert_close(moe.fused_experts(x, routing), moe.reference_experts(x, routing))
+
+
+def _fixed_routing(num_tokens: int, experts: list[int]) -> ExpertRouting:
+    """Every token routed to the same `experts` (so the others get no token), weights of varied size."""
+    ids = torch.tensor(experts, device=DEVICE).repeat(num_tokens, 1)
+    weights = torch.rand(num_tokens, len(experts), generator=torch.Generator(device=DEVICE).manual_seed(0),
+                         device=DEVICE)
+    return ExpertRouting(topk_ids=ids, topk_weights=weights)
+
+
+@pytest.mark.parametrize("tiles", [SMALL, WIDE_ROWS], ids=["16-rows", "64-rows"])
+@pytest.mark.parametrize("num_tokens", [1, 17, 64])
+def test_experts_without_tokens_and_experts_with_many(num_tokens, tiles):
+    # Experts 0, 2, 3, 4, 6 get nothing; 5 and 7 get every token (64 rows: four 16-row steps of one range, or one).
+    moe = layer("gpt-oss", torch.float32)
+    x = x_for(num_tokens, torch.float32, seed=4)
+    routing = _fixed_routing(num_tokens, [7, 5])
+    order = sort_by_expert(routing.topk_ids, NUM_EXPERTS)
+    assert order.num_active_experts.item() == 2
+    assert order.active_experts[:2].tolist() == [5, 7]
+    assert order.cu_num_slots_per_expert.tolist() == [0] * 6 + [num_tokens] * 2 + [2 * num_tokens]
+    got = fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight,
+                        gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias, is_swiglu_oai=True, config=tiles)
+    assert_close(got, moe.reference_experts(x, routing))
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])
+def test_padded_rows_never_touch_real_rows(name):
+    # A 16-row graph batch with 5 real tokens; the padded rows hold NaN and huge values, as stale graph inputs may.
+    moe = layer(name, torch.float32)
+    num_real = 5
+    x = x_for(16, torch.float32, seed=7)
+    x[num_real:num_real + 5] = float("nan")
+    x[num_real + 5:] = 1e30
+    is_real = torch.arange(16, device=DEVICE) < num_real
+    routing = moe.route(x, is_real)
+    order = sort_by_expert(routing.topk_ids, NUM_EXPERTS)
+    # The same routing, less the padded rows: the kernels' outputs may then differ in no bit (the router GEMM
+    # is left out of the comparison; cuBLAS may sum a 5-row product in another order than a 16-row one).
+    alone = ExpertRouting(topk_ids=routing.topk_ids[:num_real], topk_weights=routing.topk_weights[:num_real])
+    # Padded rows wake no expert and own no slot in any expert's range.
+    assert order.num_active_experts.item() == sort_by_expert(alone.topk_ids, NUM_EXPERTS).num_active_experts.item()
+    assert order.cu_num_slots_per_expert[-1].item() == num_real * TOP_K
+    padded = moe.fused_experts(x, routing)
+    assert torch.equal(padded[:num_real], moe.fused_experts(x[:num_real], alone))  # bit for bit
+    assert (padded[num_real:] == 0).all()
+    assert_close(moe(x, is_real, is_fused=True)[:num_real], moe(x[:num_real], is_fused=True))
+
+
+def test_a_token_overflow_stays_in_its_row():
+    # One real token's inf output must not reach the other tokens sharing its experts (no 0 * inf in the combine).
+    moe = layer("qwen3", torch.float32)
+    x = x_for(4, torch.float32, seed=9)
+    routing = _fixed_routing(4, [1, 2])
+    x[2] = 1e30
+    got = fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight, config=SMALL)
+    assert not got[2].isfinite().all()
+    assert got[[0, 1, 3]].isfinite().all()
+    assert_close(got[[0, 1, 3]], moe.reference_experts(x, routing)[[0, 1, 3]])
+
+
+def test_refuses_what_it_cannot_do():
+    moe = layer("qwen3", torch.float32)
+    x = x_for(MAX_TOKENS + 1, torch.float32)
+    routing = moe.route(x)
+    with pytest.raises(ValueError, match="at most"):
+        moe.fused_experts(x, routing)
+    with pytest.raises(ValueError, match="contiguous"):
+        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight,
+                      moe.down_weight.transpose(1, 2).contiguous().transpose(1, 2))
+    with pytest.raises(ValueError, match="powers of two"):
+        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
+                      config=MoeKernelConfig(block_m=8, block_n_gate_up=16, block_n_down=16, block_k=32))
+    with pytest.raises(ValueError, match="both expert biases"):
+        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
+                      gate_up_bias=torch.zeros(NUM_EXPERTS, 2 * INTER, device=DEVICE))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_graph_replays_with_fewer_real_rows():
+    # One graph captured at 16 rows, replayed with 16, 5 and 1 real rows and NaN in the rest (stale inputs).
+    moe = layer("qwen3", torch.bfloat16)
+    num_rows = 16
+    static_x = torch.zeros(num_rows, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
+    static_is_real = torch.ones(num_rows, device=DEVICE, dtype=torch.bool)
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            moe(static_x, static_is_real, is_fused=True)  # compiles outside the capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = moe(static_x, static_is_real, is_fused=True)
+        for num_real in (16, 5, 1):
+            x = x_for(num_real, torch.bfloat16, seed=num_real)
+            static_x.fill_(float("nan"))
+            static_x[:num_real] = x
+            static_is_real.copy_(torch.arange(num_rows, device=DEVICE) < num_real)
+            graph.replay()
+            assert_close(static_out[:num_real].clone(), moe(x))
+            assert (static_out[num_real:] == 0).all()
