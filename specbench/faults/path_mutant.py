@@ -1,0 +1,27 @@
+"""The base of the mutants that bend a fast production path (issue 25): overlapped steps, rounds drafted ahead,
+whole-round graphs, fused projections, the Triton verifier, the n-gram proposer, preemption.
+
+Production code calls no hook for them: `install` runs once on the built engine and wraps a method or a function
+reference held by that engine's own objects (engine, model layers, proposer, scheduler, round graphs), so a clean
+engine pays nothing and the production path stays exactly what users run. Drafting is left as production runs it
+(whole-round graphs, rounds drafted ahead): forcing eager drafting would hide the very paths these bugs live on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from specbench.faults.fault import Mutant
+
+
+class PathMutant(Mutant):
+    eager_drafting = False
+
+    def install(self, engine) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must bend its path in install()")
+
+
+def wrap_method(obj: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+    """obj.name = make(obj.name) on this instance only (its class, and every other instance, stay clean)."""
+    setattr(obj, name, make(getattr(obj, name)))

@@ -1,0 +1,42 @@
+"""preemption: a preempted request resumes with the computed-token count it had when preempted (seed class: stale
+state reused across phases).
+
+Preemption frees a request's KV and its recompute prefill rebuilds all of it, after which the target KV holds every
+token but the newest. Here the count saved at preemption is restored after the recompute, one short of the
+truth: the next step writes the newest token's K/V over its predecessor's position and every later position is
+off by one.
+"""
+
+from __future__ import annotations
+
+from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.path_mutant import PathMutant, wrap_method
+
+
+class PreemptStaleComputed(PathMutant):
+    fault = Fault("preempt-stale-computed", "a preempted request resumes with its computed-token count from before "
+                  "the preemption", "002 (stale state reused)", "target", ("none", *ALL_METHODS), path="preemption")
+
+    def __init__(self) -> None:
+        self._saved: dict[str, int] = {}  # request id -> num_cached_tokens when it was preempted
+
+    def install(self, engine) -> None:
+        def make_preempt(preempt):
+            def saving_preempt(request):
+                if request.num_cached_tokens:
+                    self._saved[request.request_id] = request.num_cached_tokens
+                preempt(request)
+            return saving_preempt
+
+        def make_prefill(prefill):
+            def restoring_prefill(requests, st, timer):
+                result = prefill(requests, st, timer)
+                for request in requests:
+                    saved = self._saved.pop(request.request_id, None)
+                    if saved is not None:
+                        request.num_cached_tokens = saved
+                return result
+            return restoring_prefill
+
+        wrap_method(engine.scheduler, "_preempt", make_preempt)
+        wrap_method(engine, "_prefill", make_prefill)
