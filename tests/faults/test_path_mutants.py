@@ -100,15 +100,17 @@ def test_overlap_stale_input_corrupts_the_overlapped_plain_loop(pair):
     assert sync == reference
 
 
-def test_preempt_stale_computed_corrupts_resumed_requests(pair):
+def test_preempt_stale_computed_corrupts_requests_resumed_by_the_overlapped_loop(pair):
     prompts = random_prompts(3)
     reference, _, _ = generate(pair[0], prompts, **REFERENCE)
     clean, _, engine = generate(pair[0], prompts, num_kv_blocks=14)
     assert sum(s.num_preempted for s in engine.step_stats) > 0 and clean == reference
     bent, _, engine = generate(pair[0], prompts, num_kv_blocks=14, inject="preempt-stale-computed")
     assert sum(s.num_preempted for s in engine.step_stats) > 0 and bent != reference
-    roomy, _, _ = generate(pair[0], prompts, inject="preempt-stale-computed")  # no preemption, no bug
-    assert roomy == reference
+    # No preemption, or the synchronous loop: no bug.
+    roomy, _, _ = generate(pair[0], prompts, inject="preempt-stale-computed")
+    sync, _, _ = generate(pair[0], prompts, num_kv_blocks=14, async_scheduling=False, inject="preempt-stale-computed")
+    assert roomy == reference and sync == reference
 
 
 def test_ngram_continuation_late_costs_acceptance_only(tmp_path):
