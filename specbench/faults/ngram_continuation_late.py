@@ -3,18 +3,15 @@ off-by-one positions).
 
 The drafts must be the tokens that followed the earlier occurrence of the context's suffix n-gram. Here the
 continuation starts one token late, so a repeating context (where n-gram drafting pays) is drafted shifted by
-one. Outputs stay lossless; acceptance collapses.
+one. Outputs stay lossless; acceptance drops.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from dataclasses import replace
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
-from specbench.spec.ngram_lookup import propose_ngram
-from specbench.spec.proposer import DraftProposal
 
 
 class NgramContinuationLate(PathMutant):
@@ -22,17 +19,13 @@ class NgramContinuationLate(PathMutant):
                   "003 (off-by-one positions)", "draft", ("ngram",), path="proposer.ngram")
 
     def install(self, engine) -> None:
-        proposer = engine.proposer
-        wrap_method(proposer, "propose", lambda propose: lambda inp: _late_proposal(proposer, inp))
+        wrap_method(engine.proposer, "propose", _one_token_late)
 
 
-def _late_proposal(proposer, inp) -> DraftProposal:
-    drafts = []
-    for tokens, n in zip(inp.token_ids, inp.num_draft_tokens):
-        found = propose_ngram(np.asarray(tokens, dtype=np.int64), min_n=proposer.min_n, max_n=proposer.max_n,
-                              num_draft_tokens=n + 1) if n > 0 else np.empty(0, dtype=np.int64)
-        drafts.append(found[1:])  # the continuation skips its first token
-    table = torch.full((len(drafts), max((len(d) for d in drafts), default=0)), -1, dtype=torch.int64)
-    for r, d in enumerate(drafts):
-        table[r, : len(d)] = torch.from_numpy(d)
-    return DraftProposal(table.to(proposer.device), tuple(len(d) for d in drafts), None)
+def _one_token_late(propose):
+    def late(inp):
+        # One draft more from the real lookup, its first dropped: the continuation of the match, one token on.
+        longer = propose(replace(inp, num_draft_tokens=tuple(n + 1 if n else 0 for n in inp.num_draft_tokens)))
+        num_drafts = tuple(max(0, m - 1) for m in longer.num_draft_tokens)  # [num_reqs], rows stay -1 padded
+        return replace(longer, draft_token_ids=longer.draft_token_ids[:, 1:], num_draft_tokens=num_drafts)
+    return late

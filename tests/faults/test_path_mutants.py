@@ -173,7 +173,7 @@ def eagle_pair(pair, tmp_path_factory) -> tuple[str, str]:
     return pair[0], build_tiny_eagle_head(pair[0], tmp_path_factory.mktemp("eagle3"))
 
 
-@pytest.mark.slow  # ~2 min under the Triton interpreter
+@pytest.mark.slow  # ~4 min under the Triton interpreter on 2 busy cores
 def test_ahead_positions_stale_costs_acceptance_of_rounds_drafted_ahead(eagle_pair, monkeypatch):
     needs_kernels()
     target, head = eagle_pair
@@ -191,7 +191,7 @@ def test_ahead_positions_stale_costs_acceptance_of_rounds_drafted_ahead(eagle_pa
         eagle_run(target, head, prompts, "ahead-positions-stale", True)
 
 
-@pytest.mark.slow  # ~2 min under the Triton interpreter
+@pytest.mark.slow  # ~2.5 min under the Triton interpreter on 2 busy cores
 def test_round_graph_stale_features_costs_acceptance_of_graphed_rounds(eagle_pair):
     needs_kernels()
     target, head = eagle_pair
