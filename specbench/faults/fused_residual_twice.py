@@ -9,7 +9,11 @@ token's hidden state leaving the block is wrong. Only the fused path is bent: th
 from __future__ import annotations
 
 from specbench.faults.fault import ALL_METHODS, Fault
-from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.faults.path_mutant import (
+    PathMutant,
+    recapture_target_graphs,
+    wrap_method,
+)
 
 
 class FusedResidualTwice(PathMutant):
@@ -19,6 +23,7 @@ class FusedResidualTwice(PathMutant):
     def install(self, engine) -> None:
         for layer in engine.runner.model.layers:
             wrap_method(layer, "forward", _twice_in_last_row)
+        recapture_target_graphs(engine)
 
 
 def _twice_in_last_row(forward):

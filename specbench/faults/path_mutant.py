@@ -25,3 +25,15 @@ class PathMutant(Mutant):
 def wrap_method(obj: Any, name: str, make: Callable[[Callable], Callable]) -> None:
     """obj.name = make(obj.name) on this instance only (its class, and every other instance, stay clean)."""
     setattr(obj, name, make(getattr(obj, name)))
+
+
+def recapture_target_graphs(engine) -> None:
+    """The target's CUDA graphs were captured while the engine was built, through the clean forward: capture them
+    again through the bent one. Off CUDA a "replay" reruns the forward, which is bent already."""
+    graphs = engine.runner.graphs
+    if graphs is None or not graphs.is_graph:
+        return
+    query_lens = sorted({shape.query_len for shape in graphs._graphs})  # what the builder captured
+    graphs._graphs.clear()
+    for query_len in query_lens:
+        graphs.capture(query_len)

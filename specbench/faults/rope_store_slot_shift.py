@@ -16,7 +16,11 @@ import torch
 
 from specbench.attention.metadata import PADDING_SLOT
 from specbench.faults.fault import ALL_METHODS, Fault
-from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.faults.path_mutant import (
+    PathMutant,
+    recapture_target_graphs,
+    wrap_method,
+)
 from specbench.models import decode_gemv, fused_kernels
 
 
@@ -27,6 +31,7 @@ class RopeStoreSlotShift(PathMutant):
     def install(self, engine) -> None:
         for layer in engine.runner.model.layers:
             wrap_method(layer, "forward", lambda forward, layer=layer: _shifted_store(layer, forward))
+        recapture_target_graphs(engine)
 
 
 def _takes_rope_store(layer, hidden: torch.Tensor) -> bool:
