@@ -12,10 +12,13 @@ from specbench.sampling_params import SamplingParams
 
 def create_engine(config: EngineConfig) -> LLMEngine:
     """The engine of `config`, with the injected fault's hooks when `config.inject` names one."""
-    from specbench.faults import build_hooks, check_hosted
+    from specbench.faults import build_hooks, check_hosted, install_fault
 
     check_hosted(config.inject, config.method)
-    return LLMEngine(config, hooks=build_hooks(config.inject))
+    hooks = build_hooks(config.inject)
+    engine = LLMEngine(config, hooks=hooks)
+    install_fault(engine, hooks)
+    return engine
 
 
 class LLM:

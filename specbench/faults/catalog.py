@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specbench.config import NO_FAULT_NAMES
 from specbench.errors import SpecbenchError
+from specbench.faults.ahead_positions_stale import AheadPositionsStale
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
@@ -16,8 +17,15 @@ from specbench.faults.draft_state_kept import DraftStateKeptOnPreemption
 from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
+from specbench.faults.fused_residual_twice import FusedResidualTwice
+from specbench.faults.ngram_continuation_late import NgramContinuationLate
+from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
+from specbench.faults.preempt_stale_computed import PreemptStaleComputed
+from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
+from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
+from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
@@ -38,8 +46,23 @@ MUTANTS: tuple[type[Mutant], ...] = (
     FeatureRowsOffByOne,
 )
 
-FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS}
-_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS}
+# One per fast production path (issue 25), each bending the built engine from outside (path_mutant.py). Listed and
+# injectable everywhere, but outside the selftest's default run until its checks reach those paths: the old
+# battery misses most of them (docs/path-mutants.md); `--faults NAME` runs one.
+PATH_MUTANTS: tuple[type[Mutant], ...] = (
+    OverlapStaleInput,
+    AheadPositionsStale,
+    RoundGraphStaleFeatures,
+    FusedResidualTwice,
+    RopeStoreSlotShift,
+    TritonBonusNeighbour,
+    NgramContinuationLate,
+    PreemptStaleComputed,
+)
+
+FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS}
+SELFTEST_FAULTS: tuple[str, ...] = tuple(m.fault.name for m in MUTANTS)  # what `specbench selftest` runs by default
+_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS}
 
 
 def resolve_fault(name: str | None) -> Fault | None:
@@ -59,6 +82,12 @@ def build_hooks(inject: str | None) -> PhaseHooks:
     """A fresh mutant for one engine (its state is that engine's), or the identity hooks."""
     fault = resolve_fault(inject)
     return NO_HOOKS if fault is None else _MUTANT_OF[fault.name]()
+
+
+def install_fault(engine, hooks: PhaseHooks) -> None:
+    """Let the engine's mutant bend it once built (path mutants wrap its objects' methods); clean engines: nothing."""
+    if isinstance(hooks, Mutant):
+        hooks.install(engine)
 
 
 def check_hosted(inject: str | None, method: str) -> None:

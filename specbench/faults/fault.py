@@ -15,9 +15,11 @@ class Fault:
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
     layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output only)
     methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
+    path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
 
 
 ALL_METHODS = ("draft", "eagle", "eagle3", "ngram")
+EAGLE_METHODS = ("eagle", "eagle3")
 DRAFT_SIDE = ("draft", "eagle", "eagle3")  # proposers with a draft KV cache and draft-decode steps
 
 
@@ -27,6 +29,9 @@ class Mutant(PhaseHooks):
     fault: ClassVar[Fault]
     # A mutant engine drafts phase by phase, so every draft hook runs (never a whole-round graph).
     eager_drafting = True
+
+    def install(self, engine) -> None:
+        """Bend the built engine from outside, once (path mutants); a phase-hook mutant needs nothing here."""
 
 
 def mutant_label(inject: str | None) -> str:

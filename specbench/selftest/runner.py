@@ -18,7 +18,8 @@ from specbench.check.result import CheckResult
 from specbench.check.engine_defaults import check_engine
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
-from specbench.faults import FAULTS, resolve_fault
+from specbench.faults import resolve_fault
+from specbench.faults.catalog import SELFTEST_FAULTS
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
@@ -68,7 +69,7 @@ def run_selftest(
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test.
     """
-    chosen = [resolve_fault(n) for n in (faults if faults is not None else FAULTS)]  # unknown names fail here
+    chosen = [resolve_fault(n) for n in (faults if faults is not None else SELFTEST_FAULTS)]  # unknown names fail here
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):

@@ -1,0 +1,39 @@
+"""The base of the mutants that bend a fast production path (issue 25): overlapped steps, rounds drafted ahead,
+whole-round graphs, fused projections, the Triton verifier, the n-gram proposer, preemption.
+
+Production code calls no hook for them: `install` runs once on the built engine and wraps a method or a function
+reference held by that engine's own objects (engine, model layers, proposer, scheduler, round graphs), so a clean
+engine pays nothing and the production path stays exactly what users run. Drafting is left as production runs it
+(whole-round graphs, rounds drafted ahead): forcing eager drafting would hide the very paths these bugs live on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from specbench.faults.fault import Mutant
+
+
+class PathMutant(Mutant):
+    eager_drafting = False
+
+    def install(self, engine) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must bend its path in install()")
+
+
+def wrap_method(obj: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+    """obj.name = make(obj.name) on this instance only (its class, and every other instance, stay clean)."""
+    setattr(obj, name, make(getattr(obj, name)))
+
+
+def recapture_target_graphs(engine) -> None:
+    """The target's CUDA graphs were captured while the engine was built, through the clean forward: capture them
+    again through the bent one. Off CUDA a "replay" reruns the forward, which is bent already."""
+    graphs = engine.runner.graphs
+    if graphs is None or not graphs.is_graph:
+        return
+    query_lens = sorted({shape.query_len for shape in graphs._graphs})  # what the builder captured
+    graphs._graphs.clear()
+    for query_len in query_lens:
+        graphs.capture(query_len)

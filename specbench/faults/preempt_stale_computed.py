@@ -1,0 +1,43 @@
+"""preemption: under overlapped plain decoding, a preempted request resumes with the computed-token count it had
+when preempted (seed class: stale state reused across phases).
+
+Preemption frees a request's KV and its recompute prefill rebuilds all of it, after which the target KV holds every
+token but the newest. Here the overlapped loop's launch (engine/overlap.py) restores the count saved at preemption
+on the request's first launch after it resumes, one short of the truth: that step writes the newest token's K/V
+over its predecessor's position and every later position is off by one. The synchronous loop and speculative
+rounds resume correctly.
+"""
+
+from __future__ import annotations
+
+from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.path_mutant import PathMutant, wrap_method
+
+
+class PreemptStaleComputed(PathMutant):
+    fault = Fault("preempt-stale-computed", "an overlapped decode step resumes a preempted request with its "
+                  "computed-token count from before the preemption", "002 (stale state reused)", "target",
+                  ("none", *ALL_METHODS), path="preemption")
+
+    def __init__(self) -> None:
+        self._saved: dict[str, int] = {}  # request id -> num_cached_tokens when it was preempted
+
+    def install(self, engine) -> None:
+        def make_preempt(preempt):
+            def saving_preempt(request):
+                if request.num_cached_tokens:
+                    self._saved[request.request_id] = request.num_cached_tokens
+                preempt(request)
+            return saving_preempt
+
+        def make_launch(launch):
+            def restoring_launch(batch, start, newest_token_ids):
+                for request in batch.requests:
+                    saved = self._saved.pop(request.request_id, None)
+                    if saved is not None and request.num_cached_tokens == request.num_tokens - 1:  # resumed
+                        request.num_cached_tokens = saved
+                return launch(batch, start, newest_token_ids)
+            return restoring_launch
+
+        wrap_method(engine.scheduler, "_preempt", make_preempt)
+        wrap_method(engine, "_launch_plain_decode", make_launch)
