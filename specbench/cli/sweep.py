@@ -12,11 +12,7 @@ import typer
 from specbench.cli import options as o
 from specbench.cli.app import app
 from specbench.cli.sweep_options import Yes, sweep_options
-from specbench.runs.sweep_config import (
-    DEFAULT_HELP_METHOD,
-    DEFAULT_SWEEP_NUM_STEPS,
-    EMBEDDED,
-)
+from specbench.runs.sweep_config import DEFAULT_HELP_METHOD, DEFAULT_SWEEP_NUM_STEPS, EMBEDDED
 
 
 def sweep(
@@ -33,12 +29,7 @@ def sweep(
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
     from specbench.runs.sweep_config import (
-        FLAT_NAMES,
-        SweepConfig,
-        default_limit,
-        default_method,
-        default_num_steps,
-        default_repeats,
+        FLAT_NAMES, SweepConfig, default_limit, default_method, default_num_steps, default_repeats,
     )
 
     values = dict(options)

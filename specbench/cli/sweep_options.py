@@ -10,14 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from specbench.cli.option_group import OptionGroup
-from specbench.cli.options import (
-    DRAFTING,
-    LOAD,
-    OUTPUT,
-    SERVER,
-    WORKLOAD,
-    group_options,
-)
+from specbench.cli.options import DRAFTING, LOAD, OUTPUT, SERVER, WORKLOAD, group_options
 from specbench.runs.sweep_config import SweepConfig
 
 # Each panel's options in --help order; every SweepConfig field but `engine` (its own group) is in one.

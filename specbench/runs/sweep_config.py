@@ -9,21 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.config import (
-    ENGINE_OPTION_NAMES,
-    EngineConfig,
-    option,
-    options_added_later,
-)
+from specbench.config import ENGINE_OPTION_NAMES, Allowed, EngineConfig, option, options_added_later
 from specbench.errors import SpecbenchError
 from specbench.runs import deadlines
 from specbench.runs.cell_key import DEFAULT_TEMPERATURE
-from specbench.runs.comma_lists import (
-    format_int_list,
-    format_temperature_list,
-    parse_int_list,
-    parse_temperature_list,
-)
+from specbench.runs.comma_lists import format_int_list, format_temperature_list, parse_int_list, parse_temperature_list
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
 # Where results go and how they are shown: free to differ when a run is resumed.
@@ -78,6 +68,9 @@ def _parse_goodput(values: list[str] | None) -> tuple[str, ...]:
     return tuple(values or ())
 
 
+AT_LEAST_ONE = Allowed(lambda v: v >= 1, ">= 1")
+NON_NEGATIVE = Allowed(lambda v: v >= 0, ">= 0")
+
 DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
 
 
@@ -113,36 +106,39 @@ class SweepConfig:
     limit: int | None = option(
         None, "prompts per cell: the first N (mt_bench, spec_bench: a seeded sample across categories); 0 = all "
         f"(default: {DEFAULT_NUM_PROMPTS} of {'/'.join(SAMPLED_WORKLOADS)}, else all)",
-        flag="--num-prompts", aliases=("--limit", "-n"))
-    shots: int | None = option(None, f"gsm8k few-shot examples (default {GSM8K_NUM_SHOTS})")  # None: the workload's
+        flag="--num-prompts", aliases=("--limit", "-n"), bounds=AT_LEAST_ONE)
+    shots: int | None = option(  # None: the workload's
+        None, f"gsm8k few-shot examples (default {GSM8K_NUM_SHOTS})", bounds=NON_NEGATIVE)
     chat_template: bool | None = option(  # None: the workload's default (on for chat workloads)
         None, "apply the tokenizer's chat template (default: on for chat workloads)",
         flag="--chat-template/--no-chat-template")
-    max_tokens: int | None = option(None, "max new tokens (default: the workload's)")  # gsm8k 256, mt_bench 1024
-    input_len: int | None = option(None, "random workload prompt length")
-    output_len: int | None = option(None, "random workload output length")
+    max_tokens: int | None = option(  # None: the workload's (gsm8k 256, mt_bench 1024)
+        None, "max new tokens (default: the workload's)", bounds=AT_LEAST_ONE)
+    input_len: int | None = option(None, "random workload prompt length", bounds=AT_LEAST_ONE)
+    output_len: int | None = option(None, "random workload output length", bounds=AT_LEAST_ONE)
     # grid: the cartesian product of these three, times `repeats`
     concurrency: tuple[int, ...] = option(
         (1,), "requests in flight, e.g. 1,16,64", aliases=("-c",),
-        parse=functools.partial(parse_int_list, flag="--concurrency"), text=format_int_list)
+        parse=functools.partial(parse_int_list, flag="--concurrency"), text=format_int_list, bounds=AT_LEAST_ONE)
     temperature: tuple[float | None, ...] = option(  # None: the workload's per-sample default
         (0.0,), f"e.g. 0,1; '{DEFAULT_TEMPERATURE}' = the workload's per-sample temperature", aliases=("-t",),
-        parse=parse_temperature_list, text=format_temperature_list)
+        parse=parse_temperature_list, text=format_temperature_list, bounds=NON_NEGATIVE)
     # The command line picks the default from the method (cli_default None: see `sweep`).
     num_steps: tuple[int, ...] = option(
         (0,), f"draft tokens per round, e.g. 0,1,3,5 (default: {format_int_list(DEFAULT_SWEEP_NUM_STEPS)} without "
         f"--method, {format_int_list(SPECULATIVE_NUM_STEPS)} with one, 0 with --method none)", aliases=("-k",),
-        parse=_parse_num_steps, cli_default=None)
+        parse=_parse_num_steps, cli_default=None, bounds=NON_NEGATIVE)
     speedup: bool = option(  # add num_steps 0 (the baseline of speedup and agreement) to the grid
         True, "add the num-steps 0 baseline (speedup, answer agreement; embedded or --server-cmd)",
         flag="--speedup/--no-speedup")
-    top_p: float = option(1.0, None)
-    top_k: int = option(-1, None)
+    top_p: float = option(1.0, None, bounds=Allowed(lambda v: 0 < v <= 1, "in (0, 1]"))
+    top_k: int = option(-1, None, bounds=Allowed(lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"))
     # load pattern
     request_rate: float = option(  # inf: all at once under the concurrency cap; else Poisson/gamma arrivals
-        math.inf, "arrivals/s; inf = all at once under the concurrency cap")
+        math.inf, "arrivals/s; inf = all at once under the concurrency cap",
+        bounds=Allowed(lambda v: v > 0, "> 0 (inf for all at once)"))
     burstiness: float = option(  # gamma shape of inter-arrival times (1 = Poisson)
-        1.0, "gamma shape of arrival gaps (1 = Poisson, < 1 burstier)")
+        1.0, "gamma shape of arrival gaps (1 = Poisson, < 1 burstier)", bounds=Allowed(lambda v: v > 0, "> 0"))
     duration: float | None = option(  # None: each sample once
         None, "seconds of arrivals per cell, samples cycled (instead of each sample once)")
     ramp_up_strategy: str | None = option(  # the arrival rate ramps from start to end rps (load_pattern.py)
@@ -165,11 +161,12 @@ class SweepConfig:
     # Unmeasured requests run before every cell; None: num_warmup's default (one per slot up to DEFAULT_MAX_WARMUP).
     warmup: int | None = option(
         None, "unmeasured requests before each cell, synthetic prompts (default: the cell's concurrency, at most "
-        f"{DEFAULT_MAX_WARMUP}; at most {MAX_WARMUP})")
+        f"{DEFAULT_MAX_WARMUP}; at most {MAX_WARMUP})",
+        bounds=Allowed(lambda v: 0 <= v <= MAX_WARMUP, f"in [0, {MAX_WARMUP}]"))
     # On the command line not given means default_repeats (cli_default None: see `sweep`).
     repeats: int = option(
         1, f"run the grid N times (noise estimate; default {DEFAULT_SAMPLE_REPEATS} for the default sample, else 1)",
-        cli_default=None)
+        cli_default=None, bounds=AT_LEAST_ONE)
     # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
     backend: str = option(EMBEDDED, "embedded (in-process engine) | openai (an OpenAI-compatible server: vLLM, "
                           "SGLang, TensorRT-LLM, specbench serve)")

@@ -79,6 +79,17 @@ LOSSLESS_ARGVS: tuple[tuple[str, ...], ...] = (
     ("--request-timeout", "x"),
 )
 
+# SweepConfig changes (library side) -> validate_config's error, or "ok"; pairs show which check comes first.
+VALIDATE_CHANGES: tuple[dict[str, Any], ...] = (
+    {}, {"concurrency": (1, 0)}, {"concurrency": ()}, {"temperature": ()}, {"temperature": (-1.0,)},
+    {"temperature": (None, -0.5)}, {"num_steps": (-1,)}, {"num_steps": ()}, {"limit": 0}, {"shots": -1},
+    {"max_tokens": 0}, {"input_len": 0}, {"output_len": 0}, {"request_rate": 0.0}, {"request_rate": -1.0},
+    {"burstiness": 0.0}, {"warmup": -1}, {"warmup": 2000}, {"repeats": 0}, {"top_p": 0.0}, {"top_p": 1.5},
+    {"top_k": 0}, {"top_k": -2}, {"top_k": 5, "top_p": 0.5, "warmup": 3, "limit": 2},
+    {"top_p": 1.5, "repeats": 0}, {"limit": 0, "concurrency": (0,)}, {"warmup": 2000, "top_k": 0},
+    {"request_rate": -1.0, "top_p": 0.0}, {"shots": -1, "num_steps": (-1,)}, {"burstiness": 0.0, "top_k": 0},
+)
+
 
 class _Captured(Exception):
     pass
@@ -138,6 +149,18 @@ def _outcome(root, argv: tuple[str, ...]) -> Any:
     return "no call"
 
 
+def _validate(changes: dict[str, Any]) -> str:
+    from specbench.bench.validate import validate_config
+    from specbench.errors import SpecbenchError
+    from specbench.runs.sweep_config import SweepConfig
+
+    try:
+        validate_config(SweepConfig(**changes))
+    except SpecbenchError as exc:
+        return f"error: {exc}"
+    return "ok"
+
+
 def build() -> dict[str, Any]:
     import typer.main
 
@@ -167,7 +190,7 @@ def build() -> dict[str, Any]:
     lossless.check_lossless, lossless.check_lossless_launched = fake_check, fake_launched
     try:
         root = typer.main.get_command(app)
-        out: dict[str, Any] = {"library_defaults": library, "params": {}, "help": {}, "runs": {}}
+        out: dict[str, Any] = {"library_defaults": library, "params": {}, "help": {}, "runs": {}, "validate": {}}
         for name in sorted(root.commands):
             # one line per option: a diff names the option that changed
             out["params"][name] = [json.dumps(row, sort_keys=True) for row in _params(root.commands[name])]
@@ -180,6 +203,8 @@ def build() -> dict[str, Any]:
             out["runs"][" ".join(("demo", *argv))] = _outcome(root, ("demo", *argv))
         for argv in LOSSLESS_ARGVS:
             out["runs"][" ".join(("check-lossless", *argv))] = _outcome(root, ("check-lossless", *argv))
+        for changes in VALIDATE_CHANGES:
+            out["validate"][json.dumps(_value(changes), sort_keys=True)] = _validate(changes)
         return out
     finally:
         bench_sweep.run_sweep, lossless.check_lossless, lossless.check_lossless_launched = saved

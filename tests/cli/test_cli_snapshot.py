@@ -16,7 +16,7 @@ def pair() -> tuple[dict, dict]:
     return json.loads(SNAPSHOT.read_text(encoding="utf-8")), json.loads(json.dumps(build(), ensure_ascii=False))
 
 
-@pytest.mark.parametrize("part", ["library_defaults", "params", "help", "runs"])
+@pytest.mark.parametrize("part", ["library_defaults", "params", "help", "runs", "validate"])
 def test_matches_the_snapshot(pair, part):
     stored, now = pair
     assert set(now[part]) == set(stored[part])
