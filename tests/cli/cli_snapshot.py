@@ -3,7 +3,7 @@ help, panels), its rendered --help, and the SweepConfig each of a set of command
 gives). `tests/cli/test_cli_snapshot.py` compares it with tests/cli/data/cli_snapshot.json, written from the
 declarations before the sweep options were generated from SweepConfig.
 
-Regenerate after a deliberate change (and review the diff):
+Regenerate after a deliberate change (and review the diff; or list it in the test's DELIBERATE):
     .venv/bin/python -m tests.cli.cli_snapshot --write
 """
 
