@@ -49,29 +49,18 @@ DEFAULT_NUM_PROMPTS = 50
 SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
 DEFAULT_SAMPLE_REPEATS = 3
 CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
-
-
-SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # --num-steps when not given, with a speculative --method
+SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # --num-steps when not given, with an explicit speculative --method
+DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
 RESULTS_DIR = "results"  # where runs go (and where compare, plot and notebooks look them up)
+
+# Bounds shared by several options (bench/validate.py checks them).
+AT_LEAST_ONE = Allowed(lambda v: v >= 1, ">= 1")
+NON_NEGATIVE = Allowed(lambda v: v >= 0, ">= 0")
 
 
 def default_num_steps(method: str) -> tuple[int, ...]:
     """--num-steps when not given, for an explicit --method (a server backend's included)."""
     return (0,) if method == "none" else SPECULATIVE_NUM_STEPS
-
-
-def _parse_num_steps(text: str | None) -> tuple[int, ...] | None:
-    return None if text is None else parse_int_list(text, "--num-steps")
-
-
-def _parse_goodput(values: list[str] | None) -> tuple[str, ...]:
-    return tuple(values or ())
-
-
-AT_LEAST_ONE = Allowed(lambda v: v >= 1, ">= 1")
-NON_NEGATIVE = Allowed(lambda v: v >= 0, ">= 0")
-
-DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
 
 
 def default_method(draft: str | None) -> str:
@@ -87,6 +76,15 @@ def default_limit(workload: str) -> int | None:
 def default_repeats(is_default_sample: bool) -> int:
     """--repeats when not given: DEFAULT_SAMPLE_REPEATS for the default prompt sample, else 1."""
     return DEFAULT_SAMPLE_REPEATS if is_default_sample else 1
+
+
+# Option value -> field value, where the command line's form differs (None: not given, the command decides).
+def _parse_num_steps(text: str | None) -> tuple[int, ...] | None:
+    return None if text is None else parse_int_list(text, "--num-steps")
+
+
+def _parse_goodput(values: list[str] | None) -> tuple[str, ...]:  # --goodput is repeatable
+    return tuple(values or ())
 
 
 @dataclass(frozen=True)

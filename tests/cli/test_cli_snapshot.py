@@ -32,8 +32,8 @@ def test_matches_the_snapshot(pair, part):
     stored, now = pair
     expected = {**stored[part], **DELIBERATE.get(part, {})}
     assert set(now[part]) == set(expected)
-    for key in expected:
+    for key, value in expected.items():
         if part == "params":  # the set of options; their order is what --help shows, compared under "help"
-            assert sorted(now[part][key]) == sorted(expected[key]), key
+            assert sorted(now[part][key]) == sorted(value), key
         else:
-            assert now[part][key] == expected[key], key
+            assert now[part][key] == value, key
