@@ -117,14 +117,15 @@ def _check_server_launch(config: SweepConfig) -> None:
 def _check_bounds(config: SweepConfig, names) -> None:
     """Each option's `bounds` (declared beside its SweepConfig field), in the order of `names`; a grid list needs a
     value and an unset option (None) passes."""
-    bounds = {f.name: f.metadata.get("bounds") for f in dataclasses.fields(SweepConfig)}
+    fields = {f.name: f for f in dataclasses.fields(SweepConfig)}
     for name in names:
-        value, flag = getattr(config, name), "--" + name.replace("_", "-")
+        value, flag, bounds = getattr(config, name), "--" + name.replace("_", "-"), fields[name].metadata["bounds"]
         if value is None:
             continue
-        values = list(value) if isinstance(value, tuple) else [value]
-        if isinstance(value, tuple) and not values:
+        is_list = isinstance(fields[name].default, tuple)  # a grid list: each element
+        values = list(value) if is_list else [value]
+        if is_list and not values:
             raise SpecbenchError(f"{flag} needs at least one value")
-        bad = [v for v in values if v is not None and not bounds[name].ok(v)]  # None: the workload's temperature
+        bad = [v for v in values if v is not None and not bounds.ok(v)]  # None: the workload's temperature
         if bad:
-            raise SpecbenchError(f"{flag} must be {bounds[name].need}, got {bad[0]}")
+            raise SpecbenchError(f"{flag} must be {bounds.need}, got {bad[0]}")
