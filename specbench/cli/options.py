@@ -2,7 +2,8 @@
 
 `engine_options(...)` appends one Typer option per CLI field of EngineConfig to a command's signature and hands
 the command the parsed values as `engine: dict` (field name -> value): a new engine option is one field in
-specbench/config.py, and every model-loading command gets it.
+specbench/config.py, and every model-loading command gets it. `group_options` does the same for any OptionGroup
+(the sweep's: cli/sweep_options.py).
 """
 
 from __future__ import annotations
