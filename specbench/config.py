@@ -52,17 +52,36 @@ class Range:
             raise SpecbenchError(f"{flag} must be {what} in {self.describe()}, got {value!r}")
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """Allowed values of a sweep option (each element of a tuple option; None, where the field takes it, always):
+    `ok(value)`, else bench/validate.py refuses the run saying the option must be `need`."""
+
+    ok: Callable[[Any], bool]
+    need: str
+
+
 def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def option(default, help: str, *, flag: str | None = None, parse: Callable[[str | None], Any] | None = None,
-           cli: bool = True, before: Any = ALWAYS, bounds: Range | None = None) -> Any:
-    """A field with its command-line option: `--<name-with-dashes>` unless `flag`; `parse` maps the option's text
-    to the field (tuple fields take comma lists); cli=False: set by each command itself, not the shared group;
-    `before`: how runs recorded before the option existed behaved (a manifest without it resumes that way);
-    `bounds`: the values a numeric option accepts, checked on every EngineConfig (CLI and library alike)."""
-    meta = {"help": help, "flag": flag, "parse": parse, "cli": cli, "before": before, "bounds": bounds}
+# `option(..., cli_default=...)` default: the command line's default is the field's (shown as `text` of it).
+FIELD_DEFAULT = object()
+
+
+def option(default, help: str | None, *, flag: str | None = None, aliases: tuple[str, ...] = (),
+           parse: Callable[[Any], Any] | None = None, text: Callable[[Any], str] | None = None,
+           cli_type: Any = None, cli_default: Any = FIELD_DEFAULT, cli: bool = True, before: Any = ALWAYS,
+           bounds: Range | Allowed | None = None) -> Any:
+    """A field with its command-line option: `--<name-with-dashes>` unless `flag`, also spelled `aliases` (short
+    forms included); `parse` maps the option's value to the field (tuple fields take comma lists, typed `str` on the
+    command line unless `cli_type`) and `text` the field's default back to the option's; `cli_default`: the
+    command line's default when it is not the field's (None: the command picks one, e.g. from other options);
+    cli=False: set by each command itself, not the shared group; `before`: how runs recorded before the option
+    existed behaved (a manifest without it resumes that way); `bounds`: the values a numeric option accepts,
+    checked on every EngineConfig (a Range; CLI and library alike) or by validate_config (a sweep's Allowed)."""
+    meta = {"help": help, "flag": flag, "aliases": aliases, "parse": parse, "text": text, "cli_type": cli_type,
+            "cli_default": cli_default, "cli": cli, "before": before, "bounds": bounds}
     return field(default=default, metadata=meta)
 
 

@@ -15,10 +15,12 @@ SPEED_ONLY_WORKLOADS = frozenset({"random"})
 
 
 @WORKLOADS.register("gsm8k")
-def _gsm8k(num_shots: int = 5, fewshot_seed: int = 1234, max_tokens: int = 256) -> Workload:
+def _gsm8k(num_shots: int | None = None, fewshot_seed: int | None = None, max_tokens: int | None = None) -> Workload:
     from specbench.workloads.gsm8k import Gsm8kWorkload
 
-    return Gsm8kWorkload(num_shots=num_shots, fewshot_seed=fewshot_seed, max_tokens=max_tokens)
+    # None: the protocol's own (Gsm8kWorkload's defaults, declared once there)
+    given = {"num_shots": num_shots, "fewshot_seed": fewshot_seed, "max_tokens": max_tokens}
+    return Gsm8kWorkload(**{name: value for name, value in given.items() if value is not None})
 
 
 @WORKLOADS.register("mt_bench")

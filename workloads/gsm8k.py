@@ -16,6 +16,8 @@ from specbench.workloads.gsm8k_scoring import score_completion, truncate_at_stop
 TEST_FILE = DataFileSpec("gsm8k/test.jsonl", HubSplit("openai/gsm8k", "main", "test"))
 TRAIN_FILE = DataFileSpec("gsm8k/train.jsonl", HubSplit("openai/gsm8k", "main", "train"))
 LM_EVAL_FEWSHOT_SEED = 1234
+NUM_SHOTS = 5  # lm-eval gsm8k v3: 5-shot
+MAX_TOKENS = 256  # lm-eval gsm8k v3: max_gen_toks
 
 
 class Gsm8kDoc(NamedTuple):
@@ -75,7 +77,8 @@ class Gsm8kWorkload:
     is_chat = False
     stop_strings = ("Question:", "</s>", "<|im_end|>")
 
-    def __init__(self, num_shots: int = 5, fewshot_seed: int = LM_EVAL_FEWSHOT_SEED, max_tokens: int = 256) -> None:
+    def __init__(self, num_shots: int = NUM_SHOTS, fewshot_seed: int = LM_EVAL_FEWSHOT_SEED,
+                 max_tokens: int = MAX_TOKENS) -> None:
         if num_shots < 0:
             raise SpecbenchError(f"--shots must be >= 0, got {num_shots}")
         if max_tokens < 1:

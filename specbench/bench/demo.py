@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specbench.config import EngineConfig
-from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.sweep_config import RESULTS_DIR, SweepConfig
 
 DEMO_LIMIT = 4  # GSM8K test questions
 # Fewer shots than the protocol's 5 keep prompts short: on the 135M default model (CPU, 4 questions, 32 tokens)
@@ -20,7 +20,7 @@ def demo_config(
     limit: int = DEMO_LIMIT,
     shots: int = DEMO_SHOTS,
     max_tokens: int = DEMO_MAX_TOKENS,
-    results_dir: str = "results",
+    results_dir: str = RESULTS_DIR,
     data_dir: str | None = None,
     quiet: bool = False,
 ) -> SweepConfig:

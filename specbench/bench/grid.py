@@ -1,15 +1,11 @@
-"""Sweep cells: the (repeat, temperature, concurrency, num_steps) grid, and parsing of its comma lists."""
+"""Sweep cells: the (repeat, temperature, concurrency, num_steps) grid (its comma lists: runs/comma_lists.py)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from specbench.errors import SpecbenchError
-from specbench.runs.cell_key import DEFAULT_TEMPERATURE, CellKey
+from specbench.runs.cell_key import CellKey
 from specbench.runs.sweep_config import SweepConfig
-
-SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # default grid of a speculative method
 
 
 def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
@@ -49,44 +45,3 @@ def run_groups(keys: Sequence[CellKey]) -> list[list[CellKey]]:
         else:
             groups.append([key])
     return groups
-
-
-def default_num_steps(method: str) -> tuple[int, ...]:
-    return (0,) if method == "none" else SPECULATIVE_NUM_STEPS
-
-
-def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
-    """"1,16,64" -> (1, 16, 64), duplicates dropped, order kept."""
-    values = []
-    for item in _items(text, flag):
-        try:
-            values.append(int(item))
-        except ValueError:
-            raise SpecbenchError(f"{flag}: {item!r} is not an integer (expected e.g. 1,16,64)") from None
-    return tuple(dict.fromkeys(values))
-
-
-def parse_temperature_list(text: str) -> tuple[float | None, ...]:
-    """"0,0.7,default" -> (0.0, 0.7, None)."""
-    values: list[float | None] = []
-    for item in _items(text, "--temperature"):
-        if item.lower() == DEFAULT_TEMPERATURE:
-            values.append(None)
-            continue
-        try:
-            value = float(item)
-        except ValueError:
-            raise SpecbenchError(
-                f"--temperature: {item!r} is not a number or {DEFAULT_TEMPERATURE!r} (expected e.g. 0,1)"
-            ) from None
-        if not math.isfinite(value):
-            raise SpecbenchError(f"--temperature must be finite, got {item}")
-        values.append(value)
-    return tuple(dict.fromkeys(values))
-
-
-def _items(text: str, flag: str) -> list[str]:
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise SpecbenchError(f"{flag}: empty value in {text!r} (expected a comma-separated list)")
-    return items

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from specbench.errors import SpecbenchError
 from specbench.runs.sweep_config import CONFIRM_ABOVE_S, DEFAULT_MAX_WARMUP, SweepConfig
+from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
 if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
@@ -132,7 +133,8 @@ def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_t
     return SweepPlan(
         workload=config.workload, num_prompts=num_prompts, num_requests_per_cell=requests,
         is_default_sample=is_default_sample,
-        shots=config.shots if config.shots is not None else (5 if config.workload == "gsm8k" else None),
+        shots=config.shots if config.shots is not None else
+        (GSM8K_NUM_SHOTS if config.workload == "gsm8k" else None),
         max_tokens=max_tokens, method=config.engine.method, grid_num_steps=config.grid_num_steps,
         concurrency=config.concurrency, temperature=config.temperature, repeats=config.repeats,
         warmup=f"= concurrency, at most {DEFAULT_MAX_WARMUP}," if config.warmup is None else str(config.warmup),

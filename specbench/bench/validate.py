@@ -3,13 +3,15 @@ backends, reasoning parsers and server adapters included)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
 from specbench.errors import SpecbenchError
-from specbench.runs.sweep_config import MAX_WARMUP, OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
+from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GRID = ("concurrency", "temperature", "num_steps")  # checked first, as the grid is what a sweep is
 
 
 def validate_config(config: SweepConfig) -> None:
@@ -28,30 +30,13 @@ def validate_config(config: SweepConfig) -> None:
 
         PROPOSERS.get(config.engine.method)
     _check_backend(config)
-    _check_values("--concurrency", config.concurrency, lambda v: v >= 1, ">= 1")
-    if not config.temperature:
-        raise SpecbenchError("--temperature needs at least one value")
-    _check_values("--temperature", [t for t in config.temperature if t is not None], lambda v: v >= 0, ">= 0")
-    _check_values("--num-steps", config.num_steps, lambda v: v >= 0, ">= 0")
+    _check_bounds(config, _GRID)
     if config.is_embedded and config.engine.method == "none" and config.max_num_steps > 0:  # a server picks its own
         raise SpecbenchError(
             f"--num-steps {','.join(map(str, config.num_steps))} needs a speculative --method (ngram, draft, ...)"
         )
-    for flag, value, ok, need in (
-        ("--limit", config.limit, lambda v: v >= 1, ">= 1"),
-        ("--shots", config.shots, lambda v: v >= 0, ">= 0"),
-        ("--max-tokens", config.max_tokens, lambda v: v >= 1, ">= 1"),
-        ("--input-len", config.input_len, lambda v: v >= 1, ">= 1"),
-        ("--output-len", config.output_len, lambda v: v >= 1, ">= 1"),
-        ("--request-rate", config.request_rate, lambda v: v > 0, "> 0 (inf for all at once)"),
-        ("--burstiness", config.burstiness, lambda v: v > 0, "> 0"),
-        ("--warmup", config.warmup, lambda v: 0 <= v <= MAX_WARMUP, f"in [0, {MAX_WARMUP}]"),
-        ("--repeats", config.repeats, lambda v: v >= 1, ">= 1"),
-        ("--top-p", config.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
-        ("--top-k", config.top_k, lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"),
-    ):
-        if value is not None:
-            _check_values(flag, [value], ok, need)
+    _check_bounds(config, [f.name for f in dataclasses.fields(SweepConfig)
+                           if f.metadata.get("bounds") is not None and f.name not in _GRID])
     _check_load_pattern(config)
     if config.run_id is not None and not _RUN_ID.match(config.run_id):
         raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
@@ -133,10 +118,18 @@ def _check_server_launch(config: SweepConfig) -> None:
         raise SpecbenchError(f"--server-ready-timeout must be > 0, got {config.server_ready_timeout}")
 
 
-def _check_values(flag: str, values, ok, need: str) -> None:
-    values = list(values)
-    if flag in ("--concurrency", "--num-steps") and not values:
-        raise SpecbenchError(f"{flag} needs at least one value")
-    bad = [v for v in values if not ok(v)]
-    if bad:
-        raise SpecbenchError(f"{flag} must be {need}, got {bad[0]}")
+def _check_bounds(config: SweepConfig, names) -> None:
+    """Each option's `bounds` (declared beside its SweepConfig field), in the order of `names`; a grid list needs a
+    value and an unset option (None) passes."""
+    fields = {f.name: f for f in dataclasses.fields(SweepConfig)}
+    for name in names:
+        value, flag, bounds = getattr(config, name), "--" + name.replace("_", "-"), fields[name].metadata["bounds"]
+        if value is None:
+            continue
+        is_list = isinstance(fields[name].default, tuple)  # a grid list: each element
+        values = list(value) if is_list else [value]
+        if is_list and not values:
+            raise SpecbenchError(f"{flag} needs at least one value")
+        bad = [v for v in values if v is not None and not bounds.ok(v)]  # None: the workload's temperature
+        if bad:
+            raise SpecbenchError(f"{flag} must be {bounds.need}, got {bad[0]}")

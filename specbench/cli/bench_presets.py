@@ -10,6 +10,8 @@ import typer
 
 from specbench.cli.app import app
 from specbench.cli.sweep import sweep
+from specbench.workloads.gsm8k import MAX_TOKENS as GSM8K_MAX_TOKENS
+from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
 
 def preset(workload: str, defaults: dict[str, Any], doc: str) -> Callable[..., None]:
@@ -34,8 +36,9 @@ def preset(workload: str, defaults: dict[str, Any], doc: str) -> Callable[..., N
 app.command("gsm8k")(
     preset(
         "gsm8k",
-        {"shots": 5, "limit": 0},  # the accuracy command: the full test split
-        "GSM8K (lm-eval gsm8k v3: 5-shot, greedy, 256 tokens) sweep; prints strict/flexible accuracy ± stderr.",
+        {"shots": GSM8K_NUM_SHOTS, "limit": 0},  # the accuracy command: the full test split
+        f"GSM8K (lm-eval gsm8k v3: {GSM8K_NUM_SHOTS}-shot, greedy, {GSM8K_MAX_TOKENS} tokens) sweep; prints "
+        "strict/flexible accuracy ± stderr.",
     )
 )
 app.command("mtbench")(

@@ -10,10 +10,9 @@ from specbench.check.engine_defaults import CHECK_ENGINE_DEFAULTS
 from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
+from specbench.cli.sweep_options import DataDir
 from specbench.config import ENGINE_OPTION_NAMES
-from specbench.runs.deadlines import REQUEST_TIMEOUT_S
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
-
 
 # The check engine's defaults as option defaults, with a larger KV pool than the library's (real models from the
 # command line, not the selftest's tiny ones) and --device auto like every other command. --method left out:
@@ -31,7 +30,7 @@ def check(
     budget: Annotated[str, typer.Option("--budget", help="full (every check at full size: for a GPU) | fast (a few "
                                         "minutes on CPU for a ~135M model; the table says what it skipped)")] = "full",
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 32,
-    data_dir: o.DataDir = None,
+    data_dir: DataDir = None,
     save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", help="write per-position acceptance")]
     = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="compare acceptance with this file")] = None,
@@ -56,10 +55,9 @@ def check(
 
         if not (base_url_spec and base_url_ref):
             raise SpecbenchError("a server-pair check needs both --base-url-spec and --base-url-ref")
-        check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, model_spec=None, model_ref=None,
-                          workload="gsm8k", data_dir=data_dir, limit=20, shots=None, chat_template=None,
-                          max_tokens=max_tokens, concurrency=1, tokenizer=None, api_key_env=api_key_env,
-                          request_timeout=REQUEST_TIMEOUT_S, show=5)
+        # the rest: check-lossless's own defaults
+        check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, data_dir=data_dir,
+                          max_tokens=max_tokens, api_key_env=api_key_env)
         return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
     from specbench.check.battery import CheckContext, run_checks

@@ -7,9 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN
-from specbench.cli import server_options as so
-from specbench.cli import options as o
 from specbench.cli.app import app
+from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.errors import SpecbenchError
 from specbench.runs import deadlines
 
@@ -23,7 +22,7 @@ def check_lossless(
                                                       "(default: its first /v1/models entry)")] = None,
     model_ref: Annotated[Optional[str], typer.Option("--model-ref", help="model on the reference server")] = None,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k | mt_bench | spec_bench")] = "gsm8k",
-    data_dir: o.DataDir = None,
+    data_dir: DataDir = None,
     limit: Annotated[Optional[int], typer.Option("--num-prompts", "--limit", "-n", help="first N samples")] = 20,
     shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples")] = None,
     chat_template: Annotated[Optional[bool], typer.Option("--chat-template/--no-chat-template")] = None,
@@ -32,15 +31,15 @@ def check_lossless(
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="local tokenizer (optional)")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="environment variable holding the "
                                                        "API key of both servers")] = None,
-    request_timeout: so.RequestTimeout = deadlines.REQUEST_TIMEOUT_S,
+    request_timeout: sweep_option("request_timeout") = deadlines.REQUEST_TIMEOUT_S,
     show: Annotated[int, typer.Option("--show", help="mismatches to print")] = 5,
     near_tie_margin: Annotated[float, typer.Option("--near-tie-margin", help="a mismatch whose top-2 logprob margin "
                                                    "(reference server, first divergent token) is below this many "
                                                    "nats is a near-tie")] = NEAR_TIE_MARGIN,
     strict: Annotated[bool, typer.Option("--strict", help="near-ties fail too")] = False,
-    server_cmd: so.ServerCmd = None,
-    server_baseline_cmd: so.ServerBaselineCmd = None,
-    server_ready_timeout: so.ServerReadyTimeout = deadlines.SERVER_READY_TIMEOUT_S,
+    server_cmd: sweep_option("server_cmd") = None,
+    server_baseline_cmd: sweep_option("server_baseline_cmd") = None,
+    server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
     server_log_dir: Annotated[Optional[str], typer.Option("--server-log-dir", help="--server-cmd: where the two "
                                                           "servers' logs go (default: a new temporary directory)")
                               ] = None,

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.cli.app import app
+from specbench.runs.sweep_config import RESULTS_DIR
 
 RunArg = Annotated[str, typer.Argument(help="run directory, or the run id or --label of a run in --results-dir")]
 
@@ -17,7 +18,7 @@ def compare(
     before: RunArg,
     after: RunArg,
     results_dir: Annotated[str, typer.Option("--results-dir",
-                                             help="where run ids and labels are looked up")] = "results",
+                                             help="where run ids and labels are looked up")] = RESULTS_DIR,
     metrics: Annotated[Optional[str], typer.Option("--metrics", help="comma list of metric names or groups "
                                                    "(throughput, latency, acceptance, speedup, accuracy, "
                                                    "agreement); default: all")] = None,

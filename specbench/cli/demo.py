@@ -10,16 +10,20 @@ import typer
 from specbench.bench.demo import DEMO_LIMIT, DEMO_MAX_TOKENS, DEMO_SHOTS, DEMO_SUMMARY
 from specbench.cli import options as o
 from specbench.cli.app import app
+from specbench.cli.sweep_options import DataDir
+from specbench.runs.sweep_config import RESULTS_DIR
+from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
 
 @app.command(help=f"{DEMO_SUMMARY}: results/<run-id>/ and a summary table.")
 def demo(
     target: o.option_type("target") = "default",
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = DEMO_LIMIT,
-    shots: Annotated[int, typer.Option("--shots", help="few-shot examples (the gsm8k protocol uses 5)")] = DEMO_SHOTS,
+    shots: Annotated[int, typer.Option("--shots", help=f"few-shot examples (the gsm8k protocol uses "
+                                        f"{GSM8K_NUM_SHOTS})")] = DEMO_SHOTS,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = DEMO_MAX_TOKENS,
-    data_dir: o.DataDir = None,
-    results_dir: Annotated[str, typer.Option("--results-dir")] = "results",
+    data_dir: DataDir = None,
+    results_dir: Annotated[str, typer.Option("--results-dir")] = RESULTS_DIR,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ) -> None:
     from specbench.bench.demo import demo_config

@@ -2,23 +2,19 @@
 
 `engine_options(...)` appends one Typer option per CLI field of EngineConfig to a command's signature and hands
 the command the parsed values as `engine: dict` (field name -> value): a new engine option is one field in
-specbench/config.py, and every model-loading command gets it.
+specbench/config.py, and every model-loading command gets it. `group_options` does the same for any OptionGroup
+(the sweep's: cli/sweep_options.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
-import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
+from specbench.cli.option_group import OptionGroup
 from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
-
-_FIELDS = [f for f in dataclasses.fields(EngineConfig) if f.name in ENGINE_OPTION_NAMES]
 
 # Help panels (`--help` groups options under these titles); every command's options name one.
 MODEL, DRAFTING, WORKLOAD, LOAD, SERVER, OUTPUT, ENGINE = (
@@ -28,52 +24,18 @@ _ENGINE_PANELS = {
     **dict.fromkeys(("method", "draft", "ngram_min", "ngram_max", "eagle_aux_layer_ids", "eagle_aux_convention",
                      "synthetic_acceptance", "inject"), DRAFTING),
 }  # the rest: ENGINE
-
-
-def _flag(f: dataclasses.Field) -> str:
-    return f.metadata["flag"] or "--" + f.name.replace("_", "-")
-
-
-# Not an engine option: where workloads read their data (gsm8k/, mt_bench/, spec_bench/).
-DataDir = Annotated[
-    Optional[str],
-    typer.Option("--data-dir", rich_help_panel=WORKLOAD,
-                 help="local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else "
-                 "$SPECBENCH_DATA_DIR, else ../shared/data beside the current directory or the checkout, else the hub"),
-]
-
-
-def _option(f: dataclasses.Field) -> Any:
-    return typer.Option(_flag(f), help=f.metadata["help"], rich_help_panel=_ENGINE_PANELS.get(f.name, ENGINE))
-
-
-def _cli_type(f: dataclasses.Field, hint: Any) -> Any:
-    if f.metadata["parse"] is not None:  # tuples: the option takes a comma list
-        return Optional[str]
-    return hint
+ENGINE_GROUP = OptionGroup(EngineConfig, ENGINE_OPTION_NAMES,
+                           {name: _ENGINE_PANELS.get(name, ENGINE) for name in ENGINE_OPTION_NAMES})
 
 
 def option_type(name: str) -> Any:
     """One engine option as a Typer annotation (for a command that takes only that one, e.g. demo's --target)."""
-    f = next(f for f in _FIELDS if f.name == name)
-    return Annotated[_cli_type(f, typing.get_type_hints(EngineConfig)[name]), _option(f)]
+    return ENGINE_GROUP.annotation(name)
 
 
 def engine_parameters(defaults: dict[str, Any] | None = None) -> list[inspect.Parameter]:
     """One keyword parameter per engine option; `defaults` overrides EngineConfig's for one command."""
-    defaults = defaults or {}
-    unknown = set(defaults) - set(ENGINE_OPTION_NAMES)
-    if unknown:
-        raise ValueError(f"defaults for unknown engine options {sorted(unknown)}")
-    hints = typing.get_type_hints(EngineConfig)
-    return [
-        inspect.Parameter(
-            f.name, inspect.Parameter.KEYWORD_ONLY,
-            default=defaults.get(f.name, f.default),
-            annotation=Annotated[_cli_type(f, hints[f.name]), _option(f)],
-        )
-        for f in _FIELDS
-    ]
+    return ENGINE_GROUP.parameters(defaults)
 
 
 def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
@@ -83,22 +45,32 @@ def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
         from specbench.faults import resolve_fault
 
         resolve_fault(raw["inject"])
-    return {f.name: f.metadata["parse"](raw[f.name]) if f.metadata["parse"] else raw[f.name] for f in _FIELDS}
+    return ENGINE_GROUP.parse(raw)
+
+
+def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command taking `<into>: dict` (field values of the options given) with `group`'s options, after
+    the command's own (`first`: before them, after its typer.Context)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != into]
+        head = [p for p in own[:1] if p.name == "ctx"] if first else own
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            raw = {name: kwargs.pop(name) for name in group.names if name in kwargs}
+            return fn(*args, **{into: group.parse(raw)}, **kwargs)
+
+        rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[len(head):]]  # after keyword-only ones
+        parameters = head + group.parameters(defaults) + rest
+        command.__signature__ = sig.replace(parameters=parameters)  # type: ignore[attr-defined]
+        return command
+
+    return decorate
 
 
 def engine_options(defaults: dict[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command taking `engine: dict` (EngineConfig field values) with the shared option group."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != "engine"]
-
-        @functools.wraps(fn)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            raw = {name: kwargs.pop(name) for name in ENGINE_OPTION_NAMES}
-            return fn(*args, engine=parse_engine_values(raw), **kwargs)
-
-        command.__signature__ = sig.replace(parameters=own + engine_parameters(defaults))  # type: ignore[attr-defined]
-        return command
-
-    return decorate
+    return group_options(ENGINE_GROUP, "engine", defaults)

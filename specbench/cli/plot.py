@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from specbench.cli.app import app
+from specbench.runs.sweep_config import RESULTS_DIR
 
 
 @app.command()
@@ -15,7 +16,7 @@ def plot(
                                               "--results-dir")],
     out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="directory for the PNGs")] = "plots",
     results_dir: Annotated[str, typer.Option("--results-dir",
-                                             help="where run ids and labels are looked up")] = "results",
+                                             help="where run ids and labels are looked up")] = RESULTS_DIR,
 ) -> None:
     """Throughput/TPOT and TTFT vs concurrency, acceptance length vs num-steps, per-position acceptance,
     speedup heatmap, accuracy/agreement."""

@@ -14,6 +14,7 @@ from specbench.errors import SpecbenchError
 from specbench.json_file import json_problem
 from specbench.runs.manifest_shape import check_manifest
 from specbench.runs.schema import SCHEMA_VERSION, TABLES
+from specbench.runs.sweep_config import RESULTS_DIR
 
 MANIFEST = "manifest.json"
 
@@ -64,7 +65,7 @@ def resolve_run_dir(spec: str | Path, results_dir: str | Path | None) -> Path:
         return path
     if path.exists():
         raise SpecbenchError(f"{path} is not a directory")
-    root = Path(results_dir or "results").expanduser()
+    root = Path(results_dir or RESULTS_DIR).expanduser()
     if (root / str(spec) / MANIFEST).is_file():  # a run id inside the results directory
         return root / str(spec)
     matches = [run for run in _runs_in(root) if _label_of(run) == str(spec)] if root.is_dir() else []

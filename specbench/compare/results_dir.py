@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RESULTS = "results"
+from specbench.runs.sweep_config import RESULTS_DIR as RESULTS
 
 
 def find_results_dir(start: str | Path | None = None) -> Path:

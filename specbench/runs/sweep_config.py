@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.config import ENGINE_OPTION_NAMES, EngineConfig, options_added_later
+from specbench.config import ENGINE_OPTION_NAMES, Allowed, EngineConfig, option, options_added_later
 from specbench.errors import SpecbenchError
 from specbench.runs import deadlines
+from specbench.runs.cell_key import DEFAULT_TEMPERATURE
+from specbench.runs.comma_lists import format_int_list, format_temperature_list, parse_int_list, parse_temperature_list
+from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
 # Where results go and how they are shown: free to differ when a run is resumed.
 # The side-call deadlines bound how long a broken server may stall a run, not what a cell measures.
@@ -45,9 +49,18 @@ DEFAULT_NUM_PROMPTS = 50
 SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
 DEFAULT_SAMPLE_REPEATS = 3
 CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
-
-
+SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # --num-steps when not given, with an explicit speculative --method
 DEFAULT_HELP_METHOD = "ngram"  # what --help shows as --method's default (the usual outcome of default_method)
+RESULTS_DIR = "results"  # where runs go (and where compare, plot and notebooks look them up)
+
+# Bounds shared by several options (bench/validate.py checks them).
+AT_LEAST_ONE = Allowed(lambda v: v >= 1, ">= 1")
+NON_NEGATIVE = Allowed(lambda v: v >= 0, ">= 0")
+
+
+def default_num_steps(method: str) -> tuple[int, ...]:
+    """--num-steps when not given, for an explicit --method (a server backend's included)."""
+    return (0,) if method == "none" else SPECULATIVE_NUM_STEPS
 
 
 def default_method(draft: str | None) -> str:
@@ -65,63 +78,134 @@ def default_repeats(is_default_sample: bool) -> int:
     return DEFAULT_SAMPLE_REPEATS if is_default_sample else 1
 
 
+# Option value -> field value, where the command line's form differs (None: not given, the command decides).
+def _parse_num_steps(text: str | None) -> tuple[int, ...] | None:
+    return None if text is None else parse_int_list(text, "--num-steps")
+
+
+def _parse_goodput(values: list[str] | None) -> tuple[str, ...]:  # --goodput is repeatable
+    return tuple(values or ())
+
+
 @dataclass(frozen=True)
 class SweepConfig:
+    """The one declaration of sweep options: `specbench sweep` (and its presets gsm8k, mtbench) is generated from
+    these fields (cli/sweep_options.py); the engine's own options are EngineConfig's group."""
+
     # workload
-    workload: str = "gsm8k"
-    data_dir: str | None = None  # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
-    limit: int | None = None  # N samples (None: all): the first N, or seeded across categories (workloads.questions)
-    shots: int | None = None  # gsm8k few-shot examples (None: workload default, 5)
-    chat_template: bool | None = None  # None: the workload's default (on for chat workloads)
-    max_tokens: int | None = None  # None: workload default (gsm8k 256, mt_bench 1024)
-    input_len: int | None = None  # random workload prompt length
-    output_len: int | None = None  # random workload output length
+    workload: str = option("gsm8k", "gsm8k | mt_bench | spec_bench | random | file:PATH (JSONL prompt/messages, "
+                           "ShareGPT JSON)", aliases=("-w",))
+    # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
+    data_dir: str | None = option(
+        None, "local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else $SPECBENCH_DATA_DIR, else "
+        "../shared/data beside the current directory or the checkout, else the hub")
+    # N samples (None: all): the first N, or seeded across categories (workloads.questions). On the command line
+    # not given means the default sample (default_limit) and 0 means all.
+    limit: int | None = option(
+        None, "prompts per cell: the first N (mt_bench, spec_bench: a seeded sample across categories); 0 = all "
+        f"(default: {DEFAULT_NUM_PROMPTS} of {'/'.join(SAMPLED_WORKLOADS)}, else all)",
+        flag="--num-prompts", aliases=("--limit", "-n"), bounds=AT_LEAST_ONE)
+    shots: int | None = option(  # None: the workload's
+        None, f"gsm8k few-shot examples (default {GSM8K_NUM_SHOTS})", bounds=NON_NEGATIVE)
+    chat_template: bool | None = option(  # None: the workload's default (on for chat workloads)
+        None, "apply the tokenizer's chat template (default: on for chat workloads)",
+        flag="--chat-template/--no-chat-template")
+    max_tokens: int | None = option(  # None: the workload's (gsm8k 256, mt_bench 1024)
+        None, "max new tokens (default: the workload's)", bounds=AT_LEAST_ONE)
+    input_len: int | None = option(None, "random workload prompt length", bounds=AT_LEAST_ONE)
+    output_len: int | None = option(None, "random workload output length", bounds=AT_LEAST_ONE)
     # grid: the cartesian product of these three, times `repeats`
-    concurrency: tuple[int, ...] = (1,)
-    temperature: tuple[float | None, ...] = (0.0,)  # None: the workload's per-sample default
-    num_steps: tuple[int, ...] = (0,)
-    speedup: bool = True  # add num_steps 0 (the baseline of speedup and agreement) to the grid
-    top_p: float = 1.0
-    top_k: int = -1
+    concurrency: tuple[int, ...] = option(
+        (1,), "requests in flight, e.g. 1,16,64", aliases=("-c",),
+        parse=functools.partial(parse_int_list, flag="--concurrency"), text=format_int_list, bounds=AT_LEAST_ONE)
+    temperature: tuple[float | None, ...] = option(  # None: the workload's per-sample default
+        (0.0,), f"e.g. 0,1; '{DEFAULT_TEMPERATURE}' = the workload's per-sample temperature", aliases=("-t",),
+        parse=parse_temperature_list, text=format_temperature_list, bounds=NON_NEGATIVE)
+    # The command line picks the default from the method (cli_default None: see `sweep`).
+    num_steps: tuple[int, ...] = option(
+        (0,), f"draft tokens per round, e.g. 0,1,3,5 (default: {format_int_list(DEFAULT_SWEEP_NUM_STEPS)} without "
+        f"--method, {format_int_list(SPECULATIVE_NUM_STEPS)} with one, 0 with --method none)", aliases=("-k",),
+        parse=_parse_num_steps, cli_default=None, bounds=NON_NEGATIVE)
+    speedup: bool = option(  # add num_steps 0 (the baseline of speedup and agreement) to the grid
+        True, "add the num-steps 0 baseline (speedup, answer agreement; embedded or --server-cmd)",
+        flag="--speedup/--no-speedup")
+    top_p: float = option(1.0, None, bounds=Allowed(lambda v: 0 < v <= 1, "in (0, 1]"))
+    top_k: int = option(-1, None, bounds=Allowed(lambda v: v == -1 or v >= 1, "-1 (off) or >= 1"))
     # load pattern
-    request_rate: float = math.inf  # inf: all at once under the concurrency cap; else Poisson/gamma arrivals
-    burstiness: float = 1.0  # gamma shape of inter-arrival times (1 = Poisson)
-    duration: float | None = None  # seconds of arrivals per cell, samples cycled (None: each sample once)
-    ramp_up_strategy: str | None = None  # "linear": the arrival rate ramps from start to end rps (load_pattern.py)
-    ramp_up_start_rps: float | None = None
-    ramp_up_end_rps: float | None = None
-    cache_reset: bool = True  # reset the server's prefix cache before each cell where it offers an endpoint
-    goodput: tuple[str, ...] = ()  # --goodput KEY:MS service-level objectives (metrics/goodput.py)
-    optimize: str = "throughput"  # best k per (workload, concurrency, temperature): throughput | tpot
-    reasoning_parser: str | None = None  # "think": split inline <think>...</think> reasoning from the answer
+    request_rate: float = option(  # inf: all at once under the concurrency cap; else Poisson/gamma arrivals
+        math.inf, "arrivals/s; inf = all at once under the concurrency cap",
+        bounds=Allowed(lambda v: v > 0, "> 0 (inf for all at once)"))
+    burstiness: float = option(  # gamma shape of inter-arrival times (1 = Poisson)
+        1.0, "gamma shape of arrival gaps (1 = Poisson, < 1 burstier)", bounds=Allowed(lambda v: v > 0, "> 0"))
+    duration: float | None = option(  # None: each sample once
+        None, "seconds of arrivals per cell, samples cycled (instead of each sample once)")
+    ramp_up_strategy: str | None = option(  # the arrival rate ramps from start to end rps (load_pattern.py)
+        None, "linear: ramp the arrival rate from --ramp-up-start-rps to --ramp-up-end-rps over the cell (replaces "
+        "--request-rate)")
+    ramp_up_start_rps: float | None = option(None, "ramp start rate (req/s)")
+    ramp_up_end_rps: float | None = option(None, "ramp end rate (req/s)")
+    cache_reset: bool = option(
+        True, "reset the server's prefix cache before each cell where it offers an endpoint (vLLM "
+        "/reset_prefix_cache, SGLang /flush_cache)", flag="--cache-reset/--no-cache-reset")
+    goodput: tuple[str, ...] = option(  # service-level objectives KEY:MS (metrics/goodput.py)
+        (), "SLO bounds in ms, e.g. 'ttft:200,tpot:50,e2el:2000' (repeatable): goodput counts the requests meeting "
+        "every bound", parse=_parse_goodput, cli_type=list[str] | None, cli_default=None)
+    optimize: str = option(
+        "throughput", "best k per (workload, concurrency, temperature): throughput (highest output throughput) | "
+        "tpot (lowest median TPOT)")
+    reasoning_parser: str | None = option(
+        None, "think: split inline <think>...</think> reasoning from the answer (embedded engine, or servers without "
+        "their own parser); the answer is scored")
     # Unmeasured requests run before every cell; None: num_warmup's default (one per slot up to DEFAULT_MAX_WARMUP).
-    warmup: int | None = None
-    repeats: int = 1
+    warmup: int | None = option(
+        None, "unmeasured requests before each cell, synthetic prompts (default: the cell's concurrency, at most "
+        f"{DEFAULT_MAX_WARMUP}; at most {MAX_WARMUP})",
+        bounds=Allowed(lambda v: 0 <= v <= MAX_WARMUP, f"in [0, {MAX_WARMUP}]"))
+    # On the command line not given means default_repeats (cli_default None: see `sweep`).
+    repeats: int = option(
+        1, f"run the grid N times (noise estimate; default {DEFAULT_SAMPLE_REPEATS} for the default sample, else 1)",
+        cli_default=None, bounds=AT_LEAST_ONE)
     # backend: where requests run (the embedded engine, or an OpenAI-compatible server over HTTP)
-    backend: str = EMBEDDED  # embedded | openai
-    base_url: str | None = None  # openai: server root, e.g. http://127.0.0.1:8000
-    server_model: str | None = None  # openai: model to request (None: the server's first /v1/models entry)
-    api_key_env: str | None = None  # openai: environment variable holding the API key (the key is never stored)
-    request_timeout: float = deadlines.REQUEST_TIMEOUT_S  # openai: seconds per request, connect to last byte
-    # openai: seconds each side call may take, connect to last byte (runs/deadlines.py)
-    info_timeout: float = deadlines.INFO_TIMEOUT_S  # each of /v1/models, /version, /props
-    metrics_timeout: float = deadlines.METRICS_TIMEOUT_S  # one /metrics scrape
-    cache_reset_timeout: float = deadlines.CACHE_RESET_TIMEOUT_S  # one prefix-cache reset
+    backend: str = option(EMBEDDED, "embedded (in-process engine) | openai (an OpenAI-compatible server: vLLM, "
+                          "SGLang, TensorRT-LLM, specbench serve)")
+    base_url: str | None = option(None, "server root, e.g. http://127.0.0.1:8000")
+    server_model: str | None = option(None, "model to request (default: the server's first /v1/models entry)",
+                                      flag="--model")
+    # the key itself is never stored
+    api_key_env: str | None = option(None, "environment variable holding the API key (never stored)")
+    # Deadlines on whole calls, connect to last byte (runs/deadlines.py); recorded in the manifest's config.
+    request_timeout: float = option(deadlines.REQUEST_TIMEOUT_S,
+                                    "openai: seconds one streamed request may take, connect to last byte")
+    info_timeout: float = option(deadlines.INFO_TIMEOUT_S,
+                                 "openai: seconds each of /v1/models, /version, /props may take")
+    metrics_timeout: float = option(deadlines.METRICS_TIMEOUT_S,
+                                    "openai: seconds one /metrics scrape may take (two per cell)")
+    cache_reset_timeout: float = option(deadlines.CACHE_RESET_TIMEOUT_S,
+                                        "openai: seconds one prefix-cache reset may take")
     # openai: specbench launches the server per num-steps group from these (backends/server_template.py)
-    server_cmd: str | None = None  # template with {num_steps} {method} {port} {model} {draft} {host}, or preset:NAME
-    server_baseline_cmd: str | None = None  # template for num-steps 0 (None: the preset's, else server_cmd)
-    server_adapter: str = "auto"  # whose metrics and response fields to read (backends/server_adapters.py)
-    server_ready_timeout: float = deadlines.SERVER_READY_TIMEOUT_S  # seconds a launched server may take to get ready
+    server_cmd: str | None = option(
+        None, "openai: launch the server per num-steps group from this template ({num_steps} {method} {port} "
+        "{model} {draft} {host}) or preset:NAME (llama-server, llama-server-ngram, vllm, sglang, specbench); "
+        "replaces --base-url. No shell: the template is split into arguments like a shell would (quote an argument "
+        "with spaces), then each placeholder is filled inside its argument, so a value with spaces stays one "
+        "argument; a value starting with '-', an empty one or an unbalanced quote is refused")
+    server_baseline_cmd: str | None = option(  # None: the preset's, else server_cmd
+        None, "template for the num-steps 0 server (default: the preset's non-speculative one, else --server-cmd)")
+    server_adapter: str = option(  # backends/server_adapters.py
+        "auto", "whose /metrics and response fields to read: auto (detected from /metrics, /version, /props) | vllm "
+        "| sglang | llamacpp | specbench")
+    server_ready_timeout: float = option(deadlines.SERVER_READY_TIMEOUT_S,
+                                         "seconds a launched server may take to become ready")
     # engine: the shared option group, stored flat in manifests under the same keys as the command line's
     # options. Its max_num_steps and max_concurrency are not the sweep's: the grid sets them (backends/embedded.py).
     # Over HTTP only target, method, draft and tokenizer are read (labels, --server-cmd templates).
     engine: EngineConfig = field(default_factory=EngineConfig)
     # outputs
-    label: str | None = None
-    results_dir: str = "results"
-    run_id: str | None = None  # None: <timestamp>-<config hash>
-    resume: str | None = None  # run directory to finish
-    quiet: bool = False
+    label: str | None = option(None, "tag stored with every row, e.g. before / after")
+    results_dir: str = option(RESULTS_DIR, "parent of the run directory")
+    run_id: str | None = option(None, "default: <time>-<config hash>")
+    resume: str | None = option(None, "finish the missing cells of RUN_DIR")  # run directory to finish
+    quiet: bool = option(False, "no progress and no plan on stderr", aliases=("-q",))
 
     @property
     def grid_num_steps(self) -> tuple[int, ...]:

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from specbench.bench.arrivals import arrival_offsets
-from specbench.bench.grid import build_grid, parse_int_list, parse_temperature_list, run_groups
+from specbench.bench.grid import build_grid, run_groups
 from specbench.bench.resume import resume_config
 from specbench.bench.validate import validate_config
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.runs.cell_key import CellKey
+from specbench.runs.comma_lists import parse_int_list, parse_temperature_list
 from specbench.runs.schema import SCHEMA_VERSION
 from specbench.runs.sweep_config import SweepConfig
 
