@@ -48,10 +48,13 @@ def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
     return ENGINE_GROUP.parse(raw)
 
 
-def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False
+def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False,
+                  parse: Callable[[dict[str, Any]], dict[str, Any]] | None = None
                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command taking `<into>: dict` (field values of the options given) with `group`'s options, after
-    the command's own (`first`: before them, after its typer.Context)."""
+    the command's own (`first`: before them, after its typer.Context); `parse`: option values -> field values
+    (default: the group's own parsing)."""
+    to_fields = parse or group.parse
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
@@ -61,7 +64,7 @@ def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
             raw = {name: kwargs.pop(name) for name in group.names if name in kwargs}
-            return fn(*args, **{into: group.parse(raw)}, **kwargs)
+            return fn(*args, **{into: to_fields(raw)}, **kwargs)
 
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[len(head):]]  # after keyword-only ones
         parameters = head + group.parameters(defaults) + rest
@@ -73,4 +76,4 @@ def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None
 
 def engine_options(defaults: dict[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command taking `engine: dict` (EngineConfig field values) with the shared option group."""
-    return group_options(ENGINE_GROUP, "engine", defaults)
+    return group_options(ENGINE_GROUP, "engine", defaults, parse=parse_engine_values)

@@ -122,11 +122,16 @@ def _params(command) -> list[dict[str, Any]]:
 
 
 def _help(name: str) -> str:
+    import typer.rich_utils as rich_utils  # imported outside the env below: it reads TERMINAL_WIDTH once, at import
     from typer.testing import CliRunner
 
     from specbench.cli.app import app
 
-    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": "100"})
+    previous, rich_utils.MAX_WIDTH = rich_utils.MAX_WIDTH, 100  # restored: other tests render at their own width
+    try:
+        result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": "100"})
+    finally:
+        rich_utils.MAX_WIDTH = previous
     assert result.exit_code == 0, result.output
     return result.output
 
