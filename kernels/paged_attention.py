@@ -45,13 +45,20 @@ def plan_launch(
     max_query_len: int,
     max_seq_len: int,
     num_sms: int,
+    sliding_window: int | None = None,
     num_splits: int | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
 ) -> AttentionLaunch:
-    """Tiles and split count; explicit arguments override the heuristic (tests use them to force paths)."""
+    """Tiles and split count; explicit arguments override the heuristic (tests use them to force paths).
+
+    With a sliding window, splits tile only the keys a program's queries see (window + queries - 1), from
+    the program's window start; the last split still runs to the end of the request's keys.
+    """
+    if sliding_window is not None:
+        max_seq_len = min(max_seq_len, sliding_window + max_query_len - 1)
     rows = max_query_len * group
     is_wide = dtype == torch.float32 or next_pow2(head_dim) > 128
     tiles = WIDE_TILES if is_wide else (DECODE_TILES if rows <= 64 else PREFILL_TILES)
@@ -127,12 +134,11 @@ def paged_attention(
         q = q.contiguous()
     if sinks is not None and (sinks.shape != (num_heads,) or sinks.stride(0) != 1):
         raise ValueError(f"sinks must be a contiguous [num_heads={num_heads}] tensor, got shape {tuple(sinks.shape)}")
-    # Splits cover only the keys a program's queries see, not the whole sequence (the last split runs to the end).
-    kv_span = max_seq_len if sliding_window is None else min(max_seq_len, sliding_window + max_query_len - 1)
     plan = plan_launch(
         num_reqs=num_reqs, num_kv_heads=num_kv_heads, group=num_heads // num_kv_heads, head_dim=head_dim,
-        dtype=q.dtype, max_query_len=max_query_len, max_seq_len=kv_span, num_sms=sm_count(q.device),
-        num_splits=num_splits, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        dtype=q.dtype, max_query_len=max_query_len, max_seq_len=max_seq_len, num_sms=sm_count(q.device),
+        sliding_window=sliding_window, num_splits=num_splits, block_m=block_m, block_n=block_n, num_warps=num_warps,
+        num_stages=num_stages,
     )
     is_split = plan.num_splits > 1
     if is_split:

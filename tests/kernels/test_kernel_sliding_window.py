@@ -162,3 +162,39 @@ def test_bad_options_are_refused():
         run_triton(b, softcap=0.0)
     with pytest.raises(ValueError, match="sinks"):
         run_triton(b, sinks=torch.zeros(2, device=DEVICE))
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", ["decode", "verify", "prefill"])
+def test_gpu_shapes_match_reference(shape, dtype):
+    """Llama-8B-like heads, gpt-oss-like window 128 and sinks, Gemma-2-like cap; the heuristic's own splits."""
+    num_reqs = {"decode": 16, "verify": 8, "prefill": 2}[shape]
+    num_query = {"decode": [1] * num_reqs, "verify": [4] * num_reqs, "prefill": [300, 170]}[shape]
+    gen = torch.Generator().manual_seed(len(shape))
+    num_context = torch.randint(0, 2000, (num_reqs,), generator=gen).tolist()
+    b = window_batch(num_query=num_query, num_context=num_context, num_heads=32, num_kv_heads=8, head_dim=128,
+                     block_size=16, dtype=dtype, device="cuda", seed=len(shape))
+    sinks = torch.linspace(-2.0, 6.0, 32, device="cuda")
+    check(b, sliding_window=128)
+    check(b, sliding_window=128, sinks=sinks)
+    check(b, sliding_window=128, sinks=sinks, softcap=50.0)
+    check(b, sliding_window=1000, sinks=sinks, num_splits=7)
+
+
+def test_plan_splits_the_window_span_not_the_sequence():
+    """Decode at 8k keys with a 128-key window reads ~128 keys: two 64-key tiles, too few to split."""
+    from specbench.kernels.paged_attention import plan_launch
+
+    common = {"num_kv_heads": 8, "group": 8, "head_dim": 64, "dtype": torch.bfloat16, "num_sms": 132}
+    full = plan_launch(num_reqs=1, max_query_len=1, max_seq_len=8192, **common)
+    windowed = plan_launch(num_reqs=1, max_query_len=1, max_seq_len=8192, sliding_window=128, **common)
+    assert full.num_splits > 1 and windowed.num_splits == 1
+    wide = plan_launch(num_reqs=1, max_query_len=4, max_seq_len=8192, sliding_window=4096, **common)
+    assert wide.num_splits > 1 and wide.split_len * wide.num_splits < 4096 + 4 + wide.split_len
+    assert plan_launch(num_reqs=1, max_query_len=1, max_seq_len=100, sliding_window=4096, **common) == plan_launch(
+        num_reqs=1, max_query_len=1, max_seq_len=100, **common)  # a window longer than the keys changes nothing
