@@ -1,6 +1,10 @@
 """Triton programs of paged attention: one ragged causal kernel (optionally split over keys) and the split merge.
 
 A program's rows are query tokens x the query heads of one kv head (each K/V tile loaded once per group).
+Optional, each behind a constexpr flag so the default program is unchanged: a sliding window (a query at
+position p sees keys p - window + 1 .. p; key tiles wholly before the window are never loaded), logit
+soft-capping (cap * tanh(score / cap), before masking) and attention sinks (one logit per query head in the
+softmax denominator, added once: at the end of an unsplit program, or in the merge of a split one).
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ def paged_attention_kernel(
     query_start_loc_ptr,  # [num_reqs + 1] int32
     seq_lens_ptr,  # [num_reqs] int32, keys visible to the request's last query
     block_tables_ptr,  # [num_reqs, max_num_blocks] int32
+    sinks_ptr,  # [num_heads] sink logit per query head (HAS_SINKS and not IS_SPLIT only)
     scale_log2,  # softmax scale * log2(e): the online softmax runs in fp32, base 2
     num_kv_heads,
     split_len,  # keys per split, a multiple of BLOCK_N (IS_SPLIT only)
+    window,  # sliding window in keys, >= 1 (HAS_WINDOW only)
+    softcap_log2,  # soft cap * log2(e) (HAS_SOFTCAP only): caps the base-2 scores as the cap does natural ones
     stride_q_token, stride_q_head,
     stride_k_slot, stride_k_head,
     stride_v_slot, stride_v_head,
@@ -37,6 +44,9 @@ def paged_attention_kernel(
     IS_SPLIT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs (no TF32), else "tf32" (ignored for 16-bit)
     UPCAST_Q: tl.constexpr,  # run the dots in fp32 (the Triton 3.9 CPU interpreter's bf16 dot is wrong)
+    HAS_WINDOW: tl.constexpr = False,
+    HAS_SOFTCAP: tl.constexpr = False,
+    HAS_SINKS: tl.constexpr = False,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP
     q_block = tl.program_id(0)
@@ -67,13 +77,20 @@ def paged_attention_kernel(
         q = q.to(tl.float32)
 
     kv_end = tl.minimum(seq_len, num_context + first_query + BLOCK_Q)
+    if HAS_WINDOW:
+        # The program's first query sees the earliest key; tiles before it are skipped, not masked.
+        window_start = tl.maximum(num_context + first_query - window + 1, 0)
+        window_start = window_start - window_start % BLOCK_N
+    else:
+        window_start = 0
     if IS_SPLIT:
-        kv_start = split * split_len
+        # Splits tile the keys from window_start (the host sized them for the window's span, not max_seq_len).
+        kv_start = window_start + split * split_len
         # The last split runs to the end, so keys past a stale host max_seq_len (a replayed graph) still count.
         is_last = split == tl.num_programs(2) // num_kv_heads - 1
         kv_end = tl.where(is_last, kv_end, tl.minimum(kv_end, kv_start + split_len))
     else:
-        kv_start = 0
+        kv_start = window_start
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -95,7 +112,11 @@ def paged_attention_kernel(
         next_key = key + BLOCK_N
         next_block = tl.load(block_table + next_key // BLOCK_SIZE, mask=next_key < kv_end, other=0)
         scores = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION) * scale_log2
+        if HAS_SOFTCAP:
+            scores = softcap_log2 * _tanh(scores / softcap_log2)
         is_visible = (key[None, :] <= last_key[:, None]) & is_key[None, :]
+        if HAS_WINDOW:
+            is_visible = is_visible & (key[None, :] > last_key[:, None] - window)
         scores = tl.where(is_visible, scores, float("-inf"))  # [BLOCK_M, BLOCK_N]
         m_new = tl.maximum(m_i, tl.max(scores, 1))
         # A row with nothing visible yet (a later split's causal tail) keeps m = -inf; subtract 0 then.
@@ -106,6 +127,13 @@ def paged_attention_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype), input_precision=DOT_PRECISION)
         m_i = m_new
 
+    if HAS_SINKS and not IS_SPLIT:
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634  # [BLOCK_M], log2(e): base 2
+        m_new = tl.maximum(m_i, sink)
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.exp2(sink - m_new)
+        acc = acc * alpha[:, None]
+        m_i = m_new
     is_empty = l_i == 0.0
     out = acc / tl.where(is_empty, 1.0, l_i)[:, None]
     o_ptrs = out_ptr + token[:, None] * stride_o_token + head[:, None] * stride_o_head + d[None, :]
@@ -118,10 +146,17 @@ def paged_attention_kernel(
 
 
 @triton.jit
+def _tanh(x):
+    """tanh from exp2 (no tanh in the interpreter's tl): saturates to +-1 without inf/inf."""
+    return 1.0 - 2.0 / (tl.exp2(x * 2.8853900817779268) + 1.0)  # 2 * log2(e)
+
+
+@triton.jit
 def merge_splits_kernel(
     partial_out_ptr,  # fp32 [num_tokens, num_heads, num_splits, head_dim], each split normalized
     partial_lse_ptr,  # fp32 [num_tokens, num_heads, num_splits], -inf for a split that saw no key
     out_ptr,  # [num_tokens, num_heads, head_dim]
+    sinks_ptr,  # [num_heads] sink logit per query head (HAS_SINKS only)
     num_splits,
     stride_p_token, stride_p_head, stride_p_split,
     stride_lse_token, stride_lse_head,
@@ -129,6 +164,7 @@ def merge_splits_kernel(
     HEAD_DIM: tl.constexpr,
     HEAD_DIM_PAD: tl.constexpr,
     SPLITS_PAD: tl.constexpr,
+    HAS_SINKS: tl.constexpr = False,
 ):
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
@@ -140,9 +176,16 @@ def merge_splits_kernel(
     p_ptrs = partial_out_ptr + token * stride_p_token + head * stride_p_head
     parts = tl.load(p_ptrs + s[:, None] * stride_p_split + d[None, :],
                     mask=is_split[:, None] & (d < HEAD_DIM)[None, :], other=0.0)  # [SPLITS_PAD, HEAD_DIM_PAD]
-    # Split 0 holds key 0, which every query sees: lse_max is finite.
-    weight = tl.exp2(lse - tl.max(lse, 0))  # [SPLITS_PAD]
+    # Every query sees its own key, so some split's lse is finite: lse_max is finite.
+    lse_max = tl.max(lse, 0)
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634  # log2(e): lse is base 2
+        lse_max = tl.maximum(lse_max, sink)
+    weight = tl.exp2(lse - lse_max)  # [SPLITS_PAD]
     parts = tl.where((weight > 0)[:, None], parts, 0.0)  # a split that saw no key weighs 0
-    out = tl.sum(parts * weight[:, None], 0) / tl.sum(weight, 0)
+    denominator = tl.sum(weight, 0)
+    if HAS_SINKS:
+        denominator += tl.exp2(sink - lse_max)  # the sink's mass, once per row: it carries no value
+    out = tl.sum(parts * weight[:, None], 0) / denominator
     tl.store(out_ptr + token * stride_o_token + head * stride_o_head + d, out.to(out_ptr.dtype.element_ty),
              mask=d < HEAD_DIM)

@@ -45,13 +45,20 @@ def plan_launch(
     max_query_len: int,
     max_seq_len: int,
     num_sms: int,
+    sliding_window: int | None = None,
     num_splits: int | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
 ) -> AttentionLaunch:
-    """Tiles and split count; explicit arguments override the heuristic (tests use them to force paths)."""
+    """Tiles and split count; explicit arguments override the heuristic (tests use them to force paths).
+
+    With a sliding window, splits tile only the keys a program's queries see (window + queries - 1), from
+    the program's window start; the last split still runs to the end of the request's keys.
+    """
+    if sliding_window is not None:
+        max_seq_len = min(max_seq_len, sliding_window + max_query_len - 1)
     rows = max_query_len * group
     is_wide = dtype == torch.float32 or next_pow2(head_dim) > 128
     tiles = WIDE_TILES if is_wide else (DECODE_TILES if rows <= 64 else PREFILL_TILES)
@@ -95,6 +102,9 @@ def paged_attention(
     max_query_len: int,
     max_seq_len: int,
     scale: float | None = None,
+    sliding_window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [num_heads], one softmax logit per query head that carries no value
+    softcap: float | None = None,
     num_splits: int | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
@@ -105,7 +115,14 @@ def paged_attention(
 
     max_query_len must bound every request's query count; max_seq_len only sizes the splits (keys past it
     are still attended, by the last split), so a CUDA graph captured at a smaller one stays correct.
+    Optional, all off by default (then the program is today's, bit for bit): `sliding_window` w, a query at
+    position p sees keys p - w + 1 .. p (`specbench.attention.window`); `sinks`, gpt-oss attention sinks;
+    `softcap` c, Gemma-2 logit soft-capping c * tanh(score / c), applied after scaling and before masking.
     """
+    if sliding_window is not None and sliding_window < 1:
+        raise ValueError(f"sliding_window must be >= 1 or None (no window), got {sliding_window}")
+    if softcap is not None and softcap <= 0:
+        raise ValueError(f"softcap must be > 0 or None, got {softcap}")
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[2]
     num_reqs = seq_lens.shape[0]
@@ -115,10 +132,13 @@ def paged_attention(
     check_runnable(paged_attention_kernel, q)
     if q.stride(-1) != 1:
         q = q.contiguous()
+    if sinks is not None and (sinks.shape != (num_heads,) or sinks.stride(0) != 1):
+        raise ValueError(f"sinks must be a contiguous [num_heads={num_heads}] tensor, got shape {tuple(sinks.shape)}")
     plan = plan_launch(
         num_reqs=num_reqs, num_kv_heads=num_kv_heads, group=num_heads // num_kv_heads, head_dim=head_dim,
         dtype=q.dtype, max_query_len=max_query_len, max_seq_len=max_seq_len, num_sms=sm_count(q.device),
-        num_splits=num_splits, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        sliding_window=sliding_window, num_splits=num_splits, block_m=block_m, block_n=block_n, num_warps=num_warps,
+        num_stages=num_stages,
     )
     is_split = plan.num_splits > 1
     if is_split:
@@ -131,9 +151,11 @@ def paged_attention(
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     head_dim_pad = max(16, next_pow2(head_dim))
     grid = (plan.num_q_blocks, num_reqs, num_kv_heads * plan.num_splits)
+    sinks_arg = q if sinks is None else sinks  # any pointer when HAS_SINKS is off: never read
     paged_attention_kernel[grid](
-        q, k_cache, v_cache, o, lse, query_start_loc, seq_lens, block_tables,
+        q, k_cache, v_cache, o, lse, query_start_loc, seq_lens, block_tables, sinks_arg,
         scale * math.log2(math.e), num_kv_heads, plan.split_len,
+        sliding_window or 0, (softcap or 0.0) * math.log2(math.e),
         q.stride(0), q.stride(1),
         *slot_strides(k_cache),
         *slot_strides(v_cache),
@@ -149,17 +171,21 @@ def paged_attention(
         IS_SPLIT=is_split,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_Q=q.dtype == torch.bfloat16 and is_interpreted(paged_attention_kernel),
+        HAS_WINDOW=sliding_window is not None,
+        HAS_SOFTCAP=softcap is not None,
+        HAS_SINKS=sinks is not None,
         num_warps=plan.num_warps,
         num_stages=plan.num_stages,
     )
     if is_split:
         merge_splits_kernel[(num_tokens, num_heads)](
-            partial_out, partial_lse, out, plan.num_splits,
+            partial_out, partial_lse, out, sinks_arg, plan.num_splits,
             *partial_out.stride()[:3],
             *partial_lse.stride()[:2],
             *out.stride()[:2],
             HEAD_DIM=head_dim,
             HEAD_DIM_PAD=head_dim_pad,
             SPLITS_PAD=next_pow2(plan.num_splits),
+            HAS_SINKS=sinks is not None,
         )
     return out

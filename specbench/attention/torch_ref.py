@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata, invariants_enabled
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
 
 
@@ -43,29 +44,97 @@ class TorchPagedAttention:
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.flat(layer)
-        device = q.device
-        num_reqs, block_size = md.num_reqs, md.block_size
-        key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
-        blocks = md.block_tables.long().gather(1, (key_pos // block_size).expand(num_reqs, -1))
-        key_slots = blocks * block_size + key_pos % block_size  # [num_reqs, max_seq]
-        keys = k_cache[key_slots].to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
-        values = v_cache[key_slots].to(q.dtype)
+        return paged_attention_reference(q, k_cache, v_cache, md)
 
-        qsl = md.query_start_loc.long()
-        num_query = qsl[1:] - qsl[:-1]  # [num_reqs]
-        j = torch.arange(md.max_query_len, device=device)  # [max_q]
-        is_valid = j[None, :] < num_query[:, None]  # [num_reqs, max_q]
-        token_idx = torch.where(is_valid, qsl[:-1, None] + j[None, :], 0)
-        queries = q[token_idx]  # [num_reqs, max_q, num_heads, head_dim]
-        num_visible = md.seq_lens.long()[:, None] - num_query[:, None] + j[None, :] + 1  # [num_reqs, max_q]
-        # Padding rows see one key so softmax stays finite; they are dropped below.
-        num_visible = torch.where(is_valid, num_visible, 1)
-        mask = key_pos[None, None, :] < num_visible[:, :, None]  # [num_reqs, max_q, max_seq]
 
-        group = q.shape[1] // k_cache.shape[1]
-        keys = keys.repeat_interleave(group, dim=2)
-        values = values.repeat_interleave(group, dim=2)
+def paged_attention_reference(
+    q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
+    k_cache: torch.Tensor,  # [num_slots, num_kv_heads, head_dim], this forward's keys already stored
+    v_cache: torch.Tensor,  # [num_slots, num_kv_heads, head_dim]
+    md: AttentionMetadata,
+    *,
+    sliding_window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [num_heads], one extra logit per query head (gpt-oss)
+    softcap: float | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
+    """Attention of each request's queries over its paged keys (the metadata contract), optionally windowed.
+
+    `sliding_window` w: a query at position p sees keys max(0, p - w + 1) .. p (`window.py`). `sinks`: a logit
+    per head added to every softmax denominator; it takes probability mass and contributes no value.
+    `softcap` c: scores become c * tanh(scores / c) before masking (Gemma-2). All None: plain causal SDPA.
+    """
+    device = q.device
+    num_reqs, block_size = md.num_reqs, md.block_size
+    key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
+    blocks = md.block_tables.long().gather(1, (key_pos // block_size).expand(num_reqs, -1))
+    key_slots = blocks * block_size + key_pos % block_size  # [num_reqs, max_seq]
+    keys = k_cache[key_slots].to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
+    values = v_cache[key_slots].to(q.dtype)
+
+    qsl = md.query_start_loc.long()
+    num_query = qsl[1:] - qsl[:-1]  # [num_reqs]
+    j = torch.arange(md.max_query_len, device=device)  # [max_q]
+    is_valid = j[None, :] < num_query[:, None]  # [num_reqs, max_q]
+    token_idx = torch.where(is_valid, qsl[:-1, None] + j[None, :], 0)
+    queries = q[token_idx]  # [num_reqs, max_q, num_heads, head_dim]
+    mask = visible_key_mask(md, sliding_window)  # [num_reqs, max_q, max_seq]
+
+    group = q.shape[1] // k_cache.shape[1]
+    keys = keys.repeat_interleave(group, dim=2)
+    values = values.repeat_interleave(group, dim=2)
+    if sinks is None and softcap is None:
         out = F.scaled_dot_product_attention(
-            queries.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask[:, None]
+            queries.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask[:, None],
+            scale=scale,
         )  # [num_reqs, num_heads, max_q, head_dim]
-        return out.transpose(1, 2)[is_valid]
+    else:
+        out = _explicit_softmax_attention(queries.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
+                                          mask[:, None], sinks=sinks, softcap=softcap, scale=scale)
+    return out.transpose(1, 2)[is_valid]
+
+
+def visible_key_mask(md: AttentionMetadata, sliding_window: int | None = None) -> torch.Tensor:
+    """[num_reqs, max_query_len, max_seq_len] bool: key position i is visible to query j of request r.
+
+    Query j sits at position p = seq_lens[r] - num_query[r] + j and sees keys first_visible_key(p, w) .. p.
+    Padding rows (j >= num_query[r]) see key 0 only, so a softmax over them stays finite; callers drop them.
+    """
+    check_window(sliding_window)
+    device = md.seq_lens.device
+    key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
+    qsl = md.query_start_loc.long()
+    num_query = qsl[1:] - qsl[:-1]  # [num_reqs]
+    j = torch.arange(md.max_query_len, device=device)  # [max_q]
+    is_valid = j[None, :] < num_query[:, None]  # [num_reqs, max_q]
+    position = md.seq_lens.long()[:, None] - num_query[:, None] + j[None, :]  # [num_reqs, max_q]
+    position = torch.where(is_valid, position, 0)
+    mask = key_pos[None, None, :] <= position[:, :, None]
+    if sliding_window is not None:
+        mask &= key_pos[None, None, :] > position[:, :, None] - sliding_window
+    return mask
+
+
+def _explicit_softmax_attention(
+    queries: torch.Tensor,  # [num_reqs, num_heads, max_q, head_dim]
+    keys: torch.Tensor,  # [num_reqs, num_heads, max_seq, head_dim]
+    values: torch.Tensor,  # [num_reqs, num_heads, max_seq, head_dim]
+    mask: torch.Tensor,  # [num_reqs, 1, max_q, max_seq] bool
+    *,
+    sinks: torch.Tensor | None,  # [num_heads]
+    softcap: float | None,
+    scale: float | None,
+) -> torch.Tensor:  # [num_reqs, num_heads, max_q, head_dim], queries' dtype
+    """Softmax attention spelled out in fp32, for what SDPA cannot express (soft-capping, sinks)."""
+    scale = queries.shape[-1] ** -0.5 if scale is None else scale
+    scores = queries.float() @ keys.float().transpose(-1, -2) * scale  # [num_reqs, num_heads, max_q, max_seq]
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    if sinks is not None:
+        # The sink is one more column of the softmax; its probability is dropped, so it only shrinks the rest.
+        sink_col = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:3], 1)
+        probs = torch.softmax(torch.cat([scores, sink_col], dim=-1), dim=-1)[..., :-1]
+    else:
+        probs = torch.softmax(scores, dim=-1)
+    return (probs @ values.float()).to(queries.dtype)
