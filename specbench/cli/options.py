@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from specbench.config import ENGINE_OPTION_NAMES, EngineConfig
+from specbench.config import ENGINE_OPTION_NAMES, EngineConfig, field_default
 
 _FIELDS = [f for f in dataclasses.fields(EngineConfig) if f.name in ENGINE_OPTION_NAMES]
 
@@ -69,7 +69,7 @@ def engine_parameters(defaults: dict[str, Any] | None = None) -> list[inspect.Pa
     return [
         inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY,
-            default=defaults.get(f.name, f.default),
+            default=defaults.get(f.name, field_default(f)),
             annotation=Annotated[_cli_type(f, hints[f.name]), _option(f)],
         )
         for f in _FIELDS

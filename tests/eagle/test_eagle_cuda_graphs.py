@@ -23,10 +23,10 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | None = None,
-        async_scheduling: bool = True, max_tokens=(14, 9, 17)):
+        async_scheduling: bool = True, max_tokens=(14, 9, 17), debug_invariants: bool = True):
     llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=num_steps, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
-              inject=inject, async_scheduling=async_scheduling)
+              inject=inject, async_scheduling=async_scheduling, debug_invariants=debug_invariants)
     engine = llm.engine
     if graphs:
         capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
@@ -50,10 +50,9 @@ def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids):
 
 def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monkeypatch):
     # As a production run: with debug invariants on, INV-REQ stops this mutant at its first stale step.
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
-    engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata")
+    engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata", debug_invariants=False)
     assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
 
 
@@ -66,7 +65,7 @@ def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir,
     derive = EagleRoundGraphs._derive_step_metadata
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
                         lambda self, buffers, bucket, step: derive(self, buffers, bucket, step + 1))
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
     variant = "eagle3-native-flat"
     with pytest.raises(InvariantViolation, match="round graph derived positions"):
         run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
@@ -146,7 +145,7 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
 
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata", shifted_in_ahead_rounds)
     monkeypatch.setattr(EagleRoundGraphs, "run_ahead", flagged_run_ahead)
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
     variant = "eagle3-native-flat"
     with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
         run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)

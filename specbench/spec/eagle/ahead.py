@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.invariants import invariants_enabled
 from specbench.device_copy import to_device
 from specbench.spec.eagle.round_graph import AheadRoundInput, check_ahead_round, check_derived_step
 from specbench.spec.eagle.round_input import RoundFeatures, build_round_input
@@ -50,7 +49,7 @@ def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, nu
     build against it."""
     q = proposer.ahead_query_len
     starts = [len(tokens) - 2 - a for tokens, a in zip(inp.token_ids, num_accepted)]
-    if not invariants_enabled() or not inp.request_ids:
+    if not proposer.debug_invariants or not inp.request_ids:
         for request_id, start, a in zip(inp.request_ids, starts, num_accepted):
             proposer.request_state(request_id).num_committed = start + a + 1
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.invariants import check_step_against_requests, invariants_enabled
+from specbench.attention.invariants import check_step_against_requests
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -31,7 +31,7 @@ from specbench.spec.step_plan import draft_step_metadata
 class EagleProposer(Proposer):
     drafts_ahead = True
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
-                 hooks: PhaseHooks = NO_HOOKS) -> None:
+                 hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
         self.loaded = loaded
         self.head = loaded.head
         self.name = loaded.checkpoint.config.method
@@ -41,7 +41,9 @@ class EagleProposer(Proposer):
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
         self.hooks = hooks
-        self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
+        # The engine's: INV-REQ on every eager draft step; the reference build of graphed and drafted-ahead rounds
+        # checked against the device's (round_input.py, ahead.py).
+        self.debug_invariants = debug_invariants
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
@@ -209,7 +211,7 @@ class EagleProposer(Proposer):
         row_idx = to_device(rows, torch.int64, self.device)
         step_hidden = hidden[row_idx]
         md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
-        if self.check_requests:  # step j's query sits at newest + j - 1, newest = committed length - 1
+        if self.debug_invariants:  # step j's query sits at newest + j - 1, newest = committed length - 1
             check_step_against_requests(md, [len(inp.token_ids[r]) - 2 + j for r in rows],
                                         [inp.block_tables[r] for r in rows], f"eagle draft step {j}")
         return DraftStepInput(
@@ -292,5 +294,6 @@ def load_eagle_proposer(ctx, method: str) -> EagleProposer:
         dtype=ctx.dtype,
         device=ctx.device,
         allow_pickle=cfg.allow_pickle,
+        fused_kernels=cfg.fused_kernels,
     )
-    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks)
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)
