@@ -129,6 +129,16 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
     if DEVICE == "cuda":
         pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
     from specbench.attention.invariants import InvariantViolation
+
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
+    variant = "eagle3-native-flat"
+    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
+        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
+
+
+def shift_steps_of_rounds_drafted_ahead(monkeypatch) -> None:
+    """Rounds built on the device (run_ahead) derive each draft step's metadata one position off."""
     from specbench.spec.eagle.round_graph import EagleRoundGraphs
 
     derive, run_ahead = EagleRoundGraphs._derive_step_metadata, EagleRoundGraphs.run_ahead
@@ -145,7 +155,43 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
 
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata", shifted_in_ahead_rounds)
     monkeypatch.setattr(EagleRoundGraphs, "run_ahead", flagged_run_ahead)
-    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
+
+
+@pytest.mark.slow  # ~30 s on the loaded CPU box (three interpreted engine runs)
+def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_setting(target_dir, head_dir,
+                                                                                        prompt_ids, monkeypatch):
+    # The invariant sweep's engines (check/setup.build_llm(invariants=True)) compare every round drafted ahead with
+    # the host's reference build, whatever the environment says. Before, the switch was an environment variable
+    # set only while build_llm built the engine, and the ahead/round-input code read it later: off (issue 25).
+    if DEVICE == "cuda":
+        pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
+    from specbench.attention.invariants import InvariantViolation
+    from specbench.check.setup import CheckSetup, build_llm
+    from specbench.config import EngineConfig
+    from specbench.spec.eagle import ahead
+
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")
     variant = "eagle3-native-flat"
-    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
-        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
+    engine = EngineConfig(str(target_dir(VARIANTS[variant].target)), method="eagle3", draft=str(head_dir(variant)),
+                          max_num_steps=3, dtype="fp32", device=DEVICE, block_size=4, max_concurrency=4,
+                          num_kv_blocks=128, attention_backend="triton", enforce_eager=True)
+    assert not engine.debug_invariants
+    setup = CheckSetup(engine, prompts=tuple(tuple(p) for p in prompt_ids[:3]), max_tokens=14)
+    compared = []
+    check_round = ahead.check_ahead_round
+    monkeypatch.setattr(ahead, "check_ahead_round", lambda *a: compared.append(1) or check_round(*a))
+
+    def generate(invariants: bool):
+        llm = build_llm(setup, invariants=invariants)
+        capture_graphs(graph_plan(llm.config, llm.engine.device, llm.engine.stop_checker.max_model_len),
+                       llm.engine.runner, llm.engine.proposer, 3)
+        llm.generate([list(p) for p in setup.prompts], SamplingParams(max_tokens=setup.max_tokens, ignore_eos=True))
+        return llm.engine.proposer.round_graphs[3].num_ahead
+
+    num_ahead = generate(invariants=True)
+    assert num_ahead > 0 and len(compared) == num_ahead  # every round drafted ahead was compared
+    compared.clear()
+    assert generate(invariants=False) > 0 and not compared  # the other checks run as production does
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\)"):
+        generate(invariants=True)
