@@ -163,8 +163,6 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
     # The invariant sweep's engines (check/setup.build_llm(invariants=True)) compare every round drafted ahead with
     # the host's reference build, whatever the environment says. Before, the switch was an environment variable
     # set only while build_llm built the engine, and the ahead/round-input code read it later: off (issue 25).
-    if DEVICE == "cuda":
-        pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
     from specbench.attention.invariants import InvariantViolation
     from specbench.check.setup import CheckSetup, build_llm
     from specbench.config import EngineConfig
@@ -192,6 +190,65 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
     assert num_ahead > 0 and len(compared) == num_ahead  # every round drafted ahead was compared
     compared.clear()
     assert generate(invariants=False) > 0 and not compared  # the other checks run as production does
+    if DEVICE == "cuda":
+        return  # the shift is chosen per replay, and a captured CUDA graph replays what it captured
     shift_steps_of_rounds_drafted_ahead(monkeypatch)
     with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\)"):
         generate(invariants=True)
+
+
+def recorded_run(target, head, prompts, graphs: bool, debug_invariants: bool = True):
+    """(engine, draft-step records) of a run with the oracle's recorder attached."""
+    from specbench.spec.draft_records import DraftRecorder
+
+    llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=3, dtype="fp32", device=DEVICE,
+              block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
+              debug_invariants=debug_invariants)
+    engine = llm.engine
+    if graphs:
+        capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                       engine.proposer, 3)
+    recorder = DraftRecorder()
+    engine.proposer.attach_recorder(recorder)
+    llm.generate(prompts, [SamplingParams(max_tokens=n, ignore_eos=True) for n in (14, 9, 17)])
+    return engine, recorder.steps
+
+
+@pytest.mark.slow  # ~60 s on the loaded CPU box (interpreted round graphs)
+def test_the_oracle_records_graphed_and_drafted_ahead_rounds(target_dir, head_dir, prompt_ids):
+    # Issue 25 item 4: a recorder no longer turns the fast path off; graphed and drafted-ahead rounds are recorded
+    # from their outputs, step for step as eager drafting records them.
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    _, eager = recorded_run(target, head, prompt_ids[:3], graphs=False)
+    engine, graphed = recorded_run(target, head, prompt_ids[:3], graphs=True)
+    rounds = engine.proposer.round_graphs[3]
+    assert rounds.num_replays > 0 and rounds.num_ahead > 0  # both fast paths ran under the recorder
+    key = lambda r: (r.request_id, r.step, r.token_ids)  # noqa: E731
+    assert sorted(map(key, graphed)) == sorted(map(key, eager))
+    by_key = {key(r): r.logits for r in eager}
+    for record in graphed:
+        torch.testing.assert_close(record.logits, by_key[key(record)], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow  # ~60 s on the loaded CPU box (interpreted round graphs)
+def test_the_oracle_catches_a_bug_only_rounds_drafted_ahead_have(target_dir, head_dir, prompt_ids, monkeypatch):
+    # A shifted step in rounds built on the device, debug invariants off (as the oracle runs): before, recording
+    # forced eager drafting and the oracle never saw such a round.
+    if DEVICE == "cuda":
+        pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
+    from specbench.check.eagle_oracle import compare_eagle_records
+    from specbench.check.oracle import FP32_RTOL
+    from specbench.check.reference import build_reference_drafting_llm
+
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    engine, clean = recorded_run(target, head, prompt_ids[:3], graphs=True, debug_invariants=False)
+    reference = build_reference_drafting_llm(engine.config).engine
+    num, bad = compare_eagle_records(reference.proposer, reference.runner.model, clean, FP32_RTOL)
+    assert num == len(clean) > 0 and not bad, bad[:3]
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    engine, shifted = recorded_run(target, head, prompt_ids[:3], graphs=True, debug_invariants=False)
+    assert engine.proposer.round_graphs[3].num_ahead > 0
+    _, bad = compare_eagle_records(reference.proposer, reference.runner.model, shifted, FP32_RTOL)
+    assert bad and all(" step 0 " not in line for line in bad), bad[:3]  # steps 1 .. k - 1 of the ahead rounds

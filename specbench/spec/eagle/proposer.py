@@ -50,6 +50,7 @@ class EagleProposer(Proposer):
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
         self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (spec/eagle/ahead.py)
+        self.ahead_recording = None  # ahead.AheadRecording of that round while the oracle records, else None
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -73,9 +74,13 @@ class EagleProposer(Proposer):
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and not self.hooks.eager_drafting and self._recorder is None
+        if (graphs is not None and not self.hooks.eager_drafting
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
             draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
+            if self._recorder is not None:  # the oracle reads what the graphed round computed
+                rows = list(range(num_reqs))
+                for j, logits_input in enumerate(graphs.logits_inputs(num_reqs)):
+                    self._record(inp, rows, j, logits_input, draft_ids)
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         extend = self._build_extend(inp, feats, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
@@ -231,9 +236,12 @@ class EagleProposer(Proposer):
         return self._recorder is not None
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
-        self._recorder = recorder  # recording drafts phase by phase: whole-round graphs are bypassed meanwhile
+        """Record every draft step from now on, on whichever path drafts it: eager steps, whole-round graphs and
+        rounds drafted ahead (read back from the round's outputs), so the oracle checks the path production runs."""
+        self._recorder = recorder
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
+        """Step j of requests `rows` of `inp`; logits_input [len(rows), H], draft_ids [>= max(rows) + 1, >= j]."""
         logits = self.head.compute_logits(logits_input)
         drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
