@@ -50,7 +50,8 @@ assert tuple(CHECK_FUNCTIONS) == CHECKS, "check/names.py lists every check once,
 
 def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: CheckContext | None = None
                ) -> list[CheckResult]:
-    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own.
+    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own
+    (each engine's EngineConfig.debug_invariants, set by check/setup.build_llm whatever the environment says).
     A check that raises inside the engine is a failing `crashed: ...` row; the others still run."""
     unknown = set(checks) - set(CHECKS)
     if unknown:
