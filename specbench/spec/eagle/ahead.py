@@ -19,9 +19,9 @@ def propose_ahead(proposer, request_ids: tuple[str, ...], newest_positions: tupl
                   num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
     """The next round's drafts [num_reqs, k] from a verify still on the device, or None when the round cannot
     be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, a request too
-    short for the padded catch-up). While the oracle records, the round's drafts and step logits inputs are kept
-    for confirm_ahead, which knows the committed tokens they were drafted from. The catch-up consumes the verify's features on
-    the device: nothing is pending on the host until confirm_ahead.
+    short for the padded catch-up). The catch-up consumes the verify's features on the device: nothing is
+    pending on the host until confirm_ahead. While the oracle records, the round's drafts and step logits inputs
+    are kept for confirm_ahead, which knows the committed tokens they were drafted from.
 
     newest_positions [num_reqs]: each request's newest token at the verify; block_tables cover the next
     verify; verify_token_ids [num_reqs, k + 1], num_accepted [num_reqs] and target_features
@@ -64,6 +64,7 @@ def record_ahead(proposer, inp: ProposeInput, rows_of_request: tuple[int, ...]) 
     draft_ids = recording.draft_ids.index_select(0, rows)  # [len(inp), k], in inp's order
     for j, logits_input in enumerate(recording.logits_inputs):
         proposer._record(inp, list(range(len(rows_of_request))), j, logits_input.index_select(0, rows), draft_ids)
+
 
 def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
                   rows_of_request: tuple[int, ...]) -> None:
