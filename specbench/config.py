@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from specbench.errors import SpecbenchError
@@ -72,17 +73,41 @@ FIELD_DEFAULT = object()
 def option(default, help: str | None, *, flag: str | None = None, aliases: tuple[str, ...] = (),
            parse: Callable[[Any], Any] | None = None, text: Callable[[Any], str] | None = None,
            cli_type: Any = None, cli_default: Any = FIELD_DEFAULT, cli: bool = True, before: Any = ALWAYS,
-           bounds: Range | Allowed | None = None) -> Any:
+           bounds: Range | Allowed | None = None, default_factory: Callable[[], Any] | None = None) -> Any:
     """A field with its command-line option: `--<name-with-dashes>` unless `flag`, also spelled `aliases` (short
     forms included); `parse` maps the option's value to the field (tuple fields take comma lists, typed `str` on the
     command line unless `cli_type`) and `text` the field's default back to the option's; `cli_default`: the
     command line's default when it is not the field's (None: the command picks one, e.g. from other options);
     cli=False: set by each command itself, not the shared group; `before`: how runs recorded before the option
     existed behaved (a manifest without it resumes that way); `bounds`: the values a numeric option accepts,
-    checked on every EngineConfig (a Range; CLI and library alike) or by validate_config (a sweep's Allowed)."""
+    checked on every EngineConfig (a Range; CLI and library alike) or by validate_config (a sweep's Allowed);
+    `default_factory` (with default None): the default is computed each time a config is constructed."""
     meta = {"help": help, "flag": flag, "aliases": aliases, "parse": parse, "text": text, "cli_type": cli_type,
             "cli_default": cli_default, "cli": cli, "before": before, "bounds": bounds}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def field_default(f) -> Any:
+    """A field's default value (calling its default_factory, if it has one)."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+# The test suite (tests/conftest.py) and scripts/gpu_check.sh turn the debug invariants on for every engine they
+# build by setting this variable; it is read only here, when an EngineConfig is constructed without an explicit
+# debug_invariants, never while an engine runs. `specbench check` and the selftest set the value explicitly.
+DEBUG_INVARIANTS_ENV = "SPECBENCH_DEBUG_INVARIANTS"
+
+
+def debug_invariants_from_env() -> bool:
+    return os.environ.get(DEBUG_INVARIANTS_ENV, "0") not in ("", "0", "false", "False")
+
+
+# auto: fused Triton kernels in the model layers on CUDA tensors when Triton imports, torch elsewhere.
+# on:   fused on every device where the kernels can run (CPU only under TRITON_INTERPRET=1: tests), else an error.
+# off:  the eager torch reference layers everywhere.
+FUSED_KERNEL_POLICIES = ("auto", "on", "off")
 
 
 def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
@@ -154,6 +179,17 @@ class EngineConfig:
         True, "overlap host work with the GPU: launch the next decode step or EAGLE round before reading the last "
         "(--no-async-scheduling: one step at a time)",
         flag="--async-scheduling/--no-async-scheduling", before=False)
+    # Fused Triton kernels in the model layers (norms, RoPE, SiLU-and-mul, decode-batch projections:
+    # models/fused_kernels.py), fixed per model when the engine is built: a fused engine and an unfused reference
+    # engine can live in one process.
+    fused_kernels: str = option("auto", "fused Triton kernels in the model layers: auto (on CUDA when triton "
+                                "imports) | on | off (the eager torch layers)", before="auto")
+    # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
+    # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
+    # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).
+    debug_invariants: bool = option(
+        None, "check the attention metadata and draft plans on every forward (slow; debugging, specbench check)",
+        flag="--debug-invariants/--no-debug-invariants", before=False, default_factory=debug_invariants_from_env)
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)", bounds=Range(1, 64))
     ngram_max: int = option(4, "longest n-gram to match (ngram method)", bounds=Range(1, 64))
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).
@@ -187,6 +223,9 @@ class EngineConfig:
                 raise SpecbenchError(f"synthetic_acceptance (--synthetic-acceptance) gives {len(rates)} rates for "
                                      f"max_num_steps {self.max_num_steps}")
             object.__setattr__(self, "synthetic_acceptance", rates)
+        if self.fused_kernels not in FUSED_KERNEL_POLICIES:
+            raise SpecbenchError(f"unknown fused_kernels (--fused-kernels) {self.fused_kernels!r}; supported: "
+                                 f"{', '.join(FUSED_KERNEL_POLICIES)}")
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
                 f"unknown eagle_aux_convention (--eagle-aux-convention) {self.eagle_aux_convention!r}; "

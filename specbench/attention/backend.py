@@ -44,25 +44,26 @@ ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")
 
 
 @ATTENTION_BACKENDS.register("torch")
-def _torch_backend() -> AttentionBackend:
+def _torch_backend(check_invariants: bool) -> AttentionBackend:
     from specbench.attention.torch_ref import TorchPagedAttention
 
-    return TorchPagedAttention()
+    return TorchPagedAttention(check_invariants)
 
 
 @ATTENTION_BACKENDS.register("triton")
-def _triton_backend() -> AttentionBackend:
+def _triton_backend(check_invariants: bool) -> AttentionBackend:
     from specbench.attention.triton_backend import TritonPagedAttention
 
-    return TritonPagedAttention()
+    return TritonPagedAttention(check_invariants)
 
 
 @ATTENTION_BACKENDS.register("flashinfer")
-def _flashinfer_backend() -> AttentionBackend:
+def _flashinfer_backend(check_invariants: bool) -> AttentionBackend:
     from specbench.attention.flashinfer_backend import FlashInferPagedAttention
 
-    return FlashInferPagedAttention()
+    return FlashInferPagedAttention(check_invariants)
 
 
-def create_backend(name: str) -> AttentionBackend:
-    return ATTENTION_BACKENDS.create(name)
+def create_backend(name: str, *, check_invariants: bool = False) -> AttentionBackend:
+    """`check_invariants`: run the debug invariants on every forward (the engine's debug_invariants)."""
+    return ATTENTION_BACKENDS.create(name, check_invariants)

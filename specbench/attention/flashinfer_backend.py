@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.flashinfer_plan import PagedKVPlanInputs, paged_kv_plan_inputs
-from specbench.attention.invariants import check_metadata, invariants_enabled
+from specbench.attention.invariants import check_metadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
@@ -43,23 +43,23 @@ def _takes(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
             and num_heads % num_kv_heads == 0 and num_heads // num_kv_heads in SUPPORTED_GROUP_SIZES)
 
 
-def _fallback_backend():
+def _fallback_backend(check_invariants: bool):
     """Layers flashinfer does not take (fp32, other head dims or GQA groups) go through Triton, else the reference."""
     from specbench.attention.torch_ref import TorchPagedAttention
 
     try:
         from specbench.attention.triton_backend import TritonPagedAttention
 
-        return TritonPagedAttention()
+        return TritonPagedAttention(check_invariants)
     except SpecbenchError:
-        return TorchPagedAttention()
+        return TorchPagedAttention(check_invariants)
 
 
 class FlashInferPagedAttention:
     name = "flashinfer"
     supports_cuda_graphs = False  # plans read host metadata every forward; the graph runner runs it eagerly
 
-    def __init__(self) -> None:
+    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
         reason = flashinfer_import_error()
         if reason is not None:
             raise SpecbenchError(f"attention backend 'flashinfer' needs the flashinfer-python package ({reason})")
@@ -68,8 +68,8 @@ class FlashInferPagedAttention:
         from specbench.kernels.kv_store import store_kv
 
         self._flashinfer, self._store_kv = flashinfer, store_kv
-        self._fallback = _fallback_backend()
-        self.check_invariants = invariants_enabled()
+        self._fallback = _fallback_backend(check_invariants)
+        self.check_invariants = check_invariants
         self._workspace: torch.Tensor | None = None  # [WORKSPACE_BYTES] uint8, on the metadata's device
         self._decode = self._prefill = None  # wrappers, built with the workspace
         # Each wrapper's plan fills a pinned host buffer and queues its copy to the device; the next plan of the

@@ -1,6 +1,7 @@
 """Debug invariants checked on every attention forward when enabled.
 
-Enabled by `SPECBENCH_DEBUG_INVARIANTS=1` (the test suite turns it on). They
+Enabled per engine by `EngineConfig.debug_invariants` (handed to backends and proposers when the engine is
+built; the test suite turns it on). They
 are the checks that catch the seed bug class:
 - INV-0: each query's position equals the number of keys it sees minus one
   (off-by-one draft positions, seq_lens not advanced per draft step, catch-up
@@ -16,8 +17,6 @@ are the checks that catch the seed bug class:
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, slot_of
@@ -25,10 +24,6 @@ from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, slot_o
 
 class InvariantViolation(AssertionError):
     pass
-
-
-def invariants_enabled() -> bool:
-    return os.environ.get("SPECBENCH_DEBUG_INVARIANTS", "0") not in ("", "0", "false", "False")
 
 
 def check_metadata(md: AttentionMetadata, where: str = "") -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specbench.attention.invariants import check_metadata, invariants_enabled
+from specbench.attention.invariants import check_metadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
@@ -15,8 +15,8 @@ class TorchPagedAttention:
     name = "torch"
     supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
 
-    def __init__(self) -> None:
-        self.check_invariants = invariants_enabled()
+    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
+        self.check_invariants = check_invariants
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
         if self.check_invariants:

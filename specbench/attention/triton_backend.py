@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.invariants import check_metadata, invariants_enabled
+from specbench.attention.invariants import check_metadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.errors import SpecbenchError
@@ -20,7 +20,7 @@ class TritonPagedAttention:
     name = "triton"
     supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
 
-    def __init__(self) -> None:
+    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
         try:
             from specbench.kernels.kv_store import store_kv
             from specbench.kernels.paged_attention import paged_attention, runs_on
@@ -29,8 +29,8 @@ class TritonPagedAttention:
             raise SpecbenchError(f"attention backend 'triton' needs the triton package ({e})") from None
         self._store_kv, self._paged_attention, self._runs_on = store_kv, paged_attention, runs_on
         self._cpu_hint = CPU_HINT
-        self._fallback = TorchPagedAttention()
-        self.check_invariants = invariants_enabled()
+        self._fallback = TorchPagedAttention(check_invariants)
+        self.check_invariants = check_invariants
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
         if self.check_invariants:

@@ -12,6 +12,7 @@ from specbench.check.greedy import check_greedy
 from specbench.check.invariant_sweep import check_invariants
 from specbench.check.names import CHECKS
 from specbench.check.oracle import check_oracle
+from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.rows import check_rows
 from specbench.check.sampled import check_sampled
@@ -22,6 +23,7 @@ from specbench.errors import SpecbenchError
 @dataclass(frozen=True)
 class CheckContext:
     reference: list[tuple[int, ...]] | None = None  # [num_prompts] clean plain greedy outputs; None = computed
+    reference_cross_check: ReferenceCrossCheck | None = None  # the reference against HF transformers (selftest)
     baseline: AcceptanceBaseline | None = None  # None: the baseline check is skipped
     baseline_source: str = ""  # where the baseline came from, for the detail line
     baseline_alpha: float = BASELINE_ALPHA
@@ -35,7 +37,8 @@ def _baseline(setup: CheckSetup, ctx: CheckContext) -> CheckResult:
 
 
 CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = {
-    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns),
+    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns,
+                                              cross_check=ctx.reference_cross_check),
     "sampled": lambda setup, ctx: check_sampled(setup, engine_runs=ctx.budget.sampled_engine_runs),
     "rows": lambda setup, ctx: check_rows(setup),
     "oracle": lambda setup, ctx: check_oracle(setup, preemption=ctx.budget.preemption_reruns),
@@ -47,7 +50,8 @@ assert tuple(CHECK_FUNCTIONS) == CHECKS, "check/names.py lists every check once,
 
 def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: CheckContext | None = None
                ) -> list[CheckResult]:
-    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own.
+    """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own
+    (each engine's EngineConfig.debug_invariants, set by check/setup.build_llm whatever the environment says).
     A check that raises inside the engine is a failing `crashed: ...` row; the others still run."""
     unknown = set(checks) - set(CHECKS)
     if unknown:

@@ -6,6 +6,7 @@ import math
 import time
 
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, classify
+from specbench.check.reference import ReferenceCrossCheck, build_reference_llm
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.sampling_params import SamplingParams
@@ -16,8 +17,9 @@ def greedy_params(setup: CheckSetup) -> SamplingParams:
 
 
 def reference_outputs(setup: CheckSetup) -> list[tuple[int, ...]]:
-    """Clean plain greedy decoding (no draft, no fault): the oracle every speculative run is compared with."""
-    outs = build_llm(setup, speculative=False).generate(prompt_list(setup), greedy_params(setup))
+    """Plain greedy decoding by the reference engine (check/reference.py: synchronous, eager, unfused torch; no
+    draft, no fault): the oracle every speculative run is compared with."""
+    outs = build_reference_llm(setup.engine).generate(prompt_list(setup), greedy_params(setup))
     return [o.output_token_ids for o in outs]
 
 
@@ -31,10 +33,10 @@ def first_divergence(got: tuple[int, ...], expected: tuple[int, ...]) -> int | N
 def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], references: list[tuple[int, ...]],
                        positions: list[int]) -> list[float]:
     """Per diverged request: the clean target's top-2 log-probability margin (nats) at its first divergent position,
-    given the prompt and the reference's own prefix (dense forward, the setup's dtype)."""
+    given the prompt and the reference's own prefix (dense forward of the reference target, the setup's dtype)."""
     from specbench.check.target_probs import next_token_probs
 
-    model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
+    model = build_reference_llm(setup.engine).engine.runner.model
     margins = []
     for prompt, reference, d in zip(prompts, references, positions):
         probs = next(next_token_probs(model, [prompt], [reference[:d + 1]], SamplingParams(temperature=1.0),
@@ -74,11 +76,16 @@ def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple
 
 
 def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None,
-                 preemption: bool = True) -> CheckResult:
-    """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption."""
+                 preemption: bool = True, cross_check: ReferenceCrossCheck | None = None) -> CheckResult:
+    """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption.
+    `cross_check`: the reference itself against an outside implementation (the selftest's tiny models); a
+    disagreement fails the check, since then the reference is no oracle."""
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
     passed, detail = _verdict(setup, build_llm(setup).generate(prompt_list(setup), greedy_params(setup)), reference)
+    if cross_check is not None:
+        passed = passed and cross_check.is_agreed
+        detail += f"; {cross_check.detail}"
     if preemption:
         preempting = build_llm(setup, **forced_preemption_overrides(setup))
         p_passed, p_detail = _verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)), reference)

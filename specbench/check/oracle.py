@@ -17,6 +17,7 @@ import torch
 from specbench.check.eagle_oracle import compare_eagle_records
 from specbench.check.fresh_forward import fresh_sequence
 from specbench.check.greedy import greedy_params
+from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.llm import LLM
@@ -49,18 +50,18 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
     return len(records), bad
 
 
-def record_and_compare(llm: LLM, prompts: list, params, rtol: float) -> tuple[int, list[str]]:
+def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: float) -> tuple[int, list[str]]:
     """Generate with a recorder attached, then compare every recorded draft step with its cache-free recompute
-    ((records compared, mismatch descriptions)). EAGLE recomputes the target features too, from the committed
-    tokens, with the engine's target model."""
-    proposer = llm.engine.proposer
+    ((records compared, mismatch descriptions)) by `reference`'s models: the same method and weights under the
+    reference settings (check/reference.py), never the engine's own. EAGLE recomputes the target features too,
+    from the committed tokens, with the reference target."""
     recorder = DraftRecorder()
-    proposer.attach_recorder(recorder)
+    llm.engine.proposer.attach_recorder(recorder)
     llm.generate(prompts, params)
-    proposer.attach_recorder(None)
+    llm.engine.proposer.attach_recorder(None)
     if llm.engine.config.method == "draft":
-        return compare_records(proposer, recorder.steps, rtol)
-    return compare_eagle_records(proposer, llm.engine.runner.model, recorder.steps, rtol)
+        return compare_records(reference.engine.proposer, recorder.steps, rtol)
+    return compare_eagle_records(reference.engine.proposer, reference.engine.runner.model, recorder.steps, rtol)
 
 
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
@@ -71,9 +72,10 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL
     num, bad, preempted = 0, [], 0
     runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
+    reference = build_reference_drafting_llm(setup.engine)
     for overrides in runs:
         llm = build_llm(setup, **overrides)
-        run_num, run_bad = record_and_compare(llm, prompt_list(setup), greedy_params(setup), rtol)
+        run_num, run_bad = record_and_compare(llm, reference, prompt_list(setup), greedy_params(setup), rtol)
         num, bad = num + run_num, bad + [f"{line}{' (preempting run)' if overrides else ''}" for line in run_bad]
         preempted += num_preemptions(llm)
     by_step: dict[int, int] = defaultdict(int)

@@ -19,6 +19,7 @@ from specbench.check.result import CheckResult
 from specbench.check.sampled_stats import (
     CellTest, SampledVerdict, category_of, category_probs, cell_test, choose_categories, combine,
 )
+from specbench.check.reference import build_reference_llm
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
@@ -145,7 +146,7 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     outs = _sample(setup, prompts, num_samples, run, preempting=True)
     num_preempted = sum(o.stats.num_preemptions for o in outs)
     mixed_positions = tuple(range(num_positions))
-    model = build_llm(setup, speculative=False).engine.runner.model  # clean target, no fault
+    model = build_reference_llm(setup.engine).engine.runner.model  # the reference target (check/reference.py)
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
 
     # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1

@@ -1,9 +1,7 @@
-"""What a check runs on, and how it builds engines (debug invariants on or off per engine)."""
+"""What a check runs on, and how it builds engines (debug invariants on or off per engine, as a config value)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass, replace
 
 from specbench.config import EngineConfig
@@ -23,28 +21,14 @@ class CheckSetup:
         return self.with_engine(inject=inject)
 
 
-@contextlib.contextmanager
-def debug_invariants(enabled: bool):
-    """Backends read the switch when built: engines built inside keep this setting for their lifetime."""
-    old = os.environ.get("SPECBENCH_DEBUG_INVARIANTS")
-    os.environ["SPECBENCH_DEBUG_INVARIANTS"] = "1" if enabled else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("SPECBENCH_DEBUG_INVARIANTS", None)
-        else:
-            os.environ["SPECBENCH_DEBUG_INVARIANTS"] = old
-
-
 def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool = False, **overrides) -> LLM:
     """The setup's engine with `overrides` (EngineConfig fields); speculative=False gives the clean plain-decoding
-    reference (no fault, no draft)."""
-    config = replace(setup.engine, **overrides)
+    reference (no fault, no draft). `invariants`: the engine's debug_invariants (the battery's rule: on only in
+    the invariant sweep), set explicitly whatever the environment says."""
+    config = replace(setup.engine, debug_invariants=invariants, **overrides)
     if not speculative:
         config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
-    with debug_invariants(invariants):
-        return LLM(config)
+    return LLM(config)
 
 
 def prompt_list(setup: CheckSetup) -> list:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from specbench.config import FIELD_DEFAULT
+from specbench.config import FIELD_DEFAULT, field_default
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class OptionGroup:
         meta = f.metadata
         if meta["cli_default"] is not FIELD_DEFAULT:
             return meta["cli_default"]
-        return meta["text"](f.default) if meta["text"] is not None else f.default
+        default = field_default(f)
+        return meta["text"](default) if meta["text"] is not None else default
 
     def annotation(self, name: str) -> Any:
         """One option as a Typer annotation (for a command that takes only that one, e.g. demo's --target)."""

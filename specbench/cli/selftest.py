@@ -50,6 +50,9 @@ def selftest(
         for crashed in (r for r in row.results if r.is_crashed):
             print(f"{row.method} seed {row.seed} {row.inject or 'clean'} {crashed.name}: {crashed.detail}")
         if row.inject is None:
+            greedy = next((r for r in row.results if r.name == "greedy"), None)
+            if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method
+                print(f"greedy, {row.method} seed {row.seed} clean: {greedy.detail}")
             sampled = next((r for r in row.results if r.name == "sampled"), None)
             if sampled is not None:
                 print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")

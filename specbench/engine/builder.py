@@ -155,7 +155,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         raise SpecbenchError("--synthetic-acceptance needs a speculative method (its drafts are what gets accepted)")
     backend_name = resolve_kernel_choice(config.attention_backend, device, "attention backend")
     verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
-    backend = create_backend(backend_name)
+    backend = create_backend(backend_name, check_invariants=config.debug_invariants)
     target = load_model(
         config.target,
         dtype=dtype,
@@ -165,6 +165,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         allow_pickle=config.allow_pickle,
         seed=config.seed,
         max_model_len=config.max_model_len,
+        fused_kernels=config.fused_kernels,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")

@@ -49,7 +49,7 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
         and attn.qkv_proj.bias is None
         and attn.o_proj.bias is None
         and x.dtype == attn.qkv_proj.weight.dtype
-        and fused_kernels.use_fused(x)
+        and fused_kernels.use_fused(attn.fused_policy, x)
         and x.shape[0] <= fused_kernels.gemv_max_tokens()
     )
 

@@ -1,56 +1,38 @@
-"""One process-wide switch for the fused Triton kernels in the model layers (RMSNorm, RoPE, SiLU-and-mul, and the
-decode-batch projections of `decode_gemv`).
+"""The fused Triton kernels in the model layers (RMSNorm, RoPE, SiLU-and-mul, and the decode-batch projections of
+`decode_gemv`), and each model's policy for them.
 
-The torch path in `layers.py` stays the reference; `SPECBENCH_FUSED_KERNELS` (auto | on | off) sets the start value.
+The torch path in `layers.py` stays the reference. The policy (auto | on | off: config.FUSED_KERNEL_POLICIES) is
+a value of each model, set when it is built (`set_policy`, from EngineConfig.fused_kernels): a fused production
+engine and an unfused reference engine coexist in one process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
 import torch
+from torch import nn
 
+from specbench.config import FUSED_KERNEL_POLICIES as POLICIES
 from specbench.errors import SpecbenchError
 
-# auto: fused on CUDA tensors when Triton imports, torch elsewhere.
-# on:   fused on every device where the kernels can run (CPU only under TRITON_INTERPRET=1: tests), else an error.
-# off:  the torch reference path everywhere.
-POLICIES = ("auto", "on", "off")
-_policy: str | None = None  # None: not read from the environment yet
+
+class UsesFusedKernels:
+    """Declares that a layer may run the fused kernels; `fused_policy` is its model's policy (set_policy)."""
+
+    fused_policy: str = "auto"  # a layer built alone (tests) behaves as an engine's default
 
 
-def _checked(policy: str, source: str) -> str:
+def set_policy(model: nn.Module, policy: str) -> None:
+    """Every layer of `model` that may run fused kernels takes `policy` from its next forward; CUDA graphs keep the
+    path they were captured with."""
     if policy not in POLICIES:
-        raise SpecbenchError(f"unknown fused-kernel policy {policy!r} ({source}); supported: {', '.join(POLICIES)}")
-    return policy
-
-
-def fused_policy() -> str:
-    global _policy
-    if _policy is None:
-        _policy = _checked(os.environ.get("SPECBENCH_FUSED_KERNELS", "auto"), "SPECBENCH_FUSED_KERNELS")
-    return _policy
-
-
-def set_fused_kernels(policy: str) -> None:
-    """Takes effect at the next forward; CUDA graphs keep the path they were captured with."""
-    global _policy
-    _policy = _checked(policy, "set_fused_kernels")
-
-
-@contextlib.contextmanager
-def fused_kernels(policy: str) -> Iterator[None]:
-    previous = fused_policy()
-    set_fused_kernels(policy)
-    try:
-        yield
-    finally:
-        set_fused_kernels(previous)
+        raise SpecbenchError(f"unknown fused-kernel policy {policy!r}; supported: {', '.join(POLICIES)}")
+    for module in model.modules():
+        if isinstance(module, UsesFusedKernels):
+            module.fused_policy = policy
 
 
 @dataclass(frozen=True)
@@ -82,13 +64,12 @@ def _runnable_on(device_type: str) -> bool:
     return device_type == "cuda" or (device_type == "cpu" and is_interpreted(modules.rms_norm._rms_norm_kernel))
 
 
-def use_fused(x: torch.Tensor) -> bool:
-    """Whether the layers run the fused kernels on `x`.
+def use_fused(policy: str, x: torch.Tensor) -> bool:
+    """Whether a layer with this policy runs the fused kernels on `x`.
 
     Depends on the policy and x's device type only (never on values): no host sync, and a CUDA graph
     captures one fixed path.
     """
-    policy = fused_policy()
     device_type = x.device.type
     if policy == "off" or (policy == "auto" and device_type != "cuda"):
         return False

@@ -1,7 +1,7 @@
 """Building blocks of a Llama-family decoder: RMSNorm, rotary embedding, gated MLP.
 
-Norms, RoPE and the MLP activation run the fused Triton kernels where `fused_kernels.use_fused` says so;
-the torch code is the reference.
+Norms, RoPE and the MLP activation run the fused Triton kernels where `fused_kernels.use_fused` says so for the
+layer's own policy (`fused_policy`, set per model: fused_kernels.set_policy); the torch code is the reference.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from specbench.models import fused_kernels
 from specbench.models.config import RopeScaling
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
@@ -42,7 +42,7 @@ class RMSNorm(nn.Module):
 
     def _is_fused(self, x: torch.Tensor) -> bool:
         # The kernel writes x's dtype; torch would promote a mixed-dtype product.
-        return x.dtype == self.weight.dtype and fused_kernels.use_fused(x)
+        return x.dtype == self.weight.dtype and fused_kernels.use_fused(self.fused_policy, x)
 
     def reference(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
         # Statistics in fp32 (bf16 sums of squares lose too much); the weight multiplies in the
@@ -102,9 +102,10 @@ class RotaryEmbedding(nn.Module):
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         k: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+        fused_policy: str,  # the calling layer's
     ) -> tuple[torch.Tensor, torch.Tensor]:  # (rotated q, rotated k), same shapes
         """`apply` to q and k; the fused kernel rotates both in place (views into one qkv tensor are fine)."""
-        if fused_kernels.use_fused(q):
+        if fused_kernels.use_fused(fused_policy, q):
             fused_kernels.apply_rope_(q, k, cos_sin)
             return q, k
         return RotaryEmbedding.apply(q, cos_sin), RotaryEmbedding.apply(k, cos_sin)
@@ -118,7 +119,7 @@ class RotaryEmbedding(nn.Module):
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
-class GatedMLP(nn.Module):
+class GatedMLP(fused_kernels.UsesFusedKernels, nn.Module):
     """down(silu(gate(x)) * up(x)) with gate and up fused into one [2 * inter, hidden] matmul."""
 
     def __init__(self, hidden_size: int, intermediate_size: int) -> None:
@@ -129,7 +130,7 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
         gate_up = self.gate_up_proj(x)  # [num_tokens, 2 * inter]
-        if fused_kernels.use_fused(gate_up):
+        if fused_kernels.use_fused(self.fused_policy, gate_up):
             return self.down_proj(fused_kernels.silu_and_mul(gate_up))
         gate, up = gate_up.split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate) * up)

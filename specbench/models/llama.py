@@ -17,7 +17,7 @@ from specbench.attention.backend import AttentionBackend
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
-from specbench.models import decode_gemv
+from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 
@@ -29,7 +29,7 @@ class ModelOutput:
     aux_hidden_states: torch.Tensor | None
 
 
-class SelfAttention(nn.Module):
+class SelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
     """q/k/v projection (+ Qwen3 q/k norm), RoPE, backend attention, output projection.
 
     `input_size` defaults to hidden_size; EAGLE-3 heads use 2 * hidden_size.
@@ -75,7 +75,7 @@ class SelfAttention(nn.Module):
         v = v.view(n, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin)
+        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin, self.fused_policy)
         out = backend.forward(self.layer_idx, q, k, v, kv_cache, md)  # [num_tokens, num_heads, head_dim]
         return out.reshape(n, self.q_size)
 

@@ -17,6 +17,7 @@ from specbench.errors import SpecbenchError
 from specbench.json_file import read_json_object
 from specbench.models.config import ModelConfig
 from specbench.models.default_model import resolve_model_source
+from specbench.models.fused_kernels import set_policy
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
 from specbench.models.memory import check_model_fits
@@ -69,8 +70,18 @@ def load_model(
     allow_pickle: bool = False,
     seed: int = 0,
     max_model_len: int | None = None,
+    fused_kernels: str = "auto",
 ) -> LoadedModel:
-    """`max_model_len`: the context the engine will use; refused before allocating when above the trained one."""
+    """`max_model_len`: the context the engine will use; refused before allocating when above the trained one.
+    `fused_kernels`: the model's fused-kernel policy (EngineConfig.fused_kernels)."""
+    loaded = _load(source, dtype=dtype, device=device, attn_backend=attn_backend, load_format=load_format,
+                   allow_pickle=allow_pickle, seed=seed, max_model_len=max_model_len)
+    set_policy(loaded.model, fused_kernels)
+    return loaded
+
+
+def _load(source: str, *, dtype, device, attn_backend, load_format: str, allow_pickle: bool, seed: int,
+          max_model_len: int | None) -> LoadedModel:
     if load_format not in ("auto", "dummy"):
         raise SpecbenchError(f"unknown load format {load_format!r}; supported: auto, dummy")
     if isinstance(dtype, str):

@@ -1,7 +1,8 @@
 """Run the battery against the clean engine and every fault, per method, and build the mutation table.
 
 Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-3 head built from its weights whose drafts
-depend on the target features (tiny_eagle.py).
+depend on the target features (tiny_eagle.py). The greedy reference comes from the reference engine
+(check/reference.py), itself checked against HF transformers on the tiny target once per seed (hf_reference.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from specbench.errors import SpecbenchError
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import SELFTEST_FAULTS
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
+from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
@@ -79,9 +81,14 @@ def run_selftest(
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
             setups = selftest_setups(tmp, seed, methods, num_steps, device)
-            reference = reference_outputs(next(iter(setups.values())))  # plain decoding: the same for every method
+            first = next(iter(setups.values()))
+            reference = reference_outputs(first)  # plain decoding: the same for every method
+            cross_check = None
+            if "greedy" in checks:  # the reference itself, once per seed, against transformers
+                cross_check = cross_check_reference(first.engine.target, first.prompts, first.max_tokens, reference)
             for method, setup in setups.items():
-                ctx = CheckContext(reference=reference, **_reference(method, seed, num_steps))
+                ctx = CheckContext(reference=reference, reference_cross_check=cross_check,
+                                   **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]
                 for name in [None] + hosted if i == 0 else [None]:
                     results = run_checks(setup.with_inject(name), checks, ctx)

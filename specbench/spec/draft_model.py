@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.attention.invariants import check_step_against_requests, invariants_enabled
+from specbench.attention.invariants import check_step_against_requests
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.errors import SpecbenchError
@@ -54,7 +54,7 @@ class DraftModelProposer(Proposer):
     target_feature_layers: tuple[int, ...] = ()
 
     def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
-                 hooks: PhaseHooks = NO_HOOKS) -> None:
+                 hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
         self.model = model
         self.target_vocab_size = target_vocab_size
         self.block_size = block_size
@@ -65,7 +65,7 @@ class DraftModelProposer(Proposer):
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
-        self.check_requests = invariants_enabled()  # INV-REQ on every draft step (debug invariants)
+        self.debug_invariants = debug_invariants  # the engine's: INV-REQ on every draft step
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.model.kv_cache_spec()
@@ -165,7 +165,7 @@ class DraftModelProposer(Proposer):
             hooks=self.hooks,
         )
         md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, None)
-        if self.check_requests:  # step j's query sits at newest + j, newest = committed length - 1
+        if self.debug_invariants:  # step j's query sits at newest + j, newest = committed length - 1
             check_step_against_requests(md, [len(inp.token_ids[r]) - 1 + j for r in rows],
                                         [inp.block_tables[r] for r in rows], f"draft step {j}")
         row_idx = to_device(rows, torch.int64, self.device)
@@ -242,9 +242,11 @@ def load_draft_proposer(ctx) -> DraftModelProposer:
         load_format=cfg.load_format,
         allow_pickle=cfg.allow_pickle,
         seed=cfg.seed + 1,
+        fused_kernels=cfg.fused_kernels,
     )
     check_vocab_fits(draft, ctx.target)
-    return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device, ctx.hooks)
+    return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device, ctx.hooks,
+                              debug_invariants=cfg.debug_invariants)
 
 
 def check_vocab_fits(draft, target) -> None:

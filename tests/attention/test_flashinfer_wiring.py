@@ -41,7 +41,7 @@ def backend(monkeypatch):
     monkeypatch.setitem(sys.modules, "flashinfer", fake_flashinfer.as_module())
     monkeypatch.setattr(flashinfer_backend, "_runs_on", lambda device: True)
     monkeypatch.setattr(flashinfer_backend, "WORKSPACE_BYTES", 1024)
-    b = create_backend("flashinfer")
+    b = create_backend("flashinfer", check_invariants=True)
     b._store_kv = torch_store_kv
     return b
 

@@ -10,6 +10,7 @@ from specbench import SamplingParams
 from specbench.check.battery import run_checks
 from specbench.check.engine_defaults import check_engine
 from specbench.check.oracle import FP32_RTOL, record_and_compare
+from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.faults import FAULTS
 
@@ -50,8 +51,8 @@ def test_clean_eagle3_passes_oracle_and_invariants(eagle3_setup):
 
 def test_clean_eagle3_oracle_holds_across_preemption(eagle3_setup):
     llm = build_llm(eagle3_setup, num_kv_blocks=PREEMPTING_KV_BLOCKS)
-    num, bad = record_and_compare(llm, prompt_list(eagle3_setup), SamplingParams(max_tokens=24, ignore_eos=True),
-                                  FP32_RTOL)
+    num, bad = record_and_compare(llm, build_reference_drafting_llm(eagle3_setup.engine), prompt_list(eagle3_setup),
+                                  SamplingParams(max_tokens=24, ignore_eos=True), FP32_RTOL)
     assert sum(s.num_preempted for s in llm.engine.step_stats) > 0
     assert num > 100 and not bad, bad[:3]
 

@@ -67,8 +67,8 @@ def test_compare_flags_an_acceptance_only_mutant_by_position(clean_run, inject):
 
     common, results = clean_run
     # As a production run: with debug invariants on, the engine itself would stop some of these mutants.
-    mutant = _run(app, ["gsm8k", *common, "--run-id", inject, "--label", "after", "--inject", inject],
-                  SPECBENCH_DEBUG_INVARIANTS="0")
+    mutant = _run(app, ["gsm8k", *common, "--run-id", inject, "--label", "after", "--inject", inject,
+                        "--no-debug-invariants"])
     assert mutant.exit_code == 0 and f"MUTANT[{inject}]" in mutant.output
     result = _run(app, ["compare", str(results / "clean"), str(results / inject), "--format", "md",
                         "--fail-on", "regressed:accept_pos"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from specbench.check.greedy import greedy_params
 from specbench.check.invariant_sweep import check_invariants
 from specbench.check.oracle import FP32_RTOL, check_oracle, record_and_compare
+from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.setup import build_llm, prompt_list
 from specbench.selftest.runner import selftest_setups
 
@@ -15,7 +16,8 @@ FAULT = "draft-state-kept-on-preemption"
 def test_preemption_only_drafter_bug(tmp_path):
     setup = selftest_setups(str(tmp_path), 0, ("draft",), 3)["draft"].with_inject(FAULT)
     llm = build_llm(setup)  # the old oracle: one run, the pool never preempts
-    assert record_and_compare(llm, prompt_list(setup), greedy_params(setup), FP32_RTOL)[1] == []
+    reference = build_reference_drafting_llm(setup.engine)
+    assert record_and_compare(llm, reference, prompt_list(setup), greedy_params(setup), FP32_RTOL)[1] == []
     assert sum(s.num_preempted for s in llm.engine.step_stats) == 0
     assert check_invariants(setup).passed  # metadata stays self-consistent: the sweep's preemption misses it
     result = check_oracle(setup)

@@ -23,10 +23,10 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | None = None,
-        async_scheduling: bool = True, max_tokens=(14, 9, 17)):
+        async_scheduling: bool = True, max_tokens=(14, 9, 17), debug_invariants: bool = True):
     llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=num_steps, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
-              inject=inject, async_scheduling=async_scheduling)
+              inject=inject, async_scheduling=async_scheduling, debug_invariants=debug_invariants)
     engine = llm.engine
     if graphs:
         capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
@@ -50,10 +50,9 @@ def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids):
 
 def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monkeypatch):
     # As a production run: with debug invariants on, INV-REQ stops this mutant at its first stale step.
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
-    engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata")
+    engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata", debug_invariants=False)
     assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
 
 
@@ -66,7 +65,7 @@ def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir,
     derive = EagleRoundGraphs._derive_step_metadata
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
                         lambda self, buffers, bucket, step: derive(self, buffers, bucket, step + 1))
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
     variant = "eagle3-native-flat"
     with pytest.raises(InvariantViolation, match="round graph derived positions"):
         run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
@@ -130,6 +129,16 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
     if DEVICE == "cuda":
         pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
     from specbench.attention.invariants import InvariantViolation
+
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
+    variant = "eagle3-native-flat"
+    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
+        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
+
+
+def shift_steps_of_rounds_drafted_ahead(monkeypatch) -> None:
+    """Rounds built on the device (run_ahead) derive each draft step's metadata one position off."""
     from specbench.spec.eagle.round_graph import EagleRoundGraphs
 
     derive, run_ahead = EagleRoundGraphs._derive_step_metadata, EagleRoundGraphs.run_ahead
@@ -146,7 +155,100 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
 
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata", shifted_in_ahead_rounds)
     monkeypatch.setattr(EagleRoundGraphs, "run_ahead", flagged_run_ahead)
-    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
+
+
+@pytest.mark.slow  # ~30 s on the loaded CPU box (three interpreted engine runs)
+def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_setting(target_dir, head_dir,
+                                                                                        prompt_ids, monkeypatch):
+    # The invariant sweep's engines (check/setup.build_llm(invariants=True)) compare every round drafted ahead with
+    # the host's reference build, whatever the environment says. Before, the switch was an environment variable
+    # set only while build_llm built the engine, and the ahead/round-input code read it later: off (issue 25).
+    from specbench.attention.invariants import InvariantViolation
+    from specbench.check.setup import CheckSetup, build_llm
+    from specbench.config import EngineConfig
+    from specbench.spec.eagle import ahead
+
+    monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")
     variant = "eagle3-native-flat"
-    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\).*round graph derived positions"):
-        run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
+    engine = EngineConfig(str(target_dir(VARIANTS[variant].target)), method="eagle3", draft=str(head_dir(variant)),
+                          max_num_steps=3, dtype="fp32", device=DEVICE, block_size=4, max_concurrency=4,
+                          num_kv_blocks=128, attention_backend="triton", enforce_eager=True)
+    assert not engine.debug_invariants
+    setup = CheckSetup(engine, prompts=tuple(tuple(p) for p in prompt_ids[:3]), max_tokens=14)
+    compared = []
+    check_round = ahead.check_ahead_round
+    monkeypatch.setattr(ahead, "check_ahead_round", lambda *a: compared.append(1) or check_round(*a))
+
+    def generate(invariants: bool):
+        llm = build_llm(setup, invariants=invariants)
+        capture_graphs(graph_plan(llm.config, llm.engine.device, llm.engine.stop_checker.max_model_len),
+                       llm.engine.runner, llm.engine.proposer, 3)
+        llm.generate([list(p) for p in setup.prompts], SamplingParams(max_tokens=setup.max_tokens, ignore_eos=True))
+        return llm.engine.proposer.round_graphs[3].num_ahead
+
+    num_ahead = generate(invariants=True)
+    assert num_ahead > 0 and len(compared) == num_ahead  # every round drafted ahead was compared
+    compared.clear()
+    assert generate(invariants=False) > 0 and not compared  # the other checks run as production does
+    if DEVICE == "cuda":
+        return  # the shift is chosen per replay, and a captured CUDA graph replays what it captured
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    with pytest.raises(InvariantViolation, match=r"eagle_step_1 \(ahead\)"):
+        generate(invariants=True)
+
+
+def recorded_run(target, head, prompts, graphs: bool, debug_invariants: bool = True):
+    """(engine, draft-step records) of a run with the oracle's recorder attached."""
+    from specbench.spec.draft_records import DraftRecorder
+
+    llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=3, dtype="fp32", device=DEVICE,
+              block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
+              debug_invariants=debug_invariants)
+    engine = llm.engine
+    if graphs:
+        capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                       engine.proposer, 3)
+    recorder = DraftRecorder()
+    engine.proposer.attach_recorder(recorder)
+    llm.generate(prompts, [SamplingParams(max_tokens=n, ignore_eos=True) for n in (14, 9, 17)])
+    return engine, recorder.steps
+
+
+@pytest.mark.slow  # ~60 s on the loaded CPU box (interpreted round graphs)
+def test_the_oracle_records_graphed_and_drafted_ahead_rounds(target_dir, head_dir, prompt_ids):
+    # Issue 25 item 4: a recorder no longer turns the fast path off; graphed and drafted-ahead rounds are recorded
+    # from their outputs, step for step as eager drafting records them.
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    _, eager = recorded_run(target, head, prompt_ids[:3], graphs=False)
+    engine, graphed = recorded_run(target, head, prompt_ids[:3], graphs=True)
+    rounds = engine.proposer.round_graphs[3]
+    assert rounds.num_replays > 0 and rounds.num_ahead > 0  # both fast paths ran under the recorder
+    key = lambda r: (r.request_id, r.step, r.token_ids)  # noqa: E731
+    assert sorted(map(key, graphed)) == sorted(map(key, eager))
+    by_key = {key(r): r.logits for r in eager}
+    for record in graphed:
+        torch.testing.assert_close(record.logits, by_key[key(record)], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow  # ~60 s on the loaded CPU box (interpreted round graphs)
+def test_the_oracle_catches_a_bug_only_rounds_drafted_ahead_have(target_dir, head_dir, prompt_ids, monkeypatch):
+    # A shifted step in rounds built on the device, debug invariants off (as the oracle runs): before, recording
+    # forced eager drafting and the oracle never saw such a round.
+    if DEVICE == "cuda":
+        pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
+    from specbench.check.eagle_oracle import compare_eagle_records
+    from specbench.check.oracle import FP32_RTOL
+    from specbench.check.reference import build_reference_drafting_llm
+
+    variant = "eagle3-native-flat"
+    target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
+    engine, clean = recorded_run(target, head, prompt_ids[:3], graphs=True, debug_invariants=False)
+    reference = build_reference_drafting_llm(engine.config).engine
+    num, bad = compare_eagle_records(reference.proposer, reference.runner.model, clean, FP32_RTOL)
+    assert num == len(clean) > 0 and not bad, bad[:3]
+    shift_steps_of_rounds_drafted_ahead(monkeypatch)
+    engine, shifted = recorded_run(target, head, prompt_ids[:3], graphs=True, debug_invariants=False)
+    assert engine.proposer.round_graphs[3].num_ahead > 0
+    _, bad = compare_eagle_records(reference.proposer, reference.runner.model, shifted, FP32_RTOL)
+    assert bad and all(" step 0 " not in line for line in bad), bad[:3]  # steps 1 .. k - 1 of the ahead rounds

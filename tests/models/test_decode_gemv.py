@@ -84,7 +84,8 @@ def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_cal
     for policy in ("off", "on"):
         kv = KVCache(model.kv_cache_spec(), 6, BLOCK_SIZE, DEVICE)
         outputs = []
-        with fused.fused_kernels(policy), torch.no_grad():
+        fused.set_policy(model, policy)
+        with torch.no_grad():
             for start, ids in [(0, PROMPT), *FORWARDS]:
                 out = model(torch.tensor(ids, device=DEVICE), metadata(start, len(ids)), kv, aux_layer_ids=aux_ids)
                 outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
@@ -113,7 +114,8 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
     gen = torch.Generator().manual_seed(3)
     width = head.shape.fc_in_features if head.is_eagle3 else head.config.hidden_size
     features = torch.randn(len(PROMPT), width, generator=gen).to(DEVICE, dtype)
-    with torch.no_grad(), fused.fused_kernels("off"):
+    fused.set_policy(head, "off")
+    with torch.no_grad():
         kv = KVCache(head.kv_cache_spec(), 6, BLOCK_SIZE, DEVICE)
         out = head(torch.tensor(PROMPT, device=DEVICE), head.project_target_features(features), metadata(0, 7), kv,
                    "draft")
@@ -121,7 +123,8 @@ def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_be
     for policy in ("off", "on"):
         step_kv, hidden = copy.deepcopy(kv), out.hidden[-1:]
         steps = []
-        with torch.no_grad(), fused.fused_kernels(policy):
+        fused.set_policy(head, policy)
+        with torch.no_grad():
             # Draft steps feed the head its own output; the 2-token one stands for a batch's draft step.
             for start, num_tokens in ((len(PROMPT), 1), (len(PROMPT) + 1, 2), (len(PROMPT) + 3, 1)):
                 ids = torch.arange(60 + start, 60 + start + num_tokens, device=DEVICE)
@@ -146,12 +149,12 @@ def test_more_tokens_take_the_eager_chain():
                       dtype=torch.float32, device=DEVICE)
     layer = model.layers[0]
     x = torch.zeros(65, model.config.hidden_size, device=DEVICE)
-    with fused.fused_kernels("on" if kernels_runnable_here() else "off"):
-        assert not decode_gemv.applies(layer, x)
-        assert not decode_gemv.applies(layer, x[:0])
-        assert decode_gemv.applies(layer, x[:64]) == kernels_runnable_here()
-    with fused.fused_kernels("off"):
-        assert not decode_gemv.applies(layer, x[:1])
+    fused.set_policy(model, "on" if kernels_runnable_here() else "off")
+    assert not decode_gemv.applies(layer, x)
+    assert not decode_gemv.applies(layer, x[:0])
+    assert decode_gemv.applies(layer, x[:64]) == kernels_runnable_here()
+    fused.set_policy(model, "off")
+    assert not decode_gemv.applies(layer, x[:1])
 
 
 @pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")

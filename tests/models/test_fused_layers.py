@@ -16,6 +16,7 @@ from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 from tests.support.gpu_report import record_gpu_result  # noqa: E402
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
+from specbench.config import EngineConfig  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
 from tests.support.kernel_testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
@@ -115,12 +116,12 @@ def test_fused_forward_matches_torch_path(preset, dtype, kernel_calls, monkeypat
     monkeypatch.setattr(decode_gemv, "applies", lambda layer, x: False)
     model = tiny_model(preset, dtype, DEVICE)
     prompts, num_decode_steps = prompts_for(model.config.vocab_size), 3
-    with fused.fused_kernels("off"):
-        expected_tokens, expected, expected_kv = greedy(model, prompts, num_decode_steps)
+    fused.set_policy(model, "off")
+    expected_tokens, expected, expected_kv = greedy(model, prompts, num_decode_steps)
     assert kernel_calls["rms_norm"] == kernel_calls["rope"] == kernel_calls["silu_and_mul"] == 0
     torch_calls = dict(kernel_calls)
-    with fused.fused_kernels("on"):
-        _, got, got_kv = greedy(model, prompts, num_decode_steps, forced=expected_tokens)
+    fused.set_policy(model, "on")
+    _, got, got_kv = greedy(model, prompts, num_decode_steps, forced=expected_tokens)
 
     # Every norm, rotation and MLP activation took the fused path, none the torch one.
     c = model.config
@@ -148,21 +149,32 @@ def test_fused_forward_matches_torch_path(preset, dtype, kernel_calls, monkeypat
 
 def test_auto_keeps_cpu_on_the_torch_path(kernel_calls):
     model = tiny_model("tiny-llama", torch.float32, torch.device("cpu"), num_layers=2)
-    with fused.fused_kernels("auto"):
-        greedy(model, prompts_for(model.config.vocab_size, (4,)), 1)
+    fused.set_policy(model, "auto")
+    greedy(model, prompts_for(model.config.vocab_size, (4,)), 1)
     assert kernel_calls["rms_norm"] == kernel_calls["rope"] == kernel_calls["silu_and_mul"] == 0
     assert kernel_calls["torch_norm"] > 0 and kernel_calls["torch_silu"] > 0
 
 
-def test_unknown_policy_names_the_supported_ones(monkeypatch):
+def test_unknown_policy_names_the_supported_ones():
+    model = tiny_model("tiny-llama", torch.float32, torch.device("cpu"), num_layers=2)
     with pytest.raises(SpecbenchError, match="auto, on, off"):
-        fused.set_fused_kernels("fast")
-    monkeypatch.setattr(fused, "_policy", None)
-    monkeypatch.setenv("SPECBENCH_FUSED_KERNELS", "1")
-    with pytest.raises(SpecbenchError, match="SPECBENCH_FUSED_KERNELS"):
-        fused.fused_policy()
-    monkeypatch.setenv("SPECBENCH_FUSED_KERNELS", "off")
-    assert fused.fused_policy() == "off"
+        fused.set_policy(model, "fast")
+    with pytest.raises(SpecbenchError, match=r"fused_kernels \(--fused-kernels\).*auto, on, off"):
+        EngineConfig(fused_kernels="1")
+
+
+def test_the_policy_is_each_models_own(kernel_calls):
+    # A fused engine and an unfused reference engine coexist in one process: the policy is a value of the model.
+    fused_model = tiny_model("tiny-llama", torch.float32, torch.device("cpu"), num_layers=2)
+    reference = tiny_model("tiny-llama", torch.float32, torch.device("cpu"), num_layers=2)
+    fused.set_policy(fused_model, "on" if kernels_runnable_here() else "auto")
+    fused.set_policy(reference, "off")
+    assert {m.fused_policy for m in reference.modules() if isinstance(m, fused.UsesFusedKernels)} == {"off"}
+    greedy(reference, prompts_for(reference.config.vocab_size, (4,)), 1)
+    assert kernel_calls["rms_norm"] == kernel_calls["rope"] == kernel_calls["silu_and_mul"] == 0
+    if kernels_runnable_here():
+        greedy(fused_model, prompts_for(fused_model.config.vocab_size, (4,)), 1)
+        assert kernel_calls["rms_norm"] > 0 and kernel_calls["rope"] > 0
 
 
 @pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")
@@ -175,10 +187,10 @@ def test_interpreted_fused_tests_pass_in_a_fresh_process():
 def test_gpu_bf16_greedy_tokens_match_unfused():
     model = tiny_model("tiny-llama", torch.bfloat16, DEVICE, num_layers=4)
     prompts, num_decode_steps = prompts_for(model.config.vocab_size, (7, 20, 13, 30)), 24
-    with fused.fused_kernels("off"):
-        expected, expected_forwards, _ = greedy(model, prompts, num_decode_steps)
-    with fused.fused_kernels("on"):
-        got, _, _ = greedy(model, prompts, num_decode_steps)
+    fused.set_policy(model, "off")
+    expected, expected_forwards, _ = greedy(model, prompts, num_decode_steps)
+    fused.set_policy(model, "on")
+    got, _, _ = greedy(model, prompts, num_decode_steps)
     same = sum(a == b for x, y in zip(got, expected) for a, b in zip(x, y))
     record_gpu_result("fused_vs_unfused_bf16_greedy", same / sum(map(len, expected)))
     # The norm may differ by one bf16 ulp, so a request may only diverge where the torch path was near a tie.
@@ -205,29 +217,29 @@ def test_gpu_fused_layers_never_sync_and_replay_in_a_cuda_graph():
     for weight in (mlp.gate_up_proj.weight, mlp.down_proj.weight):
         weight.normal_(0.0, 0.02)
 
-    def step() -> tuple[torch.Tensor, ...]:
+    def step(policy: str) -> tuple[torch.Tensor, ...]:
+        for module in (norm, mlp):
+            fused.set_policy(module, policy)
         q, k, _ = qkv.clone().view(16, 48, 128).split([32, 8, 8], dim=1)
-        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin)
+        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin, policy)
         normed, summed = norm.add_and_norm(x, residual)
         return norm(x), normed, summed, q, k, mlp(x)
 
-    with fused.fused_kernels("on"):
-        eager = step()  # compiles the kernels
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            step()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = step()
+    eager = step("on")  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step("on")
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step("on")
     graph.replay()
     torch.cuda.synchronize()
     for got, want in zip(captured, eager):
         assert torch.equal(got, want)
-    with fused.fused_kernels("off"):
-        reference = step()
+    reference = step("off")
     assert torch.equal(captured[2], reference[2])  # the residual sum rounds like torch's add
     assert torch.equal(captured[3], reference[3]) and torch.equal(captured[4], reference[4])  # RoPE: bit for bit
     assert torch.equal(captured[5], reference[5])  # silu_and_mul rounds like F.silu then the multiply

@@ -85,7 +85,8 @@ def test_decoder_matches_plain_blocks(preset, policy, dtype, residual_norms):
     randomize(model, seed=1)
     ids = torch.tensor([t for p in PROMPTS for t in p], device=DEVICE)
     aux_ids = (3, 0, 2, 1)
-    with fused.fused_kernels(policy), torch.no_grad():
+    fused.set_policy(model, policy)
+    with torch.no_grad():
         got_kv, want_kv = (KVCache(model.kv_cache_spec(), 20, BLOCK_SIZE, DEVICE) for _ in range(2))
         got = model(ids, prefill_metadata(), got_kv, aux_layer_ids=aux_ids)
         num_fused_norms = len(residual_norms)
@@ -139,7 +140,8 @@ def test_eagle_head_matches_plain_blocks(method, norm_before_residual, norm_outp
     gen = torch.Generator().manual_seed(3)
     features = torch.randn(len(ids), head.shape.fc_in_features if head.is_eagle3 else head.config.hidden_size,
                            generator=gen).to(DEVICE, dtype)
-    with fused.fused_kernels(policy), torch.no_grad():
+    fused.set_policy(head, policy)
+    with torch.no_grad():
         hidden = head.project_target_features(features)
         got_kv, want_kv = (KVCache(head.kv_cache_spec(), 20, BLOCK_SIZE, DEVICE) for _ in range(2))
         got = head(ids, hidden, prefill_metadata(), got_kv, "draft")

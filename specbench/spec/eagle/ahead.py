@@ -3,9 +3,10 @@ then committed when the host has the counts; with the debug invariants on, check
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from specbench.attention.invariants import invariants_enabled
 from specbench.device_copy import to_device
 from specbench.spec.eagle.round_graph import AheadRoundInput, check_ahead_round, check_derived_step
 from specbench.spec.eagle.round_input import RoundFeatures, build_round_input
@@ -17,16 +18,17 @@ def propose_ahead(proposer, request_ids: tuple[str, ...], newest_positions: tupl
                   block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
                   num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
     """The next round's drafts [num_reqs, k] from a verify still on the device, or None when the round cannot
-    be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, the oracle
-    recording, a request too short for the padded catch-up). The catch-up consumes the verify's features on
-    the device: nothing is pending on the host until confirm_ahead.
+    be built there (no whole-round graph for this k or batch, hooks that draft phase by phase, a request too
+    short for the padded catch-up). The catch-up consumes the verify's features on the device: nothing is
+    pending on the host until confirm_ahead. While the oracle records, the round's drafts and step logits inputs
+    are kept for confirm_ahead, which knows the committed tokens they were drafted from.
 
     newest_positions [num_reqs]: each request's newest token at the verify; block_tables cover the next
     verify; verify_token_ids [num_reqs, k + 1], num_accepted [num_reqs] and target_features
     [num_reqs * (k + 1), feature_dim] are the verify's outputs, on the device."""
     k = verify_token_ids.shape[1] - 1
     graphs = proposer.round_graphs.get(k)
-    if (graphs is None or target_features is None or proposer.hooks.eager_drafting or proposer.is_recording
+    if (graphs is None or target_features is None or proposer.hooks.eager_drafting
             or graphs.bucket_for(len(request_ids)) is None):
         return None
     for request_id, newest in zip(request_ids, newest_positions):
@@ -36,11 +38,33 @@ def propose_ahead(proposer, request_ids: tuple[str, ...], newest_positions: tupl
     width = max(len(table) for table in block_tables)
     flat_tables = [b for table in block_tables for b in (*table, *(0,) * (width - len(table)))]
     proposer.ahead_query_len = k + 1
-    return graphs.run_ahead(AheadRoundInput(
+    draft_ids = graphs.run_ahead(AheadRoundInput(
         newest_positions=to_device(newest_positions, torch.int64, proposer.device),
         block_tables=to_device(flat_tables, torch.int32, proposer.device).view(len(request_ids), width),
         verify_token_ids=verify_token_ids, num_accepted=num_accepted, target_features=target_features,
     )).clone()
+    if proposer.is_recording:  # copies: the graph's outputs are overwritten by its next replay
+        proposer.ahead_recording = AheadRecording(
+            draft_ids, tuple(x.clone() for x in graphs.logits_inputs(len(request_ids))))
+    return draft_ids
+
+
+@dataclass(frozen=True)
+class AheadRecording:
+    """A round drafted ahead while the oracle records (the host learns its committed tokens at confirm_ahead)."""
+
+    draft_ids: torch.Tensor  # [num_reqs, k] device
+    logits_inputs: tuple[torch.Tensor, ...]  # [k] each [num_reqs, H] device, steps 0 .. k - 1
+
+
+def record_ahead(proposer, inp: ProposeInput, rows_of_request: tuple[int, ...]) -> None:
+    """The recorded round drafted ahead, for the requests of `inp` (rows `rows_of_request` of its batch)."""
+    recording, proposer.ahead_recording = proposer.ahead_recording, None
+    rows = to_device(rows_of_request, torch.int64, proposer.device)
+    draft_ids = recording.draft_ids.index_select(0, rows)  # [len(inp), k], in inp's order
+    for j, logits_input in enumerate(recording.logits_inputs):
+        proposer._record(inp, list(range(len(rows_of_request))), j, logits_input.index_select(0, rows), draft_ids)
+
 
 def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
                   rows_of_request: tuple[int, ...]) -> None:
@@ -49,8 +73,11 @@ def confirm_ahead(proposer, inp: ProposeInput, verify_features: torch.Tensor, nu
     With the debug invariants on, the host builds that round the reference way and checks the device's
     build against it."""
     q = proposer.ahead_query_len
+    if proposer.ahead_recording is not None and inp.request_ids:
+        record_ahead(proposer, inp, rows_of_request)
+    proposer.ahead_recording = None
     starts = [len(tokens) - 2 - a for tokens, a in zip(inp.token_ids, num_accepted)]
-    if not invariants_enabled() or not inp.request_ids:
+    if not proposer.debug_invariants or not inp.request_ids:
         for request_id, start, a in zip(inp.request_ids, starts, num_accepted):
             proposer.request_state(request_id).num_committed = start + a + 1
         return

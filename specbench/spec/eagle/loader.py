@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.models.fused_kernels import set_policy
 from specbench.spec.eagle.aux_layers import AUTO, AuxLayerResolution, resolve_aux_layers
 from specbench.spec.eagle.checkpoint import EagleCheckpoint, read_checkpoint
 from specbench.spec.eagle.head import EagleHead, HeadShape
@@ -61,6 +62,7 @@ def load_eagle_head(
     dtype: torch.dtype,
     device: torch.device,
     allow_pickle: bool,
+    fused_kernels: str = "auto",  # the head's fused-kernel policy (EngineConfig.fused_kernels)
 ) -> LoadedEagleHead:
     ckpt = read_checkpoint(source, allow_pickle=allow_pickle)
     cfg = ckpt.config
@@ -84,6 +86,7 @@ def load_eagle_head(
         has_own_lm_head=cfg.method == "eagle3" and "lm_head.weight" in ckpt.tensors,
     )
     head = EagleHead(shape, attn_backend, dtype, device)
+    set_policy(head, fused_kernels)
     targets = head.checkpoint_targets()
     expected = {name: (end - start, *param.shape[1:]) for name, (param, start, end) in targets.items()}
     check_weights(ckpt, expected, _shape_hints(shape, aux))

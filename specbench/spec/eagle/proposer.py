@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.invariants import check_step_against_requests, invariants_enabled
+from specbench.attention.invariants import check_step_against_requests
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -31,7 +31,7 @@ from specbench.spec.step_plan import draft_step_metadata
 class EagleProposer(Proposer):
     drafts_ahead = True
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
-                 hooks: PhaseHooks = NO_HOOKS) -> None:
+                 hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
         self.loaded = loaded
         self.head = loaded.head
         self.name = loaded.checkpoint.config.method
@@ -41,13 +41,16 @@ class EagleProposer(Proposer):
         self.kv_cache: KVCache | None = None
         self._state: dict[str, RequestState] = {}
         self.hooks = hooks
-        self.check_requests = invariants_enabled()  # INV-REQ on every eager draft step (debug invariants)
+        # The engine's: INV-REQ on every eager draft step; the reference build of graphed and drafted-ahead rounds
+        # checked against the device's (round_input.py, ahead.py).
+        self.debug_invariants = debug_invariants
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
         self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (spec/eagle/ahead.py)
+        self.ahead_recording = None  # ahead.AheadRecording of that round while the oracle records, else None
 
     def kv_cache_spec(self) -> KVCacheSpec | None:
         return self.head.kv_cache_spec()
@@ -71,9 +74,13 @@ class EagleProposer(Proposer):
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and not self.hooks.eager_drafting and self._recorder is None
+        if (graphs is not None and not self.hooks.eager_drafting
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
             draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
+            if self._recorder is not None:  # the oracle reads what the graphed round computed
+                rows = list(range(num_reqs))
+                for j, logits_input in enumerate(graphs.logits_inputs(num_reqs)):
+                    self._record(inp, rows, j, logits_input, draft_ids)
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         extend = self._build_extend(inp, feats, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
@@ -209,7 +216,7 @@ class EagleProposer(Proposer):
         row_idx = to_device(rows, torch.int64, self.device)
         step_hidden = hidden[row_idx]
         md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
-        if self.check_requests:  # step j's query sits at newest + j - 1, newest = committed length - 1
+        if self.debug_invariants:  # step j's query sits at newest + j - 1, newest = committed length - 1
             check_step_against_requests(md, [len(inp.token_ids[r]) - 2 + j for r in rows],
                                         [inp.block_tables[r] for r in rows], f"eagle draft step {j}")
         return DraftStepInput(
@@ -229,9 +236,12 @@ class EagleProposer(Proposer):
         return self._recorder is not None
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
-        self._recorder = recorder  # recording drafts phase by phase: whole-round graphs are bypassed meanwhile
+        """Record every draft step from now on, on whichever path drafts it: eager steps, whole-round graphs and
+        rounds drafted ahead (read back from the round's outputs), so the oracle checks the path production runs."""
+        self._recorder = recorder
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
+        """Step j of requests `rows` of `inp`; logits_input [len(rows), H], draft_ids [>= max(rows) + 1, >= j]."""
         logits = self.head.compute_logits(logits_input)
         drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
         for i, r in enumerate(rows):
@@ -292,5 +302,6 @@ def load_eagle_proposer(ctx, method: str) -> EagleProposer:
         dtype=ctx.dtype,
         device=ctx.device,
         allow_pickle=cfg.allow_pickle,
+        fused_kernels=cfg.fused_kernels,
     )
-    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks)
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)

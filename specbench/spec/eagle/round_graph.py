@@ -68,29 +68,34 @@ class EagleRoundGraphs:
         self.request_index = torch.arange(plan.max_num_reqs, device=plan.device)  # [max_reqs]
         self.pool = torch.cuda.graph_pool_handle() if plan.device.type == "cuda" else None
         self._graphs: dict[int, tuple[object, tuple[torch.Tensor, ...]]] = {}
+        self._outputs: tuple[torch.Tensor, ...] = ()  # the last replay's (_round)
         self.num_replays = 0
         self.num_ahead = 0  # replays of rounds built on the device from a verify not yet read (run_ahead)
 
     def bucket_for(self, num_reqs: int) -> int | None:
         return next((b for b in self.buckets if b >= num_reqs), None)
 
-    def _round(self, bucket: int) -> tuple[torch.Tensor]:
-        """[bucket, k] draft token ids (target vocabulary)."""
+    def _round(self, bucket: int) -> tuple[torch.Tensor, ...]:
+        """([bucket, k] draft token ids (target vocabulary), then each step's logits input [bucket, H], steps
+        0 .. k - 1). The logits inputs are tensors the round computes anyway: keeping them as outputs costs no
+        kernel, and the draft oracle reads them after a replay (logits_inputs)."""
         head, kv = self.proposer.head, self.proposer.kv_cache
         num_tokens = bucket * self.query_len
         md = self.extend.metadata(GraphShape(bucket, self.query_len), self.block_size)
         features = head.project_target_features(self.extend.hidden[:num_tokens])
         out = head(self.extend.input_ids[:num_tokens], features, md, kv, phase="eagle_extend", check_metadata=False)
         last = self.last_rows[:bucket]
-        hidden, ids = out.hidden[last], self.proposer.argmax_target_ids(out.logits_input[last])
+        logits_inputs = [out.logits_input[last]]
+        hidden, ids = out.hidden[last], self.proposer.argmax_target_ids(logits_inputs[0])
         drafts = [ids]
         for j, buffers in enumerate(self.steps, start=1):
             self._derive_step_metadata(buffers, bucket, j)
             md = buffers.metadata(GraphShape(bucket, 1), self.block_size)
             out = head(ids, hidden, md, kv, phase="eagle_step", check_metadata=False)
+            logits_inputs.append(out.logits_input)
             hidden, ids = out.hidden, self.proposer.argmax_target_ids(out.logits_input)
             drafts.append(ids)
-        return (torch.stack(drafts, dim=1),)
+        return (torch.stack(drafts, dim=1), *logits_inputs)
 
     def _derive_step_metadata(self, buffers: StaticBuffers, bucket: int, step: int) -> None:
         """Step j's metadata from the catch-up's, on the device: a request whose last catch-up query sits at p
@@ -139,7 +144,13 @@ class EagleRoundGraphs:
         else:
             graph.replay()
         self.num_replays += 1
+        self._outputs = outputs
         return outputs
+
+    def logits_inputs(self, num_reqs: int) -> list[torch.Tensor]:
+        """[k] the last replayed round's logits input of each step, [num_reqs, H] (its first rows): views valid until
+        the next replay, in stream order after it (the draft oracle computes the step logits from them)."""
+        return [x[:num_reqs] for x in self._outputs[1:]]
 
     @torch.inference_mode()
     def run_ahead(self, inp: AheadRoundInput) -> torch.Tensor:  # [num_reqs, k], valid until the next replay

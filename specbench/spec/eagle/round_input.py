@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.attention.invariants import invariants_enabled
 from specbench.attention.metadata import PADDING_SLOT, build_metadata, slot_of
 from specbench.device_copy import to_device
 from specbench.spec.eagle.round_graph import RoundInput
@@ -76,7 +75,7 @@ def build_round_input(proposer, inp: ProposeInput, feats: RoundFeatures, q: int)
                                block_tables=block_tables, block_size=proposer.block_size, device=proposer.device,
                                slot_mapping=slots)
     # The graph derives the steps' metadata itself; the reference build is only for the debug invariants.
-    step_mds = () if not invariants_enabled() else tuple(
+    step_mds = () if not proposer.debug_invariants else tuple(
         draft_step_metadata(first_positions=[len(t) - 1 for t in inp.token_ids], step=j,
                             block_tables=block_tables, block_size=proposer.block_size, device=proposer.device)
         for j in range(1, q - 1)

@@ -1,0 +1,49 @@
+"""The selftest's reference engine checked against HF transformers' LlamaForCausalLM on the seed's tiny target.
+
+The reference engine (check/reference.py) shares no code with the fast path, but it does share the eager layers
+with it. Greedy decoding by transformers on the same weights (fp32, CPU, a full forward per token, no KV cache)
+shares none: when the two disagree, the eager layers or the loader are wrong, and every greedy verdict built
+on the reference is void.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.check.reference import ReferenceCrossCheck
+
+
+@torch.inference_mode()
+def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int) -> list[tuple[int, ...]]:
+    """[num_prompts] max_tokens greedy tokens each (EOS ignored), by transformers on the HF directory's weights."""
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    had_progress_bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # the selftest prints its table only
+    try:
+        model = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32, local_files_only=True).eval()
+    finally:
+        if had_progress_bar:
+            hf_logging.enable_progress_bar()
+    outputs = []
+    for prompt in prompts:
+        ids = list(prompt)
+        for _ in range(max_tokens):
+            logits = model(torch.tensor([ids])).logits[0, -1]  # [vocab]
+            ids.append(int(logits.argmax()))
+        outputs.append(tuple(ids[len(prompt):]))
+    return outputs
+
+
+def cross_check_reference(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int,
+                          reference: list[tuple[int, ...]]) -> ReferenceCrossCheck:
+    expected = hf_greedy(target_dir, prompts, max_tokens)
+    firsts = [next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None if len(got) == len(want) else 0)
+              for got, want in zip(reference, expected)]
+    diverged = [(r, i) for r, i in enumerate(firsts) if i is not None]
+    detail = (f"reference engine vs HF transformers LlamaForCausalLM greedy (fp32 CPU): "
+              f"{len(prompts) - len(diverged)}/{len(prompts)} prompts identical")
+    if diverged:
+        detail += "; first divergence: " + ", ".join(f"req {r} @ {i}" for r, i in diverged[:8])
+    return ReferenceCrossCheck(not diverged, detail)
