@@ -189,7 +189,8 @@ class EngineConfig:
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).
     debug_invariants: bool = option(
         None, "check the attention metadata and draft plans on every forward (slow; debugging, specbench check)",
-        flag="--debug-invariants/--no-debug-invariants", before=False, default_factory=debug_invariants_from_env)
+        flag="--debug-invariants/--no-debug-invariants", before=False, default_factory=debug_invariants_from_env,
+        cli_default=None)  # not given on the command line: the EngineConfig's default (the variable, read then)
     ngram_min: int = option(1, "shortest n-gram to match (ngram method)", bounds=Range(1, 64))
     ngram_max: int = option(4, "longest n-gram to match (ngram method)", bounds=Range(1, 64))
     # EAGLE-3 aux layers: ids overriding the checkpoint's, and how ids are read (EAGLE_AUX_CONVENTIONS).

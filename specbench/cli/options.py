@@ -8,6 +8,7 @@ specbench/config.py, and every model-loading command gets it. `group_options` do
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -45,7 +46,12 @@ def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
         from specbench.faults import resolve_fault
 
         resolve_fault(raw["inject"])
-    return ENGINE_GROUP.parse(raw)
+    values = ENGINE_GROUP.parse(raw)
+    # An option left unset whose field computes its default (debug_invariants) gets it when the config is built.
+    return {k: v for k, v in values.items() if v is not None or k not in _COMPUTED_DEFAULTS}
+
+
+_COMPUTED_DEFAULTS = frozenset(f.name for f in dataclasses.fields(EngineConfig) if f.default_factory is not dataclasses.MISSING)
 
 
 def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False,
