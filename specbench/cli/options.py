@@ -51,7 +51,8 @@ def parse_engine_values(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None or k not in _COMPUTED_DEFAULTS}
 
 
-_COMPUTED_DEFAULTS = frozenset(f.name for f in dataclasses.fields(EngineConfig) if f.default_factory is not dataclasses.MISSING)
+_COMPUTED_DEFAULTS = frozenset(
+    f.name for f in dataclasses.fields(EngineConfig) if f.default_factory is not dataclasses.MISSING)
 
 
 def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False,
