@@ -123,3 +123,28 @@ def test_a_node_seeing_its_sibling_changes_the_output():
     assert float((bent_ref[2] - good_ref[2]).abs().max()) > 0.1
     assert float((bent_out[2] - good_out[2]).abs().max()) > 0.1
     torch.testing.assert_close(bent_out[[0, 1, 3]], good_out[[0, 1, 3]])
+
+
+def test_each_node_attends_exactly_along_its_branch():
+    """One tree forward == running each root-to-node branch as its own causal chain: node i's output is attention
+    over the cached prefix, the root and its path only (keys chosen here by walking parents, not by the mask)."""
+    parents = [-1, -1, 0, 0, 1, 2, 5]
+    tree = tree_from_parents([parents], [parents])
+    num_context = 5
+    batch = stored_batch(tree, [num_context], 4, 2, 16, 4, torch.float32, seed=13)
+    out, _ = run_both(batch, verify_attention_mask(tree))
+    block_size, group = batch.k_cache.shape[1], 2
+    pos = torch.arange(num_context + 1 + len(parents))
+    slots = batch.md.block_tables[0].long()[pos // block_size] * block_size + pos % block_size
+    keys = batch.k_cache.flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)  # [seq, heads, dim]
+    values = batch.v_cache.flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)
+    for node in range(len(parents)):
+        branch, n = [], node
+        while n != -1:
+            branch.append(num_context + 1 + n)
+            n = parents[n]
+        visible = list(range(num_context + 1)) + branch[::-1]  # prefix, root, path
+        q = batch.q[1 + node].double()  # [heads, dim]
+        scores = torch.einsum("hd,khd->hk", q, keys[visible]) / 4.0  # sqrt(head_dim)
+        expected = torch.einsum("hk,khd->hd", scores.softmax(-1), values[visible])
+        torch.testing.assert_close(out[1 + node].double(), expected, atol=2e-5, rtol=2e-5)
