@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from specbench import LLM, SamplingParams
+from specbench.check.reference import REFERENCE_SETTINGS
 from specbench.faults import FAULTS, build_hooks, fault_names
 from specbench.faults.catalog import PATH_MUTANTS, SELFTEST_FAULTS
 from specbench.faults.path_mutant import PathMutant
@@ -21,7 +22,7 @@ from tests.support.no_bias_tiny import build_cycling_target, build_no_bias_targe
 PATHS = ("decode.overlap", "eagle.ahead", "eagle.round_graph", "proj.fused", "proj.rope_store", "verify.triton",
          "proposer.ngram", "preemption")
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "num_kv_blocks": 128, "max_concurrency": 4}
-REFERENCE = {"method": "none", "async_scheduling": False, "enforce_eager": True}  # the synchronous eager loop
+REFERENCE = {**REFERENCE_SETTINGS, "method": "none"}  # the independent reference (check/reference.py)
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +46,13 @@ def generate(target: str, prompts, max_tokens: int = 12, **config):
 
 def triton_runnable() -> bool:
     pytest.importorskip("triton")
-    from specbench.kernels.testing import kernels_runnable_here
+    from tests.support.kernel_testing import kernels_runnable_here
 
     return kernels_runnable_here()
 
 
 def needs_kernels():
-    from specbench.kernels.testing import RERUN_REASON
+    from tests.support.kernel_testing import RERUN_REASON
 
     if not triton_runnable():
         pytest.skip(RERUN_REASON)
@@ -138,15 +139,11 @@ def test_triton_bonus_neighbour_corrupts_the_triton_verifier_only(pair):
 @pytest.mark.parametrize("inject", ["fused-residual-twice", "rope-store-slot-shift"])
 def test_fused_projection_mutants_corrupt_the_fused_path_only(tmp_path, inject):
     needs_kernels()
-    from specbench.models.fused_kernels import fused_kernels
-
     target = build_no_bias_target(tmp_path)
     prompts = random_prompts(3)
-    with fused_kernels("off"):
-        reference, _, _ = generate(target, prompts, max_tokens=6, **REFERENCE)
-        unfused, _, _ = generate(target, prompts, max_tokens=6, method="none", inject=inject)
-    with fused_kernels("on"):
-        bent, _, _ = generate(target, prompts, max_tokens=6, method="none", inject=inject)
+    reference, _, _ = generate(target, prompts, max_tokens=6, **REFERENCE)
+    unfused, _, _ = generate(target, prompts, max_tokens=6, method="none", inject=inject, fused_kernels="off")
+    bent, _, _ = generate(target, prompts, max_tokens=6, method="none", inject=inject, fused_kernels="on")
     assert unfused == reference and bent != reference
 
 
