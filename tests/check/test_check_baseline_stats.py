@@ -13,7 +13,7 @@ from specbench.selftest.runner import selftest_setups
 
 
 def _counts(accepted: int, drafted: int) -> AcceptanceBaseline:
-    return AcceptanceBaseline("t", "d", "draft", 1, 6, 16, (drafted,), (accepted,))
+    return AcceptanceBaseline("t", "d", "draft", 1, 6, 16, (drafted,), (accepted,), drafted)  # every round drafted
 
 
 def test_a_005_drop_is_noise_on_40_drafts_and_a_regression_on_4000():
