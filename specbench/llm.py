@@ -15,7 +15,10 @@ def create_engine(config: EngineConfig) -> LLMEngine:
     from specbench.faults import build_hooks, check_hosted
 
     check_hosted(config.inject, config.method)
-    return LLMEngine(config, hooks=build_hooks(config.inject))
+    hooks = build_hooks(config.inject)
+    engine = LLMEngine(config, hooks=hooks)
+    hooks.engine_built(engine)
+    return engine
 
 
 class LLM:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specbench.errors import SpecbenchError
+from specbench.faults.accepted_count import AcceptedCountOffByOne
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
@@ -35,6 +36,7 @@ MUTANTS: tuple[type[Mutant], ...] = (
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
     FeatureRowsOffByOne,
+    AcceptedCountOffByOne,
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS}

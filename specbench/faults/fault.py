@@ -13,7 +13,8 @@ class Fault:
     name: str
     description: str
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
-    layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output only)
+    layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
+    # only), "metrics" (corrupts recorded statistics only)
     methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
 
 

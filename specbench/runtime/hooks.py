@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the seam stays importable without torch
     import torch
 
     from specbench.attention.metadata import AttentionMetadata
+    from specbench.engine.llm_engine import LLMEngine
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ class PhaseHooks:
         """EAGLE: first verify row of the features [first_row, first_row + num_rows) handed to the proposer for one
         request's committed positions, out of num_target_rows rows the verify produced."""
         return first_row
+
+
+    # ---- the built engine ---------------------------------------------------------------------
+    def engine_built(self, engine: LLMEngine) -> None:
+        """Called once by specbench.llm.create_engine on the finished engine, never while it steps: a mutant of what
+        the engine records (its statistics) wraps it here, so no recording path carries a hook."""
 
 
 NO_HOOKS = PhaseHooks()

@@ -20,7 +20,7 @@ def test_unknown_fault_lists_supported():
         EngineConfig(target="x", inject="no-such-fault")
     with pytest.raises(SpecbenchError, match="supported: .*draft-kv-slice"):
         run_selftest(faults=("no-such-fault",))
-    with pytest.raises(SpecbenchError, match="supported: draft, eagle3"):
+    with pytest.raises(SpecbenchError, match="supported: draft, eagle, eagle3, ngram"):
         run_selftest(methods=("medusa",))
 
 
