@@ -129,13 +129,17 @@ def consistency_columns(cell: Mapping[str, Any], request_rows: Sequence[Mapping[
                         step_rows: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """is_metrics_consistent (null without a successful request) and metrics_mismatch ('name stored vs
     recomputed x; ...' plus broken invariants; null when consistent). Acceptance from a server's /metrics
-    counters is not per request, so it is left out."""
+    counters is not per request, so it is left out. The cell's own is_acceptance_consistent (acceptance length vs
+    1 + the sum of per-position rates) is enforced here too: false makes the cell inconsistent (flagged, WARNING)."""
     if not any(_missing(r.get("error")) for r in request_rows):
         return {"is_metrics_consistent": None, "metrics_mismatch": None}
     result = recompute(request_rows, num_positions, step_rows=step_rows,
                        with_acceptance=cell.get("acceptance_source") in PER_REQUEST_SOURCES)
     problems = [f"{name} {_fmt(cell.get(name))} vs recomputed {_fmt(value)}"
                 for name, (value, rtol) in result.values.items() if _differs(cell.get(name), value, rtol)]
+    if cell.get("is_acceptance_consistent") is False:  # the production code's own identity check
+        problems.append(f"acceptance_length {_fmt(cell.get('acceptance_length'))} != 1 + sum_k p_k "
+                        f"{_fmt(cell.get('acceptance_length_from_positions'))} (is_acceptance_consistent false)")
     problems += result.violations
     return {"is_metrics_consistent": not problems, "metrics_mismatch": "; ".join(problems) or None}
 

@@ -84,3 +84,35 @@ def test_response_counts_without_proposed_tokens_or_positions_check_what_they_al
     assert consistency_columns(cell, rows, 2)["is_metrics_consistent"] is True
     out = consistency_columns({**cell, "acceptance_length": 2.5}, rows, 2)
     assert out["metrics_mismatch"] == "acceptance_length 2.5 vs recomputed 2.4"
+
+
+def test_is_acceptance_consistent_false_makes_the_cell_inconsistent():
+    cell = {**EXPECTED, "acceptance_source": "engine", "acceptance_length_from_positions": 2.3,
+            "is_acceptance_consistent": False}
+    out = consistency_columns(cell, ROWS, 2)
+    assert out["is_metrics_consistent"] is False
+    assert "acceptance_length 2.4 != 1 + sum_k p_k 2.3" in out["metrics_mismatch"]
+    assert consistency_columns({**cell, "is_acceptance_consistent": True}, ROWS, 2)["is_metrics_consistent"] is True
+
+
+# The steps of ROWS' rounds (k = 2): request 0 drafted 2 per round, request 1 too; accepted 2, 1, 0 and 2, 2.
+STEPS = [{"step": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0},
+         {"step": 1, "num_draft_tokens": 4, "num_accepted_tokens": 4},
+         {"step": 2, "num_draft_tokens": 4, "num_accepted_tokens": 3},
+         {"step": 3, "num_draft_tokens": 2, "num_accepted_tokens": 0}]
+
+
+def test_record_violations_cross_check_counters_with_steps_and_emissions():
+    from specbench.metrics.recompute import record_violations
+
+    assert record_violations(ROWS, STEPS, 2) == ()
+    # one more accepted draft recorded in a round that rejected one: counters still consistent with each other
+    off = [{**ROWS[0], "num_accepted_tokens": 4, "num_accepted_per_pos": [2, 2]}, ROWS[1], ROWS[2]]
+    assert recompute(off, 2).violations == ()
+    problems = record_violations(off, STEPS, 2)
+    assert "num_accepted_tokens: steps total 7 != requests total 8" in problems
+    # a stop cutting the last emission is allowed (up to k tokens), more is not
+    cut = [{**ROWS[0], "tokens_per_emission": [1, 3, 2, 1][:3] + [0]}, ROWS[1]]
+    assert not any("request 0" in p for p in record_violations(cut, STEPS, 2))
+    assert any("request 0: accepted 3 vs 0 carried" in p
+               for p in record_violations([{**ROWS[0], "tokens_per_emission": [1, 1, 1, 1]}, ROWS[1]], STEPS, 2))
