@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specbench.errors import SpecbenchError
 from specbench.faults.accepted_count import AcceptedCountOffByOne
+from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
@@ -32,6 +33,7 @@ MUTANTS: tuple[type[Mutant], ...] = (
     BonusRowUnwarped,
     DraftProbsUnwarped,
     BonusRowPastEnd,
+    BonusResidualKeepsLastDraft,
     DraftStepShifted,
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
