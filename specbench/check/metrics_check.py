@@ -16,7 +16,7 @@ from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.stats import StepStats
 from specbench.metrics.cell_metrics import CellMetrics
-from specbench.metrics.recompute import consistency_columns, record_violations
+from specbench.metrics.recompute import consistency_columns, step_total_violations
 from specbench.metrics.request_metrics import RequestMetrics
 
 
@@ -43,7 +43,7 @@ def metrics_problems(outs: list[RequestOutput], steps: list[StepStats], num_step
     step_rows = [raw_step_row(s) for s in steps]
     columns = consistency_columns(cell, requests, num_steps, step_rows)
     problems = [columns["metrics_mismatch"]] if columns["is_metrics_consistent"] is False else []
-    return tuple(problems) + record_violations(requests, step_rows, num_steps)
+    return tuple(problems) + step_total_violations(requests, step_rows)
 
 
 def check_metrics(setup: CheckSetup) -> CheckResult:

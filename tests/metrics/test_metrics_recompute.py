@@ -102,17 +102,20 @@ STEPS = [{"step": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0},
          {"step": 3, "num_draft_tokens": 2, "num_accepted_tokens": 0}]
 
 
-def test_record_violations_cross_check_counters_with_steps_and_emissions():
-    from specbench.metrics.recompute import record_violations
+def test_step_totals_and_emission_sizes_cross_check_the_counters():
+    from specbench.metrics.recompute import emission_violations, step_total_violations
 
-    assert record_violations(ROWS, STEPS, 2) == ()
+    assert step_total_violations(ROWS, STEPS) == () and emission_violations(ROWS, 2) == []
     # one more accepted draft recorded in a round that rejected one: counters still consistent with each other
     off = [{**ROWS[0], "num_accepted_tokens": 4, "num_accepted_per_pos": [2, 2]}, ROWS[1], ROWS[2]]
     assert recompute(off, 2).violations == ()
-    problems = record_violations(off, STEPS, 2)
-    assert "num_accepted_tokens: steps total 7 != requests total 8" in problems
-    # a stop cutting the last emission is allowed (up to k tokens), more is not
-    cut = [{**ROWS[0], "tokens_per_emission": [1, 3, 2, 1][:3] + [0]}, ROWS[1]]
-    assert not any("request 0" in p for p in record_violations(cut, STEPS, 2))
-    assert any("request 0: accepted 3 vs 0 carried" in p
-               for p in record_violations([{**ROWS[0], "tokens_per_emission": [1, 1, 1, 1]}, ROWS[1]], STEPS, 2))
+    assert "num_accepted_tokens: steps total 7 != requests total 8" in step_total_violations(off, STEPS)
+    cell = {**EXPECTED, "acceptance_source": "engine", "acceptance_length": 1 + 8 / 5, "acceptance_rate": 8 / 10,
+            "accept_rate_pos_2": 4 / 5}
+    assert consistency_columns({**cell, "acceptance_source": "response"}, off, 2)["is_metrics_consistent"] is True
+    # an engine's own records: its emissions carried 3 accepted drafts, not 4 (+ up to k = 2 cut by a stop is fine)
+    assert consistency_columns(cell, off, 2)["is_metrics_consistent"] is True
+    assert "request 0: accepted 4 vs 0 carried" in consistency_columns(
+        cell, [{**off[0], "tokens_per_emission": [1, 1, 1, 1], "num_output_tokens": 4}, ROWS[1]], 2)["metrics_mismatch"]
+    low = [{**ROWS[0], "num_accepted_tokens": 2, "num_accepted_per_pos": [1, 1]}, ROWS[1]]
+    assert any("request 0: accepted 2 vs 3 carried" in p for p in emission_violations(low, 2))
