@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from specbench.faults.fault import ALL_METHODS, Fault, Mutant
-from specbench.spec.sampling import logits_to_probs
+from specbench.spec.sampling import logits_to_probs, sample_from_probs
 
 
 class BonusResidualKeepsLastDraft(Mutant):
@@ -22,21 +22,26 @@ class BonusResidualKeepsLastDraft(Mutant):
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):
             result = verify_fn(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st)
+            device = target_logits.device
+            num_draft = num_draft_tokens.to(device)  # [num_reqs]
+            accepted = result.num_accepted.to(device)
+            is_bonus = (num_draft > 0) & (accepted == num_draft) & ~st.is_greedy.to(device)  # [num_reqs]
+            reqs = is_bonus.nonzero()[:, 0]
+            if len(reqs) == 0:
+                return result
+            bonus_rows = (torch.cumsum(num_draft + 1, 0) - 1)[reqs]  # each request's last row: its bonus row
+            p = logits_to_probs(target_logits[bonus_rows].float(), st.temperature[reqs], st.top_k[reqs],
+                                st.top_p[reqs])  # [num_bonus, V]
+            last = num_draft[reqs] - 1
+            if draft_probs is None:  # a deterministic draft: a point mass on the proposed token
+                q = torch.zeros_like(p).scatter_(1, draft_token_ids.to(device)[reqs, last][:, None], 1.0)
+            else:
+                q = draft_probs.to(device).float()[reqs, last]
+            residual = (p - q).clamp_min(0.0)
+            law = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p)
+            generators = st.sampled_generators()
             out = result.output_token_ids.clone()  # [num_reqs, max_num_draft + 1]
-            first_row = 0
-            for r, (n, a) in enumerate(zip(num_draft_tokens.tolist(), result.num_accepted.tolist())):
-                if n > 0 and a == n and not bool(st.is_greedy[r]):
-                    p = logits_to_probs(target_logits[first_row + n][None].float(), st.temperature[r : r + 1],
-                                        st.top_k[r : r + 1], st.top_p[r : r + 1])[0]
-                    if draft_probs is None:  # a deterministic draft: a point mass on the proposed token
-                        q = torch.zeros_like(p)
-                        q[draft_token_ids[r, n - 1]] = 1.0
-                    else:
-                        q = draft_probs[r, n - 1].to(p.device).float()
-                    residual = (p - q).clamp_min(0.0)
-                    law = residual if residual.sum() > 0 else p
-                    out[r, a] = torch.multinomial(law, 1, generator=st.generators[r])[0]
-                first_row += 1 + n
+            out[reqs, accepted[reqs]] = sample_from_probs(law, [generators[r] for r in reqs.tolist()])
             return type(result)(output_token_ids=out, num_accepted=result.num_accepted)
 
         return verify
