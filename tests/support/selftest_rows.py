@@ -7,6 +7,11 @@ from specbench.faults import FAULTS
 from specbench.selftest.runner import SelftestRow, format_mutation_table
 
 
+# Sampling faults the engine runs barely show and the verifier rows test finds: the last draft row's law left in the
+# bonus residual is invisible when the target drafts for itself (q = p) and small for a draft model's laws.
+ROWS_ONLY = ("bonus-residual-keeps-last-draft",)
+
+
 def _result(row: SelftestRow, name: str):
     return next(r for r in row.results if r.name == name)
 
@@ -34,6 +39,8 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         sampled = _result(row, "sampled")
         if layer == "metrics":
             assert sampled.passed and not _result(row, "metrics").passed, f"{name}: {_result(row, 'metrics').detail}"
+        elif name in ROWS_ONLY:
+            assert not _result(row, "rows").passed, f"{name}: {_result(row, 'rows').detail}"
         elif layer == "draft":  # the sampled law stays exact; only the self-draft run's acceptance may show the bug
             assert sampled.passed or (sampled.note.startswith("p=") and "acc=" in sampled.note
                                       and float(sampled.note.split()[0][2:]) >= 0.01), f"{name}: {sampled.detail}"
