@@ -10,6 +10,7 @@ from specbench.check.budget import BUDGETS, Budget
 from specbench.check.crash import run_guarded
 from specbench.check.greedy import check_greedy
 from specbench.check.invariant_sweep import check_invariants
+from specbench.check.metrics_check import check_metrics
 from specbench.check.names import CHECKS
 from specbench.check.oracle import check_oracle
 from specbench.check.reference import ReferenceCrossCheck
@@ -44,6 +45,7 @@ CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = 
     "oracle": lambda setup, ctx: check_oracle(setup, preemption=ctx.budget.preemption_reruns),
     "invariants": lambda setup, ctx: check_invariants(setup, full_sweep=ctx.budget.full_invariant_sweep),
     "baseline": _baseline,
+    "metrics": lambda setup, ctx: check_metrics(setup),
 }
 assert tuple(CHECK_FUNCTIONS) == CHECKS, "check/names.py lists every check once, in table order"
 

@@ -1,7 +1,11 @@
 """Check: the engine's verifier on hand-built distributions, one goodness-of-fit test per output row type
 (accepted, recovered, bonus) at T < 1 with top-k and top-p, each sized to detect a TV_SHIFT total-variation shift
 of that row type's distribution at ROWS_ALPHA with power >= ROWS_POWER. No model runs: it calls the verify function
-the engine was built with (fault wrappers included) on tensors whose row laws are known (row_batches.py)."""
+the engine was built with (fault wrappers included) on tensors whose row laws are known (row_batches.py).
+
+The bonus batch's last draft sits on the bonus row's likeliest token, so a verifier that leaves the last draft row's
+law in the bonus residual moves that token's whole mass; the detail states the power against exactly that bug at
+the batch's size (noncentral chi-square with the null covariance, computed from the batch's own laws)."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ class RowTypeTest:
     p_value: float  # 0.0 when a token of probability 0 was emitted
     num_impossible: int  # emitted tokens their row's law gives probability 0
     power: float  # vs a TV_SHIFT total-variation shift of this row type's mean law, at ROWS_ALPHA
+    power_vs_residual: float | None = None  # bonus rows: vs the last draft row's law left in the bonus residual
 
 
 def power_vs_tv(num_rows: int, dof: int, shift: float = TV_SHIFT, alpha: float = ROWS_ALPHA) -> float:
@@ -55,6 +60,21 @@ def rows_needed(dof: int = VOCAB - 1) -> int:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if power_vs_tv(mid, dof) >= ROWS_POWER else (mid, hi)
     return hi
+
+
+def power_vs_law(dists: np.ndarray, alt_dists: np.ndarray, alpha: float = ROWS_ALPHA) -> float:
+    """P(fit_test rejects) when row s's token follows alt_dists[s] instead of dists[s] ([n, V] each): noncentral
+    chi-square on fit_test's categories, noncentrality E[D]^T Cov0^-1 E[D] (D the category counts minus their null
+    expectation, Cov0 its null covariance)."""
+    own = choose_categories(dists.sum(0))
+    null, alt = category_probs(dists, own), category_probs(alt_dists, own)
+    dof = null.shape[1] - 1
+    if dof < 1:
+        return 0.0
+    shift = (alt.sum(0) - null.sum(0))[:-1]
+    cov = (np.diag(null.sum(0)) - null.T @ null)[:-1, :-1]
+    noncentrality = float(shift @ np.linalg.pinv(cov, hermitian=True) @ shift)
+    return float(1.0 - special.chndtr(special.chdtri(dof, alpha), dof, noncentrality))
 
 
 def fit_test(row_type: str, dists: np.ndarray, tokens: np.ndarray) -> RowTypeTest:
@@ -96,7 +116,10 @@ def row_type_tests(verify_fn, device: torch.device, seed: int, w: Warping = WARP
             tests.append(RowTypeTest("bonus", int((accepted == BONUS_NUM_DRAFT).sum()), 0.0,
                                      int((accepted != BONUS_NUM_DRAFT).sum()), 0.0))  # certain drafts rejected
         else:
-            tests.append(fit_test("bonus", bonus.bonus_dist, out[:, BONUS_NUM_DRAFT]))
+            test = fit_test("bonus", bonus.bonus_dist, out[:, BONUS_NUM_DRAFT])
+            power = power_vs_law(bonus.bonus_dist, bonus.residual_bonus_dist)
+            tests.append(RowTypeTest(test.row_type, test.num_rows, test.p_value, test.num_impossible, test.power,
+                                     power))
     return tests
 
 
@@ -122,6 +145,8 @@ def check_rows(setup: CheckSetup) -> CheckResult:
     tests = _cached_tests(verify_fn, device, setup.engine.seed)
     failed = [t for t in tests if t.p_value < ROWS_ALPHA]
     parts = [f"{t.row_type} {t.num_rows} rows p {t.p_value:.2g} power {t.power:.2f}"
+             + ("" if t.power_vs_residual is None else f" (power {t.power_vs_residual:.2f} vs the last draft row's "
+                f"law left in the bonus residual: last draft on the bonus row's likeliest token)")
              + (f" ({t.num_impossible} impossible)" if t.num_impossible else "") for t in tests]
     w = WARPING
     detail = (f"verifier rows vs known laws at T={w.temperature:g} top-k {w.top_k} top-p {w.top_p:g}: "

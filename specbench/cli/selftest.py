@@ -26,8 +26,9 @@ class _FaultListHelp(TyperCommand):
 def selftest(
     seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed and method "
                                        "(false-alarm check)")] = "0,1",
-    methods: Annotated[str, typer.Option("--methods", help="comma list of draft,eagle3: the draft LM and an "
-                                         "EAGLE-3 head, both built from the tiny target")] = "draft,eagle3",
+    methods: Annotated[str, typer.Option("--methods", help="comma list of speculative methods (default: every "
+                                         "registered one: draft LM, EAGLE-1 and EAGLE-3 heads built from the tiny "
+                                         "target, n-gram on prompts that repeat)")] = "",
     faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
                                         "the method's proposer hosts)")] = "",
     checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),
@@ -43,7 +44,9 @@ def selftest(
         seed_list = tuple(int(s) for s in _names(seeds))
     except ValueError:
         raise SpecbenchError(f"--seeds {seeds!r}: expected a comma list of integers") from None
-    rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods), faults=_names(faults) or None,
+    from specbench.selftest.runner import METHODS
+
+    rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS, faults=_names(faults) or None,
                                    checks=_names(checks), num_steps=num_steps, device=device)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:

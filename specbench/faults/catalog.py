@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from specbench.config import NO_FAULT_NAMES
 from specbench.errors import SpecbenchError
+from specbench.faults.accepted_count import AcceptedCountOffByOne
+from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
 from specbench.faults.ahead_positions_stale import AheadPositionsStale
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
@@ -40,10 +42,12 @@ MUTANTS: tuple[type[Mutant], ...] = (
     BonusRowUnwarped,
     DraftProbsUnwarped,
     BonusRowPastEnd,
+    BonusResidualKeepsLastDraft,
     DraftStepShifted,
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
     FeatureRowsOffByOne,
+    AcceptedCountOffByOne,
 )
 
 # One per fast production path (issue 25), each bending the built engine from outside (path_mutant.py). Listed and

@@ -13,7 +13,8 @@ class Fault:
     name: str
     description: str
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
-    layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output only)
+    layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
+    # only), "metrics" (corrupts recorded statistics only)
     methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
     path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
 
@@ -31,7 +32,8 @@ class Mutant(PhaseHooks):
     eager_drafting = True
 
     def install(self, engine) -> None:
-        """Bend the built engine from outside, once (path mutants); a phase-hook mutant needs nothing here."""
+        """Bend the built engine from outside, once (path mutants, a metrics mutant's statistics); a phase-hook mutant
+        needs nothing here."""
 
 
 def mutant_label(inject: str | None) -> str:

@@ -129,12 +129,50 @@ def consistency_columns(cell: Mapping[str, Any], request_rows: Sequence[Mapping[
                         step_rows: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """is_metrics_consistent (null without a successful request) and metrics_mismatch ('name stored vs
     recomputed x; ...' plus broken invariants; null when consistent). Acceptance from a server's /metrics
-    counters is not per request, so it is left out."""
+    counters is not per request, so it is left out. The cell's own is_acceptance_consistent (acceptance length vs
+    1 + the sum of per-position rates) is enforced here too: false makes the cell inconsistent (flagged, WARNING)."""
     if not any(_missing(r.get("error")) for r in request_rows):
         return {"is_metrics_consistent": None, "metrics_mismatch": None}
     result = recompute(request_rows, num_positions, step_rows=step_rows,
                        with_acceptance=cell.get("acceptance_source") in PER_REQUEST_SOURCES)
     problems = [f"{name} {_fmt(cell.get(name))} vs recomputed {_fmt(value)}"
                 for name, (value, rtol) in result.values.items() if _differs(cell.get(name), value, rtol)]
+    if cell.get("is_acceptance_consistent") is False:  # the production code's own identity check
+        problems.append(f"acceptance_length {_fmt(cell.get('acceptance_length'))} != 1 + sum_k p_k "
+                        f"{_fmt(cell.get('acceptance_length_from_positions'))} (is_acceptance_consistent false)")
     problems += result.violations
+    if cell.get("acceptance_source") == "engine":
+        problems += emission_violations(request_rows, num_positions)
     return {"is_metrics_consistent": not problems, "metrics_mismatch": "; ".join(problems) or None}
+
+
+def emission_violations(request_rows: Sequence[Mapping[str, Any]], max_num_draft: int) -> list[str]:
+    """Per request, the acceptance counter against the tokens its emissions carried, for an engine's own records
+    (acceptance_source "engine"; HTTP chunks may merge or split emissions): an emission carries a round's accepted
+    drafts + 1 tokens (a prefill's: 1), but the last, which a stop may cut by up to max_num_draft tokens, so
+    out - emissions <= A_i <= out - emissions + max_num_draft."""
+    violations = []
+    for r in (r for r in request_rows if _missing(r.get("error"))):
+        sizes = _ints(r["tokens_per_emission"]) or []
+        emitted = sum(sizes) - len(sizes)  # accepted drafts the emissions carried
+        accepted = int(r["num_accepted_tokens"])
+        if not emitted <= accepted <= emitted + max_num_draft:
+            violations.append(f"request {r.get('request_index')}: accepted {accepted} vs {emitted} carried by its "
+                              f"emissions (+ up to {max_num_draft} cut by a stop)")
+    return violations
+
+
+def step_total_violations(request_rows: Sequence[Mapping[str, Any]],
+                          step_rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The steps' drafted / accepted totals (counted where the verifier's result is read, per step) against the sums
+    of the requests' counters (counted per request and round), for a run whose step rows hold exactly these requests'
+    rounds (one engine run of its own, as the selftest's metrics check makes; not a sweep window, whose steps may
+    also serve warmup requests)."""
+    ok = [r for r in request_rows if _missing(r.get("error"))]
+    violations = []
+    for column in ("num_draft_tokens", "num_accepted_tokens"):
+        in_steps = sum(int(s[column]) for s in step_rows)
+        in_requests = sum(int(r[column]) for r in ok)
+        if in_steps != in_requests:
+            violations.append(f"{column}: steps total {in_steps} != requests total {in_requests}")
+    return tuple(violations)

@@ -82,4 +82,6 @@ class PhaseHooks:
         return first_row
 
 
+
+
 NO_HOOKS = PhaseHooks()

@@ -1,8 +1,10 @@
 """Run the battery against the clean engine and every fault, per method, and build the mutation table.
 
-Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-3 head built from its weights whose drafts
-depend on the target features (tiny_eagle.py). The greedy reference comes from the reference engine
-(check/reference.py), itself checked against HF transformers on the tiny target once per seed (hf_reference.py).
+Per seed: a tiny target, a draft LM perturbed from it (tiny.py), and per speculative method of the proposer
+registry its tiny drafter and prompts (drafters.py: EAGLE heads built from the target's weights, n-gram on a
+copying variant of the target with prompts that repeat its own output). The greedy reference comes from the
+reference engine (check/reference.py), itself checked against HF transformers on each tiny target once per seed
+(hf_reference.py).
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ from specbench.faults import resolve_fault
 from specbench.faults.catalog import SELFTEST_FAULTS
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
 from specbench.selftest.hf_reference import cross_check_reference
-from specbench.selftest.tiny import build_tiny_pair, random_prompts
-from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
+from specbench.selftest.tiny import build_tiny_pair
 
-METHODS = ("draft", "eagle3")
-NUM_PROMPTS = 6
+METHODS = selftest_methods()  # every registered speculative method
 # KV pool of every selftest engine: the sampled check's 400-request wave (~40 tokens each, 4 KB per 4-token block
 # for the target drafting for itself) fits without preempting; engines are built ~450 times, and zeroing a larger
 # pool each time was a tenth of the selftest's CPU time.
@@ -54,12 +55,15 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
         raise SpecbenchError(f"selftest methods {', '.join(sorted(unknown)) or '(none)'} unknown; "
                              f"supported: {', '.join(METHODS)}")
     target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed)
-    drafts = {"draft": draft}
-    if "eagle3" in methods:
-        drafts["eagle3"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle3")
-    prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
-                                       device=device, kv_cache_gb=KV_CACHE_GB), prompts) for m in methods}
+    pair = TinyPair(f"{root}/{seed}", seed, target, draft)
+    base = check_engine(target=target, seed=seed, device=device, kv_cache_gb=KV_CACHE_GB)  # plain: builds prompts
+    setups = {}
+    for m in methods:
+        models = build_method(m, pair, base)
+        setups[m] = CheckSetup(check_engine(target=models.target, method=m, draft=models.draft,
+                                            max_num_steps=num_steps, seed=seed, device=device,
+                                            kv_cache_gb=KV_CACHE_GB), models.prompts)
+    return setups
 
 
 def run_selftest(
@@ -81,12 +85,17 @@ def run_selftest(
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
             setups = selftest_setups(tmp, seed, methods, num_steps, device)
-            first = next(iter(setups.values()))
-            reference = reference_outputs(first)  # plain decoding: the same for every method
-            cross_check = None
-            if "greedy" in checks:  # the reference itself, once per seed, against transformers
-                cross_check = cross_check_reference(first.engine.target, first.prompts, first.max_tokens, reference)
+            references: dict[tuple, tuple] = {}  # plain decoding per (target, prompts): shared by methods
             for method, setup in setups.items():
+                key = (setup.engine.target, setup.prompts)
+                if key not in references:
+                    reference = reference_outputs(setup)
+                    cross_check = None
+                    if "greedy" in checks:  # the reference itself, once per target and seed, against transformers
+                        cross_check = cross_check_reference(setup.engine.target, setup.prompts, setup.max_tokens,
+                                                            reference)
+                    references[key] = (reference, cross_check)
+                reference, cross_check = references[key]
                 ctx = CheckContext(reference=reference, reference_cross_check=cross_check,
                                    **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]

@@ -9,11 +9,11 @@ import pytest
 
 from specbench.check.baseline import AcceptanceBaseline, check_baseline, compare_acceptance, measure_acceptance
 from specbench.selftest import reference_baselines as ref
-from specbench.selftest.runner import selftest_setups
+from specbench.selftest.runner import METHODS, selftest_setups
 
 
 def _counts(accepted: int, drafted: int) -> AcceptanceBaseline:
-    return AcceptanceBaseline("t", "d", "draft", 1, 6, 16, (drafted,), (accepted,))
+    return AcceptanceBaseline("t", "d", "draft", 1, 6, 16, (drafted,), (accepted,), drafted)  # every round drafted
 
 
 def test_a_005_drop_is_noise_on_40_drafts_and_a_regression_on_4000():
@@ -43,7 +43,7 @@ def test_selftest_baseline_can_fail_now(tmp_path):
 def test_shipped_file_is_what_the_documented_command_writes():
     data = json.loads(ref.PATH.read_text())
     assert data["generated_by"] == ref.COMMAND
-    assert len(data["baselines"]) == 2 * len(ref.SHIPPED_SEEDS)
+    assert len(data["baselines"]) == len(METHODS) * len(ref.SHIPPED_SEEDS)  # every selftest method
     regenerated = ref.generate(seeds=(0,))["baselines"]
     for key, value in regenerated.items():
         assert data["baselines"][key] == json.loads(json.dumps(value)), key
@@ -53,8 +53,56 @@ def test_shipped_file_is_what_the_documented_command_writes():
 def test_clean_engine_matches_its_shipped_baselines_over_30_seeds(tmp_path):
     failed = []
     for seed in range(30):
-        for method, setup in selftest_setups(str(tmp_path), seed, ("draft", "eagle3"), 3).items():
+        for method, setup in selftest_setups(str(tmp_path), seed, METHODS, 3).items():
             result = check_baseline(setup, ref.reference_baseline(method, seed, 3))
             if not result.passed:
                 failed.append((method, seed, result.detail))
     assert not failed, failed
+
+
+class _DraftsLess:
+    """Wraps an engine's proposer: its first `full_rounds` proposals pass through, later ones keep at most `keep`
+    drafts per request (0: the drafter silently stops drafting)."""
+
+    def __init__(self, inner, full_rounds: int, keep: int) -> None:
+        self.inner, self.full_rounds, self.keep, self.num_calls = inner, full_rounds, keep, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def propose(self, inp):
+        from specbench.spec.proposer import DraftProposal
+
+        proposal = self.inner.propose(inp)
+        self.num_calls += 1
+        if self.num_calls <= self.full_rounds:
+            return proposal
+        probs = None if proposal.draft_probs is None else proposal.draft_probs[:, : self.keep]
+        return DraftProposal(proposal.draft_token_ids[:, : self.keep],
+                             tuple(min(n, self.keep) for n in proposal.num_draft_tokens), probs)
+
+
+@pytest.mark.parametrize("method, full_rounds, keep", [("ngram", 1, 0), ("draft", 3, 0), ("draft", 0, 2)])
+def test_a_drafter_that_drafts_less_fails_the_baseline(tmp_path, monkeypatch, method, full_rounds, keep):
+    """Acceptance per drafted position cannot see it (what is still drafted is accepted as before); drafting per
+    round does, against the shipped reference."""
+    import specbench.check.baseline as baseline_module
+
+    setup = selftest_setups(str(tmp_path), 0, (method,), 3)[method]
+    shipped = ref.reference_baseline(method, 0, 3)
+    assert check_baseline(setup, shipped).passed
+    build = baseline_module.build_llm
+
+    def drafting_less(*args, **kwargs):
+        llm = build(*args, **kwargs)
+        llm.engine.proposer = _DraftsLess(llm.engine.proposer, full_rounds, keep)
+        return llm
+
+    monkeypatch.setattr(baseline_module, "build_llm", drafting_less)
+    result = check_baseline(setup, shipped)
+    assert not result.passed and "drafted less at pos" in result.detail and "dropped at" not in result.detail, \
+        result.detail
+    # the acceptance tests alone pass it (the old check)
+    now = measure_acceptance(setup)
+    assert now.drafts_per_round < 0.8 * shipped.drafts_per_round
+    assert compare_acceptance(shipped, now, drafting_alpha=0.0)[0]

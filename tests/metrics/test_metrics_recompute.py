@@ -84,3 +84,38 @@ def test_response_counts_without_proposed_tokens_or_positions_check_what_they_al
     assert consistency_columns(cell, rows, 2)["is_metrics_consistent"] is True
     out = consistency_columns({**cell, "acceptance_length": 2.5}, rows, 2)
     assert out["metrics_mismatch"] == "acceptance_length 2.5 vs recomputed 2.4"
+
+
+def test_is_acceptance_consistent_false_makes_the_cell_inconsistent():
+    cell = {**EXPECTED, "acceptance_source": "engine", "acceptance_length_from_positions": 2.3,
+            "is_acceptance_consistent": False}
+    out = consistency_columns(cell, ROWS, 2)
+    assert out["is_metrics_consistent"] is False
+    assert "acceptance_length 2.4 != 1 + sum_k p_k 2.3" in out["metrics_mismatch"]
+    assert consistency_columns({**cell, "is_acceptance_consistent": True}, ROWS, 2)["is_metrics_consistent"] is True
+
+
+# The steps of ROWS' rounds (k = 2): request 0 drafted 2 per round, request 1 too; accepted 2, 1, 0 and 2, 2.
+STEPS = [{"step": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0},
+         {"step": 1, "num_draft_tokens": 4, "num_accepted_tokens": 4},
+         {"step": 2, "num_draft_tokens": 4, "num_accepted_tokens": 3},
+         {"step": 3, "num_draft_tokens": 2, "num_accepted_tokens": 0}]
+
+
+def test_step_totals_and_emission_sizes_cross_check_the_counters():
+    from specbench.metrics.recompute import emission_violations, step_total_violations
+
+    assert step_total_violations(ROWS, STEPS) == () and emission_violations(ROWS, 2) == []
+    # one more accepted draft recorded in a round that rejected one: counters still consistent with each other
+    off = [{**ROWS[0], "num_accepted_tokens": 4, "num_accepted_per_pos": [2, 2]}, ROWS[1], ROWS[2]]
+    assert recompute(off, 2).violations == ()
+    assert "num_accepted_tokens: steps total 7 != requests total 8" in step_total_violations(off, STEPS)
+    cell = {**EXPECTED, "acceptance_source": "engine", "acceptance_length": 1 + 8 / 5, "acceptance_rate": 8 / 10,
+            "accept_rate_pos_2": 4 / 5}
+    assert consistency_columns({**cell, "acceptance_source": "response"}, off, 2)["is_metrics_consistent"] is True
+    # an engine's own records: its emissions carried 3 accepted drafts, not 4 (+ up to k = 2 cut by a stop is fine)
+    assert consistency_columns(cell, off, 2)["is_metrics_consistent"] is True
+    assert "request 0: accepted 4 vs 0 carried" in consistency_columns(
+        cell, [{**off[0], "tokens_per_emission": [1, 1, 1, 1], "num_output_tokens": 4}, ROWS[1]], 2)["metrics_mismatch"]
+    low = [{**ROWS[0], "num_accepted_tokens": 2, "num_accepted_per_pos": [1, 1]}, ROWS[1]]
+    assert any("request 0: accepted 2 vs 3 carried" in p for p in emission_violations(low, 2))

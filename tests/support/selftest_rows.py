@@ -8,6 +8,11 @@ from specbench.faults.catalog import SELFTEST_FAULTS
 from specbench.selftest.runner import SelftestRow, format_mutation_table
 
 
+# Sampling faults the engine runs barely show and the verifier rows test finds: the last draft row's law left in the
+# bonus residual is invisible when the target drafts for itself (q = p) and small for a draft model's laws.
+ROWS_ONLY = ("bonus-residual-keeps-last-draft",)
+
+
 def _result(row: SelftestRow, name: str):
     return next(r for r in row.results if r.name == name)
 
@@ -22,16 +27,22 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     assert set(mutants) == {name for name in SELFTEST_FAULTS if method in FAULTS[name].methods}, table
     for row in clean:
         assert not row.detected, f"false alarm on the clean engine:\n{table}"
-        assert not any(r.skipped for r in row.results), table  # every seed selftest runs has a shipped baseline
+        # every seed selftest runs has a shipped baseline; only n-gram has no draft model for the oracle to check
+        assert [r.name for r in row.results if r.skipped] == (["oracle"] if method == "ngram" else []), table
     for name, row in mutants.items():
         assert row.detected, f"{name} went undetected:\n{table}"
         layer = FAULTS[name].layer
         # Draft-side faults only lower acceptance: output (greedy) and its distribution (sampled) stay exact,
         # and the draft oracle sees them. Target-side faults corrupt output: both lossless checks see them.
-        # Sampling faults corrupt the sampled law only (greedy output is exact).
+        # Sampling faults corrupt the sampled law only (greedy output is exact). Metrics faults corrupt recorded
+        # statistics only: every output check passes and the metrics check sees them.
         assert _result(row, "greedy").passed == (layer != "target"), f"{name}: {_result(row, 'greedy').detail}"
         sampled = _result(row, "sampled")
-        if layer == "draft":  # the sampled law stays exact; only the self-draft run's acceptance may show the bug
+        if layer == "metrics":
+            assert sampled.passed and not _result(row, "metrics").passed, f"{name}: {_result(row, 'metrics').detail}"
+        elif name in ROWS_ONLY:
+            assert not _result(row, "rows").passed, f"{name}: {_result(row, 'rows').detail}"
+        elif layer == "draft":  # the sampled law stays exact; only the self-draft run's acceptance may show the bug
             assert sampled.passed or (sampled.note.startswith("p=") and "acc=" in sampled.note
                                       and float(sampled.note.split()[0][2:]) >= 0.01), f"{name}: {sampled.detail}"
         else:
