@@ -40,11 +40,13 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # Models run attention; `runtime` (phases, CUDA-graph runner, the hook seam) sits under both the engine and the
     # proposers.
     {"models", "runtime"},
-    # Proposers and verifier (`spec`), and the fault mutants (test machinery plugged into runtime's hooks): neither
-    # knows the engine that calls them.
-    {"faults", "spec"},
+    # Proposers and verifier (`spec`): they do not know the engine that calls them.
+    {"spec"},
     # The engine composes models, attention, runtime and a proposer.
     {"engine"},
+    # The fault mutants (test machinery): phase hooks plugged into runtime's seam, and mutants that bend a built
+    # engine from outside (its statistics, its fast paths), so they sit above the engine; `llm` builds them.
+    {"faults"},
     # `llm`: the library entry (an engine, with an injected fault's hooks); `metrics`: computed from engine outputs.
     {"llm", "metrics"},
     # The package root: __version__ (read by runs and serve) and the lazy facade `specbench.LLM`.
