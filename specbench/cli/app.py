@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -70,3 +71,6 @@ def main() -> None:
     except (KeyboardInterrupt, Abort):
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # the reader went away (`specbench ... | head`): nothing left to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush stays quiet
+        sys.exit(141)
