@@ -30,7 +30,7 @@ def lossless_stage(spec: tuple[GreedyOutput, ...], baseline: tuple[GreedyOutput,
     base = {(o.sample_id, o.turn): o.text for o in baseline}
     pairs = [(o, base[(o.sample_id, o.turn)]) for o in spec if (o.sample_id, o.turn) in base]
     missing = len(base) - len(pairs)
-    power = f"{len(pairs)} prompts compared token for token ({baseline_source})"
+    power = f"{len(pairs)} prompts compared character for character (baseline: {baseline_source})"
     mismatches = [(o, ref) for o, ref in pairs if o.text != ref]
     near, details = 0, []
     for o, ref in mismatches:
@@ -38,17 +38,17 @@ def lossless_stage(spec: tuple[GreedyOutput, ...], baseline: tuple[GreedyOutput,
                      TieDiagnosis(UNCLASSIFIED, None, (), "no logprobs probe"))
         near += diagnosis.verdict == NEAR_TIE
         at = next((i for i, (a, b) in enumerate(zip(o.text, ref)) if a != b), min(len(o.text), len(ref)))
-        margin = "" if diagnosis.margin is None else f", margin {diagnosis.margin:.4f} nats"
+        why = f": {diagnosis.note}" if diagnosis.margin is None else f", margin {diagnosis.margin:.4f} nats"
         details.append(f"sample {o.sample_id} turn {o.turn}: differs at char {at}: k {o.text[at:at + 30]!r} vs "
-                       f"k=0 {ref[at:at + 30]!r} [{diagnosis.verdict}{margin}]")
+                       f"baseline {ref[at:at + 30]!r} [{diagnosis.verdict}{why}]")
     divergent = len(mismatches) - near
     metric = f"{len(pairs) - len(mismatches)}/{len(pairs)} identical, {near} near-tie, {divergent} divergent"
     if not pairs:
-        return StageResult(LOSSLESS, Status.FAIL, metric, rule, power, "no prompt answered at both k and k = 0")
+        return StageResult(LOSSLESS, Status.FAIL, metric, rule, power, "no prompt answered at k and in the baseline")
     failed = missing or (mismatches if tolerances.strict else divergent)
     if failed:
         why = (f"{missing} prompt(s) without a k answer" if missing else
-               f"{len(mismatches) if tolerances.strict else divergent} prompt(s) differ from k = 0")
+               f"{len(mismatches) if tolerances.strict else divergent} prompt(s) differ from the baseline")
         return StageResult(LOSSLESS, Status.FAIL, metric, rule, power, why, tuple(details[:SHOW]))
     return StageResult(LOSSLESS, Status.PASS, metric, rule, power,
                        "identical" if not mismatches else f"{near} near-tie mismatch(es) only", tuple(details[:SHOW]))

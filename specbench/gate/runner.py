@@ -129,8 +129,10 @@ def _source(config: SweepConfig) -> str:
         return f"server command {config.server_cmd!r}"
     if config.base_url is not None:
         return f"server {config.base_url}"
+    from specbench.faults import mutant_label
+
     e = config.engine
-    inject = f" inject {e.inject}" if e.inject else ""
+    inject = f" {mutant_label(e.inject)}" if e.inject else ""  # the marker every table of a mutant run carries
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 

@@ -109,8 +109,9 @@ def test_a_target_side_fault_fails_lossless(gate_pair, clean_reference, tmp_path
                                   monkeypatch, capsys)
     assert code == 1, out + err
     assert out.startswith("## specbench gate: FAIL (lossless")
-    assert _row(out, "lossless")[1] == "FAIL" and "differ from k = 0" in _row(out, "lossless")[5]
+    assert _row(out, "lossless")[1] == "FAIL" and "differ from the baseline" in _row(out, "lossless")[5]
     assert _row(out, "speed")[1] == "SKIP" and _row(out, "outputs")[1] == "PASS"
+    assert "MUTANT[verify-kv-off-by-one]" in out
 
 
 def test_a_draft_side_fault_keeps_lossless_and_fails_acceptance(gate_pair, clean_reference, tmp_path, monkeypatch,

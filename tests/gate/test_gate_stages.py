@@ -32,7 +32,7 @@ def test_lossless_passes_identical_and_fails_a_divergent_mismatch():
     assert lossless_stage(_outputs("a b", "c"), _outputs("a b", "c"), "k=0", T, None).status is Status.PASS
     failed = lossless_stage(_outputs("a b", "c x"), _outputs("a b", "c y"), "k=0", T, None)
     assert failed.status is Status.FAIL and "1 prompt(s) differ" in failed.reason
-    assert "unclassified" in failed.details[0] and "differs at char 2" in failed.details[0]
+    assert "unclassified: no logprobs probe" in failed.details[0] and "differs at char 2" in failed.details[0]
 
 
 def test_lossless_near_tie_passes_unless_strict_and_a_divergent_probe_fails():
@@ -131,7 +131,7 @@ def test_report_is_one_line_per_stage_and_junit_carries_failure_reasons():
     suite = ET.fromstring(to_junit(report).split("?>", 1)[1]).find("testsuite")
     assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("skipped") == "1"
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert cases["lossless"].find("failure").get("message") == "1 prompt(s) differ from k = 0"
+    assert cases["lossless"].find("failure").get("message") == "1 prompt(s) differ from the baseline"
     assert cases["accuracy"].find("skipped") is not None and cases["outputs"].find("failure") is None
 
 
