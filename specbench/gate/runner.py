@@ -76,7 +76,7 @@ def run_gate(request: GateRequest) -> GateReport:
     observation = read_observation(run_dir, request.num_steps)
     if request.write_reference is not None:
         write_reference(reference_of(observation, settings, _source(config)), request.write_reference)
-    probe = _server_probe(config, request.tolerances) if LOSSLESS in request.stages else None
+    probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
     stages = tuple(_stage(name, observation, reference, request, probe) if name in request.stages else skipped(name)
                    for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS))
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", _where(request), str(run_dir), stages)
@@ -136,10 +136,14 @@ def _source(config: SweepConfig) -> str:
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 
-def _server_probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
-    """A --base-url server answers the near-tie probes (its target's logprobs) for the gate's own prompts; an
-    embedded engine or a stopped --server-cmd server gives none (mismatches stay unclassified)."""
-    if config.base_url is None or config.server_cmd is not None:
+def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
+    """The near-tie probe: the embedded engine's clean target (gate/engine_probe.py), or a --base-url server's
+    logprobs for the gate's own prompts; a --server-cmd server is stopped by now (mismatches stay unclassified)."""
+    if config.is_embedded:
+        from specbench.gate.engine_probe import embedded_probe
+
+        return embedded_probe(config, tolerances.near_tie_margin)
+    if config.server_cmd is not None:
         return None
     from specbench.backends.credentials import auth_headers
     from specbench.backends.deadline import DeadlineClient

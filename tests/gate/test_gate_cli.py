@@ -112,6 +112,7 @@ def test_a_target_side_fault_fails_lossless(gate_pair, clean_reference, tmp_path
     assert _row(out, "lossless")[1] == "FAIL" and "differ from the baseline" in _row(out, "lossless")[5]
     assert _row(out, "speed")[1] == "SKIP" and _row(out, "outputs")[1] == "PASS"
     assert "MUTANT[verify-kv-off-by-one]" in out
+    assert "[divergent, margin " in out  # the clean target classified the mismatches (gate/engine_probe.py)
 
 
 def test_a_draft_side_fault_keeps_lossless_and_fails_acceptance(gate_pair, clean_reference, tmp_path, monkeypatch,
@@ -139,3 +140,20 @@ def test_an_accuracy_drop_against_the_reference_fails_accuracy(gate_pair, clean_
                                   monkeypatch, capsys)
     assert code == 1, out + err
     assert out.startswith("## specbench gate: FAIL (accuracy)") and "strict dropped 0.600" in _row(out, "accuracy")[5]
+
+
+def test_the_near_tie_margin_is_what_classifies_an_embedded_mismatch(gate_pair, clean_reference, tmp_path,
+                                                                     monkeypatch, capsys):
+    """With a margin wider than any top-2 gap, every mismatch of the faulty engine is a near-tie: lossless passes on
+    the probe's verdict alone (the default margin failed it above), and --strict fails it again."""
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
+    args = [*engine_args(gate_pair), "--inject", "verify-kv-off-by-one", "--results-dir", str(tmp_path),
+            "--stages", "lossless", "--near-tie-margin", "1000"]
+    code, out, err = run_gate_cli(args, monkeypatch, capsys)
+    assert code == 0, out + err
+    row = _row(out, "lossless")
+    assert row[1] == "PASS" and "0 divergent" in row[2] and "near-tie mismatch(es) only" in row[5]
+    assert _row(out, "accuracy")[1] == "SKIP"
+    code, out, err = run_gate_cli([*args, "--strict", "--results-dir", str(tmp_path / "strict")], monkeypatch,
+                                  capsys)
+    assert code == 1 and _row(out, "lossless")[1] == "FAIL", out + err
