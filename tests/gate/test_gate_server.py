@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tests.gate.conftest import run_gate_cli  # noqa: E402
-from tests.support.tiny_models import data_dir  # noqa: E402
+from tests.gate.conftest import run_gate_cli
+from tests.support.tiny_models import data_dir
 
 
 def _server(pair, inject: str | None = None):
