@@ -56,7 +56,8 @@ def acceptance_stage(now: Sequence[RequestAcceptance] | None, reference: Sequenc
     _, drafted, accepted = pooled(now)
     tests = position_tests(ref_accepted, ref_drafted, accepted, drafted, t.acceptance_alpha)
     rates = " ".join(f"{x.rate:.2f}/{x.baseline_rate:.2f}" for x in tests)
-    metric = f"AL {al:.3f} (ref {al_ref:.3f}, {al / al_ref - 1:+.1%}); rate_k now/ref {rates}; {len(now)} request sample(s)"
+    metric = (f"AL {al:.3f} (ref {al_ref:.3f}, {al / al_ref - 1:+.1%}); rate_k now/ref {rates}; "
+              f"{len(now)} request sample(s)")
     power = (f"per-position drop >= {', '.join(f'{x.detectable_drop:.2f}' for x in tests)} at "
              f"{DETECT_POWER:.0%} power")
     failures = []

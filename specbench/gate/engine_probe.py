@@ -9,28 +9,41 @@ re-tokenisation moves it).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis, classify
 from specbench.runs.sweep_config import SweepConfig
 
+if TYPE_CHECKING:
+    from specbench import LLM
+
+
+@dataclass(frozen=True)
+class _CleanTarget:
+    llm: LLM  # plain decoding: no draft, no fault
+    prompts: dict[tuple[str, int], tuple[int, ...]]  # (sample_id, turn) -> [num_prompt_tokens] first turns' ids
+
 
 def embedded_probe(config: SweepConfig, margin: float) -> Callable[[str, int, str, str], TieDiagnosis]:
-    state: dict[str, object] = {}  # the clean target and the prompts' token ids, built on the first mismatch
+    @functools.cache
+    def target() -> _CleanTarget:  # built on the first mismatch only
+        return _load(config)
 
     def probe(sample_id: str, turn: int, ref_text: str, spec_text: str) -> TieDiagnosis:
-        if not state:
-            state.update(_load(config))
-        prompt = state["prompts"].get((sample_id, turn))  # type: ignore[attr-defined]
+        clean = target()
+        prompt = clean.prompts.get((sample_id, turn))
         if not prompt:
             return TieDiagnosis(UNCLASSIFIED, None, (), "no prompt token ids for this turn")
-        return _diagnose(state["llm"], prompt, ref_text, spec_text, margin, config.engine.block_size)
+        return _diagnose(clean.llm, prompt, ref_text, spec_text, margin, config.engine.block_size)
 
     return probe
 
 
-def _load(config: SweepConfig) -> dict[str, object]:
+def _load(config: SweepConfig) -> _CleanTarget:
     import dataclasses
 
     from specbench import LLM
@@ -47,11 +60,10 @@ def _load(config: SweepConfig) -> dict[str, object]:
     planner = TurnPlanner(workload, llm.tokenizer, tokenize=True)
     chat_template = workload.is_chat if config.chat_template is None else config.chat_template
     settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), 0), chat_template)
-    prompts = {(s.sample_id, 0): planner.first_turn(s, settings).token_ids for s in samples}
-    return {"llm": llm, "prompts": prompts}
+    return _CleanTarget(llm, {(s.sample_id, 0): planner.first_turn(s, settings).token_ids for s in samples})
 
 
-def _diagnose(llm, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,
+def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,
               block_size: int) -> TieDiagnosis:
     from specbench.check.target_probs import next_token_probs
     from specbench.sampling_params import SamplingParams

@@ -69,15 +69,16 @@ def read_reference(path: Path) -> GateReference:
         raise SpecbenchError(f"{where}: not a {FORMAT} file of version {VERSION} "
                              f"(format {doc.get('format')!r}, version {doc.get('version')!r})")
     try:
-        settings = GateSettings(**_object(doc, "settings"))
+        settings = GateSettings(**_object(doc, "settings", where))
         greedy = tuple(GreedyOutput(str(o["sample_id"]), int(o["turn"]), str(o["text"]))
-                       for o in _list(doc, "greedy_outputs"))
+                       for o in _list(doc, "greedy_outputs", where))
         acceptance = None if doc.get("acceptance") is None else tuple(
             RequestAcceptance(str(a["sample_id"]), int(a["turn"]), int(a["num_draft_rounds"]),
                               tuple(int(v) for v in a["num_drafted_per_pos"]),
-                              tuple(int(v) for v in a["num_accepted_per_pos"])) for a in _list(doc, "acceptance"))
-        accuracy = None if doc.get("accuracy") is None else Accuracy(**_object(doc, "accuracy"))
-        speed_doc = _object(doc, "speed")
+                              tuple(int(v) for v in a["num_accepted_per_pos"]))
+            for a in _list(doc, "acceptance", where))
+        accuracy = None if doc.get("accuracy") is None else Accuracy(**_object(doc, "accuracy", where))
+        speed_doc = _object(doc, "speed", where)
         speed = SpeedSamples(tuple(float(v) for v in speed_doc["output_throughput"]),
                              tuple(float(v) for v in speed_doc["tpot_median_s"]))
         return GateReference(settings, str(doc["source"]), greedy, str(doc["greedy_source"]), acceptance, accuracy,
@@ -96,15 +97,15 @@ def check_matches(reference: GateReference, settings: GateSettings, path: Path) 
                              f"rerun with the reference's settings or write a new reference")
 
 
-def _object(doc: dict[str, Any], key: str) -> dict[str, Any]:
+def _object(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = doc.get(key)
     if not isinstance(value, dict):
-        raise SpecbenchError(f"gate reference: field {key!r} must be a JSON object, got a JSON {json_kind(value)}")
+        raise SpecbenchError(f"{where}: field {key!r} must be a JSON object, got a JSON {json_kind(value)}")
     return value
 
 
-def _list(doc: dict[str, Any], key: str) -> list[Any]:
+def _list(doc: dict[str, Any], key: str, where: str) -> list[Any]:
     value = doc.get(key)
     if not isinstance(value, list):
-        raise SpecbenchError(f"gate reference: field {key!r} must be a JSON array, got a JSON {json_kind(value)}")
+        raise SpecbenchError(f"{where}: field {key!r} must be a JSON array, got a JSON {json_kind(value)}")
     return value

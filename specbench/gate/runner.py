@@ -60,19 +60,23 @@ def run_gate(request: GateRequest) -> GateReport:
         reference = read_reference(request.reference)
         check_matches(reference, settings, request.reference)
     crash = None
+    planned = Path(config.results_dir).expanduser() / str(config.run_id)
     try:
         run_dir = run_sweep(config, calibrate=False).run_dir
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
-        run_dir, crash = None, str(err)
+        run_dir, crash = planned, str(err)
     except SpecbenchError as err:
-        planned = Path(config.results_dir).expanduser() / str(config.run_id)
         if not (planned / "manifest.json").is_file():
             raise  # before the run started: the user's settings, data or paths
         run_dir, crash = planned, str(err)  # a request or server failed mid-run: the system under test
+    except Exception as err:  # noqa: BLE001 - the embedded engine raised: that is the verdict, as in check's rows
+        from specbench.check.crash import crash_line
+
+        run_dir, crash = planned, crash_line(err)
     title = f"{_source(config)}, k={request.num_steps}, {config.workload}"
     if crash is not None:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
-                          str(run_dir or "-"), crashed_stages(crash, request.stages))
+                          str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
     observation = read_observation(run_dir, request.num_steps)
     if request.write_reference is not None:
         write_reference(reference_of(observation, settings, _source(config)), request.write_reference)

@@ -46,7 +46,8 @@ def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: T
         return StageResult(SPEED, Status.NOT_AVAILABLE, f"repeats now {len(now.output_throughput)}, ref "
                            f"{len(reference.output_throughput)}", rule, "-",
                            f"speed needs >= {MIN_RUNS} repeats a side (--repeats): no verdict on noise")
-    metric_text = "; ".join(parts) + f"; repeats now {len(now.output_throughput)}, ref {len(reference.output_throughput)}"
+    repeats = f"repeats now {len(now.output_throughput)}, ref {len(reference.output_throughput)}"
+    metric_text = "; ".join([*parts, repeats])
     power = ("smallest change called: " + ", ".join(powers)) if powers else "no run-to-run spread"
     if regressed:
         return StageResult(SPEED, Status.FAIL, metric_text, rule, power, "; ".join(regressed))

@@ -157,3 +157,17 @@ def test_the_near_tie_margin_is_what_classifies_an_embedded_mismatch(gate_pair, 
     code, out, err = run_gate_cli([*args, "--strict", "--results-dir", str(tmp_path / "strict")], monkeypatch,
                                   capsys)
     assert code == 1 and _row(out, "lossless")[1] == "FAIL", out + err
+
+
+def test_an_engine_that_raises_fails_outputs_with_the_crash(gate_pair, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
+    junit = tmp_path / "gate.xml"
+    code, out, err = run_gate_cli([*engine_args(gate_pair), "--inject", "bonus-row-past-end", "--results-dir",
+                                   str(tmp_path / "results"), "--junit", str(junit)], monkeypatch, capsys)
+    assert code == 1, out + err
+    assert out.startswith("## specbench gate: FAIL (outputs)") and "Traceback" not in out + err
+    row = _row(out, "outputs")
+    assert row[1] == "FAIL" and row[5].startswith("crashed: IndexError: verify row")
+    assert {_row(out, s)[1] for s in ("lossless", "accuracy", "acceptance", "speed")} == {"N/A"}
+    assert "crashed: IndexError" in ET.parse(junit).getroot().find("testsuite/testcase[@name='outputs']/failure"
+                                                                     ).get("message")

@@ -1,4 +1,5 @@
-"""Each gate stage's rule on hand-made measurements: it passes what it should and fails (or says N/A) with its reason."""
+"""Each gate stage's rule on hand-made measurements: it passes what it should, and fails (or says N/A) with its
+reason."""
 
 from __future__ import annotations
 
