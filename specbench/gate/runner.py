@@ -83,7 +83,8 @@ def run_gate(request: GateRequest) -> GateReport:
     probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
     stages = tuple(_stage(name, observation, reference, request, probe) if name in request.stages else skipped(name)
                    for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS))
-    return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", _where(request), str(run_dir), stages)
+    where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
+    return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 
 
 def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:
