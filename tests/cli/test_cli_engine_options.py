@@ -12,7 +12,7 @@ from specbench.cli.app import app
 from specbench.cli.options import ENGINE_OPTION_NAMES
 from specbench.config import EngineConfig
 
-MODEL_LOADING = ("generate", "sweep", "gsm8k", "mtbench", "check", "serve")
+MODEL_LOADING = ("generate", "sweep", "gsm8k", "mtbench", "check", "serve", "gate")
 
 
 def _help_flags(command: str) -> set[str]:

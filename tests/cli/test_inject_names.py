@@ -15,7 +15,8 @@ from tests.support.cli_run import assert_one_clean_error, run_main
 
 NOWHERE = "/nonexistent/specbench-model"  # reaching the model load with this is "everything before was fine"
 UNKNOWN = "unknown fault 'no-such-fault'; supported: " + ", ".join(sorted(FAULTS))
-ENGINE_COMMANDS = (("generate", "-p", "hi"), ("sweep",), ("gsm8k",), ("mtbench",), ("check",), ("serve",))
+ENGINE_COMMANDS = (("generate", "-p", "hi"), ("sweep",), ("gsm8k",), ("mtbench",), ("check",), ("serve",),
+                   ("gate",))
 
 
 @pytest.mark.parametrize("command", ENGINE_COMMANDS, ids=[c[0] for c in ENGINE_COMMANDS])

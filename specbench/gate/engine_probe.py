@@ -1,0 +1,87 @@
+"""The near-tie probe for an embedded engine: at the first character where the k output departs from the k = 0 one,
+the clean target's top-2 log-probability margin (nats), as check's greedy check and check-lossless classify.
+
+The probe rebuilds the clean target (no draft, no fault) once, on the first mismatch. The run stored texts, not token
+ids, so the k = 0 text is re-tokenised; a generated text may tokenise differently from the ids that produced it, so
+the margin is read in a context that can differ slightly from the engine's (a near-tie stays a near-tie unless the
+re-tokenisation moves it).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis, classify
+from specbench.runs.sweep_config import SweepConfig
+
+if TYPE_CHECKING:
+    from specbench import LLM
+
+
+@dataclass(frozen=True)
+class _CleanTarget:
+    llm: LLM  # plain decoding: no draft, no fault
+    prompts: dict[tuple[str, int], tuple[int, ...]]  # (sample_id, turn) -> [num_prompt_tokens] first turns' ids
+
+
+def embedded_probe(config: SweepConfig, margin: float) -> Callable[[str, int, str, str], TieDiagnosis]:
+    @functools.cache
+    def target() -> _CleanTarget:  # built on the first mismatch only
+        return _load(config)
+
+    def probe(sample_id: str, turn: int, ref_text: str, spec_text: str) -> TieDiagnosis:
+        clean = target()
+        prompt = clean.prompts.get((sample_id, turn))
+        if not prompt:
+            return TieDiagnosis(UNCLASSIFIED, None, (), "no prompt token ids for this turn")
+        return _diagnose(clean.llm, prompt, ref_text, spec_text, margin, config.engine.block_size)
+
+    return probe
+
+
+def _load(config: SweepConfig) -> _CleanTarget:
+    import dataclasses
+
+    from specbench import LLM
+    from specbench.bench.cell_runner import turn_settings
+    from specbench.runs.cell_key import CellKey
+    from specbench.runs.preflight import workload_options
+    from specbench.runs.turns import TurnPlanner
+    from specbench.workloads import get_workload
+    from specbench.workloads.data import resolve_data_source
+
+    llm = LLM(dataclasses.replace(config.engine, method="none", draft=None, max_num_steps=0, inject=None))
+    workload = get_workload(config.workload, **workload_options(config))
+    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
+    planner = TurnPlanner(workload, llm.tokenizer, tokenize=True)
+    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
+    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), 0), chat_template)
+    return _CleanTarget(llm, {(s.sample_id, 0): planner.first_turn(s, settings).token_ids for s in samples})
+
+
+def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,
+              block_size: int) -> TieDiagnosis:
+    from specbench.check.target_probs import next_token_probs
+    from specbench.sampling_params import SamplingParams
+
+    diverge = next((i for i, (a, b) in enumerate(zip(ref_text, spec_text)) if a != b),
+                   min(len(ref_text), len(spec_text)))
+    tokenizer = llm.tokenizer
+    ids = tuple(tokenizer.encode(ref_text, add_special_tokens=False))
+    # the first token whose decoded prefix reaches past the divergent character
+    position = next((i for i in range(len(ids)) if len(tokenizer.decode(ids[:i + 1])) > diverge), None)
+    if position is None:
+        return TieDiagnosis(UNCLASSIFIED, None, (), "the k = 0 text ends where the k text goes on")
+    model = llm.engine.runner.model
+    device = next(model.parameters()).device
+    probs = next(next_token_probs(model, [prompt], [ids[:position + 1]], SamplingParams(temperature=1.0),
+                                  block_size=block_size, device=device))  # [1, position + 1, vocab]
+    top = probs[0, position].double().topk(2)
+    first, second = (float(v) for v in top.values)
+    gap = math.log(first) - math.log(second) if second > 0 else math.inf
+    candidates = tuple(tokenizer.decode([int(t)]) for t in top.indices)
+    return TieDiagnosis(classify(gap, threshold), gap, candidates, None)

@@ -1,0 +1,72 @@
+"""The gate's report: a markdown table (one line per stage) and JUnit XML (one testcase per stage) for CI."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+from specbench.gate.stage import StageResult, Status
+
+EXIT_PASSED, EXIT_FAILED = 0, 1  # user errors exit 2 (cli/app.py)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    title: str  # what was gated: engine or server, k
+    reference: str  # the reference file read or written, or "none"
+    run_dir: str  # the sweep run directory the stages read
+    stages: tuple[StageResult, ...]
+
+    @property
+    def failed(self) -> tuple[StageResult, ...]:
+        return tuple(s for s in self.stages if s.status is Status.FAIL)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED if self.failed else EXIT_PASSED
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(report: GateReport) -> str:
+    verdict = "FAIL (" + ", ".join(s.name for s in report.failed) + ")" if report.failed else "PASS"
+    lines = [f"## specbench gate: {verdict}", "",
+             f"{report.title}; reference: {report.reference}; run: {report.run_dir}", "",
+             "| stage | status | metric | tolerance | power | reason |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {s.name} | {s.status.value} | {_cell(s.metric)} | {_cell(s.tolerance)} | {_cell(s.power)} | "
+              f"{_cell(s.reason)} |" for s in report.stages]
+    for s in report.stages:
+        if s.details:
+            lines += ["", f"{s.name}:"] + [f"- {_cell(d)}" for d in s.details]
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(report: GateReport) -> str:
+    suite = ET.Element("testsuite", name="specbench gate", tests=str(len(report.stages)),
+                       failures=str(len(report.failed)),
+                       skipped=str(sum(s.status in (Status.SKIP, Status.NOT_AVAILABLE) for s in report.stages)))
+    for s in report.stages:
+        case = ET.SubElement(suite, "testcase", classname="specbench.gate", name=s.name)
+        summary = f"{s.reason} | metric: {s.metric} | tolerance: {s.tolerance} | power: {s.power}"
+        if s.status is Status.FAIL:
+            failure = ET.SubElement(case, "failure", message=s.reason)
+            failure.text = "\n".join((summary, *s.details))
+        elif s.status is not Status.PASS:
+            ET.SubElement(case, "skipped", message=f"{s.status.value}: {s.reason}")
+        else:
+            ET.SubElement(case, "system-out").text = summary
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_text(path: str | Path, text: str, what: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as err:
+        raise SpecbenchError(f"cannot write the {what} {path}: {err.strerror or err}") from None

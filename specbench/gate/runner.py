@@ -1,0 +1,183 @@
+"""`run_gate`: run the gate's sweep (greedy, k = 0 and k, on an embedded engine or a server), read it back, write or
+read the reference, and judge every stage that was not skipped."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench.errors import ServerLaunchFailed, SpecbenchError
+from specbench.gate.acceptance_stage import acceptance_stage
+from specbench.gate.accuracy_stage import accuracy_stage
+from specbench.gate.lossless_stage import Probe, lossless_stage
+from specbench.gate.observed import Observation, read_observation
+from specbench.gate.outputs_stage import outputs_stage
+from specbench.gate.reference import (GateReference, GateSettings, check_matches, read_reference, reference_of,
+                                      write_reference)
+from specbench.gate.report import GateReport
+from specbench.gate.speed_stage import speed_stage
+from specbench.gate.stage import ACCEPTANCE, ACCURACY, LOSSLESS, OUTPUTS, SPEED, StageResult, Status, skipped
+from specbench.gate.tolerances import Tolerances
+from specbench.runs.sweep_config import SweepConfig
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    sweep: SweepConfig  # backend, engine or server, workload, prompts, budget, concurrency, repeats, results dir
+    num_steps: int  # k gated (a --base-url server's own k: it only labels the run)
+    stages: tuple[str, ...]  # to run, in stage order (the rest are reported SKIP)
+    tolerances: Tolerances
+    reference: Path | None = None  # compare against this file
+    write_reference: Path | None = None  # record this run as the reference
+
+
+def gate_sweep_config(request: GateRequest) -> SweepConfig:
+    """Greedy, no warmup requests measured; k = 0 beside k where the gate controls k (embedded, --server-cmd)."""
+    config = request.sweep
+    fixed_server = config.base_url is not None and config.server_cmd is None
+    steps = (request.num_steps,) if fixed_server or request.num_steps == 0 else (0, request.num_steps)
+    return dataclasses.replace(config, temperature=(0.0,), num_steps=steps, speedup=False, quiet=True)
+
+
+def settings_of(config: SweepConfig, num_steps: int) -> GateSettings:
+    return GateSettings(config.workload, config.limit, config.shots, config.max_tokens, num_steps,
+                        max(config.concurrency))
+
+
+def run_gate(request: GateRequest) -> GateReport:
+    from specbench.bench.sweep import run_sweep
+
+    if request.num_steps < 1:
+        raise SpecbenchError(f"--num-steps {request.num_steps}: the gate needs k >= 1 (a speculative run)")
+    config = gate_sweep_config(request)
+    if config.run_id is None:  # known in advance: a crash mid-run is told from a user error by the run's manifest
+        config = dataclasses.replace(config, run_id=time.strftime("gate-%Y%m%d-%H%M%S"))
+    settings = settings_of(config, request.num_steps)
+    reference = None
+    if request.reference is not None:
+        reference = read_reference(request.reference)
+        check_matches(reference, settings, request.reference)
+    crash = None
+    planned = Path(config.results_dir).expanduser() / str(config.run_id)
+    try:
+        run_dir = run_sweep(config, calibrate=False).run_dir
+    except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
+        run_dir, crash = planned, str(err)
+    except SpecbenchError as err:
+        if not (planned / "manifest.json").is_file():
+            raise  # before the run started: the user's settings, data or paths
+        run_dir, crash = planned, str(err)  # a request or server failed mid-run: the system under test
+    except Exception as err:  # noqa: BLE001 - the embedded engine raised: that is the verdict, as in check's rows
+        from specbench.check.crash import crash_line
+
+        run_dir, crash = planned, crash_line(err)
+    title = f"{_source(config)}, k={request.num_steps}, {config.workload}"
+    if crash is not None:
+        return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
+                          str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
+    observation = read_observation(run_dir, request.num_steps)
+    if request.write_reference is not None:
+        write_reference(reference_of(observation, settings, _source(config)), request.write_reference)
+    probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
+    stages = tuple(_stage(name, observation, reference, request, probe) if name in request.stages else skipped(name)
+                   for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS))
+    where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
+    return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
+
+
+def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:
+    """The run stopped on a failed server or request: the outputs stage fails with why; nothing else was judged."""
+    out = []
+    for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS):
+        if name not in chosen and name != OUTPUTS:
+            out.append(skipped(name))
+        elif name == OUTPUTS:  # a crash fails the gate even with --skip outputs: nothing else could be judged
+            out.append(StageResult(OUTPUTS, Status.FAIL, "run crashed", "0 failed, empty or abnormally ended "
+                                   "requests", "-", " ".join(crash.split())))
+        else:
+            out.append(StageResult(name, Status.NOT_AVAILABLE, "-", "-", "-", "the run crashed (see outputs)"))
+    return tuple(out)
+
+
+def _where(request: GateRequest) -> str:
+    where = "none" if request.reference is None else str(request.reference)
+    if request.write_reference is not None:
+        where = f"written to {request.write_reference}" + ("" if request.reference is None else f", read {where}")
+    return where
+
+
+def _stage(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
+           probe: Probe | None) -> StageResult:
+    t = request.tolerances
+    if name == LOSSLESS:
+        if observation.baseline_outputs is not None:
+            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run", t, probe)
+        greedy = None if reference is None else reference.greedy_outputs
+        source = "" if reference is None else f"reference file, {reference.greedy_source}"
+        return lossless_stage(observation.spec_outputs, greedy, source, t, probe)
+    if name == ACCURACY:
+        return accuracy_stage(observation.accuracy, None if reference is None else reference.accuracy, t)
+    if name == ACCEPTANCE:
+        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t)
+    if name == SPEED:
+        return speed_stage(observation.speed, None if reference is None else reference.speed, t,
+                           request.num_steps)
+    if name == OUTPUTS:
+        return outputs_stage(observation)
+    raise AssertionError(name)
+
+
+def _source(config: SweepConfig) -> str:
+    if config.server_cmd is not None:
+        return f"server command {config.server_cmd!r}"
+    if config.base_url is not None:
+        return f"server {config.base_url}"
+    from specbench.faults import mutant_label
+
+    e = config.engine
+    inject = f" {mutant_label(e.inject)}" if e.inject else ""  # the marker every table of a mutant run carries
+    return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
+
+
+def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
+    """The near-tie probe: the embedded engine's clean target (gate/engine_probe.py), or a --base-url server's
+    logprobs for the gate's own prompts; a --server-cmd server is stopped by now (mismatches stay unclassified)."""
+    if config.is_embedded:
+        from specbench.gate.engine_probe import embedded_probe
+
+        return embedded_probe(config, tolerances.near_tie_margin)
+    if config.server_cmd is not None:
+        return None
+    from specbench.backends.credentials import auth_headers
+    from specbench.backends.deadline import DeadlineClient
+    from specbench.backends.near_tie import diagnose
+    from specbench.backends.openai_backend import OpenAIBackend
+    from specbench.bench.cell_runner import turn_settings
+    from specbench.runs.cell_key import CellKey
+    from specbench.runs.preflight import workload_options
+    from specbench.runs.turns import TurnPlanner
+    from specbench.workloads import get_workload
+    from specbench.workloads.data import resolve_data_source
+
+    workload = get_workload(config.workload, **workload_options(config))
+    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
+    backend = OpenAIBackend(config)
+    planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
+    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
+    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), config.num_steps[0]), chat_template)
+    prompts = {s.sample_id: planner.first_turn(s, settings).prompt for s in samples}
+    client = DeadlineClient(backend.root, auth_headers(backend.api_key))
+    model, timeout = backend.model, backend.timeout_s
+    backend.close()
+
+    def probe(sample_id: str, turn: int, ref_text: str, spec_text: str):
+        from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis
+
+        prompt = prompts.get(sample_id)
+        if turn != 0 or prompt is None or (prompt.messages and not prompt.add_special_tokens):
+            return TieDiagnosis(UNCLASSIFIED, None, (), "chat or later-turn prompt: no text continuation to probe")
+        return diagnose(client, model, prompt.text, ref_text, spec_text, tolerances.near_tie_margin, timeout)
+
+    return probe

@@ -1,0 +1,54 @@
+"""Stage `speed`: output throughput and median TPOT at k against the reference's, judged as `compare` judges speed:
+the run-to-run t interval of the relative delta over the repeats (compare/noise.run_evidence) and compare's verdict
+(compare/verdict.decide). Fails on a `regressed` verdict; with fewer than 2 repeats on a side there is no run-to-run
+estimate, and the stage says N/A rather than pass or fail on noise."""
+
+from __future__ import annotations
+
+from specbench.compare.metrics_catalog import select
+from specbench.compare.noise import MIN_RUNS, run_evidence
+from specbench.compare.verdict import Verdict, decide
+from specbench.gate.observed import SpeedSamples
+from specbench.gate.stage import SPEED, StageResult, Status
+from specbench.gate.tolerances import Tolerances
+
+METRICS = ("output_throughput", "tpot_median")
+
+
+def _values(samples: SpeedSamples, name: str) -> tuple[float, ...]:
+    return samples.output_throughput if name == "output_throughput" else samples.tpot_median_s
+
+
+def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: Tolerances,
+                num_steps: int) -> StageResult:
+    t = tolerances
+    rule = (f"compare's verdict: regressed = {t.confidence:.0%} run-to-run interval excludes 0 and "
+            f"|change| >= {t.speed_min_change:g}%")
+    if reference is None:
+        return StageResult(SPEED, Status.NOT_AVAILABLE, "-", rule, "-", "no reference speed (--reference)")
+    parts, powers, regressed, unjudged = [], [], [], []
+    for metric in select(METRICS, num_steps):
+        before, after = _values(reference, metric.name), _values(now, metric.name)
+        if min(len(before), len(after)) < MIN_RUNS:
+            unjudged.append(metric.name)
+            continue
+        evidence = run_evidence(before, after, metric.delta, t.confidence)
+        mean_b, mean_a = sum(before) / len(before), sum(after) / len(after)
+        delta = mean_a / mean_b - 1 if mean_b else None
+        verdict = decide(delta, evidence, metric.higher_is_better, t.speed_min_change / 100)
+        shown = f"{delta:+.1%}" if delta is not None else "n/a"
+        parts.append(f"{metric.name} {shown} ({verdict.value})")
+        if evidence.mde is not None:
+            powers.append(f"{metric.name} ±{max(evidence.mde, t.speed_min_change / 100):.1%}")
+        if verdict is Verdict.REGRESSED:
+            regressed.append(f"{metric.name} regressed {shown}")
+    if unjudged and not parts:
+        return StageResult(SPEED, Status.NOT_AVAILABLE, f"repeats now {len(now.output_throughput)}, ref "
+                           f"{len(reference.output_throughput)}", rule, "-",
+                           f"speed needs >= {MIN_RUNS} repeats a side (--repeats): no verdict on noise")
+    repeats = f"repeats now {len(now.output_throughput)}, ref {len(reference.output_throughput)}"
+    metric_text = "; ".join([*parts, repeats])
+    power = ("smallest change called: " + ", ".join(powers)) if powers else "no run-to-run spread"
+    if regressed:
+        return StageResult(SPEED, Status.FAIL, metric_text, rule, power, "; ".join(regressed))
+    return StageResult(SPEED, Status.PASS, metric_text, rule, power, "no regression beyond run-to-run noise")

@@ -1,0 +1,51 @@
+"""`specbench gate --base-url` against an in-process `specbench serve` (draft, k = 2): a clean server passes against
+a reference recorded from it; a server built with an injected verifier fault fails lossless against that reference."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from tests.gate.conftest import run_gate_cli
+from tests.support.tiny_models import data_dir
+
+
+def _server(pair, inject: str | None = None):
+    from specbench.config import EngineConfig
+    from specbench.serve import ServeConfig, start_server
+
+    engine = EngineConfig(target=str(pair.target), method="draft", draft=str(pair.draft), device="cpu",
+                          kv_cache_gb=0.05, max_num_steps=2, inject=inject)
+    return start_server(ServeConfig(engine, served_model_name="tiny"))
+
+
+def _args(url: str, tmp_path) -> list[str]:
+    return ["--base-url", url, "-k", "2", "--data-dir", str(data_dir()), "--num-prompts", "4", "--shots", "1",
+            "--max-tokens", "12", "--results-dir", str(tmp_path / "results")]
+
+
+def _status(out: str, stage: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"| {stage} |")).split(" | ")[1]
+
+
+def test_a_clean_server_passes_and_a_faulty_one_fails_lossless(gate_pair, tmp_path, monkeypatch, capsys):
+    ref = tmp_path / "ref.json"
+    with _server(gate_pair) as clean:
+        code, out, err = run_gate_cli([*_args(clean.url, tmp_path), "--write-reference", str(ref)], monkeypatch,
+                                      capsys)
+        assert code == 0, out + err
+        assert "k=2 server (no k = 0 run)" in ref.read_text()
+        code, out, err = run_gate_cli([*_args(clean.url, tmp_path), "--reference", str(ref)], monkeypatch, capsys)
+    assert code == 0, out + err
+    assert _status(out, "lossless") == "PASS" and "reference file, k=2 server" in out
+    assert _status(out, "outputs") == "PASS" and _status(out, "speed") == "N/A"
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
+    with _server(gate_pair, inject="verify-kv-off-by-one") as faulty:
+        code, out, err = run_gate_cli([*_args(faulty.url, tmp_path), "--reference", str(ref)], monkeypatch, capsys)
+    assert code == 1, out + err
+    assert out.startswith("## specbench gate: FAIL (lossless") and _status(out, "lossless") == "FAIL"
+    # The probe asked the server for logprobs; `serve` has none yet, so the mismatches stay unclassified (divergent).
+    assert "[unclassified: " in out
+    assert _status(out, "acceptance") == "FAIL"  # from the server's /metrics counters: the fault rejects drafts
