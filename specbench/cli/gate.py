@@ -8,8 +8,8 @@ import typer
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN
 from specbench.cli import options as o
-from specbench.cli import server_options as so
 from specbench.cli.app import app
+from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.runs import deadlines
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
 
@@ -54,7 +54,7 @@ def gate(
                                          rich_help_panel=GATE)] = 1,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k (accuracy is scored on gsm8k only)",
                                           rich_help_panel=o.WORKLOAD)] = "gsm8k",
-    data_dir: o.DataDir = None,
+    data_dir: DataDir = None,
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="first N samples",
                                        rich_help_panel=o.WORKLOAD)] = 20,
     shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples",
@@ -72,10 +72,10 @@ def gate(
                                                         rich_help_panel=o.SERVER)] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="variable holding the API key",
                                                        rich_help_panel=o.SERVER)] = None,
-    request_timeout: so.RequestTimeout = deadlines.REQUEST_TIMEOUT_S,
-    server_cmd: so.ServerCmd = None,
-    server_baseline_cmd: so.ServerBaselineCmd = None,
-    server_ready_timeout: so.ServerReadyTimeout = deadlines.SERVER_READY_TIMEOUT_S,
+    request_timeout: sweep_option("request_timeout") = deadlines.REQUEST_TIMEOUT_S,
+    server_cmd: sweep_option("server_cmd") = None,
+    server_baseline_cmd: sweep_option("server_baseline_cmd") = None,
+    server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
     engine: dict = None,  # the shared engine option group (options.engine_options)
 ) -> None:
     """Lossless greedy, accuracy, acceptance per position, speed and crash/empty/truncated outputs in one run:
