@@ -5,7 +5,7 @@ from __future__ import annotations
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
 from specbench.bench.check_notes import check_lines, histogram_lines
-from specbench.bench.crossover import format_crossovers
+from specbench.compare.crossover import format_crossovers
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations

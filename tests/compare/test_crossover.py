@@ -1,4 +1,4 @@
-"""The crossover concurrency where speculation stops paying (bench/crossover.py)."""
+"""The crossover concurrency where speculation stops paying (compare/crossover.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from specbench.bench.crossover import crossovers, first_crossing, format_crossovers, speedup_point
+from specbench.compare.crossover import crossovers, first_crossing, format_crossovers, speedup_point
 
 
 def _cells(speedups: dict[int, list[float]], k: int = 2) -> list[dict]:
