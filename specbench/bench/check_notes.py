@@ -83,5 +83,33 @@ def _drift(row: Row) -> str:
             f"p={row['acceptance_drift_p']:.2g})")
 
 
+PREFIX_CACHE_DROP = 0.10  # hit-rate points lost with speculation on that are flagged
+
+
+def prefix_cache_lines(cells: Sequence[Row]) -> list[str]:
+    """Per (temperature, concurrency): the k = 0 cells' prefix-cache hit rate against each k > 0's (means over
+    repeats); a WARNING when speculation loses more than PREFIX_CACHE_DROP of it."""
+    points: dict[tuple, dict[int, list[float]]] = {}
+    for row in cells:
+        rate = row.get("prefix_cache_hit_rate")
+        if not is_null(rate):
+            temperature = "default" if math.isnan(row["temperature"]) else format(row["temperature"], "g")
+            points.setdefault((temperature, row["concurrency"]), {}).setdefault(row["num_steps"], []).append(rate)
+    lines, drops = [], []
+    for (temperature, concurrency), by_k in points.items():
+        means = {k: sum(v) / len(v) for k, v in sorted(by_k.items())}
+        lines.append(f"  t={temperature} c={concurrency}: " + ", ".join(f"k={k} {m:.0%}" for k, m in means.items()))
+        if 0 in means:
+            drops += [f"t={temperature} c={concurrency} k={k} {m:.0%} vs k=0 {means[0]:.0%}"
+                      for k, m in means.items() if k and means[0] - m > PREFIX_CACHE_DROP]
+    if not lines:
+        return []
+    sources = sorted({str(r["prefix_cache_source"]) for r in cells if not is_null(r.get("prefix_cache_hit_rate"))})
+    head = [f"prefix-cache hit rate, speculation off (k=0) and on (the server's {', '.join(sources)})"]
+    warn = [f"WARNING: speculation lowers the server's prefix-cache hit rate by > {PREFIX_CACHE_DROP:.0%} points: "
+            + "; ".join(drops[:MAX_NAMED])] if drops else []
+    return warn + head + lines
+
+
 def check_lines(cells: Sequence[Row]) -> list[str]:
     return loop_lines(cells) + drift_lines(cells)

@@ -196,6 +196,12 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
      "the cell; null unless k > 0 on a --duration run with >= 8 filled windows"),
     ("acceptance_drift_p", F64, "two-sided Mann-Kendall p-value of the windows' trend"),
     ("is_acceptance_drift", BOOL, "acceptance_drift_p < 0.01 and |acceptance_drift| > 10%"),
+    ("prefix_cache_hit_rate", F64, "the server's prefix-cache hit rate over the measured window, from its own "
+     "/metrics (backends/prefix_cache.py): vLLM delta prefix_cache_hits / delta prefix_cache_queries (tokens), "
+     "else a gauge at the window's end (vllm:gpu_prefix_cache_hit_rate, sglang:cache_hit_rate); null when not "
+     "exported (llama.cpp) or for the embedded engine (no prefix cache)"),
+    ("prefix_cache_source", STR, "the metric(s) read, '(gauge at window end)' for a gauge; null when none"),
+    ("prefix_cache_note", STR, "why prefix_cache_hit_rate is null"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
     _metric(ACCURACY_STRICT),
     ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),

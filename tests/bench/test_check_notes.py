@@ -44,3 +44,18 @@ def test_drift_warning_and_stable_note():
     assert "r0-t0-c1-k2 3.40 -> 1.90 tokens/emission (-44%, p=0.0001)" in line
     assert drift_lines([_cell(is_acceptance_drift=False)])[0].startswith("note: acceptance stable")
     assert drift_lines([_cell()]) == []
+
+
+def test_prefix_cache_lines_compare_speculation_on_and_off():
+    from specbench.bench.check_notes import prefix_cache_lines
+
+    def cell(k, rate):
+        return _cell(num_steps=k, prefix_cache_hit_rate=rate, prefix_cache_source="sglang:cache_hit_rate (gauge "
+                     "at window end)")
+
+    lines = prefix_cache_lines([cell(0, 0.97), cell(2, 0.45), cell(2, 0.53)])
+    assert lines[0] == "WARNING: speculation lowers the server's prefix-cache hit rate by > 10% points: t=0 c=1 k=2 " \
+                       "49% vs k=0 97%"
+    assert lines[-1] == "  t=0 c=1: k=0 97%, k=2 49%"
+    assert not prefix_cache_lines([cell(0, 0.97), cell(2, 0.95)])[0].startswith("WARNING")
+    assert prefix_cache_lines([_cell(prefix_cache_hit_rate=None)]) == []
