@@ -71,3 +71,18 @@ def test_drift_is_flagged_for_a_decaying_duration_run_only():
     assert drift_test_columns(decaying[:5] + [None] * 7, is_tested=True)["is_acceptance_drift"] is None
     tiny = list(2.5 - 0.05 * np.linspace(0, 1, 12))  # monotone but 2%: below the tolerance
     assert drift_test_columns(tiny, is_tested=True)["is_acceptance_drift"] is False
+
+
+def test_a_decaying_duration_cell_is_flagged_from_its_request_rows():
+    """Acceptance 3.4 -> 1.9 tokens per emission over the window (SGLang #28771's shape), requests interleaved."""
+    rows = []
+    for i in range(24):
+        start = i * 0.5
+        accepted = 2 if i < 8 else 1 if i < 16 else 0  # later requests accept less
+        rows.append(_row([accepted] * 20, start=start, step=0.02))
+    drifting = check_columns(rows, num_steps=3, duration_limit_s=12.0)
+    assert drifting["is_acceptance_drift"] is True and drifting["acceptance_drift"] < -0.3
+    assert drifting["acceptance_windows"][0] == 3.0 and drifting["acceptance_windows"][-1] == 1.0
+    assert check_columns(rows, num_steps=3, duration_limit_s=None)["is_acceptance_drift"] is None  # not a --duration run
+    steady = [_row([1] * 20, start=i * 0.5, step=0.02) for i in range(24)]
+    assert check_columns(steady, num_steps=3, duration_limit_s=12.0)["is_acceptance_drift"] is False
