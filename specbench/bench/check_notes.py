@@ -41,14 +41,16 @@ def histogram_lines(cells: Sequence[Row]) -> list[str]:
 
 
 def loop_lines(cells: Sequence[Row]) -> list[str]:
-    inflated = [r for r in cells if r.get("is_acceptance_loop_inflated") is True]
+    tested = [r for r in cells if r.get("is_acceptance_loop_inflated") is not None]
+    inflated = [r for r in tested if r["is_acceptance_loop_inflated"] is True]
     num_loops = sum(int(r["num_loop_requests"]) for r in cells if not is_null(r.get("num_loop_requests")))
     rule = (f"a request loops when its last >= {LOOP_MIN_COVERAGE:.0%} is one block repeated >= {LOOP_MIN_REPEATS} "
             f"times; a cell is flagged when its acceptance length exceeds that of its non-looping requests by > "
             f"{LOOP_INFLATION_TOLERANCE:.0%}")
     if inflated:
         named = ", ".join(_inflated(r) for r in inflated[:MAX_NAMED])
-        return [f"WARNING: acceptance inflated by degenerate output loops in {len(inflated)} cells ({rule}): a "
+        return [f"WARNING: acceptance inflated by degenerate output loops in {len(inflated)} of {len(tested)} cells "
+                f"({rule}): a "
                 f"benchmark artefact (random or unanswerable prompts), not what real traffic accepts ({named})"]
     if num_loops:
         return [f"note: {num_loops} requests ended in a degenerate loop, without inflating any cell's acceptance "

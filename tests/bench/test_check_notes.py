@@ -28,7 +28,7 @@ def test_loop_warning_names_the_inflated_cell():
     inflated = _cell(num_loop_requests=3, loop_request_fraction=0.3, acceptance_length_without_loops=1.8,
                      is_acceptance_loop_inflated=True)
     (line,) = loop_lines([inflated, _cell()])
-    assert line.startswith("WARNING: acceptance inflated by degenerate output loops in 1 cells")
+    assert line.startswith("WARNING: acceptance inflated by degenerate output loops in 1 of 2 cells")
     assert "r0-t0-c1-k2 AL 2.40 vs 1.80 without its 3 looping requests (30%)" in line
     (note,) = loop_lines([_cell(num_loop_requests=1, loop_request_fraction=0.1)])
     assert note.startswith("note: 1 requests ended in a degenerate loop")

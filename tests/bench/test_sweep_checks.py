@@ -83,6 +83,6 @@ def test_a_decaying_duration_cell_is_flagged_from_its_request_rows():
     drifting = check_columns(rows, num_steps=3, duration_limit_s=12.0)
     assert drifting["is_acceptance_drift"] is True and drifting["acceptance_drift"] < -0.3
     assert drifting["acceptance_windows"][0] == 3.0 and drifting["acceptance_windows"][-1] == 1.0
-    assert check_columns(rows, num_steps=3, duration_limit_s=None)["is_acceptance_drift"] is None  # not a --duration run
+    assert check_columns(rows, num_steps=3, duration_limit_s=None)["is_acceptance_drift"] is None  # no --duration
     steady = [_row([1] * 20, start=i * 0.5, step=0.02) for i in range(24)]
     assert check_columns(steady, num_steps=3, duration_limit_s=12.0)["is_acceptance_drift"] is False
