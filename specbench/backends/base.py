@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.backends.cache_reset import CacheReset
+from specbench.backends.prefix_cache import EMBEDDED, PrefixCacheWindow
 from specbench.backends.spec_counters import SpecCounters
 from specbench.engine.stats import StepStats
 from specbench.runs.cell_key import CellKey
@@ -29,6 +30,7 @@ class CellWindow:
     counters_note: str | None  # why `counters` is None (HTTP), else None
     speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
     anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the counters' sanity checks (runs/anomalies.py)
+    prefix_cache: PrefixCacheWindow = EMBEDDED  # the server's prefix-cache hit rate over the window
 
 
 class BenchBackend(Protocol):

@@ -26,7 +26,8 @@ from specbench.backends.deadline import DeadlineClient, SideDeadlines
 from specbench.backends.http_stream import run_request
 from specbench.backends.request_body import build_request
 from specbench.backends.server_adapters import choose_adapter
-from specbench.backends.server_info import read_server_info, scrape_spec_counters
+from specbench.backends.prefix_cache import prefix_cache_window
+from specbench.backends.server_info import read_server_info, scrape_prefix_cache, scrape_spec_counters
 from specbench.backends.spec_counters import counter_delta
 from specbench.backends.stream_state import StreamState
 from specbench.backends.token_counts import count_tokens
@@ -69,6 +70,7 @@ class OpenAIBackend:
         self._cache = PrefixCacheResetter(self._client)
         self._window_start = None
         self._window_note: str | None = None
+        self._cache_start = None  # PrefixCacheReading at begin_window
 
     @property
     def api_key(self) -> str | None:
@@ -215,17 +217,19 @@ class OpenAIBackend:
 
     def begin_window(self) -> None:
         self._window_start, self._window_note = self._scrape()
+        self._cache_start = scrape_prefix_cache(self._client)
 
     def _scrape(self):
         return scrape_spec_counters(self._client, self.adapter, self.adapter_choice)
 
     def end_window(self) -> CellWindow:
         after, note = self._scrape()
+        cache = prefix_cache_window(self._cache_start, scrape_prefix_cache(self._client))
         if self._window_note is not None or note is not None:
-            return CellWindow((), None, self._window_note or note, self.info.speculation)
+            return CellWindow((), None, self._window_note or note, self.info.speculation, prefix_cache=cache)
         delta, note = counter_delta(self._window_start, after)
         return CellWindow((), delta, note, self.info.speculation,
-                          tuple(map(str, counters_backwards(self._window_start, after))))
+                          tuple(map(str, counters_backwards(self._window_start, after))), prefix_cache=cache)
 
     def close(self) -> None:
         self._client.close()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specbench.backends.credentials import redact
 from specbench.backends.deadline import MAX_METRICS_BYTES, DeadlineClient, DeadlinePassed, ServerAnswerError
+from specbench.backends.prefix_cache import PrefixCacheReading, read_prefix_cache
 from specbench.backends.prometheus import parse_metrics
 from specbench.backends.server_adapters import ServerAdapter, ServerProbe
 from specbench.backends.spec_counters import SpecCounters
@@ -141,3 +142,12 @@ def scrape_spec_counters(
     if counters is None:
         return None, f"the server's /metrics exports no {adapter.name} speculative-decoding counters"
     return counters, None
+
+
+def scrape_prefix_cache(client: DeadlineClient) -> PrefixCacheReading | None:
+    """The server's prefix-cache metrics (backends/prefix_cache.py); None without /metrics or without them."""
+    try:
+        response = client.get("/metrics", client.deadlines.metrics_s, MAX_METRICS_BYTES)
+    except ServerAnswerError:
+        return None
+    return read_prefix_cache(parse_metrics(response.text)) if response.status_code == 200 else None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specbench.backends.cache_reset import SKIPPED, CacheReset
+from specbench.backends.prefix_cache import EMBEDDED, PrefixCacheWindow
 from specbench.bench.load_pattern import LoadPattern
 from specbench.bench.reasoning_split import answer_text
 from specbench.bench.warmup import warmup_turns
@@ -39,6 +40,7 @@ class CellRun:
     counters_note: str | None = None  # HTTP: why `counters` is None
     server_speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
     window_anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the window's counter checks
+    prefix_cache: PrefixCacheWindow = EMBEDDED  # the server's prefix-cache hit rate over the window
 
 
 def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
@@ -96,6 +98,7 @@ def run_cell(
         counters_note=window.counters_note,
         server_speculation=window.speculation,
         window_anomalies=window.anomalies,
+        prefix_cache=window.prefix_cache,
     )
 
 

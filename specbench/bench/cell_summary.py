@@ -9,6 +9,7 @@ from typing import Any
 
 from specbench.bench.server_acceptance import ENGINE_SOURCE, empty_acceptance
 from specbench.bench.speedup_bound import bound_columns
+from specbench.bench.sweep_checks import check_columns
 from specbench.metrics.accuracy import accuracy, answer_agreement
 from specbench.metrics.cell_metrics import CellMetrics, speedup
 from specbench.metrics.goodput import Goodput
@@ -58,6 +59,9 @@ def cell_row(
     row.update(bound_columns(row, steps))
     # The sweep fills these once the end probe of the cell's group ran (bench/drift.py).
     row.update(baseline_drift=None, is_drift_suspect=None)
+    row.update(check_columns(request_rows, keys["num_steps"], extra.get("duration_limit_s")))
+    # cell_tables fills these from the backend's window (backends/prefix_cache.py).
+    row.update(prefix_cache_hit_rate=None, prefix_cache_source=None, prefix_cache_note=None)
     # cell_tables fills these from the complete row (metrics/recompute.py).
     row.update(is_metrics_consistent=None, metrics_mismatch=None)
 

@@ -101,6 +101,8 @@ def cell_tables(
         cell.update(bound_columns(cell, steps))  # from the server's acceptance
     if note is not None:
         cell["drafting_note"] = note
+    cell.update(prefix_cache_hit_rate=run.prefix_cache.hit_rate, prefix_cache_source=run.prefix_cache.source,
+                prefix_cache_note=run.prefix_cache.note)
     # Last, on the complete row: a second implementation from the raw records checks what it says.
     cell.update(consistency_columns(cell, requests, store.num_positions, steps))
     return {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
+from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cache_lines
+from specbench.compare.crossover import format_crossovers
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
@@ -31,10 +33,13 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         + (f" | {num_flagged(report.cells)} speedups flagged" if num_flagged(report.cells) else "")
         + (f" | METRICS INCONSISTENT in {n} cells" if (n := len(inconsistent_cells(report.cells))) else "")
     )
-    parts = [head, format_summary(report.cells, width), "\n".join(flag_lines(report.cells, config))]
+    warnings = flag_lines(report.cells, config) + check_lines(report.cells)
+    parts = [head, format_summary(report.cells, width), "\n".join(warnings), "\n".join(histogram_lines(report.cells))]
     if len({row["category"] for row in report.categories}) > 1:
         parts.append(format_categories(report.categories, width))
     parts.append(format_recommendations(list(report.recommendations)))
+    parts.append(format_crossovers(report.cells))
+    parts.append("\n".join(prefix_cache_lines(report.cells)))
     notes = backend_notes(report.cells) + load_notes(report.cells)
     if notes:
         parts.append("\n".join(f"note: {line}" for line in notes))

@@ -19,7 +19,7 @@ def plot(
                                              help="where run ids and labels are looked up")] = RESULTS_DIR,
 ) -> None:
     """Throughput/TPOT and TTFT vs concurrency, acceptance length vs num-steps, per-position acceptance,
-    speedup heatmap, accuracy/agreement."""
+    speedup heatmap, Pareto (tokens/s per user vs total), speedup vs concurrency, accuracy/agreement."""
     from specbench.compare.loading import load_run
     from specbench.compare.plots import write_plots
 

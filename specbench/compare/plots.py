@@ -11,14 +11,16 @@ from specbench.compare.plot_style import NamedFigure, fit_titles, save_figures
 from specbench.compare.plots_acceptance import acceptance_length_figure, per_position_figure, speedup_figure
 from specbench.compare.plots_accuracy import accuracy_figure
 from specbench.compare.plots_latency import goodput_figure, throughput_tpot_figure, ttft_figure
+from specbench.compare.plots_pareto import pareto_figure, speedup_concurrency_figure
 from specbench.errors import SpecbenchError
 from specbench.workloads import SPEED_ONLY_WORKLOADS
 
 
 def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
     """throughput/TPOT and TTFT vs concurrency, goodput (runs swept with --goodput), acceptance length vs k,
-    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines) and accuracy/agreement (not
-    for speed-only workloads)."""
+    per-position acceptance, the speedup heatmap (when the runs have k = 0 baselines), the Pareto front (tokens/s
+    per user vs total), speedup vs concurrency with its crossover (speedups at >= 2 concurrencies) and
+    accuracy/agreement (not for speed-only workloads)."""
     if not runs:
         raise SpecbenchError("plot needs at least one run")
     series = run_series(runs)
@@ -29,6 +31,9 @@ def plot_runs(runs: Sequence[Run]) -> list[NamedFigure]:
         figures += [acceptance_length_figure(series), per_position_figure(series)]
     speedup = speedup_figure(series)
     figures += [speedup] if speedup is not None else []
+    figures.append(pareto_figure(series))
+    by_concurrency = speedup_concurrency_figure(runs, [s.label for s in series])
+    figures += [by_concurrency] if by_concurrency is not None else []
     if not all(run.info.workload in SPEED_ONLY_WORKLOADS for run in runs):
         figures.append(accuracy_figure(series))
     mark_engine_notes(figures, runs)

@@ -9,6 +9,7 @@ from typing import Any
 from specbench.engine.stats import RequestStats, StepStats
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import SloBounds
+from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runs.finished_turn import ENGINE_COUNTS, FinishedTurn
 from specbench.workloads.base import Score, Workload
@@ -77,6 +78,8 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload,
             row.update(draft_stats_source=draft.source, num_draft_rounds=draft.num_draft_rounds,
                        num_draft_tokens=draft.num_draft_tokens, num_accepted_tokens=draft.num_accepted_tokens,
                        num_accepted_per_pos=list(draft.num_accepted_per_pos) if draft.num_accepted_per_pos else None)
+    row["acceptance_length"] = request_acceptance_length(row)
+    row.update(loop_columns(out.output_token_ids, text))
     return row
 
 
@@ -94,6 +97,13 @@ def has_draft_stats(row: Mapping[str, Any]) -> bool:
     """Rounds and accepted tokens are both known (the engine; HTTP only where the server sends both per request).
     False for other HTTP rows: acceptance is per cell, from server counters."""
     return not is_null(row["num_draft_rounds"]) and not is_null(row["num_accepted_tokens"])
+
+
+def request_acceptance_length(row: Mapping[str, Any]) -> float | None:
+    """1 + A_i / D_i; None without draft rounds or per-request counts."""
+    if not has_draft_stats(row) or not row["num_draft_rounds"]:
+        return None
+    return 1.0 + row["num_accepted_tokens"] / row["num_draft_rounds"]
 
 
 def is_success(row: Mapping[str, Any]) -> bool:

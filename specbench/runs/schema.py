@@ -64,7 +64,8 @@ from specbench.runs.anomalies import AnomalyKind, kinds_doc
 SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
 # "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
-# run order, baseline drift and speedup-bound flags; metrics recomputed (is_metrics_consistent)
+# run order, baseline drift and speedup-bound flags; metrics recomputed (is_metrics_consistent); per-request
+# acceptance histogram, degenerate loops, acceptance windows and drift
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -176,6 +177,31 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
      "HTTP, no k = 0, an interrupted group)"),
     ("is_drift_suspect", BOOL, "|baseline_drift| > tolerance and |log speedup| <= |log(1 + baseline_drift)|: "
      "the drift alone could explain the speedup; null for k = 0 or without drift"),
+    ("acceptance_length_histogram", pa.list_(I64), "[8] requests whose acceptance length 1 + A_i / D_i falls in "
+     "each of 8 equal bins of [1, k + 1] (metrics/request_acceptance.py); null for k = 0 or without per-request "
+     "counts"),
+    ("acceptance_length_request_p10", F64, "10th percentile of the requests' 1 + A_i / D_i"),
+    ("acceptance_length_request_p50", F64, "median of the requests' 1 + A_i / D_i"),
+    ("acceptance_length_request_p90", F64, "90th percentile of the requests' 1 + A_i / D_i"),
+    ("num_loop_requests", I64, "successful requests flagged is_degenerate_loop (metrics/loops.py)"),
+    ("loop_request_fraction", F64, "num_loop_requests / successful requests"),
+    ("acceptance_length_without_loops", F64, "1 + A / D over the requests that do not loop; null for k = 0 or "
+     "without per-request counts"),
+    ("loop_acceptance_inflation", F64, "acceptance_length over all requests / acceptance_length_without_loops - 1"),
+    ("is_acceptance_loop_inflated", BOOL, "some request loops and either all do or loop_acceptance_inflation > 5% "
+     "(bench/sweep_checks.py): the cell's acceptance is a benchmark artefact"),
+    ("acceptance_windows", pa.list_(F64), "[12] tokens per decode emission in equal time windows of the cell's "
+     "decode span, null where empty (bench/acceptance_drift.py)"),
+    ("acceptance_drift", F64, "Theil-Sen slope of acceptance_windows x (windows - 1) / mean: relative change over "
+     "the cell; null unless k > 0 on a --duration run with >= 8 filled windows"),
+    ("acceptance_drift_p", F64, "two-sided Mann-Kendall p-value of the windows' trend"),
+    ("is_acceptance_drift", BOOL, "acceptance_drift_p < 0.01 and |acceptance_drift| > 10%"),
+    ("prefix_cache_hit_rate", F64, "the server's prefix-cache hit rate over the measured window, from its own "
+     "/metrics (backends/prefix_cache.py): vLLM delta prefix_cache_hits / delta prefix_cache_queries (tokens), "
+     "else a gauge at the window's end (vllm:gpu_prefix_cache_hit_rate, sglang:cache_hit_rate); null when not "
+     "exported (llama.cpp) or for the embedded engine (no prefix cache)"),
+    ("prefix_cache_source", STR, "the metric(s) read, '(gauge at window end)' for a gauge; null when none"),
+    ("prefix_cache_note", STR, "why prefix_cache_hit_rate is null"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
     _metric(ACCURACY_STRICT),
     ("accuracy_strict_stderr", F64, "sample std / sqrt(n)"),
@@ -229,6 +255,12 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_drafted_per_pos", pa.list_(I64), "[num_steps] rounds proposing draft position k"),
     ("num_accepted_per_pos", pa.list_(I64), "[num_steps] rounds accepting draft position k"),
     ("accepted_per_round", pa.list_(I64), "[num_draft_rounds] accepted drafts per round"),
+    ("acceptance_length", F64, "1 + num_accepted_tokens / num_draft_rounds; null without draft rounds"),
+    ("loop_period", I64, "period of the output's longest periodic suffix holding >= 3 periods (metrics/loops.py); "
+     "over token ids (embedded) or text characters (HTTP); null without one"),
+    ("loop_coverage", F64, "that suffix's length / output length"),
+    ("is_degenerate_loop", BOOL, "loop_coverage >= 0.5 and the suffix >= 24 tokens (characters over HTTP): the "
+     "output ends in one block repeated; null without output"),
     ("num_preemptions", I64, "times the request was preempted; null over HTTP"),
     ("request_temperature", F64, "temperature the request ran with"),
     ("max_tokens", I64, "max new tokens"),

@@ -38,7 +38,7 @@ def test_every_figure_has_its_panels_and_series(runs):
     figures = _by_name(plot_runs(loaded))
     assert list(figures) == ["throughput_tpot_vs_concurrency", "ttft_vs_concurrency",
                              "acceptance_length_vs_num_steps", "acceptance_per_position", "speedup_heatmap",
-                             "accuracy_agreement"]
+                             "pareto_throughput_per_user", "speedup_vs_concurrency", "accuracy_agreement"]
     for name in ("throughput_tpot_vs_concurrency", "ttft_vs_concurrency"):
         axes = _panels(figures[name])
         assert len(axes) == 4  # 2 temperatures x 2 metrics
@@ -97,7 +97,7 @@ def test_cli_writes_valid_pngs(runs, tmp_path, monkeypatch, capsys):
     except SystemExit as exc:
         assert not exc.code
     written = [Path(line.removeprefix("wrote ")) for line in capsys.readouterr().out.splitlines()]
-    assert sorted(written) == sorted(tmp_path.glob("*.png")) and len(written) == 6
+    assert sorted(written) == sorted(tmp_path.glob("*.png")) and len(written) == 8
     for path in written:
         assert path.read_bytes()[:8] == PNG_SIGNATURE
         image = matplotlib.image.imread(path)

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 from specbench.bench.cell_summary import category_rows, cell_row
 from specbench.bench.store import to_table
 from specbench.metrics.goodput import parse_goodput
+from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
-from specbench.runs.records import cell_metrics_from_rows, stats_from_row
+from specbench.runs.records import cell_metrics_from_rows, request_acceptance_length, stats_from_row
 from specbench.runs.schema import SCHEMA_VERSION
 
 
@@ -96,6 +97,8 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
             "output_text": f"The answer is {answer}.", "reasoning_text": None, "is_good": None,
             **_score(spec, correct, answer),
         })
+        rows[-1]["acceptance_length"] = request_acceptance_length(rows[-1])
+        rows[-1].update(loop_columns((), rows[-1]["output_text"]))
     if spec.goodput is not None:
         slo = parse_goodput([spec.goodput])
         for row in rows:
