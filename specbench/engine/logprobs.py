@@ -20,24 +20,27 @@ from specbench.device_copy import to_device
 class TokenLogprob:
     token_id: int
     logprob: float  # log p_target(token | everything before it)
+    rank: int  # 1 + the number of tokens strictly more likely (1: the target's argmax)
     top: tuple[tuple[int, float], ...]  # [n] (token id, logprob), most likely first; n = the request's top-n
 
 
 def logprob_table(logits: torch.Tensor, token_ids: torch.Tensor, num_top: int) -> torch.Tensor:
-    """[num_rows, 1 + 2 * num_top] float64: each row's chosen-token logprob, its top-n logprobs, their token ids.
+    """[num_rows, 2 + 2 * num_top] float64: each row's chosen-token logprob, its rank, its top-n logprobs, their
+    token ids.
     `logits` [num_rows, vocab]; `token_ids` [num_rows] int64 (negative: padding, its value is not read).
     float64 holds any token id exactly, so one tensor (one copy) carries the ids and the values."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     chosen = logprobs.gather(1, token_ids.clamp(min=0)[:, None])
+    rank = (logprobs > chosen).sum(dim=-1, keepdim=True) + 1
     top_values, top_ids = logprobs.topk(num_top, dim=-1) if num_top else (logprobs[:, :0], logprobs[:, :0])
-    return torch.cat([chosen, top_values, top_ids.to(logprobs.dtype)], dim=1).double()
+    return torch.cat([chosen.double(), rank.double(), top_values.double(), top_ids.double()], dim=1)
 
 
 @dataclass(frozen=True)
 class StepLogprobs:
     """One step's logprob table on the host, and which of its rows belong to which request."""
 
-    table: torch.Tensor  # [num_rows, 1 + 2 * max_top] float64 host (logprob_table); valid once `copied`
+    table: torch.Tensor  # [num_rows, 2 + 2 * max_top] float64 host (logprob_table); valid once `copied`
     max_top: int  # the table's top-n width: the largest top-n asked in the batch
     first_row: tuple[int, ...]  # [num_reqs] the row predicting each request's first token of this step
     num_top: tuple[int | None, ...]  # [num_reqs] each request's top-n; None: it did not ask
@@ -52,8 +55,9 @@ class StepLogprobs:
             self.copied.synchronize()
         first = self.first_row[r]
         rows = self.table[first : first + len(token_ids)].tolist()
-        ids_at = 1 + self.max_top
-        return [TokenLogprob(token, row[0], tuple((int(row[ids_at + i]), row[1 + i]) for i in range(num_top)))
+        ids_at = 2 + self.max_top
+        return [TokenLogprob(token, row[0], int(row[1]),
+                             tuple((int(row[ids_at + i]), row[2 + i]) for i in range(num_top)))
                 for token, row in zip(token_ids, rows)]
 
 

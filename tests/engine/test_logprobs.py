@@ -50,7 +50,7 @@ def _assert_close(got, expected, label):
         if a is None or b is None:
             assert a is b is None, (label, i)
             continue
-        assert a.token_id == b.token_id, (label, i)
+        assert a.token_id == b.token_id and a.rank == b.rank, (label, i)
         assert abs(a.logprob - b.logprob) < TOL, (label, i, a.logprob, b.logprob)
         assert [t for t, _ in a.top] == [t for t, _ in b.top], (label, i)
         assert max(abs(x - y) for (_, x), (_, y) in zip(a.top, b.top)) < TOL, (label, i)
@@ -68,7 +68,7 @@ def test_plain_logprobs_equal_a_fresh_hf_forward(plain, hf_logprobs):
             assert [t for t, _ in entry.top] == ids.tolist()
             assert max(abs(a - b) for (_, a), b in zip(entry.top, values.tolist())) < TOL
             # greedy: the chosen token is the most likely one; the list is sorted, most likely first
-            assert entry.top[0][0] == entry.token_id
+            assert entry.top[0][0] == entry.token_id and entry.rank == 1
             assert all(a[1] >= b[1] for a, b in zip(entry.top, entry.top[1:]))
         assert len(o.prompt_logprobs) == num_prompt and o.prompt_logprobs[0] is None
         for p in range(1, num_prompt):
@@ -76,6 +76,7 @@ def test_plain_logprobs_equal_a_fresh_hf_forward(plain, hf_logprobs):
             assert entry.token_id == o.prompt_token_ids[p]
             assert abs(entry.logprob - table[p - 1][entry.token_id].item()) < TOL
             assert len(entry.top) == 2 and entry.top[0][1] >= entry.logprob - TOL
+            assert entry.rank == 1 + int((table[p - 1] > table[p - 1][entry.token_id]).sum())
 
 
 def test_overlapped_plain_decoding_gives_the_same_logprobs(tiny_pair, prompts, plain):
