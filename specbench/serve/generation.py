@@ -7,7 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from specbench.serve.engine_loop import Aborted, Emitted, Event, Failed, Finished
-from specbench.serve.logprobs_format import TokenTexts, chat_logprobs, completion_logprobs, prompt_logprobs_field
+from specbench.serve.logprobs_format import (
+    TokenTexts,
+    chat_logprobs,
+    completion_logprobs,
+    prompt_logprobs_field,
+)
 from specbench.serve.protocol import GenerationRequest
 from specbench.serve.responses import DONE_EVENT, ResponseKind, error_body, sse, usage
 from specbench.serve.text_stream import TextStreamer
