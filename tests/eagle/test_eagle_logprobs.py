@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tests.support.eagle_heads import PREEMPTING_KV_BLOCKS, VARIANTS
 
 from specbench import LLM, SamplingParams
+from tests.support.eagle_heads import PREEMPTING_KV_BLOCKS, VARIANTS
 
 PARAMS = SamplingParams(max_tokens=16, ignore_eos=True, logprobs=3, prompt_logprobs=1)
 
