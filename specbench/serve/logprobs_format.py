@@ -54,13 +54,14 @@ def chat_logprobs(entries: Sequence[TokenLogprob], text_of: TokenTexts) -> dict[
 
 def prompt_logprobs_field(entries: Sequence[TokenLogprob | None], text_of: TokenTexts) -> list[dict | None]:
     """vLLM's `prompt_logprobs`: per prompt token None (the first) or {token id: {logprob, rank, decoded_token}}
-    holding the prompt token and its top-n alternatives."""
+    holding the prompt token (first, as vLLM orders it) and its top-n alternatives."""
     out: list[dict | None] = []
     for e in entries:
         if e is None:
             out.append(None)
             continue
-        field = {str(t): {"logprob": lp, "rank": i + 1, "decoded_token": text_of(t)} for i, (t, lp) in enumerate(e.top)}
-        field[str(e.token_id)] = {"logprob": e.logprob, "rank": e.rank, "decoded_token": text_of(e.token_id)}
+        field = {str(e.token_id): {"logprob": e.logprob, "rank": e.rank, "decoded_token": text_of(e.token_id)}}
+        for i, (t, lp) in enumerate(e.top):
+            field.setdefault(str(t), {"logprob": lp, "rank": i + 1, "decoded_token": text_of(t)})
         out.append(field)
     return out
