@@ -24,12 +24,15 @@ class TokenLogprob:
     top: tuple[tuple[int, float], ...]  # [n] (token id, logprob), most likely first; n = the request's top-n
 
 
-def logprob_table(logits: torch.Tensor, token_ids: torch.Tensor, num_top: int) -> torch.Tensor:
+def raw_logprobs(logits: torch.Tensor) -> torch.Tensor:
+    """[num_rows, vocab] float32: the raw distribution's logprobs (no temperature, top-k or top-p)."""
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def logprob_table(logprobs: torch.Tensor, token_ids: torch.Tensor, num_top: int) -> torch.Tensor:
     """[num_rows, 2 + 2 * num_top] float64: each row's chosen-token logprob, its rank, its top-n logprobs, their
-    token ids.
-    `logits` [num_rows, vocab]; `token_ids` [num_rows] int64 (negative: padding, its value is not read).
-    float64 holds any token id exactly, so one tensor (one copy) carries the ids and the values."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    token ids. `logprobs` [num_rows, vocab] (raw_logprobs); `token_ids` [num_rows] int64 (negative: padding, its
+    value is not read). float64 holds any token id exactly, so one tensor (one copy) carries ids and values."""
     chosen = logprobs.gather(1, token_ids.clamp(min=0)[:, None])
     rank = (logprobs > chosen).sum(dim=-1, keepdim=True) + 1
     top_values, top_ids = logprobs.topk(num_top, dim=-1) if num_top else (logprobs[:, :0], logprobs[:, :0])
@@ -105,7 +108,7 @@ def prompt_logprobs_of(logits: torch.Tensor, targets: list[int], spans: list[tup
     """Set each due request's prompt_logprobs ([num_prompt_tokens], the first None) from the prefill's
     `logits` [num_prompt_rows, vocab] at prompt_rows' rows."""
     max_top = max((r.sampling_params.prompt_logprobs for r in requests if is_prompt_logprobs_due(r)), default=0)
-    table = logprob_table(logits, to_device(targets, torch.int64, logits.device), max_top).cpu()
+    table = logprob_table(raw_logprobs(logits), to_device(targets, torch.int64, logits.device), max_top).cpu()
     for request, (first, num) in zip(requests, spans):
         if not is_prompt_logprobs_due(request):
             continue

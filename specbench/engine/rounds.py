@@ -6,8 +6,8 @@ import torch
 
 from specbench.device_copy import to_device
 from specbench.engine.inputs import build_prefill_input, build_verify_input
-from specbench.engine.logprobs import (StepLogprobs, logprob_table, prompt_logprobs_of, prompt_rows, verify_rows,
-                                       wanted_top)
+from specbench.engine.logprobs import (StepLogprobs, logprob_table, prompt_logprobs_of, prompt_rows, raw_logprobs,
+                                       verify_rows, wanted_top)
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.spec.proposer import ProposeInput
@@ -30,7 +30,7 @@ class TargetRounds:
         num_top = wanted_top(requests)
         if any(n is not None for n in num_top):  # asked for: a second copy, in the step that syncs anyway
             max_top = max(n for n in num_top if n is not None)
-            table = logprob_table(out.logits, tokens, max_top).cpu()
+            table = logprob_table(raw_logprobs(out.logits), tokens, max_top).cpu()
             logprobs = StepLogprobs(table, max_top, tuple(range(len(requests))), num_top)
         if out.prompt_logits is not None:
             _, targets, spans = prompt_rows(requests)
@@ -71,7 +71,7 @@ class TargetRounds:
         num_top = wanted_top(requests)
         is_logprobs = any(n is not None for n in num_top)
         # before the verifier runs: the logits are read as the model produced them, whatever it does with them
-        raw_logprobs = torch.log_softmax(out.logits.float(), dim=-1) if is_logprobs else None
+        row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
         if proposal is not None and self.synthetic_conditional is not None:
             result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
@@ -82,11 +82,11 @@ class TargetRounds:
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
         logprobs = None
-        if raw_logprobs is not None:
+        if row_logprobs is not None:
             gather, first_row = verify_rows(inp.num_draft_tokens.tolist(), result.output_token_ids.shape[1])
             tokens = result.output_token_ids.reshape(-1)[to_device(gather, torch.int64, self.device)]
             max_top = max(n for n in num_top if n is not None)
-            table, table_copied = copy_to_host(logprob_table(raw_logprobs[: len(gather)], tokens, max_top))
+            table, table_copied = copy_to_host(logprob_table(row_logprobs[: len(gather)], tokens, max_top))
             logprobs = StepLogprobs(table, max_top, first_row, num_top, table_copied)
         return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
                             tuple(r.num_cached_tokens for r in requests), result.output_token_ids,

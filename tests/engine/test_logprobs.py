@@ -114,3 +114,25 @@ def test_logprobs_are_absent_unless_asked(tiny_pair, prompts):
 def test_limits_are_declared_once(field, value):
     with pytest.raises(SpecbenchError, match=field):
         SamplingParams(**{field: value})
+
+
+def test_the_default_path_computes_no_logprobs(tiny_pair, prompts, monkeypatch):
+    """No request asks: no logprob table is built (no extra device work, no extra device->host copy)."""
+    import specbench.engine.rounds as rounds
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("logprobs computed although no request asked")
+
+    monkeypatch.setattr(rounds, "logprob_table", refuse)
+    monkeypatch.setattr(rounds, "prompt_logprobs_of", refuse)
+    monkeypatch.setattr(rounds, "raw_logprobs", refuse)
+    llm = LLM(tiny_pair[0], dtype="fp32", device="cpu", block_size=4, max_concurrency=4, method="draft",
+              draft=tiny_pair[1], max_num_steps=2)
+    outs = llm.generate(prompts[:2], SamplingParams(max_tokens=6, ignore_eos=True))
+    assert all(o.logprobs is None and len(o.output_token_ids) == 6 for o in outs)
+
+
+def test_a_one_token_prompt_has_only_the_none_entry(tiny_pair):
+    llm = LLM(tiny_pair[0], dtype="fp32", device="cpu", block_size=4, max_concurrency=4)
+    (out,) = llm.generate([[7]], SamplingParams(max_tokens=2, ignore_eos=True, logprobs=1, prompt_logprobs=3))
+    assert out.prompt_logprobs == (None,) and len(out.logprobs) == 2
