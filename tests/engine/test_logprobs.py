@@ -118,7 +118,7 @@ def test_limits_are_declared_once(field, value):
 
 def test_the_default_path_computes_no_logprobs(tiny_pair, prompts, monkeypatch):
     """No request asks: no logprob table is built (no extra device work, no extra device->host copy)."""
-    import specbench.engine.rounds as rounds
+    from specbench.engine import rounds
 
     def refuse(*args, **kwargs):
         raise AssertionError("logprobs computed although no request asked")
