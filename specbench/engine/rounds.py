@@ -83,10 +83,14 @@ class TargetRounds:
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
         logprobs = None
         if row_logprobs is not None:
-            gather, first_row = verify_rows(inp.num_draft_tokens.tolist(), result.output_token_ids.shape[1])
+            num_drafts = inp.num_draft_tokens.tolist()
+            gather, first_row = verify_rows(num_drafts, result.output_token_ids.shape[1])
             tokens = result.output_token_ids.reshape(-1)[to_device(gather, torch.int64, self.device)]
+            rows = self.hooks.logprob_rows(num_drafts)
+            row_logprobs = (row_logprobs[: len(gather)] if rows is None
+                            else row_logprobs[to_device(rows, torch.int64, self.device)])
             max_top = max(n for n in num_top if n is not None)
-            table, table_copied = copy_to_host(logprob_table(row_logprobs[: len(gather)], tokens, max_top))
+            table, table_copied = copy_to_host(logprob_table(row_logprobs, tokens, max_top))
             logprobs = StepLogprobs(table, max_top, first_row, num_top, table_copied)
         return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
                             tuple(r.num_cached_tokens for r in requests), result.output_token_ids,

@@ -136,3 +136,27 @@ def test_a_one_token_prompt_has_only_the_none_entry(tiny_pair):
     llm = LLM(tiny_pair[0], dtype="fp32", device="cpu", block_size=4, max_concurrency=4)
     (out,) = llm.generate([[7]], SamplingParams(max_tokens=2, ignore_eos=True, logprobs=1, prompt_logprobs=3))
     assert out.prompt_logprobs == (None,) and len(out.logprobs) == 2
+
+
+def test_a_row_shift_mutant_corrupts_speculative_logprobs_only(tiny_pair, prompts, plain):
+    """The logprobs-row-shift mutant (vLLM #34497's class): tokens stay identical, logprobs move; plain decoding is
+    unaffected. What a logprobs check (k > 0 vs k = 0) must catch."""
+    from specbench.config import EngineConfig
+    from specbench.engine.llm_engine import LLMEngine
+    from specbench.faults.logprobs_row_shift import LogprobsRowShift
+
+    def run(**kwargs):
+        config = EngineConfig(target=tiny_pair[0], dtype="fp32", device="cpu", block_size=4, max_concurrency=4,
+                              **kwargs)
+        engine = LLMEngine(config, hooks=LogprobsRowShift())
+        ids = [engine.add_request(p, PARAMS) for p in prompts]
+        by_id = {o.request_id: o for o in engine.run_until_done()}
+        return [by_id[i] for i in ids]
+
+    for got, ref in zip(run(), plain):
+        _assert_close(got.logprobs, ref.logprobs, "mutant k=0")
+    spec = run(method="draft", draft=tiny_pair[1], max_num_steps=3)
+    assert [o.output_token_ids for o in spec] == [o.output_token_ids for o in plain]
+    num_moved = sum(abs(a.logprob - b.logprob) > 1e-3 for got, ref in zip(spec, plain)
+                    for a, b in zip(got.logprobs, ref.logprobs))
+    assert num_moved > 0
