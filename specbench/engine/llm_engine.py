@@ -10,7 +10,8 @@ import torch
 
 from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
-from specbench.engine.logprobs import StepLogprobs, TokenLogprob
+from specbench.engine.logprobs import StepLogprobs
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.overlap import InflightDecode, OverlappedDecode
 from specbench.engine.round_overlap import InflightRound, OverlappedRounds

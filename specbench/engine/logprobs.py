@@ -14,14 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.device_copy import to_device
-
-
-@dataclass(frozen=True, slots=True)
-class TokenLogprob:
-    token_id: int
-    logprob: float  # log p_target(token | everything before it)
-    rank: int  # 1 + the number of tokens strictly more likely (1: the target's argmax)
-    top: tuple[tuple[int, float], ...]  # [n] (token id, logprob), most likely first; n = the request's top-n
+from specbench.engine.token_logprob import TokenLogprob
 
 
 def raw_logprobs(logits: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.engine.logprobs import TokenLogprob
 from specbench.engine.stats import RequestStats
+from specbench.engine.token_logprob import TokenLogprob
 
 
 @dataclass(frozen=True)

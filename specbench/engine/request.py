@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbench.engine.logprobs import TokenLogprob
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.stats import RequestStats
 from specbench.sampling_params import SamplingParams
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specbench.engine.logprobs import TokenLogprob
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specbench.engine.logprobs import TokenLogprob
+from specbench.engine.token_logprob import TokenLogprob
 
 
 class TokenTexts:

@@ -19,7 +19,7 @@ from specbench.backends.server_logprobs import (
     parse_prompt_logprobs,
 )
 from specbench.backends.stream_state import StreamState
-from specbench.engine.logprobs import TokenLogprob
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.runs.turns import Turn
 from specbench.sampling_params import SamplingParams
 from specbench.serve.logprobs_format import (
