@@ -18,6 +18,7 @@ MIN_SAMPLED_TEMPERATURE = 1e-5
 INT64_MAX = 2**63 - 1
 MAX_TOKENS = 2**24  # far above any context; a larger request is a typo or hostile
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # torch.Generator.manual_seed's range (it raises outside it)
+MAX_LOGPROBS = 20  # top-n alternatives per token: OpenAI's top_logprobs limit (each one costs a host copy)
 
 
 def _finite_in(low: float, high: float) -> Callable[[float], bool]:
@@ -33,6 +34,8 @@ SAMPLING_LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "top_k": (lambda v: v == -1 or 1 <= v <= INT64_MAX, "must be -1 (off) or >= 1"),
     "max_tokens": (lambda v: 1 <= v <= MAX_TOKENS, f"must be in [1, {MAX_TOKENS}]"),
     "seed": (lambda v: SEED_MIN <= v <= SEED_MAX, f"must be in [{SEED_MIN}, {SEED_MAX}] (what torch accepts)"),
+    "logprobs": (lambda v: 0 <= v <= MAX_LOGPROBS, f"must be in [0, {MAX_LOGPROBS}]"),
+    "prompt_logprobs": (lambda v: 0 <= v <= MAX_LOGPROBS, f"must be in [0, {MAX_LOGPROBS}]"),
 }
 
 
@@ -54,6 +57,11 @@ class SamplingParams:
     ignore_eos: bool = False
     seed: int | None = None  # per-request seed; sampled runs are reproducible when set
     stop: tuple[str, ...] = field(default_factory=tuple)  # stop strings, matched on decoded text
+    # Log-probabilities are the TARGET's raw distribution at the position that predicts the token: log_softmax of
+    # its float32 logits before temperature / top-k / top-p (vLLM's default "raw_logprobs"), the same whether the
+    # token was decoded plainly, an accepted draft, a recovered token or the bonus. None: not computed (no cost).
+    logprobs: int | None = None  # per output token: its logprob and the top-n alternatives (0: the token's only)
+    prompt_logprobs: int | None = None  # per prompt token after the first: its logprob given its prefix, top-n
 
     def __post_init__(self) -> None:
         for name in SAMPLING_LIMITS:

@@ -40,9 +40,15 @@ def build_request(turn: Turn, model: str, *, chat: bool) -> HttpRequest:
         body["top_k"] = params.top_k  # extension (vLLM, SGLang); omitted when off so plain OpenAI servers accept it
     if params.ignore_eos:
         body["ignore_eos"] = True  # extension; only the random workload sets it
+    if params.prompt_logprobs is not None:
+        body["prompt_logprobs"] = params.prompt_logprobs  # extension (vLLM on both routes; specbench serve: completions)
     prompt = turn.prompt
     if chat and prompt.messages:
         body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
+        if params.logprobs is not None:
+            body["logprobs"], body["top_logprobs"] = True, params.logprobs
         return HttpRequest(CHAT_PATH, body)
     body["prompt"] = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
+    if params.logprobs is not None:
+        body["logprobs"] = params.logprobs
     return HttpRequest(COMPLETIONS_PATH, body)

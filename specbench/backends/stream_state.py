@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.backends.reasoning import DeltaText, split_delta
-
+from specbench.backends.server_logprobs import (
+    ServerTokenLogprob,
+    parse_logprobs,
+    parse_prompt_logprobs,
+)
 
 SERVER_FIELDS = ("timings", "metrics", "meta_info")
 
@@ -45,6 +49,10 @@ class StreamState:
     # Top-level blocks some servers add beside the OpenAI fields (llama.cpp `timings`, vLLM `metrics`, SGLang
     # `meta_info`), the last of each kept: read by the server adapter (request_draft.py).
     server_fields: dict[str, Any] = field(default_factory=dict)
+    # What the request asked for with SamplingParams.logprobs / prompt_logprobs (request_body.py), as the server sent
+    # it (server_logprobs.py): every chunk's tokens in order, and vLLM's prompt_logprobs. Empty / None: none sent.
+    logprobs: list[ServerTokenLogprob] = field(default_factory=list)
+    prompt_logprobs: list[ServerTokenLogprob | None] | None = None
 
     @property
     def text(self) -> str:
@@ -89,6 +97,10 @@ class StreamState:
             if not isinstance(choice, dict):
                 raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
             parts = split_delta(choice)
+            if choice.get("logprobs") is not None:
+                self.logprobs.extend(parse_logprobs(choice) or ())
+            if choice.get("prompt_logprobs") is not None:
+                self.prompt_logprobs = parse_prompt_logprobs(choice)
             if choice.get("finish_reason") is not None:
                 finish_reason = self.finish_reason = str(choice["finish_reason"])
         self.chunks.append(Chunk(now, parts.answer, completion_tokens, parts.reasoning, finish_reason))

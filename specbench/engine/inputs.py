@@ -7,6 +7,7 @@ import torch
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
 from specbench.runtime.phases import PrefillInput, VerifyInput
+from specbench.engine.logprobs import is_prompt_logprobs_due, prompt_rows
 from specbench.engine.request import Request
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.spec.proposer import DraftProposal
@@ -31,7 +32,9 @@ def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: 
         block_size=block_size,
         device=device,
     )
-    return PrefillInput(to_device(input_ids, torch.int64, device), md, to_device(logits_indices, torch.int64, device))
+    rows = prompt_rows(requests)[0] if any(is_prompt_logprobs_due(r) for r in requests) else None
+    return PrefillInput(to_device(input_ids, torch.int64, device), md, to_device(logits_indices, torch.int64, device),
+                        None if rows is None else to_device(rows, torch.int64, device))
 
 
 def build_verify_input(

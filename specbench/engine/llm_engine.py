@@ -10,6 +10,8 @@ import torch
 
 from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
+from specbench.engine.logprobs import StepLogprobs
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.overlap import InflightDecode, OverlappedDecode
 from specbench.engine.round_overlap import InflightRound, OverlappedRounds
@@ -138,6 +140,14 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             if self.proposer is not None:
                 self.proposer.free(request.request_id)
 
+    def emitted_logprobs(self, request_id: str, num: int) -> tuple[tuple[TokenLogprob, ...] | None,
+                                                                   tuple[TokenLogprob | None, ...] | None]:
+        """(logprobs of an unfinished request's newest `num` tokens, its prompt logprobs), None where it did not
+        ask: what an on_emission callback streams with the tokens it is handed."""
+        request = self._requests[request_id]
+        newest = None if request.sampling_params.logprobs is None else tuple(request.output_logprobs[-num:])
+        return newest, request.prompt_logprobs
+
     @property
     def num_steps(self) -> int:
         """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.max_num_steps is the
@@ -195,26 +205,29 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         timer = PhaseTimer(self.device)
         st = self._sampling_tensors(batch.requests)
         if batch.is_prefill:
-            committed, num_drafted, num_accepted, num_tokens = self._prefill(batch.requests, st, timer)
+            committed, num_drafted, num_accepted, num_tokens, logprobs = self._prefill(batch.requests, st, timer)
         else:
             decoded = self._decode(batch, st, timer, start)
             if decoded is None:
                 return []
-            committed, num_drafted, num_accepted, num_tokens = decoded
+            committed, num_drafted, num_accepted, num_tokens, logprobs = decoded
         emit_time = time.perf_counter()
-        finished = self._commit_all(batch.requests, committed, emit_time)
+        finished = self._commit_all(batch.requests, committed, emit_time, logprobs)
         self._record_step(timer, start, time.perf_counter(), "prefill" if batch.is_prefill else "decode",
                           len(batch.requests), num_tokens, num_drafted, num_accepted, len(batch.preempted),
                           self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
         return finished
 
-    def _commit_all(self, requests, committed, emit_time: float) -> list[RequestOutput]:
-        """Commit each request's tokens of one step (a request aborted since its launch is skipped); the finished."""
+    def _commit_all(self, requests, committed, emit_time: float,
+                    logprobs: StepLogprobs | None = None) -> list[RequestOutput]:
+        """Commit each request's tokens of one step (a request aborted since its launch is skipped); the finished.
+        `logprobs`: the step's target logprobs, when a request in it asked."""
         finished = []
-        for request, tokens in zip(requests, committed):
+        for r, (request, tokens) in enumerate(zip(requests, committed)):
             if request.status is not RequestStatus.RUNNING:
                 continue
-            reason = self._commit(request, tokens, emit_time)
+            token_logprobs = None if logprobs is None else logprobs.for_request(r, tokens)
+            reason = self._commit(request, tokens, emit_time, token_logprobs)
             if reason is not None:
                 finished.append(self._finish(request, reason))
         return finished
@@ -253,11 +266,14 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             if request.stats.first_scheduled_time is None:
                 request.stats.first_scheduled_time = start
 
-    def _commit(self, request: Request, tokens: list[int], emit_time: float) -> str | None:
+    def _commit(self, request: Request, tokens: list[int], emit_time: float,
+                token_logprobs: list[TokenLogprob] | None = None) -> str | None:
         reason = None
         num_emitted = 0
-        for token in tokens:
+        for i, token in enumerate(tokens):
             request.output_token_ids.append(token)
+            if token_logprobs is not None:
+                request.output_logprobs.append(token_logprobs[i])
             num_emitted += 1
             reason = self.stop_checker.check(request)
             if reason is not None:
@@ -281,6 +297,8 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             text=self.stop_checker.final_text(request),
             finish_reason=reason,
             stats=request.stats,
+            logprobs=None if request.sampling_params.logprobs is None else tuple(request.output_logprobs),
+            prompt_logprobs=request.prompt_logprobs,
         )
 
     def _sampling_tensors(self, requests) -> SamplingTensors:

@@ -29,7 +29,10 @@ class TargetRunner:
     def prefill(self, inp: PrefillInput) -> TargetOutput:
         out = self.model(inp.input_ids, inp.md, self.kv_cache, aux_layer_ids=self._aux_ids, phase="prefill")
         logits = self.model.compute_logits(out.hidden_states[inp.logits_indices])
-        return TargetOutput(logits, self._features(out))
+        prompt_logits = None
+        if inp.prompt_logits_indices is not None:
+            prompt_logits = self.model.compute_logits(out.hidden_states[inp.prompt_logits_indices])
+        return TargetOutput(logits, self._features(out), prompt_logits)
 
     @torch.inference_mode()
     def verify(self, inp: VerifyInput) -> TargetOutput:

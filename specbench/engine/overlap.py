@@ -72,7 +72,8 @@ class OverlappedDecode:
         """Commit a launched step's tokens; rows of requests that finished since its launch are discarded."""
         output_rows, _ = step.launch.rows()
         emit_time = time.perf_counter()
-        finished = self._commit_all(step.batch.requests, [row[:1] for row in output_rows], emit_time)
+        finished = self._commit_all(step.batch.requests, [row[:1] for row in output_rows], emit_time,
+                                    step.launch.logprobs)
         num_reqs = len(step.batch.requests)
         self._record_step(step.timer, step.start_time, emit_time, "decode", num_reqs, num_reqs, 0, 0,
                           len(step.batch.preempted), step.num_free_blocks, read_time=emit_time, is_overlapped=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.stats import RequestStats
 from specbench.sampling_params import SamplingParams
 
@@ -33,6 +34,9 @@ class Request:
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None
     output_text: str | None = None  # set at finish (truncated at a stop string)
+    # Only when sampling_params asks (engine/logprobs.py): [num_output_tokens], and [num_prompt_tokens] (first None).
+    output_logprobs: list[TokenLogprob] = field(default_factory=list)
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None  # set at the first prefill
 
     @property
     def token_ids(self) -> list[int]:

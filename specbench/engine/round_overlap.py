@@ -88,7 +88,7 @@ class OverlappedRounds:
             launch.features, tuple(accepted[r] for r in live), rows_of_request=tuple(live))
         committed, num_drafted, num_accepted, num_tokens = self._read_verify(launch, output_rows, accepted,
                                                                             is_ahead=True)
-        finished = self._commit_all(launch.requests, committed, emit_time)
+        finished = self._commit_all(launch.requests, committed, emit_time, launch.logprobs)
         self._record_step(previous.timer, previous.start_time, emit_time, "decode", len(launch.requests), num_tokens,
                           num_drafted, num_accepted, previous.num_preempted, previous.num_free_blocks,
                           read_time=emit_time, is_overlapped=True)
@@ -116,7 +116,7 @@ class OverlappedRounds:
         committed, num_drafted, num_accepted, num_tokens = self._read_verify(launch, output_rows, accepted,
                                                                             is_ahead=False)
         emit_time = time.perf_counter()
-        finished = self._commit_all(requests, committed, emit_time)
+        finished = self._commit_all(requests, committed, emit_time, launch.logprobs)
         self._record_step(timer, now, emit_time, "decode", len(requests), num_tokens, num_drafted, num_accepted, 0,
                           self.scheduler.block_manager.num_free_blocks, read_time=emit_time, is_overlapped=True)
         return finished

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from specbench.device_copy import to_device
 from specbench.engine.inputs import build_prefill_input, build_verify_input
+from specbench.engine.logprobs import (StepLogprobs, logprob_table, prompt_logprobs_of, prompt_rows, raw_logprobs,
+                                       verify_rows, wanted_top)
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.spec.proposer import ProposeInput
@@ -23,6 +26,15 @@ class TargetRounds:
         timer.start("sample")
         tokens = sample(out.logits, st)
         timer.stop("sample")
+        logprobs = None
+        num_top = wanted_top(requests)
+        if any(n is not None for n in num_top):  # asked for: a second copy, in the step that syncs anyway
+            max_top = max(n for n in num_top if n is not None)
+            table = logprob_table(raw_logprobs(out.logits), tokens, max_top).cpu()
+            logprobs = StepLogprobs(table, max_top, tuple(range(len(requests))), num_top)
+        if out.prompt_logits is not None:
+            _, targets, spans = prompt_rows(requests)
+            prompt_logprobs_of(out.prompt_logits, targets, spans, requests)
         tokens_cpu = tokens.tolist()  # the step's one host sync
         offset = 0
         for request in requests:
@@ -31,7 +43,7 @@ class TargetRounds:
             if self.needs_features:  # handed to the proposer where produced: it owns them until free()
                 self.proposer.add_target_features(request.request_id, 0, out.features[offset : offset + num])
             offset += num
-        return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens
+        return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens, logprobs
 
     def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer, start: float):
         """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
@@ -46,7 +58,7 @@ class TargetRounds:
             self._inflight_round = inflight
             return None
         output_rows, accepted = launch.rows()
-        return self._read_verify(launch, output_rows, accepted, is_ahead=False)
+        return (*self._read_verify(launch, output_rows, accepted, is_ahead=False), launch.logprobs)
 
     def _launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer,
                        newest_token_ids: torch.Tensor | None = None) -> VerifyLaunch:
@@ -56,6 +68,10 @@ class TargetRounds:
         timer.start("target")
         out = self.runner.verify(inp)
         timer.stop("target")
+        num_top = wanted_top(requests)
+        is_logprobs = any(n is not None for n in num_top)
+        # before the verifier runs: the logits are read as the model produced them, whatever it does with them
+        row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
         if proposal is not None and self.synthetic_conditional is not None:
             result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
@@ -65,9 +81,20 @@ class TargetRounds:
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
+        logprobs = None
+        if row_logprobs is not None:
+            num_drafts = inp.num_draft_tokens.tolist()
+            gather, first_row = verify_rows(num_drafts, result.output_token_ids.shape[1])
+            tokens = result.output_token_ids.reshape(-1)[to_device(gather, torch.int64, self.device)]
+            rows = self.hooks.logprob_rows(num_drafts)
+            row_logprobs = (row_logprobs[: len(gather)] if rows is None
+                            else row_logprobs[to_device(rows, torch.int64, self.device)])
+            max_top = max(n for n in num_top if n is not None)
+            table, table_copied = copy_to_host(logprob_table(row_logprobs, tokens, max_top))
+            logprobs = StepLogprobs(table, max_top, first_row, num_top, table_copied)
         return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
                             tuple(r.num_cached_tokens for r in requests), result.output_token_ids,
-                            result.num_accepted, out.features, host_rows, copied)
+                            result.num_accepted, out.features, host_rows, copied, logprobs)
 
     def _read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, is_ahead: bool):
         """Advance each request by its verified tokens; (committed tokens per request, drafted, accepted, tokens).

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.engine.logprobs import StepLogprobs
 from specbench.engine.request import Request
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.spec.proposer import DraftProposal
@@ -25,6 +26,7 @@ class VerifyLaunch:
     features: torch.Tensor | None  # [num_tokens, feature_dim] device, the target features the proposer asked for
     host_rows: torch.Tensor  # [num_reqs, k + 2] int64 host: output tokens, then the count; valid once `copied`
     copied: torch.cuda.Event | None  # None off CUDA (the copy was synchronous)
+    logprobs: StepLogprobs | None = None  # the emitted tokens' target logprobs, when a request asked
 
     def rows(self) -> tuple[list[list[int]], list[int]]:
         """(output tokens per request, accepted per request), waiting for this verify's copy only."""

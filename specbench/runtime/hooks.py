@@ -76,6 +76,11 @@ class PhaseHooks:
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         return verify_fn
 
+    def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
+        """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
+        verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
+        return None
+
     def target_feature_rows(self, first_row: int, num_rows: int, num_target_rows: int) -> int:
         """EAGLE: first verify row of the features [first_row, first_row + num_rows) handed to the proposer for one
         request's committed positions, out of num_target_rows rows the verify produced."""

@@ -20,6 +20,7 @@ class PrefillInput:
     input_ids: torch.Tensor  # [num_tokens] every known token of each request
     md: AttentionMetadata
     logits_indices: torch.Tensor  # [num_reqs] row of each request's last token
+    prompt_logits_indices: torch.Tensor | None = None  # [num_prompt_rows] rows for prompt logprobs; None: none due
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +53,4 @@ class DraftStepInput:
 class TargetOutput:
     logits: torch.Tensor  # [num_logits, vocab] float32 (prefill: last token per request; verify: every token)
     features: torch.Tensor | None  # [num_tokens, feature_dim] hidden states a proposer asked for, or None
+    prompt_logits: torch.Tensor | None = None  # [num_prompt_rows, vocab] prefill rows of prompt_logits_indices

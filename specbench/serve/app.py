@@ -71,7 +71,7 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None) -> Fas
         request_id = first.request_id
         if gen.is_stream:
             return _EngineStream(stream_events(events, gen, kind, tokenizer), on_close=lambda: loop.abort(request_id))
-        answer = asyncio.ensure_future(whole_response(events, gen, kind))
+        answer = asyncio.ensure_future(whole_response(events, gen, kind, tokenizer))
         gone = asyncio.ensure_future(_disconnected(request))
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
         gone.cancel()

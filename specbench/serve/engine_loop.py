@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
@@ -40,6 +41,8 @@ class Rejected:
 @dataclass(frozen=True, slots=True)
 class Emitted:
     token_ids: tuple[int, ...]  # [num_tokens] committed by one engine step
+    logprobs: tuple[TokenLogprob, ...] | None = None  # [num_tokens] when the request asked (SamplingParams)
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None  # [num_prompt_tokens] when asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +218,7 @@ class EngineLoop:
     def _on_emission(self, request_id: str, token_ids: tuple[int, ...]) -> None:
         sink = self._sinks.get(request_id)
         if sink is not None:
-            sink(Emitted(token_ids))
+            sink(Emitted(token_ids, *self.engine.emitted_logprobs(request_id, len(token_ids))))
 
 
 def _ids(requests) -> set[str]:

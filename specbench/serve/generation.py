@@ -7,6 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from specbench.serve.engine_loop import Aborted, Emitted, Event, Failed, Finished
+from specbench.serve.logprobs_format import (
+    TokenTexts,
+    chat_logprobs,
+    completion_logprobs,
+    prompt_logprobs_field,
+)
 from specbench.serve.protocol import GenerationRequest
 from specbench.serve.responses import DONE_EVENT, ResponseKind, error_body, sse, usage
 from specbench.serve.text_stream import TextStreamer
@@ -19,6 +25,7 @@ async def stream_events(
     its text is held back: a partial character, a possible stop string, end-of-sequence); the finish chunk; usage."""
     streamer = TextStreamer(tokenizer, gen.params.stop)
     num_prompt = len(gen.prompt_token_ids)
+    logprobs = _LogprobStream(kind, TokenTexts(tokenizer))
 
     def running_usage() -> dict[str, int] | None:
         return usage(num_prompt, len(streamer.token_ids)) if gen.continuous_usage else None
@@ -29,8 +36,10 @@ async def stream_events(
         event = await events.get()
         if isinstance(event, Emitted):
             delta = streamer.push(event.token_ids)
-            if delta or gen.continuous_usage:  # a step whose text is held back still reports its tokens' time
-                yield kind.chunk(delta, None, running_usage())
+            step_logprobs, prompt_logprobs = logprobs.of(event)
+            # a step whose text is held back still reports its tokens' time, and their logprobs
+            if delta or gen.continuous_usage or step_logprobs is not None or prompt_logprobs is not None:
+                yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs)
         elif isinstance(event, Finished):
             output = event.output
             final = usage(num_prompt, len(output.output_token_ids))
@@ -46,14 +55,47 @@ async def stream_events(
             return
 
 
-async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind
+class _LogprobStream:
+    """The logprobs fields of each streamed chunk: its tokens' logprobs (completions' text offsets run on across
+    chunks) and, once, the prompt's."""
+
+    def __init__(self, kind: ResponseKind, text_of: TokenTexts) -> None:
+        self.kind = kind
+        self.text_of = text_of
+        self._offset = 0  # completions: text offset of the next token
+        self._is_prompt_sent = False
+
+    def of(self, event: Emitted) -> tuple[dict | None, list | None]:
+        step = None
+        if event.logprobs is not None:
+            if self.kind.is_chat:
+                step = chat_logprobs(event.logprobs, self.text_of)
+            else:
+                step = completion_logprobs(event.logprobs, self.text_of, self._offset)
+                self._offset += sum(len(token) for token in step["tokens"])
+        prompt = None
+        if event.prompt_logprobs is not None and not self._is_prompt_sent and not self.kind.is_chat:
+            prompt = prompt_logprobs_field(event.prompt_logprobs, self.text_of)
+            self._is_prompt_sent = True
+        return step, prompt
+
+
+async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
                          ) -> tuple[int, dict[str, Any]]:
     while True:
         event = await events.get()
         if isinstance(event, Finished):
             output = event.output
+            text_of = TokenTexts(tokenizer)
+            logprobs = prompt_logprobs = None
+            if output.logprobs is not None:
+                logprobs = (chat_logprobs(output.logprobs, text_of) if kind.is_chat
+                            else completion_logprobs(output.logprobs, text_of, 0))
+            if output.prompt_logprobs is not None and not kind.is_chat:
+                prompt_logprobs = prompt_logprobs_field(output.prompt_logprobs, text_of)
             body = kind.full(output.text or "", output.finish_reason,
-                             usage(len(gen.prompt_token_ids), len(output.output_token_ids)))
+                             usage(len(gen.prompt_token_ids), len(output.output_token_ids)), logprobs,
+                             prompt_logprobs)
             return 200, body
         if isinstance(event, Failed):
             return 500, error_body(event.message, 500)

@@ -61,7 +61,8 @@ def parse_completion(raw: bytes, tokenizer, max_model_len: int, vocab_size: int 
     max_tokens = body.max_tokens
     if max_tokens is None:
         max_tokens = max(min(COMPLETIONS_DEFAULT_MAX_TOKENS, max_model_len - len(token_ids)), 1)
-    return _request(body, token_ids, max_tokens, "max_tokens", max_model_len, vocab_size, "prompt")
+    return _request(body, token_ids, max_tokens, "max_tokens", max_model_len, vocab_size, "prompt",
+                    body.logprobs, body.prompt_logprobs)
 
 
 def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None) -> GenerationRequest:
@@ -79,7 +80,10 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     if max_tokens is None:
         max_tokens = max(max_model_len - len(token_ids), 1)
-    return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages")
+    if body.top_logprobs and not body.logprobs:
+        raise BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+    logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages", logprobs, None)
 
 
 def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
@@ -148,7 +152,8 @@ def _is_deeper_than(data: object, max_depth: int) -> bool:
 
 
 def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, max_tokens_name: str,
-             max_model_len: int, vocab_size: int | None, prompt_name: str) -> GenerationRequest:
+             max_model_len: int, vocab_size: int | None, prompt_name: str, logprobs: int | None,
+             prompt_logprobs: int | None) -> GenerationRequest:
     room = max_model_len - len(token_ids)
     if room < 1:
         raise BadRequest(f"'{prompt_name}' is {len(token_ids)} tokens but the model's context is {max_model_len}: "
@@ -170,6 +175,8 @@ def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, 
             seed=body.seed,
             stop=stop,
             ignore_eos=body.ignore_eos,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
         )
     except SpecbenchError as err:  # request_models checks the same limits first: a field this misses is a bug
         raise BadRequest(str(err)) from None

@@ -78,7 +78,8 @@ class GenerationBody(_Body):
 class CompletionRequest(GenerationBody):
     prompt: str | list[int] | list[str] | list[list[int]]
     echo: bool = False
-    logprobs: int | None = None
+    logprobs: Annotated[int | None, _representable("logprobs")] = None  # top-n per output token
+    prompt_logprobs: Annotated[int | None, _representable("prompt_logprobs")] = None  # extension (vLLM)
     best_of: int | None = None
     suffix: str | None = None
 
@@ -87,7 +88,7 @@ class ChatCompletionRequest(GenerationBody):
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     max_completion_tokens: Annotated[int | None, _representable("max_tokens")] = None
     logprobs: bool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: Annotated[int | None, _representable("logprobs")] = None  # needs logprobs: true
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None  # meaningful only with tools, which are refused
@@ -106,8 +107,6 @@ NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
     "presence_penalty": (0.0,),
     "logit_bias": (None, {}),
     "echo": (False,),
-    "logprobs": (None, False),
-    "top_logprobs": (None, 0),
     "best_of": (None, 1),
     "suffix": (None, ""),
     "tools": (None, []),

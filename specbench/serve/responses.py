@@ -24,14 +24,18 @@ class ResponseKind:
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.response_id, "object": obj, "created": self.created, "model": self.model}
 
-    def chunk(self, text: str | None, finish_reason: str | None, usage: dict | None = None) -> str:
-        """One SSE event. `text` None on chat's first chunk carries the role instead."""
+    def chunk(self, text: str | None, finish_reason: str | None, usage: dict | None = None,
+              logprobs: dict | None = None, prompt_logprobs: list | None = None) -> str:
+        """One SSE event. `text` None on chat's first chunk carries the role instead. `logprobs`: the chunk's
+        tokens' (serve/logprobs_format.py); `prompt_logprobs` (completions, vLLM's extension): in the first chunk."""
         if self.is_chat:
             delta = {"role": "assistant", "content": ""} if text is None else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
             body = self._head("chat.completion.chunk")
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text or "", "logprobs": logprobs, "finish_reason": finish_reason}
+            if prompt_logprobs is not None:
+                choice["prompt_logprobs"] = prompt_logprobs
             body = self._head("text_completion")
         body["choices"] = [choice]
         if usage is not None:
@@ -42,13 +46,16 @@ class ResponseKind:
         body = self._head("chat.completion.chunk" if self.is_chat else "text_completion")
         return sse({**body, "choices": [], "usage": usage})
 
-    def full(self, text: str, finish_reason: str, usage: dict) -> dict[str, Any]:
+    def full(self, text: str, finish_reason: str, usage: dict, logprobs: dict | None = None,
+             prompt_logprobs: list | None = None) -> dict[str, Any]:
         if self.is_chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
                       "finish_reason": finish_reason}
             body = self._head("chat.completion")
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+            if prompt_logprobs is not None:
+                choice["prompt_logprobs"] = prompt_logprobs
             body = self._head("text_completion")
         return {**body, "choices": [choice], "usage": usage}
 

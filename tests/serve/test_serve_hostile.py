@@ -60,7 +60,13 @@ HOSTILE = [  # (route, fields over the route's valid base, the field the 400 mus
     (COMPLETIONS, {"frequency_penalty": math.nan}, "frequency_penalty"),
     (CHAT, {"presence_penalty": OVERFLOW}, "presence_penalty"),
     (CHAT, {"logit_bias": {"1": math.nan}}, "logit_bias"),
-    (COMPLETIONS, {"logprobs": 5}, "logprobs"),
+    (COMPLETIONS, {"logprobs": 21}, "logprobs"),  # past SAMPLING_LIMITS' MAX_LOGPROBS
+    (COMPLETIONS, {"logprobs": -1}, "logprobs"),
+    (COMPLETIONS, {"logprobs": True}, "logprobs"),
+    (COMPLETIONS, {"prompt_logprobs": 2**64}, "prompt_logprobs"),
+    (CHAT, {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    (CHAT, {"logprobs": 1}, "logprobs"),
+    (CHAT, {"top_logprobs": 3}, "top_logprobs"),  # needs logprobs: true
     (COMPLETIONS, {"prompt": []}, "prompt"),
     (COMPLETIONS, {"prompt": [-1]}, "prompt"),
     (COMPLETIONS, {"prompt": [VOCAB]}, "prompt"),
