@@ -8,16 +8,19 @@ import torch.nn.functional as F
 from specbench.attention.invariants import check_metadata, invariants_enabled
 from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache
+from specbench.execution_paths import PathRecorder
 
 
 class TorchPagedAttention:
     name = "torch"
     supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
 
-    def __init__(self) -> None:
+    def __init__(self, paths: PathRecorder | None = None) -> None:
+        self.paths = paths if paths is not None else PathRecorder()
         self.check_invariants = invariants_enabled()
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.paths.record("attention.torch")
         if self.check_invariants:
             check_metadata(md, where)
 

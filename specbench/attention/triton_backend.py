@@ -12,6 +12,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
+from specbench.execution_paths import PathRecorder
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -20,7 +21,8 @@ class TritonPagedAttention:
     name = "triton"
     supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
 
-    def __init__(self) -> None:
+    def __init__(self, paths: PathRecorder | None = None) -> None:
+        self.paths = paths if paths is not None else PathRecorder()
         try:
             from specbench.kernels.kv_store import store_kv
             from specbench.kernels.paged_attention import paged_attention, runs_on
@@ -33,6 +35,7 @@ class TritonPagedAttention:
         self.check_invariants = invariants_enabled()
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.paths.record("attention.triton")
         if self.check_invariants:
             check_metadata(md, where)
         if not self._runs_on(md.seq_lens.device):

@@ -16,8 +16,10 @@ def greedy_params(setup: CheckSetup) -> SamplingParams:
 
 
 def reference_outputs(setup: CheckSetup) -> list[tuple[int, ...]]:
-    """Clean plain greedy decoding (no draft, no fault): the oracle every speculative run is compared with."""
-    outs = build_llm(setup, speculative=False).generate(prompt_list(setup), greedy_params(setup))
+    """Clean plain greedy decoding (no draft, no fault), one step at a time: the oracle every engine under test is
+    compared with, the production (overlapped) plain loop included."""
+    outs = build_llm(setup, speculative=False, async_scheduling=False).generate(prompt_list(setup),
+                                                                                greedy_params(setup))
     return [o.output_token_ids for o in outs]
 
 

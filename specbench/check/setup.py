@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from specbench.check.path_log import PathLog
 from specbench.config import EngineConfig
 from specbench.llm import LLM
 
@@ -15,6 +16,8 @@ class CheckSetup:
     engine: EngineConfig  # the speculative engine under test; its max_num_steps is the k checked
     prompts: tuple  # [num_prompts] str or tuple of token ids
     max_tokens: int = 16
+    # Where engines under test record the execution paths they took (check/battery.py gives each check its own).
+    paths: PathLog | None = field(default=None, compare=False)
 
     def with_engine(self, **changes) -> "CheckSetup":
         return replace(self, engine=replace(self.engine, **changes))
@@ -39,12 +42,15 @@ def debug_invariants(enabled: bool):
 
 def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool = False, **overrides) -> LLM:
     """The setup's engine with `overrides` (EngineConfig fields); speculative=False gives the clean plain-decoding
-    reference (no fault, no draft)."""
+    reference (no fault, no draft), whose execution paths are not coverage (check/path_log.py)."""
     config = replace(setup.engine, **overrides)
     if not speculative:
         config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
     with debug_invariants(invariants):
-        return LLM(config)
+        llm = LLM(config)
+    if speculative and setup.paths is not None:
+        setup.paths.add_engine(llm.engine.paths)
+    return llm
 
 
 def prompt_list(setup: CheckSetup) -> list:

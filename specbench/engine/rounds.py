@@ -37,6 +37,7 @@ class TargetRounds:
         """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
         proposal = None
         if self.proposer is not None and any(batch.num_draft_tokens):
+            self.paths.record(self._proposer_path)
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
@@ -45,6 +46,7 @@ class TargetRounds:
         if inflight is not None:
             self._inflight_round = inflight
             return None
+        self.paths.record("decode.sync" if proposal is None else "spec.sync_round")
         output_rows, accepted = launch.rows()
         return self._read_verify(launch, output_rows, accepted, is_ahead=False)
 
@@ -58,9 +60,11 @@ class TargetRounds:
         timer.stop("target")
         timer.start("sample")
         if proposal is not None and self.synthetic_conditional is not None:
+            self.paths.record("verify.synthetic")
             result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
                                       self.synthetic_conditional, self.synthetic_generator)
         else:
+            self.paths.record(self._verify_path)
             result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted

@@ -1,7 +1,10 @@
 """Run the battery against the clean engine and every fault, per method, and build the mutation table.
 
 Per seed: a tiny target, a draft LM perturbed from it (tiny.py), an EAGLE-3 head built from its weights whose drafts
-depend on the target features (tiny_eagle.py).
+depend on the target features (tiny_eagle.py). Per seed also one row for the production plain engine (method none,
+overlapped decoding): the greedy check against the one-step-at-a-time reference. Every check reports the execution
+paths its engines under test took (execution_paths.py); selftest/coverage.py turns the clean rows into the coverage
+table.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ from specbench.check.battery import CHECKS, CheckContext, run_checks
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.engine_defaults import check_engine
+from specbench.engine.builder import resolve_device
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS, resolve_fault
+from specbench.execution_paths import device_class
+from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
 METHODS = ("draft", "eagle3")
+PLAIN = "none"  # the method of the production plain engine's row
 NUM_PROMPTS = 6
 # KV pool of every selftest engine: the sampled check's 400-request wave (~40 tokens each, 4 KB per 4-token block
 # for the target drafting for itself) fits without preempting; engines are built ~450 times, and zeroing a larger
@@ -33,7 +40,7 @@ KV_CACHE_GB = 0.025
 
 @dataclass(frozen=True)
 class SelftestRow:
-    method: str  # one of METHODS
+    method: str  # one of METHODS, or PLAIN
     seed: int
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
@@ -44,8 +51,9 @@ class SelftestRow:
 
 
 def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int,
-                    device: str = "cpu") -> dict[str, CheckSetup]:
-    """One setup per method on the seed's tiny target (written under root)."""
+                    device: str = "cpu", engine_options: dict | None = None) -> dict[str, CheckSetup]:
+    """One setup per method on the seed's tiny target (written under root). `engine_options`: EngineConfig fields
+    over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     unknown = set(methods) - set(METHODS)
     if unknown or not methods:
         raise SpecbenchError(f"selftest methods {', '.join(sorted(unknown)) or '(none)'} unknown; "
@@ -55,15 +63,33 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     if "eagle3" in methods:
         drafts["eagle3"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle3")
     prompts = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=seed))
-    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, seed=seed,
-                                       device=device, kv_cache_gb=KV_CACHE_GB), prompts) for m in methods}
+    options = {"seed": seed, "device": device, "kv_cache_gb": KV_CACHE_GB, **(engine_options or {})}
+    return {m: CheckSetup(check_engine(target=target, method=m, draft=drafts[m], max_num_steps=num_steps, **options),
+                          prompts) for m in methods}
+
+
+def plain_setup(setup: CheckSetup) -> CheckSetup:
+    """The production plain engine on a speculative setup's target and prompts."""
+    return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0, inject=None)
+
+
+def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], reference) -> SelftestRow:
+    """The greedy check of the production plain engine; the battery's other checks are about drafts and verification
+    of drafts, so they are skipped here (saying so)."""
+    greedy = run_checks(plain_setup(setup), ("greedy",), CheckContext(reference=reference)) if "greedy" in checks else []
+    results = tuple(greedy[0] if name == "greedy" else
+                    CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
+                    for name in checks)
+    return SelftestRow(PLAIN, seed, None, results)
 
 
 def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu", on_row=None,
+    engine_options: dict | None = None,
 ) -> list[SelftestRow]:
-    """Per method: clean rows (one per seed: models and prompts differ), then one row per fault on the first seed.
+    """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and, on the first
+    seed, one row per fault.
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test.
@@ -77,8 +103,12 @@ def run_selftest(
     rows: list[SelftestRow] = []
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
-            setups = selftest_setups(tmp, seed, methods, num_steps, device)
-            reference = reference_outputs(next(iter(setups.values())))  # plain decoding: the same for every method
+            setups = selftest_setups(tmp, seed, methods, num_steps, device, engine_options)
+            first = next(iter(setups.values()))
+            reference = reference_outputs(first)  # plain decoding: the same for every method
+            rows.append(_plain_row(first, seed, checks, reference))
+            if on_row is not None:
+                on_row(rows[-1])
             for method, setup in setups.items():
                 ctx = CheckContext(reference=reference, **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]
@@ -97,6 +127,12 @@ def _reference(method: str, seed: int, num_steps: int) -> dict:
         return {"baseline_source": f"no shipped reference baseline for {method} seed {seed} k={num_steps} (shipped: "
                                    f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
     return {"baseline": baseline, "baseline_source": reference_source()}
+
+
+def selftest_coverage(rows: list[SelftestRow], device: str = "cpu", checks: tuple[str, ...] = CHECKS) -> PathCoverage:
+    """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N)."""
+    return path_coverage([(row.method, row.results) for row in rows if row.inject is None],
+                         device_class(resolve_device(device).type), checks)
 
 
 def _cell(r: CheckResult) -> str:
