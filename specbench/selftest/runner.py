@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.check.battery import CHECKS, CheckContext, run_checks
+from specbench.check.budget import BUDGETS, Budget
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.engine_defaults import check_engine
@@ -26,7 +27,7 @@ from specbench.faults import FAULTS, resolve_fault
 from specbench.execution_paths import device_class
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
-from specbench.selftest.tiny import build_tiny_pair, random_prompts
+from specbench.selftest.tiny import build_tiny_pair, random_prompts, variant_for_seed
 from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
 METHODS = ("draft", "eagle3")
@@ -52,13 +53,14 @@ class SelftestRow:
 
 def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int,
                     device: str = "cpu", engine_options: dict | None = None) -> dict[str, CheckSetup]:
-    """One setup per method on the seed's tiny target (written under root). `engine_options`: EngineConfig fields
+    """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
+    seed so that the default seeds reach the biased and the fused layer paths). `engine_options`: EngineConfig fields
     over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     unknown = set(methods) - set(METHODS)
     if unknown or not methods:
         raise SpecbenchError(f"selftest methods {', '.join(sorted(unknown)) or '(none)'} unknown; "
                              f"supported: {', '.join(METHODS)}")
-    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed)
+    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed, variant=variant_for_seed(seed))
     drafts = {"draft": draft}
     if "eagle3" in methods:
         drafts["eagle3"] = build_tiny_eagle_head(target, f"{root}/{seed}/eagle3")
@@ -73,10 +75,11 @@ def plain_setup(setup: CheckSetup) -> CheckSetup:
     return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0, inject=None)
 
 
-def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], reference) -> SelftestRow:
+def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], reference, budget: Budget) -> SelftestRow:
     """The greedy check of the production plain engine; the battery's other checks are about drafts and verification
     of drafts, so they are skipped here (saying so)."""
-    greedy = run_checks(plain_setup(setup), ("greedy",), CheckContext(reference=reference)) if "greedy" in checks else []
+    ctx = CheckContext(reference=reference, budget=budget)
+    greedy = run_checks(plain_setup(setup), ("greedy",), ctx) if "greedy" in checks else []
     results = tuple(greedy[0] if name == "greedy" else
                     CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
                     for name in checks)
@@ -86,13 +89,14 @@ def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], reference)
 def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu", on_row=None,
-    engine_options: dict | None = None,
+    engine_options: dict | None = None, budget: Budget = BUDGETS["full"],
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and, on the first
     seed, one row per fault.
 
     The baseline each row is checked against is the shipped reference for the seed and method
-    (reference_baselines.py), never a measurement of the engine under test.
+    (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
+    tests reach paths under the Triton interpreter with a small one).
     """
     chosen = [resolve_fault(n) for n in (faults if faults is not None else FAULTS)]  # unknown names fail here
     if not seeds:
@@ -105,12 +109,12 @@ def run_selftest(
         for i, seed in enumerate(seeds):
             setups = selftest_setups(tmp, seed, methods, num_steps, device, engine_options)
             first = next(iter(setups.values()))
-            reference = reference_outputs(first)  # plain decoding: the same for every method
-            rows.append(_plain_row(first, seed, checks, reference))
+            reference = reference_outputs(budget.apply(first))  # plain decoding: the same for every method
+            rows.append(_plain_row(first, seed, checks, reference, budget))
             if on_row is not None:
                 on_row(rows[-1])
             for method, setup in setups.items():
-                ctx = CheckContext(reference=reference, **_reference(method, seed, num_steps))
+                ctx = CheckContext(reference=reference, budget=budget, **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]
                 for name in [None] + hosted if i == 0 else [None]:
                     results = run_checks(setup.with_inject(name), checks, ctx)
