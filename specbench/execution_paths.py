@@ -73,7 +73,7 @@ PATHS: tuple[ExecutionPath, ...] = (
                   _SPEC, needs_cuda=True),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
-                  ("cpu", "cuda")),
+                  ("cpu",)),
     ExecutionPath("layers.fused_ops", "decoder block as torch projections with the Triton norm, RoPE and SiLU "
                   "kernels (models/layers.py; prefills, batches past 64 tokens)", ("cuda",)),
     ExecutionPath("proj.fused", "decoder block as fused gemv projections, attention from the qkv output "

@@ -52,10 +52,10 @@ def selftest(
         for crashed in (r for r in row.results if r.is_crashed):
             print(f"{row.method} seed {row.seed} {row.inject or 'clean'} {crashed.name}: {crashed.detail}")
         if row.inject is None:
-            sampled = next((r for r in row.results if r.name == "sampled"), None)
+            sampled = next((r for r in row.results if r.name == "sampled" and not r.skipped), None)
             if sampled is not None:
                 print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
-            rows_check = next((r for r in row.results if r.name == "rows"), None)
+            rows_check = next((r for r in row.results if r.name == "rows" and not r.skipped), None)
             if rows_check is not None and row.seed == rows[0].seed:
                 print(f"rows, {row.method} seed {row.seed} clean: {rows_check.detail}")
     coverage = selftest_coverage(rows, device, _names(checks))

@@ -67,7 +67,8 @@ def test_a_registered_path_nothing_records_fails_the_coverage(torch_rows):
 def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_rows):
     """The CUDA production configuration as far as CPU can run it: the Triton attention and verifier and the fused
     layer kernels, under the interpreter, on the biased pair (eager layers with the fused norm/RoPE/SiLU kernels)
-    and the no-bias tied pair (fused projections, RoPE/K-V store at one token). One prompt, four tokens."""
+    and the no-bias tied pair (fused projections, RoPE/K-V store at one token). One prompt, four tokens, the plain
+    engine and the draft LM (EAGLE adds no layer path the torch run lacks)."""
     from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
     from specbench.models.fused_kernels import fused_kernels
 
@@ -75,7 +76,7 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
         pytest.skip(RERUN_REASON)
     slice_ = Budget("paths", 1, 4, False, False, False, "")
     with fused_kernels("on"):
-        fused_rows = run_selftest(seeds=(0, 1), faults=(), checks=("greedy",), budget=slice_,
+        fused_rows = run_selftest(seeds=(0, 1), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
                                   engine_options={"attention_backend": "triton", "verifier": "triton"})
     assert not any(row.detected for row in fused_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
