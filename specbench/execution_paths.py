@@ -30,7 +30,8 @@ class ExecutionPath:
     production_on: tuple[str, ...]  # device classes (DEVICE_CLASSES) where a default run takes it; () = opt-in only
     # Methods whose engines can take it (EngineConfig.method values); () = every method.
     methods: tuple[str, ...] = ()
-    # Only a CUDA device reaches it (graph capture): the CPU Triton-interpreter selftest cannot.
+    # Only a CUDA device reaches it in the selftest: the engine captures graphs only on CUDA (tests/engine and
+    # tests/eagle replay the graph runners on CPU by capturing by hand), flashinfer runs on CUDA only.
     needs_cuda: bool = False
 
 

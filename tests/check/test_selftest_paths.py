@@ -101,6 +101,30 @@ def test_engine_records_its_paths_and_resets(tmp_path):
     assert llm.engine.paths_taken() == frozenset()
 
 
+@pytest.mark.slow  # Triton interpreter: ~30 s
+def test_graph_replays_record_the_graph_and_its_forward(tmp_path):
+    """Graphs captured by hand on CPU replay by rerunning their forward (runtime/cuda_graph.py): the runner records
+    graph.decode / graph.verify, the rerun forward its own layer and attention paths."""
+    from specbench.engine.builder import capture_graphs, graph_plan
+    from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
+    from specbench.selftest.tiny import build_tiny_pair, random_prompts
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    target, draft = build_tiny_pair(tmp_path, seed=0)
+    llm = LLM(target, dtype="fp32", device="cpu", block_size=4, max_concurrency=2, num_kv_blocks=32,
+              attention_backend="triton", enforce_eager=True, method="draft", draft=draft, max_num_steps=2)
+    engine = llm.engine
+    capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                   engine.proposer, 2)
+    llm.generate(random_prompts(1), SamplingParams(max_tokens=4, ignore_eos=True))
+    assert {"graph.verify", "draft.step_graph", "attention.triton", "layers.torch"} <= engine.paths_taken()
+    engine.reset_paths()
+    engine.set_num_steps(0)
+    llm.generate(random_prompts(1), SamplingParams(max_tokens=3, ignore_eos=True))
+    assert "graph.decode" in engine.paths_taken() and "graph.verify" not in engine.paths_taken()
+
+
 def test_recorder_refuses_unregistered_names_and_collects_captures():
     recorder = PathRecorder()
     with pytest.raises(SpecbenchError, match="unregistered execution path 'proj.typo'"):
