@@ -9,14 +9,19 @@ import torch
 from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache
 from specbench.registry import Registry
+from specbench.execution_paths import PathRecorder
 
 
 class AttentionBackend(Protocol):
     name: str
     supports_cuda_graphs: bool  # forward may be captured once and replayed on refreshed metadata buffers
+    # The engine's record of the execution paths its forwards take (execution_paths.py): begin_forward records the
+    # backend's own, the layers theirs (every layer is handed the backend).
+    paths: PathRecorder
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
-        """Called once per forward before any layer; runs debug invariants."""
+        """Called once per forward before any layer (and before each graph replay); runs debug invariants and
+        records `attention.<name>`."""
 
     def forward(
         self,
@@ -44,26 +49,28 @@ ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")
 
 
 @ATTENTION_BACKENDS.register("torch")
-def _torch_backend(check_invariants: bool) -> AttentionBackend:
+def _torch_backend(paths: PathRecorder, check_invariants: bool) -> AttentionBackend:
     from specbench.attention.torch_ref import TorchPagedAttention
 
-    return TorchPagedAttention(check_invariants)
+    return TorchPagedAttention(paths, check_invariants)
 
 
 @ATTENTION_BACKENDS.register("triton")
-def _triton_backend(check_invariants: bool) -> AttentionBackend:
+def _triton_backend(paths: PathRecorder, check_invariants: bool) -> AttentionBackend:
     from specbench.attention.triton_backend import TritonPagedAttention
 
-    return TritonPagedAttention(check_invariants)
+    return TritonPagedAttention(paths, check_invariants)
 
 
 @ATTENTION_BACKENDS.register("flashinfer")
-def _flashinfer_backend(check_invariants: bool) -> AttentionBackend:
+def _flashinfer_backend(paths: PathRecorder, check_invariants: bool) -> AttentionBackend:
     from specbench.attention.flashinfer_backend import FlashInferPagedAttention
 
-    return FlashInferPagedAttention(check_invariants)
+    return FlashInferPagedAttention(paths, check_invariants)
 
 
-def create_backend(name: str, *, check_invariants: bool = False) -> AttentionBackend:
-    """`check_invariants`: run the debug invariants on every forward (the engine's debug_invariants)."""
-    return ATTENTION_BACKENDS.create(name, check_invariants)
+def create_backend(name: str, paths: PathRecorder | None = None, *, check_invariants: bool = False
+                   ) -> AttentionBackend:
+    """`paths`: the engine's recorder; None: a private one (a model loaded outside an engine).
+    `check_invariants`: run the debug invariants on every forward (the engine's debug_invariants)."""
+    return ATTENTION_BACKENDS.create(name, paths if paths is not None else PathRecorder(), check_invariants)

@@ -13,6 +13,7 @@ from specbench.attention.invariants import check_metadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
+from specbench.execution_paths import PathRecorder
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
@@ -50,16 +51,17 @@ def _fallback_backend(check_invariants: bool):
     try:
         from specbench.attention.triton_backend import TritonPagedAttention
 
-        return TritonPagedAttention(check_invariants)
+        return TritonPagedAttention(check_invariants=check_invariants)
     except SpecbenchError:
-        return TorchPagedAttention(check_invariants)
+        return TorchPagedAttention(check_invariants=check_invariants)
 
 
 class FlashInferPagedAttention:
     name = "flashinfer"
     supports_cuda_graphs = False  # plans read host metadata every forward; the graph runner runs it eagerly
 
-    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
+    def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
+        self.paths = paths if paths is not None else PathRecorder()  # check_invariants: the engine's debug_invariants
         reason = flashinfer_import_error()
         if reason is not None:
             raise SpecbenchError(f"attention backend 'flashinfer' needs the flashinfer-python package ({reason})")
@@ -80,6 +82,7 @@ class FlashInferPagedAttention:
         self._planned: tuple | None = None  # (wrapper, shape key) planned for self._md
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.paths.record("attention.flashinfer")
         if self.check_invariants:
             check_metadata(md, where)
         if not _runs_on(md.seq_lens.device):

@@ -9,16 +9,19 @@ from specbench.attention.invariants import check_metadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
+from specbench.execution_paths import PathRecorder
 
 
 class TorchPagedAttention:
     name = "torch"
     supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
 
-    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
-        self.check_invariants = check_invariants
+    def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
+        self.paths = paths if paths is not None else PathRecorder()
+        self.check_invariants = check_invariants  # the engine's debug_invariants
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.paths.record("attention.torch")
         if self.check_invariants:
             check_metadata(md, where)
 

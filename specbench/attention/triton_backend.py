@@ -12,6 +12,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
+from specbench.execution_paths import PathRecorder
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -20,7 +21,8 @@ class TritonPagedAttention:
     name = "triton"
     supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
 
-    def __init__(self, check_invariants: bool = False) -> None:  # the engine's debug_invariants
+    def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
+        self.paths = paths if paths is not None else PathRecorder()  # check_invariants: the engine's debug_invariants
         try:
             from specbench.kernels.kv_store import store_kv
             from specbench.kernels.paged_attention import paged_attention, runs_on
@@ -29,10 +31,11 @@ class TritonPagedAttention:
             raise SpecbenchError(f"attention backend 'triton' needs the triton package ({e})") from None
         self._store_kv, self._paged_attention, self._runs_on = store_kv, paged_attention, runs_on
         self._cpu_hint = CPU_HINT
-        self._fallback = TorchPagedAttention(check_invariants)
+        self._fallback = TorchPagedAttention(check_invariants=check_invariants)
         self.check_invariants = check_invariants
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.paths.record("attention.triton")
         if self.check_invariants:
             check_metadata(md, where)
         if not self._runs_on(md.seq_lens.device):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specbench.check.baseline import BASELINE_ALPHA, AcceptanceBaseline, check_baseline
 from specbench.check.budget import BUDGETS, Budget
@@ -14,6 +14,7 @@ from specbench.check.metrics_check import check_metrics
 from specbench.check.names import CHECKS
 from specbench.check.oracle import check_oracle
 from specbench.check.reference import ReferenceCrossCheck
+from specbench.check.path_log import PathLog
 from specbench.check.result import CheckResult
 from specbench.check.rows import check_rows
 from specbench.check.sampled import check_sampled
@@ -60,5 +61,11 @@ def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: Che
         raise SpecbenchError(f"unknown check(s) {', '.join(sorted(unknown))}; supported: {', '.join(CHECKS)}")
     ctx = context or CheckContext()
     setup = ctx.budget.apply(setup)
-    results = [run_guarded(name, lambda name=name: CHECK_FUNCTIONS[name](setup, ctx)) for name in checks]
-    return results
+    return [_run_one(name, setup, ctx) for name in checks]
+
+
+def _run_one(name: str, setup: CheckSetup, ctx: CheckContext) -> CheckResult:
+    """One check, with the execution paths its engines under test took."""
+    log = PathLog()
+    result = run_guarded(name, lambda: CHECK_FUNCTIONS[name](replace(setup, paths=log), ctx))
+    return replace(result, paths=log.taken())

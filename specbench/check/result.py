@@ -14,6 +14,8 @@ class CheckResult:
     skipped: bool = False  # not applicable (e.g. no draft model for the oracle); counts as passed
     note: str = ""  # a few characters for a mutation-table cell (e.g. the sampled test's p-value and power)
     is_crashed: bool = False  # the check raised inside the engine; detail is `crashed: <one line>`
+    # Execution paths (execution_paths.py) the engines under test took in this check; reference engines excluded.
+    paths: frozenset[str] = frozenset()
 
 
 def format_table(results: list[CheckResult], title: str = "") -> str:

@@ -142,6 +142,10 @@ def engine_verify_fn(setup: CheckSetup):
 def check_rows(setup: CheckSetup) -> CheckResult:
     start = time.perf_counter()
     verify_fn, device = engine_verify_fn(setup)
+    if setup.paths is not None:  # the verifier the engine is built with runs here, without an engine
+        from specbench.engine.builder import resolve_kernel_choice
+
+        setup.paths.record(f"verify.{resolve_kernel_choice(setup.engine.verifier, device, 'verifier')}")
     tests = _cached_tests(verify_fn, device, setup.engine.seed)
     failed = [t for t in tests if t.p_value < ROWS_ALPHA]
     parts = [f"{t.row_type} {t.num_rows} rows p {t.p_value:.2g} power {t.power:.2f}"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from specbench.check.path_log import PathLog
 from specbench.config import EngineConfig
 from specbench.llm import LLM
 
@@ -13,6 +14,8 @@ class CheckSetup:
     engine: EngineConfig  # the speculative engine under test; its max_num_steps is the k checked
     prompts: tuple  # [num_prompts] str or tuple of token ids
     max_tokens: int = 16
+    # Where engines under test record the execution paths they took (check/battery.py gives each check its own).
+    paths: PathLog | None = field(default=None, compare=False)
 
     def with_engine(self, **changes) -> "CheckSetup":
         return replace(self, engine=replace(self.engine, **changes))
@@ -23,12 +26,16 @@ class CheckSetup:
 
 def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool = False, **overrides) -> LLM:
     """The setup's engine with `overrides` (EngineConfig fields); speculative=False gives the clean plain-decoding
-    reference (no fault, no draft). `invariants`: the engine's debug_invariants (the battery's rule: on only in
-    the invariant sweep), set explicitly whatever the environment says."""
+    reference (no fault, no draft), whose execution paths are not coverage (check/path_log.py). `invariants`: the
+    engine's debug_invariants (the battery's rule: on only in the invariant sweep), set explicitly whatever the
+    environment says."""
     config = replace(setup.engine, debug_invariants=invariants, **overrides)
     if not speculative:
         config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
-    return LLM(config)
+    llm = LLM(config)
+    if speculative and setup.paths is not None:
+        setup.paths.add_engine(llm.engine.paths)
+    return llm
 
 
 def prompt_list(setup: CheckSetup) -> list:

@@ -36,9 +36,11 @@ def selftest(
     device: Annotated[str, typer.Option("--device", help="cpu | cuda | auto: on CUDA the engine replays CUDA "
                                         "graphs and the invariant sweep runs with graphs on and off")] = "cpu",
 ) -> None:
-    """Mutation table (fault x check -> detected, seconds); exit 1 if a fault is missed or the clean engine fails."""
+    """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
+    fault is missed, the clean engine fails, or a production path of the device went unexercised."""
     from specbench.errors import SpecbenchError
-    from specbench.selftest.runner import format_mutation_table, selftest_ok, timed_selftest
+    from specbench.selftest.coverage import coverage_verdict, format_coverage
+    from specbench.selftest.runner import format_mutation_table, selftest_coverage, selftest_ok, timed_selftest
 
     try:
         seed_list = tuple(int(s) for s in _names(seeds))
@@ -56,13 +58,17 @@ def selftest(
             greedy = next((r for r in row.results if r.name == "greedy"), None)
             if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method
                 print(f"greedy, {row.method} seed {row.seed} clean: {greedy.detail}")
-            sampled = next((r for r in row.results if r.name == "sampled"), None)
+            sampled = next((r for r in row.results if r.name == "sampled" and not r.skipped), None)
             if sampled is not None:
                 print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
-            rows_check = next((r for r in row.results if r.name == "rows"), None)
+            rows_check = next((r for r in row.results if r.name == "rows" and not r.skipped), None)
             if rows_check is not None and row.seed == rows[0].seed:
                 print(f"rows, {row.method} seed {row.seed} clean: {rows_check.detail}")
-    ok = selftest_ok(rows)
+    coverage = selftest_coverage(rows, device, _names(checks))
+    print()
+    print(format_coverage(coverage))
+    print(coverage_verdict(coverage))
+    ok = selftest_ok(rows) and coverage.is_complete
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
 

@@ -19,6 +19,7 @@ from specbench.errors import SpecbenchError
 from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.execution_paths import PathRecorder
 from specbench.spec.registry import ProposerContext, create_proposer
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class EngineParts:
     attention_backend: str  # resolved name
     verifier: str  # resolved name
     verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
+    paths: PathRecorder  # which execution paths this engine took (execution_paths.py); the backend records too
     hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
 
@@ -155,7 +157,8 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         raise SpecbenchError("--synthetic-acceptance needs a speculative method (its drafts are what gets accepted)")
     backend_name = resolve_kernel_choice(config.attention_backend, device, "attention backend")
     verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
-    backend = create_backend(backend_name, check_invariants=config.debug_invariants)
+    paths = PathRecorder()
+    backend = create_backend(backend_name, paths, check_invariants=config.debug_invariants)
     target = load_model(
         config.target,
         dtype=dtype,
@@ -207,6 +210,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         attention_backend=backend_name,
         verifier=verifier_name,
         verify_fn=hooks.wrap_verifier(select_verifier(verifier_name)),
+        paths=paths,
         hooks=hooks,
         cuda_graphs=graphs_note,
     )

@@ -46,6 +46,9 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.verify_fn = p.verify_fn
         self.hooks = p.hooks
+        self.paths = p.paths  # the one record of which execution paths this engine took (execution_paths.py)
+        self._verify_path = f"verify.{p.verifier}"
+        self._proposer_path = f"proposer.{config.method}"
         self.synthetic_conditional = None
         if config.synthetic_acceptance is not None:
             rates = conditional_rates(config.synthetic_acceptance)
@@ -179,6 +182,13 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             raise RuntimeError("set_async_scheduling needs an idle engine")
         self.async_scheduling = is_on
 
+    def paths_taken(self) -> frozenset[str]:
+        """Registered execution paths (execution_paths.py) this engine took since it was built or reset_paths()."""
+        return self.paths.taken()
+
+    def reset_paths(self) -> None:
+        self.paths.reset()
+
     def has_unfinished(self) -> bool:
         """Requests waiting or running, or a launched step still to read back."""
         return self._inflight is not None or self._inflight_round is not None or self.scheduler.has_unfinished()
@@ -259,6 +269,8 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         self._last_read_time = read_time
 
     def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
+        if batch.preempted:
+            self.paths.record("preemption")
         for request in batch.preempted:
             if self.proposer is not None:
                 self.proposer.free(request.request_id)

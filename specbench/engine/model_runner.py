@@ -37,8 +37,11 @@ class TargetRunner:
     @torch.inference_mode()
     def verify(self, inp: VerifyInput) -> TargetOutput:
         shape = None if self.graphs is None else self.graphs.shape_for(inp.md)
+        paths = self.model.attn_backend.paths
         if shape is None:
+            paths.record("target.eager")
             return self._verify_eager(inp.input_ids, inp.md)
+        paths.record("graph.decode" if shape.query_len == 1 else "graph.verify")
         outputs = self.graphs.replay(shape, inp.input_ids, inp.md)
         # Features outlive the step (the proposer reads them next round): copy them out of the graph's pool.
         return TargetOutput(outputs[0], outputs[1].clone() if len(outputs) > 1 else None)
@@ -56,4 +59,5 @@ class TargetRunner:
             return (out.logits,) if out.features is None else (out.logits, out.features)
 
         self.graphs = CudaGraphRunner(forward, plan, name="verify", max_query_len=max_query_len,
-                                      check_metadata=self.model.attn_backend.begin_forward)
+                                      check_metadata=self.model.attn_backend.begin_forward,
+                                      paths=self.model.attn_backend.paths)

@@ -55,6 +55,7 @@ class OverlappedDecode:
         if blocker is None:
             batch = scheduler.schedule_lookahead()
             if batch is not None:
+                self.paths.record("decode.overlap")
                 self._inflight = self._launch_plain_decode(batch, now, previous.launch.output_token_ids[:, 0])
         return self._read_back(previous)
 

@@ -68,6 +68,8 @@ class OverlappedRounds:
         ahead_timer.stop("draft")
         if draft_ids is None:
             return None
+        self.paths.record("eagle.ahead")
+        self.paths.record(self._proposer_path)
         return InflightRound(launch, draft_ids, timer, ahead_timer, start, scheduler.block_manager.num_free_blocks,
                              len(batch.preempted))
 

@@ -49,6 +49,7 @@ class TargetRounds:
         """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
         proposal = None
         if self.proposer is not None and any(batch.num_draft_tokens):
+            self.paths.record(self._proposer_path)
             timer.start("draft")
             proposal = self.proposer.propose(self._propose_input(batch, st))
             timer.stop("draft")
@@ -57,6 +58,7 @@ class TargetRounds:
         if inflight is not None:
             self._inflight_round = inflight
             return None
+        self.paths.record("decode.sync" if proposal is None else "spec.sync_round")
         output_rows, accepted = launch.rows()
         return (*self._read_verify(launch, output_rows, accepted, is_ahead=False), launch.logprobs)
 
@@ -74,9 +76,11 @@ class TargetRounds:
         row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
         if proposal is not None and self.synthetic_conditional is not None:
+            self.paths.record("verify.synthetic")
             result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
                                       self.synthetic_conditional, self.synthetic_generator)
         else:
+            self.paths.record(self._verify_path)
             result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted

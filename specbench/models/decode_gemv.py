@@ -54,6 +54,22 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     )
 
 
+def fused_path(layer: Block, num_tokens: int) -> str:
+    """The execution path (execution_paths.py) `block` takes where `applies` holds: with RoPE and the K/V store in the
+    qkv projection, or attention from the plain qkv output."""
+    return "proj.rope_store" if _stores_rope(layer.self_attn, num_tokens) else "proj.fused"
+
+
+def eager_path(x: torch.Tensor) -> str:  # x: [num_tokens, hidden]
+    """The execution path of the eager layers on x: the Triton norm, RoPE and SiLU kernels, or torch throughout."""
+    return "layers.fused_ops" if fused_kernels.use_fused(x) else "layers.torch"
+
+
+def _stores_rope(attn: SelfAttention, num_tokens: int) -> bool:
+    # Qwen3's q/k norm sits between the projection and RoPE: no RoPE in the projection then.
+    return attn.q_norm is None and fused_kernels.rope_store_fits(num_tokens, attn.head_dim)
+
+
 def block(
     layer: Block,
     hidden: torch.Tensor,  # [num_tokens, hidden] the previous block's output, or the stream itself (first block)
@@ -72,14 +88,14 @@ def block(
         norm_weight = norm.weight
     else:
         x, stream = norm.add_and_norm(hidden, residual)
-    if attn.q_norm is None and fused_kernels.rope_store_fits(num_tokens, attn.head_dim):
+    if _stores_rope(attn, num_tokens):
         # Two kernels fewer: q comes back rotated, k and v are already in the cache.
         q = fused_kernels.gemv_rope_store(
             x, attn.qkv_proj.weight, cos_sin, md.slot_mapping, kv_cache.k[attn.layer_idx],
             kv_cache.v[attn.layer_idx], attn.num_heads, attn.num_kv_heads, norm_weight=norm_weight, eps=norm.eps)
         out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md)
         attn_out = out.reshape(num_tokens, attn.q_size)
-    else:  # Qwen3's q/k norm sits between the projection and RoPE
+    else:
         qkv = fused_kernels.gemv(x, attn.qkv_proj.weight, norm_weight=norm_weight, eps=norm.eps)
         attn_out = attn.attend(qkv, cos_sin, kv_cache, md, backend)
     return block_tail(layer, attn_out, stream), stream

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
+from specbench.execution_paths import PathRecorder
 
 # Batch-size buckets: every size up to 4, then powers of two to 16, then steps of 16.
 _SMALL_BUCKETS = (1, 2, 3, 4, 8, 16)
@@ -174,6 +175,7 @@ class _Captured:
     graph: torch.cuda.CUDAGraph | None  # None off CUDA: `rerun` stands in for the replay
     outputs: tuple[torch.Tensor, ...]  # the graph's static outputs, [padded_tokens, ...] each
     rerun: Callable[[], tuple[torch.Tensor, ...]] | None
+    paths: frozenset[str]  # execution paths the captured forward took (a rerun records its own as it runs)
 
 
 class CudaGraphRunner:
@@ -186,6 +188,7 @@ class CudaGraphRunner:
         *,
         name: str,  # phase name used by the debug invariants, e.g. "verify", "draft_step"
         check_metadata: Callable[[AttentionMetadata, str], None],  # the attention backend's begin_forward
+        paths: PathRecorder,  # the engine's: each replay records the paths its graph's forward took
         max_query_len: int,
         hidden_size: int | None = None,
         hidden_dtype: torch.dtype = torch.bfloat16,
@@ -193,6 +196,7 @@ class CudaGraphRunner:
         self.forward = forward
         self.name = name
         self.check_metadata = check_metadata
+        self.paths = paths
         self.buckets = batch_buckets(plan.max_num_reqs)
         self.max_query_len = max_query_len
         self.block_size = plan.block_size
@@ -231,10 +235,11 @@ class CudaGraphRunner:
         hidden = None if buf.hidden is None else buf.hidden[:num_tokens]
         input_ids = buf.input_ids[:num_tokens]
         if not self.is_graph:
-            self._graphs[shape] = _Captured(None, (), lambda: self.forward(input_ids, md, hidden))
+            self._graphs[shape] = _Captured(None, (), lambda: self.forward(input_ids, md, hidden), frozenset())
             return
-        graph, outputs = capture_graph(lambda: self.forward(input_ids, md, hidden), self.pool, self.device)
-        self._graphs[shape] = _Captured(graph, outputs, None)
+        with self.paths.collecting() as taken:
+            graph, outputs = capture_graph(lambda: self.forward(input_ids, md, hidden), self.pool, self.device)
+        self._graphs[shape] = _Captured(graph, outputs, None, frozenset(taken))
 
     def replay(self, shape: GraphShape, input_ids: torch.Tensor, md: AttentionMetadata,
                hidden: torch.Tensor | None = None, where: str | None = None) -> tuple[torch.Tensor, ...]:
@@ -244,6 +249,7 @@ class CudaGraphRunner:
         self.buffers.load(shape, input_ids, md, hidden)
         if captured.graph is not None:
             captured.graph.replay()
+            self.paths.record_all(captured.paths)
             outputs = captured.outputs
         else:
             with torch.inference_mode():

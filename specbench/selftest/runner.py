@@ -1,10 +1,12 @@
 """Run the battery against the clean engine and every fault, per method, and build the mutation table.
 
-Per seed: a tiny target, a draft LM perturbed from it (tiny.py), and per speculative method of the proposer
-registry its tiny drafter and prompts (drafters.py: EAGLE heads built from the target's weights, n-gram on a
-copying variant of the target with prompts that repeat its own output). The greedy reference comes from the
-reference engine (check/reference.py), itself checked against HF transformers on each tiny target once per seed
-(hf_reference.py).
+Per seed: a tiny target (tiny.py: biased, no-bias tied Llama or Qwen3 q/k norm, by seed), a draft LM perturbed from
+it, and per speculative method of the proposer registry its tiny drafter and prompts (drafters.py: EAGLE heads built
+from the target's weights, n-gram on a copying variant of the target with prompts that repeat its own output). Per
+seed also one row for the production plain engine (method none, overlapped decoding): the greedy check against the
+reference. The greedy reference comes from the reference engine (check/reference.py), itself checked against HF
+transformers on each tiny target once per seed (hf_reference.py). Every check reports the execution paths its
+engines under test took (execution_paths.py); selftest/coverage.py turns the clean rows into the coverage table.
 """
 
 from __future__ import annotations
@@ -16,19 +18,24 @@ from dataclasses import dataclass
 import torch
 
 from specbench.check.battery import CHECKS, CheckContext, run_checks
+from specbench.check.budget import BUDGETS, Budget
 from specbench.check.greedy import reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.engine_defaults import check_engine
+from specbench.engine.builder import resolve_device
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import SELFTEST_FAULTS
+from specbench.execution_paths import device_class
+from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
-from specbench.selftest.tiny import build_tiny_pair
+from specbench.selftest.tiny import build_tiny_pair, variant_for_seed
 
 METHODS = selftest_methods()  # every registered speculative method
+PLAIN = "none"  # the method of the production plain engine's row
 # KV pool of every selftest engine: the sampled check's 400-request wave (~40 tokens each, 4 KB per 4-token block
 # for the target drafting for itself) fits without preempting; engines are built ~450 times, and zeroing a larger
 # pool each time was a tenth of the selftest's CPU time.
@@ -37,7 +44,7 @@ KV_CACHE_GB = 0.025
 
 @dataclass(frozen=True)
 class SelftestRow:
-    method: str  # one of METHODS
+    method: str  # one of METHODS, or PLAIN
     seed: int
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
@@ -48,32 +55,52 @@ class SelftestRow:
 
 
 def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int,
-                    device: str = "cpu") -> dict[str, CheckSetup]:
-    """One setup per method on the seed's tiny target (written under root)."""
+                    device: str = "cpu", engine_options: dict | None = None) -> dict[str, CheckSetup]:
+    """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
+    seed so that the default seeds reach the biased and the fused layer paths). `engine_options`: EngineConfig fields
+    over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     unknown = set(methods) - set(METHODS)
     if unknown or not methods:
         raise SpecbenchError(f"selftest methods {', '.join(sorted(unknown)) or '(none)'} unknown; "
                              f"supported: {', '.join(METHODS)}")
-    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed)
+    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed, variant=variant_for_seed(seed))
     pair = TinyPair(f"{root}/{seed}", seed, target, draft)
-    base = check_engine(target=target, seed=seed, device=device, kv_cache_gb=KV_CACHE_GB)  # plain: builds prompts
+    options = {"seed": seed, "device": device, "kv_cache_gb": KV_CACHE_GB, **(engine_options or {})}
+    base = check_engine(target=target, **options)  # plain: builds prompts
     setups = {}
     for m in methods:
         models = build_method(m, pair, base)
         setups[m] = CheckSetup(check_engine(target=models.target, method=m, draft=models.draft,
-                                            max_num_steps=num_steps, seed=seed, device=device,
-                                            kv_cache_gb=KV_CACHE_GB), models.prompts)
+                                            max_num_steps=num_steps, **options), models.prompts)
     return setups
+
+
+def plain_setup(setup: CheckSetup) -> CheckSetup:
+    """The production plain engine on a speculative setup's target and prompts."""
+    return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0, inject=None)
+
+
+def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], ctx: CheckContext) -> SelftestRow:
+    """The greedy check of the production plain engine; the battery's other checks are about drafts and verification
+    of drafts, so they are skipped here (saying so)."""
+    greedy = run_checks(plain_setup(setup), ("greedy",), ctx) if "greedy" in checks else []
+    results = tuple(greedy[0] if name == "greedy" else
+                    CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
+                    for name in checks)
+    return SelftestRow(PLAIN, seed, None, results)
 
 
 def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu", on_row=None,
+    engine_options: dict | None = None, budget: Budget = BUDGETS["full"],
 ) -> list[SelftestRow]:
-    """Per method: clean rows (one per seed: models and prompts differ), then one row per fault on the first seed.
+    """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and, on the first
+    seed, one row per fault.
 
     The baseline each row is checked against is the shipped reference for the seed and method
-    (reference_baselines.py), never a measurement of the engine under test.
+    (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
+    tests reach paths under the Triton interpreter with a small one).
     """
     chosen = [resolve_fault(n) for n in (faults if faults is not None else SELFTEST_FAULTS)]  # unknown names fail here
     if not seeds:
@@ -84,19 +111,24 @@ def run_selftest(
     rows: list[SelftestRow] = []
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
-            setups = selftest_setups(tmp, seed, methods, num_steps, device)
+            setups = selftest_setups(tmp, seed, methods, num_steps, device, engine_options)
             references: dict[tuple, tuple] = {}  # plain decoding per (target, prompts): shared by methods
             for method, setup in setups.items():
                 key = (setup.engine.target, setup.prompts)
                 if key not in references:
-                    reference = reference_outputs(setup)
+                    reference = reference_outputs(budget.apply(setup))
                     cross_check = None
                     if "greedy" in checks:  # the reference itself, once per target and seed, against transformers
-                        cross_check = cross_check_reference(setup.engine.target, setup.prompts, setup.max_tokens,
-                                                            reference)
+                        cross_check = cross_check_reference(setup.engine.target, setup.prompts,
+                                                            budget.apply(setup).max_tokens, reference)
                     references[key] = (reference, cross_check)
+                    if len(references) == 1:  # the plain row: once per seed, on its first target
+                        rows.append(_plain_row(setup, seed, checks, CheckContext(
+                            reference=reference, reference_cross_check=cross_check, budget=budget)))
+                        if on_row is not None:
+                            on_row(rows[-1])
                 reference, cross_check = references[key]
-                ctx = CheckContext(reference=reference, reference_cross_check=cross_check,
+                ctx = CheckContext(reference=reference, reference_cross_check=cross_check, budget=budget,
                                    **_reference(method, seed, num_steps))
                 hosted = [f.name for f in chosen if method in f.methods]
                 for name in [None] + hosted if i == 0 else [None]:
@@ -114,6 +146,12 @@ def _reference(method: str, seed: int, num_steps: int) -> dict:
         return {"baseline_source": f"no shipped reference baseline for {method} seed {seed} k={num_steps} (shipped: "
                                    f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
     return {"baseline": baseline, "baseline_source": reference_source()}
+
+
+def selftest_coverage(rows: list[SelftestRow], device: str = "cpu", checks: tuple[str, ...] = CHECKS) -> PathCoverage:
+    """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N)."""
+    return path_coverage([(row.method, row.results) for row in rows if row.inject is None],
+                         device_class(resolve_device(device).type), checks)
 
 
 def _cell(r: CheckResult) -> str:

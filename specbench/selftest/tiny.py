@@ -1,5 +1,18 @@
 """A tiny random Llama target with positional attention heads and a draft LM derived by perturbing it, written
 as HF directories (config.json + safetensors; no hub, no tokenizer, no transformers needed).
+
+Variants (VARIANTS) reach the layer paths a real model family takes (execution_paths.py):
+- "biased": Llama with q/k/v/o biases, untied. The positional heads are q/k biases; no fused projection takes a
+  biased layer, so every forward runs the eager layers.
+- "llama": no biases, tied embeddings; the fused projections (proj.fused, proj.rope_store) take it on CUDA.
+- "qwen3": no biases, Qwen3 q/k norm, untied; the fused projections without the RoPE/K-V store epilogue.
+Without biases the positional heads keep their biases as a weight column: every embedding row holds the constant
+CONST_VALUE at CONST_DIM and is unit-RMS, so layer 0's input norm (all ones) hands every token exactly that value
+there, and a q/k weight column of bias / CONST_VALUE is the bias. No projection writes CONST_DIM (zero o_proj and
+down_proj rows), so the residual stream keeps the constant; layer 1's norm divides it by the stream's RMS, which
+scales its positional heads' scores per token (~0.3-1x) without moving the key they prefer. With Qwen3's q/k norm
+the head vectors are normalized first, so q_norm / k_norm weights of the biases' RMS restore them exactly in every
+layer (content heads then score ~25x more sharply; they stay random content queries).
 """
 
 from __future__ import annotations
@@ -21,17 +34,34 @@ POSITIONAL_BIAS = 7.0
 # Relative weight noise of the draft LM: greedy acceptance ~0.6 / 0.35 / 0.2 at k = 3 (every round shape occurs,
 # rejections included), while each draft-side fault costs 0.1-0.5 of acceptance at some position.
 DRAFT_NOISE = 0.08
+VARIANTS = ("biased", "llama", "qwen3")
+CONST_DIM, CONST_VALUE = 0, 2.0  # the embedding coordinate that stands in for a bias input (no-bias variants)
 
 
-def tiny_llama_config(vocab_size: int = VOCAB_SIZE) -> dict:
+def variant_for_seed(seed: int) -> str:
+    """The selftest's variant of a seed: seed 0 (the mutation table's) stays the tuned biased pair."""
+    return VARIANTS[seed % len(VARIANTS)]
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        from specbench.errors import SpecbenchError
+
+        raise SpecbenchError(f"unknown tiny-model variant {variant!r}; supported: {', '.join(VARIANTS)}")
+
+
+def tiny_llama_config(vocab_size: int = VOCAB_SIZE, variant: str = "biased") -> dict:
     """The HF config.json of the target and of the draft LM."""
+    _check_variant(variant)
+    is_qwen3 = variant == "qwen3"
     return {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size,
+        "architectures": ["Qwen3ForCausalLM" if is_qwen3 else "LlamaForCausalLM"],
+        "model_type": "qwen3" if is_qwen3 else "llama", "vocab_size": vocab_size,
         "hidden_size": HIDDEN, "intermediate_size": 2 * HIDDEN, "num_hidden_layers": NUM_LAYERS,
         "num_attention_heads": NUM_HEADS, "num_key_value_heads": NUM_KV_HEADS, "head_dim": HEAD_DIM,
         "hidden_act": "silu", "max_position_embeddings": 1024, "rms_norm_eps": 1e-6,
-        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"}, "attention_bias": True,
-        "mlp_bias": False, "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 3,
+        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"}, "attention_bias": variant == "biased",
+        "mlp_bias": False, "tie_word_embeddings": variant == "llama", "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 3,
         "dtype": "float32",
     }
 
@@ -127,21 +157,52 @@ def perturb_(tensors, noise: float, seed: int) -> None:
         param.add_(noise * param.std() * torch.randn(param.shape, generator=gen))
 
 
-def _write(out_dir: Path, weights: dict[str, torch.Tensor], vocab_size: int) -> None:
+def _without_biases(weights: dict[str, torch.Tensor], variant: str) -> dict[str, torch.Tensor]:
+    """The biased weights as a no-bias variant whose q/k/v biases ride on the constant embedding coordinate."""
+    out = {k: v.clone() for k, v in weights.items() if not k.endswith(".bias")}
+    embed = out["model.embed_tokens.weight"]
+    rest = torch.cat([embed[:, :CONST_DIM], embed[:, CONST_DIM + 1:]], dim=1)
+    # unit RMS with the constant in place: the other coordinates carry HIDDEN - CONST_VALUE^2 of the square sum
+    rest = rest * ((HIDDEN - CONST_VALUE**2) / rest.pow(2).sum(-1, keepdim=True)).sqrt()
+    const = torch.full((embed.shape[0], 1), CONST_VALUE)
+    out["model.embed_tokens.weight"] = torch.cat([rest[:, :CONST_DIM], const, rest[:, CONST_DIM:]], dim=1)
+    for i in range(NUM_LAYERS):
+        prefix = f"model.layers.{i}."
+        out[prefix + "input_layernorm.weight"][CONST_DIM] = 1.0  # layer 1 reads CONST_VALUE / RMS(stream) there
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out[f"{prefix}self_attn.{proj}.weight"][:, CONST_DIM] = weights[f"{prefix}self_attn.{proj}.bias"] / CONST_VALUE
+        for writer in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            out[prefix + writer][CONST_DIM] = 0.0  # the stream keeps the constant
+        if variant == "qwen3":
+            scale = positional_query_bias(1.0).pow(2).mean().sqrt()  # = the key bias's RMS too
+            out[prefix + "self_attn.q_norm.weight"] = torch.full((HEAD_DIM,), float(scale))
+            out[prefix + "self_attn.k_norm.weight"] = torch.full((HEAD_DIM,), float(scale))
+    if variant == "llama":
+        del out["lm_head.weight"]  # tied: the embedding is the head
+        # Tied, the stream's own token embedding would dominate its logits (the model repeats its input); a final
+        # norm of alternating signs cancels that self-score in expectation.
+        out["model.norm.weight"] = torch.tensor([(-1.0) ** i for i in range(HIDDEN)])
+    return out
+
+
+def _write(out_dir: Path, weights: dict[str, torch.Tensor], vocab_size: int, variant: str = "biased") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(tiny_llama_config(vocab_size), indent=2))
+    (out_dir / "config.json").write_text(json.dumps(tiny_llama_config(vocab_size, variant), indent=2))
     save_file({k: v.contiguous() for k, v in weights.items()}, out_dir / "model.safetensors", metadata={"format": "pt"})
 
 
 def build_tiny_pair(out_dir: str | Path, *, seed: int = 0, noise: float = DRAFT_NOISE,
-                    vocab_size: int = VOCAB_SIZE) -> tuple[str, str]:
+                    vocab_size: int = VOCAB_SIZE, variant: str = "biased") -> tuple[str, str]:
     """Write `target/` and `draft/` (the target's weights perturbed by `noise`) as fp32 HF directories."""
+    _check_variant(variant)
     out = Path(out_dir)
     weights = _random_weights(vocab_size, seed)
     _add_positional_heads(weights)
-    _write(out / "target", weights, vocab_size)
+    if variant != "biased":
+        weights = _without_biases(weights, variant)
+    _write(out / "target", weights, vocab_size, variant)
     perturb_([weights[k] for k in sorted(weights)], noise, seed)
-    _write(out / "draft", weights, vocab_size)
+    _write(out / "draft", weights, vocab_size, variant)
     return str(out / "target"), str(out / "draft")
 
 

@@ -21,7 +21,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from specbench.selftest.tiny import HEAD_DIM, NUM_KV_HEADS, NUM_HEADS, positional_key_bias, positional_query_bias
+from specbench.selftest.tiny import (
+    CONST_DIM,
+    CONST_VALUE,
+    HEAD_DIM,
+    NUM_HEADS,
+    NUM_KV_HEADS,
+    QK_GAIN,
+    positional_key_bias,
+    positional_query_bias,
+)
 from specbench.spec.eagle.config import EAGLE3_SPECULATORS
 from specbench.spec.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
@@ -100,13 +109,45 @@ def _layer1(t: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
     return out
 
 
+def _fold_biases(layer: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A no-bias target's head (tiny.py's no-bias variants): q/k/v biases become the weight column of the constant
+    embedding coordinate, which the embedding half of layer 0's input holds exactly (its input norm is all ones)."""
+    out = {k: v for k, v in layer.items() if not k.endswith(".bias")}
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        weight = out[f"self_attn.{proj}.weight"].clone()
+        weight[:, CONST_DIM] += layer[f"self_attn.{proj}.bias"] / CONST_VALUE
+        out[f"self_attn.{proj}.weight"] = weight
+    return out
+
+
+def _sharpen_content_queries(layer0: dict[str, torch.Tensor], layer1: dict[str, torch.Tensor], scale: float) -> None:
+    """The head has no q/k norm: its copies of the target's content heads (target heads 1 and 3; the other two are
+    positional, whose normed vectors equal their biases) get the scale the target's q norm gives a query of
+    typical RMS (QK_GAIN over a unit-RMS input)."""
+    d = HEAD_DIM
+    for layer, heads in ((layer0, (5, 6)), (layer1, (1, 3))):
+        weight = layer["self_attn.q_proj.weight"].clone()
+        for h in heads:
+            weight[h * d:(h + 1) * d] *= scale / QK_GAIN
+        layer["self_attn.q_proj.weight"] = weight
+
+
 def eagle3_tensors(target_dir: str | Path) -> dict[str, torch.Tensor]:
     """Canonical-name tensors (`fc.weight`, `layers.{i}.*`, `norm.weight`); the target's embedding and lm_head are
     shared, not shipped."""
     t = load_file(Path(target_dir) / "model.safetensors")
     hidden = t["model.embed_tokens.weight"].shape[1]
+    has_bias = "model.layers.0.self_attn.q_proj.bias" in t
+    if not has_bias:  # build as for a biased target with zero biases (the target's are folded into its weights)
+        t = {**t, **{k.replace(".weight", ".bias"): torch.zeros(v.shape[0]) for k, v in t.items()
+                     if k.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"))}}
+    layer0, layer1 = _layer0(t, hidden), _layer1(t, hidden)
+    if "model.layers.0.self_attn.q_norm.weight" in t:  # Qwen3 target: its content queries come out normalized
+        _sharpen_content_queries(layer0, layer1, float(t["model.layers.0.self_attn.q_norm.weight"][0]))
+    if not has_bias:
+        layer0, layer1 = _fold_biases(layer0), {k: v for k, v in layer1.items() if not k.endswith(".bias")}
     tensors = {"fc.weight": torch.eye(hidden), "norm.weight": t["model.norm.weight"].clone()}
-    for i, layer in enumerate((_layer0(t, hidden), _layer1(t, hidden))):
+    for i, layer in enumerate((layer0, layer1)):
         tensors.update({f"layers.{i}.{k}": v for k, v in layer.items()})
     return tensors
 

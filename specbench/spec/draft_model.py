@@ -173,8 +173,11 @@ class DraftModelProposer(Proposer):
 
     def _step_logits(self, step: DraftStepInput) -> torch.Tensor:  # [num_reqs_in_step, draft_vocab] fp32
         shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
+        paths = self.model.attn_backend.paths
         if shape is not None:
+            paths.record("draft.step_graph")
             return self.step_graphs.replay(shape, step.input_ids, step.md, where=f"draft_step_{step.step}")[0]
+        paths.record("draft.eager_step")
         out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{step.step}")
         return self.model.compute_logits(out.hidden_states)
 
@@ -189,7 +192,8 @@ class DraftModelProposer(Proposer):
             return (self.model.compute_logits(out.hidden_states),)
 
         self.step_graphs = CudaGraphRunner(forward, plan, name="draft_step", max_query_len=1,
-                                           check_metadata=self.model.attn_backend.begin_forward)
+                                           check_metadata=self.model.attn_backend.begin_forward,
+                                           paths=self.model.attn_backend.paths)
         self.step_graphs.capture(1)
 
     def pause_step_graphs(self, is_paused: bool) -> None:

@@ -18,6 +18,7 @@ from tests.support.eagle_heads import MAX_TOKENS, PREEMPTING_KV_BLOCKS, VARIANTS
 from specbench import LLM, SamplingParams
 from specbench.attention import create_backend
 from specbench.attention.metadata import build_metadata
+from specbench.execution_paths import PathRecorder
 from specbench.kv.kv_cache import KVCache
 from specbench.models.loader import load_model
 from specbench.spec.eagle.loader import load_eagle_head
@@ -38,6 +39,9 @@ class DenseCausal:
     """One sequence, no cache: query i sees keys 0..i."""
 
     name = "dense-causal"
+
+    def __init__(self) -> None:
+        self.paths = PathRecorder()  # the backend protocol's: layers record their execution paths here
 
     def begin_forward(self, md, where: str) -> None:
         pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specbench.faults import FAULTS
 from specbench.faults.catalog import SELFTEST_FAULTS
-from specbench.selftest.runner import SelftestRow, format_mutation_table
+from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 
 
 # Sampling faults the engine runs barely show and the verifier rows test finds: the last draft row's law left in the
@@ -20,6 +20,9 @@ def _result(row: SelftestRow, name: str):
 def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int, ...]) -> dict[str, SelftestRow]:
     """Returns the fault rows by fault name."""
     table = format_mutation_table(rows)
+    plain = [r for r in rows if r.method == PLAIN]  # the production plain engine's greedy row, one per seed
+    assert [r.seed for r in plain] == list(seeds) and not any(r.detected for r in plain), table
+    rows = [r for r in rows if r.method != PLAIN]
     clean = [r for r in rows if r.inject is None]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table

@@ -58,9 +58,11 @@ class Eagle3FirstLayer(nn.Module):
         layer_input = normed if self.norm_before_residual else hidden
         x = torch.cat([self.input_layernorm(embeds), normed], dim=-1)  # embedding first
         if decode_gemv.applies(self, hidden):
+            backend.paths.record("proj.fused")  # the 2H-wide qkv stays a torch projection: only block_tail is fused
             attn = self.self_attn.attend(self.self_attn.qkv_proj(x), cos_sin, kv_cache, md, backend)
             stream = decode_gemv.block_tail(self, attn, layer_input)
             return LayerOutput(hidden=stream, residual=None, layer_input=layer_input)
+        backend.paths.record(decode_gemv.eager_path(hidden))
         attn_out = self.self_attn(x, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, layer_input)
         return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)

@@ -76,12 +76,14 @@ class EagleProposer(Proposer):
         graphs = self.round_graphs.get(max_num_draft)
         if (graphs is not None and not self.hooks.eager_drafting
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
+            self.head.attn_backend.paths.record("eagle.round_graph")
             draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
             if self._recorder is not None:  # the oracle reads what the graphed round computed
                 rows = list(range(num_reqs))
                 for j, logits_input in enumerate(graphs.logits_inputs(num_reqs)):
                     self._record(inp, rows, j, logits_input, draft_ids)
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+        self.head.attn_backend.paths.record("eagle.eager")
         extend = self._build_extend(inp, feats, caught_up)
         extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
         extend_hidden = self.hooks.extend_hidden(tuple(inp.request_ids[r] for r in caught_up), extend_hidden,
@@ -134,6 +136,7 @@ class EagleProposer(Proposer):
         shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
         if shape is None:
             return self._step_forward(step.input_ids, step.hidden_states, step.md, f"eagle_step_{step.step}")
+        self.head.attn_backend.paths.record("eagle.step_graph")
         return self.step_graphs.replay(shape, step.input_ids, step.md, step.hidden_states,
                                        where=f"eagle_step_{step.step}")
 
@@ -149,6 +152,7 @@ class EagleProposer(Proposer):
 
         self.step_graphs = CudaGraphRunner(forward, plan, name="eagle_step", max_query_len=1,
                                            check_metadata=self.head.attn_backend.begin_forward,
+                                           paths=self.head.attn_backend.paths,
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 

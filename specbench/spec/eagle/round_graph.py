@@ -52,6 +52,7 @@ class EagleRoundGraphs:
         self.block_size = plan.block_size
         self.device = plan.device
         self.check_metadata = check_metadata
+        self.paths = proposer.head.attn_backend.paths  # the engine's record of execution paths
         self.buckets = batch_buckets(plan.max_num_reqs)
         head = proposer.head
         # the catch-up's buffer holds unprojected target features: the graph projects them
@@ -67,7 +68,8 @@ class EagleRoundGraphs:
         self.query_index = torch.arange(self.query_len, device=plan.device)  # [k + 1]
         self.request_index = torch.arange(plan.max_num_reqs, device=plan.device)  # [max_reqs]
         self.pool = torch.cuda.graph_pool_handle() if plan.device.type == "cuda" else None
-        self._graphs: dict[int, tuple[object, tuple[torch.Tensor, ...]]] = {}
+        # bucket -> (graph or None off CUDA, static outputs, execution paths the captured round took)
+        self._graphs: dict[int, tuple[object, tuple[torch.Tensor, ...], frozenset[str]]] = {}
         self._outputs: tuple[torch.Tensor, ...] = ()  # the last replay's (_round)
         self.num_replays = 0
         self.num_ahead = 0  # replays of rounds built on the device from a verify not yet read (run_ahead)
@@ -118,9 +120,11 @@ class EagleRoundGraphs:
             for buffers in self.steps:
                 buffers.reset(GraphShape(bucket, 1))
             if self.pool is None:  # off CUDA (Triton interpreter tests): rerun instead of replaying
-                self._graphs[bucket] = (None, ())
+                self._graphs[bucket] = (None, (), frozenset())
             else:
-                self._graphs[bucket] = capture_graph(lambda: self._round(bucket), self.pool, self.device)
+                with self.paths.collecting() as taken:
+                    graph, outputs = capture_graph(lambda: self._round(bucket), self.pool, self.device)
+                self._graphs[bucket] = (graph, outputs, frozenset(taken))
 
     def run(self, inp: RoundInput) -> torch.Tensor:  # [num_reqs, k], a view valid until the next replay
         n = inp.extend_md.num_reqs
@@ -137,12 +141,13 @@ class EagleRoundGraphs:
         return outputs[0][:n]
 
     def _replay(self, bucket: int) -> tuple[torch.Tensor, ...]:
-        graph, outputs = self._graphs[bucket]
+        graph, outputs, paths = self._graphs[bucket]
         if graph is None:
             with torch.inference_mode():
                 outputs = self._round(bucket)
         else:
             graph.replay()
+            self.paths.record_all(paths)
         self.num_replays += 1
         self._outputs = outputs
         return outputs

@@ -1,0 +1,71 @@
+"""Which execution paths (execution_paths.py) the selftest's clean engines under test took, per check, and which
+production paths of the device none of them reached (the selftest then fails: a fast path nothing guards)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.check.result import CheckResult
+from specbench.execution_paths import PATHS, ExecutionPath, production_paths
+
+
+@dataclass(frozen=True)
+class PathCoverage:
+    device: str  # device class the selftest ran on: cpu | cuda
+    methods: tuple[str, ...]  # methods whose engines were under test ("none": the production plain engine)
+    checks: tuple[str, ...]  # table columns
+    # [len(checks)] per check, the union of the paths its clean engines under test took over every method and seed
+    taken_by_check: tuple[frozenset[str], ...]
+    paths: tuple[ExecutionPath, ...] = PATHS  # the registry it is judged against
+
+    @property
+    def taken(self) -> frozenset[str]:
+        return frozenset().union(*self.taken_by_check)
+
+    @property
+    def required(self) -> tuple[ExecutionPath, ...]:
+        """Production paths of this device that engines of these methods can take."""
+        return production_paths(self.device, self.methods, self.paths)
+
+    @property
+    def unexercised(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.required if p.name not in self.taken)
+
+    @property
+    def is_complete(self) -> bool:
+        return not self.unexercised
+
+
+def path_coverage(results: list[tuple[str, tuple[CheckResult, ...]]], device: str, checks: tuple[str, ...],
+                  paths: tuple[ExecutionPath, ...] = PATHS) -> PathCoverage:
+    """`results`: (method, check results in `checks` order) of every clean row (mutant rows are not coverage: a path
+    counts when the engine users run took it under a check)."""
+    taken = tuple(frozenset().union(*(r.paths for _, rs in results for r in rs if r.name == c)) for c in checks)
+    methods = tuple(dict.fromkeys(m for m, _ in results))
+    return PathCoverage(device, methods, checks, taken, paths)
+
+
+def format_coverage(cov: PathCoverage) -> str:
+    """Path x check: `x` where the check's engines took the path; the last column says what the path is here."""
+    required = {p.name for p in cov.required}
+    width = max(len(p.name) for p in cov.paths) + 2
+    head = f"{'path (' + cov.device + ')':<{width}}" + "".join(f"{c:>{max(len(c), 4) + 2}}" for c in cov.checks)
+    lines = [head + "   here", "-" * (len(head) + 24)]
+    for p in cov.paths:
+        cells = "".join(f"{'x' if p.name in t else '.':>{max(len(c), 4) + 2}}"
+                        for c, t in zip(cov.checks, cov.taken_by_check))
+        if p.name in required:
+            status = "production" if p.name in cov.taken else "production, UNEXERCISED"
+        elif cov.device in p.production_on:
+            status = "production, method not run"
+        else:
+            status = "taken" if p.name in cov.taken else "not production here"
+        lines.append(f"{p.name:<{width}}{cells}   {status}")
+    return "\n".join(lines)
+
+
+def coverage_verdict(cov: PathCoverage) -> str:
+    if cov.is_complete:
+        return f"coverage: all {len(cov.required)} production paths of {cov.device} exercised"
+    return (f"coverage FAILED: production paths of {cov.device} no check exercised: {', '.join(cov.unexercised)} "
+            f"(a fast path without the sentinel; execution_paths.py)")

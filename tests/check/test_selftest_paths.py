@@ -1,0 +1,136 @@
+"""Execution-path coverage (execution_paths.py): the engine records the paths it takes, the selftest reaches every
+registered path on CPU (torch, and the Triton interpreter for the fused and Triton paths) except those listed as
+CUDA-only, and a registered path that nothing records fails the coverage."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench import LLM, SamplingParams
+from specbench.check.budget import Budget
+from specbench.errors import SpecbenchError
+from specbench.execution_paths import PATHS, ExecutionPath, PathRecorder, production_paths
+from specbench.selftest.coverage import coverage_verdict, format_coverage, path_coverage
+from specbench.selftest.runner import METHODS, PLAIN, run_selftest, selftest_coverage
+
+# What only a CUDA device reaches (graph capture; flashinfer runs on CUDA only): the CPU selftest cannot.
+CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "draft.step_graph", "graph.decode",
+                       "graph.verify", "attention.flashinfer"})
+# Taken by the selftest's reference loop (one step at a time), which is the yardstick, not coverage.
+REFERENCE_ONLY = frozenset({"decode.sync"})
+# Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
+# (forced acceptance) and the rows check (the verifier).
+TORCH_CHECKS = ("greedy", "rows", "invariants")
+
+
+def _not_selftest_methods() -> frozenset[str]:
+    """Paths only methods outside the selftest's METHODS take (e.g. proposer.eagle: no tiny EAGLE-1 head)."""
+    run = set(METHODS) | {PLAIN}
+    return frozenset(p.name for p in PATHS if p.methods and not set(p.methods) & run)
+
+
+@pytest.fixture(scope="module")
+def torch_rows():
+    """The CPU production configuration (torch attention, verifier and layers), seed 0 (the biased pair): ~15 s."""
+    return run_selftest(seeds=(0,), faults=(), checks=TORCH_CHECKS)
+
+
+def test_cuda_only_paths_are_the_declared_ones():
+    assert {p.name for p in PATHS if p.needs_cuda} == CUDA_ONLY
+
+
+def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
+    coverage = selftest_coverage(torch_rows, "cpu", TORCH_CHECKS)
+    assert coverage.is_complete, format_coverage(coverage)
+    assert {p.name for p in coverage.required} >= {"decode.overlap", "spec.sync_round", "preemption",
+                                                   "attention.torch", "verify.torch", "layers.torch"}
+    assert "coverage: all" in coverage_verdict(coverage)
+    plain = next(r for r in torch_rows if r.method == PLAIN)
+    assert "decode.overlap" in plain.results[0].paths and plain.results[0].passed
+
+
+def test_a_registered_path_nothing_records_fails_the_coverage(torch_rows):
+    """The failure mode: a new production path the engines never record (no sentinel reaches it)."""
+    unrecorded = ExecutionPath("decode.unguarded", "a fast path added without a sentinel", ("cpu",))
+    clean = [(row.method, row.results) for row in torch_rows if row.inject is None]
+    coverage = path_coverage(clean, "cpu", TORCH_CHECKS, PATHS + (unrecorded,))
+    assert coverage.unexercised == ("decode.unguarded",)
+    assert not coverage.is_complete
+    assert "coverage FAILED" in coverage_verdict(coverage) and "decode.unguarded" in coverage_verdict(coverage)
+    assert "decode.unguarded" in format_coverage(coverage) and "UNEXERCISED" in format_coverage(coverage)
+    # A method the selftest did not run does not make its paths required; a CUDA production path is not on CPU.
+    assert "proposer.ngram" not in {p.name for p in coverage.required}
+    assert "proj.fused" not in {p.name for p in coverage.required}
+
+
+@pytest.mark.slow  # the Triton interpreter runs every kernel launch in Python: ~2 min on 2 busy cores
+def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_rows):
+    """The CUDA production configuration as far as CPU can run it: the Triton attention and verifier and the fused
+    layer kernels, under the interpreter, on the biased pair (eager layers with the fused norm/RoPE/SiLU kernels)
+    and the no-bias tied pair (fused projections, RoPE/K-V store at one token). One prompt, four tokens, the plain
+    engine and the draft LM (EAGLE adds no layer path the torch run lacks)."""
+    from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
+    from specbench.models.fused_kernels import fused_kernels
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    slice_ = Budget("paths", 1, 4, False, False, False, "")
+    with fused_kernels("on"):
+        fused_rows = run_selftest(seeds=(0, 1), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
+                                  engine_options={"attention_backend": "triton", "verifier": "triton"})
+    assert not any(row.detected for row in fused_rows)
+    reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
+               | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
+    unreached = {p.name for p in PATHS} - reached
+    assert unreached == CUDA_ONLY | REFERENCE_ONLY | _not_selftest_methods(), sorted(unreached)
+    # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
+    cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,))}
+    assert cuda - reached == cuda & CUDA_ONLY
+
+
+def test_engine_records_its_paths_and_resets(tmp_path):
+    from specbench.selftest.tiny import build_tiny_pair, random_prompts
+
+    target, _ = build_tiny_pair(tmp_path, seed=0)
+    llm = LLM(target, dtype="fp32", device="cpu", block_size=4, kv_cache_gb=0.01)
+    assert llm.engine.paths_taken() == frozenset()
+    llm.generate(random_prompts(2), SamplingParams(max_tokens=4, ignore_eos=True))
+    assert {"decode.overlap", "target.eager", "attention.torch", "verify.torch", "layers.torch"} <= \
+        llm.engine.paths_taken()
+    llm.engine.reset_paths()
+    assert llm.engine.paths_taken() == frozenset()
+
+
+@pytest.mark.slow  # Triton interpreter: ~30 s
+def test_graph_replays_record_the_graph_and_its_forward(tmp_path):
+    """Graphs captured by hand on CPU replay by rerunning their forward (runtime/cuda_graph.py): the runner records
+    graph.decode / graph.verify, the rerun forward its own layer and attention paths."""
+    from specbench.engine.builder import capture_graphs, graph_plan
+    from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
+    from specbench.selftest.tiny import build_tiny_pair, random_prompts
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    target, draft = build_tiny_pair(tmp_path, seed=0)
+    llm = LLM(target, dtype="fp32", device="cpu", block_size=4, max_concurrency=2, num_kv_blocks=32,
+              attention_backend="triton", enforce_eager=True, method="draft", draft=draft, max_num_steps=2)
+    engine = llm.engine
+    capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                   engine.proposer, 2)
+    llm.generate(random_prompts(1), SamplingParams(max_tokens=4, ignore_eos=True))
+    assert {"graph.verify", "draft.step_graph", "attention.triton", "layers.torch"} <= engine.paths_taken()
+    engine.reset_paths()
+    engine.set_num_steps(0)
+    llm.generate(random_prompts(1), SamplingParams(max_tokens=3, ignore_eos=True))
+    assert "graph.decode" in engine.paths_taken() and "graph.verify" not in engine.paths_taken()
+
+
+def test_recorder_refuses_unregistered_names_and_collects_captures():
+    recorder = PathRecorder()
+    with pytest.raises(SpecbenchError, match="unregistered execution path 'proj.typo'"):
+        recorder.record("proj.typo")
+    with recorder.collecting() as captured:  # a CUDA-graph capture: its replays record what it took
+        recorder.record("proj.fused")
+    assert captured == {"proj.fused"} and recorder.taken() == frozenset()
+    recorder.record_all(frozenset(captured))
+    assert recorder.taken() == {"proj.fused"}
