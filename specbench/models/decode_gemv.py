@@ -60,9 +60,9 @@ def fused_path(layer: Block, num_tokens: int) -> str:
     return "proj.rope_store" if _stores_rope(layer.self_attn, num_tokens) else "proj.fused"
 
 
-def eager_path(x: torch.Tensor) -> str:  # x: [num_tokens, hidden]
+def eager_path(layer: Block, x: torch.Tensor) -> str:  # x: [num_tokens, hidden]
     """The execution path of the eager layers on x: the Triton norm, RoPE and SiLU kernels, or torch throughout."""
-    return "layers.fused_ops" if fused_kernels.use_fused(x) else "layers.torch"
+    return "layers.fused_ops" if fused_kernels.use_fused(layer.self_attn.fused_policy, x) else "layers.torch"
 
 
 def _stores_rope(attn: SelfAttention, num_tokens: int) -> bool:

@@ -117,7 +117,7 @@ class DecoderLayer(nn.Module):
             backend.paths.record(decode_gemv.fused_path(self, hidden.shape[0]))
             out, stream = decode_gemv.block(self, hidden, residual, cos_sin, kv_cache, md, backend)
             return LayerOutput(hidden=out, residual=None, layer_input=stream)
-        backend.paths.record(decode_gemv.eager_path(hidden))
+        backend.paths.record(decode_gemv.eager_path(self, hidden))
         if residual is None:
             normed, residual = self.input_layernorm(hidden), hidden
         else:

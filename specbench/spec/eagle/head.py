@@ -62,7 +62,7 @@ class Eagle3FirstLayer(nn.Module):
             attn = self.self_attn.attend(self.self_attn.qkv_proj(x), cos_sin, kv_cache, md, backend)
             stream = decode_gemv.block_tail(self, attn, layer_input)
             return LayerOutput(hidden=stream, residual=None, layer_input=layer_input)
-        backend.paths.record(decode_gemv.eager_path(hidden))
+        backend.paths.record(decode_gemv.eager_path(self, hidden))
         attn_out = self.self_attn(x, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, layer_input)
         return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
