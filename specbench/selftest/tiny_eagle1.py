@@ -29,7 +29,10 @@ def eagle1_tensors(target_dir: str | Path, seed: int) -> dict[str, torch.Tensor]
     feature = torch.randn(hidden, hidden, generator=gen) * (FEATURE_GAIN / hidden**0.5)
     tensors = {"fc.weight": torch.cat([torch.eye(hidden), feature], dim=1)}  # [H, embedding H + feature H]
     for name, tensor in weights.items():
-        if name.startswith("model.layers.") and name != "model.layers.0.input_layernorm.weight":
+        # An EAGLE-1 head is a plain Llama layer stack: a Qwen3 variant's q/k norms stay behind (its drafts then
+        # agree with the target less often, which the acceptance baselines record).
+        is_qk_norm = ".self_attn.q_norm." in name or ".self_attn.k_norm." in name
+        if name.startswith("model.layers.") and name != "model.layers.0.input_layernorm.weight" and not is_qk_norm:
             tensors[name.removeprefix("model.")] = tensor.clone()
     return tensors
 
