@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specbench.config import NO_FAULT_NAMES
 from specbench.errors import SpecbenchError
+from specbench.execution_paths import path
 from specbench.faults.accepted_count import AcceptedCountOffByOne
 from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
 from specbench.faults.ahead_positions_stale import AheadPositionsStale
@@ -50,9 +51,9 @@ MUTANTS: tuple[type[Mutant], ...] = (
     AcceptedCountOffByOne,
 )
 
-# One per fast production path (issue 25), each bending the built engine from outside (path_mutant.py). Listed and
-# injectable everywhere, but outside the selftest's default run until its checks reach those paths: the old
-# battery misses most of them (docs/path-mutants.md); `--faults NAME` runs one.
+# One per fast production path (issue 25), each bending the built engine from outside (path_mutant.py). The selftest
+# runs each on the devices where its path is production (selftest_faults); the battery before issue 25 missed most
+# of them (docs/path-mutants.md).
 PATH_MUTANTS: tuple[type[Mutant], ...] = (
     OverlapStaleInput,
     AheadPositionsStale,
@@ -65,7 +66,11 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS}
-SELFTEST_FAULTS: tuple[str, ...] = tuple(m.fault.name for m in MUTANTS)  # what `specbench selftest` runs by default
+def selftest_faults(device: str) -> tuple[str, ...]:
+    """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
+    path mutants whose path is production there (a bug on a path the device never takes cannot show)."""
+    return tuple(m.fault.name for m in MUTANTS) + tuple(
+        m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
 _MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS}
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
 
 
 class OverlapStaleInput(PathMutant):
     fault = Fault("overlap-stale-input", "an overlapped plain decode step is fed the tokens of the step before last",
-                  "002 (stale state reused)", "target", ("none", *ALL_METHODS), path="decode.overlap")
+                  "002 (stale state reused)", "target", ("none",), path="decode.overlap")
 
     def __init__(self) -> None:
         self._launched: list[torch.Tensor] = []  # [num_reqs] next-token column of the last two launches, oldest first

@@ -10,14 +10,14 @@ rounds resume correctly.
 
 from __future__ import annotations
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
 
 
 class PreemptStaleComputed(PathMutant):
     fault = Fault("preempt-stale-computed", "an overlapped decode step resumes a preempted request with its "
                   "computed-token count from before the preemption", "002 (stale state reused)", "target",
-                  ("none", *ALL_METHODS), path="preemption")
+                  ("none",), path="preemption")
 
     def __init__(self) -> None:
         self._saved: dict[str, int] = {}  # request id -> num_cached_tokens when it was preempted

@@ -58,9 +58,14 @@ def _eagle3(pair: TinyPair, engine_config) -> MethodModels:
 
 @TINY_DRAFTERS.register("ngram")
 def _ngram(pair: TinyPair, engine_config) -> MethodModels:
+    from specbench.selftest.tiny import build_tiny_pair
     from specbench.selftest.tiny_ngram import build_copying_target, repeating_prompts
 
-    target = build_copying_target(pair.target, f"{pair.root}/ngram-target")
+    # The copying target is made from the seed's biased target whatever its variant: the n-gram proposer's paths do
+    # not depend on the target's layers (the other methods cover those), and the biased positional heads copy
+    # reliably enough that every seed's prompts draft (the variants' copies draft a third as often).
+    biased, _ = build_tiny_pair(f"{pair.root}/ngram-base", seed=pair.seed, variant="biased")
+    target = build_copying_target(biased, f"{pair.root}/ngram-target")
     prompts = repeating_prompts(target, NUM_PROMPTS, pair.seed, engine_config)
     return MethodModels(target, None, tuple(tuple(p) for p in prompts))
 

@@ -26,7 +26,7 @@ from specbench.engine.builder import resolve_device
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import resolve_fault
-from specbench.faults.catalog import SELFTEST_FAULTS
+from specbench.faults.catalog import selftest_faults
 from specbench.execution_paths import device_class
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.reference_baselines import SHIPPED_SEEDS, SHIPPED_NUM_STEPS, reference_baseline, reference_source
@@ -80,14 +80,16 @@ def plain_setup(setup: CheckSetup) -> CheckSetup:
     return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0, inject=None)
 
 
-def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], ctx: CheckContext) -> SelftestRow:
-    """The greedy check of the production plain engine; the battery's other checks are about drafts and verification
-    of drafts, so they are skipped here (saying so)."""
-    greedy = run_checks(plain_setup(setup), ("greedy",), ctx) if "greedy" in checks else []
+def _plain_row(setup: CheckSetup, seed: int, checks: tuple[str, ...], ctx: CheckContext,
+               inject: str | None = None) -> SelftestRow:
+    """The greedy check of the production plain engine (clean, or with a fault its loop hosts); the battery's other
+    checks are about drafts and verification of drafts, so they are skipped here (saying so)."""
+    plain = plain_setup(setup).with_inject(inject)
+    greedy = run_checks(plain, ("greedy",), ctx) if "greedy" in checks else []
     results = tuple(greedy[0] if name == "greedy" else
                     CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
                     for name in checks)
-    return SelftestRow(PLAIN, seed, None, results)
+    return SelftestRow(PLAIN, seed, inject, results)
 
 
 def run_selftest(
@@ -102,7 +104,9 @@ def run_selftest(
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
     tests reach paths under the Triton interpreter with a small one).
     """
-    chosen = [resolve_fault(n) for n in (faults if faults is not None else SELFTEST_FAULTS)]  # unknown names fail here
+    if faults is None:  # the device's default: path mutants only where their path is production
+        faults = selftest_faults(device_class(resolve_device(device).type))
+    chosen = [resolve_fault(n) for n in faults]  # unknown names fail here
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):
@@ -122,11 +126,13 @@ def run_selftest(
                         cross_check = cross_check_reference(setup.engine.target, setup.prompts,
                                                             budget.apply(setup).max_tokens, reference)
                     references[key] = (reference, cross_check)
-                    if len(references) == 1:  # the plain row: once per seed, on its first target
-                        rows.append(_plain_row(setup, seed, checks, CheckContext(
-                            reference=reference, reference_cross_check=cross_check, budget=budget)))
-                        if on_row is not None:
-                            on_row(rows[-1])
+                    if len(references) == 1:  # the plain rows: once per seed, on its first target
+                        plain_ctx = CheckContext(reference=reference, reference_cross_check=cross_check, budget=budget)
+                        hosted = [f.name for f in chosen if PLAIN in f.methods]
+                        for name in [None] + hosted if i == 0 else [None]:
+                            rows.append(_plain_row(setup, seed, checks, plain_ctx, name))
+                            if on_row is not None:
+                                on_row(rows[-1])
                 reference, cross_check = references[key]
                 ctx = CheckContext(reference=reference, reference_cross_check=cross_check, budget=budget,
                                    **_reference(method, seed, num_steps))

@@ -13,7 +13,8 @@ import pytest
 from specbench import LLM, SamplingParams
 from specbench.check.reference import REFERENCE_SETTINGS
 from specbench.faults import FAULTS, build_hooks, fault_names
-from specbench.faults.catalog import PATH_MUTANTS, SELFTEST_FAULTS
+from specbench.execution_paths import path
+from specbench.faults.catalog import PATH_MUTANTS, selftest_faults
 from specbench.faults.path_mutant import PathMutant
 from specbench.runtime.hooks import PhaseHooks
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
@@ -64,7 +65,9 @@ def test_one_mutant_per_path_registered_and_listed():
     assert sorted(m.fault.path for m in PATH_MUTANTS) == sorted(PATHS)
     for mutant in PATH_MUTANTS:
         assert mutant.fault.name in fault_names() and FAULTS[mutant.fault.name] is mutant.fault
-        assert mutant.fault.name not in SELFTEST_FAULTS  # until the selftest's checks reach the fast paths
+        # the selftest runs it where its path is production: every one on CUDA, the CPU's own paths on CPU
+        assert mutant.fault.name in selftest_faults("cuda")
+        assert (mutant.fault.name in selftest_faults("cpu")) == ("cpu" in path(mutant.fault.path).production_on)
 
 
 @pytest.mark.parametrize("mutant", PATH_MUTANTS, ids=lambda m: m.fault.name)

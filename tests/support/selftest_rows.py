@@ -4,7 +4,7 @@ each check seeing what it exists for (shared by tests/check/test_selftest*.py)."
 from __future__ import annotations
 
 from specbench.faults import FAULTS
-from specbench.faults.catalog import SELFTEST_FAULTS
+from specbench.faults.catalog import selftest_faults
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 
 
@@ -20,14 +20,17 @@ def _result(row: SelftestRow, name: str):
 def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int, ...]) -> dict[str, SelftestRow]:
     """Returns the fault rows by fault name."""
     table = format_mutation_table(rows)
-    plain = [r for r in rows if r.method == PLAIN]  # the production plain engine's greedy row, one per seed
+    plain = [r for r in rows if r.method == PLAIN and r.inject is None]  # the production plain engine, one per seed
     assert [r.seed for r in plain] == list(seeds) and not any(r.detected for r in plain), table
+    plain_mutants = {r.inject: r for r in rows if r.method == PLAIN and r.inject is not None}
+    assert set(plain_mutants) == {n for n in selftest_faults("cpu") if PLAIN in FAULTS[n].methods}, table
+    assert all(r.detected for r in plain_mutants.values()), table
     rows = [r for r in rows if r.method != PLAIN]
     clean = [r for r in rows if r.inject is None]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
     assert [r.seed for r in clean] == list(seeds), table
-    assert set(mutants) == {name for name in SELFTEST_FAULTS if method in FAULTS[name].methods}, table
+    assert set(mutants) == {name for name in selftest_faults("cpu") if method in FAULTS[name].methods}, table
     for row in clean:
         assert not row.detected, f"false alarm on the clean engine:\n{table}"
         # every seed selftest runs has a shipped baseline; only n-gram has no draft model for the oracle to check
