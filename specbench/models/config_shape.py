@@ -21,6 +21,7 @@ MAX_NUM_LAYERS = 1024
 MAX_NUM_HEADS = 1024
 MAX_HEAD_DIM = 1024
 MAX_POSITIONS = 2**24
+MAX_NUM_EXPERTS = 4096
 
 _Size = Annotated[int, Field(ge=1)]
 _Finite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -66,6 +67,15 @@ class HFConfigShape(_Shape):
     use_sliding_window: bool | None = None
     dtype: str | None = None
     torch_dtype: str | None = None
+    # Mixture of experts (Qwen3-MoE; models/config_moe.py reads them). transformers < 5 writes `num_experts`,
+    # transformers 5 `num_local_experts` (as Mixtral always did).
+    num_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None
+    num_local_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None
+    num_experts_per_tok: Annotated[int, Field(ge=1, le=MAX_NUM_EXPERTS)] | None = None
+    moe_intermediate_size: Annotated[int, Field(ge=1, le=MAX_INTERMEDIATE_SIZE)] | None = None
+    norm_topk_prob: bool = False  # transformers' Qwen3MoeConfig default
+    decoder_sparse_step: Annotated[int, Field(ge=1, le=MAX_NUM_LAYERS)] = 1
+    mlp_only_layers: list[Annotated[int, Field(ge=0, lt=MAX_NUM_LAYERS)]] = []
 
 
 def validated_shape(hf: dict[str, Any]) -> HFConfigShape:

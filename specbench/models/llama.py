@@ -20,6 +20,9 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from specbench.models.moe import MoeMLP
+from specbench.models.moe_forward import moe_forward
+from specbench.models.moe_weights import moe_checkpoint_targets, per_expert_names
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,10 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.self_attn = SelfAttention(config, layer_idx)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size)
+        # A MoE layer (config.moe_layer_ids) routes over experts; the others are dense.
+        self.mlp = MoeMLP(config.moe) if config.is_moe_layer(layer_idx) else GatedMLP(
+            config.hidden_size, config.intermediate_size
+        )
 
     def forward(
         self,
@@ -123,7 +129,8 @@ class DecoderLayer(nn.Module):
         layer_input = residual
         attn_out = self.self_attn(normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, residual)
-        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
+        mlp_out = moe_forward(self.mlp, normed, md) if isinstance(self.mlp, MoeMLP) else self.mlp(normed)
+        return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
 
 
 class DecoderLM(nn.Module):
@@ -219,7 +226,7 @@ class DecoderLM(nn.Module):
         """
         targets = self.checkpoint_targets()
         loaded: set[str] = set()
-        for name, tensor in weights:
+        for name, tensor in per_expert_names(weights):
             if name.endswith("rotary_emb.inv_freq"):
                 continue
             if name == "lm_head.weight" and self.lm_head is None:
@@ -276,7 +283,13 @@ def fused_checkpoint_targets(
         "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
     }
     targets: dict[str, tuple[torch.Tensor, int, int]] = {}
+    moe_prefixes = tuple(f"{path}." for path, m in module.named_modules() if isinstance(m, MoeMLP))
+    for prefix in moe_prefixes:
+        moe_targets = moe_checkpoint_targets(module.get_submodule(prefix[:-1]), prefix)
+        targets.update({checkpoint_name(name): target for name, target in moe_targets.items()})
     for name, param in module.named_parameters():
+        if name.startswith(moe_prefixes):
+            continue
         path, _, leaf = name.rpartition(".")
         fused_path = next((f for f in fused if path.endswith(f)), None)
         if fused_path is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench.models.config import ModelConfig, RopeScaling
+from specbench.models.moe_config import MoeConfig
 from specbench.registry import Registry
 
 MODEL_PRESETS: Registry[ModelConfig] = Registry("model preset")
@@ -39,6 +40,14 @@ _preset("qwen2.5-7b", **{**_QWEN, "vocab_size": 152064}, architecture="qwen2", h
         intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
         head_dim=128, max_position_embeddings=32768, tie_word_embeddings=False, attention_bias=True,
         use_qk_norm=False)
+# Qwen3-30B-A3B: 48 layers, every one routing 128 experts of width 768, top 8, renormalised (~30.5B parameters,
+# ~3.3B read per token).
+_preset("qwen3-30b-a3b", **_QWEN, architecture="qwen3_moe", hidden_size=2048, intermediate_size=6144,
+        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=False, attention_bias=False, use_qk_norm=True,
+        moe=MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                      norm_topk_prob=True),
+        moe_layer_ids=tuple(range(48)))
 _preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,
@@ -52,6 +61,10 @@ _TINY = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_
 _preset("tiny-llama", **_TINY, architecture="llama")
 _preset("tiny-qwen2", **{**_TINY, "attention_bias": True}, architecture="qwen2")
 _preset("tiny-qwen3", **{**_TINY, "use_qk_norm": True, "tie_word_embeddings": True}, architecture="qwen3")
+_preset("tiny-qwen3-moe", **{**_TINY, "use_qk_norm": True}, architecture="qwen3_moe",
+        moe=MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                      norm_topk_prob=True),
+        moe_layer_ids=(1,))
 
 
 def get_preset(name: str) -> ModelConfig:
