@@ -16,8 +16,10 @@ _ARCHITECTURES = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3_moe",
+    "MixtralForCausalLM": "mixtral",
 }
-_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe"}
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
+                "mixtral": "mixtral"}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe")
 _ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -34,7 +36,7 @@ class RopeScaling:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe"
+    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral"
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -189,9 +191,10 @@ def _rope(shape: HFConfigShape) -> tuple[float, RopeScaling | None]:
 
 def _reject_sliding_window(shape: HFConfigShape) -> None:
     # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
-    # Mistral applies it whenever it is not null.
+    # Mistral and Mixtral apply it whenever it is not null.
     window = shape.sliding_window
-    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else shape.model_type == "mistral"
+    always = shape.model_type in ("mistral", "mixtral")
+    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else always
     if enabled and window is not None and window < shape.max_position_embeddings:
         raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
 

@@ -3,6 +3,7 @@
 Qwen3-MoE: a layer is sparse unless listed in `mlp_only_layers`, and then only every `decoder_sparse_step`-th
 one ((i + 1) % step == 0), as transformers builds it; the others keep a dense MLP of `intermediate_size`.
 Routing is softmax top-k, renormalised when `norm_topk_prob`, no shared expert.
+Mixtral: every layer is sparse, each expert `intermediate_size` wide; softmax top-k, always renormalised.
 
 Architectures whose MoE needs what the engine's attention lacks are refused by name with the reason
 (`REFUSED_ARCHITECTURES`), so a user reads one line rather than a list of supported names.
@@ -14,7 +15,7 @@ from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 from specbench.models.moe_config import MoeConfig
 
-MOE_ARCHITECTURES = ("qwen3_moe",)
+MOE_ARCHITECTURES = ("qwen3_moe", "mixtral")
 
 # HF architecture -> why the engine cannot run it yet.
 REFUSED_ARCHITECTURES = {
@@ -22,7 +23,6 @@ REFUSED_ARCHITECTURES = {
                           "(partial_rotary_factor < 1), which the engine's attention does not support yet",
     "GptOssForCausalLM": "gpt-oss (GptOssForCausalLM) needs sliding-window attention with sinks, which the engine "
                          "does not support yet",
-    "MixtralForCausalLM": "Mixtral (MixtralForCausalLM) is not wired into the engine yet",
 }
 
 
@@ -33,17 +33,21 @@ def moe_from_hf(architecture: str, shape: HFConfigShape) -> tuple[MoeConfig | No
     num_experts = _num_experts(shape)
     if num_experts == 0:
         return None, ()
-    missing = [name for name in ("num_experts_per_tok", "moe_intermediate_size") if getattr(shape, name) is None]
+    is_mixtral = architecture == "mixtral"
+    required = ("num_experts_per_tok",) if is_mixtral else ("num_experts_per_tok", "moe_intermediate_size")
+    missing = [name for name in required if getattr(shape, name) is None]
     if missing:
         raise SpecbenchError(f"model config is missing required field {missing[0]!r} (mixture of experts)")
     moe = MoeConfig(
         hidden_size=shape.hidden_size,
         num_experts=num_experts,
         num_experts_per_tok=shape.num_experts_per_tok,
-        moe_intermediate_size=shape.moe_intermediate_size,
+        moe_intermediate_size=shape.intermediate_size if is_mixtral else shape.moe_intermediate_size,
         scoring="softmax",
-        norm_topk_prob=shape.norm_topk_prob,
+        norm_topk_prob=is_mixtral or shape.norm_topk_prob,
     )
+    if is_mixtral:
+        return moe, tuple(range(shape.num_hidden_layers))
     dense = set(shape.mlp_only_layers)
     step = shape.decoder_sparse_step
     layer_ids = tuple(i for i in range(shape.num_hidden_layers) if i not in dense and (i + 1) % step == 0)

@@ -22,7 +22,7 @@ from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
-from specbench.models.moe_weights import moe_checkpoint_targets, per_expert_names
+from specbench.models.moe_weights import EXPERT_NAMES, moe_checkpoint_targets, per_expert_names
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class DecoderLM(nn.Module):
         """
         targets = self.checkpoint_targets()
         loaded: set[str] = set()
-        for name, tensor in per_expert_names(weights):
+        for name, tensor in per_expert_names(weights, EXPERT_NAMES.get(self.config.architecture)):
             if name.endswith("rotary_emb.inv_freq"):
                 continue
             if name == "lm_head.weight" and self.lm_head is None:
@@ -285,7 +285,9 @@ def fused_checkpoint_targets(
     targets: dict[str, tuple[torch.Tensor, int, int]] = {}
     moe_prefixes = tuple(f"{path}." for path, m in module.named_modules() if isinstance(m, MoeMLP))
     for prefix in moe_prefixes:
-        moe_targets = moe_checkpoint_targets(module.get_submodule(prefix[:-1]), prefix)
+        layer_prefix = prefix.removesuffix("mlp.")  # "layers.N."
+        moe_targets = moe_checkpoint_targets(module.get_submodule(prefix[:-1]), layer_prefix,
+                                             EXPERT_NAMES[config.architecture])
         targets.update({checkpoint_name(name): target for name, target in moe_targets.items()})
     for name, param in module.named_parameters():
         if name.startswith(moe_prefixes):

@@ -48,6 +48,13 @@ _preset("qwen3-30b-a3b", **_QWEN, architecture="qwen3_moe", hidden_size=2048, in
         moe=MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
                       norm_topk_prob=True),
         moe_layer_ids=tuple(range(48)))
+# Mixtral-8x7B: 32 layers of 8 experts of width 14336, top 2 (~46.7B parameters, ~12.9B read per token).
+_preset("mixtral-8x7b", architecture="mixtral", vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, rope_scaling=None, max_position_embeddings=32768, tie_word_embeddings=False,
+        attention_bias=False, use_qk_norm=False, bos_token_id=1, eos_token_ids=(2,), checkpoint_dtype="bfloat16",
+        moe=MoeConfig(hidden_size=4096, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336),
+        moe_layer_ids=tuple(range(32)))
 _preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,
