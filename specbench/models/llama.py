@@ -22,7 +22,11 @@ from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
-from specbench.models.moe_weights import EXPERT_NAMES, moe_checkpoint_targets, per_expert_names
+from specbench.models.moe_weights import (
+    EXPERT_NAMES,
+    moe_checkpoint_targets,
+    per_expert_names,
+)
 
 
 @dataclass(frozen=True)
