@@ -17,9 +17,10 @@ _ARCHITECTURES = {
     "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "MixtralForCausalLM": "mixtral",
+    "Glm4MoeForCausalLM": "glm4_moe",
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
-                "mixtral": "mixtral"}
+                "mixtral": "mixtral", "glm4_moe": "glm4_moe"}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe")
 _ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -36,7 +37,7 @@ class RopeScaling:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral"
+    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe"
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -56,6 +57,8 @@ class ModelConfig:
     checkpoint_dtype: str | None = None  # "bfloat16" etc. as stored; used by dtype "auto"
     moe: MoeConfig | None = None  # the routed-expert MLP of the layers in moe_layer_ids; None: dense model
     moe_layer_ids: tuple[int, ...] = ()  # layers whose MLP is `moe`; the others are dense (intermediate_size)
+    # RoPE rotates the first rotary_dim dims of each head and passes the rest through (GLM-4.5); None: all of them.
+    rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -63,6 +66,8 @@ class ModelConfig:
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
+        if self.rotary_dim is not None and (self.rotary_dim % 2 or not 0 < self.rotary_dim < self.head_dim):
+            raise SpecbenchError(f"rotary_dim {self.rotary_dim} must be even and in (0, head_dim {self.head_dim})")
         if (self.moe is None) != (not self.moe_layer_ids):
             raise SpecbenchError("a MoE config needs its layer ids and layer ids need a MoE config")
         bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
@@ -79,8 +84,8 @@ class ModelConfig:
 
     @property
     def has_o_proj_bias(self) -> bool:
-        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 only on q/k/v.
-        return self.attention_bias and self.architecture != "qwen2"
+        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 and GLM-4.5 only on q/k/v.
+        return self.attention_bias and self.architecture not in ("qwen2", "glm4_moe")
 
     def num_params(self) -> int:
         """Parameter count of the model these shapes describe (tied embeddings counted once)."""
@@ -119,6 +124,8 @@ class ModelConfig:
         theta, scaling = _rope(shape)
         _reject_sliding_window(shape)
         moe, moe_layer_ids = moe_from_hf(architecture, shape)
+        head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
+        is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
             vocab_size=shape.vocab_size,
@@ -127,7 +134,7 @@ class ModelConfig:
             num_hidden_layers=shape.num_hidden_layers,
             num_attention_heads=heads,
             num_key_value_heads=shape.num_key_value_heads or heads,
-            head_dim=shape.head_dim or max(shape.hidden_size // heads, 1),
+            head_dim=head_dim,
             rms_norm_eps=shape.rms_norm_eps,
             rope_theta=theta,
             rope_scaling=scaling,
@@ -135,12 +142,13 @@ class ModelConfig:
             tie_word_embeddings=shape.tie_word_embeddings,
             # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
             attention_bias=architecture == "qwen2" or shape.attention_bias,
-            use_qk_norm=architecture in _QK_NORM_ARCHITECTURES,
+            use_qk_norm=architecture in _QK_NORM_ARCHITECTURES or (is_glm and bool(shape.use_qk_norm)),
             bos_token_id=shape.bos_token_id,
             eos_token_ids=_eos_ids(shape.eos_token_id),
             checkpoint_dtype=shape.dtype or shape.torch_dtype,
             moe=moe,
             moe_layer_ids=moe_layer_ids,
+            rotary_dim=_rotary_dim(architecture, shape, head_dim),
         )
 
 
@@ -187,6 +195,18 @@ def _rope(shape: HFConfigShape) -> tuple[float, RopeScaling | None]:
         high_freq_factor=params.high_freq_factor,
         original_max_position_embeddings=params.original_max_position_embeddings,
     )
+
+
+def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int | None:
+    """GLM-4.5 rotates part of each head (transformers' default factor for it is 0.5); others all of it."""
+    params = shape.rope_parameters or shape.rope_scaling or RopeShape()
+    factor = params.partial_rotary_factor or shape.partial_rotary_factor
+    if architecture != "glm4_moe":
+        if factor is not None and factor != 1.0:
+            raise SpecbenchError(f"partial rotary embeddings (factor {factor}) are only supported for GLM-4.5")
+        return None
+    rotary_dim = int(head_dim * (0.5 if factor is None else factor))
+    return None if rotary_dim == head_dim else rotary_dim
 
 
 def _reject_sliding_window(shape: HFConfigShape) -> None:

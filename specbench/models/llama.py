@@ -6,6 +6,7 @@ Attention goes through an `AttentionBackend`, which also writes K/V. Projections
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from specbench.models.moe_weights import (
     moe_checkpoint_targets,
     per_expert_names,
 )
+from specbench.models.partial_rotary import permuted_for_rope
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ class DecoderLM(nn.Module):
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
-        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -230,8 +232,11 @@ class DecoderLM(nn.Module):
         """
         targets = self.checkpoint_targets()
         loaded: set[str] = set()
-        for name, tensor in per_expert_names(weights, EXPERT_NAMES.get(self.config.architecture)):
-            if name.endswith("rotary_emb.inv_freq"):
+        c = self.config
+        weights = permuted_for_rope(per_expert_names(weights, EXPERT_NAMES.get(c.architecture)), c.head_dim,
+                                    c.rotary_dim)
+        for name, tensor in weights:
+            if name.endswith("rotary_emb.inv_freq") or self._is_mtp_layer(name):
                 continue
             if name == "lm_head.weight" and self.lm_head is None:
                 continue  # tied checkpoints sometimes store a copy of the embedding
@@ -254,6 +259,12 @@ class DecoderLM(nn.Module):
             raise SpecbenchError(f"checkpoint is missing weight {missing[0]!r}{more}")
         self.is_initialized = True
 
+    def _is_mtp_layer(self, name: str) -> bool:
+        """GLM-4.5 checkpoints carry their multi-token-prediction layer(s) after the decoder's: not the target's."""
+        match = re.match(r"model\.layers\.(\d+)\.", name)
+        return self.config.architecture == "glm4_moe" and match is not None and (
+            int(match.group(1)) >= self.config.num_hidden_layers)
+
     @torch.no_grad()
     def init_random_weights(self, seed: int = 0, std: float = 0.02) -> None:
         """Seeded N(0, std) matrices, unit norms, zero biases.
@@ -269,6 +280,9 @@ class DecoderLM(nn.Module):
                 param.zero_()
             else:
                 param.normal_(0.0, std, generator=gen)
+        for name, buffer in self.named_buffers():
+            if name.endswith("score_correction_bias"):  # a MoE selection bias: none until a checkpoint says
+                buffer.zero_()
         self.is_initialized = True
 
 

@@ -36,12 +36,14 @@ class ExpertNames:
     gate: str
     up: str
     down: str
+    shared: str | None = None  # the shared expert's name in the block (gate_proj / up_proj / down_proj inside)
 
 
 # architecture -> its checkpoints' names
 EXPERT_NAMES = {
     "qwen3_moe": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj"),
     "mixtral": ExpertNames("block_sparse_moe", "w1", "w3", "w2"),
+    "glm4_moe": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj", shared="shared_experts"),
 }
 
 
@@ -51,10 +53,17 @@ def moe_checkpoint_targets(
     """Per-expert checkpoint name (`layer_prefix` is ours, e.g. "layers.3.") -> (tensor, first row, end row)."""
     prefix = f"{layer_prefix}{names.module}."
     c = moe.config
-    if c.has_router_bias or c.has_expert_bias or c.has_shared_expert or c.has_score_correction_bias:
-        raise SpecbenchError("checkpoint names are only known for MoE layers without biases or shared experts")
+    if c.has_router_bias or c.has_expert_bias or c.is_shared_expert_gated or (c.has_shared_expert and not names.shared):
+        raise SpecbenchError("checkpoint names are only known for Qwen3-MoE, Mixtral and GLM-4.5 MoE layers")
     inter = c.moe_intermediate_size
     targets = {f"{prefix}gate.weight": (moe.router.weight, 0, c.num_experts)}
+    if c.has_score_correction_bias:
+        targets[f"{prefix}gate.e_score_correction_bias"] = (moe.score_correction_bias, 0, c.num_experts)
+    if c.has_shared_expert:
+        shared, width = moe.shared_expert, c.shared_intermediate_size
+        targets[f"{prefix}{names.shared}.gate_proj.weight"] = (shared.gate_up_proj.weight, 0, width)
+        targets[f"{prefix}{names.shared}.up_proj.weight"] = (shared.gate_up_proj.weight, width, 2 * width)
+        targets[f"{prefix}{names.shared}.down_proj.weight"] = (shared.down_proj.weight, 0, c.hidden_size)
     for e in range(c.num_experts):
         # Views into the stacked parameters: the loader's row slice and copy write through them.
         gate_up, down = moe.gate_up_weight[e], moe.down_weight[e]

@@ -83,10 +83,17 @@ def load_tiny_tokenizer():
 
 def _hf_config(arch: str, *, num_layers, hidden, heads, kv_heads, intermediate, tie, rope_scaling, rope_theta,
                **overrides):
-    from transformers import LlamaConfig, MixtralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
+    from transformers import (
+        Glm4MoeConfig,
+        LlamaConfig,
+        MixtralConfig,
+        Qwen2Config,
+        Qwen3Config,
+        Qwen3MoeConfig,
+    )
 
     cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config, "qwen3_moe": Qwen3MoeConfig,
-           "mixtral": MixtralConfig}[arch]
+           "mixtral": MixtralConfig, "glm4_moe": Glm4MoeConfig}[arch]
     rope = {"rope_type": "default", **(rope_scaling or {}), "rope_theta": rope_theta}
     return cls(
         vocab_size=VOCAB_SIZE, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
