@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_moe.py"
 
