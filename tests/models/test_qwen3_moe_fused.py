@@ -83,6 +83,28 @@ def test_decoder_routes_prefill_to_reference_and_decode_to_kernels(monkeypatch):
 
 
 @runnable
+@torch.no_grad()
+def test_graph_capture_takes_the_kernels_in_chunks(monkeypatch):
+    """Under capture, past 64 rows and under the "off" policy alike, the kernels run 64 rows at a time (the
+    reference's gathers would sync the host); each row as the reference computes it."""
+    from specbench.models import moe_forward as module
+
+    mlp = _tiny_moe_model().layers[1].mlp
+    x = torch.randn(150, mlp.config.hidden_size, device=DEVICE)
+    md = _decode_metadata(150, 0)
+    with fused.fused_kernels("off"):
+        expected = moe_forward(mlp, x, md)
+        monkeypatch.setattr(module, "is_capturing", lambda _: True)
+        calls = []
+        original = MoeMLP.fused_experts
+        monkeypatch.setattr(MoeMLP, "fused_experts", lambda self, *a: calls.append(a[0].shape[0]) or original(
+            self, *a))
+        got = moe_forward(mlp, x, md)
+    assert calls == [64, 64, 22]
+    torch.testing.assert_close(got, expected, atol=2e-6, rtol=2e-5)
+
+
+@runnable
 @pytest.mark.parametrize("policy", ["on", "off"])
 @torch.no_grad()
 def test_padded_rows_route_nowhere(policy):
