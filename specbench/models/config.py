@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.errors import SpecbenchError
+from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
+from specbench.models.moe_config import MoeConfig
 
 # HF `architectures[0]` / `model_type` -> our architecture family.
 _ARCHITECTURES = {
@@ -13,8 +15,13 @@ _ARCHITECTURES = {
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "MixtralForCausalLM": "mixtral",
+    "Glm4MoeForCausalLM": "glm4_moe",
 }
-_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
+                "mixtral": "mixtral", "glm4_moe": "glm4_moe"}
+_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe")
 _ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -30,7 +37,7 @@ class RopeScaling:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    architecture: str  # "llama" | "qwen2" | "qwen3"
+    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe"
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -48,6 +55,10 @@ class ModelConfig:
     bos_token_id: int | None
     eos_token_ids: tuple[int, ...]
     checkpoint_dtype: str | None = None  # "bfloat16" etc. as stored; used by dtype "auto"
+    moe: MoeConfig | None = None  # the routed-expert MLP of the layers in moe_layer_ids; None: dense model
+    moe_layer_ids: tuple[int, ...] = ()  # layers whose MLP is `moe`; the others are dense (intermediate_size)
+    # RoPE rotates the first rotary_dim dims of each head and passes the rest through (GLM-4.5); None: all of them.
+    rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -55,6 +66,13 @@ class ModelConfig:
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
+        if self.rotary_dim is not None and (self.rotary_dim % 2 or not 0 < self.rotary_dim < self.head_dim):
+            raise SpecbenchError(f"rotary_dim {self.rotary_dim} must be even and in (0, head_dim {self.head_dim})")
+        if (self.moe is None) != (not self.moe_layer_ids):
+            raise SpecbenchError("a MoE config needs its layer ids and layer ids need a MoE config")
+        bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
+        if bad:
+            raise SpecbenchError(f"MoE layer ids {bad} out of range [0, {self.num_hidden_layers})")
 
     @property
     def q_size(self) -> int:
@@ -66,8 +84,8 @@ class ModelConfig:
 
     @property
     def has_o_proj_bias(self) -> bool:
-        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 only on q/k/v.
-        return self.attention_bias and self.architecture != "qwen2"
+        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 and GLM-4.5 only on q/k/v.
+        return self.attention_bias and self.architecture not in ("qwen2", "glm4_moe")
 
     def num_params(self) -> int:
         """Parameter count of the model these shapes describe (tied embeddings counted once)."""
@@ -77,9 +95,23 @@ class ModelConfig:
             attn += self.q_size + 2 * self.kv_size + (h if self.has_o_proj_bias else 0)
         if self.use_qk_norm:
             attn += 2 * self.head_dim
-        layer = attn + 3 * h * self.intermediate_size + 2 * h
+        layer = attn + 2 * h
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return embed + self.num_hidden_layers * layer + h
+        return embed + self.num_hidden_layers * layer + self._num_mlp_params(active=False) + h
+
+    def num_active_params(self) -> int:
+        """Parameters one token reads: num_params with each MoE layer's unrouted experts left out."""
+        return self.num_params() - self._num_mlp_params(active=False) + self._num_mlp_params(active=True)
+
+    def _num_mlp_params(self, *, active: bool) -> int:
+        num_moe = len(self.moe_layer_ids)
+        dense = (self.num_hidden_layers - num_moe) * 3 * self.hidden_size * self.intermediate_size
+        if self.moe is None:
+            return dense
+        return dense + num_moe * (self.moe.num_active_params() if active else self.moe.num_params())
+
+    def is_moe_layer(self, layer_idx: int) -> bool:
+        return layer_idx in self.moe_layer_ids
 
     @staticmethod
     def from_hf(hf: dict) -> ModelConfig:
@@ -91,6 +123,9 @@ class ModelConfig:
         heads = shape.num_attention_heads
         theta, scaling = _rope(shape)
         _reject_sliding_window(shape)
+        moe, moe_layer_ids = moe_from_hf(architecture, shape)
+        head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
+        is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
             vocab_size=shape.vocab_size,
@@ -99,7 +134,7 @@ class ModelConfig:
             num_hidden_layers=shape.num_hidden_layers,
             num_attention_heads=heads,
             num_key_value_heads=shape.num_key_value_heads or heads,
-            head_dim=shape.head_dim or max(shape.hidden_size // heads, 1),
+            head_dim=head_dim,
             rms_norm_eps=shape.rms_norm_eps,
             rope_theta=theta,
             rope_scaling=scaling,
@@ -107,10 +142,13 @@ class ModelConfig:
             tie_word_embeddings=shape.tie_word_embeddings,
             # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
             attention_bias=architecture == "qwen2" or shape.attention_bias,
-            use_qk_norm=architecture == "qwen3",
+            use_qk_norm=architecture in _QK_NORM_ARCHITECTURES or (is_glm and bool(shape.use_qk_norm)),
             bos_token_id=shape.bos_token_id,
             eos_token_ids=_eos_ids(shape.eos_token_id),
             checkpoint_dtype=shape.dtype or shape.torch_dtype,
+            moe=moe,
+            moe_layer_ids=moe_layer_ids,
+            rotary_dim=_rotary_dim(architecture, shape, head_dim),
         )
 
 
@@ -124,6 +162,9 @@ def _architecture(hf: dict) -> str:
     model_type = hf.get("model_type")
     if not names and model_type in _MODEL_TYPES:
         return _MODEL_TYPES[model_type]
+    refused = next((REFUSED_ARCHITECTURES[n] for n in names if n in REFUSED_ARCHITECTURES), None)
+    if refused is not None:
+        raise SpecbenchError(f"unsupported architecture: {refused}")
     found = names[0] if names else model_type
     raise SpecbenchError(
         f"unsupported architecture {found!r}; supported: {', '.join(sorted(_ARCHITECTURES))}"
@@ -156,11 +197,24 @@ def _rope(shape: HFConfigShape) -> tuple[float, RopeScaling | None]:
     )
 
 
+def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int | None:
+    """GLM-4.5 rotates part of each head (transformers' default factor for it is 0.5); others all of it."""
+    params = shape.rope_parameters or shape.rope_scaling or RopeShape()
+    factor = params.partial_rotary_factor or shape.partial_rotary_factor
+    if architecture != "glm4_moe":
+        if factor is not None and factor != 1.0:
+            raise SpecbenchError(f"partial rotary embeddings (factor {factor}) are only supported for GLM-4.5")
+        return None
+    rotary_dim = int(head_dim * (0.5 if factor is None else factor))
+    return None if rotary_dim == head_dim else rotary_dim
+
+
 def _reject_sliding_window(shape: HFConfigShape) -> None:
     # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
-    # Mistral applies it whenever it is not null.
+    # Mistral and Mixtral apply it whenever it is not null.
     window = shape.sliding_window
-    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else shape.model_type == "mistral"
+    always = shape.model_type in ("mistral", "mixtral")
+    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else always
     if enabled and window is not None and window < shape.max_position_embeddings:
         raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
 

@@ -21,6 +21,7 @@ MAX_NUM_LAYERS = 1024
 MAX_NUM_HEADS = 1024
 MAX_HEAD_DIM = 1024
 MAX_POSITIONS = 2**24
+MAX_NUM_EXPERTS = 4096
 
 _Size = Annotated[int, Field(ge=1)]
 _Finite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -42,6 +43,7 @@ class RopeShape(_Shape):
     low_freq_factor: _Finite | None = None
     high_freq_factor: _Finite | None = None
     original_max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_POSITIONS)] | None = None
+    partial_rotary_factor: Annotated[float, Field(gt=0, le=1)] | None = None  # GLM-4.5 (transformers >= 5)
 
 
 class HFConfigShape(_Shape):
@@ -66,6 +68,24 @@ class HFConfigShape(_Shape):
     use_sliding_window: bool | None = None
     dtype: str | None = None
     torch_dtype: str | None = None
+    # Mixture of experts (Qwen3-MoE; models/config_moe.py reads them). transformers < 5 writes `num_experts`,
+    # transformers 5 `num_local_experts` (as Mixtral always did).
+    num_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None
+    num_local_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None
+    num_experts_per_tok: Annotated[int, Field(ge=1, le=MAX_NUM_EXPERTS)] | None = None
+    moe_intermediate_size: Annotated[int, Field(ge=1, le=MAX_INTERMEDIATE_SIZE)] | None = None
+    norm_topk_prob: bool | None = None  # None: the architecture's default (Qwen3-MoE no, GLM-4.5 yes)
+    decoder_sparse_step: Annotated[int, Field(ge=1, le=MAX_NUM_LAYERS)] = 1
+    mlp_only_layers: list[Annotated[int, Field(ge=0, lt=MAX_NUM_LAYERS)]] = []
+    # GLM-4.5-style MoE.
+    n_routed_experts: Annotated[int, Field(ge=1, le=MAX_NUM_EXPERTS)] | None = None
+    n_shared_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] = 0
+    routed_scaling_factor: _Finite = 1.0
+    first_k_dense_replace: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] = 0
+    n_group: Annotated[int, Field(ge=1, le=MAX_NUM_EXPERTS)] = 1
+    topk_group: Annotated[int, Field(ge=1, le=MAX_NUM_EXPERTS)] = 1
+    use_qk_norm: bool | None = None  # GLM-4.5 says; Qwen3 always has it
+    partial_rotary_factor: Annotated[float, Field(gt=0, le=1)] | None = None  # GLM-4.5 (transformers < 5)
 
 
 def validated_shape(hf: dict[str, Any]) -> HFConfigShape:

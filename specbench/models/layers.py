@@ -73,10 +73,15 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None) -> t
 class RotaryEmbedding(nn.Module):
     """Rotate-half (GPT-NeoX / HF Llama) RoPE with a lazily grown fp32 cos/sin table."""
 
-    def __init__(self, head_dim: int, theta: float, scaling: RopeScaling | None) -> None:
+    def __init__(self, head_dim: int, theta: float, scaling: RopeScaling | None, rotary_dim: int | None = None) -> None:
         super().__init__()
         self.head_dim = head_dim
         self.inv_freq = rope_inv_freq(head_dim, theta, scaling)  # [head_dim // 2], fp32, host
+        if rotary_dim is not None:
+            # Partial RoPE (models/partial_rotary.py): the rotated pairs' frequencies, then zero frequencies (cos 1,
+            # sin 0) for the pass-through dims, which the loader moved into the remaining rotate-half pairs.
+            rotated = rope_inv_freq(rotary_dim, theta, scaling)
+            self.inv_freq = torch.cat([rotated, torch.zeros(head_dim // 2 - rotary_dim // 2)])
         self._cos_sin: torch.Tensor | None = None  # [num_cached_positions, 2, head_dim], fp32
 
     def reserve(self, num_positions: int, device: torch.device) -> torch.Tensor:

@@ -6,6 +6,7 @@ Attention goes through an `AttentionBackend`, which also writes K/V. Projections
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -20,6 +21,14 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from specbench.models.moe import MoeMLP
+from specbench.models.moe_forward import moe_forward
+from specbench.models.moe_weights import (
+    EXPERT_NAMES,
+    moe_checkpoint_targets,
+    per_expert_names,
+)
+from specbench.models.partial_rotary import permuted_for_rope
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,10 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.self_attn = SelfAttention(config, layer_idx)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size)
+        # A MoE layer (config.moe_layer_ids) routes over experts; the others are dense.
+        self.mlp = MoeMLP(config.moe) if config.is_moe_layer(layer_idx) else GatedMLP(
+            config.hidden_size, config.intermediate_size
+        )
 
     def forward(
         self,
@@ -125,7 +137,8 @@ class DecoderLayer(nn.Module):
         layer_input = residual
         attn_out = self.self_attn(normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, residual)
-        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
+        mlp_out = moe_forward(self.mlp, normed, md) if isinstance(self.mlp, MoeMLP) else self.mlp(normed)
+        return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
 
 
 class DecoderLM(nn.Module):
@@ -150,7 +163,7 @@ class DecoderLM(nn.Module):
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
-        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -221,8 +234,11 @@ class DecoderLM(nn.Module):
         """
         targets = self.checkpoint_targets()
         loaded: set[str] = set()
+        c = self.config
+        weights = permuted_for_rope(per_expert_names(weights, EXPERT_NAMES.get(c.architecture)), c.head_dim,
+                                    c.rotary_dim)
         for name, tensor in weights:
-            if name.endswith("rotary_emb.inv_freq"):
+            if name.endswith("rotary_emb.inv_freq") or self._is_mtp_layer(name):
                 continue
             if name == "lm_head.weight" and self.lm_head is None:
                 continue  # tied checkpoints sometimes store a copy of the embedding
@@ -245,6 +261,12 @@ class DecoderLM(nn.Module):
             raise SpecbenchError(f"checkpoint is missing weight {missing[0]!r}{more}")
         self.is_initialized = True
 
+    def _is_mtp_layer(self, name: str) -> bool:
+        """GLM-4.5 checkpoints carry their multi-token-prediction layer(s) after the decoder's: not the target's."""
+        match = re.match(r"model\.layers\.(\d+)\.", name)
+        return self.config.architecture == "glm4_moe" and match is not None and (
+            int(match.group(1)) >= self.config.num_hidden_layers)
+
     @torch.no_grad()
     def init_random_weights(self, seed: int = 0, std: float = 0.02) -> None:
         """Seeded N(0, std) matrices, unit norms, zero biases.
@@ -260,6 +282,9 @@ class DecoderLM(nn.Module):
                 param.zero_()
             else:
                 param.normal_(0.0, std, generator=gen)
+        for name, buffer in self.named_buffers():
+            if name.endswith("score_correction_bias"):  # a MoE selection bias: none until a checkpoint says
+                buffer.zero_()
         self.is_initialized = True
 
 
@@ -278,7 +303,15 @@ def fused_checkpoint_targets(
         "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
     }
     targets: dict[str, tuple[torch.Tensor, int, int]] = {}
+    moe_prefixes = tuple(f"{path}." for path, m in module.named_modules() if isinstance(m, MoeMLP))
+    for prefix in moe_prefixes:
+        layer_prefix = prefix.removesuffix("mlp.")  # "layers.N."
+        moe_targets = moe_checkpoint_targets(module.get_submodule(prefix[:-1]), layer_prefix,
+                                             EXPERT_NAMES[config.architecture])
+        targets.update({checkpoint_name(name): target for name, target in moe_targets.items()})
     for name, param in module.named_parameters():
+        if name.startswith(moe_prefixes):
+            continue
         path, _, leaf = name.rpartition(".")
         fused_path = next((f for f in fused if path.endswith(f)), None)
         if fused_path is None:

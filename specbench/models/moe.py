@@ -46,7 +46,9 @@ class MoeMLP(nn.Module):
         kept = self.score_correction_bias
         super()._apply(fn, recurse)
         if kept is not None:
-            self.score_correction_bias = kept.to(self.score_correction_bias.device)
+            device = self.score_correction_bias.device
+            # Materialised from meta (to_empty): fresh fp32 memory, filled by the loader or init_random_weights.
+            self.score_correction_bias = torch.empty_like(kept, device=device) if kept.is_meta else kept.to(device)
         return self
 
     def route(

@@ -68,3 +68,19 @@ class MoeConfig:
     @property
     def has_shared_expert(self) -> bool:
         return self.shared_intermediate_size > 0
+
+    def num_params_per_expert(self) -> int:
+        """One routed expert's gate, up and down projections (and their biases)."""
+        h, inter = self.hidden_size, self.moe_intermediate_size
+        return 3 * h * inter + ((2 * inter + h) if self.has_expert_bias else 0)
+
+    def num_params(self) -> int:
+        """Parameters of one such layer: router, every routed expert, the shared expert (its gate included)."""
+        h, e = self.hidden_size, self.num_experts
+        router = e * h + (e if self.has_router_bias else 0)
+        shared = 3 * h * self.shared_intermediate_size + (h if self.is_shared_expert_gated else 0)
+        return router + e * self.num_params_per_expert() + shared
+
+    def num_active_params(self) -> int:
+        """Parameters one token reads: router, its k experts, the shared expert (what bounds a c=1 decode step)."""
+        return self.num_params() - (self.num_experts - self.num_experts_per_tok) * self.num_params_per_expert()

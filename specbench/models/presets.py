@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench.models.config import ModelConfig, RopeScaling
+from specbench.models.moe_config import MoeConfig
 from specbench.registry import Registry
 
 MODEL_PRESETS: Registry[ModelConfig] = Registry("model preset")
@@ -39,6 +40,32 @@ _preset("qwen2.5-7b", **{**_QWEN, "vocab_size": 152064}, architecture="qwen2", h
         intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
         head_dim=128, max_position_embeddings=32768, tie_word_embeddings=False, attention_bias=True,
         use_qk_norm=False)
+# Qwen3-30B-A3B: 48 layers, every one routing 128 experts of width 768, top 8, renormalised (~30.5B parameters,
+# ~3.3B read per token).
+_preset("qwen3-30b-a3b", **_QWEN, architecture="qwen3_moe", hidden_size=2048, intermediate_size=6144,
+        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=False, attention_bias=False, use_qk_norm=True,
+        moe=MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                      norm_topk_prob=True),
+        moe_layer_ids=tuple(range(48)))
+# Mixtral-8x7B: 32 layers of 8 experts of width 14336, top 2 (~46.7B parameters, ~12.9B read per token).
+_preset("mixtral-8x7b", architecture="mixtral", vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, rope_scaling=None, max_position_embeddings=32768, tie_word_embeddings=False,
+        attention_bias=False, use_qk_norm=False, bos_token_id=1, eos_token_ids=(2,), checkpoint_dtype="bfloat16",
+        moe=MoeConfig(hidden_size=4096, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336),
+        moe_layer_ids=tuple(range(32)))
+# GLM-4.5-Air: 46 layers, the first dense, then 128 sigmoid-routed experts of width 1408, top 8, one shared expert;
+# half of each head rotates (~106B parameters without the MTP layer, ~12B read per token).
+_preset("glm-4.5-air", architecture="glm4_moe", vocab_size=151552, hidden_size=4096, intermediate_size=10944,
+        num_hidden_layers=46, num_attention_heads=96, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, rope_scaling=None, max_position_embeddings=131072, tie_word_embeddings=False,
+        attention_bias=True, use_qk_norm=False, bos_token_id=None, eos_token_ids=(151329, 151336, 151338),
+        checkpoint_dtype="bfloat16", rotary_dim=64,
+        moe=MoeConfig(hidden_size=4096, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=1408,
+                      scoring="sigmoid", norm_topk_prob=True, has_score_correction_bias=True,
+                      shared_intermediate_size=1408),
+        moe_layer_ids=tuple(range(1, 46)))
 _preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,
@@ -52,6 +79,10 @@ _TINY = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_
 _preset("tiny-llama", **_TINY, architecture="llama")
 _preset("tiny-qwen2", **{**_TINY, "attention_bias": True}, architecture="qwen2")
 _preset("tiny-qwen3", **{**_TINY, "use_qk_norm": True, "tie_word_embeddings": True}, architecture="qwen3")
+_preset("tiny-qwen3-moe", **{**_TINY, "use_qk_norm": True}, architecture="qwen3_moe",
+        moe=MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                      norm_topk_prob=True),
+        moe_layer_ids=(1,))
 
 
 def get_preset(name: str) -> ModelConfig:

@@ -39,6 +39,9 @@ RECIPES = {
     "e1-nobias": FitRecipe("eagle1", fc_bias=False),
     "e3-native": FitRecipe("eagle3", draft_vocab_size=512, aux_hf_indices=AUX_HF_INDICES, rope_theta=20000.0),
     "e3-spec": FitRecipe("eagle3", norm_before_residual=True, aux_hf_indices=AUX_HF_INDICES, rope_theta=20000.0),
+    # For the 2-layer MoE targets (tests/models/test_moe_eagle.py): embeddings, the second layer's input
+    # and output; fewer prompts and steps keep its one-off fit short.
+    "e3-moe": FitRecipe("eagle3", norm_before_residual=True, aux_hf_indices=(0, 1, 2), num_prompts=128, steps=150),
 }
 
 

@@ -83,9 +83,17 @@ def load_tiny_tokenizer():
 
 def _hf_config(arch: str, *, num_layers, hidden, heads, kv_heads, intermediate, tie, rope_scaling, rope_theta,
                **overrides):
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+    from transformers import (
+        Glm4MoeConfig,
+        LlamaConfig,
+        MixtralConfig,
+        Qwen2Config,
+        Qwen3Config,
+        Qwen3MoeConfig,
+    )
 
-    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}[arch]
+    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config, "qwen3_moe": Qwen3MoeConfig,
+           "mixtral": MixtralConfig, "glm4_moe": Glm4MoeConfig}[arch]
     rope = {"rope_type": "default", **(rope_scaling or {}), "rope_theta": rope_theta}
     return cls(
         vocab_size=VOCAB_SIZE, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
@@ -113,7 +121,8 @@ def _randomize(model, weight_scale: float, seed: int) -> None:
         else:
             is_head = name.startswith("lm_head") or name.endswith("embed_tokens.weight")  # tied: one matrix
             gain = weight_scale if is_head else LAYER_GAIN
-            param.copy_(torch.randn(param.shape, generator=gen) * (gain / param.shape[1] ** 0.5))
+            # The last dim is the fan-in of a matrix and of a stacked [experts, out, in] MoE weight alike.
+            param.copy_(torch.randn(param.shape, generator=gen) * (gain / param.shape[-1] ** 0.5))
 
 
 def build_tiny_model(
