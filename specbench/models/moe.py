@@ -18,12 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
 from specbench.models.moe_routing import ExpertRouting, route
 
 
-class MoeMLP(nn.Module):
+class MoeMLP(nn.Module, UsesFusedKernels):
     def __init__(self, config: MoeConfig) -> None:
         super().__init__()
         self.config = config

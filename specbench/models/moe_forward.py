@@ -27,9 +27,9 @@ def _max_kernel_tokens() -> int:
     return MAX_TOKENS
 
 
-def uses_fused_experts(x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
-    """Depends on shapes and the fused-kernel policy only (never on values): a CUDA graph captures one path."""
-    return fused_kernels.use_fused(x) and 1 <= x.shape[0] <= _max_kernel_tokens()
+def uses_fused_experts(mlp: MoeMLP, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
+    """Depends on shapes and the layer's fused-kernel policy only (never on values): a CUDA graph captures one path."""
+    return fused_kernels.use_fused(mlp.fused_policy, x) and 1 <= x.shape[0] <= _max_kernel_tokens()
 
 
 def is_capturing(x: torch.Tensor) -> bool:
@@ -42,7 +42,7 @@ def moe_forward(
     md: AttentionMetadata,
 ) -> torch.Tensor:  # [num_tokens, hidden]
     is_real_token = md.slot_mapping != PADDING_SLOT  # [num_tokens] bool
-    if uses_fused_experts(x):
+    if uses_fused_experts(mlp, x):
         return mlp(x, is_real_token, is_fused=True)
     if not is_capturing(x):
         return mlp(x, is_real_token)

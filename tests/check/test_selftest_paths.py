@@ -69,15 +69,14 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     layer kernels, under the interpreter, on the biased pair (eager layers with the fused norm/RoPE/SiLU kernels)
     and the no-bias tied pair (fused projections, RoPE/K-V store at one token). One prompt, four tokens, the plain
     engine and the draft LM (EAGLE adds no layer path the torch run lacks)."""
-    from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
-    from specbench.models.fused_kernels import fused_kernels
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
 
     if not kernels_runnable_here():
         pytest.skip(RERUN_REASON)
     slice_ = Budget("paths", 1, 4, False, False, False, "")
-    with fused_kernels("on"):
-        fused_rows = run_selftest(seeds=(0, 1), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
-                                  engine_options={"attention_backend": "triton", "verifier": "triton"})
+    fused_rows = run_selftest(seeds=(0, 1), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
+                              engine_options={"attention_backend": "triton", "verifier": "triton",
+                                              "fused_kernels": "on"})
     assert not any(row.detected for row in fused_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
@@ -106,7 +105,7 @@ def test_graph_replays_record_the_graph_and_its_forward(tmp_path):
     """Graphs captured by hand on CPU replay by rerunning their forward (runtime/cuda_graph.py): the runner records
     graph.decode / graph.verify, the rerun forward its own layer and attention paths."""
     from specbench.engine.builder import capture_graphs, graph_plan
-    from specbench.kernels.testing import RERUN_REASON, kernels_runnable_here
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
     from specbench.selftest.tiny import build_tiny_pair, random_prompts
 
     if not kernels_runnable_here():

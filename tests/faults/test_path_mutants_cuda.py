@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
+from specbench.check.reference import REFERENCE_SETTINGS
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from tests.support.no_bias_tiny import build_cycling_target, build_no_bias_target
 
@@ -16,17 +17,13 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="production paths of a CUDA device")]
 
 ENGINE = {"dtype": "fp32", "device": "cuda", "block_size": 4, "num_kv_blocks": 256, "max_concurrency": 4}
-REFERENCE = {"method": "none", "async_scheduling": False, "enforce_eager": True, "attention_backend": "torch",
-             "verifier": "torch"}
+REFERENCE = {**REFERENCE_SETTINGS, "method": "none"}  # the independent reference (check/reference.py)
 
 
 def generate(target: str, prompts, *, unfused: bool = False, max_tokens: int = 20, **config):
     """(outputs, accepted drafts in all, the engine); unfused: the torch layers (fused-kernel policy off)."""
-    from specbench.models.fused_kernels import fused_kernels
-
-    with fused_kernels("off" if unfused else "auto"):
-        llm = LLM(target, **{**ENGINE, **config})
-        outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    llm = LLM(target, **{**ENGINE, "fused_kernels": "off" if unfused else "auto", **config})
+    outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     return ([list(o.output_token_ids) for o in outs], sum(sum(o.stats.num_accepted_per_pos) for o in outs),
             llm.engine)
 

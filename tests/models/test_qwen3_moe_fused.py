@@ -47,12 +47,13 @@ def _decode_metadata(num_tokens: int, num_padded: int):
 
 @runnable
 def test_fused_only_for_decode_sized_batches():
+    mlp = _tiny_moe_model().layers[1].mlp
     x = torch.zeros(64, 8, device=DEVICE)
-    with fused.fused_kernels("on"):
-        assert uses_fused_experts(x) and uses_fused_experts(x[:1])
-        assert not uses_fused_experts(torch.zeros(65, 8, device=DEVICE))  # prefill: the reference
-    with fused.fused_kernels("off"):
-        assert not uses_fused_experts(x)
+    fused.set_policy(mlp, "on")
+    assert uses_fused_experts(mlp, x) and uses_fused_experts(mlp, x[:1])
+    assert not uses_fused_experts(mlp, torch.zeros(65, 8, device=DEVICE))  # prefill: the reference
+    fused.set_policy(mlp, "off")
+    assert not uses_fused_experts(mlp, x)
 
 
 @runnable
@@ -68,18 +69,18 @@ def test_decoder_routes_prefill_to_reference_and_decode_to_kernels(monkeypatch):
     prompt = list(range(3, 73))  # 70 tokens: past the kernels' 64
     md = build_metadata(positions=list(range(70)), num_query=[70], seq_lens=[70],
                         block_tables=[list(range(1, 19))], block_size=BLOCK_SIZE, device=DEVICE)
-    with fused.fused_kernels("off"):  # the interpreter would take seconds over 70 rows of every other kernel
-        model(torch.tensor(prompt, device=DEVICE), md, kv)
+    fused.set_policy(model, "off")  # the interpreter would take seconds over 70 rows of every other kernel
+    model(torch.tensor(prompt, device=DEVICE), md, kv)
     assert calls == ["reference_experts"]  # one MoE layer (tiny-qwen3-moe: layer 1)
     calls.clear()
-    with fused.fused_kernels("on"):
-        moe_forward(model.layers[1].mlp, torch.randn(70, 64, device=DEVICE), md)  # prefill-sized: past the 64
-        assert calls == ["reference_experts"]
-        calls.clear()
-        md = build_metadata(positions=[70], num_query=[1], seq_lens=[71], block_tables=[list(range(1, 19))],
-                            block_size=BLOCK_SIZE, device=DEVICE)
-        model(torch.tensor([9], device=DEVICE), md, kv)
-        assert calls == ["fused_experts"]
+    fused.set_policy(model, "on")
+    moe_forward(model.layers[1].mlp, torch.randn(70, 64, device=DEVICE), md)  # prefill-sized: past the 64
+    assert calls == ["reference_experts"]
+    calls.clear()
+    md = build_metadata(positions=[70], num_query=[1], seq_lens=[71], block_tables=[list(range(1, 19))],
+                        block_size=BLOCK_SIZE, device=DEVICE)
+    model(torch.tensor([9], device=DEVICE), md, kv)
+    assert calls == ["fused_experts"]
 
 
 @runnable
@@ -92,14 +93,14 @@ def test_graph_capture_takes_the_kernels_in_chunks(monkeypatch):
     mlp = _tiny_moe_model().layers[1].mlp
     x = torch.randn(150, mlp.config.hidden_size, device=DEVICE)
     md = _decode_metadata(150, 0)
-    with fused.fused_kernels("off"):
-        expected = moe_forward(mlp, x, md)
-        monkeypatch.setattr(module, "is_capturing", lambda _: True)
-        calls = []
-        original = MoeMLP.fused_experts
-        monkeypatch.setattr(MoeMLP, "fused_experts", lambda self, *a: calls.append(a[0].shape[0]) or original(
-            self, *a))
-        got = moe_forward(mlp, x, md)
+    fused.set_policy(mlp, "off")
+    expected = moe_forward(mlp, x, md)
+    monkeypatch.setattr(module, "is_capturing", lambda _: True)
+    calls = []
+    original = MoeMLP.fused_experts
+    monkeypatch.setattr(MoeMLP, "fused_experts", lambda self, *a: calls.append(a[0].shape[0]) or original(
+        self, *a))
+    got = moe_forward(mlp, x, md)
     assert calls == [64, 64, 22]
     torch.testing.assert_close(got, expected, atol=2e-6, rtol=2e-5)
 
@@ -113,9 +114,9 @@ def test_padded_rows_route_nowhere(policy):
     num_real, num_padded = 5, 3
     x = torch.randn(num_real + num_padded, mlp.config.hidden_size, device=DEVICE)
     x[num_real:] = float("nan")
-    with fused.fused_kernels(policy):
-        padded = moe_forward(mlp, x, _decode_metadata(num_real + num_padded, num_padded))
-        alone = moe_forward(mlp, x[:num_real], _decode_metadata(num_real, 0))
+    fused.set_policy(mlp, policy)
+    padded = moe_forward(mlp, x, _decode_metadata(num_real + num_padded, num_padded))
+    alone = moe_forward(mlp, x[:num_real], _decode_metadata(num_real, 0))
     assert (padded[num_real:] == 0).all()
     # Close, not equal: the router GEMM over 8 rows may sum in another order than over 5.
     torch.testing.assert_close(padded[:num_real], alone, atol=2e-6, rtol=2e-5)
@@ -139,10 +140,9 @@ def test_engine_with_fused_experts_matches_hf(tmp_path):
         y = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens, do_sample=False,
                         pad_token_id=0)
         expected.append(y[0, len(ids):].tolist())
-    with fused.fused_kernels("on"):
-        llm = LLM(str(tmp_path), dtype="fp32", device=str(DEVICE), block_size=BLOCK_SIZE, max_concurrency=2,
-                  kv_cache_gb=0.05)
-        outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    llm = LLM(str(tmp_path), dtype="fp32", device=str(DEVICE), block_size=BLOCK_SIZE, max_concurrency=2,
+              kv_cache_gb=0.05, fused_kernels="on")
+    outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     got = [list(o.output_token_ids) for o in outs]
     if DEVICE.type == "cpu":
         assert got == expected
