@@ -49,7 +49,7 @@ def selftest(
     from specbench.selftest.runner import METHODS
 
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS, faults=_names(faults) or None,
-                                   checks=_names(checks), num_steps=num_steps, device=device)
+                                   checks=_names(checks), num_steps=num_steps, device=device, on_row=_progress)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
@@ -71,6 +71,17 @@ def selftest(
     ok = selftest_ok(rows) and coverage.is_complete
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
+
+
+def _progress(row) -> None:
+    """One line per finished row on stderr, so a long run shows where it is (the table comes at the end)."""
+    import sys
+
+    verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
+        "detected" if row.detected else "MISSED")
+    seconds = sum(r.seconds for r in row.results)
+    print(f"  {row.method} seed {row.seed} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
+          flush=True)
 
 
 def _names(text: str) -> tuple[str, ...]:
