@@ -26,6 +26,7 @@ from specbench.engine.builder import resolve_device
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.faults import resolve_fault
+from specbench.faults.fault import Fault
 from specbench.faults.catalog import selftest_faults
 from specbench.execution_paths import device_class
 from specbench.selftest.coverage import PathCoverage, path_coverage
@@ -97,8 +98,8 @@ def run_selftest(
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu", on_row=None,
     engine_options: dict | None = None, budget: Budget = BUDGETS["full"],
 ) -> list[SelftestRow]:
-    """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and, on the first
-    seed, one row per fault.
+    """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
+    due there (_due: the first seed, or a path mutant's first seed whose clean row took its path).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
@@ -113,6 +114,7 @@ def run_selftest(
         raise SpecbenchError(f"selftest checks {', '.join(checks) or '(none)'}: supported: {', '.join(CHECKS)}")
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     rows: list[SelftestRow] = []
+    done: dict[str, set[str]] = {}  # method -> faults already run
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         for i, seed in enumerate(seeds):
             setups = selftest_setups(tmp, seed, methods, num_steps, device, engine_options)
@@ -128,21 +130,38 @@ def run_selftest(
                     references[key] = (reference, cross_check)
                     if len(references) == 1:  # the plain rows: once per seed, on its first target
                         plain_ctx = CheckContext(reference=reference, reference_cross_check=cross_check, budget=budget)
-                        hosted = [f.name for f in chosen if PLAIN in f.methods]
-                        for name in [None] + hosted if i == 0 else [None]:
-                            rows.append(_plain_row(setup, seed, checks, plain_ctx, name))
+                        clean = _plain_row(setup, seed, checks, plain_ctx)
+                        for row in [clean] + [_plain_row(setup, seed, checks, plain_ctx, f.name) for f in
+                                              _due(chosen, PLAIN, i, clean, done)]:
+                            rows.append(row)
                             if on_row is not None:
-                                on_row(rows[-1])
+                                on_row(row)
                 reference, cross_check = references[key]
                 ctx = CheckContext(reference=reference, reference_cross_check=cross_check, budget=budget,
                                    **_reference(method, seed, num_steps))
-                hosted = [f.name for f in chosen if method in f.methods]
-                for name in [None] + hosted if i == 0 else [None]:
-                    results = run_checks(setup.with_inject(name), checks, ctx)
-                    rows.append(SelftestRow(method, seed, name, tuple(results)))
+                clean = SelftestRow(method, seed, None, tuple(run_checks(setup, checks, ctx)))
+                rows.append(clean)
+                if on_row is not None:
+                    on_row(clean)
+                for fault in _due(chosen, method, i, clean, done):
+                    rows.append(SelftestRow(method, seed, fault.name,
+                                            tuple(run_checks(setup.with_inject(fault.name), checks, ctx))))
                     if on_row is not None:
                         on_row(rows[-1])
     return rows
+
+
+def _due(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
+         done: dict[str, set[str]]) -> list[Fault]:
+    """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed; a
+    path mutant on the first seed whose clean row took its path (the biased tiny target never reaches the fused
+    projections, say), so that a bug on a path this seed's models never take is not counted as missed. A path that
+    no seed takes is the coverage table's failure."""
+    taken = frozenset().union(*(r.paths for r in clean.results))
+    due = [f for f in chosen if method in f.methods and f.name not in done.setdefault(method, set())
+           and (f.path in taken if f.path else seed_index == 0)]
+    done[method].update(f.name for f in due)
+    return due
 
 
 def _reference(method: str, seed: int, num_steps: int) -> dict:
