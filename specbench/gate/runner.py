@@ -4,6 +4,7 @@ read the reference, and judge every stage that was not skipped."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,8 @@ def run_gate(request: GateRequest) -> GateReport:
         raise SpecbenchError(f"--num-steps {request.num_steps}: the gate needs k >= 1 (a speculative run)")
     config = gate_sweep_config(request)
     if config.run_id is None:  # known in advance: a crash mid-run is told from a user error by the run's manifest
-        config = dataclasses.replace(config, run_id=time.strftime("gate-%Y%m%d-%H%M%S"))
+        # a random suffix: two gates started in the same second (a CI matrix, a test) never share a run directory
+        config = dataclasses.replace(config, run_id=time.strftime("gate-%Y%m%d-%H%M%S-") + secrets.token_hex(3))
     settings = settings_of(config, request.num_steps)
     reference = None
     if request.reference is not None:

@@ -158,9 +158,10 @@ def _due(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
     projections, say), so that a bug on a path this seed's models never take is not counted as missed. A path that
     no seed takes is the coverage table's failure."""
     taken = frozenset().union(*(r.paths for r in clean.results))
-    due = [f for f in chosen if method in f.methods and f.name not in done.setdefault(method, set())
+    ran = done.setdefault(method, set())
+    due = [f for f in chosen if method in f.methods and f.name not in ran
            and (f.path in taken if f.path else seed_index == 0)]
-    done[method].update(f.name for f in due)
+    ran.update(f.name for f in due)
     return due
 
 

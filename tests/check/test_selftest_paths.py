@@ -59,7 +59,10 @@ def test_a_registered_path_nothing_records_fails_the_coverage(torch_rows):
     assert "coverage FAILED" in coverage_verdict(coverage) and "decode.unguarded" in coverage_verdict(coverage)
     assert "decode.unguarded" in format_coverage(coverage) and "UNEXERCISED" in format_coverage(coverage)
     # A method the selftest did not run does not make its paths required; a CUDA production path is not on CPU.
-    assert "proposer.ngram" not in {p.name for p in coverage.required}
+    without_ngram = path_coverage([(m, r) for m, r in clean if m != "ngram"], "cpu", TORCH_CHECKS)
+    assert "proposer.ngram" not in {p.name for p in without_ngram.required}
+    assert "proposer.ngram" in {p.name for p in coverage.required}
+    assert "graph.decode" not in {p.name for p in coverage.required}
     assert "proj.fused" not in {p.name for p in coverage.required}
 
 

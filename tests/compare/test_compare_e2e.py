@@ -61,8 +61,9 @@ def test_compare_gates_on_real_runs(results, tmp_path, monkeypatch, capsys):
             "--plots", str(tmp_path / "plots")]
     code, out, err = _main(args, monkeypatch, capsys)
     assert code == 0, err
-    assert len(list((tmp_path / "plots").glob("*.png"))) == 7
-    assert (tmp_path / "plots" / "goodput_vs_concurrency.png").is_file()
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 9
+    for name in ("goodput_vs_concurrency", "pareto_throughput_per_user", "speedup_vs_concurrency"):
+        assert (tmp_path / "plots" / f"{name}.png").is_file()
     assert "differs: draft_model:" in out and "WARNING" not in err  # the draft is the change under test
     doc = json.loads((tmp_path / "cmp.json").read_text())
     assert not doc["unmatched"]["only_before"] and not doc["unmatched"]["only_after"]
@@ -114,7 +115,7 @@ def test_notebook_runs_headless_against_the_sweeps(results, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     markdown = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
     assert any("| Metric | Before (c=1) | After (c=1) | Delta |" in m for m in markdown)
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 7  # goodput figure included
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 9  # goodput, Pareto and speedup figures included
     assert any("| Goodput (req/s)" in m for m in markdown)
     html = [o["data"].get("text/html", "") for o in outputs if "data" in o]
     assert any("best_num_steps" in h and "is_distinguishable" in h for h in html)

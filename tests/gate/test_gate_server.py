@@ -46,6 +46,7 @@ def test_a_clean_server_passes_and_a_faulty_one_fails_lossless(gate_pair, tmp_pa
         code, out, err = run_gate_cli([*_args(faulty.url, tmp_path), "--reference", str(ref)], monkeypatch, capsys)
     assert code == 1, out + err
     assert out.startswith("## specbench gate: FAIL (lossless") and _status(out, "lossless") == "FAIL"
-    # The probe asked the server for logprobs; `serve` has none yet, so the mismatches stay unclassified (divergent).
-    assert "[unclassified: " in out
+    # The probe asks the server for logprobs (serve computes them from the target): each mismatch is classified by
+    # the target's top-2 margin there, and the fault's are far from ties.
+    assert "[divergent, margin " in out and "[unclassified: " not in out
     assert _status(out, "acceptance") == "FAIL"  # from the server's /metrics counters: the fault rejects drafts
