@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import build_tiny_model, derive_draft
 
 from specbench import LLM, SamplingParams
 from specbench.errors import SpecbenchError
@@ -19,6 +19,7 @@ from specbench.models.config import ModelConfig
 from specbench.models.layers import RotaryEmbedding
 from specbench.models.loader import load_model
 from specbench.models.partial_rotary import head_dim_order
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 
 MAX_TOKENS = 20
 PREEMPTING_KV_BLOCKS = 20  # cannot hold 4 concurrent requests of up to 33 + 20 + k tokens
@@ -40,8 +41,7 @@ def glm_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prompt_ids() -> list[list[int]]:
-    tok = load_tiny_tokenizer()
-    return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:5], [6, 33, 13, 21, 9])]
+    return tiny_prompt_ids()
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +50,7 @@ def hf_greedy(glm_dirs, prompt_ids) -> list[list[int]]:
 
     model = AutoModelForCausalLM.from_pretrained(glm_dirs[0], dtype=torch.float32).eval()
     assert model.model.layers[1].mlp.gate.e_score_correction_bias.abs().min() > 0
-    model.generation_config.eos_token_id = None
-    outs = []
-    for ids in prompt_ids:
-        x = torch.tensor([ids])
-        y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=MAX_TOKENS, do_sample=False,
-                           pad_token_id=0)
-        outs.append(y[0, len(ids):].tolist())
-    return outs
+    return hf_greedy_outputs(model, prompt_ids, MAX_TOKENS)
 
 
 @pytest.mark.parametrize(("method", "is_preempting"), [("none", False), ("ngram", True), ("draft", False),

@@ -10,12 +10,13 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
-from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import build_tiny_model, derive_draft
 
 from specbench import LLM, SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
 from specbench.models.loader import load_model
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 
 MAX_TOKENS = 20
 PREEMPTING_KV_BLOCKS = 20  # cannot hold 4 concurrent requests of up to 33 + 20 + k tokens
@@ -32,8 +33,7 @@ def mixtral_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prompt_ids() -> list[list[int]]:
-    tok = load_tiny_tokenizer()
-    return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:5], [6, 33, 13, 21, 9])]
+    return tiny_prompt_ids()
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +41,7 @@ def hf_greedy(mixtral_dirs, prompt_ids) -> list[list[int]]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(mixtral_dirs[0], dtype=torch.float32).eval()
-    model.generation_config.eos_token_id = None
-    outs = []
-    for ids in prompt_ids:
-        x = torch.tensor([ids])
-        y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=MAX_TOKENS, do_sample=False,
-                           pad_token_id=0)
-        outs.append(y[0, len(ids):].tolist())
-    return outs
+    return hf_greedy_outputs(model, prompt_ids, MAX_TOKENS)
 
 
 @pytest.mark.parametrize("method", ["none", "ngram", "draft"])

@@ -15,6 +15,7 @@ from tests.support.tiny_models import build_tiny_model, gsm8k_questions, load_ti
 
 from specbench.spec.eagle.config import EAGLE3_SPECULATORS
 from specbench.spec.eagle.writer import HeadFormat
+from tests.support.hf_greedy import hf_greedy_outputs
 
 MAX_TOKENS = 24  # run_engine's
 PREEMPTING_KV_BLOCKS = 26  # cannot hold 4 concurrent requests of up to 40 + 24 + k tokens
@@ -50,14 +51,7 @@ def hf_greedy(dirs, prompt_ids):  # per target (`dirs` is parametrized)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(dirs[0], dtype=torch.float32).eval()
-    model.generation_config.eos_token_id = None
-    outs = []
-    for ids in prompt_ids:
-        x = torch.tensor([ids])
-        y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=MAX_TOKENS, do_sample=False,
-                           pad_token_id=0)
-        outs.append(y[0, len(ids):].tolist())
-    return outs
+    return hf_greedy_outputs(model, prompt_ids, MAX_TOKENS)
 
 
 @pytest.mark.parametrize("is_preempting", [False, True], ids=["roomy", "preempting"])

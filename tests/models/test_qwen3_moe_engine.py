@@ -13,12 +13,13 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
-from tests.support.tiny_models import build_tiny_model, derive_draft, gsm8k_questions, load_tiny_tokenizer
+from tests.support.tiny_models import build_tiny_model, derive_draft
 
 from specbench import LLM, SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
 from specbench.models.loader import load_model
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 
 MAX_TOKENS = 20
 # 20 blocks of 4 tokens cannot hold 4 concurrent requests of up to 33 + 20 + k tokens: forces preemption.
@@ -38,9 +39,7 @@ def moe_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prompt_ids() -> list[list[int]]:
-    tok = load_tiny_tokenizer()
-    lengths = [6, 33, 13, 21, 9]
-    return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:5], lengths)]
+    return tiny_prompt_ids()
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +48,7 @@ def hf_greedy(moe_dirs, prompt_ids) -> list[list[int]]:
 
     model = AutoModelForCausalLM.from_pretrained(moe_dirs[0], dtype=torch.float32).eval()
     assert type(model.model.layers[0].mlp).__name__ == "Qwen3MoeSparseMoeBlock"
-    model.generation_config.eos_token_id = None
-    outs = []
-    for ids in prompt_ids:
-        x = torch.tensor([ids])
-        y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=MAX_TOKENS, do_sample=False,
-                           pad_token_id=0)
-        outs.append(y[0, len(ids):].tolist())
-    return outs
+    return hf_greedy_outputs(model, prompt_ids, MAX_TOKENS)
 
 
 def _run(target, prompts, **kwargs):
