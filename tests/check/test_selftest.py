@@ -58,7 +58,8 @@ def test_cli_selftest_prints_the_table_power_and_verdict():
     result = CliRunner().invoke(app, ["selftest", "--seeds", "0", "--methods", "eagle3", "--faults",
                                       "bonus-from-wrong-row", "--checks", "greedy,sampled"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # the table; stderr has one progress line per row
+    assert "eagle3 seed 0 bonus-from-wrong-row: detected" in result.stderr
     rows = [line for line in lines if line.startswith("eagle3")]
     assert [r.split()[2] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output
     assert lines[0].split()[3:] == ["greedy", "sampled", "verdict"], lines[0]
