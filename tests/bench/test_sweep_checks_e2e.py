@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from specbench.metrics.loops import scan_loop
 from tests.support.cli_run import main_exit
 from tests.support.tiny_models import data_dir
 
 
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_sweep_writes_the_check_columns_and_summary_lines(tiny_model_dir, tmp_path, monkeypatch, capsys):
     results = tmp_path / "results"
     args = ["sweep", "--target", str(tiny_model_dir), "--method", "ngram", "-k", "0,2", "--concurrency", "1,2",

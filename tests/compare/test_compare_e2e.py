@@ -102,6 +102,7 @@ def test_estimators_reproduce_the_sweep_cells(results):
             assert value == pytest.approx(cells.loc[cell_id, column], rel=1e-9), (cell_id, metric.name)
 
 
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_notebook_runs_headless_against_the_sweeps(results, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")

@@ -71,6 +71,7 @@ def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir,
         run(target_dir(VARIANTS[variant].target), head_dir(variant), prompt_ids[:3], graphs=True)
 
 
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_rounds_drafted_ahead_match_eager(target_dir, head_dir, prompt_ids):
     # Overlapped rounds: each round is built on the device from a verify the host has not read. Longer outputs
     # and a request finishing early (so later rounds run with fewer requests) exercise the steady path.
@@ -93,6 +94,7 @@ def _engine(target, head, async_scheduling: bool):
     return llm.engine
 
 
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_a_stop_or_abort_during_a_round_drafted_ahead(target_dir, head_dir, prompt_ids):
     # Request 0 stops on a token it first emits late (made its EOS) while its next round is already drafted;
     # request 1 is aborted between steps while a round is in flight. The others' tokens equal a synchronous run's.

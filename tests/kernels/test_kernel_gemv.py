@@ -39,6 +39,7 @@ def eager(x, weight, *, norm_weight=None, eps=1e-5, is_gated=False, residual=Non
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("config", [BROADCAST, DOT, PERSISTENT], ids=["broadcast", "dot", "persistent"])
 @pytest.mark.parametrize("num_tokens", [1, 3, 16])
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_every_fusion_matches_the_eager_chain(dtype, config, num_tokens):
     # Widths off the tile sizes: masked tails in both the output features and the input walk; 6 tiles of 16.
     x, weight, norm_weight, residual = inputs(num_tokens, 87, 200, dtype, seed=num_tokens)

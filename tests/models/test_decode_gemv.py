@@ -74,6 +74,7 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
     ("tiny-qwen3", 16, torch.float16),  # q/k norm: RoPE and the store stay apart
     ("tiny-qwen2", 16, torch.float32),  # qkv bias: the eager chain
 ], ids=str)
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_calls):
     config = replace(get_preset(preset), num_hidden_layers=3, head_dim=head_dim)
     model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
@@ -108,6 +109,7 @@ def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_cal
     ("eagle3", 2, True, 3, torch.float16),
     ("eagle", 2, False, 0, torch.float16),  # EAGLE-1's first layer has no input norm: the eager chain
 ], ids=str)
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_eagle_head_draft_steps_match_the_torch_path(method, num_layers, norm_before_residual, first_layer_calls,
                                                      dtype, gemv_calls):
     head = random_eagle_head(method, num_layers, norm_before_residual, False, dtype, DEVICE)

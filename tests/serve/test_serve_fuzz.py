@@ -54,6 +54,7 @@ def _check(client: httpx.Client, route: str, body: object) -> None:
 @pytest.mark.parametrize("route", sorted(BASES))
 @FUZZ
 @given(use_base=st.booleans(), fields=FIELDS, junk=JSON)
+@pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
 def test_any_json_body_is_answered_200_or_4xx_and_the_server_goes_on(client, route, use_base, fields, junk):
     body = {**BASES[route], **fields} if use_base else fields if fields else junk
     _check(client, route, body)
