@@ -116,7 +116,8 @@ class SweepConfig:
     # N samples (None: all): the first N, or seeded across categories (workloads.questions). On the command line
     # not given means the default sample (default_limit) and 0 means all.
     limit: int | None = option(
-        None, "prompts per cell: the first N (mt_bench, spec_bench: a seeded sample across categories); 0 = all "
+        None, "prompts per cell: the first N (mt_bench, spec_bench, speed_bench: a seeded sample across categories); "
+        "0 = all "
         f"(default: {DEFAULT_NUM_PROMPTS} of {'/'.join(SAMPLED_WORKLOADS)}, else all)",
         flag="--num-prompts", aliases=("--limit", "-n"), bounds=AT_LEAST_ONE)
     shots: int | None = option(  # None: the workload's
