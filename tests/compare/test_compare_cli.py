@@ -201,8 +201,8 @@ def _drop(run, name):
         ("foreign_manifest", "not a specbench manifest (no schema_version)"),
         ("old_schema", "results schema version 0 differs"),
         # a run written before the columns of the current version existed (their tables lack them)
-        ("previous_schema", f"results schema version {SCHEMA_VERSION - 1} differs from this specbench's "
-         f"{SCHEMA_VERSION} (docs/RESULTS_SCHEMA.md); open it with the specbench that wrote it"),
+        ("previous_schema", (f"results schema version {SCHEMA_VERSION - 1} differs from this specbench's "
+                             f"{SCHEMA_VERSION} (docs/RESULTS_SCHEMA.md); open it with the specbench that wrote it")),
         ("foreign_parquet", "not a specbench cells table (missing columns: run_id, cell_id"),
         ("no_overlap", "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency)"),
     ],
