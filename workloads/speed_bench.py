@@ -55,12 +55,14 @@ class SpeedBenchWorkload(ChatQuestionWorkload):
     def _root(self, source: DataSource) -> Path:
         if self.path is not None:
             return self.path
-        if source.data_dir is None:
+        default = None if source.data_dir is None else source.data_dir / DEFAULT_DIR_NAME
+        if default is None or not default.exists():
+            where = "no data root" if default is None else f"no {default}"
             raise SpecbenchError(
-                "no local SPEED-Bench copy (specbench never downloads it): pass --speed-bench-data PATH, or put it "
-                f"under <data root>/{DEFAULT_DIR_NAME}/ (--data-dir or ${DATA_DIR_ENV})"
+                f"no local SPEED-Bench copy ({where}; specbench never downloads it): pass --speed-bench-data PATH, "
+                f"or put it under <data root>/{DEFAULT_DIR_NAME}/ (--data-dir or ${DATA_DIR_ENV})"
             )
-        return source.data_dir / DEFAULT_DIR_NAME
+        return default
 
 
 def _sample(row: SpeedBenchRow) -> Sample:

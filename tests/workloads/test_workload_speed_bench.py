@@ -62,8 +62,10 @@ def test_default_location_is_under_the_data_root(tmp_path):
     write_snapshot(tmp_path / "speed_bench")
     data = _load(None, source=DataSource(tmp_path, "--data-dir"))
     assert len(data.samples) == 6
-    with pytest.raises(SpecbenchError, match=r"never downloads it\): pass --speed-bench-data PATH"):
+    with pytest.raises(SpecbenchError, match=r"\(no data root; specbench never downloads it\): pass --speed-bench-data"):
         _load(None)
+    with pytest.raises(SpecbenchError, match=f"no {tmp_path / 'elsewhere' / 'speed_bench'}; specbench never"):
+        _load(None, source=DataSource(tmp_path / "elsewhere", "--data-dir"))
 
 
 def test_categories_select_rows_and_limit_spans_categories(tmp_path):
