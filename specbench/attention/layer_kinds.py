@@ -30,8 +30,8 @@ class LayerKinds:
 
     def attach(self, md: AttentionMetadata, where: str) -> AttentionMetadata:
         """`md` with every layer's kind metadata, built now by each distinct kind's builder (once per kind, shared by
-        its layers). Called by the model at the start of every forward; `where` names the phase (fault injection and
-        debug messages key on it)."""
+        its layers). Called by the model at the start of every forward; `where` names the phase, as begin_forward
+        gets it."""
         if self.is_all_full:
             return md
         built: dict[AttentionKind, KindMetadata] = {}

@@ -27,15 +27,21 @@ class WindowTarget:
     target: Path
     draft: Path
     unwindowed: Path  # the target's weights with every layer full attention
+    unwindowed_draft: Path  # the draft's, likewise
 
 
 def build_window_target(root: Path, name: str) -> WindowTarget:
     arch, overrides, no_window = WINDOW_TARGETS[name]
     overrides = dict(overrides)
-    target, draft, unwindowed = root / name, root / f"{name}-draft", root / f"{name}-unwindowed"
+    target, draft = root / name, root / f"{name}-draft"
     build_tiny_model(target, arch, num_layers=overrides.pop("num_layers"), seed=0, **overrides)
     derive_draft(target, draft, noise=0.15, seed=1)
-    shutil.copytree(target, unwindowed)
-    config = json.loads((unwindowed / "config.json").read_text())
-    (unwindowed / "config.json").write_text(json.dumps({**config, **no_window}))
-    return WindowTarget(target, draft, unwindowed)
+    return WindowTarget(target, draft, _without_window(target, no_window), _without_window(draft, no_window))
+
+
+def _without_window(model_dir: Path, no_window: dict) -> Path:
+    out = model_dir.with_name(f"{model_dir.name}-unwindowed")
+    shutil.copytree(model_dir, out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **no_window}))
+    return out
