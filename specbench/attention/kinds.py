@@ -35,7 +35,6 @@ class FullAttention:
 @dataclass(frozen=True)
 class SlidingWindowAttention:
     window: int  # keys each query sees, itself included (HF `sliding_window`)
-    has_sinks: bool = False  # learned per-head sink logits (gpt-oss); the layer owns them, not the metadata
     name = "sliding_window"
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
 from specbench.faults.window_missing_in_verify import WindowMissingInVerify
 from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
 from specbench.faults.window_off_by_one import WindowOffByOne
@@ -75,6 +76,7 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
     WindowNotRebuiltBetweenDraftSteps,
     WindowOffByOne,
     WindowMissingInVerify,
+    WindowMissingInCatchup,
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS}

@@ -28,7 +28,3 @@ class _BentLayerKinds:
 def bend_layer_kinds(model, bend: Bend) -> None:
     """This model instance only; every other model (and a clean engine) keeps its own LayerKinds."""
     model.layer_kinds = _BentLayerKinds(model.layer_kinds, bend)
-
-
-def has_windows(model) -> bool:
-    return not model.layer_kinds.is_all_full

@@ -21,7 +21,7 @@ MAX_TOKENS = 16
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 4, "num_kv_blocks": 128}
 # mutant -> the method it runs under here (the draft-side one needs the draft LM; the others bend the target)
 METHOD = {"window-not-rebuilt-between-draft-steps": "draft", "window-off-by-one": "draft",
-          "window-missing-in-verify": "draft"}
+          "window-missing-in-verify": "draft", "window-missing-in-catch-up": "draft"}
 
 
 @pytest.fixture(scope="module")
@@ -92,4 +92,14 @@ def test_stale_draft_window_is_lossless_but_fails_the_draft_oracle_and_trips_inv
     # one. Later mismatches anywhere follow from there: a stale step writes wrong K/V in the layers above the first.
     assert bad and " step 2 " in bad[0], bad[:3]
     with pytest.raises(InvariantViolation, match="draft_step_2: INV-KIND violated"):
+        run(built.target, built.draft, inject=inject, debug_invariants=True)
+
+
+def test_catch_up_without_its_window_is_lossless_but_fails_the_draft_oracle_and_trips_inv_kind(mistral):
+    built, expected, _ = mistral
+    inject = "window-missing-in-catch-up"
+    assert run(built.target, built.draft, inject=inject, debug_invariants=False)[0] == expected
+    bad = oracle_mismatches(built.target, built.draft, inject)
+    assert bad and " step 0 " in bad[0], bad[:3]  # the catch-up's own draft is the first one wrong
+    with pytest.raises(InvariantViolation, match="draft_extend: INV-KIND violated"):
         run(built.target, built.draft, inject=inject, debug_invariants=True)
