@@ -30,6 +30,10 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
+from specbench.faults.window_missing_in_verify import WindowMissingInVerify
+from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
+from specbench.faults.window_off_by_one import WindowOffByOne
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 MUTANTS: tuple[type[Mutant], ...] = (
@@ -65,13 +69,23 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
     PreemptStaleComputed,
 )
 
-FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS}
+# Bugs of the sliding-window attention kind: inert on full-attention targets (no window metadata to bend), so the
+# selftest, whose tiny targets are full attention, does not run them; tests/faults/test_window_mutants.py shows each
+# passing on a full-attention target and caught on a window target (greedy vs HF, INV-KIND).
+WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
+    WindowNotRebuiltBetweenDraftSteps,
+    WindowOffByOne,
+    WindowMissingInVerify,
+    WindowMissingInCatchup,
+)
+
+FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS}
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
     path mutants whose path is production there (a bug on a path the device never takes cannot show)."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
-_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS}
+_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS}
 
 
 def resolve_fault(name: str | None) -> Fault | None:
