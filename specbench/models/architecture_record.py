@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.models.config import ModelConfig
 
 
@@ -40,7 +41,7 @@ class ArchitectureRecord:
             shared = f" + shared {self.shared_expert_size}" if self.shared_expert_size else ""
             parts.append(f"{self.num_experts} experts top-{self.num_experts_per_token}{shared} "
                          f"on {self.num_moe_layers} layers")
-        parts.append(f"{self.attention} attention")
+        parts.append("full attention" if self.attention == "full" else f"sliding-window attention ({self.attention})")
         return ", ".join(parts)
 
 
@@ -64,8 +65,17 @@ def architecture_record(config: ModelConfig) -> ArchitectureRecord:
 
 
 def attention_text(config: ModelConfig) -> str:
-    """The attention kinds of the layers, in words (every layer attends to its whole context today)."""
-    return "full"
+    """The layers' attention kinds in words: "full", "window 4096" (every layer), or "window 128 on 12 of 24 layers,
+    full elsewhere" (alternating local/global). No kinds declared: every layer attends to its whole context."""
+    windows = [kind.window if isinstance(kind, SlidingWindowAttention) else None for kind in config.attention_kinds]
+    sizes = sorted({w for w in windows if w is not None})
+    if not sizes:
+        return "full"
+    num_windowed = sum(w is not None for w in windows)
+    text = "window " + "/".join(str(w) for w in sizes)
+    if num_windowed == config.num_hidden_layers:
+        return text
+    return f"{text} on {num_windowed} of {config.num_hidden_layers} layers, full elsewhere"
 
 
 def record_entry(config: ModelConfig) -> dict[str, Any]:

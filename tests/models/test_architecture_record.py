@@ -35,3 +35,17 @@ def test_the_manifest_entry_round_trips_and_foreign_entries_read_as_unknown():
     assert label_from_entry({**entry, "extra": 1}) == "-"  # not this module's shape: never a wrong label
     assert label_from_entry({k: v for k, v in entry.items() if k != "attention"}) == "-"
     assert {f.name for f in dataclasses.fields(architecture_record(config))} == set(entry)
+
+
+def test_windows_are_named_with_the_layers_they_cover():
+    from dataclasses import replace
+
+    from specbench.attention.kinds import FullAttention, SlidingWindowAttention
+
+    config = MODEL_PRESETS.get("llama-3.1-8b")()
+    every = replace(config, attention_kinds=(SlidingWindowAttention(4096),) * config.num_hidden_layers)
+    assert architecture_record(every).attention == "window 4096"
+    alternating = replace(config, attention_kinds=tuple(
+        SlidingWindowAttention(128) if i % 2 else FullAttention() for i in range(config.num_hidden_layers)))
+    assert architecture_record(alternating).label().endswith(
+        "sliding-window attention (window 128 on 16 of 32 layers, full elsewhere)")
