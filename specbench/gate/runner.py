@@ -135,6 +135,8 @@ def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path) -> _LogprobsSi
             sides.append(launched_logprobs(config, k, run_dir / "servers"))
         except ServerLaunchFailed as err:  # it launched for the sweep: say why, as N/A, the outputs stage judged
             sides.append(LogprobsRun(f"k={k}", None, f"the k={k} server did not launch again: {err}"))
+        if sides[0].samples is None:  # no logprobs at k: nothing to compare a k = 0 launch with
+            return _LogprobsSides(sides[0], None)
     return _LogprobsSides(*sides)
 
 
