@@ -97,6 +97,18 @@ def test_the_reference_file_carries_logprobs_and_reads_version_1(tmp_path):
     assert read_reference(path).logprobs is None
 
 
+def test_the_selftest_refuses_a_logprobs_only_fault():
+    """It compares tokens and statistics, which these faults leave exact: it would report them missed."""
+    from specbench.errors import SpecbenchError
+    from specbench.faults.catalog import LOGPROBS_MUTANTS, selftest_faults
+    from specbench.selftest.runner import run_selftest
+
+    for mutant in LOGPROBS_MUTANTS:
+        assert mutant.fault.name not in selftest_faults("cpu") + selftest_faults("cuda")
+        with pytest.raises(SpecbenchError, match="logprobs only.*specbench gate"):
+            run_selftest(faults=(mutant.fault.name,))
+
+
 # --- end to end: `specbench gate --base-url` against `specbench serve [--inject ...]` ------------------------------
 
 fastapi = pytest.importorskip("fastapi")
@@ -179,3 +191,4 @@ def test_a_server_without_logprobs_gives_not_available(gate_pair, tmp_path, monk
         code, out, err = run_gate_cli(_args(server.url, tmp_path), monkeypatch, capsys)
     assert code == 0, out + err
     assert _status(out, "logprobs") == "N/A" and "the server returns no logprobs" in out, out
+
