@@ -52,7 +52,7 @@ def gate(
     speed_min_change: Annotated[float, typer.Option("--speed-min-change", help="speed: smallest change (%) "
                                                     "called a regression", rich_help_panel=GATE)] = 5.0,
     logprobs_atol: Annotated[Optional[float], typer.Option("--logprobs-atol", help="logprobs: allowed |diff| per "
-                                                           "token, nats (default: 0.002 for an fp32 engine, 0.1 "
+                                                           "token, nats (default: 0.002 for an fp32 engine, 0.3 "
                                                            "for 16-bit engines and servers)",
                                                            rich_help_panel=GATE)] = None,
     logprobs_ppl_rtol: Annotated[Optional[float], typer.Option("--logprobs-ppl-rtol", help="logprobs: allowed "

@@ -3,8 +3,8 @@
 1. Invariants that need no reference (the run under test only): every logprob is <= 0 and not NaN; a token reports
    exactly 0.0 only when its listed alternatives are >= ZERO_GAP nats below (else it is llama.cpp #27972's "0.0 for
    every token"); the top-n was listed when asked; the chosen token's logprob equals its own top-n entry; a greedy
-   token is the argmax (its logprob >= the top-1's - atol); the listed candidates hold probability <= 1 (logsumexp
-   <= 0). Any violation fails.
+   token is the argmax (its logprob >= the top-1's - INVARIANT_ATOL); the listed candidates hold probability <= 1
+   (logsumexp <= 0). Any violation fails.
 2. Output tokens against the k = 0 reference, position by position while the two greedy token sequences agree:
    |chosen-token logprob diff| and the top-n values, and the top-n set (a token clearly inside one side's top-n,
    atol above its n-th value, must be listed on the other). At the first divergent position only the distribution
@@ -15,7 +15,8 @@
 
 A token is "off" when some compared value differs by more than atol; 2 and 3 fail when more than
 floor(off_fraction x N) of their N compared tokens are off (batch-shape noise of 16-bit kernels moves a rare token).
-atol defaults by dtype: fp32 engines FP32_ATOL, 16-bit engines and servers (dtype unknown) HALF_ATOL.
+atol defaults by dtype: fp32 engines FP32_ATOL, 16-bit engines and servers (dtype unknown) HALF_ATOL (vs k = 0 only:
+the invariants compare values of one row, to INVARIANT_ATOL).
 Power: any per-token error > atol on more than the allowed count of the N tokens compared; nothing after a
 divergence. N/A (not FAIL) when the server sends no logprobs, or no reference logprobs exist.
 """
@@ -33,7 +34,11 @@ from specbench.gate.tolerances import Tolerances
 from specbench.runs.sweep_config import SweepConfig
 
 FP32_ATOL = 2e-3  # nats: fp32 verify (k + 1 rows) vs single-row decode differ by summation order only
-HALF_ATOL = 0.1  # nats: bf16 / fp16 logits (8 / 11 mantissa bits) on different batch shapes
+HALF_ATOL = 0.3  # nats: bf16 logits hold 8 bits (1 ulp is 0.125 at |logit| 16-32), and a verify of k + 1 rows and
+# a one-row decode take different kernels through every layer; a row-shift error is nats, a zeroed one an invariant
+# the invariants compare values of one row of one response (the chosen token, its own top-n entry, the top-1): equal
+# but for how a server rounds what it prints, whatever the dtype
+INVARIANT_ATOL = 0.01
 FP32_PPL_RTOL = 1e-3
 HALF_PPL_RTOL = 0.02
 ZERO_GAP = 15.0  # nats: float32 log_softmax gives exactly 0.0 only when every other token is ~17 nats below
@@ -191,7 +196,7 @@ def logprobs_stage(now: LogprobsRun | None, reference: LogprobsRun | None, tol: 
         return StageResult(LOGPROBS, Status.NOT_AVAILABLE, "-", rule, "-",
                            "no logprobs: " + (now.missing if now is not None else "not measured"))
     samples = now.samples
-    violations = invariant_violations(samples, tol.atol)
+    violations = invariant_violations(samples, INVARIANT_ATOL)
     num_tokens = sum(len(s.output) for s in samples)
     failures = [f"{len(violations)} invariant violation(s)"] if violations else []
     details = violations[:SHOW]
