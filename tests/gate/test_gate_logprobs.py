@@ -109,6 +109,26 @@ def test_the_selftest_refuses_a_logprobs_only_fault():
             run_selftest(faults=(mutant.fault.name,))
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("inject", [None, "logprobs-row-shift"])
+def test_a_bf16_engine_passes_clean_and_fails_a_row_shift_under_the_16_bit_tolerance(inject, gate_pair, tmp_path,
+                                                                                     monkeypatch, capsys):
+    """On CUDA in bf16 the verify (k + 1 rows) and the k = 0 decode take other kernels: the 16-bit tolerance must
+    absorb that on a clean engine and still see a row shift."""
+    from tests.gate.conftest import engine_args, run_gate_cli
+
+    args = [a if a != "cpu" else "cuda" for a in engine_args(gate_pair)] + ["--dtype", "bf16"]
+    code, out, err = run_gate_cli([*args, "--results-dir", str(tmp_path), *(["--inject", inject] if inject else [])],
+                                  monkeypatch, capsys)
+    row = next(line for line in out.splitlines() if line.startswith("| logprobs |"))
+    assert "(16-bit engine)" in row, out + err
+    if inject is None:
+        assert code == 0 and row.split(" | ")[1] == "PASS", out + err
+    else:
+        assert code == 1 and out.startswith("## specbench gate: FAIL (logprobs)\n"), out + err
+
+
 # --- end to end: `specbench gate --base-url` against `specbench serve [--inject ...]` ------------------------------
 
 fastapi = pytest.importorskip("fastapi")
