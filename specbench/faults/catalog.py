@@ -21,10 +21,13 @@ from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.fused_residual_twice import FusedResidualTwice
+from specbench.faults.logprobs_row_shift import LogprobsRowShift
+from specbench.faults.logprobs_zeroed import LogprobsZeroed
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.preempt_stale_computed import PreemptStaleComputed
+from specbench.faults.prompt_logprobs_shift import PromptLogprobsShift
 from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
@@ -79,13 +82,28 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
     WindowMissingInCatchup,
 )
 
-FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS}
+# Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
+# compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their
+# check (tests/gate/test_gate_logprobs.py runs each through `serve --inject`).
+LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
+    LogprobsRowShift,
+    PromptLogprobsShift,
+    LogprobsZeroed,
+)
+
+ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS
+FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
+
+
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
-    path mutants whose path is production there (a bug on a path the device never takes cannot show)."""
+    path mutants whose path is production there (a bug on a path the device never takes cannot show). Logprobs-only
+    mutants are not run: the selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
-_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS}
+
+
+_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in ALL_MUTANTS}
 
 
 def resolve_fault(name: str | None) -> Fault | None:
