@@ -29,9 +29,9 @@ def test_the_tied_variant_takes_the_rope_store_at_every_batch_the_gemv_takes():
 
 @pytest.mark.slow  # Triton interpreter: ~40 s on 2 busy cores
 def test_selftest_catches_rope_store_slot_shift_on_multi_token_batches():
-    """Plain and draft-LM rows of the seed: clean rows pass and take proj.rope_store; the mutant is detected on both.
-    The draft row's target forwards are its prefill and verify batches (k + 1 tokens a request), which 16-wide heads
-    sent to proj.fused, where the mutant could not fire."""
+    """Plain and draft-LM rows of the seed: clean rows pass and take proj.rope_store (and never proj.fused: every
+    batch fits the epilogue); the mutant is detected on both. With 16-wide heads the prefills and batches took
+    proj.fused, the epilogue only one-token tails: the plain row did not host the mutant and the draft row missed it."""
     from specbench.check.budget import Budget
     from specbench.selftest.runner import PLAIN, format_mutation_table, run_selftest
     from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
