@@ -1,4 +1,5 @@
-"""The selftest's reference engine checked against HF transformers' LlamaForCausalLM on the seed's tiny target.
+"""The selftest's reference engine checked against HF transformers on the seed's tiny target (the class its config
+names: LlamaForCausalLM, or Qwen3ForCausalLM for the q/k-norm variant, whose norms a Llama class would drop).
 
 The reference engine (check/reference.py) shares no code with the fast path, but it does share the eager layers
 with it. Greedy decoding by transformers on the same weights (fp32, CPU, a full forward per token, no KV cache)
@@ -8,6 +9,9 @@ on the reference is void.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 from specbench.check.reference import ReferenceCrossCheck
@@ -16,13 +20,13 @@ from specbench.check.reference import ReferenceCrossCheck
 @torch.inference_mode()
 def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int) -> list[tuple[int, ...]]:
     """[num_prompts] max_tokens greedy tokens each (EOS ignored), by transformers on the HF directory's weights."""
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     had_progress_bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # the selftest prints its table only
     try:
-        model = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32, local_files_only=True).eval()
+        model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32, local_files_only=True).eval()
     finally:
         if had_progress_bar:
             hf_logging.enable_progress_bar()
@@ -36,13 +40,17 @@ def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens:
     return outputs
 
 
+def _architecture(target_dir: str) -> str:
+    return json.loads((Path(target_dir) / "config.json").read_text())["architectures"][0]
+
+
 def cross_check_reference(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int,
                           reference: list[tuple[int, ...]]) -> ReferenceCrossCheck:
     expected = hf_greedy(target_dir, prompts, max_tokens)
     firsts = [next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None if len(got) == len(want) else 0)
               for got, want in zip(reference, expected)]
     diverged = [(r, i) for r, i in enumerate(firsts) if i is not None]
-    detail = (f"reference engine vs HF transformers LlamaForCausalLM greedy (fp32 CPU): "
+    detail = (f"reference engine vs HF transformers {_architecture(target_dir)} greedy (fp32 CPU): "
               f"{len(prompts) - len(diverged)}/{len(prompts)} prompts identical")
     if diverged:
         detail += "; first divergence: " + ", ".join(f"req {r} @ {i}" for r, i in diverged[:8])

@@ -4,8 +4,13 @@ as HF directories (config.json + safetensors; no hub, no tokenizer, no transform
 Variants (VARIANTS) reach the layer paths a real model family takes (execution_paths.py):
 - "biased": Llama with q/k/v/o biases, untied. The positional heads are q/k biases; no fused projection takes a
   biased layer, so every forward runs the eager layers.
-- "llama": no biases, tied embeddings; the fused projections (proj.fused, proj.rope_store) take it on CUDA.
-- "qwen3": no biases, Qwen3 q/k norm, untied; the fused projections without the RoPE/K-V store epilogue.
+- "llama": no biases, tied embeddings; on CUDA its forwards up to the gemv's 64 tokens take the fused projections with
+  the RoPE/K-V-store epilogue (proj.rope_store). Its heads are 32 wide (the others' 16) because the epilogue's
+  tensor-core tiles need 16 dims per half head past one token (kernels/gemv_rope.py: rope_store_fits): prefills,
+  decode and verify batches take it, not only one-token steps. Its attention is 128 wide over the 64-wide stream
+  (o_proj maps it back, as in Qwen3 or Gemma); the other variants keep 16-wide heads, so their pairs are unchanged.
+- "qwen3": no biases, Qwen3 q/k norm, untied; the fused projections without the epilogue (proj.fused; the EAGLE-3
+  head built from a no-bias target takes it too, tiny_eagle.py).
 Without biases the positional heads keep their biases as a weight column: every embedding row holds the constant
 CONST_VALUE at CONST_DIM and is unit-RMS, so layer 0's input norm (all ones) hands every token exactly that value
 there, and a q/k weight column of bias / CONST_VALUE is the bias. No projection writes CONST_DIM (zero o_proj and
@@ -18,24 +23,59 @@ layer (content heads then score ~25x more sharply; they stay random content quer
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
 VOCAB_SIZE = 512
-NUM_LAYERS, HIDDEN, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM = 2, 64, 4, 2, 16
+NUM_LAYERS, HIDDEN, NUM_HEADS, NUM_KV_HEADS = 2, 64, 4, 2
 ROPE_THETA = 10000.0
 # Gains of N(0, (gain / sqrt(fan_in))^2) matrices. Peaky logits (lm_head) keep greedy decisions far from ties;
 # attention values/outputs outweigh the MLP so the next token depends on which keys a query sees and where.
 HEAD_GAIN, QK_GAIN, VO_GAIN, MLP_GAIN = 4.0, 1.0, 2.0, 0.5
 # q/k bias per rotary pair of a positional head: the preferred key outscores its neighbours by ~6 logits.
 POSITIONAL_BIAS = 7.0
-# Relative weight noise of the draft LM: greedy acceptance ~0.6 / 0.35 / 0.2 at k = 3 (every round shape occurs,
-# rejections included), while each draft-side fault costs 0.1-0.5 of acceptance at some position.
-DRAFT_NOISE = 0.08
+# Relative weight noise of the draft LM per variant: greedy acceptance ~0.6 / 0.35 / 0.2 at k = 3 on the biased pair
+# (every round shape occurs, rejections included), while each draft-side fault costs 0.1-0.5 of acceptance at some
+# position. The tied variant's 32-wide heads lose more to the same noise: 0.06 keeps its acceptance where 0.08 left
+# it with 16-wide heads (~0.4 / 0.2 / 0.08 over its seeds; 0.3 / 0.12 / 0.05 at 0.08).
+DRAFT_NOISES = {"biased": 0.08, "llama": 0.06, "qwen3": 0.08}
 VARIANTS = ("biased", "llama", "qwen3")
 CONST_DIM, CONST_VALUE = 0, 2.0  # the embedding coordinate that stands in for a bias input (no-bias variants)
+# Head width per variant. The positional heads' margins do not move with it: a pair scores POSITIONAL_BIAS^2 *
+# cos(angle) / sqrt(head_dim), and the added pairs rotate slowly, so the preferred key still leads its neighbours
+# by ~6 logits (5.9 at 32 against 6.3 at 16), and content queries against the positional keys keep their spread.
+HEAD_DIMS = {"biased": 16, "llama": 32, "qwen3": 16}
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    """The attention shape of a tiny target (the same for its draft LM and the heads built from it)."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+
+def variant_shape(variant: str) -> TinyShape:
+    _check_variant(variant)
+    return TinyShape(NUM_HEADS, NUM_KV_HEADS, HEAD_DIMS[variant])
+
+
+def target_shape(model_dir: str | Path) -> TinyShape:
+    """The attention shape a tiny model directory (target, draft LM or n-gram copy) was written with."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return TinyShape(config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"])
 
 
 def variant_for_seed(seed: int) -> str:
@@ -52,13 +92,14 @@ def _check_variant(variant: str) -> None:
 
 def tiny_llama_config(vocab_size: int = VOCAB_SIZE, variant: str = "biased") -> dict:
     """The HF config.json of the target and of the draft LM."""
-    _check_variant(variant)
+    shape = variant_shape(variant)
     is_qwen3 = variant == "qwen3"
     return {
         "architectures": ["Qwen3ForCausalLM" if is_qwen3 else "LlamaForCausalLM"],
         "model_type": "qwen3" if is_qwen3 else "llama", "vocab_size": vocab_size,
         "hidden_size": HIDDEN, "intermediate_size": 2 * HIDDEN, "num_hidden_layers": NUM_LAYERS,
-        "num_attention_heads": NUM_HEADS, "num_key_value_heads": NUM_KV_HEADS, "head_dim": HEAD_DIM,
+        "num_attention_heads": shape.num_heads, "num_key_value_heads": shape.num_kv_heads,
+        "head_dim": shape.head_dim,
         "hidden_act": "silu", "max_position_embeddings": 1024, "rms_norm_eps": 1e-6,
         "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"}, "attention_bias": variant == "biased",
         "mlp_bias": False, "tie_word_embeddings": variant == "llama", "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 3,
@@ -66,9 +107,9 @@ def tiny_llama_config(vocab_size: int = VOCAB_SIZE, variant: str = "biased") -> 
     }
 
 
-def _shapes(vocab_size: int) -> dict[str, tuple[int, ...]]:
+def _shapes(vocab_size: int, shape: TinyShape) -> dict[str, tuple[int, ...]]:
     """HF parameter name -> shape."""
-    q, kv = NUM_HEADS * HEAD_DIM, NUM_KV_HEADS * HEAD_DIM
+    q, kv = shape.q_size, shape.kv_size
     shapes = {"model.embed_tokens.weight": (vocab_size, HIDDEN), "model.norm.weight": (HIDDEN,),
               "lm_head.weight": (vocab_size, HIDDEN)}
     for i in range(NUM_LAYERS):
@@ -91,12 +132,12 @@ def _gain(name: str) -> float:
     return VO_GAIN if (".v_proj." in name or ".o_proj." in name) else MLP_GAIN
 
 
-def _random_weights(vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
+def _random_weights(vocab_size: int, seed: int, attn: TinyShape) -> dict[str, torch.Tensor]:
     """Random weights, with what an EAGLE-1 head needs to reproduce the target exactly (tiny_eagle.py):
     unit-RMS embedding rows, all-ones layer-0 input norm and final norm."""
     gen = torch.Generator().manual_seed(seed)
     weights = {}
-    for name, shape in sorted(_shapes(vocab_size).items()):
+    for name, shape in sorted(_shapes(vocab_size, attn).items()):
         if name in ("model.layers.0.input_layernorm.weight", "model.norm.weight"):
             weights[name] = torch.ones(shape)
         elif name.endswith(".bias"):
@@ -111,23 +152,23 @@ def _random_weights(vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _inv_freq() -> torch.Tensor:  # [HEAD_DIM / 2] RoPE frequencies
-    return ROPE_THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM)
+def _inv_freq(head_dim: int) -> torch.Tensor:  # [head_dim / 2] RoPE frequencies
+    return ROPE_THETA ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
 
 
-def positional_key_bias() -> torch.Tensor:  # [HEAD_DIM] the k bias of every positional head (zero k weights)
-    inv_freq = _inv_freq()
+def positional_key_bias(head_dim: int) -> torch.Tensor:  # [head_dim] the k bias of every positional head (zero k weights)
+    inv_freq = _inv_freq(head_dim)
     return torch.cat([torch.full_like(inv_freq, POSITIONAL_BIAS), torch.zeros_like(inv_freq)])
 
 
-def positional_query_bias(sign: float, gain: float = 1.0) -> torch.Tensor:  # [HEAD_DIM]
+def positional_query_bias(head_dim: int, sign: float, gain: float = 1.0) -> torch.Tensor:  # [head_dim]
     """q bias of a positional head: sign +1 prefers the key at m + 1 (so, causally, itself), -1 the previous key;
     gain scales its scores (and so how sharply it prefers)."""
-    inv_freq = _inv_freq()
+    inv_freq = _inv_freq(head_dim)
     return gain * POSITIONAL_BIAS * torch.cat([inv_freq.cos(), sign * inv_freq.sin()])
 
 
-def _add_positional_heads(weights: dict[str, torch.Tensor]) -> None:
+def _add_positional_heads(weights: dict[str, torch.Tensor], shape: TinyShape) -> None:
     """Per layer, two query heads whose scores depend on relative position only (q/k biases, zero q/k weights).
 
     With RoPE, constant q and k pairs at angles a and b score cos((m - n) * theta + a - b) for query m, key n.
@@ -136,17 +177,18 @@ def _add_positional_heads(weights: dict[str, torch.Tensor]) -> None:
     Head 2 (a - b = -theta) attends to the previous token, so a key missing, overwritten or one position off
     changes the next token. The other two heads keep random content queries against these position-only keys.
     """
-    key = positional_key_bias()
+    d = shape.head_dim
+    key = positional_key_bias(d)
     for i in range(NUM_LAYERS):
         attn = f"model.layers.{i}.self_attn"
-        for kv_head in range(NUM_KV_HEADS):
-            rows = slice(kv_head * HEAD_DIM, (kv_head + 1) * HEAD_DIM)
+        for kv_head in range(shape.num_kv_heads):
+            rows = slice(kv_head * d, (kv_head + 1) * d)
             weights[f"{attn}.k_proj.weight"][rows] = 0.0
             weights[f"{attn}.k_proj.bias"][rows] = key
-        for q_head, sign in ((0, 1.0), (NUM_HEADS // NUM_KV_HEADS, -1.0)):
-            rows = slice(q_head * HEAD_DIM, (q_head + 1) * HEAD_DIM)
+        for q_head, sign in ((0, 1.0), (shape.num_heads // shape.num_kv_heads, -1.0)):
+            rows = slice(q_head * d, (q_head + 1) * d)
             weights[f"{attn}.q_proj.weight"][rows] = 0.0
-            weights[f"{attn}.q_proj.bias"][rows] = positional_query_bias(sign)
+            weights[f"{attn}.q_proj.bias"][rows] = positional_query_bias(d, sign)
 
 
 @torch.no_grad()
@@ -174,9 +216,10 @@ def _without_biases(weights: dict[str, torch.Tensor], variant: str) -> dict[str,
         for writer in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
             out[prefix + writer][CONST_DIM] = 0.0  # the stream keeps the constant
         if variant == "qwen3":
-            scale = positional_query_bias(1.0).pow(2).mean().sqrt()  # = the key bias's RMS too
-            out[prefix + "self_attn.q_norm.weight"] = torch.full((HEAD_DIM,), float(scale))
-            out[prefix + "self_attn.k_norm.weight"] = torch.full((HEAD_DIM,), float(scale))
+            head_dim = variant_shape(variant).head_dim
+            scale = positional_query_bias(head_dim, 1.0).pow(2).mean().sqrt()  # = the key bias's RMS too
+            out[prefix + "self_attn.q_norm.weight"] = torch.full((head_dim,), float(scale))
+            out[prefix + "self_attn.k_norm.weight"] = torch.full((head_dim,), float(scale))
     if variant == "llama":
         del out["lm_head.weight"]  # tied: the embedding is the head
         # Tied, the stream's own token embedding would dominate its logits (the model repeats its input); a final
@@ -191,13 +234,15 @@ def _write(out_dir: Path, weights: dict[str, torch.Tensor], vocab_size: int, var
     save_file({k: v.contiguous() for k, v in weights.items()}, out_dir / "model.safetensors", metadata={"format": "pt"})
 
 
-def build_tiny_pair(out_dir: str | Path, *, seed: int = 0, noise: float = DRAFT_NOISE,
+def build_tiny_pair(out_dir: str | Path, *, seed: int = 0, noise: float | None = None,
                     vocab_size: int = VOCAB_SIZE, variant: str = "biased") -> tuple[str, str]:
-    """Write `target/` and `draft/` (the target's weights perturbed by `noise`) as fp32 HF directories."""
-    _check_variant(variant)
+    """Write `target/` and `draft/` (the target's weights perturbed by `noise`, by default the variant's
+    DRAFT_NOISES) as fp32 HF directories."""
+    shape = variant_shape(variant)
+    noise = DRAFT_NOISES[variant] if noise is None else noise
     out = Path(out_dir)
-    weights = _random_weights(vocab_size, seed)
-    _add_positional_heads(weights)
+    weights = _random_weights(vocab_size, seed, shape)
+    _add_positional_heads(weights, shape)
     if variant != "biased":
         weights = _without_biases(weights, variant)
     _write(out / "target", weights, vocab_size, variant)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specbench.selftest.tiny import HEAD_DIM, NUM_HEADS, NUM_LAYERS, VOCAB_SIZE, random_prompts
+from specbench.selftest.tiny import NUM_LAYERS, VOCAB_SIZE, random_prompts, target_shape
 
 CONTENT_HEADS = (1, 3)  # tiny.py: heads 0 and 2 are positional, the others attend by content
 SPAN_TOKENS = 12  # g: the target's continuation copied into the prompt
@@ -29,11 +29,13 @@ RESTART_TOKENS = 3  # g[:3] ends the prompt: the Markov order of the target
 def build_copying_target(target_dir: str | Path, out_dir: str | Path) -> str:
     """Write the tiny target with its content heads silenced (same config) to `out_dir`."""
     weights = load_file(Path(target_dir) / "model.safetensors")
+    shape = target_shape(target_dir)
+    d = shape.head_dim
     for i in range(NUM_LAYERS):
-        o_proj = weights[f"model.layers.{i}.self_attn.o_proj.weight"]  # [hidden, NUM_HEADS * HEAD_DIM]
-        assert o_proj.shape[1] == NUM_HEADS * HEAD_DIM
+        o_proj = weights[f"model.layers.{i}.self_attn.o_proj.weight"]  # [hidden, num_heads * head_dim]
+        assert o_proj.shape[1] == shape.q_size
         for head in CONTENT_HEADS:
-            o_proj[:, head * HEAD_DIM : (head + 1) * HEAD_DIM] = 0.0
+            o_proj[:, head * d : (head + 1) * d] = 0.0
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(json.loads((Path(target_dir) / "config.json").read_text()), indent=2))

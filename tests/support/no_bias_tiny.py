@@ -2,9 +2,10 @@
 projections (kernels/gemv.py, and kernels/gemv_rope.py's RoPE + K/V store epilogue) run, on CPU under
 TRITON_INTERPRET=1.
 
-The selftest's tiny target (specbench/selftest/tiny.py) builds its positional heads from biases, and its head_dim
-of 16 keeps batches off the RoPE/K-V-store epilogue (tensor-core tiles need 16 dims per half head). This one has
-head_dim 32 and sharp content attention (large q/k gain), so its next token depends on which keys a query sees."""
+The selftest's biased tiny target (specbench/selftest/tiny.py, the default variant) builds its positional heads from
+biases, and its head_dim of 16 keeps batches off the RoPE/K-V-store epilogue (tensor-core tiles need 16 dims per half
+head). This one has head_dim 32 and sharp content attention (large q/k gain), so its next token depends on which
+keys a query sees."""
 
 from __future__ import annotations
 
