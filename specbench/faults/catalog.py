@@ -21,6 +21,7 @@ from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.fused_residual_twice import FusedResidualTwice
+from specbench.faults.mtp_hidden_position import MtpHiddenWrongPosition
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
@@ -48,6 +49,7 @@ MUTANTS: tuple[type[Mutant], ...] = (
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
     FeatureRowsOffByOne,
+    MtpHiddenWrongPosition,
     AcceptedCountOffByOne,
 )
 

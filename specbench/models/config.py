@@ -59,6 +59,8 @@ class ModelConfig:
     moe_layer_ids: tuple[int, ...] = ()  # layers whose MLP is `moe`; the others are dense (intermediate_size)
     # RoPE rotates the first rotary_dim dims of each head and passes the rest through (GLM-4.5); None: all of them.
     rotary_dim: int | None = None
+    # Multi-token-prediction modules the checkpoint ships after the decoder (the `mtp` proposer's); 0: none.
+    num_mtp_modules: int = 0
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -149,6 +151,7 @@ class ModelConfig:
             moe=moe,
             moe_layer_ids=moe_layer_ids,
             rotary_dim=_rotary_dim(architecture, shape, head_dim),
+            num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
         )
 
 
