@@ -10,8 +10,11 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
+from specbench.check.engine_defaults import check_engine
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.reference import build_reference_drafting_llm
+from specbench.check.sampled import check_sampled
+from specbench.check.setup import CheckSetup
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import LAYER_INDEX, MTP_PREFIX, build_mtp_target
 from tests.support.tiny_models import build_tiny_model
@@ -79,3 +82,11 @@ def test_oracle_recomputes_every_draft_step(target, prompts, plain_outputs, inje
         assert len(bad) > num // 4, bad[:3]
         outs = llm.generate(prompts, params)
         assert [list(o.output_token_ids) for o in outs] == plain_outputs
+
+
+@pytest.mark.slow  # the GLM target's MoE layers in eager torch: ~30 s on 2 busy cores
+def test_sampled_check_passes(target, prompts):
+    setup = CheckSetup(check_engine(target=target, method="mtp", max_num_steps=3, dtype="fp32", device="cpu"),
+                       tuple(tuple(p) for p in prompts[:2]))
+    result = check_sampled(setup, num_samples=100)
+    assert result.passed, result.detail
