@@ -61,7 +61,7 @@ def _mtp(pair: TinyPair, engine_config) -> MethodModels:
     from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 
     # The tiny target is Llama-like: its MTP module ships in Qwen3-Next's `mtp.*` names (the GLM-4.5 / DeepSeek-V3
-    # layer-index names are tested on a GLM-4.5 target: tests/models/test_mtp_glm.py).
+    # layer-index names are tested on a GLM-4.5 target: tests/mtp/test_mtp_engine.py, test_mtp_vs_hf.py).
     target = build_mtp_target(pair.target, f"{pair.root}/mtp-target", MTP_PREFIX, pair.seed)
     return MethodModels(target, None, _random(pair))
 
