@@ -1,7 +1,7 @@
 """A tiny target that ships an MTP module, in a dialect's real key names, built from the target's own weights.
 
-The module's decoder layer is a copy of the target's last layer (MoE when that layer is), its norms all ones but
-the final norm (the target's), and eh_proj passes the embedding through beside a small term over the hidden
+The module's decoder layer is a copy of the target's first layer of its kind (MoE on a MoE target), enorm and hnorm
+all ones, the final norm the target's, and eh_proj passes the embedding through beside a small term over the hidden
 (like the selftest's EAGLE-1 fc), so a fault feeding the wrong hidden changes the drafts.
 """
 
@@ -27,7 +27,7 @@ def mtp_tensors(weights: dict[str, torch.Tensor], num_layers: int, dialect: str,
     gen = torch.Generator().manual_seed(3_000_017 + seed)  # never replays a build seed's stream
     mix = torch.randn(hidden, hidden, generator=gen) * (HIDDEN_GAIN / hidden**0.5)
     ones = torch.ones(hidden)
-    source = f"model.layers.{num_layers - 1}."
+    source = f"model.layers.{_source_layer(weights, num_layers)}."
     layer = {n.removeprefix(source): t.clone() for n, t in weights.items() if n.startswith(source)}
     fc = torch.cat([torch.eye(hidden), mix], dim=1)  # [H, embedding H + hidden H]
     final_norm = weights["model.norm.weight"].clone()
@@ -39,6 +39,14 @@ def mtp_tensors(weights: dict[str, torch.Tensor], num_layers: int, dialect: str,
     named = {"pre_fc_norm_embedding.weight": ones, "pre_fc_norm_hidden.weight": ones.clone(), "fc.weight": fc,
              "norm.weight": final_norm, **{f"layers.0.{n}": t for n, t in layer.items()}}
     return {"mtp." + n: t for n, t in named.items()}
+
+
+def _source_layer(weights: dict[str, torch.Tensor], num_layers: int) -> int:
+    """The target layer the module's decoder layer copies: the first of the kind the module has (MoE on a MoE target).
+    On the dense selftest targets layer 0 over the next token's embedding drafts ~0.2-0.3 first-position acceptance;
+    the last layer, which expects layer 0's stream, ~0.02."""
+    moe = [i for i in range(num_layers) if f"model.layers.{i}.mlp.gate.weight" in weights]
+    return moe[0] if moe else 0
 
 
 def build_mtp_target(target_dir: str | Path, out_dir: str | Path, dialect: str, seed: int = 0) -> str:
