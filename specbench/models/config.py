@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.attention.kinds import AttentionKind
 from specbench.errors import SpecbenchError
+from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
 from specbench.models.moe_config import MoeConfig
@@ -61,6 +63,8 @@ class ModelConfig:
     rotary_dim: int | None = None
     # Multi-token-prediction modules the checkpoint ships after the decoder (the `mtp` proposer's); 0: none.
     num_mtp_modules: int = 0
+    # [num_hidden_layers] each layer's attention kind (full, sliding window); () = every layer full attention.
+    attention_kinds: tuple[AttentionKind, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -75,6 +79,8 @@ class ModelConfig:
         bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
         if bad:
             raise SpecbenchError(f"MoE layer ids {bad} out of range [0, {self.num_hidden_layers})")
+        if self.attention_kinds and len(self.attention_kinds) != self.num_hidden_layers:
+            raise SpecbenchError(f"{len(self.attention_kinds)} attention kinds for {self.num_hidden_layers} layers")
 
     @property
     def q_size(self) -> int:
@@ -124,7 +130,6 @@ class ModelConfig:
         shape = validated_shape(hf)
         heads = shape.num_attention_heads
         theta, scaling = _rope(shape)
-        _reject_sliding_window(shape)
         moe, moe_layer_ids = moe_from_hf(architecture, shape)
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
@@ -152,6 +157,7 @@ class ModelConfig:
             moe_layer_ids=moe_layer_ids,
             rotary_dim=_rotary_dim(architecture, shape, head_dim),
             num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
+            attention_kinds=attention_kinds_from_hf(shape),
         )
 
 
@@ -210,16 +216,6 @@ def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int |
         return None
     rotary_dim = int(head_dim * (0.5 if factor is None else factor))
     return None if rotary_dim == head_dim else rotary_dim
-
-
-def _reject_sliding_window(shape: HFConfigShape) -> None:
-    # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
-    # Mistral and Mixtral apply it whenever it is not null.
-    window = shape.sliding_window
-    always = shape.model_type in ("mistral", "mixtral")
-    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else always
-    if enabled and window is not None and window < shape.max_position_embeddings:
-        raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
 
 
 def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:

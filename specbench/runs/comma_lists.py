@@ -1,4 +1,5 @@
-"""The sweep's comma-list options (--concurrency, --num-steps, --temperature): text to values and back."""
+"""The sweep's comma-list options (--concurrency, --num-steps, --temperature, --speed-bench-categories): text to
+values and back."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
         except ValueError:
             raise SpecbenchError(f"{flag}: {item!r} is not an integer (expected e.g. 1,16,64)") from None
     return tuple(dict.fromkeys(values))
+
+
+def parse_name_list(text: str, flag: str) -> tuple[str, ...]:
+    """"coding,math" -> ("coding", "math"), duplicates dropped, order kept."""
+    return tuple(dict.fromkeys(_items(text, flag)))
 
 
 def parse_temperature_list(text: str) -> tuple[float | None, ...]:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specbench.attention.metadata import AttentionMetadata
+from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import ModelConfig
 from specbench.models.layers import RMSNorm, RotaryEmbedding
@@ -28,6 +29,8 @@ class MtpHeadConfig:
 
 
 def mtp_head_config(target: ModelConfig) -> MtpHeadConfig:
+    if target.attention_kinds:  # the module's forward attends causally over its whole cache
+        raise SpecbenchError("--method mtp on a target with sliding-window attention layers is not supported")
     is_moe = target.moe is not None
     layer = replace(target, num_hidden_layers=1, moe_layer_ids=(0,) if is_moe else (), num_mtp_modules=0)
     return MtpHeadConfig(layer)
