@@ -134,7 +134,7 @@ class EngineConfig:
     """The one declaration of engine options: every model-loading command's option group is generated from it."""
 
     target: str = option("default", "HF dir, hub id, .gguf file, preset (with --load-format dummy), or 'default'")
-    method: str = option("none", "speculative method: none | ngram | draft | eagle | eagle3")
+    method: str = option("none", "speculative method: none | ngram | draft | eagle | eagle3 | mtp")
     draft: str | None = option(None, "draft model (--method draft) or EAGLE head dir (eagle, eagle3)")
     # The largest k (drafts per round) the engine is built for: CUDA graphs are captured up to it; also the k it
     # starts with. The current k has one owner, the scheduler (LLMEngine.set_num_steps). 0 = plain decoding.

@@ -35,8 +35,8 @@ class ExecutionPath:
     needs_cuda: bool = False
 
 
-_SPEC = ("ngram", "draft", "eagle", "eagle3")
-_EAGLE = ("eagle", "eagle3")
+_SPEC = ("ngram", "draft", "eagle", "eagle3", "mtp")
+_EAGLE = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs the target's MTP module through it)
 
 PATHS: tuple[ExecutionPath, ...] = (
     # ---- the step loop -------------------------------------------------------------------------------------------
@@ -55,6 +55,8 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("proposer.draft", "draft-LM drafts (spec/draft_model.py)", ("cpu", "cuda"), ("draft",)),
     ExecutionPath("proposer.eagle", "EAGLE-1 head drafts (spec/eagle/proposer.py)", ("cpu", "cuda"), ("eagle",)),
     ExecutionPath("proposer.eagle3", "EAGLE-3 head drafts (spec/eagle/proposer.py)", ("cpu", "cuda"), ("eagle3",)),
+    ExecutionPath("proposer.mtp", "the target checkpoint's MTP module drafts (spec/mtp/)", ("cpu", "cuda"),
+                  ("mtp",)),
     ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (spec/draft_model.py)", ("cpu",),
                   ("draft",)),
     ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph (spec/draft_model.py)",

@@ -2,9 +2,10 @@
 
 Draft LM: one fresh prefill (new KV, positions 0..n-1) over the committed tokens plus the drafts fed
 so far; its last row must match the step's logits. All steps of one round share a prefix, so one
-forward per round serves all of them. EAGLE / EAGLE-3: see `eagle_oracle` (the head's chain over target
-features it recomputes from the committed tokens with a cache-free target forward). This catches position,
-metadata, KV-slice, catch-up, phase-leak and feature-row bugs that never change greedy output.
+forward per round serves all of them. EAGLE / EAGLE-3 / MTP (the MTP module drafts as an EAGLE-1-shaped head):
+see `eagle_oracle` (the head's chain over target features it recomputes from the committed tokens with a cache-free
+target forward). This catches position, metadata, KV-slice, catch-up, phase-leak and feature-row bugs that never
+change greedy output.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: fl
 
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
-    if setup.engine.method not in ("draft", "eagle", "eagle3"):
+    if setup.engine.method not in ("draft", "eagle", "eagle3", "mtp"):
         return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
     rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL

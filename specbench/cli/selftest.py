@@ -28,7 +28,7 @@ def selftest(
                                        "(false-alarm check)")] = "0,1",
     methods: Annotated[str, typer.Option("--methods", help="comma list of speculative methods (default: every "
                                          "registered one: draft LM, EAGLE-1 and EAGLE-3 heads built from the tiny "
-                                         "target, n-gram on prompts that repeat)")] = "",
+                                         "target, MTP shipped in a copy of it, n-gram on prompts that repeat)")] = "",
     faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
                                         "the method's proposer hosts)")] = "",
     checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),

@@ -23,6 +23,7 @@ from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.fused_residual_twice import FusedResidualTwice
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
+from specbench.faults.mtp_hidden_position import MtpHiddenWrongPosition
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
@@ -55,6 +56,7 @@ MUTANTS: tuple[type[Mutant], ...] = (
     DraftMaxSeqLenStale,
     DraftStateKeptOnPreemption,
     FeatureRowsOffByOne,
+    MtpHiddenWrongPosition,
     AcceptedCountOffByOne,
 )
 

@@ -19,9 +19,9 @@ class Fault:
     path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
 
 
-ALL_METHODS = ("draft", "eagle", "eagle3", "ngram")
-EAGLE_METHODS = ("eagle", "eagle3")
-DRAFT_SIDE = ("draft", "eagle", "eagle3")  # proposers with a draft KV cache and draft-decode steps
+ALL_METHODS = ("draft", "eagle", "eagle3", "mtp", "ngram")
+EAGLE_METHODS = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs its MTP module through it)
+DRAFT_SIDE = ("draft", "eagle", "eagle3", "mtp")  # proposers with a draft KV cache and draft-decode steps
 
 
 class Mutant(PhaseHooks):

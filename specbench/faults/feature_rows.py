@@ -8,12 +8,12 @@ committed tokens (not one replaying what the proposer was handed) sees the wrong
 
 from __future__ import annotations
 
-from specbench.faults.fault import Fault, Mutant
+from specbench.faults.fault import EAGLE_METHODS, Fault, Mutant
 
 
 class FeatureRowsOffByOne(Mutant):
     fault = Fault("feature-rows-off-by-one", "EAGLE target features handed over one verify row late",
-                  "", "draft", ("eagle", "eagle3"))
+                  "", "draft", EAGLE_METHODS)
 
     def target_feature_rows(self, first_row: int, num_rows: int, num_target_rows: int) -> int:
         return min(first_row + 1, num_target_rows - num_rows)  # the batch's last request keeps its own end

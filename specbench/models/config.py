@@ -61,6 +61,8 @@ class ModelConfig:
     moe_layer_ids: tuple[int, ...] = ()  # layers whose MLP is `moe`; the others are dense (intermediate_size)
     # RoPE rotates the first rotary_dim dims of each head and passes the rest through (GLM-4.5); None: all of them.
     rotary_dim: int | None = None
+    # Multi-token-prediction modules the checkpoint ships after the decoder (the `mtp` proposer's); 0: none.
+    num_mtp_modules: int = 0
     # [num_hidden_layers] each layer's attention kind (full, sliding window); () = every layer full attention.
     attention_kinds: tuple[AttentionKind, ...] = ()
 
@@ -154,6 +156,7 @@ class ModelConfig:
             moe=moe,
             moe_layer_ids=moe_layer_ids,
             rotary_dim=_rotary_dim(architecture, shape, head_dim),
+            num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
             attention_kinds=attention_kinds_from_hf(shape),
         )
 

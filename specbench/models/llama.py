@@ -269,10 +269,13 @@ class DecoderLM(nn.Module):
         self.is_initialized = True
 
     def _is_mtp_layer(self, name: str) -> bool:
-        """GLM-4.5 checkpoints carry their multi-token-prediction layer(s) after the decoder's: not the target's."""
+        """Multi-token-prediction weights are the `mtp` proposer's (spec/mtp), not the target's: GLM-4.5 / DeepSeek-V3
+        checkpoints carry them as layers after the decoder's, Qwen3-Next under `mtp.*`."""
+        if name.startswith("mtp.") and self.config.num_mtp_modules > 0:
+            return True
         match = re.match(r"model\.layers\.(\d+)\.", name)
-        return self.config.architecture == "glm4_moe" and match is not None and (
-            int(match.group(1)) >= self.config.num_hidden_layers)
+        has_extra_layers = self.config.architecture == "glm4_moe" or self.config.num_mtp_modules > 0
+        return has_extra_layers and match is not None and int(match.group(1)) >= self.config.num_hidden_layers
 
     @torch.no_grad()
     def init_random_weights(self, seed: int = 0, std: float = 0.02) -> None:

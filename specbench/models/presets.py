@@ -56,7 +56,8 @@ _preset("mixtral-8x7b", architecture="mixtral", vocab_size=32000, hidden_size=40
         moe=MoeConfig(hidden_size=4096, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336),
         moe_layer_ids=tuple(range(32)))
 # GLM-4.5-Air: 46 layers, the first dense, then 128 sigmoid-routed experts of width 1408, top 8, one shared expert;
-# half of each head rotates (~106B parameters without the MTP layer, ~12B read per token).
+# half of each head rotates (~106B parameters without the MTP layer, ~12B read per token); one MTP module (a MoE
+# decoder layer, `model.layers.46.*`).
 _preset("glm-4.5-air", architecture="glm4_moe", vocab_size=151552, hidden_size=4096, intermediate_size=10944,
         num_hidden_layers=46, num_attention_heads=96, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
         rope_theta=1000000.0, rope_scaling=None, max_position_embeddings=131072, tie_word_embeddings=False,
@@ -65,7 +66,7 @@ _preset("glm-4.5-air", architecture="glm4_moe", vocab_size=151552, hidden_size=4
         moe=MoeConfig(hidden_size=4096, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=1408,
                       scoring="sigmoid", norm_topk_prob=True, has_score_correction_bias=True,
                       shared_intermediate_size=1408),
-        moe_layer_ids=tuple(range(1, 46)))
+        moe_layer_ids=tuple(range(1, 46)), num_mtp_modules=1)
 _preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,

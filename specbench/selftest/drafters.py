@@ -24,7 +24,7 @@ class TinyPair:
 @dataclass(frozen=True)
 class MethodModels:
     target: str  # the target the method's engine verifies with
-    draft: str | None  # the method's draft model or head; None for n-gram
+    draft: str | None  # the method's draft model or head; None for n-gram and MTP (the target ships it)
     prompts: tuple[tuple[int, ...], ...]  # [NUM_PROMPTS] token ids the method drafts on
 
 
@@ -54,6 +54,16 @@ def _eagle3(pair: TinyPair, engine_config) -> MethodModels:
     from specbench.selftest.tiny_eagle import build_tiny_eagle_head
 
     return MethodModels(pair.target, build_tiny_eagle_head(pair.target, f"{pair.root}/eagle3"), _random(pair))
+
+
+@TINY_DRAFTERS.register("mtp")
+def _mtp(pair: TinyPair, engine_config) -> MethodModels:
+    from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
+
+    # The tiny target is Llama-like: its MTP module ships in Qwen3-Next's `mtp.*` names (the GLM-4.5 / DeepSeek-V3
+    # layer-index names are tested on a GLM-4.5 target: tests/mtp/test_mtp_engine.py, test_mtp_vs_hf.py).
+    target = build_mtp_target(pair.target, f"{pair.root}/mtp-target", MTP_PREFIX, pair.seed)
+    return MethodModels(target, None, _random(pair))
 
 
 @TINY_DRAFTERS.register("ngram")

@@ -63,5 +63,12 @@ def _eagle3(ctx: ProposerContext) -> Proposer:
     return load_eagle_proposer(ctx, "eagle3")
 
 
+@PROPOSERS.register("mtp")
+def _mtp(ctx: ProposerContext) -> Proposer:
+    from specbench.spec.mtp.proposer import load_mtp_proposer
+
+    return load_mtp_proposer(ctx)
+
+
 def create_proposer(ctx: ProposerContext) -> Proposer | None:
     return PROPOSERS.create(ctx.config.method, ctx)

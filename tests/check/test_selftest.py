@@ -19,7 +19,7 @@ def test_unknown_fault_lists_supported():
         resolve_fault("no-such-fault")  # where engines are built (EngineConfig sits below the fault catalog)
     with pytest.raises(SpecbenchError, match="supported: .*draft-kv-slice"):
         run_selftest(faults=("no-such-fault",))
-    with pytest.raises(SpecbenchError, match="supported: draft, eagle, eagle3, ngram"):
+    with pytest.raises(SpecbenchError, match="supported: draft, eagle, eagle3, mtp, ngram"):
         run_selftest(methods=("medusa",))
 
 

@@ -23,6 +23,10 @@ class LoadedEagleHead:
     aux: AuxLayerResolution | None  # EAGLE-3 only
     feature_layers: tuple[int, ...]  # what the target captures for the head: FINAL_HIDDEN or HF indices
 
+    @property
+    def method(self) -> str:  # the proposer's name: "eagle" | "eagle3"
+        return self.checkpoint.config.method
+
     def describe(self) -> dict[str, object]:
         cfg, head = self.checkpoint.config, self.head
         return {

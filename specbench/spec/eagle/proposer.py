@@ -34,7 +34,7 @@ class EagleProposer(Proposer):
                  hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
         self.loaded = loaded
         self.head = loaded.head
-        self.name = loaded.checkpoint.config.method
+        self.name = loaded.method
         self.target_feature_layers = loaded.feature_layers
         self.block_size = block_size
         self.device = device

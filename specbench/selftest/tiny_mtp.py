@@ -1,0 +1,67 @@
+"""A tiny target that ships an MTP module, in a dialect's real key names, built from the target's own weights.
+
+The module's decoder layer is a copy of the target's first layer of its kind (MoE on a MoE target), enorm and hnorm
+all ones, the final norm the target's, and eh_proj passes the embedding through beside a small term over the hidden
+(like the selftest's EAGLE-1 fc), so a fault feeding the wrong hidden changes the drafts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from specbench.spec.mtp.checkpoint import LAYER_INDEX, MTP_PREFIX
+
+HIDDEN_GAIN = 0.04  # eh_proj weight on hnorm(hidden) (RMS 1), next to the embedding's identity: small, as the
+# EAGLE-1 head's, so fp32 rounding in the target features stays far inside the oracle's tolerance
+
+
+def mtp_tensors(weights: dict[str, torch.Tensor], num_layers: int, dialect: str,
+                seed: int) -> dict[str, torch.Tensor]:
+    """The module's tensors under the dialect's names (layer-index: model.layers.{num_layers}.*; else mtp.*)."""
+    hidden = weights["model.embed_tokens.weight"].shape[1]
+    gen = torch.Generator().manual_seed(3_000_017 + seed)  # never replays a build seed's stream
+    mix = torch.randn(hidden, hidden, generator=gen) * (HIDDEN_GAIN / hidden**0.5)
+    ones = torch.ones(hidden)
+    source = f"model.layers.{_source_layer(weights, num_layers)}."
+    layer = {n.removeprefix(source): t.clone() for n, t in weights.items() if n.startswith(source)}
+    fc = torch.cat([torch.eye(hidden), mix], dim=1)  # [H, embedding H + hidden H]
+    final_norm = weights["model.norm.weight"].clone()
+    if dialect == LAYER_INDEX:
+        prefix = f"model.layers.{num_layers}."
+        named = {"enorm.weight": ones, "hnorm.weight": ones.clone(), "eh_proj.weight": fc,
+                 "shared_head.norm.weight": final_norm, **layer}
+        return {prefix + n: t for n, t in named.items()}
+    named = {"pre_fc_norm_embedding.weight": ones, "pre_fc_norm_hidden.weight": ones.clone(), "fc.weight": fc,
+             "norm.weight": final_norm, **{f"layers.0.{n}": t for n, t in layer.items()}}
+    return {"mtp." + n: t for n, t in named.items()}
+
+
+def _source_layer(weights: dict[str, torch.Tensor], num_layers: int) -> int:
+    """The target layer the module's decoder layer copies: the first of the kind the module has (MoE on a MoE target).
+    On the dense selftest targets layer 0 over the next token's embedding drafts ~0.2-0.3 first-position acceptance;
+    the last layer, which expects layer 0's stream, ~0.02."""
+    moe = [i for i in range(num_layers) if f"model.layers.{i}.mlp.gate.weight" in weights]
+    return moe[0] if moe else 0
+
+
+def build_mtp_target(target_dir: str | Path, out_dir: str | Path, dialect: str, seed: int = 0) -> str:
+    """Copy `target_dir` (one model.safetensors) to `out_dir` with an MTP module added in `dialect`."""
+    src, out = Path(target_dir), Path(out_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(src, out)
+    config = json.loads((src / "config.json").read_text())
+    weights = load_file(src / "model.safetensors")
+    weights.update(mtp_tensors(weights, config["num_hidden_layers"], dialect, seed))
+    config["num_nextn_predict_layers" if dialect == LAYER_INDEX else "mtp_num_hidden_layers"] = 1
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
+    return str(out)
+
+
+__all__ = ["LAYER_INDEX", "MTP_PREFIX", "build_mtp_target", "mtp_tensors"]
