@@ -5,8 +5,9 @@ The schedule: every seed's preparation (row_tasks.plan_seed: models written once
 references) is submitted first; each plan's clean rows are submitted when it arrives; a method's fault rows at seed
 index i are chosen (row_tasks.due_faults, in seed order, as the sequential loop does) once its clean rows of seeds
 0..i are in, and submitted then. Rows come back in completion order (`on_row` sees them so); the returned list is
-in the sequential table order. Workers are spawned, never forked (CUDA cannot be forked). A task that raises, or a
-worker that dies, ends the run with one SpecbenchError naming the task.
+in the sequential table order. Workers are spawned, never forked (CUDA cannot be forked): they inherit the
+environment and sys.path, not in-process patches. A task that raises, or a worker that dies, ends the run with one
+SpecbenchError naming the task (a check that raises inside the engine is a crashed result, as in-process).
 """
 
 from __future__ import annotations
