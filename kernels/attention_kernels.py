@@ -24,6 +24,7 @@ def paged_attention_kernel(
     seq_lens_ptr,  # [num_reqs] int32, keys visible to the request's last query
     block_tables_ptr,  # [num_reqs, max_num_blocks] int32
     sinks_ptr,  # [num_heads] sink logit per query head (HAS_SINKS and not IS_SPLIT only)
+    window_starts_ptr,  # [num_tokens] int32 first key each query sees (HAS_WINDOW_STARTS only: the metadata's window)
     scale_log2,  # softmax scale * log2(e): the online softmax runs in fp32, base 2
     num_kv_heads,
     split_len,  # keys per split, a multiple of BLOCK_N (IS_SPLIT only)
@@ -47,6 +48,7 @@ def paged_attention_kernel(
     HAS_WINDOW: tl.constexpr = False,
     HAS_SOFTCAP: tl.constexpr = False,
     HAS_SINKS: tl.constexpr = False,
+    HAS_WINDOW_STARTS: tl.constexpr = False,  # the window's first keys come from window_starts_ptr, not from `window`
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP
     q_block = tl.program_id(0)
@@ -77,7 +79,12 @@ def paged_attention_kernel(
         q = q.to(tl.float32)
 
     kv_end = tl.minimum(seq_len, num_context + first_query + BLOCK_Q)
-    if HAS_WINDOW:
+    if HAS_WINDOW_STARTS:
+        # Each query's first key as the metadata says; tiles before the program's earliest are skipped, not masked.
+        row_start = tl.load(window_starts_ptr + token, mask=is_row, other=0)  # [BLOCK_M]
+        window_start = tl.min(tl.where(is_row, row_start, seq_len), 0)
+        window_start = window_start - window_start % BLOCK_N
+    elif HAS_WINDOW:
         # The program's first query sees the earliest key; tiles before it are skipped, not masked.
         window_start = tl.maximum(num_context + first_query - window + 1, 0)
         window_start = window_start - window_start % BLOCK_N
@@ -115,7 +122,9 @@ def paged_attention_kernel(
         if HAS_SOFTCAP:
             scores = softcap_log2 * _tanh(scores / softcap_log2)
         is_visible = (key[None, :] <= last_key[:, None]) & is_key[None, :]
-        if HAS_WINDOW:
+        if HAS_WINDOW_STARTS:
+            is_visible = is_visible & (key[None, :] >= row_start[:, None])
+        elif HAS_WINDOW:
             is_visible = is_visible & (key[None, :] > last_key[:, None] - window)
         scores = tl.where(is_visible, scores, float("-inf"))  # [BLOCK_M, BLOCK_N]
         m_new = tl.maximum(m_i, tl.max(scores, 1))
@@ -165,6 +174,7 @@ def merge_splits_kernel(
     HEAD_DIM_PAD: tl.constexpr,
     SPLITS_PAD: tl.constexpr,
     HAS_SINKS: tl.constexpr = False,
+    HAS_WINDOW_STARTS: tl.constexpr = False,  # the window's first keys come from window_starts_ptr, not from `window`
 ):
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)

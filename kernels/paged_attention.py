@@ -105,6 +105,7 @@ def paged_attention(
     sliding_window: int | None = None,
     sinks: torch.Tensor | None = None,  # [num_heads], one softmax logit per query head that carries no value
     softcap: float | None = None,
+    window_starts: torch.Tensor | None = None,  # [num_tokens] int32, first key each query sees (needs sliding_window)
     num_splits: int | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
@@ -118,7 +119,11 @@ def paged_attention(
     Optional, all off by default (then the program is today's, bit for bit): `sliding_window` w, a query at
     position p sees keys p - w + 1 .. p (`specbench.attention.window`); `sinks`, gpt-oss attention sinks;
     `softcap` c, Gemma-2 logit soft-capping c * tanh(score / c), applied after scaling and before masking.
+    `window_starts`: each query's first visible key as the attention metadata built it (attention/kinds.py); the
+    kernel then masks with these, and `sliding_window` only sizes the key splits.
     """
+    if window_starts is not None and sliding_window is None:
+        raise ValueError("window_starts needs the sliding_window that sizes the key splits")
     if sliding_window is not None and sliding_window < 1:
         raise ValueError(f"sliding_window must be >= 1 or None (no window), got {sliding_window}")
     if softcap is not None and softcap <= 0:
@@ -154,6 +159,7 @@ def paged_attention(
     sinks_arg = q if sinks is None else sinks  # any pointer when HAS_SINKS is off: never read
     paged_attention_kernel[grid](
         q, k_cache, v_cache, o, lse, query_start_loc, seq_lens, block_tables, sinks_arg,
+        query_start_loc if window_starts is None else window_starts,  # any pointer when off: never read
         scale * math.log2(math.e), num_kv_heads, plan.split_len,
         sliding_window or 0, (softcap or 0.0) * math.log2(math.e),
         q.stride(0), q.stride(1),
@@ -174,6 +180,7 @@ def paged_attention(
         HAS_WINDOW=sliding_window is not None,
         HAS_SOFTCAP=softcap is not None,
         HAS_SINKS=sinks is not None,
+        HAS_WINDOW_STARTS=window_starts is not None,
         num_warps=plan.num_warps,
         num_stages=plan.num_stages,
     )

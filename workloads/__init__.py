@@ -37,6 +37,17 @@ def _spec_bench(max_tokens: int = 1024) -> Workload:
     return SpecBenchWorkload(max_tokens=max_tokens)
 
 
+@WORKLOADS.register("speed_bench")
+def _speed_bench(
+    path: str | None = None, split: str | None = None, categories: tuple[str, ...] = (), max_tokens: int | None = None
+) -> Workload:
+    from specbench.workloads.speed_bench import SpeedBenchWorkload
+
+    # None: the workload's own defaults (declared once, in speed_bench_layout.py)
+    given = {"path": path, "split": split, "max_tokens": max_tokens}
+    return SpeedBenchWorkload(categories=categories, **{name: value for name, value in given.items() if value is not None})
+
+
 @WORKLOADS.register("random")
 def _random(
     input_len: int = 128, output_len: int = 128, num_prompts: int = 64, vocab_size: int | None = None

@@ -18,6 +18,7 @@ class AttentionBackend(Protocol):
     # The engine's record of the execution paths its forwards take (execution_paths.py): begin_forward records the
     # backend's own, the layers theirs (every layer is handed the backend).
     paths: PathRecorder
+    check_invariants: bool  # the engine's debug_invariants: begin_forward (and the model's kind checks) run them
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:
         """Called once per forward before any layer (and before each graph replay); runs debug invariants and

@@ -10,6 +10,7 @@ import torch
 
 from specbench.attention.flashinfer_plan import PagedKVPlanInputs, paged_kv_plan_inputs
 from specbench.attention.invariants import check_metadata
+from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
@@ -160,7 +161,8 @@ class FlashInferPagedAttention:
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
-        if not _takes(q, k_cache):
+        # Sliding-window layers (attention/kinds.py) go through the fallback's window-aware kernel.
+        if not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata):
             return self._fallback.attend_stored(layer, q, kv_cache, md)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)

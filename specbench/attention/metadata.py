@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.attention.kind_metadata import KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device
 
 
@@ -40,6 +41,13 @@ class AttentionMetadata:
     positions_cpu: tuple[int, ...]  # [num_tokens]
     slot_mapping_cpu: tuple[int, ...]  # [num_tokens]
     block_tables_cpu: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r]
+    # [num_layers] each layer's attention-kind metadata, built by the model's LayerKinds at the start of every forward
+    # (layer_kinds.py); () = every layer plain causal attention.
+    layer_kinds: tuple[KindMetadata, ...] = ()
+
+    def kind_of(self, layer: int) -> KindMetadata | None:
+        """Layer `layer`'s kind metadata; None when no kinds were attached (all layers full attention)."""
+        return self.layer_kinds[layer] if self.layer_kinds else None
 
     @property
     def num_reqs(self) -> int:

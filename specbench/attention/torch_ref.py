@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
+from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
@@ -47,7 +48,9 @@ class TorchPagedAttention:
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.flat(layer)
-        return paged_attention_reference(q, k_cache, v_cache, md)
+        kind = md.kind_of(layer)
+        starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
+        return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts)
 
 
 def paged_attention_reference(
@@ -60,12 +63,14 @@ def paged_attention_reference(
     sinks: torch.Tensor | None = None,  # [num_heads], one extra logit per query head (gpt-oss)
     softcap: float | None = None,
     scale: float | None = None,
+    window_starts: torch.Tensor | None = None,  # [num_tokens] int32, first key each query sees (the metadata's)
 ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
     """Attention of each request's queries over its paged keys (the metadata contract), optionally windowed.
 
     `sliding_window` w: a query at position p sees keys max(0, p - w + 1) .. p (`window.py`). `sinks`: a logit
     per head added to every softmax denominator; it takes probability mass and contributes no value.
     `softcap` c: scores become c * tanh(scores / c) before masking (Gemma-2). All None: plain causal SDPA.
+    `window_starts`: query t sees keys from window_starts[t] on (a sliding window's metadata, attention/kinds.py).
     """
     device = q.device
     num_reqs, block_size = md.num_reqs, md.block_size
@@ -82,6 +87,9 @@ def paged_attention_reference(
     token_idx = torch.where(is_valid, qsl[:-1, None] + j[None, :], 0)
     queries = q[token_idx]  # [num_reqs, max_q, num_heads, head_dim]
     mask = visible_key_mask(md, sliding_window)  # [num_reqs, max_q, max_seq]
+    if window_starts is not None:  # the window as the metadata's builder laid it out, query by query
+        starts = torch.where(is_valid, window_starts.long()[token_idx], 0)  # [num_reqs, max_q]
+        mask &= key_pos[None, None, :] >= starts[:, :, None]
 
     group = q.shape[1] // k_cache.shape[1]
     keys = keys.repeat_interleave(group, dim=2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.invariants import check_metadata
+from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.errors import SpecbenchError
@@ -69,6 +70,13 @@ class TritonPagedAttention:
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
             return self._fallback.attend_stored(layer, q, kv_cache, md)
+        kind = md.kind_of(layer)
+        if isinstance(kind, WindowMetadata):
+            return self._paged_attention(
+                q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
+                max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
+                sliding_window=kind.sliding_window, window_starts=kind.window_starts,
+            )
         return self._paged_attention(
             q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
             max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,

@@ -12,6 +12,7 @@ from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.models.architecture_record import record_entry
 from specbench.runs.cell_key import CellKey
 from specbench.runs.environment import device_info
 from specbench.runs.finished_turn import FinishedTurn
@@ -61,7 +62,9 @@ class EmbeddedBackend:
             "kv_pool": engine.parts.kv_pool_note,
             "cuda_graphs": engine.parts.cuda_graphs,
             "prefix_caching": False,  # see NO_PREFIX_CACHE
-            "models": {"target": dataclasses.asdict(engine.parts.target.info), "draft_source": config.engine.draft},
+            "models": {"target": {**dataclasses.asdict(engine.parts.target.info),
+                                  "architecture": record_entry(engine.parts.target.config)},
+                       "draft_source": config.engine.draft},
             "proposer": proposer.describe() if proposer is not None else None,
             "engine_config": engine.config.to_dict(),
         }

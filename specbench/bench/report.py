@@ -5,18 +5,20 @@ from __future__ import annotations
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
 from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cache_lines
-from specbench.compare.crossover import format_crossovers
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
 from specbench.bench.summary_table import format_categories, format_summary
 from specbench.bench.sweep import SweepReport
+from specbench.compare.crossover import format_crossovers
 
 
 def format_report(report: SweepReport, width: int | None = None) -> str:
     config, engine = report.config, report.config.engine
     server = f"{config.backend} server {public_url(config.base_url or '')}"
     where = f"target {engine.target}" if config.is_embedded else server
+    if report.target_architecture != "-":
+        where += f" ({report.target_architecture})"
     # The cells' labels: a drafting server swept without --method is labelled with its own method (drafting_note).
     methods = sorted({str(c["method"]) for c in report.cells}) or [engine.method]
     head = (

@@ -24,6 +24,7 @@ from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.validate import validate_config
 from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
+from specbench.models.architecture_record import label_from_entry
 from specbench.runs.cell_key import CellKey
 from specbench.runs.preflight import workload_options
 from specbench.runs.records import Row
@@ -41,6 +42,7 @@ class SweepReport:
     num_cells_skipped: int  # already complete (resume)
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
     plan: SweepPlan | None = None  # what was announced before the first cell
+    target_architecture: str = "-"  # the manifest's target, in words (models/architecture_record.py)
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
@@ -98,8 +100,9 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []
+    target = (manifest.get("models") or {}).get("target") or {}
     return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
-                               plan=plan)
+                               plan=plan, target_architecture=label_from_entry(target.get("architecture")))
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:

@@ -26,10 +26,11 @@ def gate(
                                                      rich_help_panel=GATE)] = None,
     write_reference: Annotated[Optional[str], typer.Option("--write-reference", help="record this run as the "
                                                            "reference (JSON)", rich_help_panel=GATE)] = None,
-    stages: Annotated[Optional[str], typer.Option("--stages", help="comma list of stages to run (default: all); "
-                                                  "logprobs is not implemented yet", rich_help_panel=GATE)] = None,
+    stages: Annotated[Optional[str], typer.Option("--stages", help="comma list of stages to run (default: all)",
+                                                  rich_help_panel=GATE)] = None,
     skip: Annotated[Optional[str], typer.Option("--skip", help="comma list of stages not to run: lossless, "
-                                                "accuracy, acceptance, speed, outputs", rich_help_panel=GATE)] = None,
+                                                "logprobs, accuracy, acceptance, speed, outputs",
+                                                rich_help_panel=GATE)] = None,
     report_md: Annotated[Optional[str], typer.Option("--report-md", help="also write the markdown report here",
                                                      rich_help_panel=GATE)] = None,
     junit: Annotated[Optional[str], typer.Option("--junit", help="write JUnit XML here (one testcase per stage)",
@@ -50,6 +51,16 @@ def gate(
                                                               "(TensorRT-LLM: 0.95)", rich_help_panel=GATE)] = None,
     speed_min_change: Annotated[float, typer.Option("--speed-min-change", help="speed: smallest change (%) "
                                                     "called a regression", rich_help_panel=GATE)] = 5.0,
+    logprobs_atol: Annotated[Optional[float], typer.Option("--logprobs-atol", help="logprobs: allowed |diff| per "
+                                                           "token, nats (default: 0.002 for an fp32 engine, 0.3 "
+                                                           "for 16-bit engines and servers)",
+                                                           rich_help_panel=GATE)] = None,
+    logprobs_ppl_rtol: Annotated[Optional[float], typer.Option("--logprobs-ppl-rtol", help="logprobs: allowed "
+                                                               "|ppl/ppl_ref - 1| per prompt (default: 0.001 fp32, "
+                                                               "0.02 otherwise)", rich_help_panel=GATE)] = None,
+    logprobs_off_fraction: Annotated[float, typer.Option("--logprobs-off-fraction", help="logprobs: fraction of "
+                                                         "compared tokens allowed beyond --logprobs-atol",
+                                                         rich_help_panel=GATE)] = 0.01,
     repeats: Annotated[int, typer.Option("--repeats", help="runs of each cell (speed needs >= 2 on both sides)",
                                          rich_help_panel=GATE)] = 1,
     workload: Annotated[str, typer.Option("--workload", "-w", help="gsm8k (accuracy is scored on gsm8k only)",
@@ -78,7 +89,7 @@ def gate(
     server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
     engine: dict = None,  # the shared engine option group (options.engine_options)
 ) -> None:
-    """Lossless greedy, accuracy, acceptance per position, speed and crash/empty/truncated outputs in one run:
+    """Lossless greedy, logprobs (top-n and prompt perplexity vs k = 0), accuracy, acceptance per position, speed and crash/empty/truncated outputs in one run:
     exit 0 when no stage fails, 1 when one does (the report names it), 2 on a user error."""
     import tempfile
     from pathlib import Path
@@ -100,7 +111,8 @@ def gate(
     chosen = tuple(s for s in check_requested(stages) if s not in skipped)
     tolerances = Tolerances(near_tie_margin, strict, accuracy_drop, acceptance_rtol=acceptance_rtol,
                             acceptance_alpha=acceptance_alpha, acceptance_floor=acceptance_floor,
-                            speed_min_change=speed_min_change)
+                            speed_min_change=speed_min_change, logprobs_atol=logprobs_atol,
+                            logprobs_ppl_rtol=logprobs_ppl_rtol, logprobs_off_fraction=logprobs_off_fraction)
     sweep = SweepConfig(workload=workload, data_dir=data_dir, limit=limit, shots=shots, max_tokens=max_tokens,
                         concurrency=(concurrency,), repeats=repeats, warmup=0,
                         backend="openai" if is_server else "embedded", base_url=base_url, server_model=server_model,

@@ -16,7 +16,7 @@ from specbench.runs.sweep_config import SweepConfig
 # Each panel's options in --help order; every SweepConfig field but `engine` (its own group) is in one.
 _PANELS = {
     WORKLOAD: ("workload", "data_dir", "limit", "shots", "chat_template", "max_tokens", "input_len", "output_len",
-               "temperature", "top_p", "top_k", "reasoning_parser"),
+               "speed_bench_data", "speed_bench_split", "speed_bench_categories", "temperature", "top_p", "top_k", "reasoning_parser"),
     LOAD: ("concurrency", "request_rate", "burstiness", "duration", "ramp_up_strategy", "ramp_up_start_rps",
            "ramp_up_end_rps", "warmup", "cache_reset", "repeats"),
     DRAFTING: ("num_steps", "speedup"),

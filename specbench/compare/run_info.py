@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from specbench.models.architecture_record import label_from_entry
 from specbench.runs.sweep_config import MEASUREMENT_SETTINGS
 
 
@@ -26,6 +27,7 @@ class RunInfo:
     proposer: str
     git: str
     versions: str
+    target_architecture: str = "-"  # models/architecture_record.py's label; "-" for a server's model
     # Not a real measurement when set: "MUTANT[name]" (fault injected) and/or "SYNTHETIC ACCEPTANCE [...]".
     engine_note: str = ""
     # Shown when they differ: goodput deltas compare like with like only under the same bounds.
@@ -79,6 +81,7 @@ def run_info(path: Path, manifest: dict[str, Any]) -> RunInfo:
         proposer=_text(manifest.get("proposer")),
         git=f"{_text(git.get('sha'))[:10]}{' (dirty)' if git.get('dirty') else ''}" if isinstance(git, dict) else "-",
         versions=_text({k: v for k, v in (manifest.get("versions") or {}).items() if k != "specbench"}),
+        target_architecture=label_from_entry(target.get("architecture") if isinstance(target, dict) else None),
         engine_note=_engine_note(manifest),
         goodput_slo=",".join(_get(manifest, "config", "goodput") or []) or "-",
         settings=measurement_settings(manifest),

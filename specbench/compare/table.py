@@ -77,6 +77,8 @@ def _unmatched(comparison: Comparison) -> list[str]:
 def _preamble(comparison: Comparison, width: int = 1_000_000) -> list[str]:
     settings = textwrap.fill(f"settings: {settings_text(comparison.before)}", width, subsequent_indent="  ")
     lines = [f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}", settings]
+    if comparison.before.target_architecture != "-":
+        lines.append(f"target: {comparison.before.target_architecture}")
     for d in comparison.differences:
         prefix = "WARNING: not comparable:" if d.is_critical else "differs:"
         lines.append(f"{prefix} {d.field}: {d.before} -> {d.after}")

@@ -21,15 +21,22 @@ from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.fused_residual_twice import FusedResidualTwice
+from specbench.faults.logprobs_row_shift import LogprobsRowShift
+from specbench.faults.logprobs_zeroed import LogprobsZeroed
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.preempt_stale_computed import PreemptStaleComputed
+from specbench.faults.prompt_logprobs_shift import PromptLogprobsShift
 from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
+from specbench.faults.window_missing_in_verify import WindowMissingInVerify
+from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
+from specbench.faults.window_off_by_one import WindowOffByOne
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 MUTANTS: tuple[type[Mutant], ...] = (
@@ -65,13 +72,38 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
     PreemptStaleComputed,
 )
 
-FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS}
+# Bugs of the sliding-window attention kind: inert on full-attention targets (no window metadata to bend), so the
+# selftest, whose tiny targets are full attention, does not run them; tests/faults/test_window_mutants.py shows each
+# passing on a full-attention target and caught on a window target (greedy vs HF, INV-KIND).
+WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
+    WindowNotRebuiltBetweenDraftSteps,
+    WindowOffByOne,
+    WindowMissingInVerify,
+    WindowMissingInCatchup,
+)
+
+# Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
+# compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their
+# check (tests/gate/test_gate_logprobs.py runs each through `serve --inject`).
+LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
+    LogprobsRowShift,
+    PromptLogprobsShift,
+    LogprobsZeroed,
+)
+
+ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS
+FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
+
+
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
-    path mutants whose path is production there (a bug on a path the device never takes cannot show)."""
+    path mutants whose path is production there (a bug on a path the device never takes cannot show). Logprobs-only
+    mutants are not run: the selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
-_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS}
+
+
+_MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in ALL_MUTANTS}
 
 
 def resolve_fault(name: str | None) -> Fault | None:

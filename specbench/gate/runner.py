@@ -12,6 +12,8 @@ from pathlib import Path
 from specbench.errors import ServerLaunchFailed, SpecbenchError
 from specbench.gate.acceptance_stage import acceptance_stage
 from specbench.gate.accuracy_stage import accuracy_stage
+from specbench.gate.logprobs_collect import LogprobsRun
+from specbench.gate.logprobs_stage import logprobs_stage, logprobs_tolerance
 from specbench.gate.lossless_stage import Probe, lossless_stage
 from specbench.gate.observed import Observation, read_observation
 from specbench.gate.outputs_stage import outputs_stage
@@ -19,7 +21,8 @@ from specbench.gate.reference import (GateReference, GateSettings, check_matches
                                       write_reference)
 from specbench.gate.report import GateReport
 from specbench.gate.speed_stage import speed_stage
-from specbench.gate.stage import ACCEPTANCE, ACCURACY, LOSSLESS, OUTPUTS, SPEED, StageResult, Status, skipped
+from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
+                                  skipped)
 from specbench.gate.tolerances import Tolerances
 from specbench.runs.sweep_config import SweepConfig
 
@@ -80,11 +83,13 @@ def run_gate(request: GateRequest) -> GateReport:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
     observation = read_observation(run_dir, request.num_steps)
+    logprobs = _logprobs(config, request.num_steps, run_dir) if LOGPROBS in request.stages else None
     if request.write_reference is not None:
-        write_reference(reference_of(observation, settings, _source(config)), request.write_reference)
+        write_reference(reference_of(observation, settings, _source(config), _reference_logprobs(logprobs)),
+                        request.write_reference)
     probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
-    stages = tuple(_stage(name, observation, reference, request, probe) if name in request.stages else skipped(name)
-                   for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS))
+    stages = tuple(_stage(name, observation, reference, request, probe, logprobs) if name in request.stages
+                   else skipped(name) for name in STAGES)
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 
@@ -92,7 +97,7 @@ def run_gate(request: GateRequest) -> GateReport:
 def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:
     """The run stopped on a failed server or request: the outputs stage fails with why; nothing else was judged."""
     out = []
-    for name in (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS):
+    for name in STAGES:
         if name not in chosen and name != OUTPUTS:
             out.append(skipped(name))
         elif name == OUTPUTS:  # a crash fails the gate even with --skip outputs: nothing else could be judged
@@ -110,8 +115,41 @@ def _where(request: GateRequest) -> str:
     return where
 
 
+@dataclass(frozen=True)
+class _LogprobsSides:
+    now: LogprobsRun  # at k
+    baseline: LogprobsRun | None  # k = 0 of this run; None where the gate does not control k (--base-url)
+
+
+def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path) -> _LogprobsSides:
+    """Ask for logprobs at k and, where the gate sets k, at k = 0 (logprobs_collect.py)."""
+    from specbench.gate.logprobs_collect import embedded_logprobs, launched_logprobs, server_logprobs
+
+    if config.is_embedded:
+        return _LogprobsSides(embedded_logprobs(config, num_steps), embedded_logprobs(config, 0))
+    if config.server_cmd is None:
+        return _LogprobsSides(server_logprobs(config, f"k={num_steps} server"), None)
+    sides = []
+    for k in (num_steps, 0):
+        try:
+            sides.append(launched_logprobs(config, k, run_dir / "servers"))
+        except ServerLaunchFailed as err:  # it launched for the sweep: say why, as N/A, the outputs stage judged
+            sides.append(LogprobsRun(f"k={k}", None, f"the k={k} server did not launch again: {err}"))
+        if sides[0].samples is None:  # no logprobs at k: nothing to compare a k = 0 launch with
+            return _LogprobsSides(sides[0], None)
+    return _LogprobsSides(*sides)
+
+
+def _reference_logprobs(sides: _LogprobsSides | None) -> LogprobsRun | None:
+    if sides is None:
+        return None
+    if sides.baseline is not None:
+        return sides.baseline
+    return dataclasses.replace(sides.now, label=sides.now.label.split()[0] + " server (no k = 0 run)")
+
+
 def _stage(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
-           probe: Probe | None) -> StageResult:
+           probe: Probe | None, logprobs: _LogprobsSides | None) -> StageResult:
     t = request.tolerances
     if name == LOSSLESS:
         if observation.baseline_outputs is not None:
@@ -119,6 +157,13 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
         greedy = None if reference is None else reference.greedy_outputs
         source = "" if reference is None else f"reference file, {reference.greedy_source}"
         return lossless_stage(observation.spec_outputs, greedy, source, t, probe)
+    if name == LOGPROBS:
+        assert logprobs is not None
+        baseline = logprobs.baseline
+        if baseline is None and reference is not None:
+            baseline = reference.logprobs and dataclasses.replace(
+                reference.logprobs, label=f"reference file, {reference.logprobs.label}")
+        return logprobs_stage(logprobs.now, baseline, logprobs_tolerance(t, request.sweep))
     if name == ACCURACY:
         return accuracy_stage(observation.accuracy, None if reference is None else reference.accuracy, t)
     if name == ACCEPTANCE:

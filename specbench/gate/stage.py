@@ -17,9 +17,7 @@ class Status(enum.Enum):
 
 LOSSLESS, LOGPROBS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS = (
     "lossless", "logprobs", "accuracy", "acceptance", "speed", "outputs")
-STAGES = (LOSSLESS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS)  # run in this order
-NOT_IMPLEMENTED = {LOGPROBS: "the logprobs stage needs `specbench serve` logprobs (top-n and prompt logprobs), "
-                             "which are not implemented yet"}
+STAGES = (LOSSLESS, LOGPROBS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS)  # run in this order
 
 
 @dataclass(frozen=True)
@@ -38,23 +36,20 @@ def skipped(name: str) -> StageResult:
 
 
 def parse_skip(text: str | None) -> frozenset[str]:
-    """'speed,accuracy' -> the names; an unknown name fails listing the stages; the logprobs stage, not built yet,
-    may be skipped (a no-op) but not requested."""
+    """'speed,accuracy' -> the names; an unknown name fails listing the stages."""
     names = frozenset(n.strip() for n in (text or "").split(",") if n.strip())
-    unknown = sorted(names - set(STAGES) - set(NOT_IMPLEMENTED))
+    unknown = sorted(names - set(STAGES))
     if unknown:
         raise SpecbenchError(f"--skip {', '.join(unknown)}: unknown stage; stages: {', '.join(STAGES)}")
     return names
 
 
 def check_requested(only: str | None) -> tuple[str, ...]:
-    """--stages: the stages to run (default all); the logprobs stage is refused as not implemented."""
+    """--stages: the stages to run (default all)."""
     if only is None:
         return STAGES
     names = tuple(n.strip() for n in only.split(",") if n.strip())
     for name in names:
-        if name in NOT_IMPLEMENTED:
-            raise SpecbenchError(f"--stages {name}: not implemented yet: {NOT_IMPLEMENTED[name]}")
         if name not in STAGES:
             raise SpecbenchError(f"--stages {name}: unknown stage; stages: {', '.join(STAGES)}")
     return tuple(s for s in STAGES if s in names)

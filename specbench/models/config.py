@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.attention.kinds import AttentionKind
 from specbench.errors import SpecbenchError
+from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
 from specbench.models.moe_config import MoeConfig
@@ -59,6 +61,8 @@ class ModelConfig:
     moe_layer_ids: tuple[int, ...] = ()  # layers whose MLP is `moe`; the others are dense (intermediate_size)
     # RoPE rotates the first rotary_dim dims of each head and passes the rest through (GLM-4.5); None: all of them.
     rotary_dim: int | None = None
+    # [num_hidden_layers] each layer's attention kind (full, sliding window); () = every layer full attention.
+    attention_kinds: tuple[AttentionKind, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -73,6 +77,8 @@ class ModelConfig:
         bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
         if bad:
             raise SpecbenchError(f"MoE layer ids {bad} out of range [0, {self.num_hidden_layers})")
+        if self.attention_kinds and len(self.attention_kinds) != self.num_hidden_layers:
+            raise SpecbenchError(f"{len(self.attention_kinds)} attention kinds for {self.num_hidden_layers} layers")
 
     @property
     def q_size(self) -> int:
@@ -122,7 +128,6 @@ class ModelConfig:
         shape = validated_shape(hf)
         heads = shape.num_attention_heads
         theta, scaling = _rope(shape)
-        _reject_sliding_window(shape)
         moe, moe_layer_ids = moe_from_hf(architecture, shape)
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
@@ -149,6 +154,7 @@ class ModelConfig:
             moe=moe,
             moe_layer_ids=moe_layer_ids,
             rotary_dim=_rotary_dim(architecture, shape, head_dim),
+            attention_kinds=attention_kinds_from_hf(shape),
         )
 
 
@@ -207,16 +213,6 @@ def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int |
         return None
     rotary_dim = int(head_dim * (0.5 if factor is None else factor))
     return None if rotary_dim == head_dim else rotary_dim
-
-
-def _reject_sliding_window(shape: HFConfigShape) -> None:
-    # Qwen2/3 carry a `sliding_window` value that only applies when `use_sliding_window` is set;
-    # Mistral and Mixtral apply it whenever it is not null.
-    window = shape.sliding_window
-    always = shape.model_type in ("mistral", "mixtral")
-    enabled = shape.use_sliding_window if shape.use_sliding_window is not None else always
-    if enabled and window is not None and window < shape.max_position_embeddings:
-        raise SpecbenchError(f"sliding-window attention (window {window}) is not supported")
 
 
 def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:

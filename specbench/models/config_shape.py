@@ -66,6 +66,8 @@ class HFConfigShape(_Shape):
     eos_token_id: _TokenId | list[_TokenId] | None = None
     sliding_window: _Size | None = None
     use_sliding_window: bool | None = None
+    max_window_layers: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] | None = None  # Qwen2/3: lower layers full
+    layer_types: list[str] | None = None  # per layer "full_attention" | "sliding_attention" (models/config_attention.py)
     dtype: str | None = None
     torch_dtype: str | None = None
     # Mixture of experts (Qwen3-MoE; models/config_moe.py reads them). transformers < 5 writes `num_experts`,

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from specbench.attention.backend import AttentionBackend
+from specbench.attention.kind_invariants import check_layer_kinds
+from specbench.attention.layer_kinds import LayerKinds
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -164,6 +166,7 @@ class DecoderLM(nn.Module):
                 config.hidden_size, config.vocab_size, bias=False
             )
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
+        self.layer_kinds = LayerKinds.of(config.attention_kinds, config.num_hidden_layers)
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -205,8 +208,12 @@ class DecoderLM(nn.Module):
         bad = [i for i in aux_layer_ids if not 0 <= i <= num_layers]
         if bad:
             raise SpecbenchError(f"aux hidden-state layer ids {bad} out of range [0, {num_layers}]")
+        # Every forward (each draft step and graph replay included) rebuilds its kinds' metadata from its own positions.
+        md = self.layer_kinds.attach(md, phase)
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
+            if self.attn_backend.check_invariants:
+                check_layer_kinds(md, self.layer_kinds.kinds, phase)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         hidden, residual = self.embed_tokens(input_ids), None
         captured: dict[int, torch.Tensor] = {}

@@ -1,5 +1,5 @@
-"""Comma-list options (the sweep's --concurrency, --num-steps, --temperature; the selftest's --seeds with ranges):
-text to values and back."""
+"""Comma-list options (the sweep's --concurrency, --num-steps, --temperature, --speed-bench-categories; the selftest's
+--seeds with ranges): text to values and back."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
         except ValueError:
             raise SpecbenchError(f"{flag}: {item!r} is not an integer (expected e.g. 1,16,64)") from None
     return tuple(dict.fromkeys(values))
+
+
+def parse_name_list(text: str, flag: str) -> tuple[str, ...]:
+    """"coding,math" -> ("coding", "math"), duplicates dropped, order kept."""
+    return tuple(dict.fromkeys(_items(text, flag)))
 
 
 def parse_temperature_list(text: str) -> tuple[float | None, ...]:

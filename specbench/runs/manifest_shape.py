@@ -33,6 +33,7 @@ class WorkloadShape(_Shape):
 class TargetShape(_Shape):
     path: str | None = None
     weights_sha256: str | None = None  # None: not hashed (a server's model)
+    architecture: dict[str, Any] | None = None  # models/architecture_record.py; None: a server's model, older runs
 
 
 class ModelsShape(_Shape):
@@ -88,7 +89,8 @@ def check_manifest(manifest: Any, schema_version: int, what: str) -> dict[str, A
     if manifest["schema_version"] != schema_version:
         raise SpecbenchError(
             f"{what}: results schema version {manifest['schema_version']!r} differs from this specbench's "
-            f"{schema_version}"
+            f"{schema_version} (docs/RESULTS_SCHEMA.md); open it with the specbench that wrote it, or read its "
+            "parquet files directly"
         )
     try:
         ManifestShape.model_validate(manifest)

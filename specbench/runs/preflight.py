@@ -13,7 +13,9 @@ from specbench.workloads.base import Sample
 
 def workload_options(config: SweepConfig) -> dict[str, Any]:
     """Factory options the user set (the workload rejects those it does not take, naming what it supports)."""
-    options = {"num_shots": config.shots, "input_len": config.input_len, "output_len": config.output_len}
+    options = {"num_shots": config.shots, "input_len": config.input_len, "output_len": config.output_len,
+               "path": config.speed_bench_data, "split": config.speed_bench_split,
+               "categories": config.speed_bench_categories}
     if config.workload == "random" and config.limit is not None:
         options["num_prompts"] = config.limit
     return {name: value for name, value in options.items() if value is not None}

@@ -61,11 +61,12 @@ from specbench.metrics.specs import (
 )
 from specbench.runs.anomalies import AnomalyKind, kinds_doc
 
-SCHEMA_VERSION = 4  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+SCHEMA_VERSION = 5  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
 # "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
-# run order, baseline drift and speedup-bound flags; metrics recomputed (is_metrics_consistent); per-request
-# acceptance histogram, degenerate loops, acceptance windows and drift
+# run order, baseline drift and speedup-bound flags; 5: metrics recomputed (is_metrics_consistent,
+# metrics_mismatch); per-request acceptance histogram and quantiles, degenerate loops, acceptance windows and drift
+# (cells and requests); the server's prefix-cache hit rate (prefix_cache_*)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -222,7 +223,8 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("request_index", I64, "submission order within the cell"),
     ("sample_id", STR, "workload sample id (stable across runs)"),
     ("category", STR, "sample category"),
-    ("subcategory", STR, "spec_bench: MT-Bench category of its mt_bench questions; else null"),
+    ("subcategory", STR, "spec_bench: MT-Bench category of its mt_bench questions; speed_bench: the row's "
+     "sub_category; else null"),
     ("turn", I64, "0-based turn; turn t+1 carries the model's own answer to turn t"),
     ("scheduled_time", F64, "Poisson/gamma arrival target (first turns under a finite or ramped rate); else null"),
     ("arrival_time", F64, "when the request became eligible to run; HTTP: when it was sent (TTFT/E2E start here)"),
@@ -363,7 +365,10 @@ def schema_markdown() -> str:
             f"| `{name}` | {dtype} | {doc.replace('|', '/')} |" for name, dtype, doc in specs
         ]
 
-    lines = ["#### Key columns (first in every table)", "", *rows(KEY_COLUMNS), ""]
+    lines = [f"Results schema version {SCHEMA_VERSION} (`schema_version` in manifest.json). `compare` and `--resume` "
+             "refuse a run directory of another version with one error naming both versions: read it with the "
+             "specbench that wrote it, or as plain parquet.", "",
+             "#### Key columns (first in every table)", "", *rows(KEY_COLUMNS), ""]
     for table, specs in TABLES.items():
         lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
     lines += ["#### `recommendations.parquet` (sweeps with several num-steps values)", "",

@@ -13,8 +13,17 @@ from specbench.config import ENGINE_OPTION_NAMES, Allowed, EngineConfig, option,
 from specbench.errors import SpecbenchError
 from specbench.runs import deadlines
 from specbench.runs.cell_key import DEFAULT_TEMPERATURE
-from specbench.runs.comma_lists import format_int_list, format_temperature_list, parse_int_list, parse_temperature_list
+from specbench.runs.comma_lists import (
+    format_int_list,
+    format_temperature_list,
+    parse_int_list,
+    parse_name_list,
+    parse_temperature_list,
+)
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
+from specbench.workloads.speed_bench_layout import DEFAULT_DIR_NAME as SPEED_BENCH_DIR
+from specbench.workloads.speed_bench_layout import DEFAULT_SPLIT as SPEED_BENCH_DEFAULT_SPLIT
+from specbench.workloads.speed_bench_layout import SPLITS as SPEED_BENCH_SPLITS
 
 # Where results go and how they are shown: free to differ when a run is resumed.
 # The side-call deadlines bound how long a broken server may stall a run, not what a cell measures.
@@ -32,7 +41,7 @@ MAX_WARMUP = 1024  # an explicit --warmup above this is refused (unmeasured requ
 # checked with the models (specbench.compare.run_info).
 MEASUREMENT_SETTINGS = (
     "workload", "limit", "shots", "chat_template", "max_tokens", "ignore_eos", "stop", "input_len", "output_len",
-    "top_p", "top_k", "request_rate", "burstiness", "warmup", "seed",
+    "speed_bench_split", "speed_bench_categories", "top_p", "top_k", "request_rate", "burstiness", "warmup", "seed",
     # the load pattern: a ramp, a duration bound or a warm prefix cache change every latency measured
     "duration", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "cache_reset",
 )
@@ -46,7 +55,8 @@ MEASUREMENT_SETTINGS = (
 #   the gsm8k/mtbench presets run the whole split once.
 DEFAULT_SWEEP_NUM_STEPS = (0, 3)
 DEFAULT_NUM_PROMPTS = 50
-SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench")  # datasets sampled by default (own prompt files: all)
+# datasets sampled by default (own prompt files: all)
+SAMPLED_WORKLOADS = ("gsm8k", "mt_bench", "spec_bench", "speed_bench")
 DEFAULT_SAMPLE_REPEATS = 3
 CONFIRM_ABOVE_S = 30 * 60  # a longer estimated sweep started from a terminal needs --yes
 SPECULATIVE_NUM_STEPS = (0, 1, 3, 5)  # --num-steps when not given, with an explicit speculative --method
@@ -83,6 +93,10 @@ def _parse_num_steps(text: str | None) -> tuple[int, ...] | None:
     return None if text is None else parse_int_list(text, "--num-steps")
 
 
+def _parse_names(text: str | None) -> tuple[str, ...] | None:  # --speed-bench-categories
+    return None if text is None else parse_name_list(text, "--speed-bench-categories")
+
+
 def _parse_goodput(values: list[str] | None) -> tuple[str, ...]:  # --goodput is repeatable
     return tuple(values or ())
 
@@ -93,16 +107,17 @@ class SweepConfig:
     these fields (cli/sweep_options.py); the engine's own options are EngineConfig's group."""
 
     # workload
-    workload: str = option("gsm8k", "gsm8k | mt_bench | spec_bench | random | file:PATH (JSONL prompt/messages, "
-                           "ShareGPT JSON)", aliases=("-w",))
+    workload: str = option("gsm8k", "gsm8k | mt_bench | spec_bench | speed_bench (a local SPEED-Bench copy) | "
+                           "random | file:PATH (JSONL prompt/messages, ShareGPT JSON)", aliases=("-w",))
     # None: $SPECBENCH_DATA_DIR, ../shared/data, the hub (workloads.data)
     data_dir: str | None = option(
-        None, "local data root (gsm8k/, mt_bench/, spec_bench/ in upstream formats); else $SPECBENCH_DATA_DIR, else "
-        "../shared/data beside the current directory or the checkout, else the hub")
+        None, "local data root (gsm8k/, mt_bench/, spec_bench/, speed_bench/ in upstream formats); else "
+        "$SPECBENCH_DATA_DIR, else ../shared/data beside the current directory or the checkout, else the hub")
     # N samples (None: all): the first N, or seeded across categories (workloads.questions). On the command line
     # not given means the default sample (default_limit) and 0 means all.
     limit: int | None = option(
-        None, "prompts per cell: the first N (mt_bench, spec_bench: a seeded sample across categories); 0 = all "
+        None, "prompts per cell: the first N (mt_bench, spec_bench, speed_bench: a seeded sample across categories); "
+        "0 = all "
         f"(default: {DEFAULT_NUM_PROMPTS} of {'/'.join(SAMPLED_WORKLOADS)}, else all)",
         flag="--num-prompts", aliases=("--limit", "-n"), bounds=AT_LEAST_ONE)
     shots: int | None = option(  # None: the workload's
@@ -114,6 +129,17 @@ class SweepConfig:
         None, "max new tokens (default: the workload's)", bounds=AT_LEAST_ONE)
     input_len: int | None = option(None, "random workload prompt length", bounds=AT_LEAST_ONE)
     output_len: int | None = option(None, "random workload output length", bounds=AT_LEAST_ONE)
+    # speed_bench: where the local copy is and what of it to run (workloads/speed_bench_layout.py); None: the
+    # workload's defaults (<data root>/speed_bench, the qualitative split, every category)
+    speed_bench_data: str | None = option(
+        None, "speed_bench: a local SPEED-Bench copy (never downloaded): a folder holding <split>/ folders (the hub "
+        "snapshot resolved by specdec_bench's prepare_data.py, e.g. data/speed), a split's folder, or one .parquet/"
+        f".jsonl file (default: <data root>/{SPEED_BENCH_DIR})")
+    speed_bench_split: str | None = option(
+        None, f"speed_bench split: {' | '.join(SPEED_BENCH_SPLITS)} (default {SPEED_BENCH_DEFAULT_SPLIT})")
+    speed_bench_categories: tuple[str, ...] | None = option(
+        None, "speed_bench categories to run, e.g. coding,math (throughput splits: low_entropy,mixed,high_entropy; "
+        "default: all)", parse=_parse_names)
     # grid: the cartesian product of these three, times `repeats`
     concurrency: tuple[int, ...] = option(
         (1,), "requests in flight, e.g. 1,16,64", aliases=("-c",),
@@ -259,7 +285,7 @@ class SweepConfig:
         values = {**options_added_later(), **data}  # a run recorded before an option existed keeps its behaviour
         values["request_rate"] = float(values.get("request_rate", math.inf))
         for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance",
-                     "goodput"):
+                     "goodput", "speed_bench_categories"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls.from_flat(values)

@@ -42,6 +42,7 @@ def run_dir(tiny_model_dir, tiny_draft_dir, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     result = _cli(_sweep_args(tiny_model_dir, tiny_draft_dir, results, "--run-id", "grid"))
     assert "8 cells run" in result.output and "c=3 k=2" in result.output
+    assert "(llama 2L h" in result.output and "full attention)" in result.output  # the target, in words
     return results / "grid"
 
 
@@ -65,6 +66,9 @@ def test_manifest_records_models_data_and_config(run_dir, tiny_model_dir):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     weights = hashlib.sha256((tiny_model_dir / "model.safetensors").read_bytes()).hexdigest()
     assert manifest["models"]["target"]["weights_sha256"] == weights
+    architecture = manifest["models"]["target"]["architecture"]
+    assert architecture["architecture"] == "llama" and architecture["num_layers"] == 2
+    assert architecture["num_experts"] == 0 and architecture["num_params"] == architecture["num_active_params"]
     for data_file in manifest["workload"]["data_files"]:
         assert data_file["sha256"] == hashlib.sha256((data_dir() / data_file["name"]).read_bytes()).hexdigest()
     assert manifest["config"]["concurrency"] == [1, 3] and manifest["config"]["label"] == "before"

@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+from specbench.runs.schema import SCHEMA_VERSION
 from tests.support.compare_fixtures import RunSpec, write_run
 
 RESAMPLES = ["--resamples", "300"]
@@ -199,6 +200,9 @@ def _drop(run, name):
         ("bad_manifest", "manifest.json: not readable JSON"),
         ("foreign_manifest", "not a specbench manifest (no schema_version)"),
         ("old_schema", "results schema version 0 differs"),
+        # a run written before the columns of the current version existed (their tables lack them)
+        ("previous_schema", (f"results schema version {SCHEMA_VERSION - 1} differs from this specbench's "
+                             f"{SCHEMA_VERSION} (docs/RESULTS_SCHEMA.md); open it with the specbench that wrote it")),
         ("foreign_parquet", "not a specbench cells table (missing columns: run_id, cell_id"),
         ("no_overlap", "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency)"),
     ],
@@ -228,6 +232,11 @@ def test_bad_input_is_one_clear_error(setup, message, results, tmp_path, monkeyp
         elif setup == "old_schema":
             manifest = json.loads((run / "manifest.json").read_text())
             (run / "manifest.json").write_text(json.dumps({**manifest, "schema_version": 0}))
+        elif setup == "previous_schema":
+            manifest = json.loads((run / "manifest.json").read_text())
+            (run / "manifest.json").write_text(json.dumps({**manifest, "schema_version": SCHEMA_VERSION - 1}))
+            cells = pd.read_parquet(run / "cells.parquet")
+            cells.drop(columns=["is_metrics_consistent", "prefix_cache_hit_rate"]).to_parquet(run / "cells.parquet")
         elif setup == "foreign_parquet":
             pd.DataFrame({"x": [1, 2]}).to_parquet(run / "cells.parquet")
     code, out, err = _main(["compare", str(results / "base"), target, "--results-dir", str(tmp_path)], monkeypatch,

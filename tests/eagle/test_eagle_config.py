@@ -96,3 +96,11 @@ def test_engine_config_and_cli_parsing():
     with pytest.raises(SpecbenchError, match="eagle_aux_convention"):
         EngineConfig(target="t", eagle_aux_convention="plus-one")
     assert EngineConfig(target="t", eagle_aux_layer_ids=[1, 2]).eagle_aux_layer_ids == (1, 2)
+
+
+def test_a_head_with_a_sliding_window_is_refused():
+    """The head's forward attends over its whole cache: a window its config declares would be silently dropped."""
+    windowed = {**LLAMA, "model_type": "mistral", "sliding_window": 8}
+    with pytest.raises(SpecbenchError, match="EAGLE heads with sliding-window attention are not supported"):
+        parse_head_config(windowed, EAGLE1_KEYS)
+    assert parse_head_config({**windowed, "sliding_window": None}, EAGLE1_KEYS).layer.attention_kinds == ()

@@ -27,8 +27,10 @@ def _row(out: str, stage: str) -> list[str]:
 # --- user errors: exit 2, one line, nothing run -------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
-    (["--skip", "latency"], "--skip latency: unknown stage; stages: lossless, accuracy, acceptance, speed, outputs"),
-    (["--stages", "logprobs"], "not implemented yet"),
+    (["--skip", "latency"], "--skip latency: unknown stage; stages: lossless, logprobs, accuracy, acceptance, speed, "
+                            "outputs"),
+    (["--stages", "latency"], "--stages latency: unknown stage"),
+    (["--logprobs-atol", "0"], "--logprobs-atol 0.0: out of range"),
     (["--base-url", "http://127.0.0.1:9", "--server-cmd", "x {port}"], "pass one of them"),
     (["--reference", "/nonexistent/ref.json", "--target", "x"], "cannot read gate reference /nonexistent/ref.json"),
     (["-k", "0"], "the gate needs k >= 1"),
@@ -59,10 +61,11 @@ def test_a_launched_server_passes_against_its_reference_and_a_dying_one_fails_ou
                                    "--report-md", str(tmp_path / "gate.md")], monkeypatch, capsys)
     assert code == 0, out + err
     assert out.startswith("## specbench gate: PASS") and (tmp_path / "gate.md").read_text() == out
-    assert [_row(out, s)[1] for s in ("lossless", "accuracy", "acceptance", "speed", "outputs")] == \
-        ["PASS", "PASS", "PASS", "N/A", "PASS"]  # speed: one repeat a side, no verdict on noise
+    assert [_row(out, s)[1] for s in ("lossless", "logprobs", "accuracy", "acceptance", "speed", "outputs")] == \
+        ["PASS", "N/A", "PASS", "PASS", "N/A", "PASS"]  # speed: one repeat a side, no verdict on noise
+    assert _row(out, "logprobs")[5].startswith("no logprobs: ")  # the stand-in streams only, and sends none
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite.get("tests") == "5" and suite.get("failures") == "0"
+    assert suite.get("tests") == "6" and suite.get("failures") == "0"
 
     code, out, err = run_gate_cli([*_server_args(tmp_path, "--die-at-num-steps", "2"), "--reference", str(ref),
                                    "--junit", str(junit)], monkeypatch, capsys)
@@ -96,9 +99,11 @@ def test_a_clean_engine_passes_every_stage_against_a_clean_reference(gate_pair, 
     code, out, err = run_gate_cli([*engine_args(gate_pair), "--reference", str(clean_reference),
                                    "--results-dir", str(tmp_path)], monkeypatch, capsys)
     assert code == 0, out + err
-    statuses = {s: _row(out, s)[1] for s in ("lossless", "accuracy", "acceptance", "speed", "outputs")}
-    assert statuses == {"lossless": "PASS", "accuracy": "PASS", "acceptance": "PASS", "speed": "N/A",
-                        "outputs": "PASS"}, out
+    statuses = {s: _row(out, s)[1] for s in ("lossless", "logprobs", "accuracy", "acceptance", "speed", "outputs")}
+    assert statuses == {"lossless": "PASS", "logprobs": "PASS", "accuracy": "PASS", "acceptance": "PASS",
+                        "speed": "N/A", "outputs": "PASS"}, out
+    # the embedded engine's own k = 0 logprobs, fp32 on CPU: the tight tolerance
+    assert "outputs vs k=0: 0/" in _row(out, "logprobs")[2] and "(fp32 engine)" in _row(out, "logprobs")[3]
     assert "AL " in _row(out, "acceptance")[2] and "(ref " in _row(out, "acceptance")[2]
 
 
@@ -168,6 +173,6 @@ def test_an_engine_that_raises_fails_outputs_with_the_crash(gate_pair, tmp_path,
     assert out.startswith("## specbench gate: FAIL (outputs)") and "Traceback" not in out + err
     row = _row(out, "outputs")
     assert row[1] == "FAIL" and row[5].startswith("crashed: IndexError: verify row")
-    assert {_row(out, s)[1] for s in ("lossless", "accuracy", "acceptance", "speed")} == {"N/A"}
+    assert {_row(out, s)[1] for s in ("lossless", "logprobs", "accuracy", "acceptance", "speed")} == {"N/A"}
     assert "crashed: IndexError" in ET.parse(junit).getroot().find("testsuite/testcase[@name='outputs']/failure"
                                                                      ).get("message")

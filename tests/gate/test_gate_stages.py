@@ -156,12 +156,11 @@ def test_reference_round_trips_and_refuses_other_settings_and_bad_files(tmp_path
         read_reference(path)
 
 
-def test_stage_names_are_checked_and_logprobs_is_not_implemented():
+def test_stage_names_are_checked():
     assert parse_skip("speed, accuracy") == {"speed", "accuracy"}
-    with pytest.raises(SpecbenchError, match="unknown stage; stages: lossless, accuracy"):
+    with pytest.raises(SpecbenchError, match="unknown stage; stages: lossless, logprobs, accuracy"):
         parse_skip("latency")
     assert check_requested(None) == STAGES
-    with pytest.raises(SpecbenchError, match="not implemented yet"):
-        check_requested(LOGPROBS)
+    assert check_requested(f"outputs,{LOGPROBS}") == (LOGPROBS, "outputs")
     with pytest.raises(SpecbenchError, match="out of range"):
         Tolerances(acceptance_rtol=-1)

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 from tests.support.tiny_models import build_tiny_model, derive_draft
 
 from specbench import LLM, SamplingParams
-from specbench.errors import SpecbenchError
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.models.config import ModelConfig
 from specbench.models.loader import load_model
 from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
@@ -72,8 +72,8 @@ def test_config_and_refusals(mixtral_dirs):
     config = ModelConfig.from_hf(hf)
     assert config.architecture == "mixtral" and config.moe_layer_ids == (0, 1) and not config.use_qk_norm
     assert config.moe.moe_intermediate_size == 48 and config.moe.norm_topk_prob and config.moe.num_experts == 4
-    with pytest.raises(SpecbenchError, match="sliding-window attention \\(window 64\\) is not supported"):
-        ModelConfig.from_hf({**hf, "sliding_window": 64})
+    assert config.attention_kinds == ()  # no window: every layer full attention
+    assert ModelConfig.from_hf({**hf, "sliding_window": 64}).attention_kinds == (SlidingWindowAttention(64),) * 2
 
 
 @torch.no_grad()

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from specbench.attention import create_backend
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.errors import SpecbenchError
 from specbench.models import DecoderLM, ModelConfig, RopeScaling, get_preset, preset_names
 
@@ -63,8 +64,8 @@ def test_old_style_rope_type_key_and_mistral():
     hf = {**LLAMA31_8B, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": None,
           "rope_scaling": {"type": "linear", "factor": 2.0}}
     assert ModelConfig.from_hf(hf).rope_scaling == RopeScaling("linear", 2.0)
-    with pytest.raises(SpecbenchError, match="sliding-window"):
-        ModelConfig.from_hf({**hf, "sliding_window": 4096})
+    windowed = ModelConfig.from_hf({**hf, "sliding_window": 4096}).attention_kinds
+    assert windowed == (SlidingWindowAttention(4096),) * hf["num_hidden_layers"]
 
 
 @pytest.mark.parametrize(

@@ -86,13 +86,14 @@ def _hf_config(arch: str, *, num_layers, hidden, heads, kv_heads, intermediate, 
     from transformers import (
         Glm4MoeConfig,
         LlamaConfig,
+        MistralConfig,
         MixtralConfig,
         Qwen2Config,
         Qwen3Config,
         Qwen3MoeConfig,
     )
 
-    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config, "qwen3_moe": Qwen3MoeConfig,
+    cls = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config, "qwen3_moe": Qwen3MoeConfig,
            "mixtral": MixtralConfig, "glm4_moe": Glm4MoeConfig}[arch]
     rope = {"rope_type": "default", **(rope_scaling or {}), "rope_theta": rope_theta}
     return cls(

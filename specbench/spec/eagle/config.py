@@ -167,6 +167,8 @@ def _layer_config(layer_hf: dict) -> ModelConfig:
     config = ModelConfig.from_hf(layer_hf)
     if config.num_hidden_layers < 1:
         raise SpecbenchError("EAGLE head config has num_hidden_layers < 1")
+    if config.attention_kinds:  # the head's forward attends causally over its whole cache
+        raise SpecbenchError("EAGLE heads with sliding-window attention are not supported")
     return config
 
 

@@ -1,0 +1,105 @@
+"""What a run's target is, as the manifest records it and summaries and compare print it: the architecture, its
+size, its experts and its attention, so that a before/after of a MoE or sliding-window run says what it ran on.
+
+One record per model config (ModelConfig -> ArchitectureRecord); the label is derived from the record, so the
+manifest, the sweep summary and compare print the same words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.attention.kinds import SlidingWindowAttention
+from specbench.models.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class ArchitectureRecord:
+    architecture: str  # ModelConfig.architecture ("llama", "qwen3_moe", ...)
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    num_params: int  # every parameter (tied embeddings once)
+    num_active_params: int  # what one token reads: unrouted experts left out (== num_params for a dense model)
+    num_experts: int  # routed experts per MoE layer; 0: dense
+    num_experts_per_token: int  # top-k routing; 0: dense
+    num_moe_layers: int
+    shared_expert_size: int  # the shared expert's width; 0: none
+    attention: str  # the layers' attention kinds, e.g. "full" or "window 4096 on 24 of 48 layers, full elsewhere"
+
+    def label(self) -> str:
+        """One line: `qwen3_moe 48L h2048 30.5B (3.3B active), 128 experts top-8 on 48 layers, full attention`."""
+        size = _billions(self.num_params)
+        if self.num_active_params != self.num_params:
+            size += f" ({_billions(self.num_active_params)} active)"
+        parts = [f"{self.architecture} {self.num_layers}L h{self.hidden_size} {size}"]
+        if self.num_experts:
+            shared = f" + shared {self.shared_expert_size}" if self.shared_expert_size else ""
+            parts.append(f"{self.num_experts} experts top-{self.num_experts_per_token}{shared} "
+                         f"on {self.num_moe_layers} layers")
+        parts.append("full attention" if self.attention == "full" else f"sliding-window attention ({self.attention})")
+        return ", ".join(parts)
+
+
+def architecture_record(config: ModelConfig) -> ArchitectureRecord:
+    moe = config.moe
+    return ArchitectureRecord(
+        architecture=config.architecture,
+        num_layers=config.num_hidden_layers,
+        hidden_size=config.hidden_size,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        head_dim=config.head_dim,
+        num_params=config.num_params(),
+        num_active_params=config.num_active_params(),
+        num_experts=moe.num_experts if moe is not None else 0,
+        num_experts_per_token=moe.num_experts_per_tok if moe is not None else 0,
+        num_moe_layers=len(config.moe_layer_ids),
+        shared_expert_size=moe.shared_intermediate_size if moe is not None else 0,
+        attention=attention_text(config),
+    )
+
+
+def attention_text(config: ModelConfig) -> str:
+    """The layers' attention kinds in words: "full", "window 4096" (every layer), or "window 128 on 12 of 24 layers,
+    full elsewhere" (alternating local/global). No kinds declared: every layer attends to its whole context."""
+    windows = [kind.window if isinstance(kind, SlidingWindowAttention) else None for kind in config.attention_kinds]
+    sizes = sorted({w for w in windows if w is not None})
+    if not sizes:
+        return "full"
+    num_windowed = sum(w is not None for w in windows)
+    text = "window " + "/".join(str(w) for w in sizes)
+    if num_windowed == config.num_hidden_layers:
+        return text
+    return f"{text} on {num_windowed} of {config.num_hidden_layers} layers, full elsewhere"
+
+
+def record_entry(config: ModelConfig) -> dict[str, Any]:
+    """The manifest's `models.target.architecture` object."""
+    return dataclasses.asdict(architecture_record(config))
+
+
+def label_from_entry(entry: Any) -> str:
+    """The label of a manifest's architecture object; "-" when absent (an HTTP server's model, an older run) or
+    not the shape this module writes."""
+    if not isinstance(entry, dict):
+        return "-"
+    names = {f.name for f in dataclasses.fields(ArchitectureRecord)}
+    if set(entry) != names:
+        return "-"
+    try:
+        return ArchitectureRecord(**entry).label()
+    except (TypeError, ValueError):
+        return "-"
+
+
+def _billions(num: int) -> str:
+    if num >= 10**9:
+        return f"{num / 1e9:.1f}B"
+    if num >= 10**6:
+        return f"{num / 1e6:.1f}M"
+    return f"{num / 1e3:.1f}K"

@@ -1,0 +1,45 @@
+"""Each layer's attention kind, from a Hugging Face config: `layer_types` when given, else the architecture's rule.
+
+- Mistral / Mixtral: `sliding_window` w, when not null, windows every layer.
+- Qwen2 / Qwen3: `sliding_window` applies only with `use_sliding_window`, to layers >= `max_window_layers`
+  (transformers' default `layer_types` for them).
+- `layer_types` (transformers >= 4.53; Gemma-2/3, gpt-oss, Qwen): "full_attention" or "sliding_attention" per layer.
+A window at least `max_position_embeddings` long never hides a key: that layer is full attention.
+"""
+
+from __future__ import annotations
+
+from specbench.attention.kinds import AttentionKind, FullAttention, SlidingWindowAttention
+from specbench.errors import SpecbenchError
+from specbench.models.config_shape import HFConfigShape
+
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+_ALWAYS_WINDOWED = ("mistral", "mixtral")  # model types whose `sliding_window` needs no `use_sliding_window`
+_QWEN = ("qwen2", "qwen3")
+_QWEN_MAX_WINDOW_LAYERS = 28  # transformers' default for Qwen2/3 configs that do not say
+
+
+def attention_kinds_from_hf(shape: HFConfigShape) -> tuple[AttentionKind, ...]:
+    """[num_hidden_layers] kinds, or () when every layer is full attention."""
+    num_layers = shape.num_hidden_layers
+    is_qwen = shape.model_type in _QWEN
+    enabled = bool(shape.use_sliding_window) if is_qwen or shape.use_sliding_window is not None else (
+        shape.model_type in _ALWAYS_WINDOWED or shape.layer_types is not None)
+    window = shape.sliding_window if enabled else None
+    if window is None or window >= shape.max_position_embeddings:
+        return ()
+    layer_types = shape.layer_types
+    if layer_types is None:
+        max_window_layers = _QWEN_MAX_WINDOW_LAYERS if shape.max_window_layers is None else shape.max_window_layers
+        first = max_window_layers if is_qwen else 0
+        layer_types = ["sliding_attention" if i >= first else "full_attention"
+                       for i in range(num_layers)]
+    if len(layer_types) != num_layers:
+        raise SpecbenchError(f"model config field 'layer_types' lists {len(layer_types)} layers, "
+                             f"the model has {num_layers}")
+    unknown = sorted({t for t in layer_types if t not in _LAYER_TYPES})
+    if unknown:
+        raise SpecbenchError(f"unsupported attention layer type {unknown[0]!r}; supported: {', '.join(_LAYER_TYPES)}")
+    sliding = SlidingWindowAttention(window)
+    kinds = tuple(sliding if t == "sliding_attention" else FullAttention() for t in layer_types)
+    return kinds if any(k is sliding for k in kinds) else ()
