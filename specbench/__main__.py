@@ -1,3 +1,4 @@
 from specbench.cli.app import main
 
-main()
+if __name__ == "__main__":  # a spawned worker (selftest --jobs) imports this module as __mp_main__: no second CLI run
+    main()

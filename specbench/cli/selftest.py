@@ -24,32 +24,32 @@ class _FaultListHelp(TyperCommand):
 
 @app.command(cls=_FaultListHelp)
 def selftest(
-    seeds: Annotated[str, typer.Option("--seeds", help="comma list: one clean row per seed and method "
-                                       "(false-alarm check)")] = "0,1",
+    seeds: Annotated[str, typer.Option("--seeds", help="comma list of seeds and ranges (0-29, 0-3,7): one clean row "
+                                       "per seed and method (false-alarm check)")] = "0,1",
     methods: Annotated[str, typer.Option("--methods", help="comma list of speculative methods (default: every "
                                          "registered one: draft LM, EAGLE-1 and EAGLE-3 heads built from the tiny "
                                          "target, MTP shipped in a copy of it, n-gram on prompts that repeat)")] = "",
     faults: Annotated[str, typer.Option("--faults", help="comma list of faults to run (default: every fault "
-                                        "the method's proposer hosts)")] = "",
+                                        "the method's proposer hosts); none: clean rows only (false alarms over "
+                                        "many seeds)")] = "",
     checks: Annotated[str, typer.Option("--checks", help=f"comma list of {','.join(CHECKS)}")] = ",".join(CHECKS),
     num_steps: Annotated[int, typer.Option("--num-steps", "-k")] = 3,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda | auto: on CUDA the engine replays CUDA "
                                         "graphs and the invariant sweep runs with graphs on and off")] = "cpu",
+    jobs: Annotated[str, typer.Option("--jobs", "-j", help="worker processes running rows side by side | auto: "
+                                      "on CUDA min(8, CPU cores / 2), on CPU 1 (in-process, one row after "
+                                      "another); the rows are the same for any value")] = "auto",
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
-    from specbench.errors import SpecbenchError
     from specbench.selftest.coverage import coverage_verdict, format_coverage
-    from specbench.selftest.runner import format_mutation_table, selftest_coverage, selftest_ok, timed_selftest
+    from specbench.runs.comma_lists import parse_int_ranges
+    from specbench.selftest.runner import (METHODS, false_alarms, format_mutation_table, selftest_coverage, selftest_ok,
+                                           timed_selftest)
 
-    try:
-        seed_list = tuple(int(s) for s in _names(seeds))
-    except ValueError:
-        raise SpecbenchError(f"--seeds {seeds!r}: expected a comma list of integers") from None
-    from specbench.selftest.runner import METHODS
-
-    rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS, faults=_names(faults) or None,
-                                   checks=_names(checks), num_steps=num_steps, device=device, on_row=_progress)
+    rows, seconds = timed_selftest(seeds=parse_int_ranges(seeds, "--seeds"), methods=_names(methods) or METHODS,
+                                   faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
+                                   device=device, on_row=_progress, jobs=_jobs(jobs))
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
@@ -68,6 +68,8 @@ def selftest(
     print()
     print(format_coverage(coverage))
     print(coverage_verdict(coverage))
+    num_clean = sum(row.inject is None for row in rows)
+    print(f"false alarms: {len(false_alarms(rows))} of {num_clean} clean rows")
     ok = selftest_ok(rows) and coverage.is_complete
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
@@ -82,6 +84,21 @@ def _progress(row) -> None:
     seconds = sum(r.seconds for r in row.results)
     print(f"  {row.method} seed {row.seed} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
           flush=True)
+
+
+def _jobs(text: str) -> int | None:
+    """--jobs: auto (None: the library picks by device) or a positive integer."""
+    from specbench.errors import SpecbenchError
+
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise SpecbenchError(f"--jobs: {text!r} is not auto or a positive integer")
+    return jobs
 
 
 def _names(text: str) -> tuple[str, ...]:

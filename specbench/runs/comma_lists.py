@@ -1,5 +1,5 @@
-"""The sweep's comma-list options (--concurrency, --num-steps, --temperature, --speed-bench-categories): text to
-values and back."""
+"""Comma-list options (the sweep's --concurrency, --num-steps, --temperature, --speed-bench-categories; the selftest's
+--seeds with ranges): text to values and back."""
 
 from __future__ import annotations
 
@@ -59,3 +59,21 @@ def _items(text: str, flag: str) -> list[str]:
     if not text.strip() or any(not item for item in items):
         raise SpecbenchError(f"{flag}: empty value in {text!r} (expected a comma-separated list)")
     return items
+
+
+def parse_int_ranges(text: str, flag: str) -> tuple[int, ...]:
+    """"0-2,7" -> (0, 1, 2, 7): comma items, each a non-negative integer or an inclusive range low-high; duplicates
+    dropped, order kept."""
+    values: list[int] = []
+    for item in _items(text, flag):
+        low, dash, high = item.partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            raise SpecbenchError(f"{flag}: {item!r} is not an integer or a range low-high "
+                                 f"(expected e.g. 0,1 or 0-29 or 0-3,7)") from None
+        if first > last:
+            raise SpecbenchError(f"{flag}: range {item!r} runs backwards (expected low-high, e.g. 0-29)")
+        values.extend(range(first, last + 1))
+    return tuple(dict.fromkeys(values))

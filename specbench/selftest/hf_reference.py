@@ -1,5 +1,5 @@
-"""The selftest's reference engine checked against HF transformers on the seed's tiny target (the class its config
-names: LlamaForCausalLM, or Qwen3ForCausalLM for the q/k-norm variant, whose norms a Llama class would drop).
+"""The selftest's reference engine checked against HF transformers on the seed's tiny target (the class its config's
+model_type names: LlamaForCausalLM, Qwen3ForCausalLM for the q/k-norm variant; a Llama class would drop the norms).
 
 The reference engine (check/reference.py) shares no code with the fast path, but it does share the eager layers
 with it. Greedy decoding by transformers on the same weights (fp32, CPU, a full forward per token, no KV cache)
@@ -9,17 +9,16 @@ on the reference is void.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import torch
 
 from specbench.check.reference import ReferenceCrossCheck
 
 
 @torch.inference_mode()
-def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int) -> list[tuple[int, ...]]:
-    """[num_prompts] max_tokens greedy tokens each (EOS ignored), by transformers on the HF directory's weights."""
+def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int
+              ) -> tuple[str, list[tuple[int, ...]]]:
+    """The transformers class used, and [num_prompts] max_tokens greedy tokens each (EOS ignored), by transformers on
+    the HF directory's weights."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -37,20 +36,16 @@ def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens:
             logits = model(torch.tensor([ids])).logits[0, -1]  # [vocab]
             ids.append(int(logits.argmax()))
         outputs.append(tuple(ids[len(prompt):]))
-    return outputs
-
-
-def _architecture(target_dir: str) -> str:
-    return json.loads((Path(target_dir) / "config.json").read_text())["architectures"][0]
+    return type(model).__name__, outputs
 
 
 def cross_check_reference(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int,
                           reference: list[tuple[int, ...]]) -> ReferenceCrossCheck:
-    expected = hf_greedy(target_dir, prompts, max_tokens)
+    hf_class, expected = hf_greedy(target_dir, prompts, max_tokens)
     firsts = [next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None if len(got) == len(want) else 0)
               for got, want in zip(reference, expected)]
     diverged = [(r, i) for r, i in enumerate(firsts) if i is not None]
-    detail = (f"reference engine vs HF transformers {_architecture(target_dir)} greedy (fp32 CPU): "
+    detail = (f"reference engine vs HF transformers {hf_class} greedy (fp32 CPU): "
               f"{len(prompts) - len(diverged)}/{len(prompts)} prompts identical")
     if diverged:
         detail += "; first divergence: " + ", ".join(f"req {r} @ {i}" for r, i in diverged[:8])

@@ -56,7 +56,7 @@ def _commit() -> str:
 
 
 def generate(seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_STEPS) -> dict:
-    from specbench.selftest.runner import METHODS, selftest_setups
+    from specbench.selftest.setups import METHODS, selftest_setups
 
     torch.set_num_threads(1)
     baselines = {}

@@ -13,7 +13,7 @@ from specbench.engine.overlap import OverlappedDecode
 from specbench.models.layers import RotaryEmbedding
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.runner import selftest_setups
-from specbench.selftest.tiny import VOCAB_SIZE
+from specbench.selftest.tiny import VOCAB_SIZE, variant_for_seed
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,15 @@ def test_the_reference_agrees_with_transformers(setup):
     result = cross_check_reference(setup.engine.target, setup.prompts, setup.max_tokens, reference_outputs(setup))
     assert result.is_agreed, result.detail
     assert f"{len(setup.prompts)}/{len(setup.prompts)} prompts identical" in result.detail
+
+
+def test_the_qwen3_variant_agrees_with_its_own_transformers_class(tmp_path):
+    """The q/k-norm variant loads as Qwen3ForCausalLM: as LlamaForCausalLM its norms were dropped and every such
+    seed's greedy check was a false alarm (the 30-seed selftest found it)."""
+    seed = next(s for s in range(8) if variant_for_seed(s) == "qwen3")
+    setup = selftest_setups(str(tmp_path), seed, ("draft",), 3)["draft"]
+    result = cross_check_reference(setup.engine.target, setup.prompts, setup.max_tokens, reference_outputs(setup))
+    assert result.is_agreed and "Qwen3ForCausalLM" in result.detail, result.detail
 
 
 def test_a_bug_in_the_shared_eager_layers_is_caught_by_transformers(setup, monkeypatch):

@@ -1,0 +1,135 @@
+"""One seed's preparation and one mutation-table row, as picklable tasks: the sequential selftest runs them in order
+in-process, `--jobs N` in spawned worker processes (parallel.py). Both run these same functions on the same seeded
+inputs, so a row's verdicts do not depend on where it ran.
+
+A seed's preparation writes its tiny models under the run's temporary directory (setups.py) and computes, once per
+(target, prompts), the greedy reference and its HF cross check; a row task carries paths and token ids only, so a
+worker loads the models rather than rebuilding them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from specbench.check.battery import CheckContext, run_checks
+from specbench.check.budget import Budget
+from specbench.check.greedy import reference_outputs
+from specbench.check.reference import ReferenceCrossCheck
+from specbench.check.result import CheckResult
+from specbench.check.setup import CheckSetup
+from specbench.faults.fault import Fault
+from specbench.selftest.hf_reference import cross_check_reference
+from specbench.selftest.reference_baselines import SHIPPED_NUM_STEPS, SHIPPED_SEEDS, reference_baseline, reference_source
+from specbench.selftest.setups import PLAIN, plain_setup, selftest_setups
+
+
+@dataclass(frozen=True)
+class SelftestRow:
+    method: str  # one of METHODS, or PLAIN
+    seed: int
+    inject: str | None  # None = the clean engine
+    results: tuple[CheckResult, ...]
+
+    @property
+    def detected(self) -> bool:
+        return any(not r.passed for r in self.results)
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    """What one seed's preparation needs: its models go under `root` (a directory every worker can read)."""
+    root: str
+    seed: int
+    methods: tuple[str, ...]
+    num_steps: int
+    device: str
+    engine_options: dict | None  # EngineConfig fields over the check defaults (setups.selftest_setups)
+    checks: tuple[str, ...]
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class RowTask:
+    """One mutation-table row: the battery on `setup` (PLAIN: its greedy check on the production plain engine)."""
+    method: str  # one of METHODS, or PLAIN
+    seed: int
+    inject: str | None  # None = the clean engine
+    setup: CheckSetup  # the method's setup; PLAIN's is the seed's first method's (plain_setup turns it plain)
+    checks: tuple[str, ...]
+    context: CheckContext
+
+    def with_inject(self, inject: str) -> RowTask:
+        return replace(self, inject=inject)
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    seed: int
+    clean_rows: tuple[RowTask, ...]  # table order: PLAIN first, then each method in the run's order
+
+
+def plan_seed(task: SeedTask) -> SeedPlan:
+    """The seed's setups, references and clean row tasks (a worker entry point)."""
+    setups = selftest_setups(task.root, task.seed, task.methods, task.num_steps, task.device, task.engine_options)
+    references: dict[tuple, tuple[list[tuple[int, ...]], ReferenceCrossCheck | None]] = {}  # per (target, prompts)
+    rows = []
+    for method, setup in setups.items():
+        key = (setup.engine.target, setup.prompts)
+        if key not in references:
+            reference = reference_outputs(task.budget.apply(setup))
+            cross_check = None
+            if "greedy" in task.checks:  # the reference itself, once per target and seed, against transformers
+                cross_check = cross_check_reference(setup.engine.target, setup.prompts,
+                                                    task.budget.apply(setup).max_tokens, reference)
+            references[key] = (reference, cross_check)
+            if len(references) == 1:  # the plain row: once per seed, on its first target
+                rows.append(RowTask(PLAIN, task.seed, None, setup, task.checks, CheckContext(
+                    reference=reference, reference_cross_check=cross_check, budget=task.budget)))
+        reference, cross_check = references[key]
+        rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
+            reference=reference, reference_cross_check=cross_check, budget=task.budget,
+            **_reference(method, task.seed, task.num_steps))))
+    return SeedPlan(task.seed, tuple(rows))
+
+
+def run_row(task: RowTask) -> SelftestRow:
+    """The row's checks (a worker entry point); a check that raises is a crashed result (check/crash.py)."""
+    if task.method == PLAIN:
+        return _plain_row(task)
+    return SelftestRow(task.method, task.seed, task.inject,
+                       tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)))
+
+
+def _plain_row(task: RowTask) -> SelftestRow:
+    """The greedy check of the production plain engine (clean, or with a fault its loop hosts); the battery's other
+    checks are about drafts and verification of drafts, so they are skipped here (saying so)."""
+    plain = plain_setup(task.setup).with_inject(task.inject)
+    greedy = run_checks(plain, ("greedy",), task.context) if "greedy" in task.checks else []
+    results = tuple(greedy[0] if name == "greedy" else
+                    CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
+                    for name in task.checks)
+    return SelftestRow(PLAIN, task.seed, task.inject, results)
+
+
+def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
+               done: dict[str, set[str]]) -> list[Fault]:
+    """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed; a
+    path mutant on the first seed whose clean row took its path (the biased tiny target never reaches the fused
+    projections, say), so that a bug on a path this seed's models never take is not counted as missed. A path that
+    no seed takes is the coverage table's failure. Called per method in seed order (`done` carries the earlier
+    seeds' choices)."""
+    taken = frozenset().union(*(r.paths for r in clean.results))
+    ran = done.setdefault(method, set())
+    due = [f for f in chosen if method in f.methods and f.name not in ran
+           and (f.path in taken if f.path else seed_index == 0)]
+    ran.update(f.name for f in due)
+    return due
+
+
+def _reference(method: str, seed: int, num_steps: int) -> dict:
+    """CheckContext fields of the shipped baseline (absent: the baseline check is skipped, saying why)."""
+    baseline = reference_baseline(method, seed, num_steps)
+    if baseline is None:
+        return {"baseline_source": f"no shipped reference baseline for {method} seed {seed} k={num_steps} (shipped: "
+                                   f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
+    return {"baseline": baseline, "baseline_source": reference_source()}

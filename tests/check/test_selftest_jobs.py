@@ -1,0 +1,77 @@
+"""`selftest --jobs N` (selftest/parallel.py): rows in spawned worker processes give the sequential run's rows, in
+its table order; a failing worker is one clear error; `--seeds` takes ranges; `--faults none` runs clean rows only."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench.check.budget import BUDGETS
+from specbench.errors import SpecbenchError
+from specbench.runs.comma_lists import parse_int_ranges
+from specbench.selftest.parallel import default_jobs, run_parallel
+from specbench.selftest.row_tasks import SeedTask
+from specbench.selftest.runner import PLAIN, run_selftest
+
+# The fast budget's 2 prompts differ from the shipped baselines' 6: the baseline check is left out; `rows` needs no
+# model and costs a second or two per row. Two seeds, so that a path mutant's seed choice (due_faults) is exercised.
+CHECKS = ("greedy", "sampled", "oracle", "invariants", "metrics")
+FAULTS = ("bonus-from-wrong-row", "draft-kv-slice", "overlap-stale-input")
+
+
+def _verdicts(rows) -> list[tuple]:
+    """Everything a row says but the seconds it took."""
+    return [(row.method, row.seed, row.inject, row.detected,
+             [(r.name, r.passed, r.skipped, r.is_crashed, r.detail, r.note, r.paths) for r in row.results])
+            for row in rows]
+
+
+@pytest.mark.slow  # two spawned workers import torch and the engine: ~40 s on 2 busy cores
+def test_jobs_2_gives_the_sequential_rows_in_table_order():
+    kwargs = {"seeds": (0, 1), "methods": ("draft",), "faults": FAULTS, "checks": CHECKS, "budget": BUDGETS["fast"]}
+    sequential = run_selftest(jobs=1, **kwargs)
+    seen = []
+    parallel = run_selftest(jobs=2, on_row=seen.append, **kwargs)
+    assert _verdicts(parallel) == _verdicts(sequential)
+    assert sorted(_verdicts(seen), key=repr) == sorted(_verdicts(sequential), key=repr)  # on_row: every row once
+    assert [(r.method, r.seed, r.inject) for r in sequential] == [
+        (PLAIN, 0, None), (PLAIN, 0, "overlap-stale-input"), ("draft", 0, None), ("draft", 0, "bonus-from-wrong-row"),
+        ("draft", 0, "draft-kv-slice"), (PLAIN, 1, None), ("draft", 1, None)]
+    assert all(r.detected == (r.inject is not None) for r in sequential)
+
+
+def test_a_failing_worker_is_one_clear_error(tmp_path):
+    unwritable = tmp_path / "file"
+    unwritable.write_text("")  # the seed's models cannot be written under a file
+    task = SeedTask(str(unwritable), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"])
+    with pytest.raises(SpecbenchError, match=r"selftest worker failed on seed 0 preparation: .*Error"):
+        run_parallel([task], [], jobs=1)
+
+
+def test_default_jobs_is_sequential_on_cpu():
+    assert default_jobs("cpu") == 1
+    with pytest.raises(SpecbenchError, match="at least 1"):
+        run_selftest(jobs=0)
+
+
+def test_seed_ranges_parse_in_one_place():
+    assert parse_int_ranges("0-3", "--seeds") == (0, 1, 2, 3)
+    assert parse_int_ranges("5, 0-2,1,9-9", "--seeds") == (5, 0, 1, 2, 9)
+    for bad, message in (("3-1", "runs backwards"), ("a", "not an integer or a range"), ("-1", "not an integer"),
+                         ("0,,1", "empty value"), ("", "empty value"), ("1-", "not an integer")):
+        with pytest.raises(SpecbenchError, match=message):
+            parse_int_ranges(bad, "--seeds")
+
+
+def test_cli_clean_rows_only_over_a_seed_range():
+    from specbench.cli.app import app
+
+    result = CliRunner().invoke(app, ["selftest", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
+                                      "--checks", "greedy", "--jobs", "1"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[:3] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
+    assert rows == [["none", "0", "clean"], ["ngram", "0", "clean"], ["none", "1", "clean"], ["ngram", "1", "clean"]]
+    assert "false alarms: 0 of 4 clean rows" in result.stdout
+    for bad in (["--jobs", "0"], ["--jobs", "many"], ["--seeds", "2-0"]):
+        failed = CliRunner().invoke(app, ["selftest", *bad])
+        assert isinstance(failed.exception, SpecbenchError), failed.output
