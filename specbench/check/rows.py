@@ -136,7 +136,7 @@ def engine_verify_fn(setup: CheckSetup):
 
     device = resolve_device(setup.engine.device)
     name = resolve_kernel_choice(setup.engine.verifier, device, "verifier")
-    return build_hooks(setup.engine.inject).wrap_verifier(select_verifier(name)), device
+    return build_hooks(setup.inject).wrap_verifier(select_verifier(name)), device
 
 
 def check_rows(setup: CheckSetup) -> CheckResult:

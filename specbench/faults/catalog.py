@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from specbench.config import NO_FAULT_NAMES
+from dataclasses import dataclass
+
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import path
 from specbench.faults.accepted_count import AcceptedCountOffByOne
@@ -66,11 +67,17 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
 )
 
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in MUTANTS + PATH_MUTANTS}
+# `--inject` values that mean "no fault" (None too).
+NO_FAULT_NAMES = ("", "none")
+
+
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
     path mutants whose path is production there (a bug on a path the device never takes cannot show)."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
+
+
 _MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in MUTANTS + PATH_MUTANTS}
 
 
@@ -93,12 +100,6 @@ def build_hooks(inject: str | None) -> PhaseHooks:
     return NO_HOOKS if fault is None else _MUTANT_OF[fault.name]()
 
 
-def install_fault(engine, hooks: PhaseHooks) -> None:
-    """Let the engine's mutant bend it once built (path mutants wrap its objects' methods); clean engines: nothing."""
-    if isinstance(hooks, Mutant):
-        hooks.install(engine)
-
-
 def check_hosted(inject: str | None, method: str) -> None:
     """A fault runs only on a method whose proposer (or speculative round) calls its hook."""
     fault = resolve_fault(inject)
@@ -106,3 +107,25 @@ def check_hosted(inject: str | None, method: str) -> None:
         raise SpecbenchError(
             f"fault {fault.name!r} has no hook in method {method!r}; it applies to: {', '.join(fault.methods)}"
         )
+
+
+@dataclass(frozen=True)
+class Injection:
+    """A catalog fault as the `EngineFault` an engine's builder applies (specbench.runtime.hooks)."""
+
+    fault: Fault
+
+    @property
+    def name(self) -> str:
+        return self.fault.name
+
+    def new_hooks(self, method: str) -> PhaseHooks:
+        check_hosted(self.fault.name, method)
+        return _MUTANT_OF[self.fault.name]()
+
+
+def injection(name: str | None) -> Injection | None:
+    """`--inject NAME` as what create_engine applies; None (or an off spelling) for the production engine; an
+    unknown name fails listing the faults."""
+    fault = resolve_fault(name)
+    return None if fault is None else Injection(fault)

@@ -22,6 +22,7 @@ from specbench.gate.speed_stage import speed_stage
 from specbench.gate.stage import ACCEPTANCE, ACCURACY, LOSSLESS, OUTPUTS, SPEED, StageResult, Status, skipped
 from specbench.gate.tolerances import Tolerances
 from specbench.runs.sweep_config import SweepConfig
+from specbench.runtime.hooks import EngineFault, mutant_label
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class GateRequest:
     tolerances: Tolerances
     reference: Path | None = None  # compare against this file
     write_reference: Path | None = None  # record this run as the reference
+    fault: EngineFault | None = None  # the fault sweep.inject names, applied to the embedded engine (test machinery)
 
 
 def gate_sweep_config(request: GateRequest) -> SweepConfig:
@@ -64,7 +66,7 @@ def run_gate(request: GateRequest) -> GateReport:
     crash = None
     planned = Path(config.results_dir).expanduser() / str(config.run_id)
     try:
-        run_dir = run_sweep(config, calibrate=False).run_dir
+        run_dir = run_sweep(config, calibrate=False, fault=request.fault).run_dir
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
         run_dir, crash = planned, str(err)
     except SpecbenchError as err:
@@ -136,10 +138,8 @@ def _source(config: SweepConfig) -> str:
         return f"server command {config.server_cmd!r}"
     if config.base_url is not None:
         return f"server {config.base_url}"
-    from specbench.faults import mutant_label
-
     e = config.engine
-    inject = f" {mutant_label(e.inject)}" if e.inject else ""  # the marker every table of a mutant run carries
+    inject = f" {mutant_label(config.inject)}" if config.inject else ""  # the marker every table of a mutant run carries
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 

@@ -3,13 +3,17 @@
 Proposers and the engine call these at fixed points of each phase and use what comes back. A clean engine
 holds `NO_HOOKS`; `specbench.faults` subclasses `PhaseHooks` (one class per mutant, owning its own state).
 Every method runs on the host where inputs are built, never inside a kernel or a captured graph.
+
+Production code never names a fault: whoever builds an engine may hand `specbench.llm.create_engine` an
+`EngineFault` (test machinery builds one: specbench.faults.injection), which gives that engine its hooks and
+bends it once built (`PhaseHooks.install`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the seam stays importable without torch
     import torch
@@ -29,6 +33,11 @@ class StepPlan:
 class PhaseHooks:
     # True: the proposer drafts phase by phase (no whole-round graph), so every draft hook below runs.
     eager_drafting: bool = False
+
+    # ---- the engine is built ------------------------------------------------------------------
+    def install(self, engine: object) -> None:
+        """Called once on the built engine (an LLMEngine: the engine sits above this seam), before its first request: a mutant may wrap methods of the engine's own
+        objects here (path mutants, a metrics mutant's statistics). Clean hooks: nothing."""
 
     # ---- draft-extend (catch-up) -------------------------------------------------------------
     def extend_seq_lens(self, request_ids: tuple[str, ...], seq_lens: list[int],
@@ -90,3 +99,21 @@ class PhaseHooks:
 
 
 NO_HOOKS = PhaseHooks()
+
+
+class EngineFault(Protocol):
+    """A fault its caller applies to an engine it builds (`specbench.llm.create_engine(config, fault)`)."""
+
+    @property
+    def name(self) -> str:
+        """What a run records: the engine is a mutant (a manifest's `fault_injected`)."""
+
+    def new_hooks(self, method: str) -> PhaseHooks:
+        """Fresh hooks for one engine of `method` (their state is that engine's); raises SpecbenchError when the
+        method's proposer calls none of the fault's hooks."""
+
+
+
+def mutant_label(inject: str | None) -> str:
+    """Marker every table of a mutant run carries (`inject`: the fault's name; None: a real run)."""
+    return f"MUTANT[{inject}]" if inject else ""
