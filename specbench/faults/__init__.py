@@ -18,8 +18,9 @@ from specbench.faults.catalog import (
            fault_names,
            injection,
            resolve_fault,
+           wrap_verifier,
 )
 from specbench.faults.fault import Fault, Mutant, mutant_label
 
 __all__ = ["FAULTS", "NO_FAULT_NAMES", "Fault", "Injection", "Mutant", "build_hooks", "check_hosted", "fault_names",
-           "injection", "mutant_label", "resolve_fault"]
+           "injection", "mutant_label", "resolve_fault", "wrap_verifier"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from specbench.errors import SpecbenchError
@@ -31,6 +32,7 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 MUTANTS: tuple[type[Mutant], ...] = (
@@ -98,6 +100,12 @@ def build_hooks(inject: str | None) -> PhaseHooks:
     """A fresh mutant for one engine (its state is that engine's), or the identity hooks."""
     fault = resolve_fault(inject)
     return NO_HOOKS if fault is None else _MUTANT_OF[fault.name]()
+
+
+def wrap_verifier(inject: str | None, verify_fn: Callable) -> Callable:
+    """The verify function an engine with fault `inject` runs (the rows check tests it without an engine)."""
+    mutant = build_hooks(inject)
+    return mutant.wrap_verifier(verify_fn) if isinstance(mutant, VerifierMutant) else verify_fn
 
 
 def check_hosted(inject: str | None, method: str) -> None:

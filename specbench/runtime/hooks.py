@@ -11,7 +11,6 @@ bends it once built (`PhaseHooks.install`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,8 +35,9 @@ class PhaseHooks:
 
     # ---- the engine is built ------------------------------------------------------------------
     def install(self, engine: object) -> None:
-        """Called once on the built engine (an LLMEngine: the engine sits above this seam), before its first request: a mutant may wrap methods of the engine's own
-        objects here (path mutants, a metrics mutant's statistics). Clean hooks: nothing."""
+        """Called once on the built engine (an LLMEngine: the engine sits above this seam), before its first
+        request: a mutant may wrap methods of the engine's own objects here (its verify function, proposer, fast
+        paths, statistics). Clean hooks: nothing."""
 
     # ---- draft-extend (catch-up) -------------------------------------------------------------
     def extend_seq_lens(self, request_ids: tuple[str, ...], seq_lens: list[int],
@@ -62,16 +62,8 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
-    def draft_probs(self, logits: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-        """Draft LM: the draft probs [n, vocab] handed to the verifier for tokens drawn from them; logits [n, vocab]."""
-        return draft_probs
-
     def draft_kv_written(self, request_id: str, end: int) -> None:
         """The round's draft phases wrote this request's draft KV up to position `end` (exclusive)."""
-
-    def forget_draft_state(self, request_id: str) -> bool:
-        """Draft LM: whether `free` drops the request's draft-KV bookkeeping (its blocks are freed with it)."""
-        return True
 
     def free(self, request_id: str) -> None:
         """The request finished or was preempted."""
@@ -82,20 +74,10 @@ class PhaseHooks:
         """Verify KV slots ([num_tokens]) of a speculative round; None = each position's own slot."""
         return None
 
-    def wrap_verifier(self, verify_fn: Callable) -> Callable:
-        return verify_fn
-
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
         return None
-
-    def target_feature_rows(self, first_row: int, num_rows: int, num_target_rows: int) -> int:
-        """EAGLE: first verify row of the features [first_row, first_row + num_rows) handed to the proposer for one
-        request's committed positions, out of num_target_rows rows the verify produced."""
-        return first_row
-
-
 
 
 NO_HOOKS = PhaseHooks()

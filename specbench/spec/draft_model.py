@@ -79,7 +79,7 @@ class DraftModelProposer(Proposer):
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        return ids, self.hooks.draft_probs(logits, probs)  # the draft's vocabulary is the target's (checked at load)
+        return ids, probs  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
@@ -223,8 +223,7 @@ class DraftModelProposer(Proposer):
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
-        if self.hooks.forget_draft_state(request_id):
-            self._state.pop(request_id, None)
+        self._state.pop(request_id, None)
         self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
