@@ -62,9 +62,6 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
-    def draft_kv_written(self, request_id: str, end: int) -> None:
-        """The round's draft phases wrote this request's draft KV up to position `end` (exclusive)."""
-
     def free(self, request_id: str) -> None:
         """The request finished or was preempted."""
 

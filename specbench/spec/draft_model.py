@@ -217,7 +217,6 @@ class DraftModelProposer(Proposer):
             state = self._state.get(request_id)
             if state is None or state.num_written <= state.newest:
                 continue
-            self.hooks.draft_kv_written(request_id, state.num_written)
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached
