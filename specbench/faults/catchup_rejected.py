@@ -19,6 +19,7 @@ class CatchupSeesRejected(Mutant):
         round is verified (its bookkeeping, before the trim), an EAGLE head when its drafting returns (the last
         step saw newest + k - 1 keys). Drafting is eager under a mutant, so every round goes through propose."""
         proposer = engine.proposer
+        wrap_method(proposer, "free", self._forgetting)
         if isinstance(proposer, DraftModelProposer):
             wrap_method(proposer, "on_verified", lambda on_verified: self._before_trim(proposer, on_verified))
         else:
@@ -48,5 +49,8 @@ class CatchupSeesRejected(Mutant):
         stale = [min(self._written_end.get(r, 0), len(t) * block_size) for r, t in zip(request_ids, block_tables)]
         return [max(n, s) for n, s in zip(seq_lens, stale)]
 
-    def free(self, request_id: str) -> None:
-        self._written_end.pop(request_id, None)
+    def _forgetting(self, free):
+        def forgetting(request_id: str) -> None:  # finished or preempted: its draft KV is gone
+            free(request_id)
+            self._written_end.pop(request_id, None)
+        return forgetting

@@ -62,9 +62,6 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
-    def free(self, request_id: str) -> None:
-        """The request finished or was preempted."""
-
     # ---- target -----------------------------------------------------------------------------
     def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
                             block_size: int) -> list[int] | None:

@@ -223,7 +223,6 @@ class DraftModelProposer(Proposer):
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
-        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         cfg = self.model.config

@@ -281,7 +281,6 @@ class EagleProposer(Proposer):
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
-        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         return self.loaded.describe()
