@@ -20,9 +20,6 @@ EAGLE_AUX_CONVENTIONS = ("auto", "hidden-states-index", "layer-output")
 # `option(..., before=...)` default: the option existed from the start.
 ALWAYS = object()
 
-# `inject` values that mean "no fault" (None too); any other name must be a fault of specbench.faults.
-NO_FAULT_NAMES = ("", "none")
-
 # --device: auto, cpu, cuda or cuda:N (whether that card exists is checked when the engine is built).
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")
 
@@ -201,9 +198,6 @@ class EngineConfig:
         "auto", "how EAGLE-3 aux ids are read: auto (the checkpoint field's own) | hidden-states-index | layer-output")
     # torch generators take seeds below 2**63.
     seed: int = option(0, "engine seed (dummy weights, unseeded requests)", bounds=Range(0, 2**63 - 1))
-    # Fault injection (specbench.faults): a named engine mutant for `specbench check` / selftest. None = off.
-    inject: str | None = option(None, "engine fault to inject; marks the run a mutant (the faults: "
-                                      "specbench selftest --help; faults/catalog.py)")
 
     def __post_init__(self) -> None:
         self._check_bounds()
@@ -237,11 +231,6 @@ class EngineConfig:
                 raise SpecbenchError(f"eagle_aux_layer_ids (--eagle-aux-layer-ids) must be non-empty integers, got "
                                      f"{self.eagle_aux_layer_ids}")
             object.__setattr__(self, "eagle_aux_layer_ids", tuple(self.eagle_aux_layer_ids))
-
-        # Only the off spellings are read here: the fault catalog (specbench.faults) sits above this module and
-        # resolves every other name where hooks are built (the CLI's option parsing, validate_config, create_engine).
-        if self.inject in NO_FAULT_NAMES:
-            object.__setattr__(self, "inject", None)
 
     def _check_bounds(self) -> None:
         """Every option declared with `bounds`: a finite number (or each element of a tuple) within them."""

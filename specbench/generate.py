@@ -11,6 +11,7 @@ from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
 from specbench.metrics.acceptance import AcceptanceMetrics
 from specbench.metrics.request_metrics import RequestMetrics
+from specbench.runtime.hooks import EngineFault
 from specbench.sampling_params import SamplingParams
 
 
@@ -86,12 +87,13 @@ def generate_with(llm, prompts: list[str], req: GenerateRequest) -> GenerateRepo
     )
 
 
-def run_generate(req: GenerateRequest, config: EngineConfig) -> GenerateReport:
+def run_generate(req: GenerateRequest, config: EngineConfig, fault: EngineFault | None = None) -> GenerateReport:
+    """`fault`: test machinery (--inject), applied to the engine built."""
     from specbench.llm import LLM
 
     prompts = read_prompts(req)
     sampling_params(req)  # a bad sampling value fails here, before any model is loaded
-    llm = LLM(config)
+    llm = LLM(config, fault=fault)
     return generate_with(llm, prompts, req)
 
 

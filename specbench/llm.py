@@ -7,32 +7,32 @@ from typing import Sequence
 from specbench.config import EngineConfig
 from specbench.engine.llm_engine import LLMEngine
 from specbench.engine.outputs import RequestOutput
+from specbench.runtime.hooks import NO_HOOKS, EngineFault
 from specbench.sampling_params import SamplingParams
 
 
-def create_engine(config: EngineConfig) -> LLMEngine:
-    """The engine of `config`, with the injected fault's hooks when `config.inject` names one."""
-    from specbench.faults import build_hooks, check_hosted, install_fault
-
-    check_hosted(config.inject, config.method)
-    hooks = build_hooks(config.inject)
+def create_engine(config: EngineConfig, fault: EngineFault | None = None) -> LLMEngine:
+    """The engine of `config`; `fault` (test machinery, given by the caller: specbench.faults.injection) makes it
+    that fault's mutant. None: the production engine."""
+    hooks = NO_HOOKS if fault is None else fault.new_hooks(config.method)
     engine = LLMEngine(config, hooks=hooks)
-    install_fault(engine, hooks)
+    hooks.install(engine)
     return engine
 
 
 class LLM:
     """`LLM(target=..., draft=..., method=..., max_num_steps=...).generate(prompts, SamplingParams(...))`."""
 
-    def __init__(self, target: str | EngineConfig, **kwargs):
-        """`target`: a model source (with EngineConfig fields as keywords), or a whole EngineConfig."""
+    def __init__(self, target: str | EngineConfig, *, fault: EngineFault | None = None, **kwargs):
+        """`target`: a model source (with EngineConfig fields as keywords), or a whole EngineConfig; `fault`: see
+        create_engine."""
         if isinstance(target, EngineConfig):
             if kwargs:
                 raise TypeError(f"LLM(EngineConfig) takes no other options, got {sorted(kwargs)}")
             self.config = target
         else:
             self.config = EngineConfig(target=target, **kwargs)
-        self.engine = create_engine(self.config)
+        self.engine = create_engine(self.config, fault)
 
     @property
     def tokenizer(self):

@@ -44,11 +44,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"spec"},
     # The engine composes models, attention, runtime and a proposer.
     {"engine"},
-    # The fault mutants (test machinery): phase hooks plugged into runtime's seam, and mutants that bend a built
-    # engine from outside (its statistics, its fast paths), so they sit above the engine; `llm` builds them.
-    {"faults"},
-    # `llm`: the library entry (an engine, with an injected fault's hooks); `metrics`: computed from engine outputs.
-    {"llm", "metrics"},
+    # `llm`: the library entry (an engine; a fault only when its caller hands one over); `metrics`: computed from
+    # engine outputs; `faults`: the mutants (test machinery), phase hooks plugged into runtime's seam and mutants
+    # that bend a built engine from outside. One layer: `llm` cannot import the faults it applies.
+    {"faults", "llm", "metrics"},
     # The package root: __version__ (read by runs and serve) and the lazy facade `specbench.LLM`.
     {"specbench"},
     # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation.
@@ -66,6 +65,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
 ))
 
 TEST_ONLY_MODULES = ("tests", "pytest", "hypothesis")  # never imported by product code
+# The fault mutants are test machinery: only the commands that inject them (check, selftest, the CLI's --inject)
+# import them; production code (llm, bench, backends, serve, gate, ...) gets a fault from its caller, as a value.
+FAULT_CALLERS = frozenset({"check", "selftest", "cli"})
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,14 @@ def test_kernels_is_a_leaf():
     """Triton kernels know tensors only: no proposer, config, model or attention type reaches into them."""
     _, _, edges = _real_graph()
     assert {target for source, target in edges if source == "kernels"} <= {"errors"}
+
+
+def test_only_the_fault_callers_import_the_faults():
+    _, _, edges = _real_graph()
+    importers = {source for source, target in edges if target == "faults"}
+    assert importers <= FAULT_CALLERS, {s: [i.describe() for i in edges[(s, "faults")]] for s in importers
+                                        - FAULT_CALLERS}
+    assert "check" in importers  # the scan sees the callers that do
 
 
 def test_product_code_imports_no_test_machinery():

@@ -14,19 +14,21 @@ from specbench.registry import Registry
 if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
     from specbench.runs.sweep_config import SweepConfig
+    from specbench.runtime.hooks import EngineFault
 
 BENCH_BACKENDS: Registry[BenchBackend] = Registry("benchmark backend")
 
 
 @BENCH_BACKENDS.register("embedded")
-def _embedded(config: SweepConfig, run_dir: Path) -> BenchBackend:
+def _embedded(config: SweepConfig, run_dir: Path, fault: EngineFault | None) -> BenchBackend:
     from specbench.backends.embedded import EmbeddedBackend
 
-    return EmbeddedBackend(config)  # models load in-process: nothing in run_dir
+    return EmbeddedBackend(config, fault=fault)  # models load in-process: nothing in run_dir
 
 
 @BENCH_BACKENDS.register("openai")
-def _openai(config: SweepConfig, run_dir: Path) -> BenchBackend:
+def _openai(config: SweepConfig, run_dir: Path, fault: EngineFault | None) -> BenchBackend:  # fault: None
+    # (validate_config: faults are injected into specbench's own engine only)
     if config.server_cmd is not None:
         from specbench.backends.launching_backend import LaunchingBackend
 
@@ -36,6 +38,7 @@ def _openai(config: SweepConfig, run_dir: Path) -> BenchBackend:
     return OpenAIBackend(config)
 
 
-def create_backend(config: SweepConfig, run_dir: Path) -> BenchBackend:
-    """`run_dir`: where the run's files go (a launched server's log); nothing is written there by creation."""
-    return BENCH_BACKENDS.create(config.backend, config, run_dir)
+def create_backend(config: SweepConfig, run_dir: Path, fault: EngineFault | None = None) -> BenchBackend:
+    """`run_dir`: where the run's files go (a launched server's log); nothing is written there by creation;
+    `fault`: the one `config.inject` names, applied to the embedded engine (run_sweep)."""
+    return BENCH_BACKENDS.create(config.backend, config, run_dir, fault)

@@ -19,6 +19,7 @@ from specbench.runs.finished_turn import FinishedTurn
 from specbench.runs.preflight import check_prompts_fit
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
+from specbench.runtime.hooks import EngineFault
 from specbench.workloads.base import Sample
 
 
@@ -38,12 +39,13 @@ class EmbeddedBackend:
     can_tokenize = True
     has_draft_stats = True
 
-    def __init__(self, config: SweepConfig, engine=None) -> None:
-        """`engine`: an already built LLMEngine (tests); else one is loaded from the config."""
+    def __init__(self, config: SweepConfig, engine=None, fault: EngineFault | None = None) -> None:
+        """`engine`: an already built LLMEngine (tests); else one is loaded from the config, with `fault` applied
+        (the one config.inject names: run_sweep checks they agree)."""
         if engine is None:
             from specbench.llm import create_engine
 
-            engine = create_engine(engine_config(config))
+            engine = create_engine(engine_config(config), fault)
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self._first_step = 0

@@ -45,7 +45,7 @@ def build_manifest(
         "method": config.engine.method,
         # Forced per-position acceptance rates: outputs are NOT lossless when set (performance work only).
         "synthetic_acceptance": list(config.engine.synthetic_acceptance or ()) or None,
-        "fault_injected": config.engine.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
+        "fault_injected": config.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
         "workload": {
             "name": workload.name,
             "version": workload.version,

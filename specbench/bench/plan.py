@@ -139,7 +139,7 @@ def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_t
         concurrency=config.concurrency, temperature=config.temperature, repeats=config.repeats,
         warmup=f"= concurrency, at most {DEFAULT_MAX_WARMUP}," if config.warmup is None else str(config.warmup),
         num_cells=num_cells, num_cells_todo=len(cells_todo_concurrency), estimate_s=estimate,
-        estimate_basis=basis, is_mutant=config.engine.inject is not None, inject=config.engine.inject,
+        estimate_basis=basis, is_mutant=config.inject is not None, inject=config.inject,
     )
 
 

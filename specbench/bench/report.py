@@ -24,7 +24,7 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     head = (
         f"{config.workload} | method {','.join(methods)} | {where}"
         + (f" | label {config.label}" if config.label else "")
-        + (f" | MUTANT[{engine.inject}] (fault injected: not a real result)" if engine.inject else "")
+        + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
         + (
             f" | SYNTHETIC ACCEPTANCE {','.join(map(str, engine.synthetic_acceptance))} (forced: output not lossless)"
             if engine.synthetic_acceptance

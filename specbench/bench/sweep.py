@@ -22,7 +22,7 @@ from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
-from specbench.bench.validate import validate_config
+from specbench.bench.validate import check_fault, validate_config
 from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
 from specbench.models.architecture_record import label_from_entry
 from specbench.runs.cell_key import CellKey
@@ -30,6 +30,7 @@ from specbench.runs.preflight import workload_options
 from specbench.runs.records import Row
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runs.turns import TurnPlanner
+from specbench.runtime.hooks import EngineFault
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,14 @@ class SweepReport:
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
-              confirm: Callable[[SweepPlan], None] | None = None, *, calibrate: bool = True) -> SweepReport:
+              confirm: Callable[[SweepPlan], None] | None = None, *, calibrate: bool = True,
+              fault: EngineFault | None = None) -> SweepReport:
     """Run (or, with `config.resume`, finish) a sweep. Every user error is raised before a file is written.
 
     `explicit`: for --resume, the fields the user set; they must match the stored run (None: all fields).
     The plan (bench/plan.py) goes to stderr before the first cell; `confirm(plan)` may refuse it (raise);
-    `calibrate`: time a few short requests for the plan's estimate.
+    `calibrate`: time a few short requests for the plan's estimate; `fault`: the fault `config.inject` names
+    (test machinery: the caller builds it, e.g. specbench.faults.injection), applied to the embedded engine.
     """
     from specbench.backends import create_backend
     from specbench.workloads import get_workload
@@ -61,12 +64,13 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
     if config.resume is not None:
         config, manifest = resume_config(Path(config.resume), config, explicit)
     validate_config(config)
+    check_fault(config, fault)
     workload = get_workload(config.workload, **workload_options(config))
     data = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed)
     run_dir = Path(config.resume) if manifest is not None else plan_run_dir(config)
     grid = build_grid(config)
 
-    backend = create_backend(config, run_dir)
+    backend = create_backend(config, run_dir, fault)
     try:
         chat_template = workload.is_chat if config.chat_template is None else config.chat_template
         planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)

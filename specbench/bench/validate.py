@@ -9,6 +9,7 @@ import re
 
 from specbench.errors import SpecbenchError
 from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
+from specbench.runtime.hooks import EngineFault
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _GRID = ("concurrency", "temperature", "num_steps")  # checked first, as the grid is what a sweep is
@@ -19,10 +20,6 @@ def validate_config(config: SweepConfig) -> None:
     from specbench.backends import BENCH_BACKENDS
     from specbench.workloads import workload_factory
 
-    if config.engine.inject is not None:  # the fault catalog imports torch: only when a fault is named
-        from specbench.faults import resolve_fault
-
-        resolve_fault(config.engine.inject)
     workload_factory(config.workload)
     BENCH_BACKENDS.get(config.backend)
     if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
@@ -40,6 +37,15 @@ def validate_config(config: SweepConfig) -> None:
     _check_load_pattern(config)
     if config.run_id is not None and not _RUN_ID.match(config.run_id):
         raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def check_fault(config: SweepConfig, fault: EngineFault | None) -> None:
+    """The run records `config.inject`; the engine gets `fault`: one fault, or none."""
+    name = None if fault is None else fault.name
+    if config.inject != name:
+        raise SpecbenchError(f"the run records fault {config.inject!r} but its engine would get {name!r}"
+                             + (f": pass --inject {config.inject} (the run is that fault's mutant)"
+                                if config.inject is not None else ""))
 
 
 def _check_load_pattern(config: SweepConfig) -> None:
@@ -78,7 +84,7 @@ def _check_backend(config: SweepConfig) -> None:
             if value is not None:
                 raise SpecbenchError(f"{flag} needs an HTTP backend (--backend openai)")
         return
-    if config.engine.inject is not None:
+    if config.inject is not None:
         raise SpecbenchError("--inject needs the embedded backend (faults are injected into specbench's engine)")
     for flag, seconds in (("--request-timeout", config.request_timeout), ("--info-timeout", config.info_timeout),
                           ("--metrics-timeout", config.metrics_timeout),

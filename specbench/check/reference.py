@@ -23,7 +23,6 @@ REFERENCE_SETTINGS = {
     "attention_backend": "torch",
     "verifier": "torch",
     "debug_invariants": False,  # the reference is not under test
-    "inject": None,  # never a mutant
     "synthetic_acceptance": None,
 }
 

@@ -22,7 +22,7 @@ from specbench.check.result import CheckResult
 from specbench.check.row_batches import NUM_GROUPS, VOCAB, RowBatch, Warping, accept_batch, bonus_batch
 from specbench.check.sampled_stats import category_of, category_probs, cell_test, choose_categories
 from specbench.check.setup import CheckSetup
-from specbench.faults import build_hooks
+from specbench.faults import wrap_verifier
 from specbench.sampling_params import SamplingParams
 from specbench.spec.sampling import build_sampling_tensors
 
@@ -136,7 +136,7 @@ def engine_verify_fn(setup: CheckSetup):
 
     device = resolve_device(setup.engine.device)
     name = resolve_kernel_choice(setup.engine.verifier, device, "verifier")
-    return build_hooks(setup.engine.inject).wrap_verifier(select_verifier(name)), device
+    return wrap_verifier(setup.inject, select_verifier(name)), device
 
 
 def check_rows(setup: CheckSetup) -> CheckResult:

@@ -108,10 +108,9 @@ def _describe(v: SampledVerdict, positions: tuple[int, ...]) -> str:
 def self_draft_setup(setup: CheckSetup) -> CheckSetup:
     """The target drafting for itself with the setup's engine options. It keeps the setup's fault when that fault
     lives where this run exercises it: anywhere for a draft-LM setup, outside the drafter for other methods."""
-    fault = resolve_fault(setup.engine.inject)
+    fault = resolve_fault(setup.inject)
     keep = fault is not None and "draft" in fault.methods and (setup.engine.method == "draft" or fault.layer != "draft")
-    inject = setup.engine.inject if keep else None
-    return setup.with_engine(method="draft", draft=setup.engine.target, inject=inject)
+    return setup.with_engine(method="draft", draft=setup.engine.target).with_inject(setup.inject if keep else None)
 
 
 _SELF_DRAFT_RUNS: dict[str, tuple[int, int, SampledVerdict]] = {}  # repr of the run's inputs -> its outcome

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from specbench.check.path_log import PathLog
 from specbench.config import EngineConfig
+from specbench.faults import injection
 from specbench.llm import LLM
 
 
@@ -14,6 +15,8 @@ class CheckSetup:
     engine: EngineConfig  # the speculative engine under test; its max_num_steps is the k checked
     prompts: tuple  # [num_prompts] str or tuple of token ids
     max_tokens: int = 16
+    # The fault the engines under test carry (specbench.faults; None: the production engine). References never do.
+    inject: str | None = None
     # Where engines under test record the execution paths they took (check/battery.py gives each check its own).
     paths: PathLog | None = field(default=None, compare=False)
 
@@ -21,7 +24,7 @@ class CheckSetup:
         return replace(self, engine=replace(self.engine, **changes))
 
     def with_inject(self, inject: str | None) -> "CheckSetup":
-        return self.with_engine(inject=inject)
+        return replace(self, inject=inject)
 
 
 def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool = False, **overrides) -> LLM:
@@ -31,8 +34,8 @@ def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool =
     environment says."""
     config = replace(setup.engine, debug_invariants=invariants, **overrides)
     if not speculative:
-        config = replace(config, method="none", draft=None, max_num_steps=0, inject=None)
-    llm = LLM(config)
+        config = replace(config, method="none", draft=None, max_num_steps=0)
+    llm = LLM(config, fault=injection(setup.inject) if speculative else None)
     if speculative and setup.paths is not None:
         setup.paths.add_engine(llm.engine.paths)
     return llm

@@ -43,6 +43,7 @@ def check(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="server pair: variable holding the "
                                                        "API key")] = None,
     engine: dict = None,  # the shared engine option group (options.engine_options), check's own defaults
+    fault: object = None,  # --inject (options.engine_options): the fault checked, or None
 ) -> None:
     """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails.
 
@@ -73,7 +74,8 @@ def check(
         engine = {**engine, "method": default_method(engine["draft"])}
     chosen = resolve_budget(budget)
     prompts = tuple(check_prompts(data_dir))
-    setup = CheckSetup(check_engine(**engine, max_num_steps=num_steps), prompts, max_tokens)
+    inject = None if fault is None else fault.name
+    setup = CheckSetup(check_engine(**engine, max_num_steps=num_steps), prompts, max_tokens, inject=inject)
     if save_baseline:
         save(measure_acceptance(chosen.apply(setup)), save_baseline)
         print(f"acceptance baseline written to {save_baseline}")
@@ -82,7 +84,7 @@ def check(
                        budget=chosen, baseline_source=baseline or "")
     results = run_checks(setup, names, ctx)
     title = (f"specbench check: {engine['method']} k={num_steps} {engine['dtype']} budget {budget} "
-             f"{mutant_label(engine['inject'])}").rstrip()
+             f"{mutant_label(inject)}").rstrip()
     print(format_table(results, title))
     if chosen.skipped:
         print(chosen.skipped)

@@ -88,6 +88,7 @@ def gate(
     server_baseline_cmd: sweep_option("server_baseline_cmd") = None,
     server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
     engine: dict = None,  # the shared engine option group (options.engine_options)
+    fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
     """Lossless greedy, logprobs (top-n and prompt perplexity vs k = 0), accuracy, acceptance per position, speed and crash/empty/truncated outputs in one run:
     exit 0 when no stage fails, 1 when one does (the report names it), 2 on a user error."""
@@ -118,11 +119,11 @@ def gate(
                         backend="openai" if is_server else "embedded", base_url=base_url, server_model=server_model,
                         api_key_env=api_key_env, request_timeout=request_timeout, server_cmd=server_cmd,
                         server_baseline_cmd=server_baseline_cmd, server_ready_timeout=server_ready_timeout,
-                        engine=EngineConfig(**engine),
+                        engine=EngineConfig(**engine), inject=None if fault is None else fault.name,
                         results_dir=results_dir or tempfile.mkdtemp(prefix="specbench-gate-"))
     report = run_gate(GateRequest(sweep, num_steps, chosen, tolerances,
                                   Path(reference) if reference else None,
-                                  Path(write_reference) if write_reference else None))
+                                  Path(write_reference) if write_reference else None, fault))
     markdown = to_markdown(report)
     print(markdown, end="")
     if report_md:

@@ -26,6 +26,7 @@ def generate(
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos")] = False,
     max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="max running requests")] = 64,
     engine: dict = None,  # the shared engine option group (options.engine_options)
+    fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
     """Generate for PROMPTs and print each output with its acceptance statistics."""
     from specbench.config import EngineConfig
@@ -44,5 +45,6 @@ def generate(
             ignore_eos=ignore_eos,
         ),
         EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency),
+        fault,
     )
     print_generation(report)

@@ -31,6 +31,7 @@ def serve(
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="draft tokens per round")] = 0,
     max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="max running requests")] = 64,
     engine: dict = None,  # the shared engine option group (options.engine_options)
+    fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
     """Serve /v1/models, /v1/completions, /v1/chat/completions (streaming), /metrics, /health, /version.
 
@@ -46,4 +47,4 @@ def serve(
 
     config = EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency)
     run_server(ServeConfig(config, served_model_name, api_key_env, log_level, max_request_bytes=max_request_bytes,
-                           is_probe_auth=auth_health), host=host, port=port)
+                           is_probe_auth=auth_health), host=host, port=port, fault=fault)

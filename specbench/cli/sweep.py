@@ -20,6 +20,7 @@ def sweep(
     yes: Yes = False,
     options: dict = None,  # the sweep option group (sweep_options): SweepConfig field values
     engine: dict = None,  # the shared engine option group (options.engine_options)
+    fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
     """Run the grid concurrency x temperature x num-steps (x repeats) into results/<run-id>/.
 
@@ -51,12 +52,13 @@ def sweep(
         num_steps=steps if values["num_steps"] is None else values["num_steps"],
         repeats=default_repeats(is_default_sample) if values["repeats"] is None else values["repeats"],
     )
-    values.update(engine)
+    values.update(engine, inject=None if fault is None else fault.name)  # the run records it
     fields = set(FLAT_NAMES)
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
     explicit = {name for name in ctx.params if _is_explicit(ctx, name)} | (fields - set(ctx.params))
     report = run_sweep(SweepConfig.from_flat({**values, **fixed}), explicit=explicit & fields,
-                       confirm=lambda plan: confirm_plan(plan, assume_yes=yes, is_interactive=sys.stdin.isatty()))
+                       confirm=lambda plan: confirm_plan(plan, assume_yes=yes, is_interactive=sys.stdin.isatty()),
+                       fault=fault)
     print(format_report(report))
 
 

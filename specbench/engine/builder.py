@@ -147,8 +147,6 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     from specbench.models.tokenizer import eos_token_ids, load_tokenizer
     from specbench.models.vocab import check_tokenizer_fits
 
-    if config.inject is not None and hooks is NO_HOOKS:
-        raise SpecbenchError(f"inject={config.inject!r} needs its hooks: build the engine with specbench.llm.create_engine")
     device = resolve_device(config.device)
     check_kv_budget(config.kv_cache_gb, device)
     dtype = resolve_dtype(config.dtype, device)
@@ -209,7 +207,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         kv_pool_note=note,
         attention_backend=backend_name,
         verifier=verifier_name,
-        verify_fn=hooks.wrap_verifier(select_verifier(verifier_name)),
+        verify_fn=select_verifier(verifier_name),
         paths=paths,
         hooks=hooks,
         cuda_graphs=graphs_note,

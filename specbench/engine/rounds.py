@@ -110,9 +110,8 @@ class TargetRounds:
         for r, request in enumerate(requests):
             num_new = accepted[r] + 1
             if self.needs_features and not is_ahead:
-                first = self.hooks.target_feature_rows(offset, num_new, launch.features.shape[0])
                 self.proposer.add_target_features(request.request_id, request.num_cached_tokens,
-                                                  launch.features[first : first + num_new])
+                                                  launch.features[offset : offset + num_new])
             offset += 1 + num_drafts[r]
             request.num_cached_tokens += num_new
             request.stats.record_round(num_drafts[r], accepted[r])

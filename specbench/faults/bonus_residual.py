@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.spec.sampling import logits_to_probs, sample_from_probs
 
 
-class BonusResidualKeepsLastDraft(Mutant):
+class BonusResidualKeepsLastDraft(VerifierMutant):
     fault = Fault("bonus-residual-keeps-last-draft", "after full acceptance the bonus token is sampled from "
                   "(p - q_last)+: the last draft row's law is left in the bonus residual", "", "sampling", ALL_METHODS)
 

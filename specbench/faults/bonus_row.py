@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import ALL_METHODS, Fault
 from specbench.faults.output_rewrite import rewrite_output_token
+from specbench.faults.verifier_mutant import VerifierMutant
 
 
-class BonusFromWrongRow(Mutant):
+class BonusFromWrongRow(VerifierMutant):
     fault = Fault("bonus-from-wrong-row", "the recovered/bonus token is taken from the next (or previous) logits row",
                   "", "target", ALL_METHODS)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import ALL_METHODS, Fault
 from specbench.faults.output_rewrite import rewrite_output_token
+from specbench.faults.verifier_mutant import VerifierMutant
 
 
-class BonusRowPastEnd(Mutant):
+class BonusRowPastEnd(VerifierMutant):
     fault = Fault("bonus-row-past-end", "the bonus token is read one row past the request's rows (raises for the last)",
                   "", "target", ALL_METHODS)
 

@@ -9,11 +9,12 @@ from collections.abc import Callable
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import ALL_METHODS, Fault
 from specbench.faults.output_rewrite import rewrite_output_token
+from specbench.faults.verifier_mutant import VerifierMutant
 
 
-class BonusRowUnwarped(Mutant):
+class BonusRowUnwarped(VerifierMutant):
     fault = Fault("bonus-row-unwarped", "after full acceptance the bonus token is sampled at T=1 without top-k/top-p",
                   "", "sampling", ALL_METHODS)
 

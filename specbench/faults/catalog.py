@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from specbench.config import NO_FAULT_NAMES
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import path
 from specbench.faults.accepted_count import AcceptedCountOffByOne
@@ -34,6 +36,7 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
 from specbench.faults.window_missing_in_verify import WindowMissingInVerify
 from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
@@ -95,6 +98,8 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
 
 ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
+# `--inject` values that mean "no fault" (None too).
+NO_FAULT_NAMES = ("", "none")
 
 
 def selftest_faults(device: str) -> tuple[str, ...]:
@@ -127,10 +132,10 @@ def build_hooks(inject: str | None) -> PhaseHooks:
     return NO_HOOKS if fault is None else _MUTANT_OF[fault.name]()
 
 
-def install_fault(engine, hooks: PhaseHooks) -> None:
-    """Let the engine's mutant bend it once built (path mutants wrap its objects' methods); clean engines: nothing."""
-    if isinstance(hooks, Mutant):
-        hooks.install(engine)
+def wrap_verifier(inject: str | None, verify_fn: Callable) -> Callable:
+    """The verify function an engine with fault `inject` runs (the rows check tests it without an engine)."""
+    mutant = build_hooks(inject)
+    return mutant.wrap_verifier(verify_fn) if isinstance(mutant, VerifierMutant) else verify_fn
 
 
 def check_hosted(inject: str | None, method: str) -> None:
@@ -140,3 +145,25 @@ def check_hosted(inject: str | None, method: str) -> None:
         raise SpecbenchError(
             f"fault {fault.name!r} has no hook in method {method!r}; it applies to: {', '.join(fault.methods)}"
         )
+
+
+@dataclass(frozen=True)
+class Injection:
+    """A catalog fault as the `EngineFault` an engine's builder applies (specbench.runtime.hooks)."""
+
+    fault: Fault
+
+    @property
+    def name(self) -> str:
+        return self.fault.name
+
+    def new_hooks(self, method: str) -> PhaseHooks:
+        check_hosted(self.fault.name, method)
+        return _MUTANT_OF[self.fault.name]()
+
+
+def injection(name: str | None) -> Injection | None:
+    """`--inject NAME` as what create_engine applies; None (or an off spelling) for the production engine; an
+    unknown name fails listing the faults."""
+    fault = resolve_fault(name)
+    return None if fault is None else Injection(fault)

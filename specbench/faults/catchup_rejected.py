@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.path_mutant import wrap_method
+from specbench.spec.draft_model import DraftModelProposer
 
 
 class CatchupSeesRejected(Mutant):
@@ -12,8 +14,34 @@ class CatchupSeesRejected(Mutant):
     def __init__(self) -> None:
         self._written_end: dict[str, int] = {}  # request -> end of the draft KV its last round wrote
 
-    def draft_kv_written(self, request_id: str, end: int) -> None:
-        self._written_end[request_id] = end
+    def install(self, engine) -> None:
+        """Learn where each round's draft KV ends from the proposer's own methods: a draft LM knows it when the
+        round is verified (its bookkeeping, before the trim), an EAGLE head when its drafting returns (the last
+        step saw newest + k - 1 keys). Drafting is eager under a mutant, so every round goes through propose."""
+        proposer = engine.proposer
+        wrap_method(proposer, "free", self._forgetting)
+        if isinstance(proposer, DraftModelProposer):
+            wrap_method(proposer, "on_verified", lambda on_verified: self._before_trim(proposer, on_verified))
+        else:
+            wrap_method(proposer, "propose", self._after_drafting)
+
+    def _before_trim(self, proposer, on_verified):
+        def recording(request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+            for request_id in request_ids:
+                state = proposer._state.get(request_id)  # a mutant reaches into what it corrupts
+                if state is not None and state.num_written > state.newest:
+                    self._written_end[request_id] = state.num_written
+            on_verified(request_ids, num_accepted)
+        return recording
+
+    def _after_drafting(self, propose):
+        def recording(inp):
+            proposal = propose(inp)
+            for request_id, tokens, num_drafts in zip(inp.request_ids, inp.token_ids, inp.num_draft_tokens):
+                if num_drafts > 0:
+                    self._written_end[request_id] = len(tokens) - 1 + num_drafts - 1
+            return proposal
+        return recording
 
     def extend_seq_lens(self, request_ids: tuple[str, ...], seq_lens: list[int],
                         block_tables: list[tuple[int, ...]], block_size: int) -> list[int]:
@@ -21,5 +49,8 @@ class CatchupSeesRejected(Mutant):
         stale = [min(self._written_end.get(r, 0), len(t) * block_size) for r, t in zip(request_ids, block_tables)]
         return [max(n, s) for n, s in zip(seq_lens, stale)]
 
-    def free(self, request_id: str) -> None:
-        self._written_end.pop(request_id, None)
+    def _forgetting(self, free):
+        def forgetting(request_id: str) -> None:  # finished or preempted: its draft KV is gone
+            free(request_id)
+            self._written_end.pop(request_id, None)
+        return forgetting

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from specbench.runtime.hooks import PhaseHooks
+from specbench.runtime.hooks import PhaseHooks, mutant_label
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,4 @@ class Mutant(PhaseHooks):
         needs nothing here."""
 
 
-def mutant_label(inject: str | None) -> str:
-    """Marker every table of a mutant run carries."""
-    return f"MUTANT[{inject}]" if inject else ""
+__all__ = ["ALL_METHODS", "DRAFT_SIDE", "EAGLE_METHODS", "Fault", "Mutant", "mutant_label"]

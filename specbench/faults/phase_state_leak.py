@@ -10,6 +10,7 @@ import torch
 
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.path_mutant import wrap_method
 
 
 class PhaseStateLeak(Mutant):
@@ -42,5 +43,11 @@ class PhaseStateLeak(Mutant):
                 hidden[last_rows[i]] = leaked
         return hidden
 
-    def free(self, request_id: str) -> None:
-        self._last_step_hidden.pop(request_id, None)
+    def install(self, engine) -> None:
+        def make_free(free):
+            def forgetting(request_id: str) -> None:  # finished or preempted
+                free(request_id)
+                self._last_step_hidden.pop(request_id, None)
+            return forgetting
+
+        wrap_method(engine.proposer, "free", make_free)

@@ -54,7 +54,7 @@ def _load(config: SweepConfig) -> _CleanTarget:
     from specbench.workloads import get_workload
     from specbench.workloads.data import resolve_data_source
 
-    llm = LLM(dataclasses.replace(config.engine, method="none", draft=None, max_num_steps=0, inject=None))
+    llm = LLM(dataclasses.replace(config.engine, method="none", draft=None, max_num_steps=0))
     workload = get_workload(config.workload, **workload_options(config))
     samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
     planner = TurnPlanner(workload, llm.tokenizer, tokenize=True)

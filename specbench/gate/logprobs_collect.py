@@ -14,6 +14,7 @@ from pathlib import Path
 
 from specbench.backends.server_logprobs import ServerTokenLogprob, parse_logprobs, parse_prompt_logprobs
 from specbench.runs.sweep_config import SweepConfig
+from specbench.runtime.hooks import EngineFault
 
 TOP_N = 5  # top-n asked for each output and prompt token (OpenAI's completions allow up to 5)
 
@@ -50,16 +51,19 @@ def _first_turns(config: SweepConfig, tokenizer, tokenize: bool, num_steps: int)
     return [planner.first_turn(s, settings) for s in samples]
 
 
-def embedded_logprobs(config: SweepConfig, num_steps: int) -> LogprobsRun:
-    """The embedded engine at k = num_steps (with the run's --inject), or its clean target alone at k = 0."""
+def embedded_logprobs(config: SweepConfig, num_steps: int, fault: EngineFault | None = None) -> LogprobsRun:
+    """The embedded engine at k = num_steps (bent by `fault`, the run's --inject), or its clean target alone at
+    k = 0 (`fault` must be None then)."""
     from specbench import LLM
 
     engine = config.engine
     if num_steps == 0:
-        engine = dataclasses.replace(engine, method="none", draft=None, max_num_steps=0, inject=None)
+        if fault is not None:
+            raise ValueError("the k = 0 logprobs reference is the clean target")
+        engine = dataclasses.replace(engine, method="none", draft=None, max_num_steps=0)
     else:
         engine = dataclasses.replace(engine, max_num_steps=num_steps)
-    llm = LLM(engine)
+    llm = LLM(engine, fault=fault)
     turns = _first_turns(config, llm.tokenizer, True, num_steps)
     params = [dataclasses.replace(t.params, temperature=0.0, logprobs=TOP_N, prompt_logprobs=TOP_N) for t in turns]
     outputs = llm.generate([list(t.token_ids) for t in turns], params)

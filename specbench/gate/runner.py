@@ -25,6 +25,7 @@ from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTP
                                   skipped)
 from specbench.gate.tolerances import Tolerances
 from specbench.runs.sweep_config import SweepConfig
+from specbench.runtime.hooks import EngineFault, mutant_label
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class GateRequest:
     tolerances: Tolerances
     reference: Path | None = None  # compare against this file
     write_reference: Path | None = None  # record this run as the reference
+    fault: EngineFault | None = None  # the fault sweep.inject names, applied to the embedded engine (test machinery)
 
 
 def gate_sweep_config(request: GateRequest) -> SweepConfig:
@@ -67,7 +69,7 @@ def run_gate(request: GateRequest) -> GateReport:
     crash = None
     planned = Path(config.results_dir).expanduser() / str(config.run_id)
     try:
-        run_dir = run_sweep(config, calibrate=False).run_dir
+        run_dir = run_sweep(config, calibrate=False, fault=request.fault).run_dir
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
         run_dir, crash = planned, str(err)
     except SpecbenchError as err:
@@ -83,7 +85,7 @@ def run_gate(request: GateRequest) -> GateReport:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
     observation = read_observation(run_dir, request.num_steps)
-    logprobs = _logprobs(config, request.num_steps, run_dir) if LOGPROBS in request.stages else None
+    logprobs = _logprobs(config, request.num_steps, run_dir, request.fault) if LOGPROBS in request.stages else None
     if request.write_reference is not None:
         write_reference(reference_of(observation, settings, _source(config), _reference_logprobs(logprobs)),
                         request.write_reference)
@@ -121,12 +123,13 @@ class _LogprobsSides:
     baseline: LogprobsRun | None  # k = 0 of this run; None where the gate does not control k (--base-url)
 
 
-def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path) -> _LogprobsSides:
-    """Ask for logprobs at k and, where the gate sets k, at k = 0 (logprobs_collect.py)."""
+def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path, fault: EngineFault | None) -> _LogprobsSides:
+    """Ask for logprobs at k and, where the gate sets k, at k = 0 (logprobs_collect.py); `fault` bends the embedded
+    engine at k only."""
     from specbench.gate.logprobs_collect import embedded_logprobs, launched_logprobs, server_logprobs
 
     if config.is_embedded:
-        return _LogprobsSides(embedded_logprobs(config, num_steps), embedded_logprobs(config, 0))
+        return _LogprobsSides(embedded_logprobs(config, num_steps, fault), embedded_logprobs(config, 0))
     if config.server_cmd is None:
         return _LogprobsSides(server_logprobs(config, f"k={num_steps} server"), None)
     sides = []
@@ -181,10 +184,8 @@ def _source(config: SweepConfig) -> str:
         return f"server command {config.server_cmd!r}"
     if config.base_url is not None:
         return f"server {config.base_url}"
-    from specbench.faults import mutant_label
-
     e = config.engine
-    inject = f" {mutant_label(e.inject)}" if e.inject else ""  # the marker every table of a mutant run carries
+    inject = f" {mutant_label(config.inject)}" if config.inject else ""  # the marker every table of a mutant run carries
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 

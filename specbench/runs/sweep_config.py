@@ -226,6 +226,9 @@ class SweepConfig:
     # options. Its max_num_steps and max_concurrency are not the sweep's: the grid sets them (backends/embedded.py).
     # Over HTTP only target, method, draft and tokenizer are read (labels, --server-cmd templates).
     engine: EngineConfig = field(default_factory=EngineConfig)
+    # The fault the engine carries (test machinery: its caller applies it, run_sweep's `fault`); recorded so that
+    # every table of the run says it is a mutant. None: a real run.
+    inject: str | None = option(None, "engine fault injected (specbench.faults); marks the run a mutant", cli=False)
     # outputs
     label: str | None = option(None, "tag stored with every row, e.g. before / after")
     results_dir: str = option(RESULTS_DIR, "parent of the run directory")

@@ -3,13 +3,16 @@
 Proposers and the engine call these at fixed points of each phase and use what comes back. A clean engine
 holds `NO_HOOKS`; `specbench.faults` subclasses `PhaseHooks` (one class per mutant, owning its own state).
 Every method runs on the host where inputs are built, never inside a kernel or a captured graph.
+
+Production code never names a fault: whoever builds an engine may hand `specbench.llm.create_engine` an
+`EngineFault` (test machinery builds one: specbench.faults.injection), which gives that engine its hooks and
+bends it once built (`PhaseHooks.install`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the seam stays importable without torch
     import torch
@@ -29,6 +32,12 @@ class StepPlan:
 class PhaseHooks:
     # True: the proposer drafts phase by phase (no whole-round graph), so every draft hook below runs.
     eager_drafting: bool = False
+
+    # ---- the engine is built ------------------------------------------------------------------
+    def install(self, engine: object) -> None:
+        """Called once on the built engine (an LLMEngine: the engine sits above this seam), before its first
+        request: a mutant may wrap methods of the engine's own objects here (its verify function, proposer, fast
+        paths, statistics). Clean hooks: nothing."""
 
     # ---- draft-extend (catch-up) -------------------------------------------------------------
     def extend_seq_lens(self, request_ids: tuple[str, ...], seq_lens: list[int],
@@ -53,40 +62,34 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
-    def draft_probs(self, logits: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-        """Draft LM: the draft probs [n, vocab] handed to the verifier for tokens drawn from them; logits [n, vocab]."""
-        return draft_probs
-
-    def draft_kv_written(self, request_id: str, end: int) -> None:
-        """The round's draft phases wrote this request's draft KV up to position `end` (exclusive)."""
-
-    def forget_draft_state(self, request_id: str) -> bool:
-        """Draft LM: whether `free` drops the request's draft-KV bookkeeping (its blocks are freed with it)."""
-        return True
-
-    def free(self, request_id: str) -> None:
-        """The request finished or was preempted."""
-
     # ---- target -----------------------------------------------------------------------------
     def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
                             block_size: int) -> list[int] | None:
         """Verify KV slots ([num_tokens]) of a speculative round; None = each position's own slot."""
         return None
 
-    def wrap_verifier(self, verify_fn: Callable) -> Callable:
-        return verify_fn
-
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
         return None
 
-    def target_feature_rows(self, first_row: int, num_rows: int, num_target_rows: int) -> int:
-        """EAGLE: first verify row of the features [first_row, first_row + num_rows) handed to the proposer for one
-        request's committed positions, out of num_target_rows rows the verify produced."""
-        return first_row
-
-
-
 
 NO_HOOKS = PhaseHooks()
+
+
+class EngineFault(Protocol):
+    """A fault its caller applies to an engine it builds (`specbench.llm.create_engine(config, fault)`)."""
+
+    @property
+    def name(self) -> str:
+        """What a run records: the engine is a mutant (a manifest's `fault_injected`)."""
+
+    def new_hooks(self, method: str) -> PhaseHooks:
+        """Fresh hooks for one engine of `method` (their state is that engine's); raises SpecbenchError when the
+        method's proposer calls none of the fault's hooks."""
+
+
+
+def mutant_label(inject: str | None) -> str:
+    """Marker every table of a mutant run carries (`inject`: the fault's name; None: a real run)."""
+    return f"MUTANT[{inject}]" if inject else ""

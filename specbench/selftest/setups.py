@@ -48,4 +48,4 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
 
 def plain_setup(setup: CheckSetup) -> CheckSetup:
     """The production plain engine on a speculative setup's target and prompts."""
-    return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0, inject=None)
+    return setup.with_engine(method=PLAIN, draft=None, max_num_steps=0).with_inject(None)

@@ -52,7 +52,7 @@ def repeating_prompts(target_dir: str, num: int, seed: int, engine_config) -> li
     from specbench.sampling_params import SamplingParams
 
     heads = random_prompts(num, seed=seed, min_len=4, max_len=10)
-    plain = replace(engine_config, target=target_dir, method="none", draft=None, max_num_steps=0, inject=None)
+    plain = replace(engine_config, target=target_dir, method="none", draft=None, max_num_steps=0)
     spans = [list(o.output_token_ids) for o in
              LLM(plain).generate(heads, SamplingParams(max_tokens=SPAN_TOKENS, ignore_eos=True))]
     gen = torch.Generator().manual_seed(3_000_017 + seed)  # never replays a build seed's stream

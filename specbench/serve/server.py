@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from specbench.backends.credentials import api_key_from_env
 from specbench.errors import SpecbenchError
+from specbench.runtime.hooks import EngineFault
 from specbench.serve.app import build_app
 from specbench.serve.config import ServeConfig
 from specbench.serve.engine_loop import EngineLoop
@@ -19,10 +20,10 @@ DEFAULT_PORT = 8000
 STARTUP_TIMEOUT_S = 30.0
 
 
-def _engine(config: ServeConfig):
+def _engine(config: ServeConfig, fault: EngineFault | None):
     from specbench.llm import create_engine
 
-    return create_engine(config.engine)  # load_model resolves the 'default' alias
+    return create_engine(config.engine, fault)  # load_model resolves the 'default' alias
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -50,11 +51,13 @@ def _uvicorn_server(app, loop: EngineLoop, log_level: str, timeout_graceful_shut
     return Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=timeout_graceful_shutdown))
 
 
-def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve until SIGINT (Ctrl-C) or SIGTERM; then abort what is in flight and return cleanly."""
+def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          fault: EngineFault | None = None) -> None:
+    """Serve until SIGINT (Ctrl-C) or SIGTERM; then abort what is in flight and return cleanly. `fault`: test
+    machinery (--inject), applied to the engine served."""
     api_key = api_key_from_env(config.api_key_env)
     sock = _bind(host, port)  # fail before loading models when the port is taken
-    loop = EngineLoop(_engine(config))
+    loop = EngineLoop(_engine(config, fault))
     loop.start()
     # uvicorn re-raises the signal that stopped it once it has shut down: with these handlers that is a no-op
     # (not a KeyboardInterrupt traceback, nor a death by SIGTERM before the engine thread is stopped).
@@ -95,11 +98,13 @@ class RunningServer:
         self.stop()
 
 
-def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, engine=None) -> RunningServer:
-    """Start serving on a background thread; port 0 picks a free one. `engine`: an already built LLMEngine."""
+def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, engine=None,
+                 fault: EngineFault | None = None) -> RunningServer:
+    """Start serving on a background thread; port 0 picks a free one. `engine`: an already built LLMEngine; else
+    one is built from the config, with `fault` applied."""
     api_key = api_key_from_env(config.api_key_env)
     sock = _bind(host, port)
-    loop = EngineLoop(engine if engine is not None else _engine(config))
+    loop = EngineLoop(engine if engine is not None else _engine(config, fault))
     loop.start()
     app = build_app(loop, config, api_key)
     server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=2)

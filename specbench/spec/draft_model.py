@@ -79,7 +79,7 @@ class DraftModelProposer(Proposer):
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        return ids, self.hooks.draft_probs(logits, probs)  # the draft's vocabulary is the target's (checked at load)
+        return ids, probs  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
@@ -217,15 +217,12 @@ class DraftModelProposer(Proposer):
             state = self._state.get(request_id)
             if state is None or state.num_written <= state.newest:
                 continue
-            self.hooks.draft_kv_written(request_id, state.num_written)
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
-        if self.hooks.forget_draft_state(request_id):
-            self._state.pop(request_id, None)
-        self.hooks.free(request_id)
+        self._state.pop(request_id, None)
 
     def describe(self) -> dict[str, object]:
         cfg = self.model.config

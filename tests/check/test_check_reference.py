@@ -23,12 +23,11 @@ def setup(tmp_path_factory):
 
 def test_the_reference_is_synchronous_eager_and_unfused(setup):
     production = setup.engine.__class__(**{**setup.engine.to_dict(), "attention_backend": "triton",
-                                           "verifier": "triton", "fused_kernels": "on", "inject": "draft-kv-slice",
+                                           "verifier": "triton", "fused_kernels": "on",
                                            "debug_invariants": True})
     for config in (reference_engine(production), reference_drafting_engine(production)):
         assert (config.async_scheduling, config.enforce_eager, config.fused_kernels, config.attention_backend,
-                config.verifier, config.inject, config.debug_invariants) == (False, True, "off", "torch", "torch",
-                                                                             None, False)
+                config.verifier, config.debug_invariants) == (False, True, "off", "torch", "torch", False)
         assert (config.target, config.dtype, config.device, config.seed) == (
             production.target, production.dtype, production.device, production.seed)
     assert reference_engine(production).method == "none"

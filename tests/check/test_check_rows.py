@@ -10,7 +10,7 @@ import torch
 from specbench.check.row_batches import Warping
 from specbench.check.rows import ROWS_ALPHA, ROWS_POWER, TV_SHIFT, WARPING, row_type_tests
 from specbench.check.warp_reference import warp
-from specbench.faults import build_hooks
+from specbench.faults import wrap_verifier
 from specbench.spec.sampling import logits_to_probs
 from specbench.spec.verifier import VerifyResult, verify
 
@@ -39,14 +39,14 @@ def test_clean_verifier_passes_every_row_type_with_the_stated_power():
 
 @pytest.mark.parametrize("fault, row_type", [("bonus-row-unwarped", "bonus"), ("bonus-from-wrong-row", None)])
 def test_verifier_mutants_caught_on_their_row_type(fault, row_type):
-    mutant = build_hooks(fault).wrap_verifier(verify)
+    mutant = wrap_verifier(fault, verify)
     failed = _failed(row_type_tests(mutant, CPU, seed=0))
     assert failed == {row_type} if row_type else failed == {"recovered", "bonus"}, failed
 
 
 def test_bonus_row_unwarped_is_invisible_at_the_old_setting():
     """At T = 1 without truncation the unwarped law is the right one: no test at that setting can see the bug."""
-    mutant = build_hooks("bonus-row-unwarped").wrap_verifier(verify)
+    mutant = wrap_verifier("bonus-row-unwarped", verify)
     assert not _failed(row_type_tests(mutant, CPU, seed=0, w=OLD_SETTING))
     assert _failed(row_type_tests(mutant, CPU, seed=0, w=WARPING)) == {"bonus"}
 

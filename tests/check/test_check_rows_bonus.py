@@ -15,14 +15,14 @@ from specbench.check.rows import (
 )
 from specbench.check.setup import CheckSetup
 from specbench.config import EngineConfig
-from specbench.faults import build_hooks
+from specbench.faults import wrap_verifier
 from specbench.spec.verifier import verify
 
 
 def _bonus_p_and_power(is_last_draft_likeliest: bool) -> tuple[float, float]:
     batch = bonus_batch(math.ceil(1.05 * rows_needed()), BONUS_NUM_DRAFT, WARPING, np.random.default_rng(0),
                         is_last_draft_likeliest)
-    buggy = build_hooks("bonus-residual-keeps-last-draft").wrap_verifier(verify)
+    buggy = wrap_verifier("bonus-residual-keeps-last-draft", verify)
     torch.manual_seed(0)
     out, accepted = _run(buggy, batch, WARPING, torch.device("cpu"))
     assert (accepted == BONUS_NUM_DRAFT).all()

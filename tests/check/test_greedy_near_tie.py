@@ -17,9 +17,8 @@ PROMPTS = ((5, 9, 13, 2, 7, 11, 3, 8), (4, 6, 12, 10, 15, 1, 14, 2))
 
 def _setup(sensitive_pairs, dtype: str, inject: str | None = None) -> CheckSetup:
     pair = sensitive_pairs(0)
-    engine = check_engine(target=str(pair.target), method="draft", draft=str(pair.draft), max_num_steps=3, dtype=dtype,
-                          inject=inject)
-    return CheckSetup(engine, PROMPTS, max_tokens=12)
+    engine = check_engine(target=str(pair.target), method="draft", draft=str(pair.draft), max_num_steps=3, dtype=dtype)
+    return CheckSetup(engine, PROMPTS, max_tokens=12, inject=inject)
 
 
 def test_a_corrupting_mutant_in_bf16_is_divergent(sensitive_pairs):

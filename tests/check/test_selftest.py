@@ -8,7 +8,7 @@ from tests.support.selftest_rows import assert_selftest_rows
 from typer.testing import CliRunner
 
 from specbench.errors import SpecbenchError
-from specbench.faults import FAULTS, build_hooks, resolve_fault
+from specbench.faults import FAULTS, resolve_fault, wrap_verifier
 from specbench.selftest.runner import run_selftest
 
 SEEDS = (0, 1)
@@ -27,9 +27,9 @@ def test_fault_off_costs_nothing():
     def verify(*args):
         return args
 
-    assert build_hooks(None).wrap_verifier(verify) is verify
-    assert build_hooks("draft-kv-slice").wrap_verifier(verify) is verify
-    assert build_hooks("bonus-from-wrong-row").wrap_verifier(verify) is not verify
+    assert wrap_verifier(None, verify) is verify
+    assert wrap_verifier("draft-kv-slice", verify) is verify
+    assert wrap_verifier("bonus-from-wrong-row", verify) is not verify
 
 
 @pytest.mark.slow  # every fault on the draft LM, 3 seeds: ~60 s on 2 busy cores

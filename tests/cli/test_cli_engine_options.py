@@ -28,8 +28,9 @@ def _engine_flags() -> set[str]:
 def test_the_group_is_every_cli_field_of_engine_config():
     cli_fields = [f.name for f in dataclasses.fields(EngineConfig) if f.metadata.get("cli")]
     assert list(ENGINE_OPTION_NAMES) == cli_fields and len(cli_fields) >= 20
-    for flag in ("--attention-backend", "--verifier", "--synthetic-acceptance", "--inject", "--enforce-eager"):
+    for flag in ("--attention-backend", "--verifier", "--synthetic-acceptance", "--enforce-eager"):
         assert flag in _engine_flags()
+    assert "--inject" not in _engine_flags()  # a fault is applied by the command, never an engine option
 
 
 @pytest.mark.parametrize("command", MODEL_LOADING)
@@ -37,8 +38,8 @@ def test_every_model_loading_command_lists_the_same_engine_options(command):
     flags = _help_flags(command)
     missing = _engine_flags() - flags
     assert not missing, f"{command} lacks {sorted(missing)}"
-    # Options each command declares itself (the run's shape) are named alike too.
-    assert {"--num-steps"} <= flags
+    # Options each command declares itself (the run's shape) are named alike too; --inject comes with the group.
+    assert {"--num-steps", "--inject"} <= flags
 
 
 def test_engine_option_values_reach_the_config():

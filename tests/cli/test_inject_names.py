@@ -1,16 +1,17 @@
 """`--inject NAME`: an unknown name is one error listing the faults, on every command that runs an engine and in the
-library, before any model is looked at; "none" and "" mean no fault. EngineConfig reads only those off spellings:
-the fault catalog sits above it (tests/test_import_layers.py), so the name is resolved where hooks are built."""
+catalog, before any model is looked at; "none" and "" mean no fault. The engine's options carry no fault: the
+caller that builds an engine applies one (`specbench.faults.injection(name)` -> create_engine(config, fault))."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
-from specbench.faults import FAULTS
+from specbench.faults import FAULTS, injection
 from tests.support.cli_run import assert_one_clean_error, run_main
 
 NOWHERE = "/nonexistent/specbench-model"  # reaching the model load with this is "everything before was fine"
@@ -28,27 +29,25 @@ def test_an_unknown_fault_is_one_error_listing_the_faults(command):
 
 @pytest.mark.parametrize("off", ["none", ""])
 def test_the_off_spellings_mean_no_fault(off):
-    assert EngineConfig(inject=off).inject is None
+    assert injection(off) is None
     # the command goes on to the model load: the option was accepted as "no fault"
     assert_one_clean_error(run_main("generate", "-p", "hi", "--target", NOWHERE, "--inject", off), NOWHERE)
 
 
-def test_the_library_refuses_an_unknown_fault_before_loading():
-    config = EngineConfig(target=NOWHERE, inject="no-such-fault")  # a plain value until an engine is built
-    assert config.inject == "no-such-fault"
-    from specbench import LLM
-
+def test_the_catalog_refuses_an_unknown_fault_and_the_engine_options_name_none():
     with pytest.raises(SpecbenchError, match=re.escape(UNKNOWN)):
-        LLM(config)
+        injection("no-such-fault")
+    assert "inject" not in {f.name for f in dataclasses.fields(EngineConfig)}
 
 
-def test_a_library_sweep_refuses_an_unknown_fault_before_reading_or_writing(tmp_path):
-    """validate_config resolves the name with the other registries: before the data (absent here) is read."""
+@pytest.mark.parametrize("name", ["no-such-fault", "draft-kv-slice"])
+def test_a_library_sweep_recording_a_fault_its_engine_lacks_is_refused_before_reading_or_writing(tmp_path, name):
+    """A run that records a fault must get that fault's engine from its caller (run_sweep's `fault`)."""
     from specbench.bench.sweep import run_sweep
     from specbench.runs.sweep_config import SweepConfig
 
-    config = SweepConfig.from_flat({"target": NOWHERE, "inject": "no-such-fault", "results_dir": str(tmp_path / "r"),
+    config = SweepConfig.from_flat({"target": NOWHERE, "inject": name, "results_dir": str(tmp_path / "r"),
                                     "data_dir": str(tmp_path / "no-data")})
-    with pytest.raises(SpecbenchError, match=re.escape(UNKNOWN)):
+    with pytest.raises(SpecbenchError, match=re.escape(f"pass --inject {name}")):
         run_sweep(config)
     assert list(tmp_path.iterdir()) == []

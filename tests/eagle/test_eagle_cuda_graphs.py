@@ -18,6 +18,7 @@ from tests.support.eagle_heads import VARIANTS  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
+from specbench.faults import injection
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -26,7 +27,7 @@ def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | N
         async_scheduling: bool = True, max_tokens=(14, 9, 17), debug_invariants: bool = True):
     llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=num_steps, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,
-              inject=inject, async_scheduling=async_scheduling, debug_invariants=debug_invariants)
+              fault=injection(inject), async_scheduling=async_scheduling, debug_invariants=debug_invariants)
     engine = llm.engine
     if graphs:
         capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,

@@ -10,6 +10,7 @@ import torch
 
 from specbench import LLM, SamplingParams
 from specbench.check.reference import REFERENCE_SETTINGS
+from specbench.faults import injection
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from tests.support.no_bias_tiny import build_cycling_target, build_no_bias_target
 
@@ -20,9 +21,11 @@ ENGINE = {"dtype": "fp32", "device": "cuda", "block_size": 4, "num_kv_blocks": 2
 REFERENCE = {**REFERENCE_SETTINGS, "method": "none"}  # the independent reference (check/reference.py)
 
 
-def generate(target: str, prompts, *, unfused: bool = False, max_tokens: int = 20, **config):
-    """(outputs, accepted drafts in all, the engine); unfused: the torch layers (fused-kernel policy off)."""
-    llm = LLM(target, **{**ENGINE, "fused_kernels": "off" if unfused else "auto", **config})
+def generate(target: str, prompts, *, unfused: bool = False, max_tokens: int = 20, inject: str | None = None,
+             **config):
+    """(outputs, accepted drafts in all, the engine); unfused: the torch layers (fused-kernel policy off);
+    `inject`: the fault applied to the engine."""
+    llm = LLM(target, fault=injection(inject), **{**ENGINE, "fused_kernels": "off" if unfused else "auto", **config})
     outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     return ([list(o.output_token_ids) for o in outs], sum(sum(o.stats.num_accepted_per_pos) for o in outs),
             llm.engine)

@@ -14,11 +14,12 @@ from tests.support.tiny_models import data_dir
 
 def _server(pair, inject: str | None = None):
     from specbench.config import EngineConfig
+    from specbench.faults import injection
     from specbench.serve import ServeConfig, start_server
 
     engine = EngineConfig(target=str(pair.target), method="draft", draft=str(pair.draft), device="cpu",
-                          kv_cache_gb=0.05, max_num_steps=2, inject=inject)
-    return start_server(ServeConfig(engine, served_model_name="tiny"))
+                          kv_cache_gb=0.05, max_num_steps=2)
+    return start_server(ServeConfig(engine, served_model_name="tiny"), fault=injection(inject))
 
 
 def _args(url: str, tmp_path) -> list[str]:

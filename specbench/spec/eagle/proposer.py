@@ -109,8 +109,6 @@ class EagleProposer(Proposer):
             if self._recorder is not None:
                 self._record(inp, step_rows, j, logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
-        for r in active:  # the last step saw newest + k - 1 keys: its scratch ends there
-            self.hooks.draft_kv_written(inp.request_ids[r], len(inp.token_ids[r]) - 1 + inp.num_draft_tokens[r] - 1)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
 
     def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
@@ -283,7 +281,6 @@ class EagleProposer(Proposer):
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)
-        self.hooks.free(request_id)
 
     def describe(self) -> dict[str, object]:
         return self.loaded.describe()
