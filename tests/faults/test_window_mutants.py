@@ -15,7 +15,7 @@ from specbench import LLM, SamplingParams
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.faults import FAULTS
-from specbench.faults.catalog import WINDOW_MUTANTS, selftest_faults
+from specbench.faults.catalog import WINDOW_MUTANTS, injection, selftest_faults
 
 MAX_TOKENS = 16
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 4, "num_kv_blocks": 128}
@@ -36,7 +36,7 @@ def mistral(tmp_path_factory):
 
 
 def engine(target, draft, *, inject: str | None, debug_invariants: bool) -> LLM:
-    return LLM(str(target), method="draft", draft=str(draft), max_num_steps=3, inject=inject,
+    return LLM(str(target), method="draft", draft=str(draft), max_num_steps=3, fault=injection(inject),
                debug_invariants=debug_invariants, **ENGINE)
 
 

@@ -137,11 +137,12 @@ pytest.importorskip("uvicorn")
 
 def _server(pair, inject: str | None = None):
     from specbench.config import EngineConfig
+    from specbench.faults import injection
     from specbench.serve import ServeConfig, start_server
 
     engine = EngineConfig(target=str(pair.target), method="draft", draft=str(pair.draft), device="cpu",
-                          dtype="fp32", kv_cache_gb=0.05, max_num_steps=2, inject=inject)
-    return start_server(ServeConfig(engine, served_model_name="tiny"))
+                          dtype="fp32", kv_cache_gb=0.05, max_num_steps=2)
+    return start_server(ServeConfig(engine, served_model_name="tiny"), fault=injection(inject))
 
 
 def _args(url: str, tmp_path) -> list[str]:

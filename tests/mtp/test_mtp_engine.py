@@ -15,6 +15,7 @@ from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.sampled import check_sampled
 from specbench.check.setup import CheckSetup
+from specbench.faults.catalog import injection
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import LAYER_INDEX, MTP_PREFIX, build_mtp_target
 from tests.support.tiny_models import build_tiny_model
@@ -71,7 +72,7 @@ def test_greedy_matches_plain_engine(target, prompts, plain_outputs, is_preempti
 
 @pytest.mark.parametrize("inject", [None, "mtp-hidden-wrong-position"])
 def test_oracle_recomputes_every_draft_step(target, prompts, plain_outputs, inject):
-    llm = _mtp_llm(target, True, inject=inject)
+    llm = _mtp_llm(target, True, fault=injection(inject))
     reference = build_reference_drafting_llm(llm.engine.config)
     params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
     num, bad = record_and_compare(llm, reference, prompts, params, FP32_RTOL)
