@@ -133,13 +133,14 @@ def recovery_partial_kernel(
     is_draft_row = stop < tl.load(num_draft_ptr + req)  # else the bonus row: no draft mass to remove
     target = tl.load(target_probs_ptr + req * stride_target_req + stop * stride_target_row + cols,
                      mask=is_col, other=0.0)
+    num_draft_cols = tl.where(is_draft_row, vocab_size, 0)  # a vector mask (scalar & vector breaks the interpreter)
     if HAS_DRAFT_PROBS:
-        num_draft_cols = tl.where(is_draft_row, vocab_size, 0)  # a vector mask (scalar & vector breaks the interpreter)
         draft = tl.load(draft_probs_ptr + req * stride_draft_probs_req + stop * stride_draft_probs_row + cols,
                         mask=cols < num_draft_cols, other=0.0)
     else:
         token = tl.maximum(tl.load(draft_ptr + req * stride_draft_req + stop, mask=is_draft_row, other=0), 0)
-        draft = tl.where(cols == token, 1.0, 0.0)
+        # A point mass at the rejected draft; none on the bonus row (the masked load's 0 is no draft of token 0).
+        draft = tl.where((cols == token) & (cols < num_draft_cols), 1.0, 0.0)
     residual = tl.maximum(target - draft, 0.0)
     exponentials = tl.load(exponentials_ptr + req * vocab_size + cols, mask=is_col, other=1.0)
     residual_score = tl.where(is_col, tl.math.div_rn(residual, exponentials), float("-inf"))

@@ -12,7 +12,7 @@ from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
-from specbench.models.architecture_record import record_entry
+from specbench.backends.target_record import record_entry
 from specbench.runs.cell_key import CellKey
 from specbench.runs.environment import device_info
 from specbench.runs.finished_turn import FinishedTurn

@@ -24,11 +24,11 @@ from specbench.bench.run_dir import create_run_dir, plan_run_dir
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.validate import check_fault, validate_config
 from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
-from specbench.models.architecture_record import label_from_entry
 from specbench.runs.cell_key import CellKey
 from specbench.runs.preflight import workload_options
 from specbench.runs.records import Row
 from specbench.runs.sweep_config import SweepConfig
+from specbench.runs.target_architecture import label_from_entry
 from specbench.runs.turns import TurnPlanner
 from specbench.runtime.hooks import EngineFault
 
@@ -43,7 +43,7 @@ class SweepReport:
     num_cells_skipped: int  # already complete (resume)
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
     plan: SweepPlan | None = None  # what was announced before the first cell
-    target_architecture: str = "-"  # the manifest's target, in words (models/architecture_record.py)
+    target_architecture: str = "-"  # the manifest's target, in words (backends/target_record.py)
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,

@@ -86,13 +86,17 @@ def fit_test(row_type: str, dists: np.ndarray, tokens: np.ndarray) -> RowTypeTes
     return RowTypeTest(row_type, len(tokens), p, impossible, power_vs_tv(len(tokens), max(cell.dof, 1)))
 
 
-def _run(verify_fn, batch: RowBatch, w: Warping, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
-    """(output token ids [num_reqs, num_draft + 1], num_accepted [num_reqs]) of the engine's verifier."""
+def _run(verify_fn, batch: RowBatch, w: Warping, device: torch.device,
+         is_deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(output token ids [num_reqs, num_draft + 1], num_accepted [num_reqs]) of the engine's verifier;
+    `is_deterministic`: the drafts go without draft probs, as a deterministic drafter's (n-gram) do (the batch's
+    drafts must be point masses then, so the laws are the same)."""
     num_reqs, num_draft = batch.draft_token_ids.shape
     params = [SamplingParams(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)] * num_reqs
     st = build_sampling_tensors(params, [None] * num_reqs, VOCAB, device)
+    draft_probs = None if is_deterministic else batch.draft_probs.to(device)
     result = verify_fn(batch.target_logits.to(device), batch.draft_token_ids.to(device),
-                       torch.full((num_reqs,), num_draft, dtype=torch.int64), batch.draft_probs.to(device), st)
+                       torch.full((num_reqs,), num_draft, dtype=torch.int64), draft_probs, st)
     return result.output_token_ids.cpu().numpy(), result.num_accepted.cpu().numpy()
 
 
@@ -111,16 +115,21 @@ def row_type_tests(verify_fn, device: torch.device, seed: int, w: Warping = WARP
         tests.append(fit_test("accepted", batch.accepted_dist[is_acc], out[is_acc, 0]))
         tests.append(fit_test("recovered", batch.recovered_dist[~is_acc], out[~is_acc, 0]))
         bonus = bonus_batch(math.ceil(1.05 * needed), BONUS_NUM_DRAFT, w, rng)
-        out, accepted = _run(verify_fn, bonus, w, device)
-        if (accepted != BONUS_NUM_DRAFT).any():
-            tests.append(RowTypeTest("bonus", int((accepted == BONUS_NUM_DRAFT).sum()), 0.0,
-                                     int((accepted != BONUS_NUM_DRAFT).sum()), 0.0))  # certain drafts rejected
-        else:
-            test = fit_test("bonus", bonus.bonus_dist, out[:, BONUS_NUM_DRAFT])
-            power = power_vs_law(bonus.bonus_dist, bonus.residual_bonus_dist)
-            tests.append(RowTypeTest(test.row_type, test.num_rows, test.p_value, test.num_impossible, test.power,
-                                     power))
+        tests.append(_bonus_test("bonus", bonus, *_run(verify_fn, bonus, w, device)))
+        # The same point-mass drafts handed over without draft probs, as n-gram's are: a verifier has a separate
+        # path for them (a draft row's point mass built from the token id), and its bonus row must remove nothing.
+        tests.append(_bonus_test("bonus (no draft probs)", bonus,
+                                 *_run(verify_fn, bonus, w, device, is_deterministic=True)))
     return tests
+
+
+def _bonus_test(row_type: str, bonus: RowBatch, out: np.ndarray, accepted: np.ndarray) -> RowTypeTest:
+    if (accepted != BONUS_NUM_DRAFT).any():  # certain drafts rejected
+        return RowTypeTest(row_type, int((accepted == BONUS_NUM_DRAFT).sum()), 0.0,
+                           int((accepted != BONUS_NUM_DRAFT).sum()), 0.0)
+    test = fit_test(row_type, bonus.bonus_dist, out[:, BONUS_NUM_DRAFT])
+    power = power_vs_law(bonus.bonus_dist, bonus.residual_bonus_dist)
+    return RowTypeTest(row_type, test.num_rows, test.p_value, test.num_impossible, test.power, power)
 
 
 @functools.lru_cache(maxsize=16)

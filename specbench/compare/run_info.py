@@ -6,8 +6,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from specbench.models.architecture_record import label_from_entry
 from specbench.runs.sweep_config import MEASUREMENT_SETTINGS
+from specbench.runs.target_architecture import label_from_entry
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RunInfo:
     proposer: str
     git: str
     versions: str
-    target_architecture: str = "-"  # models/architecture_record.py's label; "-" for a server's model
+    target_architecture: str = "-"  # backends/target_record.py's label; "-" for a server's model
     # Not a real measurement when set: "MUTANT[name]" (fault injected) and/or "SYNTHETIC ACCEPTANCE [...]".
     engine_note: str = ""
     # Shown when they differ: goodput deltas compare like with like only under the same bounds.

@@ -33,7 +33,7 @@ class WorkloadShape(_Shape):
 class TargetShape(_Shape):
     path: str | None = None
     weights_sha256: str | None = None  # None: not hashed (a server's model)
-    architecture: dict[str, Any] | None = None  # models/architecture_record.py; None: a server's model, older runs
+    architecture: dict[str, Any] | None = None  # backends/target_record.py; None: a server's model, older runs
 
 
 class ModelsShape(_Shape):

@@ -99,6 +99,24 @@ def test_no_drafts_emits_only_the_bonus_token():
     assert expected.output_token_ids.shape == (3, 1)
 
 
+@pytest.mark.parametrize("num_draft_tokens", [0, 2])
+def test_a_bonus_row_of_deterministic_drafts_keeps_token_0(num_draft_tokens):
+    """A bonus row (no drafts, or every draft accepted) of a deterministic drafter (n-gram: no draft probs) has no
+    draft mass to remove. The kernel once removed a point mass at token 0 there (the masked draft load's fill),
+    so token 0 was never a bonus token: found by the CUDA selftest over 30 seeds (n-gram, seed 3, sampled check)."""
+    num_reqs, vocab_size = 64, 50
+    logits = torch.full((num_reqs * (num_draft_tokens + 1), vocab_size), -4.0)
+    logits[:, 0] = 1.0  # token 0 is the likeliest token of every row
+    logits[:, 1] = 0.5
+    drafts = torch.zeros(num_reqs, num_draft_tokens, dtype=torch.int64)  # drafts of token 0: accepted w.p. p(0)
+    num_draft = torch.full((num_reqs,), num_draft_tokens, dtype=torch.int64)
+    params = [SamplingParams(temperature=1.0)] * num_reqs
+    seeds = list(range(100, 100 + num_reqs))
+    expected = check_same(4, logits.to(DEVICE), drafts.to(DEVICE), num_draft, None, params, seeds, block_v=16)
+    bonus = expected.output_token_ids[expected.num_accepted == num_draft_tokens, num_draft_tokens]
+    assert len(bonus) and (bonus == 0).any()  # the reference samples token 0 as a bonus token
+
+
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("vocab_size", [32000, 128256])

@@ -1,8 +1,6 @@
-"""What a run's target is, as the manifest records it and summaries and compare print it: the architecture, its
-size, its experts and its attention, so that a before/after of a MoE or sliding-window run says what it ran on.
-
-One record per model config (ModelConfig -> ArchitectureRecord); the label is derived from the record, so the
-manifest, the sweep summary and compare print the same words.
+"""A run's target in words, as the manifest records it (backends/target_record.py writes it) and summaries and
+compare print it: the architecture, its size, its experts and its attention, so that a before/after of a MoE or
+sliding-window run says what it ran on. Torch-free: compare and the HTTP client path read it.
 """
 
 from __future__ import annotations
@@ -10,9 +8,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
-
-from specbench.attention.kinds import SlidingWindowAttention
-from specbench.models.config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -43,44 +38,6 @@ class ArchitectureRecord:
                          f"on {self.num_moe_layers} layers")
         parts.append("full attention" if self.attention == "full" else f"sliding-window attention ({self.attention})")
         return ", ".join(parts)
-
-
-def architecture_record(config: ModelConfig) -> ArchitectureRecord:
-    moe = config.moe
-    return ArchitectureRecord(
-        architecture=config.architecture,
-        num_layers=config.num_hidden_layers,
-        hidden_size=config.hidden_size,
-        num_attention_heads=config.num_attention_heads,
-        num_key_value_heads=config.num_key_value_heads,
-        head_dim=config.head_dim,
-        num_params=config.num_params(),
-        num_active_params=config.num_active_params(),
-        num_experts=moe.num_experts if moe is not None else 0,
-        num_experts_per_token=moe.num_experts_per_tok if moe is not None else 0,
-        num_moe_layers=len(config.moe_layer_ids),
-        shared_expert_size=moe.shared_intermediate_size if moe is not None else 0,
-        attention=attention_text(config),
-    )
-
-
-def attention_text(config: ModelConfig) -> str:
-    """The layers' attention kinds in words: "full", "window 4096" (every layer), or "window 128 on 12 of 24 layers,
-    full elsewhere" (alternating local/global). No kinds declared: every layer attends to its whole context."""
-    windows = [kind.window if isinstance(kind, SlidingWindowAttention) else None for kind in config.attention_kinds]
-    sizes = sorted({w for w in windows if w is not None})
-    if not sizes:
-        return "full"
-    num_windowed = sum(w is not None for w in windows)
-    text = "window " + "/".join(str(w) for w in sizes)
-    if num_windowed == config.num_hidden_layers:
-        return text
-    return f"{text} on {num_windowed} of {config.num_hidden_layers} layers, full elsewhere"
-
-
-def record_entry(config: ModelConfig) -> dict[str, Any]:
-    """The manifest's `models.target.architecture` object."""
-    return dataclasses.asdict(architecture_record(config))
 
 
 def label_from_entry(entry: Any) -> str:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from specbench.models.architecture_record import (
-    architecture_record,
-    label_from_entry,
-    record_entry,
-)
+from specbench.backends.target_record import architecture_record, record_entry
 from specbench.models.presets import MODEL_PRESETS
+from specbench.runs.target_architecture import label_from_entry
 
 
 def test_a_dense_preset_reads_as_its_shape():
