@@ -22,6 +22,7 @@ from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
+from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
@@ -285,16 +286,7 @@ class DecoderLM(nn.Module):
         (0.02 * sqrt(4096) ~ 1.3), so 32+ layers of residual sums stay far inside bf16 range.
         """
         gen = torch.Generator(device=self.embed_weight.device).manual_seed(seed)
-        for name, param in self.named_parameters():
-            if name.endswith("norm.weight"):
-                param.fill_(1.0)
-            elif name.endswith(".bias"):
-                param.zero_()
-            else:
-                param.normal_(0.0, std, generator=gen)
-        for name, buffer in self.named_buffers():
-            if name.endswith("score_correction_bias"):  # a MoE selection bias: none until a checkpoint says
-                buffer.zero_()
+        fill_dummy_weights(self, gen, std)
         self.is_initialized = True
 
 

@@ -18,6 +18,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import ModelConfig
+from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.layers import RMSNorm, RotaryEmbedding
 from specbench.models.llama import DecoderLayer, fused_checkpoint_targets
 from specbench.spec.eagle.head import HeadOutput
@@ -101,13 +102,4 @@ class MtpHead(nn.Module):
     def init_random_weights(self, seed: int, std: float = 0.02) -> None:
         """Dummy weights (`--load-format dummy` targets): seeded N(0, std) matrices, unit norms, zero biases."""
         gen = torch.Generator(device=self.eh_proj.weight.device).manual_seed(seed)
-        for name, param in self.named_parameters():
-            if name.endswith("norm.weight"):
-                param.fill_(1.0)
-            elif name.endswith(".bias"):
-                param.zero_()
-            else:
-                param.normal_(0.0, std, generator=gen)
-        for name, buffer in self.named_buffers():
-            if name.endswith("score_correction_bias"):
-                buffer.zero_()
+        fill_dummy_weights(self, gen, std)
