@@ -36,6 +36,7 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
+from specbench.faults.verify_stall import VerifyStall
 from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
 from specbench.faults.window_missing_in_verify import WindowMissingInVerify
@@ -96,7 +97,10 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
     LogprobsZeroed,
 )
 
-ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS
+# Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.
+SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall,)
+
+ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")

@@ -14,7 +14,8 @@ class Fault:
     description: str
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
     layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
-    # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only)
+    # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only), "speed"
+    # (slows speculation only)
     methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
     path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
 

@@ -35,6 +35,11 @@ __all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "fo
            "run_selftest", "selftest_coverage", "selftest_ok", "selftest_setups", "timed_selftest"]
 
 
+# Fault layers whose bugs leave tokens and statistics exact: what they corrupt, and the gate stage that sees it.
+GATE_ONLY_LAYERS = {"logprobs": ("corrupts reported logprobs only", "logprobs"), "speed": ("slows speculation only",
+                                                                                          "speed")}
+
+
 def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
@@ -54,10 +59,11 @@ def run_selftest(
     if faults is None:  # the device's default: path mutants only where their path is production
         faults = selftest_faults(device_class(resolve_device(device).type))
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
-    unseen = [f.name for f in chosen if f.layer == "logprobs"]
+    unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
-        raise SpecbenchError(f"fault {unseen[0]!r} corrupts reported logprobs only, which the selftest does not "
-                             f"check: `specbench gate` (its logprobs stage) does")
+        what, stage = GATE_ONLY_LAYERS[unseen[0].layer]
+        raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
+                             f"`specbench gate` (its {stage} stage) does")
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):

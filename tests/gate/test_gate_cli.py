@@ -176,3 +176,20 @@ def test_an_engine_that_raises_fails_outputs_with_the_crash(gate_pair, tmp_path,
     assert {_row(out, s)[1] for s in ("lossless", "logprobs", "accuracy", "acceptance", "speed")} == {"N/A"}
     assert "crashed: IndexError" in ET.parse(junit).getroot().find("testsuite/testcase[@name='outputs']/failure"
                                                                      ).get("message")
+
+
+def test_a_speed_only_fault_fails_speed_alone_against_a_reference_with_repeats(gate_pair, tmp_path, monkeypatch,
+                                                                              capsys):
+    """verify-stall leaves every token exact and makes each round wait 20 ms (several times a tiny round on CPU):
+    with two repeats a side the run-to-run interval calls the slowdown, and only the speed stage fails."""
+    args = [*engine_args(gate_pair), "--repeats", "2", "--skip", "logprobs,accuracy"]
+    ref = tmp_path / "ref.json"
+    code, out, err = run_gate_cli([*args, "--write-reference", str(ref), "--results-dir", str(tmp_path / "a")],
+                                  monkeypatch, capsys)
+    assert code == 0, out + err
+    code, out, err = run_gate_cli([*args, "--reference", str(ref), "--inject", "verify-stall", "--results-dir",
+                                   str(tmp_path / "b")], monkeypatch, capsys)
+    assert code == 1, out + err
+    assert out.startswith("## specbench gate: FAIL (speed)"), out
+    assert _row(out, "speed")[1] == "FAIL" and "regressed" in _row(out, "speed")[5], _row(out, "speed")
+    assert [_row(out, s)[1] for s in ("lossless", "acceptance", "outputs")] == ["PASS", "PASS", "PASS"]
