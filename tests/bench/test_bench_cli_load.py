@@ -153,6 +153,8 @@ def test_duration_bounded_all_at_once(tiny_model_dir, prompt_file, tmp_path):
     requests = pd.read_parquet(tmp_path / "all" / "requests.parquet")
     first = requests[requests["turn"] == 0]
     assert len(first) > len(ROWS) and first["scheduled_time"].isna().all()
-    assert first["arrival_time"].max() - first["arrival_time"].min() < 1.0
+    # A turn is admitted while the duration has not passed and stamped just after: on a loaded machine the stamp can
+    # trail the admission check, so the bound has slack (without the duration, arrivals would never stop).
+    assert first["arrival_time"].max() - first["arrival_time"].min() < 1.0 + 0.5
     assert requests["error"].isna().all() and pd.read_parquet(tmp_path / "all" / "cells.parquet").iloc[0][
         "duration_limit_s"] == 1.0
