@@ -37,19 +37,20 @@ def selftest(
     device: Annotated[str, typer.Option("--device", help="cpu | cuda | auto: on CUDA the engine replays CUDA "
                                         "graphs and the invariant sweep runs with graphs on and off")] = "cpu",
     jobs: Annotated[str, typer.Option("--jobs", "-j", help="worker processes running rows side by side | auto: "
-                                      "on CUDA min(8, CPU cores / 2), on CPU 1 (in-process, one row after "
-                                      "another); the rows are the same for any value")] = "auto",
+                                      "on CUDA min(8, CPU cores / 2), on CPU min(8, CPU cores); 1: in-process, one "
+                                      "row after another; the rows are the same for any value")] = "auto",
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
     from specbench.selftest.coverage import coverage_verdict, format_coverage
+    from specbench.selftest.parallel import default_jobs
     from specbench.runs.comma_lists import parse_int_ranges
     from specbench.selftest.runner import (METHODS, false_alarms, format_mutation_table, selftest_coverage, selftest_ok,
                                            timed_selftest)
 
     rows, seconds = timed_selftest(seeds=parse_int_ranges(seeds, "--seeds"), methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
-                                   device=device, on_row=_progress, jobs=_jobs(jobs))
+                                   device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device))
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

@@ -26,7 +26,7 @@ from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import selftest_faults
 from specbench.selftest.coverage import PathCoverage, path_coverage
-from specbench.selftest.parallel import default_jobs, run_parallel
+from specbench.selftest.parallel import run_parallel
 from specbench.selftest.row_tasks import SeedTask, SelftestRow, due_faults, plan_seed, run_row
 from specbench.selftest.setups import KV_CACHE_GB, METHODS, PLAIN, check_methods, plain_setup, selftest_setups
 
@@ -52,9 +52,9 @@ def run_selftest(
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
-    tests reach paths under the Triton interpreter with a small one). `jobs`: worker processes (None: default_jobs
-    of the device; 1: in-process, one row after another, `on_row` in table order; more: `on_row` in completion
-    order); the rows and their order are the same for every value.
+    tests reach paths under the Triton interpreter with a small one). `jobs`: worker processes (None or 1: in-process,
+    one row after another, `on_row` in table order; more: `on_row` in completion order; the CLI's `--jobs auto` is
+    parallel.default_jobs); the rows and their order are the same for every value.
     """
     if faults is None:  # the device's default: path mutants only where their path is production
         faults = selftest_faults(device_class(resolve_device(device).type))
@@ -69,7 +69,7 @@ def run_selftest(
     if not checks or set(checks) - set(CHECKS):
         raise SpecbenchError(f"selftest checks {', '.join(checks) or '(none)'}: supported: {', '.join(CHECKS)}")
     check_methods(methods)  # before any worker starts
-    jobs = default_jobs(device) if jobs is None else jobs
+    jobs = 1 if jobs is None else jobs
     if jobs < 1:
         raise SpecbenchError(f"selftest jobs must be at least 1, got {jobs}")
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves

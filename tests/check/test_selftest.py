@@ -55,7 +55,7 @@ def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():
 def test_cli_selftest_prints_the_table_power_and_verdict():
     from specbench.cli.app import app
 
-    result = CliRunner().invoke(app, ["selftest", "--seeds", "0", "--methods", "eagle3", "--faults",
+    result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "eagle3", "--faults",
                                       "bonus-from-wrong-row", "--checks", "greedy,sampled"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()  # the table; stderr has one progress line per row

@@ -48,8 +48,10 @@ def test_a_failing_worker_is_one_clear_error(tmp_path):
         run_parallel([task], [], jobs=1)
 
 
-def test_default_jobs_is_sequential_on_cpu():
-    assert default_jobs("cpu") == 1
+def test_auto_jobs_use_the_cores_and_the_library_default_is_in_process():
+    import os
+
+    assert default_jobs("cpu") == max(1, min(8, os.cpu_count() or 1))  # tiny models run on one thread each
     with pytest.raises(SpecbenchError, match="at least 1"):
         run_selftest(jobs=0)
 
@@ -66,7 +68,7 @@ def test_seed_ranges_parse_in_one_place():
 def test_cli_clean_rows_only_over_a_seed_range():
     from specbench.cli.app import app
 
-    result = CliRunner().invoke(app, ["selftest", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
+    result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
                                       "--checks", "greedy", "--jobs", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = [line.split()[:3] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
