@@ -26,9 +26,9 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.config import RopeScaling
 from specbench.models.layers import RMSNorm, RotaryEmbedding
 from specbench.sampling_params import SamplingParams
-from specbench.spec.sampling import build_sampling_tensors
-from specbench.spec.verifier import verify
-from specbench.spec.verify_triton import verify_triton
+from specbench.speculation.sampling import build_sampling_tensors
+from specbench.speculation.verifier import verify
+from specbench.speculation.verify_triton import verify_triton
 from tests.support.kernel_testing import random_paged_batch
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, HIDDEN, VOCAB, NUM_LAYERS = 32, 8, 128, 16, 4096, 128256, 32

@@ -22,7 +22,7 @@ import torch
 from specbench import LLM, SamplingParams
 from specbench.bench.gpu_perf import random_prompts
 from specbench.models.presets import get_preset
-from specbench.spec.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 
 SYNTHETIC = (0.73, 0.52, 0.35)
 

@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from specbench import LLM, SamplingParams
 from specbench.bench.gpu_perf import GraphsOff, random_prompts
 from specbench.models.presets import get_preset
-from specbench.spec.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 
 
 def profile_host(engine, prompts, args) -> None:

@@ -47,26 +47,26 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/rounds.py)",
                   ("cpu", "cuda"), _SPEC),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/round_overlap.py, spec/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(engine/round_overlap.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
     # ---- proposers -----------------------------------------------------------------------------------------------
-    ExecutionPath("proposer.ngram", "n-gram lookup drafts (spec/ngram.py)", ("cpu", "cuda"), ("ngram",)),
-    ExecutionPath("proposer.draft", "draft-LM drafts (spec/draft_model.py)", ("cpu", "cuda"), ("draft",)),
-    ExecutionPath("proposer.eagle", "EAGLE-1 head drafts (spec/eagle/proposer.py)", ("cpu", "cuda"), ("eagle",)),
-    ExecutionPath("proposer.eagle3", "EAGLE-3 head drafts (spec/eagle/proposer.py)", ("cpu", "cuda"), ("eagle3",)),
-    ExecutionPath("proposer.mtp", "the target checkpoint's MTP module drafts (spec/mtp/)", ("cpu", "cuda"),
+    ExecutionPath("proposer.ngram", "n-gram lookup drafts (speculation/ngram.py)", ("cpu", "cuda"), ("ngram",)),
+    ExecutionPath("proposer.draft", "draft-LM drafts (speculation/draft_model.py)", ("cpu", "cuda"), ("draft",)),
+    ExecutionPath("proposer.eagle", "EAGLE-1 head drafts (speculation/eagle/proposer.py)", ("cpu", "cuda"), ("eagle",)),
+    ExecutionPath("proposer.eagle3", "EAGLE-3 head drafts (speculation/eagle/proposer.py)", ("cpu", "cuda"), ("eagle3",)),
+    ExecutionPath("proposer.mtp", "the target checkpoint's MTP module drafts (speculation/mtp/)", ("cpu", "cuda"),
                   ("mtp",)),
-    ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (spec/draft_model.py)", ("cpu",),
+    ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/draft_model.py)", ("cpu",),
                   ("draft",)),
-    ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph (spec/draft_model.py)",
+    ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph (speculation/draft_model.py)",
                   ("cuda",), ("draft",), needs_cuda=True),
     ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
-                  "(spec/eagle/proposer.py)", ("cpu", "cuda"), _EAGLE),
+                  "(speculation/eagle/proposer.py)", ("cpu", "cuda"), _EAGLE),
     ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
-                  "(spec/eagle/proposer.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(speculation/eagle/proposer.py)", ("cuda",), _EAGLE, needs_cuda=True),
     ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
-                  "(spec/eagle/round_graph.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(speculation/eagle/round_graph.py)", ("cuda",), _EAGLE, needs_cuda=True),
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),
@@ -88,9 +88,9 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.triton", "paged attention, Triton kernels (attention/triton_backend.py)", ("cuda",)),
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
-    ExecutionPath("verify.torch", "verification / sampling, torch reference (spec/verifier.py)", ("cpu",)),
+    ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
-    ExecutionPath("verify.synthetic", "forced per-position acceptance (spec/synthetic.py; "
+    ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "
                   "--synthetic-acceptance, not lossless)", (), _SPEC),
 )
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from specbench.errors import SpecbenchError
 
-# Sampling runs on device in float32 (spec/sampling.py: logits.float() / temperature, top_p compared in float32) and
+# Sampling runs on device in float32 (speculation/sampling.py: logits.float() / temperature, top_p compared in float32) and
 # seeds go to torch.Generator.manual_seed. These bounds are what those representations hold.
 FLOAT32_MAX = 3.4028234663852886e38  # a larger temperature is inf on device
 FLOAT32_TINY = 1.1754943508222875e-38  # smallest normal float32: a smaller top_p rounds to 0 and masks every token

@@ -8,7 +8,7 @@ What counts as an import, every one of them, with no exception list:
 - imports under `if TYPE_CHECKING:` too: they never run, but a type named in a signature is still something the
   reader must know, and exempting them would let the layers drift through annotations first;
 - relative imports, and `importlib.import_module` / `__import__` with a literal specbench name.
-A unit is one top-level subpackage or module of specbench (`spec`, `config`, `kernels`, ...); the root package's own
+A unit is one top-level subpackage or module of specbench (`speculation`, `config`, `kernels`, ...); the root package's own
 `__init__.py` (__version__ and the lazy facade `LLM`) is the unit `specbench`.
 
 The rule: a unit imports only units of layers strictly below its own. Units of one layer are independent of each
@@ -40,8 +40,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # Models run attention; `runtime` (phases, CUDA-graph runner, the hook seam) sits under both the engine and the
     # proposers.
     {"models", "runtime"},
-    # Proposers and verifier (`spec`): they do not know the engine that calls them.
-    {"spec"},
+    # Proposers and verifier (`speculation`): they do not know the engine that calls them.
+    {"speculation"},
     # The engine composes models, attention, runtime and a proposer.
     {"engine"},
     # `llm`: the library entry (an engine; a fault only when its caller hands one over); `metrics`: computed from
@@ -72,7 +72,7 @@ FAULT_CALLERS = frozenset({"check", "selftest", "cli"})
 
 @dataclass(frozen=True)
 class Import:
-    source: str  # importing module, e.g. "specbench.spec.verify_triton"
+    source: str  # importing module, e.g. "specbench.speculation.verify_triton"
     target: str  # imported module or name, e.g. "specbench.kernels.verify_kernels"
     path: str  # file, relative to the repo root
     line: int
@@ -160,7 +160,7 @@ def walk(repo: Path = REPO) -> tuple[set[str], list[Import]]:
 
 
 def unit_of(name: str, units: set[str]) -> str | None:
-    """specbench.spec.eagle.proposer -> spec; specbench -> specbench (the root); outside specbench -> None."""
+    """specbench.speculation.eagle.proposer -> spec; specbench -> specbench (the root); outside specbench -> None."""
     parts = name.split(".")
     if parts[0] != "specbench":
         return None
@@ -333,12 +333,12 @@ def test_the_generic_request_carries_no_proposer_state():
 
 
 def test_kernels_and_their_launchers_import_no_private_helpers():
-    """The Triton code (kernels/ and every module that launches it, e.g. spec/verify_triton.py) shares the torch
+    """The Triton code (kernels/ and every module that launches it, e.g. speculation/verify_triton.py) shares the torch
     reference's helpers through their public names."""
     modules, found, _ = _real_graph()
     launchers = {imp.source for imp in found if imp.target.startswith("specbench.kernels")}
     hits = [imp.describe() for imp in found
             if imp.source in launchers | {m for m in modules if m.startswith("specbench.kernels")}
             and imp.target.startswith("specbench.") and imp.target.rsplit(".", 1)[-1].startswith("_")]
-    assert "specbench.spec.verify_triton" in launchers
+    assert "specbench.speculation.verify_triton" in launchers
     assert not hits, hits

@@ -23,7 +23,7 @@ def validate_config(config: SweepConfig) -> None:
     workload_factory(config.workload)
     BENCH_BACKENDS.get(config.backend)
     if config.is_embedded:  # over HTTP the method only labels what the server runs (and torch is not needed)
-        from specbench.spec.registry import PROPOSERS
+        from specbench.speculation.registry import PROPOSERS
 
         PROPOSERS.get(config.engine.method)
     _check_backend(config)

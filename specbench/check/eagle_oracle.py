@@ -15,7 +15,7 @@ import torch
 
 from specbench.check.fresh_forward import fresh_cache, query_metadata
 from specbench.check.target_features import TargetFeatureCache
-from specbench.spec.draft_records import DraftStepRecord, group_rounds
+from specbench.speculation.draft_records import DraftStepRecord, group_rounds
 
 
 @torch.inference_mode()

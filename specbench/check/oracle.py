@@ -22,7 +22,7 @@ from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.llm import LLM
-from specbench.spec.draft_records import DraftRecorder, group_rounds
+from specbench.speculation.draft_records import DraftRecorder, group_rounds
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude
 BF16_RTOL = 3e-2

@@ -24,7 +24,7 @@ from specbench.check.sampled_stats import category_of, category_probs, cell_test
 from specbench.check.setup import CheckSetup
 from specbench.faults import wrap_verifier
 from specbench.sampling_params import SamplingParams
-from specbench.spec.sampling import build_sampling_tensors
+from specbench.speculation.sampling import build_sampling_tensors
 
 ROWS_ALPHA = 0.001  # per row type
 ROWS_POWER = 0.8

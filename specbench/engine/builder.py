@@ -20,13 +20,13 @@ from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.execution_paths import PathRecorder
-from specbench.spec.registry import ProposerContext, create_proposer
+from specbench.speculation.registry import ProposerContext, create_proposer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from specbench.models.loader import LoadedModel
-    from specbench.spec.proposer import Proposer
+    from specbench.speculation.proposer import Proposer
 
 _CPU_DEFAULT_KV_GB = 1.0
 
@@ -45,7 +45,7 @@ class EngineParts:
     kv_pool_note: str  # how the pool was sized, for the manifest
     attention_backend: str  # resolved name
     verifier: str  # resolved name
-    verify_fn: Callable  # specbench.spec.verifier.verify or its Triton twin
+    verify_fn: Callable  # specbench.speculation.verifier.verify or its Triton twin
     paths: PathRecorder  # which execution paths this engine took (execution_paths.py); the backend records too
     hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
@@ -94,10 +94,10 @@ def _flashinfer_or_fallback(device: torch.device) -> str:
 
 def select_verifier(name: str) -> Callable:
     if name == "triton":
-        from specbench.spec.verify_triton import verify_triton
+        from specbench.speculation.verify_triton import verify_triton
 
         return verify_triton
-    from specbench.spec.verifier import verify
+    from specbench.speculation.verifier import verify
 
     return verify
 

@@ -10,7 +10,7 @@ from specbench.runtime.phases import PrefillInput, VerifyInput
 from specbench.engine.logprobs import is_prompt_logprobs_due, prompt_rows
 from specbench.engine.request import Request
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
-from specbench.spec.proposer import DraftProposal
+from specbench.speculation.proposer import DraftProposal
 
 
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:

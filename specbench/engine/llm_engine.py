@@ -24,8 +24,8 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
-from specbench.spec.sampling import SamplingTensors, build_sampling_tensors, make_generator
-from specbench.spec.synthetic import conditional_rates
+from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
+from specbench.speculation.synthetic import conditional_rates
 
 
 class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):

@@ -25,7 +25,7 @@ from specbench.engine.request import RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.verify_launch import VerifyLaunch, lookahead_blocker
-from specbench.spec.proposer import DraftProposal, ProposeInput
+from specbench.speculation.proposer import DraftProposal, ProposeInput
 
 
 @dataclass(frozen=True)

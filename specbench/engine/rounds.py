@@ -10,9 +10,9 @@ from specbench.engine.logprobs import (StepLogprobs, logprob_table, prompt_logpr
                                        verify_rows, wanted_top)
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
-from specbench.spec.proposer import ProposeInput
-from specbench.spec.sampling import SamplingTensors, sample
-from specbench.spec.synthetic import synthetic_verify
+from specbench.speculation.proposer import ProposeInput
+from specbench.speculation.sampling import SamplingTensors, sample
+from specbench.speculation.synthetic import synthetic_verify
 
 
 class TargetRounds:

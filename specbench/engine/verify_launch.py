@@ -10,7 +10,7 @@ import torch
 from specbench.engine.logprobs import StepLogprobs
 from specbench.engine.request import Request
 from specbench.engine.scheduler import ScheduledBatch
-from specbench.spec.proposer import DraftProposal
+from specbench.speculation.proposer import DraftProposal
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import torch
 
 from specbench.faults.fault import ALL_METHODS, Fault
 from specbench.faults.verifier_mutant import VerifierMutant
-from specbench.spec.sampling import logits_to_probs, sample_from_probs
+from specbench.speculation.sampling import logits_to_probs, sample_from_probs
 
 
 class BonusResidualKeepsLastDraft(VerifierMutant):

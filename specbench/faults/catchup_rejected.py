@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
-from specbench.spec.draft_model import DraftModelProposer
+from specbench.speculation.draft_model import DraftModelProposer
 
 
 class CatchupSeesRejected(Mutant):

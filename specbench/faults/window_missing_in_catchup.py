@@ -14,7 +14,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.window_bend import bend_layer_kinds
 
-CATCH_UP = "draft_extend"  # the draft LM's catch-up phase (spec/draft_model.py)
+CATCH_UP = "draft_extend"  # the draft LM's catch-up phase (speculation/draft_model.py)
 
 
 class WindowMissingInCatchup(Mutant):

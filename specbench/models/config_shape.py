@@ -89,7 +89,7 @@ class HFConfigShape(_Shape):
     use_qk_norm: bool | None = None  # GLM-4.5 says; Qwen3 always has it
     partial_rotary_factor: Annotated[float, Field(gt=0, le=1)] | None = None  # GLM-4.5 (transformers < 5)
     # Multi-token-prediction modules shipped after the decoder: DeepSeek-V3 / GLM-4.5 (`model.layers.{L + i}.*`)
-    # and Qwen3-Next (`mtp.*`); spec/mtp reads them.
+    # and Qwen3-Next (`mtp.*`); speculation/mtp reads them.
     num_nextn_predict_layers: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] = 0
     mtp_num_hidden_layers: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] = 0
 

@@ -270,7 +270,7 @@ class DecoderLM(nn.Module):
         self.is_initialized = True
 
     def _is_mtp_layer(self, name: str) -> bool:
-        """Multi-token-prediction weights are the `mtp` proposer's (spec/mtp), not the target's: GLM-4.5 / DeepSeek-V3
+        """Multi-token-prediction weights are the `mtp` proposer's (speculation/mtp), not the target's: GLM-4.5 / DeepSeek-V3
         checkpoints carry them as layers after the decoder's, Qwen3-Next under `mtp.*`."""
         if name.startswith("mtp.") and self.config.num_mtp_modules > 0:
             return True

@@ -1,1 +1,1 @@
-"""The layer under `engine` and `spec`: what both import, so neither imports the other."""
+"""The layer under `engine` and `speculation`: what both import, so neither imports the other."""

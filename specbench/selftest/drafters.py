@@ -1,4 +1,4 @@
-"""The selftest's tiny drafter per speculative method: every proposer registered in spec/registry.py (but `none`)
+"""The selftest's tiny drafter per speculative method: every proposer registered in speculation/registry.py (but `none`)
 has one here, so a new method cannot land outside the selftest (tests/check/test_selftest_methods.py)."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _ngram(pair: TinyPair, engine_config) -> MethodModels:
 
 def selftest_methods() -> tuple[str, ...]:
     """Every speculative method of the proposer registry, in its order."""
-    from specbench.spec.registry import PROPOSERS
+    from specbench.speculation.registry import PROPOSERS
 
     return tuple(m for m in PROPOSERS.supported() if m != "none")
 

@@ -71,7 +71,7 @@ class _DraftsLess:
         return getattr(self.inner, name)
 
     def propose(self, inp):
-        from specbench.spec.proposer import DraftProposal
+        from specbench.speculation.proposer import DraftProposal
 
         proposal = self.inner.propose(inp)
         self.num_calls += 1

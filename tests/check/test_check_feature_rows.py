@@ -16,7 +16,7 @@ from specbench.check.greedy import greedy_params
 from specbench.check.oracle import FP32_RTOL
 from specbench.check.setup import build_llm, prompt_list
 from specbench.selftest.runner import selftest_setups
-from specbench.spec.draft_records import DraftRecorder, group_rounds
+from specbench.speculation.draft_records import DraftRecorder, group_rounds
 
 FAULT = "feature-rows-off-by-one"
 

@@ -11,8 +11,8 @@ from specbench.check.row_batches import Warping
 from specbench.check.rows import ROWS_ALPHA, ROWS_POWER, TV_SHIFT, WARPING, row_type_tests
 from specbench.check.warp_reference import warp
 from specbench.faults import wrap_verifier
-from specbench.spec.sampling import logits_to_probs
-from specbench.spec.verifier import VerifyResult, verify
+from specbench.speculation.sampling import logits_to_probs
+from specbench.speculation.verifier import VerifyResult, verify
 
 CPU = torch.device("cpu")
 OLD_SETTING = Warping(temperature=1.0, top_k=-1, top_p=1.0)  # the only setting the sampled check used to cover

@@ -14,7 +14,7 @@ from specbench.faults.catalog import MUTANTS
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 ROOT = Path(specbench.__file__).parent
-PRODUCTION = ("spec", "engine")
+PRODUCTION = ("speculation", "engine")
 
 
 def _production_sources() -> dict[str, str]:

@@ -11,7 +11,7 @@ from specbench.faults import FAULTS
 from specbench.faults.catalog import selftest_faults
 from specbench.selftest.drafters import TINY_DRAFTERS
 from specbench.selftest.runner import METHODS, run_selftest, selftest_setups
-from specbench.spec.registry import PROPOSERS
+from specbench.speculation.registry import PROPOSERS
 
 
 def test_selftest_methods_are_the_registered_proposers():

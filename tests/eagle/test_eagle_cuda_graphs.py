@@ -61,7 +61,7 @@ def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir,
     # The graph derives each draft step's metadata from the catch-up's: an off-by-one there (seed 000's class)
     # must be caught by comparing against the host's reference build.
     from specbench.attention.invariants import InvariantViolation
-    from specbench.spec.eagle.round_graph import EagleRoundGraphs
+    from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 
     derive = EagleRoundGraphs._derive_step_metadata
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
@@ -142,7 +142,7 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
 
 def shift_steps_of_rounds_drafted_ahead(monkeypatch) -> None:
     """Rounds built on the device (run_ahead) derive each draft step's metadata one position off."""
-    from specbench.spec.eagle.round_graph import EagleRoundGraphs
+    from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 
     derive, run_ahead = EagleRoundGraphs._derive_step_metadata, EagleRoundGraphs.run_ahead
 
@@ -169,7 +169,7 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
     from specbench.attention.invariants import InvariantViolation
     from specbench.check.setup import CheckSetup, build_llm
     from specbench.config import EngineConfig
-    from specbench.spec.eagle import ahead
+    from specbench.speculation.eagle import ahead
 
     monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")
     variant = "eagle3-native-flat"
@@ -202,7 +202,7 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
 
 def recorded_run(target, head, prompts, graphs: bool, debug_invariants: bool = True):
     """(engine, draft-step records) of a run with the oracle's recorder attached."""
-    from specbench.spec.draft_records import DraftRecorder
+    from specbench.speculation.draft_records import DraftRecorder
 
     llm = LLM(str(target), method="eagle3", draft=str(head), max_num_steps=3, dtype="fp32", device=DEVICE,
               block_size=4, max_concurrency=4, num_kv_blocks=128, attention_backend="triton", enforce_eager=True,

@@ -21,10 +21,10 @@ from specbench.attention.metadata import build_metadata
 from specbench.execution_paths import PathRecorder
 from specbench.kv.kv_cache import KVCache
 from specbench.models.loader import load_model
-from specbench.spec.eagle.loader import load_eagle_head
-from specbench.spec.eagle.proposer import EagleProposer
-from specbench.spec.proposer import ProposeInput
-from specbench.spec.sampling import build_sampling_tensors
+from specbench.speculation.eagle.loader import load_eagle_head
+from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.proposer import ProposeInput
+from specbench.speculation.sampling import build_sampling_tensors
 
 TIE_TOLERANCE = 1e-4  # logit gap under which two fp32 computations may legitimately pick different argmaxes
 

@@ -13,9 +13,9 @@ from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here, po
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
 from specbench.sampling_params import SamplingParams  # noqa: E402
-from specbench.spec.sampling import build_sampling_tensors, make_generator  # noqa: E402
-from specbench.spec.verifier import verify  # noqa: E402
-from specbench.spec.verify_triton import verify_triton  # noqa: E402
+from specbench.speculation.sampling import build_sampling_tensors, make_generator  # noqa: E402
+from specbench.speculation.verifier import verify  # noqa: E402
+from specbench.speculation.verify_triton import verify_triton  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

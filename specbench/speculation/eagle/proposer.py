@@ -1,0 +1,308 @@
+"""EAGLE-1 / EAGLE-3 proposer: catch-up over target features, then argmax draft-decode steps.
+
+Shift-by-one pairing at draft position p: (token at p + 1, target feature at p), query position p,
+p + 1 visible keys. Per round, for a request whose newest committed token sits at position `newest`:
+- draft-extend (catch-up) runs over every position with a new target feature, [start, newest - 1],
+  writing the draft KV there from target features (overwriting last round's draft-step scratch);
+  its last row yields draft 1;
+- draft-decode step j (1 <= j < k) feeds (draft j, the head's own hidden of step j - 1) at position
+  newest - 1 + j with newest + j visible keys. Its KV is scratch the next catch-up overwrites.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.attention.invariants import check_step_against_requests
+from specbench.attention.metadata import build_metadata
+from specbench.device_copy import to_device
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.runtime.phases import DraftExtendInput, DraftStepInput
+from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
+from specbench.speculation.eagle.loader import LoadedEagleHead
+from specbench.speculation.eagle.ahead import confirm_ahead, propose_ahead
+from specbench.speculation.eagle.round_graph import EagleRoundGraphs
+from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
+from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
+from specbench.speculation.step_plan import draft_step_metadata
+
+
+class EagleProposer(Proposer):
+    drafts_ahead = True
+    def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
+                 hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
+        self.loaded = loaded
+        self.head = loaded.head
+        self.name = loaded.method
+        self.target_feature_layers = loaded.feature_layers
+        self.block_size = block_size
+        self.device = device
+        self.kv_cache: KVCache | None = None
+        self._state: dict[str, RequestState] = {}
+        self.hooks = hooks
+        # The engine's: INV-REQ on every eager draft step; the reference build of graphed and drafted-ahead rounds
+        # checked against the device's (round_input.py, ahead.py).
+        self.debug_invariants = debug_invariants
+        self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
+        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
+        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
+        self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
+        self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
+        self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (speculation/eagle/ahead.py)
+        self.ahead_recording = None  # ahead.AheadRecording of that round while the oracle records, else None
+
+    def kv_cache_spec(self) -> KVCacheSpec | None:
+        return self.head.kv_cache_spec()
+
+    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
+        self.kv_cache = kv_cache
+
+    @torch.inference_mode()
+    def propose(self, inp: ProposeInput) -> DraftProposal:
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        num_reqs = len(inp.request_ids)
+        max_num_draft = max(inp.num_draft_tokens, default=0)
+        draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
+        feats = self._take_features(inp.request_ids)
+        caught_up = [r for r in range(num_reqs) if feats.cu_num_new_features[r + 1] > feats.cu_num_new_features[r]]
+        active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
+        missing = set(active) - set(caught_up)
+        if missing:
+            raise RuntimeError(f"requests {sorted(missing)} asked for drafts without new target features")
+        if not caught_up:
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+
+        graphs = self.round_graphs.get(max_num_draft)
+        if (graphs is not None and not self.hooks.eager_drafting
+                and is_graphable_round(inp, feats, caught_up, active, graphs)):
+            self.head.attn_backend.paths.record("eagle.round_graph")
+            draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
+            if self._recorder is not None:  # the oracle reads what the graphed round computed
+                rows = list(range(num_reqs))
+                for j, logits_input in enumerate(graphs.logits_inputs(num_reqs)):
+                    self._record(inp, rows, j, logits_input, draft_ids)
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+        self.head.attn_backend.paths.record("eagle.eager")
+        extend = self._build_extend(inp, feats, caught_up)
+        extend_hidden = self.head.project_target_features(extend.target_features)  # [num_new_total, H]
+        extend_hidden = self.hooks.extend_hidden(tuple(inp.request_ids[r] for r in caught_up), extend_hidden,
+                                                 extend.logits_indices)
+        out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
+        if not active:
+            return DraftProposal(draft_ids, inp.num_draft_tokens, None)
+        # hidden[r] = the feature the next step of request r is fed  [num_reqs, H]
+        hidden = torch.zeros(num_reqs, out.hidden.shape[-1], dtype=out.hidden.dtype, device=self.device)
+        rows = to_device(caught_up, torch.int64, self.device)
+        hidden[rows] = out.hidden[extend.logits_indices]
+        extend_row = {r: i for i, r in enumerate(caught_up)}
+        last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
+        draft_ids[to_device(active, torch.int64, self.device), 0] = self.argmax_target_ids(out.logits_input[last])
+        if self._recorder is not None:
+            self._record(inp, active, 0, out.logits_input[last], draft_ids)
+
+        for j in range(1, max_num_draft):
+            step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
+            step = self._build_step(inp, step_rows, j, draft_ids, hidden)
+            step_hidden, logits_input, step_ids = self._run_step(step)
+            draft_ids[step.row_of_request, j] = step_ids
+            if self._recorder is not None:
+                self._record(inp, step_rows, j, logits_input, draft_ids)
+            hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
+        return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
+
+    def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
+                      block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
+                      num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
+        """The next round's drafts, built on the device from a verify the host has not read (speculation/eagle/ahead.py)."""
+        return propose_ahead(self, request_ids, newest_positions, block_tables, verify_token_ids, num_accepted,
+                             target_features)
+
+    def confirm_ahead(self, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
+                      rows_of_request: tuple[int, ...]) -> None:
+        confirm_ahead(self, inp, verify_features, num_accepted, rows_of_request)
+
+    def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
+        return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
+
+    def _step_forward(self, step_input_ids, hidden, md, phase: str, check_metadata: bool = True):
+        out = self.head(step_input_ids, hidden, md, self.kv_cache, phase=phase, check_metadata=check_metadata)
+        return out.hidden, out.logits_input, self.argmax_target_ids(out.logits_input)
+
+    def _run_step(self, step: DraftStepInput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(next hidden [n, H], logits input [n, H], draft ids [n]) of one draft-decode step."""
+        shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
+        if shape is None:
+            return self._step_forward(step.input_ids, step.hidden_states, step.md, f"eagle_step_{step.step}")
+        self.head.attn_backend.paths.record("eagle.step_graph")
+        return self.step_graphs.replay(shape, step.input_ids, step.md, step.hidden_states,
+                                       where=f"eagle_step_{step.step}")
+
+    def enable_cuda_graphs(self, plan) -> None:
+        """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
+        from specbench.runtime.cuda_graph import CudaGraphRunner
+
+        self._graph_plan = plan
+        self.head.rotary.reserve(plan.max_positions, plan.device)
+
+        def forward(input_ids, md, hidden):
+            return self._step_forward(input_ids, hidden, md, "eagle_step", check_metadata=False)
+
+        self.step_graphs = CudaGraphRunner(forward, plan, name="eagle_step", max_query_len=1,
+                                           check_metadata=self.head.attn_backend.begin_forward,
+                                           paths=self.head.attn_backend.paths,
+                                           hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
+        self.step_graphs.capture(1)
+
+    def pause_step_graphs(self, is_paused: bool) -> None:
+        if is_paused and self.step_graphs is not None:
+            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
+        elif not is_paused and self._paused_step_graphs is not None:
+            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
+
+    def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
+        input_ids: list[int] = []
+        positions: list[int] = []
+        num_query: list[int] = []
+        last_rows: list[int] = []
+        for r in caught_up:
+            request_id, tokens = inp.request_ids[r], inp.token_ids[r]
+            start = feats.new_feature_start[r]
+            num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
+            state = self.request_state(request_id)
+            # Catch-up resumes exactly where committed draft KV ends and stops before the newest token:
+            # it never sees a rejected or not-yet-committed position.
+            if start != state.num_committed or start + num_new != len(tokens) - 1:
+                raise RuntimeError(
+                    f"{request_id}: features for positions [{start}, {start + num_new}) but draft KV is committed "
+                    f"up to {state.num_committed} and the newest token is at {len(tokens) - 1}"
+                )
+            input_ids.extend(tokens[start + 1 : start + num_new + 1])  # token at p + 1 pairs with feature p
+            positions.extend(range(start, start + num_new))
+            num_query.append(num_new)
+            last_rows.append(len(input_ids) - 1)
+            state.num_committed = start + num_new
+        block_tables = [inp.block_tables[r] for r in caught_up]
+        seq_lens = self.hooks.extend_seq_lens(
+            tuple(inp.request_ids[r] for r in caught_up),
+            [feats.new_feature_start[r] + n for r, n in zip(caught_up, num_query)], block_tables, self.block_size,
+        )
+        md = build_metadata(
+            positions=positions,
+            num_query=num_query,
+            seq_lens=seq_lens,
+            block_tables=block_tables,
+            block_size=self.block_size,
+            device=self.device,
+        )
+        assert feats.new_features is not None and feats.new_features.shape[0] == len(input_ids)
+        return DraftExtendInput(
+            input_ids=to_device(input_ids, torch.int64, self.device),
+            md=self.hooks.extend_metadata(md),
+            target_features=feats.new_features,
+            logits_indices=to_device(last_rows, torch.int64, self.device),
+        )
+
+    def _build_step(
+        self, inp: ProposeInput, rows: list[int], j: int, draft_ids: torch.Tensor, hidden: torch.Tensor
+    ) -> DraftStepInput:
+        # Draft token j is paired with the head's own hidden at position newest - 1 + j (step 1 at newest).
+        md = draft_step_metadata(
+            first_positions=[len(inp.token_ids[r]) - 1 for r in rows],
+            step=j,
+            block_tables=[inp.block_tables[r] for r in rows],
+            block_size=self.block_size,
+            device=self.device,
+            hooks=self.hooks,
+        )
+        row_idx = to_device(rows, torch.int64, self.device)
+        step_hidden = hidden[row_idx]
+        md = self.hooks.step_metadata(j, tuple(inp.request_ids[r] for r in rows), md, step_hidden)
+        if self.debug_invariants:  # step j's query sits at newest + j - 1, newest = committed length - 1
+            check_step_against_requests(md, [len(inp.token_ids[r]) - 2 + j for r in rows],
+                                        [inp.block_tables[r] for r in rows], f"eagle draft step {j}")
+        return DraftStepInput(
+            step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=step_hidden, row_of_request=row_idx
+        )
+
+    def prepare_cuda_graphs(self, num_steps: int) -> None:
+        """Capture whole-round graphs for k = num_steps (once per k; a no-op until graphs are enabled)."""
+        if self._graph_plan is None or num_steps < 2 or num_steps in self.round_graphs:
+            return
+        graphs = EagleRoundGraphs(self, num_steps, self._graph_plan, self.head.attn_backend.begin_forward)
+        graphs.capture()
+        self.round_graphs[num_steps] = graphs
+
+    @property
+    def is_recording(self) -> bool:
+        return self._recorder is not None
+
+    def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        """Record every draft step from now on, on whichever path drafts it: eager steps, whole-round graphs and
+        rounds drafted ahead (read back from the round's outputs), so the oracle checks the path production runs."""
+        self._recorder = recorder
+
+    def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
+        """Step j of requests `rows` of `inp`; logits_input [len(rows), H], draft_ids [>= max(rows) + 1, >= j]."""
+        logits = self.head.compute_logits(logits_input)
+        drafts = draft_ids[to_device(rows, torch.int64, self.device), :j].tolist()  # host sync: oracle only
+        for i, r in enumerate(rows):
+            self._recorder.record(
+                DraftStepRecord(inp.request_ids[r], j, tuple(inp.token_ids[r]) + tuple(drafts[i]), logits[i].float().cpu())
+            )
+
+    def add_target_features(self, request_id: str, start: int, features: torch.Tensor) -> None:
+        """Features [n, feature_dim] of positions [start, start + n), appended to what the next catch-up consumes."""
+        state = self.request_state(request_id)
+        if state.pending_features is None:
+            state.pending_features, state.pending_start = features, start
+        else:
+            state.pending_features = torch.cat([state.pending_features, features])
+
+    def _take_features(self, request_ids: tuple[str, ...]) -> RoundFeatures:
+        """This round's features of each request, handed over once (the catch-up consumes them)."""
+        chunks: list[torch.Tensor] = []
+        cu, starts = [0], []
+        for request_id in request_ids:
+            state = self.request_state(request_id)
+            chunk, state.pending_features = state.pending_features, None
+            cu.append(cu[-1] + (0 if chunk is None else chunk.shape[0]))
+            starts.append(state.pending_start)
+            if chunk is not None:
+                chunks.append(chunk)
+        return RoundFeatures(torch.cat(chunks) if chunks else None, tuple(cu), tuple(starts))
+
+    def request_state(self, request_id: str) -> RequestState:
+        """This request's drafting state (created on its first round; free() drops it)."""
+        return self._state.setdefault(request_id, RequestState())
+
+    def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+        """Nothing to do: the next round's target features say which positions were committed."""
+
+    def free(self, request_id: str) -> None:
+        self._state.pop(request_id, None)
+
+    def describe(self) -> dict[str, object]:
+        return self.loaded.describe()
+
+
+def load_eagle_proposer(ctx, method: str) -> EagleProposer:
+    from specbench.errors import SpecbenchError
+    from specbench.speculation.eagle.loader import load_eagle_head
+
+    cfg = ctx.config
+    if not cfg.draft:
+        raise SpecbenchError(f"method {method!r} needs --draft (the EAGLE head's directory or hub id)")
+    loaded = load_eagle_head(
+        cfg.draft,
+        method=method,
+        target=ctx.target,
+        aux_override=None if cfg.eagle_aux_layer_ids is None else tuple(cfg.eagle_aux_layer_ids),
+        aux_convention=cfg.eagle_aux_convention,
+        attn_backend=ctx.attn_backend,
+        dtype=ctx.dtype,
+        device=ctx.device,
+        allow_pickle=cfg.allow_pickle,
+        fused_kernels=cfg.fused_kernels,
+    )
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)

@@ -1,0 +1,105 @@
+"""The MTP module as a draft head with its own paged KV: the EAGLE proposer's interface (speculation/eagle/head.py).
+
+One step at position p: x = eh_proj([enorm(embedding of the token at p + 1); hnorm(hidden at p)]) (embedding first,
+as DeepSeek-V3, GLM-4.5 and Qwen3-Next store eh_proj / fc), then one decoder layer of the target's shapes (MoE when
+the target's layers are), then the final norm (`shared_head.norm` / `mtp.norm`); the target's lm_head reads it.
+The normed output is also the hidden the next step is fed (as transformers' MtpLayer post_norm and SGLang chain it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.attention.metadata import AttentionMetadata
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models.config import ModelConfig
+from specbench.models.dummy_weights import fill_dummy_weights
+from specbench.models.layers import RMSNorm, RotaryEmbedding
+from specbench.models.llama import DecoderLayer, fused_checkpoint_targets
+from specbench.speculation.eagle.head import HeadOutput
+
+
+@dataclass(frozen=True)
+class MtpHeadConfig:
+    layer: ModelConfig  # the MTP decoder layer's shapes: the target's, one layer (MoE iff the target has MoE)
+
+
+def mtp_head_config(target: ModelConfig) -> MtpHeadConfig:
+    if target.attention_kinds:  # the module's forward attends causally over its whole cache
+        raise SpecbenchError("--method mtp on a target with sliding-window attention layers is not supported")
+    is_moe = target.moe is not None
+    layer = replace(target, num_hidden_layers=1, moe_layer_ids=(0,) if is_moe else (), num_mtp_modules=0)
+    return MtpHeadConfig(layer)
+
+
+class MtpHead(nn.Module):
+    """Parameters start uninitialized (meta -> empty): the loader fills them."""
+
+    is_eagle3 = False  # the EAGLE round graphs' question: the catch-up buffer holds H-wide hidden states
+
+    def __init__(self, config: MtpHeadConfig, attn_backend, dtype: torch.dtype, device: torch.device | str) -> None:
+        super().__init__()
+        c = config.layer
+        self.config = config
+        self.attn_backend = attn_backend
+        self.dtype = dtype
+        with torch.device("meta"):
+            self.enorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+            self.hnorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+            self.eh_proj = nn.Linear(2 * c.hidden_size, c.hidden_size, bias=False)
+            self.layers = nn.ModuleList([DecoderLayer(c, 0)])  # KV layer 0 of the module's own cache
+            self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.rotary = RotaryEmbedding(c.head_dim, c.rope_theta, c.rope_scaling, c.rotary_dim)  # the target's RoPE
+        self.to(dtype).to_empty(device=device).requires_grad_(False)
+        self.target_embed: torch.Tensor | None = None  # [vocab, H] the target's, shared by reference
+        self.target_lm_head: torch.Tensor | None = None  # [vocab, H] the target's (= shared_head.head)
+
+    def bind_target(self, embed_weight: torch.Tensor, lm_head_weight: torch.Tensor) -> None:
+        self.target_embed = embed_weight.detach()
+        self.target_lm_head = lm_head_weight.detach()
+
+    def kv_cache_spec(self) -> KVCacheSpec:
+        c = self.config.layer
+        return KVCacheSpec(1, c.num_key_value_heads, c.head_dim, self.dtype)
+
+    def project_target_features(self, features: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n, H]
+        return features  # the target's hidden goes through hnorm inside forward
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # [n] the token at p + 1 (catch-up) or the previous draft (steps)
+        hidden: torch.Tensor,  # [n, H] the target's final hidden at p, or the module's own previous output
+        md: AttentionMetadata,
+        kv_cache: KVCache,
+        phase: str,
+        check_metadata: bool = True,  # False only under CUDA-graph capture (replays check the real metadata)
+    ) -> HeadOutput:
+        if check_metadata:
+            self.attn_backend.begin_forward(md, phase)
+        cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
+        embeds = F.embedding(input_ids, self.target_embed)
+        x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))  # embedding first
+        out = self.layers[0](x, None, cos_sin, kv_cache, md, self.attn_backend)
+        normed, _ = self.final_norm.add_and_norm(out.hidden, out.residual)  # the layer's last residual add
+        return HeadOutput(hidden=normed, logits_input=normed)
+
+    def compute_logits(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n, vocab] fp32
+        return F.linear(logits_input, self.target_lm_head).float()
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:  # [n] the MTP drafts in the target's vocab
+        return draft_ids
+
+    def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
+        """Canonical MTP name (checkpoint.py) -> (our parameter, first row, end row) it fills."""
+        return fused_checkpoint_targets(self, self.config.layer)
+
+    @torch.no_grad()
+    def init_random_weights(self, seed: int, std: float = 0.02) -> None:
+        """Dummy weights (`--load-format dummy` targets): seeded N(0, std) matrices, unit norms, zero biases."""
+        gen = torch.Generator(device=self.eh_proj.weight.device).manual_seed(seed)
+        fill_dummy_weights(self, gen, std)

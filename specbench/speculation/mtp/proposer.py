@@ -1,0 +1,18 @@
+"""The `mtp` proposer: the EAGLE-1 machinery (catch-up over the target's final hidden states, own paged KV,
+argmax draft steps, round graphs, drafting ahead) around the target checkpoint's MTP module (head.py)."""
+
+from __future__ import annotations
+
+from specbench.speculation.eagle.proposer import EagleProposer
+
+
+def load_mtp_proposer(ctx) -> EagleProposer:
+    from specbench.errors import SpecbenchError
+    from specbench.speculation.mtp.loader import load_mtp_head
+
+    cfg = ctx.config
+    if cfg.draft:
+        raise SpecbenchError("method 'mtp' drafts with the target checkpoint's own MTP module; drop --draft")
+    loaded = load_mtp_head(ctx.target, attn_backend=ctx.attn_backend, dtype=ctx.dtype, device=ctx.device,
+                           allow_pickle=cfg.allow_pickle, seed=cfg.seed, fused_kernels=cfg.fused_kernels)
+    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)
