@@ -24,6 +24,7 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
+from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
 from specbench.speculation.synthetic import conditional_rates
 
@@ -175,6 +176,20 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
         if graphs is not None and self.proposer is not None:
             self.proposer.prepare_cuda_graphs(num_steps)
+
+    @property
+    def draft_shape(self) -> DraftShape:
+        """The tree shape of the next rounds (eagle_topk 1 = chains of k = num_steps drafts)."""
+        return self.scheduler.draft_shape
+
+    def set_draft_shape(self, shape: DraftShape) -> None:
+        """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_draft_shape needs an idle engine")
+        if shape.is_tree:  # no proposer drafts trees yet (issue 28 wires them)
+            raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
+                                 f"'{self.config.method}'")
+        self.scheduler.draft_shape = shape
 
     def set_async_scheduling(self, is_on: bool) -> None:
         """Switch overlapped plain decoding between runs (benchmarks compare both on one engine)."""

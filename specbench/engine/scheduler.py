@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
+from specbench.speculation.draft_shape import CHAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class Scheduler:
         self.max_concurrency = max_concurrency
         self.max_num_batched_tokens = max_num_batched_tokens
         self.num_steps = num_steps
+        self.draft_shape = CHAIN  # tree shape of the rounds (LLMEngine.set_draft_shape)
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specbench.speculation.tree_stats import TreeAcceptanceCounts
+
 
 @dataclass(slots=True)
 class RequestStats:
@@ -24,6 +26,8 @@ class RequestStats:
     # [num_draft_rounds]: accepted draft tokens in each round, in order
     accepted_per_round: list[int] = field(default_factory=list)
     num_preemptions: int = 0
+    # tree rounds only (eagle_topk > 1): acceptance per depth / sibling rank, tree sizes; None for chains
+    tree_counts: TreeAcceptanceCounts | None = None
 
     @property
     def num_output_tokens(self) -> int:
