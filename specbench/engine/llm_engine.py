@@ -24,7 +24,7 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
-from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees
+from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
 from specbench.speculation.synthetic import conditional_rates
@@ -161,7 +161,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
 
     @property
     def needs_features(self) -> bool:
-        return bool(self.runner.feature_layers) and self.num_steps > 0
+        return isinstance(self.proposer, ConsumesTargetFeatures) and self.num_steps > 0
 
     def set_num_steps(self, num_steps: int) -> None:
         """Change k between runs without reloading models (0 = plain decoding, proposer idle)."""
