@@ -2,8 +2,9 @@
 the engine decodes plainly.
 
 The class is registered with the factory so that capabilities are asked of classes, before anything is loaded:
-`methods_with(DraftsAhead)` names every method whose class declares it (speculation/capabilities.py). Faults, check
-and selftest ask this, never a list of method names, so a new proposer class is picked up by them as registered.
+`methods_with(DraftsAhead)` names every method whose class declares it (speculation/capabilities.py). The test
+machinery, check and selftest ask this, never a list of method names, so they pick up a new proposer class as
+registered.
 """
 
 from __future__ import annotations
