@@ -4,8 +4,8 @@ proposer class declares by inheriting them.
 Per decode round the engine calls `propose` once (after scheduling reserved KV for the newest token plus the
 drafts), then verifies, then reports the number of accepted drafts through `on_verified`. Everything else a drafter
 may do is a capability: the engine and the builder call a capability's methods only after asking
-`isinstance(proposer, Capability)`, and the test machinery, check and selftest ask the registry which methods' classes have it
-(`speculation/registry.py`, `methods_with`), never a list of method names. A capability has no default
+`isinstance(proposer, Capability)`; the test machinery, check and selftest ask the registry which methods' classes
+have it (`speculation/registry.py`, `methods_with`), never a list of method names. A capability has no default
 implementation: a class that declares one implements all of its methods (the ABC refuses to instantiate it
 otherwise), and a class without it is never asked.
 
