@@ -115,3 +115,20 @@ def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):
     result = check_oracle(setup)
     assert result.skipped and "throwaway" in result.detail
 
+
+
+def test_execution_paths_name_methods_the_classes_agree_with():
+    """execution_paths.py sits below the proposers (a leaf: attention and the graph runner record paths), so it names
+    methods rather than asking the registry; this ties those names to the classes."""
+    from specbench.execution_paths import PATHS
+    from specbench.speculation.eagle.proposer import EagleProposer
+
+    by_name = {p.name: p for p in PATHS}
+    for method in registry.speculative_methods():  # the engine records proposer.<method> every drafted round
+        assert by_name[f"proposer.{method}"].methods == (method,), method
+    assert set(by_name["spec.sync_round"].methods) == set(registry.speculative_methods())
+    eagle = set(registry.methods_with(EagleProposer))
+    assert all(set(p.methods) == eagle for p in PATHS if p.name.startswith("eagle."))
+    assert all(set(p.methods) == set(registry.methods_with(HasDraftKV)) - eagle for p in PATHS
+               if p.name.startswith("draft."))
+    assert {m for p in PATHS for m in p.methods} <= {"none", *registry.speculative_methods()}
