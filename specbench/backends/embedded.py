@@ -83,6 +83,7 @@ class EmbeddedBackend:
 
     def start_cell(self, key: CellKey) -> None:
         self.engine.set_num_steps(key.num_steps)
+        self.engine.set_draft_shape(key.draft_shape)  # chains on k = 0 and wherever --eagle-topk is 1
 
     def reset_prefix_cache(self) -> CacheReset:
         return NO_PREFIX_CACHE
