@@ -17,7 +17,12 @@ from specbench.bench.store import to_table
 from specbench.metrics.goodput import parse_goodput
 from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
-from specbench.runs.records import cell_metrics_from_rows, request_acceptance_length, stats_from_row, tree_columns
+from specbench.runs.records import (
+    cell_metrics_from_rows,
+    request_acceptance_length,
+    stats_from_row,
+    tree_columns,
+)
 from specbench.runs.schema import SCHEMA_VERSION
 
 
