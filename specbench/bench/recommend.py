@@ -118,7 +118,7 @@ def format_recommendations(rows: list[Recommendation]) -> str:
         return ""
     optimize = rows[0].optimize
     goal = "highest output throughput" if optimize == "throughput" else "lowest median TPOT"
-    lines = [f"best num-steps (and tree shape) per grid point ({goal}; vs runner-up: ratio and {CONFIDENCE:.0%} bootstrap interval)"]
+    lines = [f"best num-steps per grid point ({goal}; vs runner-up: ratio and {CONFIDENCE:.0%} bootstrap interval)"]
     for r in rows:
         temperature = "default" if math.isnan(r.temperature) else format(r.temperature, "g")
         where = f"{r.workload} {r.method} t={temperature} c={r.concurrency}"

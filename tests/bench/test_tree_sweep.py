@@ -196,7 +196,7 @@ def test_recommendations_range_over_k_and_shape(tree_run):
     rec = pd.read_parquet(run_dir / "recommendations.parquet").iloc[0]
     assert rec["num_candidates"] == 3
     assert {"best_eagle_topk", "best_draft_token_budget", "runner_up_eagle_topk"} <= set(rec.index)
-    assert "best num-steps (and tree shape) per grid point" in output
+    assert "best num-steps per grid point" in output and f"k=2 top-2/{BUDGET}" in output
 
 
 def test_compare_matches_tree_cells_on_their_shape_and_shows_tree_rows(tree_run, tmp_path):
