@@ -183,6 +183,7 @@ def test_tree_cells_carry_their_shape_and_tree_metrics_chains_none(tree_run):
 def test_summary_shows_the_tree_rows_with_na_for_chains(tree_run):
     run_dir, output, _ = tree_run
     assert f"c=2 k=2 top-2/{BUDGET}" in output and "Mean tree size" in output
+    assert f"x k 0,2 x shape chain,tree top-2/{BUDGET} x concurrency 2" in output  # the plan
     cells = pd.read_parquet(run_dir / "cells.parquet").to_dict("records")
     table = format_summary(cells, width=500)
     size_line = next(line for line in table.splitlines() if line.startswith("Mean tree size"))
