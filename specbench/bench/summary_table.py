@@ -21,6 +21,7 @@ from specbench.metrics.specs import (
     rank_metric,
 )
 from specbench.runs.cell_acceptance import cell_value
+from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
@@ -143,14 +144,6 @@ def format_categories(categories: Sequence[Row], width: int | None = None) -> st
             line.append("-" if al is None else f"{al:.2f} / {100 * rate:.0f}%" if rate is not None else f"{al:.2f}")
         body.append(line)
     return _render("acceptance length / rate per category", "Category", headers, body, width)
-
-
-def shape_text(row: Row) -> str:
-    """'' for a chain (rows without the shape columns too), ' top-4' or ' top-4/16' for a tree."""
-    topk, budget = row.get("eagle_topk"), row.get("draft_token_budget")
-    if topk is None or _isnan(topk) or int(topk) == 1:
-        return ""
-    return f" top-{int(topk)}" + ("" if budget is None or _isnan(budget) else f"/{int(budget)}")
 
 
 def _temperature_label(value: float) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from specbench.speculation.draft_shape import DraftShape
 
@@ -54,3 +56,16 @@ def shape_suffix(shape: DraftShape) -> str:
     if not shape.is_tree:
         return ""
     return f"-top{shape.eagle_topk}" + ("" if shape.num_draft_tokens is None else f"-n{shape.num_draft_tokens}")
+
+
+def shape_text(row: Mapping[str, Any]) -> str:
+    """A table row's shape for titles and headers: '' for a chain (rows written before trees too), ' top-4' or
+    ' top-4/16' for a tree."""
+    topk, budget = row.get("eagle_topk"), row.get("draft_token_budget")
+    if _is_missing(topk) or int(topk) == 1:
+        return ""
+    return f" top-{int(topk)}" + ("" if _is_missing(budget) else f"/{int(budget)}")
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

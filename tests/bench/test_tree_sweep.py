@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.bench.grid import build_grid
-from specbench.bench.summary_table import format_summary, shape_text
+from specbench.bench.summary_table import format_summary
 from specbench.compare.matching import key_of
 from specbench.config import EngineConfig
-from specbench.runs.cell_key import CellKey
+from specbench.runs.cell_key import CellKey, shape_text
 from specbench.runs.sweep_config import SweepConfig
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.tree_stats import TreeAcceptanceCounts
@@ -214,3 +214,16 @@ def test_compare_matches_tree_cells_on_their_shape_and_shows_tree_rows(tree_run,
     assert {"tree_size", "tree_accept_depth_1", "tree_accept_rank_0"} <= tree_rows
     assert not any(r.metric.group == "tree" for r in comparison.rows if r.key.eagle_topk == 1)  # N/A: no row
     assert f"k=2 top-2/{BUDGET}" in render_markdown(comparison)
+
+
+def test_crossovers_and_figures_keep_tree_cells_apart_from_the_chain_of_their_k():
+    from specbench.compare.crossover import crossovers
+    from specbench.compare.plot_data import chain_cells
+
+    base = {"workload": "gsm8k", "method": "eagle3", "temperature": 0.0, "num_steps": 3}
+    rows = [{**base, "concurrency": c, "speedup": s, "eagle_topk": topk, "draft_token_budget": budget}
+            for c, s, topk, budget in ((1, 2.0, 1, None), (8, 0.9, 1, None), (1, 2.5, 4, 16), (8, 1.2, 4, 16))]
+    found = {c.shape: c for c in crossovers(rows)}
+    assert set(found) == {"", " top-4/16"}
+    assert found[""].concurrency is not None and found[" top-4/16"].pays_everywhere
+    assert list(chain_cells(pd.DataFrame(rows))["speedup"]) == [2.0, 0.9]
