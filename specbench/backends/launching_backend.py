@@ -168,7 +168,8 @@ class LaunchingBackend:
                                          local_tokenizer=(self.tokenizer, self.can_tokenize))
         except SpecbenchError as err:  # e.g. an unreadable /v1/models: still nothing measured on this server
             self._stop()
-            raise ServerLaunchFailed(f"the launched server (num-steps {num_steps}{shape_suffix(shape)}): {err}") from None
+            raise ServerLaunchFailed(
+                f"the launched server (num-steps {num_steps}{shape_suffix(shape)}): {err}") from None
         self._num_steps, self._shape = num_steps, shape
         info = {"argv": list(server.argv), "port": server.port, "model": self._client.model,
                 "models": list(self._client.info.models), "version": self._client.info.version}

@@ -1,4 +1,5 @@
-"""Sweep cells: the (repeat, temperature, concurrency, num_steps, draft shape) grid (its comma lists: runs/comma_lists.py)."""
+"""Sweep cells: the (repeat, temperature, concurrency, num_steps, draft shape) grid (its comma lists:
+runs/comma_lists.py)."""
 
 from __future__ import annotations
 

@@ -112,8 +112,8 @@ def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
     has_goodput = any(r.get("goodput_slo") is not None for r in cells)
     has_anomalies = any(r.get("num_anomalies") for r in cells)
     has_trees = any(int(r.get("eagle_topk") or 1) > 1 for r in cells)
-    metrics = (METRICS + (TREES if has_trees else ()) + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
-               + (ANOMALIES if has_anomalies else ()))
+    metrics = (METRICS + (TREES if has_trees else ()) + (GOODPUT if has_goodput else ())
+               + (ACCURACY if has_accuracy else ()) + (ANOMALIES if has_anomalies else ()))
     blocks = []
     for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
         points = _group(rows, lambda r: (r["concurrency"], r["num_steps"], shape_text(r)))

@@ -21,7 +21,8 @@ class FailOn:
     metrics: tuple[str, ...] | None  # names or groups; None = every metric
 
     def _gated(self, comparison: Comparison) -> list[MetricDelta]:
-        names = None if self.metrics is None else {m.name for m in select(self.metrics, _positions(comparison), _topk(comparison))}
+        names = (None if self.metrics is None
+                 else {m.name for m in select(self.metrics, _positions(comparison), _topk(comparison))})
         return [r for r in comparison.rows if names is None or r.metric.name in names]
 
     def offending(self, comparison: Comparison) -> list[MetricDelta]:

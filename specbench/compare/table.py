@@ -46,7 +46,8 @@ def blocks(comparison: Comparison) -> list[Block]:
         for r in rows:
             by_metric.setdefault(r.metric.name, {})[r.key.concurrency] = r
         ordered = [m for m in comparison.metrics if m.name in by_metric]
-        title = f"{workload} · {method} · k={num_steps}{rows[0].key.shape_text} · temperature {rows[0].key.temperature_text}"
+        key = rows[0].key
+        title = f"{workload} · {method} · k={num_steps}{key.shape_text} · temperature {key.temperature_text}"
         out.append(Block(title, concurrencies,
                          tuple((m, tuple(by_metric[m.name].get(c) for c in concurrencies)) for m in ordered)))
     return out
