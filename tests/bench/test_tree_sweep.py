@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -121,10 +122,10 @@ def _tree_counts(accepted_per_round: list[int], depth: int = 2) -> TreeAcceptanc
     return counts
 
 
-@pytest.fixture(scope="module")
-def tree_run(tiny_model_dir, tiny_draft_dir, tmp_path_factory):
-    """A sweep over k 0,2 x topk 1,2 with budget BUDGET. The engine takes each shape (its refusal of trees is the
-    tree-engine branch's to lift) and the stand-in attaches tree counts to every finished request of a tree cell."""
+def _sweep_with_stand_in(args: list[str]) -> tuple[str, list[DraftShape]]:
+    """Run `specbench sweep ARGS` where the engine takes each shape (its refusal of trees is the tree-engine
+    branch's to lift) and every finished request of a tree cell carries tree counts; returns the output and the
+    shapes the engine was given."""
     from specbench.backends.embedded import EmbeddedBackend
     from specbench.cli.app import app
     from specbench.engine.llm_engine import LLMEngine
@@ -144,17 +145,24 @@ def tree_run(tiny_model_dir, tiny_draft_dir, tmp_path_factory):
                 item.output.stats.tree_counts = _tree_counts(item.output.stats.accepted_per_round)
         return finished
 
-    results = tmp_path_factory.mktemp("results")
-    args = ["sweep", "--target", str(tiny_model_dir), "--method", "draft", "--draft", str(tiny_draft_dir),
-            "--num-steps", "0,2", "--eagle-topk", "1,2", "--num-draft-tokens", str(BUDGET), "--concurrency", "2",
-            "--data-dir", str(data_dir()), "--limit", "3", "--shots", "1", "--max-tokens", "8", "--warmup", "0",
-            "--device", "cpu", "--kv-cache-gb", "0.02", "--results-dir", str(results), "--run-id", "trees"]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(LLMEngine, "set_draft_shape", set_draft_shape)
         patch.setattr(EmbeddedBackend, "run_turns", run_turns)
-        result = CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
+        result = CliRunner().invoke(app, ["sweep", *args], env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return results / "trees", result.output, shapes
+    return result.output, shapes
+
+
+@pytest.fixture(scope="module")
+def tree_run(tiny_model_dir, tiny_draft_dir, tmp_path_factory):
+    """A sweep over k 0,2 x topk 1,2 with budget BUDGET."""
+    results = tmp_path_factory.mktemp("results")
+    output, shapes = _sweep_with_stand_in([
+        "--target", str(tiny_model_dir), "--method", "draft", "--draft", str(tiny_draft_dir), "--num-steps", "0,2",
+        "--eagle-topk", "1,2", "--num-draft-tokens", str(BUDGET), "--concurrency", "2", "--data-dir", str(data_dir()),
+        "--limit", "3", "--shots", "1", "--max-tokens", "8", "--warmup", "0", "--device", "cpu", "--kv-cache-gb",
+        "0.02", "--results-dir", str(results), "--run-id", "trees"])
+    return results / "trees", output, shapes
 
 
 def test_the_engine_gets_each_cells_shape(tree_run):
@@ -227,3 +235,14 @@ def test_crossovers_and_figures_keep_tree_cells_apart_from_the_chain_of_their_k(
     assert set(found) == {"", " top-4/16"}
     assert found[""].concurrency is not None and found[" top-4/16"].pays_everywhere
     assert list(chain_cells(pd.DataFrame(rows))["speedup"]) == [2.0, 0.9]
+
+
+def test_resume_runs_only_the_missing_tree_cell(tree_run, tmp_path):
+    run_dir, _, _ = tree_run
+    copy = tmp_path / "trees"
+    shutil.copytree(run_dir, copy)
+    (copy / "parts" / "cells" / f"r0-t0-c2-k2-top2-n{BUDGET}.parquet").unlink()
+    output, shapes = _sweep_with_stand_in(["--resume", str(copy), "--quiet"])
+    assert set(shapes) == {DraftShape(2, BUDGET)} and "1 cells run, 2 already complete" in output, output
+    cells = pd.read_parquet(copy / "cells.parquet")
+    assert len(cells) == 3 and cells.set_index("cell_id").loc[f"r0-t0-c2-k2-top2-n{BUDGET}", "tree_size"] == BUDGET
