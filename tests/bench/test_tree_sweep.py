@@ -70,8 +70,8 @@ def test_tables_written_before_trees_read_as_chains():
     "args, message",
     [
         (["--method", "ngram", "--num-steps", "2", "--eagle-topk", "1,2"],
-         "error: --eagle-topk 1,2 (tree drafts) needs --method draft, eagle, eagle3, mtp; method 'ngram' drafts "
-         "chains only"),
+         ("error: --eagle-topk 1,2 (tree drafts) needs --method draft, eagle, eagle3, mtp; method 'ngram' drafts "
+          "chains only")),
         (["--method", "none", "--num-steps", "0", "--eagle-topk", "4"], "(tree drafts) needs --method draft"),
         (["--method", "draft", "--num-steps", "2", "--num-draft-tokens", "8"],
          "error: --num-draft-tokens budgets tree drafts: give --eagle-topk above 1 too"),
@@ -83,8 +83,8 @@ def test_tables_written_before_trees_read_as_chains():
         (["--backend", "openai", "--base-url", "http://127.0.0.1:9", "--method", "eagle3", "--num-steps", "3",
           "--eagle-topk", "1,4"], "the server's speculative config is fixed; give the one --eagle-topk"),
         (["--backend", "openai", "--server-cmd", "preset:llama-server", "--method", "draft", "--num-steps", "3",
-          "--eagle-topk", "2"], "error: --server-cmd preset:llama-server cannot launch method draft, num-steps 3, "
-         "tree top-2/all: llama.cpp drafts chains only"),
+          "--eagle-topk", "2"], ("error: --server-cmd preset:llama-server cannot launch method draft, num-steps 3, "
+                                 "tree top-2/all: llama.cpp drafts chains only")),
     ],
 )
 def test_an_impossible_shape_fails_with_one_error_line_before_any_run(args, message, tiny_model_dir, tmp_path,
