@@ -18,7 +18,13 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
 ]
 
-from specbench.kernels.moe import MAX_TOKENS, MoeKernelConfig, fused_experts, sort_by_expert  # noqa: E402
+from specbench.kernels.moe import (  # noqa: E402
+    MAX_TOKENS,
+    MoeKernelConfig,
+    fused_experts,
+    sort_by_expert,
+    sort_by_expert_reference,
+)
 from specbench.models.moe import MoeMLP  # noqa: E402
 from specbench.models.moe_config import MoeConfig  # noqa: E402
 from specbench.models.moe_routing import ExpertRouting  # noqa: E402
@@ -190,3 +196,19 @@ def test_graph_replays_with_fewer_real_rows():
             graph.replay()
             assert_close(static_out[:num_real].clone(), moe(x))
             assert (static_out[num_real:] == 0).all()
+
+
+@pytest.mark.parametrize("num_experts, top_k", [(8, 2), (128, 8), (32, 4), (6, 3)])
+@pytest.mark.parametrize("num_tokens", [1, 5, 16, 64])
+def test_sort_kernel_matches_the_torch_sort(num_experts, top_k, num_tokens):
+    # Random distinct ids per token (some tokens share experts), the last rows padded as in a graph batch.
+    gen = torch.Generator().manual_seed(num_tokens * 131 + num_experts)
+    ids = torch.stack([torch.randperm(num_experts, generator=gen)[:top_k] for _ in range(num_tokens)])
+    if num_experts == 128:  # few experts in play: long ranges and many idle experts
+        ids = torch.stack([torch.randperm(12, generator=gen)[:top_k] * 10 for _ in range(num_tokens)])
+    ids[num_tokens - num_tokens // 4:] = num_experts
+    ids = ids.to(DEVICE)
+    got, expected = sort_by_expert(ids, num_experts), sort_by_expert_reference(ids, num_experts)
+    for field in ("sorted_slots", "cu_num_slots_per_expert", "active_experts", "num_active_experts"):
+        a, b = getattr(got, field), getattr(expected, field)
+        assert a.dtype == b.dtype == torch.int32 and torch.equal(a, b), (field, a, b)
