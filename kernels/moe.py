@@ -29,17 +29,12 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from specbench.kernels.moe_sort import ExpertSort, sort_by_expert, sort_by_expert_reference
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
+__all__ = ["ExpertSort", "MoeKernelConfig", "fused_experts", "sort_by_expert", "sort_by_expert_reference"]
+
 MAX_TOKENS = 64  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
-
-
-@dataclass(frozen=True)
-class ExpertSort:
-    sorted_slots: torch.Tensor  # [num_tokens * k] int32: slots t * k + j, stably sorted by expert; padding last
-    cu_num_slots_per_expert: torch.Tensor  # [num_experts + 1] int32: expert e owns sorted rows [cu[e], cu[e + 1])
-    active_experts: torch.Tensor  # [num_experts] int32: experts with a slot first (ascending), then the others
-    num_active_experts: torch.Tensor  # [1] int32
 
 
 @dataclass(frozen=True)
@@ -56,90 +51,6 @@ def default_config(element_size: int) -> MoeKernelConfig:
     """Untuned starting tiles; `scripts/bench_moe.py` on an H100 is where they get measured."""
     # fp32 (checking runs) halves the width: the same bytes per pipelined tile.
     return MoeKernelConfig(block_m=16, block_n_gate_up=32, block_n_down=16, block_k=256 // element_size)
-
-
-def sort_by_expert_reference(
-    topk_ids: torch.Tensor,  # [num_tokens, k] int64; num_experts marks a padded row
-    num_experts: int,
-) -> ExpertSort:
-    """The definition of the sort, in torch ops (about ten small kernels; `sort_by_expert` is one)."""
-    flat = topk_ids.reshape(-1)
-    sorted_slots = torch.argsort(flat, stable=True).to(torch.int32)
-    counts = torch.zeros(num_experts + 1, dtype=torch.int32, device=flat.device)
-    counts.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
-    counts = counts[:num_experts]  # the padding sentinel's count is dropped: its slots are in no range
-    cu = torch.zeros(num_experts + 1, dtype=torch.int32, device=flat.device)
-    cu[1:] = torch.cumsum(counts, 0)
-    is_active = counts > 0
-    active_experts = torch.argsort((~is_active).to(torch.int8), stable=True).to(torch.int32)
-    return ExpertSort(sorted_slots=sorted_slots, cu_num_slots_per_expert=cu, active_experts=active_experts,
-                      num_active_experts=is_active.sum(dtype=torch.int32).reshape(1))
-
-
-@triton.jit
-def _sort_kernel(
-    ids_ptr,  # [num_tokens * TOP_K] int64, by slot
-    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
-    num_tokens,
-    NUM_EXPERTS: tl.constexpr,
-    TOP_K: tl.constexpr,
-    BLOCK_T: tl.constexpr,  # >= num_tokens
-    BLOCK_E: tl.constexpr,  # > NUM_EXPERTS: column NUM_EXPERTS is the padding sentinel's, always empty
-):
-    # One program. A token holds each expert at most once, so the slots of expert e in slot order are those of the
-    # tokens that chose e, in token order: slot (t, j) with id e goes to cu[e] + (tokens before t that chose e).
-    t = tl.arange(0, BLOCK_T)
-    e = tl.arange(0, BLOCK_E)
-    is_t = t < num_tokens
-    is_e = e < NUM_EXPERTS
-    member = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.int32)  # [t, e]: token t chose expert e
-    for j in tl.static_range(TOP_K):
-        ids = tl.load(ids_ptr + t * TOP_K + j, mask=is_t, other=NUM_EXPERTS).to(tl.int32)
-        member += ((ids[:, None] == e[None, :]) & is_e[None, :]).to(tl.int32)
-    counts = tl.sum(member, axis=0)  # [BLOCK_E]
-    cu = tl.cumsum(counts, axis=0) - counts  # exclusive; cu[NUM_EXPERTS] = real slots in all
-    tl.store(cu_ptr + e, cu, mask=e <= NUM_EXPERTS)
-    num_real_slots = tl.sum(counts, axis=0)
-    start = cu[None, :] + tl.cumsum(member, axis=0) - member  # [t, e]: sorted row of token t's slot of e
-    first = tl.load(ids_ptr + t * TOP_K, mask=is_t, other=0).to(tl.int32)
-    is_pad = (first == NUM_EXPERTS) & is_t  # a padded row: all its k ids are the sentinel
-    pads_before = tl.cumsum(is_pad.to(tl.int32), axis=0) - is_pad.to(tl.int32)
-    for j in tl.static_range(TOP_K):
-        ids = tl.load(ids_ptr + t * TOP_K + j, mask=is_t, other=NUM_EXPERTS).to(tl.int32)
-        row = tl.sum(tl.where(ids[:, None] == e[None, :], start, 0), axis=1)
-        row = tl.where(is_pad, num_real_slots + pads_before * TOP_K + j, row)
-        tl.store(sorted_slots_ptr + row, t * TOP_K + j, mask=is_t)
-    is_active = (counts > 0) & is_e
-    num_active = tl.sum(is_active.to(tl.int32), axis=0)
-    is_idle = (counts == 0) & is_e
-    position = tl.where(is_active, tl.cumsum(is_active.to(tl.int32), axis=0) - 1,
-                        num_active + tl.cumsum(is_idle.to(tl.int32), axis=0) - 1)
-    tl.store(active_ptr + position, e, mask=is_e)
-    tl.store(num_active_ptr, num_active)
-
-
-def sort_by_expert(
-    topk_ids: torch.Tensor,  # [num_tokens, k] int64, num_tokens <= MAX_TOKENS; num_experts marks a padded row
-    num_experts: int,
-) -> ExpertSort:
-    """sort_by_expert_reference in one kernel launch (no host sync: CUDA-graph safe)."""
-    check_runnable(_sort_kernel, topk_ids)
-    num_tokens, top_k = topk_ids.shape
-    device = topk_ids.device
-    order = ExpertSort(
-        sorted_slots=torch.empty(num_tokens * top_k, dtype=torch.int32, device=device),
-        cu_num_slots_per_expert=torch.empty(num_experts + 1, dtype=torch.int32, device=device),
-        active_experts=torch.empty(num_experts, dtype=torch.int32, device=device),
-        num_active_experts=torch.empty(1, dtype=torch.int32, device=device),
-    )
-    block_e = next_pow2(num_experts + 1)
-    _sort_kernel[(1,)](
-        topk_ids.contiguous(), order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts,
-        order.num_active_experts, num_tokens,
-        NUM_EXPERTS=num_experts, TOP_K=top_k, BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_E=block_e,
-        num_warps=8 if block_e * num_tokens > 4096 else 4,
-    )
-    return order
 
 
 @triton.jit
@@ -302,6 +213,7 @@ def fused_experts(
     swiglu_alpha: float = 1.702,
     swiglu_limit: float = 7.0,
     config: MoeKernelConfig | None = None,
+    order: ExpertSort | None = None,  # topk_ids sorted by expert, if already made (kernels/moe_route.py)
 ) -> torch.Tensor:  # [num_tokens, hidden] in x's dtype: sum over k of weight * expert(x); zero on padded rows
     check_runnable(_gate_up_kernel, x)
     num_tokens, hidden = x.shape
@@ -329,7 +241,8 @@ def fused_experts(
     tile_sides = (config.block_m, config.block_n_gate_up, config.block_n_down, config.block_k)
     if min(tile_sides) < 16 or any(side & (side - 1) for side in tile_sides):
         raise ValueError(f"fused_experts tiles must be powers of two of at least 16 (tl.dot), got {config}")
-    order = sort_by_expert(topk_ids, num_experts)
+    if order is None:
+        order = sort_by_expert(topk_ids, num_experts)
     slot_weights = topk_weights.reshape(-1).float().contiguous()
     act = torch.empty((num_tokens * top_k, inter), dtype=x.dtype, device=x.device)  # padded slots' rows unwritten
     is_upcast = x.dtype != torch.float32 and is_interpreted(_gate_up_kernel)

@@ -1,0 +1,149 @@
+"""Top-k routing and the sort by expert of a decode or verify batch in one single-program kernel: the router's fp32
+logits in; each token's experts and weights and the ExpertSort of kernels/moe_sort.py out.
+
+The torch path (specbench/models/moe_routing.py `route`, then `sort_by_expert_reference`) is the definition; it costs
+about twenty small kernels a layer, which at one token per step take longer than reading the layer's experts.
+
+Same choices as the definition:
+- softmax scoring picks the top k of the logits (softmax is monotonic, so the same experts as the top k of the
+  probabilities), weights are the probabilities, renormalised over the k when `norm_topk_prob`;
+- sigmoid scoring picks the top k of sigmoid(logits) + the correction bias, weights are the sigmoids, renormalised
+  with the definition's epsilon;
+- topk_softmax picks the top k of the logits and softmaxes over those k;
+- then the routed scaling factor; padded rows (is_real_token False) get the sentinel id num_experts and weight 0.
+Experts come out in descending score order, as torch.topk returns them; an exact tie goes to the lower expert id.
+The weights differ from the definition's by the rounding of exp and division only.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_num_warps, write_expert_sort
+from specbench.kernels.runtime import check_runnable, next_pow2
+
+SCORING_IDS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}  # specbench/models/moe_config.py SCORINGS
+
+
+@triton.jit
+def _exp(x, PRECISE_EXP: tl.constexpr):
+    # libdevice has no interpreter implementation: numpy's exp stands in on CPU.
+    if PRECISE_EXP:
+        return libdevice.exp(x)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
+def _route_sort_kernel(
+    logits_ptr,  # [num_tokens, NUM_EXPERTS] fp32, router bias included
+    correction_bias_ptr,  # [NUM_EXPERTS] fp32 (HAS_CORRECTION_BIAS only)
+    is_real_ptr,  # [num_tokens] bool (HAS_IS_REAL only)
+    ids_ptr,  # [num_tokens, TOP_K] int64, written
+    weights_ptr,  # [num_tokens, TOP_K] fp32, written
+    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
+    num_tokens, stride_logits, routed_scaling_factor,
+    NUM_EXPERTS: tl.constexpr,
+    TOP_K: tl.constexpr,
+    SCORING: tl.constexpr,  # SCORING_IDS
+    NORM_TOPK: tl.constexpr,
+    HAS_CORRECTION_BIAS: tl.constexpr,
+    HAS_IS_REAL: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    t = tl.arange(0, BLOCK_T)
+    e = tl.arange(0, BLOCK_E)
+    kk = tl.arange(0, BLOCK_K)
+    is_t = t < num_tokens
+    is_e = e < NUM_EXPERTS
+    logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :], mask=is_t[:, None] & is_e[None, :],
+                     other=float("-inf"))
+    if SCORING == 0:
+        top = tl.max(logits, axis=1)
+        ex = tl.where(is_e[None, :], _exp(logits - top[:, None], PRECISE_EXP), 0.0)
+        scores = tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None])
+        choice = logits
+    elif SCORING == 1:
+        scores = tl.math.div_rn(1.0, 1.0 + _exp(-logits, PRECISE_EXP))
+        choice = scores
+        if HAS_CORRECTION_BIAS:
+            choice = scores + tl.load(correction_bias_ptr + e, mask=is_e, other=0.0)[None, :]
+    else:
+        scores = logits
+        choice = logits
+    choice = tl.where(choice == choice, choice, float("-inf"))  # NaN scores (a broken row) rank last
+    is_free = is_e[None, :] & is_t[:, None]  # [t, e]: not yet chosen
+    ids = tl.full([BLOCK_T, BLOCK_K], NUM_EXPERTS, dtype=tl.int32)
+    weights = tl.zeros([BLOCK_T, BLOCK_K], dtype=tl.float32)
+    for j in tl.static_range(TOP_K):
+        best = tl.max(tl.where(is_free, choice, float("-inf")), axis=1)
+        # The lowest free expert id among the row's maxima: k distinct experts even for rows of equal scores.
+        pick = tl.min(tl.where(is_free & (choice == best[:, None]), e[None, :], BLOCK_E), axis=1)
+        pick = tl.where(is_t, pick, NUM_EXPERTS)
+        is_pick = e[None, :] == pick[:, None]
+        w = tl.sum(tl.where(is_pick, scores, 0.0), axis=1)
+        is_free = is_free & ~is_pick
+        ids = tl.where(kk[None, :] == j, pick[:, None], ids)
+        weights = tl.where(kk[None, :] == j, w[:, None], weights)
+    is_k = kk < TOP_K
+    if SCORING == 2:
+        top = tl.max(tl.where(is_k[None, :], weights, float("-inf")), axis=1)
+        ex = tl.where(is_k[None, :], _exp(weights - top[:, None], PRECISE_EXP), 0.0)
+        weights = tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None])
+    elif NORM_TOPK:
+        total = tl.sum(tl.where(is_k[None, :], weights, 0.0), axis=1)
+        if SCORING == 1:
+            total = total + 1e-20  # sigmoid scores can all be tiny (as the definition)
+        weights = tl.math.div_rn(weights, total[:, None])
+    weights = weights * routed_scaling_factor
+    if HAS_IS_REAL:
+        is_real = tl.load(is_real_ptr + t, mask=is_t, other=0) != 0
+        ids = tl.where(is_real[:, None], ids, NUM_EXPERTS)
+        weights = tl.where(is_real[:, None], weights, 0.0)
+    out_mask = is_t[:, None] & is_k[None, :]
+    tl.store(ids_ptr + t[:, None] * TOP_K + kk[None, :], ids.to(tl.int64), mask=out_mask)
+    tl.store(weights_ptr + t[:, None] * TOP_K + kk[None, :], weights, mask=out_mask)
+    write_expert_sort(ids, num_tokens, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,
+                      NUM_EXPERTS, TOP_K, BLOCK_T, BLOCK_E, BLOCK_K)
+
+
+def route_and_sort(
+    router_logits: torch.Tensor,  # [num_tokens, num_experts] fp32, router bias included
+    *,
+    top_k: int,
+    scoring: str,
+    norm_topk_prob: bool,
+    routed_scaling_factor: float,
+    correction_bias: torch.Tensor | None,  # [num_experts] fp32, selection only
+    is_real_token: torch.Tensor | None,  # [num_tokens] bool; None: every row is real
+) -> tuple[torch.Tensor, torch.Tensor, ExpertSort]:  # topk_ids [num_tokens, k] int64, topk_weights fp32, the sort
+    check_runnable(_route_sort_kernel, router_logits)
+    if scoring not in SCORING_IDS:
+        raise ValueError(f"unknown MoE scoring {scoring!r}; supported: {', '.join(SCORING_IDS)}")
+    if router_logits.dtype != torch.float32 or router_logits.stride(-1) != 1:
+        raise ValueError("route_and_sort takes row-major fp32 router logits")
+    num_tokens, num_experts = router_logits.shape
+    device = router_logits.device
+    topk_ids = torch.empty((num_tokens, top_k), dtype=torch.int64, device=device)
+    topk_weights = torch.empty((num_tokens, top_k), dtype=torch.float32, device=device)
+    order = empty_expert_sort(num_tokens * top_k, num_experts, device)
+    if num_tokens == 0:
+        return topk_ids, topk_weights, order
+    _route_sort_kernel[(1,)](
+        router_logits, router_logits if correction_bias is None else correction_bias,
+        router_logits if is_real_token is None else is_real_token, topk_ids, topk_weights,
+        order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts, order.num_active_experts,
+        num_tokens, router_logits.stride(0), float(routed_scaling_factor),
+        NUM_EXPERTS=num_experts, TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
+        HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
+        PRECISE_EXP=device.type == "cuda", BLOCK_T=max(16, next_pow2(num_tokens)),
+        BLOCK_E=next_pow2(num_experts + 1), BLOCK_K=next_pow2(top_k),
+        num_warps=sort_num_warps(num_tokens, num_experts),
+    )
+    return topk_ids, topk_weights, order
