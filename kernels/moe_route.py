@@ -22,8 +22,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_num_warps, write_expert_sort
-from specbench.kernels.runtime import check_runnable, next_pow2
+from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_blocks, write_expert_sort
+from specbench.kernels.runtime import check_runnable
 
 SCORING_IDS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}  # specbench/models/moe_config.py SCORINGS
 
@@ -62,8 +62,10 @@ def _route_sort_kernel(
     kk = tl.arange(0, BLOCK_K)
     is_t = t < num_tokens
     is_e = e < NUM_EXPERTS
+    # Rows past num_tokens read as zeros (no NaN from an all -inf row); experts past NUM_EXPERTS as -inf.
     logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :], mask=is_t[:, None] & is_e[None, :],
-                     other=float("-inf"))
+                     other=0.0)
+    logits = tl.where(is_e[None, :], logits, float("-inf"))
     if SCORING == 0:
         top = tl.max(logits, axis=1)
         ex = tl.where(is_e[None, :], _exp(logits - top[:, None], PRECISE_EXP), 0.0)
@@ -77,7 +79,7 @@ def _route_sort_kernel(
     else:
         scores = logits
         choice = logits
-    choice = tl.where(choice == choice, choice, float("-inf"))  # NaN scores (a broken row) rank last
+    choice = tl.where(choice == choice, choice, float("-inf"))  # noqa: PLR0124 - NaN scores (a broken row) rank last
     is_free = is_e[None, :] & is_t[:, None]  # [t, e]: not yet chosen
     ids = tl.full([BLOCK_T, BLOCK_K], NUM_EXPERTS, dtype=tl.int32)
     weights = tl.zeros([BLOCK_T, BLOCK_K], dtype=tl.float32)
@@ -142,8 +144,6 @@ def route_and_sort(
         num_tokens, router_logits.stride(0), float(routed_scaling_factor),
         NUM_EXPERTS=num_experts, TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
         HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
-        PRECISE_EXP=device.type == "cuda", BLOCK_T=max(16, next_pow2(num_tokens)),
-        BLOCK_E=next_pow2(num_experts + 1), BLOCK_K=next_pow2(top_k),
-        num_warps=sort_num_warps(num_tokens, num_experts),
+        PRECISE_EXP=device.type == "cuda", **sort_blocks(num_tokens, num_experts, top_k),
     )
     return topk_ids, topk_weights, order

@@ -60,7 +60,7 @@ def write_expert_sort(
     NUM_EXPERTS: tl.constexpr,
     TOP_K: tl.constexpr,
     BLOCK_T: tl.constexpr,  # >= num_tokens
-    BLOCK_E: tl.constexpr,  # > NUM_EXPERTS: column NUM_EXPERTS is the padding sentinel's, always empty
+    BLOCK_E: tl.constexpr,  # >= NUM_EXPERTS
     BLOCK_K: tl.constexpr,  # >= TOP_K
 ):
     # A token holds each expert at most once, so the slots of expert e in slot order are those of the tokens that
@@ -75,9 +75,10 @@ def write_expert_sort(
         ids_j = tl.sum(tl.where(kk[None, :] == j, ids, 0), axis=1)  # [BLOCK_T]
         member += ((ids_j[:, None] == e[None, :]) & is_e[None, :] & is_t[:, None]).to(tl.int32)
     counts = tl.sum(member, axis=0)  # [BLOCK_E]
-    cu = tl.cumsum(counts, axis=0) - counts  # exclusive; cu[NUM_EXPERTS] = the real slots in all
-    tl.store(cu_ptr + e, cu, mask=e <= NUM_EXPERTS)
+    cu = tl.cumsum(counts, axis=0) - counts  # exclusive
     num_real_slots = tl.sum(counts, axis=0)
+    tl.store(cu_ptr + e, cu, mask=is_e)
+    tl.store(cu_ptr + NUM_EXPERTS, num_real_slots)
     start = cu[None, :] + tl.cumsum(member, axis=0) - member  # [t, e]: sorted row of token t's slot of e
     first = tl.sum(tl.where(kk[None, :] == 0, ids, 0), axis=1)
     is_pad = ((first == NUM_EXPERTS) & is_t).to(tl.int32)  # a padded row: all its k ids are the sentinel
@@ -114,9 +115,12 @@ def _sort_kernel(
                       NUM_EXPERTS, TOP_K, BLOCK_T, BLOCK_E, BLOCK_K)
 
 
-def sort_num_warps(num_tokens: int, num_experts: int) -> int:
-    # The [tokens, experts] membership tile lives in registers: more threads for the wide ones.
-    return 8 if next_pow2(num_tokens) * next_pow2(num_experts + 1) > 4096 else 4
+def sort_blocks(num_tokens: int, num_experts: int, top_k: int) -> dict:
+    """BLOCK_T, BLOCK_E, BLOCK_K and num_warps of the single-program sort and routing kernels."""
+    block_t, block_e = max(16, next_pow2(num_tokens)), next_pow2(num_experts)
+    # Its [tokens, experts] tiles live in registers: about 16 elements a thread and tile (64 x 128: 16 warps).
+    num_warps = min(16, max(4, block_t * block_e // 512))
+    return {"BLOCK_T": block_t, "BLOCK_E": block_e, "BLOCK_K": next_pow2(top_k), "num_warps": num_warps}
 
 
 def sort_by_expert(
@@ -132,7 +136,6 @@ def sort_by_expert(
     _sort_kernel[(1,)](
         topk_ids.contiguous(), order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts,
         order.num_active_experts, num_tokens,
-        NUM_EXPERTS=num_experts, TOP_K=top_k, BLOCK_T=max(16, next_pow2(num_tokens)),
-        BLOCK_E=next_pow2(num_experts + 1), BLOCK_K=next_pow2(top_k), num_warps=sort_num_warps(num_tokens, num_experts),
+        NUM_EXPERTS=num_experts, TOP_K=top_k, **sort_blocks(num_tokens, num_experts, top_k),
     )
     return order

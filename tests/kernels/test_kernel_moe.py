@@ -18,6 +18,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
     # The interpreter's numpy on padded rows of NaN / -inf logits (the kernels mask those rows' results).
     pytest.mark.filterwarnings("ignore:invalid value encountered in subtract"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in divide"),
     pytest.mark.filterwarnings("ignore:All-NaN slice encountered"),
 ]
 
@@ -38,6 +39,7 @@ HIDDEN, NUM_EXPERTS, TOP_K, INTER = 64, 8, 2, 48  # INTER off the tile sizes: ma
 # more than one step at 64 tokens.
 SMALL = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32)
 WIDE_ROWS = MoeKernelConfig(block_m=64, block_n_gate_up=16, block_n_down=16, block_k=32)
+SPLIT_DOWN = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32, down_split=4)
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 CONFIGS = {
@@ -268,3 +270,38 @@ def test_fused_forward_routes_in_one_kernel_and_matches_reference(name):
     assert torch.equal(routing.topk_ids, moe.route(x, is_real).topk_ids)
     assert order.cu_num_slots_per_expert[-1].item() == 11 * TOP_K
     assert_close(moe(x, is_real, is_fused=True)[:11], moe(x, is_real)[:11])
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])
+@pytest.mark.parametrize("num_tokens", [1, 3, 17, 64])
+def test_split_down_matches_reference_and_keeps_padded_rows_apart(name, num_tokens):
+    # Split over the active experts: more splits than active experts (1 token: 2 experts, 4 splits) leaves some
+    # programs without an expert, whose zero partial sums must add nothing.
+    moe = layer(name, torch.float32)
+    x = x_for(num_tokens, torch.float32, seed=11)
+    routing = moe.route(x)
+    args = (routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight)
+    kwargs = {"gate_up_bias": moe.gate_up_bias, "down_bias": moe.down_bias, "is_swiglu_oai": name == "gpt-oss"}
+    split = fused_experts(x, *args, config=SPLIT_DOWN, **kwargs)
+    assert_close(split, moe.reference_experts(x, routing))
+    assert torch.equal(split, fused_experts(x, *args, config=SPLIT_DOWN, **kwargs))  # deterministic
+    if num_tokens >= 3:  # two padded rows of NaN: the real rows' outputs keep every bit
+        is_real = torch.arange(num_tokens, device=DEVICE) < num_tokens - 2
+        x_padded = x.clone()
+        x_padded[~is_real] = float("nan")
+        padded = moe.route(x_padded, is_real)
+        got = fused_experts(x_padded, padded.topk_ids, padded.topk_weights, *args[2:], config=SPLIT_DOWN, **kwargs)
+        alone = fused_experts(x[is_real], routing.topk_ids[is_real], routing.topk_weights[is_real], *args[2:],
+                              config=SPLIT_DOWN, **kwargs)
+        assert torch.equal(got[is_real], alone) and (got[~is_real] == 0).all()
+
+
+def test_default_tiles_by_batch_size():
+    from specbench.kernels.moe import default_config
+
+    one = default_config(2, num_tokens=1, max_active_experts=8)
+    assert one.down_split == 8 and one.block_k == 256 and one.block_n_gate_up == 16
+    assert default_config(2, num_tokens=1, max_active_experts=4).down_split == 4
+    assert default_config(2, num_tokens=3, max_active_experts=6).down_split == 4  # a power of two
+    assert default_config(2, num_tokens=64, max_active_experts=128).down_split == 4
+    assert default_config(4, num_tokens=16, max_active_experts=32).block_k == 128
