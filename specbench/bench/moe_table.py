@@ -51,7 +51,9 @@ def render_moe(sections: dict, hf_output_len: int | None = None) -> str:
         return ""
     out = ["", ("MoE targets (dummy bf16; floor = bytes the step reads: dense weights, the embedding rows of its "
                 "tokens, the distinct experts its tokens were routed to, K/V within each layer's window; over the "
-                "copy bandwidth above):"), ""]
+                "copy bandwidth above). Experts per layer are counted from the router's choices in an instrumented "
+                "eager pass (forward pre-hooks re-running each layer's router) over the first output tokens of the "
+                "same prompts; the timed runs replay CUDA graphs, where nothing is counted."), ""]
     for target, rows in targets.items():
         out += _describe(target, rows)
     hf_note = f" (HF: static cache, greedy, {hf_output_len} output tokens)" if hf_output_len else ""
