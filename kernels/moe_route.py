@@ -1,5 +1,6 @@
 """Top-k routing and the sort by expert of a decode or verify batch in one single-program kernel: the router's fp32
-logits in; each token's experts and weights and the ExpertSort of kernels/moe_sort.py out.
+logits in; each token's experts and weights and the ExpertSort of kernels/moe_sort.py out. `router_logits` makes
+those logits in one kernel too.
 
 The torch path (specbench/models/moe_routing.py `route`, then `sort_by_expert_reference`) is the definition; it costs
 about twenty small kernels a layer, which at one token per step take longer than reading the layer's experts.
@@ -23,7 +24,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_blocks, write_expert_sort
-from specbench.kernels.runtime import check_runnable
+from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 SCORING_IDS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}  # specbench/models/moe_config.py SCORINGS
 
@@ -113,6 +114,70 @@ def _route_sort_kernel(
     tl.store(weights_ptr + t[:, None] * TOP_K + kk[None, :], weights, mask=out_mask)
     write_expert_sort(ids, num_tokens, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,
                       NUM_EXPERTS, TOP_K, BLOCK_T, BLOCK_E, BLOCK_K)
+
+
+@triton.jit
+def _router_kernel(
+    x_ptr,  # [num_tokens, HIDDEN]
+    weight_ptr,  # [NUM_EXPERTS, HIDDEN], x's dtype
+    bias_ptr,  # [NUM_EXPERTS] (HAS_BIAS only)
+    out_ptr,  # [num_tokens, NUM_EXPERTS] fp32
+    num_tokens, stride_x,
+    NUM_EXPERTS: tl.constexpr,
+    HIDDEN: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    IS_DOT_UPCAST: tl.constexpr,  # the CPU interpreter's 16-bit dot is unreliable; fp32 sums the same products
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    # 16-bit inputs: exact products summed in fp32 (tensor cores), as the fp32 GEMM of the upcast inputs up to the
+    # order of the sum; the logits are never rounded to 16 bits.
+    experts = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)
+    is_e = experts < NUM_EXPERTS
+    t = tl.arange(0, BLOCK_T)
+    is_t = t < num_tokens
+    acc = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
+    for k0 in range(0, HIDDEN, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        is_k = ks < HIDDEN
+        x = tl.load(x_ptr + t.to(tl.int64)[:, None] * stride_x + ks[None, :], mask=is_t[:, None] & is_k[None, :],
+                    other=0.0)
+        w = tl.load(weight_ptr + experts.to(tl.int64)[:, None] * HIDDEN + ks[None, :],
+                    mask=is_e[:, None] & is_k[None, :], other=0.0)
+        if IS_DOT_UPCAST:
+            x, w = x.to(tl.float32), w.to(tl.float32)
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + experts, mask=is_e, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + t[:, None] * NUM_EXPERTS + experts[None, :], acc, mask=is_t[:, None] & is_e[None, :])
+
+
+def router_logits(
+    x: torch.Tensor,  # [num_tokens, hidden], num_tokens <= 64
+    weight: torch.Tensor,  # [num_experts, hidden] contiguous, x's dtype
+    bias: torch.Tensor | None,  # [num_experts]
+) -> torch.Tensor:  # [num_tokens, num_experts] fp32
+    """The router GEMM in one kernel (the torch path casts x and the weight to fp32 first: three)."""
+    check_runnable(_router_kernel, x)
+    num_tokens, hidden = x.shape
+    num_experts = weight.shape[0]
+    if weight.dtype != x.dtype or not weight.is_contiguous() or x.stride(-1) != 1:
+        raise ValueError("router_logits takes a contiguous router weight of x's dtype and row-major x")
+    out = torch.empty((num_tokens, num_experts), dtype=torch.float32, device=x.device)
+    if num_tokens == 0:
+        return out
+    is_upcast = x.dtype != torch.float32 and is_interpreted(_router_kernel)
+    block_e = 16
+    _router_kernel[(triton.cdiv(num_experts, block_e),)](
+        x, weight, weight if bias is None else bias, out, num_tokens, x.stride(0),
+        NUM_EXPERTS=num_experts, HIDDEN=hidden, HAS_BIAS=bias is not None,
+        DOT_PRECISION="ieee" if x.dtype == torch.float32 or is_upcast else "tf32", IS_DOT_UPCAST=is_upcast,
+        BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_E=block_e, BLOCK_K=min(128, max(16, next_pow2(hidden))),
+        num_warps=4, num_stages=3,
+    )
+    return out
 
 
 def route_and_sort(

@@ -109,14 +109,13 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         x: torch.Tensor,  # [num_tokens, hidden]
         is_real_token: torch.Tensor | None = None,  # [num_tokens] bool
     ):  # -> (ExpertRouting, kernels.moe_sort.ExpertSort)
-        """`route` and the sort by expert in one kernel (kernels/moe_route.py) after the fp32 router GEMM: the same
-        experts, weights up to the rounding of exp and division."""
+        """`route` and the sort by expert in one kernel (kernels/moe_route.py) after the router GEMM in another: the
+        same experts, logits up to the order of the fp32 sum, weights up to the rounding of exp and division."""
         # Imported on first use, never at specbench import: the first `import triton` fixes its interpreter mode.
-        from specbench.kernels.moe_route import route_and_sort
+        from specbench.kernels.moe_route import route_and_sort, router_logits
 
         c = self.config
-        logits = F.linear(x.float(), self.router.weight.float(),
-                          None if self.router.bias is None else self.router.bias.float())
+        logits = router_logits(x if x.stride(-1) == 1 else x.contiguous(), self.router.weight, self.router.bias)
         topk_ids, topk_weights, order = route_and_sort(
             logits, top_k=c.num_experts_per_tok, scoring=c.scoring, norm_topk_prob=c.norm_topk_prob,
             routed_scaling_factor=c.routed_scaling_factor, correction_bias=self.score_correction_bias,

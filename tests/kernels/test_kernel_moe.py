@@ -305,3 +305,22 @@ def test_default_tiles_by_batch_size():
     assert default_config(2, num_tokens=3, max_active_experts=6).down_split == 4  # a power of two
     assert default_config(2, num_tokens=64, max_active_experts=128).down_split == 4
     assert default_config(4, num_tokens=16, max_active_experts=32).block_k == 128
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []),
+                         ids=str)
+@pytest.mark.parametrize("num_tokens", [1, 16, 64])
+def test_router_kernel_matches_the_fp32_router(dtype, num_tokens):
+    # The router GEMM in one kernel == F.linear of the fp32 upcasts (up to the sum's order); bias and 100 experts
+    # (not a multiple of the kernel's 16-expert tiles) included.
+    from specbench.kernels.moe_route import router_logits
+
+    moe = MoeMLP(MoeConfig(HIDDEN, 100, 4, INTER, scoring="topk_softmax", norm_topk_prob=False,
+                           has_router_bias=True)).to(DEVICE, dtype)
+    with torch.no_grad():
+        moe.router.bias.normal_()
+    x = x_for(num_tokens, dtype, seed=5)
+    expected = torch.nn.functional.linear(x.float(), moe.router.weight.float(), moe.router.bias.float())
+    got = router_logits(x, moe.router.weight, moe.router.bias)
+    assert got.dtype == torch.float32 and got.shape == (num_tokens, 100)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
