@@ -54,20 +54,23 @@ class MoeKernelConfig:
     down_split: int = 1
 
 
-def default_config(element_size: int, num_tokens: int = MAX_TOKENS, max_active_experts: int = 1) -> MoeKernelConfig:
+def default_config(element_size: int, num_tokens: int = MAX_TOKENS, num_experts: int = 1) -> MoeKernelConfig:
     """Tiles by batch size, chosen on the host from shapes only (a CUDA graph captures one launch; nothing is
-    autotuned at run time). `max_active_experts`: the most experts the batch can wake, min(num_experts, tokens * k).
-    `scripts/bench_moe.py --sweep` on the GPU is where they get measured."""
+    autotuned at run time). `scripts/bench_moe.py --sweep` on the GPU is where they get measured.
+
+    The down projection's split depends on the expert count alone, never on the batch: a CUDA-graph batch padded
+    to its bucket then adds each output over the experts in the same order as its real rows alone would."""
     # fp32 (checking runs) halves the width: the same bytes per pipelined tile.
+    # Up to 8 programs per hidden tile walk the active experts (at one token, 128 hidden tiles each walking 8
+    # experts in sequence would leave most of the machine waiting on each expert's first loads).
+    down_split = _pow2_at_most(min(8, num_experts))
     if num_tokens <= 16:
-        # Few tokens: each expert's weights are read once by few programs. Narrow gate_up tiles make more
-        # programs to spread over the SMs, a deeper K step keeps more bytes in flight per program, and the down
-        # projection splits its walk over the active experts (at one token, 128 hidden tiles x 8 experts in
-        # sequence would leave most of the machine waiting on each expert's first loads).
+        # Few tokens: each expert's weights are read once by few programs. Narrow gate_up tiles make more programs
+        # to spread over the SMs; a deeper K step keeps more bytes in flight per program.
         return MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=512 // element_size,
-                               down_split=_pow2_at_most(min(8, max_active_experts)))
+                               down_split=down_split)
     return MoeKernelConfig(block_m=16, block_n_gate_up=32, block_n_down=16, block_k=256 // element_size,
-                           down_split=_pow2_at_most(min(4, max_active_experts)))
+                           down_split=down_split)
 
 
 def _pow2_at_most(n: int) -> int:
@@ -277,7 +280,7 @@ def fused_experts(
         return out
     if x.stride(-1) != 1:
         x = x.contiguous()
-    config = config or default_config(x.element_size(), num_tokens, min(num_experts, num_tokens * top_k))
+    config = config or default_config(x.element_size(), num_tokens, num_experts)
     tile_sides = (config.block_m, config.block_n_gate_up, config.block_n_down, config.block_k)
     if min(tile_sides) < 16 or any(side & (side - 1) for side in tile_sides):
         raise ValueError(f"fused_experts tiles must be powers of two of at least 16 (tl.dot), got {config}")

@@ -144,8 +144,7 @@ def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
     element_size = torch.empty((), dtype=dtype).element_size()
     rows = []
     for num_tokens in tokens:
-        max_active = min(config.num_experts, num_tokens * config.num_experts_per_tok)
-        default = default_config(element_size, num_tokens, max_active)
+        default = default_config(element_size, num_tokens, config.num_experts)
         xs = [torch.randn(num_tokens, config.hidden_size, device=device, dtype=dtype) for _ in range(num_layers)]
         with torch.no_grad():
             routings = [layer.route(x) for layer, x in zip(layers, xs, strict=True)]

@@ -299,12 +299,13 @@ def test_split_down_matches_reference_and_keeps_padded_rows_apart(name, num_toke
 def test_default_tiles_by_batch_size():
     from specbench.kernels.moe import default_config
 
-    one = default_config(2, num_tokens=1, max_active_experts=8)
+    one = default_config(2, num_tokens=1, num_experts=128)
     assert one.down_split == 8 and one.block_k == 256 and one.block_n_gate_up == 16
-    assert default_config(2, num_tokens=1, max_active_experts=4).down_split == 4
-    assert default_config(2, num_tokens=3, max_active_experts=6).down_split == 4  # a power of two
-    assert default_config(2, num_tokens=64, max_active_experts=128).down_split == 4
-    assert default_config(4, num_tokens=16, max_active_experts=32).block_k == 128
+    assert default_config(2, num_tokens=64, num_experts=128).block_k == 128
+    assert default_config(4, num_tokens=16, num_experts=32).block_k == 128
+    assert default_config(2, num_tokens=1, num_experts=6).down_split == 4  # a power of two
+    # The split never depends on the batch: a padded graph batch sums over experts as its real rows do.
+    assert {default_config(2, n, 32).down_split for n in (1, 3, 16, 17, 64)} == {8}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []),
