@@ -101,7 +101,6 @@ def _tiny_gpt_oss():
                    max_position_embeddings=2048, checkpoint_dtype="float32")
 
 
-@pytest.mark.slow
 def test_suite_end_to_end_on_tiny_targets(tmp_path, monkeypatch):
     # Tiny stand-ins for the two targets: a Qwen3-MoE preset and a gpt-oss-shaped one (window 128 > the contexts
     # here, so an 8-key window is swapped in to clip the K/V count).
