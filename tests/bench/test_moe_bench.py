@@ -95,7 +95,8 @@ def test_gpt_oss_standin_has_its_shapes_and_hf_twin():
 def _tiny_gpt_oss():
     base = gpt_oss_20b_standin()
     moe = replace(base.moe, hidden_size=64, moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2)
-    return replace(base, vocab_size=1024, hidden_size=64, intermediate_size=32, num_attention_heads=4,
+    # 8 heads of 16: q wider than the hidden size, as gpt-oss-20b's (64 x 64 against 2880) and Qwen3-30B-A3B's.
+    return replace(base, vocab_size=1024, hidden_size=64, intermediate_size=32, num_attention_heads=8,
                    num_key_value_heads=2, head_dim=16, bos_token_id=0, eos_token_ids=(2,), moe=moe,
                    num_hidden_layers=4, moe_layer_ids=(0, 1, 2, 3), attention_kinds=base.attention_kinds[:4],
                    max_position_embeddings=2048, checkpoint_dtype="float32")
