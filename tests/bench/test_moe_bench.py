@@ -138,6 +138,33 @@ def test_suite_end_to_end_on_tiny_targets(tmp_path, monkeypatch):
     assert "tiny-qwen3-moe plain c=1, % of floor" in table and "verify / decode time" in table
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_suite_on_cuda_with_graphs(tmp_path, monkeypatch):
+    # What `bench_gpu.py --suite moe` runs, on tiny targets in bf16: CUDA graphs for the timed rows, the eager probe
+    # pass in between (graphs paused, then replayed again), HF generate with a static cache on the GPU.
+    gpt_oss = _tiny_gpt_oss()
+    monkeypatch.setattr(moe_targets, "_TARGETS", {
+        "tiny-qwen3-moe": ("tiny-qwen3-moe", "qwen3_moe", None, ""),
+        "tiny-gpt-oss": ("tiny-gpt-oss-absent", "gpt_oss", lambda: gpt_oss, "stand-in"),
+    })
+    sections: dict = {}
+    run = MoeRun(concurrency=(1, 16), prompt_len=12, output_len=24, kv_cache_gb=0.2, max_model_len=256,
+                 synthetic_acceptance=(0.7, 0.5, 0.3), hf_output_len=4, is_hf_skipped=False, probe_output_len=8)
+
+    def head_dir_for(config):
+        return write_dummy_eagle3_head(config, tmp_path / config.architecture, draft_vocab_size=512)
+
+    moe_suite(sections.__setitem__, ["tiny-qwen3-moe", "tiny-gpt-oss"], run, 1000.0, num_layers=None,
+              head_dir_for=head_dir_for)
+    assert not [k for k in sections if k.endswith("error")], {k: v for k, v in sections.items() if "error" in k}
+    for target in ("tiny-qwen3-moe", "tiny-gpt-oss"):
+        for row in ("plain_c1", "plain_c16", "eagle3_c1", "eagle3_c16"):
+            r = sections[f"moe:{target}:{row}"]
+            assert r["is_graphed"] and r["experts"]["num_steps"] > 0 and r["floor_ms"] > 0
+        assert [r["batch_size"] for r in sections[f"moe:{target}:hf_static"]] == [1, 16]
+
+
 def test_failed_target_leaves_an_error_row_and_the_next_runs(monkeypatch):
     monkeypatch.setattr(moe_targets, "_TARGETS", {
         "broken": ("no-such-preset", "qwen3_moe", None, ""),
