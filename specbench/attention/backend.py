@@ -7,6 +7,7 @@ from typing import Protocol
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.kv.kv_cache import KVCache
 from specbench.registry import Registry
 from specbench.execution_paths import PathRecorder
@@ -32,6 +33,7 @@ class AttentionBackend(Protocol):
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         """Write k/v at md.slot_mapping into the layer's cache, then `attend_stored`."""
 
@@ -41,9 +43,11 @@ class AttentionBackend(Protocol):
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         """Attend causally over the layer's cache, which already holds this forward's K/V at md.slot_mapping
-        (written by `forward`, or by a projection that stores them itself: models/decode_gemv.py)."""
+        (written by `forward`, or by a projection that stores them itself: models/decode_gemv.py), scoring keys as
+        `score` says (the layer's scale, soft-cap and sinks)."""
 
 
 ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")

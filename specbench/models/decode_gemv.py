@@ -47,6 +47,7 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
         x.shape[0] >= 1
         and isinstance(layer.input_layernorm, RMSNorm)
         and isinstance(layer.mlp, GatedMLP)  # a MoE layer's experts take their own grouped kernels
+        and layer.mlp.activation == "silu"
         and attn.qkv_proj.bias is None
         and attn.o_proj.bias is None
         and x.dtype == attn.qkv_proj.weight.dtype
