@@ -18,7 +18,12 @@ import torch
 
 from specbench.errors import SpecbenchError
 from specbench.models.config_arch import refuse_quantized_weight
-from specbench.models.moe import MoeMLP, down_from_transposed, gate_up_bias_from_interleaved, gate_up_from_interleaved
+from specbench.models.moe import (
+    MoeMLP,
+    down_from_transposed,
+    gate_up_bias_from_interleaved,
+    gate_up_from_interleaved,
+)
 
 _GATE_UP, _GATE_UP_BIAS = ".mlp.experts.gate_up_proj", ".mlp.experts.gate_up_proj_bias"
 _DOWN = ".mlp.experts.down_proj"

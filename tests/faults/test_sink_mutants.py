@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
-from tests.support.sink_models import build_sink_target
-from tests.support.window_models import build_window_target
 
 from specbench import LLM, SamplingParams
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.faults import FAULTS
 from specbench.faults.catalog import SINK_MUTANTS, injection, selftest_faults
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.sink_models import build_sink_target
+from tests.support.window_models import build_window_target
 
 MAX_TOKENS = 16
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 4, "num_kv_blocks": 128}
@@ -65,7 +65,7 @@ def test_inert_without_sinks(tmp_path):
 
 def test_lossless_but_caught_by_inv_score_and_the_draft_oracle(gpt_oss):
     target, draft, expected = gpt_oss
-    clean_tokens, clean_accepted = run(target, draft, inject=None, debug_invariants=True)
+    clean_tokens, _ = run(target, draft, inject=None, debug_invariants=True)
     assert clean_tokens == expected
     tokens, accepted = run(target, draft, inject=INJECT, debug_invariants=False)
     assert tokens == expected  # the old check: greedy output identical to HF (and to plain decoding)

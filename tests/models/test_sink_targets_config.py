@@ -8,13 +8,13 @@ import json
 
 import pytest
 import torch
-from tests.support.cli_run import run_main
 
 from specbench.attention.kinds import FullAttention, SlidingWindowAttention
 from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
 from specbench.models.layers import RotaryEmbedding
 from specbench.models.presets import get_preset
+from tests.support.cli_run import run_main
 
 _SHAPE = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 16, "num_hidden_layers": 4,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 2048,

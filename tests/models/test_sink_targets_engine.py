@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.support.eagle_heads import HeadVariant, unfitted_tensors, write_head
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
-from tests.support.sink_models import build_sink_target
 
 from specbench import LLM, SamplingParams
 from specbench.speculation.eagle.config import EAGLE1, EAGLE3_SPECULATORS
 from specbench.speculation.eagle.writer import HeadFormat
+from tests.support.eagle_heads import HeadVariant, unfitted_tensors, write_head
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.sink_models import build_sink_target
 
 MAX_TOKENS = 20
 PREEMPTING_KV_BLOCKS = 20  # too few 4-token blocks for 4 requests of up to 33 + 20 + k + 1 tokens

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+
 from tests.support.tiny_models import (
     BOS_ID,
     EOS_ID,
@@ -29,9 +30,9 @@ WINDOW = 5
 def _config(arch: str, **overrides):
     from transformers import Gemma3TextConfig, GptOssConfig
 
-    common = dict(vocab_size=VOCAB_SIZE, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                  max_position_embeddings=2048, sliding_window=WINDOW, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
-                  pad_token_id=PAD_ID)
+    common = {"vocab_size": VOCAB_SIZE, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "max_position_embeddings": 2048, "sliding_window": WINDOW, "bos_token_id": BOS_ID,
+              "eos_token_id": EOS_ID, "pad_token_id": PAD_ID}
     if arch == "gpt_oss":
         return GptOssConfig(**common, intermediate_size=32, num_hidden_layers=2, num_local_experts=4,
                             num_experts_per_tok=2, layer_types=["sliding_attention", "full_attention"],
