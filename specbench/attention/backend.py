@@ -79,3 +79,28 @@ def create_backend(name: str, paths: PathRecorder | None = None, *, check_invari
     """`paths`: the engine's recorder; None: a private one (a model loaded outside an engine).
     `check_invariants`: run the debug invariants on every forward (the engine's debug_invariants)."""
     return ATTENTION_BACKENDS.create(name, paths if paths is not None else PathRecorder(), check_invariants)
+
+
+class UncheckedBackend:
+    """`inner` as a CUDA-graph capture or replay forward sees it: the per-layer debug checks off (they read the
+    metadata's host copies, which a replay's static buffers never refresh; the graph runner checks each replay's
+    real metadata instead). Everything else is the inner backend's."""
+
+    check_invariants = False
+
+    def __init__(self, inner: AttentionBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.supports_cuda_graphs = inner.supports_cuda_graphs
+        self.paths = inner.paths
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.inner.begin_forward(md, where)
+
+    def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: KVCache,
+                md: AttentionMetadata, score: ScoreParams = PLAIN) -> torch.Tensor:
+        return self.inner.forward(layer, q, k, v, kv_cache, md, score)
+
+    def attend_stored(self, layer: int, q: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
+                      score: ScoreParams = PLAIN) -> torch.Tensor:
+        return self.inner.attend_stored(layer, q, kv_cache, md, score)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specbench.attention.backend import AttentionBackend
+from specbench.attention.backend import AttentionBackend, UncheckedBackend
 from specbench.attention.kind_invariants import check_layer_kinds
 from specbench.attention.kinds import SlidingWindowAttention
 from specbench.attention.layer_kinds import LayerKinds
@@ -251,9 +251,10 @@ class DecoderLM(nn.Module):
             md.positions, md.max_seq_len)
         hidden, residual = self.embed(input_ids), None
         captured: dict[int, torch.Tensor] = {}
+        backend = self.attn_backend if check_metadata else UncheckedBackend(self.attn_backend)
         for i, layer in enumerate(self.layers):
             layer_cos_sin = sliding_cos_sin if self.is_sliding_rope[i] else cos_sin
-            out = layer(hidden, residual, layer_cos_sin, kv_cache, md, self.attn_backend)
+            out = layer(hidden, residual, layer_cos_sin, kv_cache, md, backend)
             hidden, residual = out.hidden, out.residual
             if i in aux_layer_ids:
                 captured[i] = out.layer_input
