@@ -8,9 +8,9 @@ import torch
 
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
+from specbench.execution_paths import PathRecorder
 from specbench.kv.kv_cache import KVCache
 from specbench.registry import Registry
-from specbench.execution_paths import PathRecorder
 
 
 class AttentionBackend(Protocol):

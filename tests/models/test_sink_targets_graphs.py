@@ -10,12 +10,11 @@ import torch
 
 pytest.importorskip("triton")
 
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids  # noqa: E402
-from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
-from tests.support.sink_models import build_sink_target  # noqa: E402
-
-from specbench import LLM, SamplingParams  # noqa: E402
-from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
+from specbench import LLM, SamplingParams
+from specbench.engine.builder import capture_graphs, graph_plan
+from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+from tests.support.sink_models import build_sink_target
 
 pytestmark = [pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON), pytest.mark.slow]
 

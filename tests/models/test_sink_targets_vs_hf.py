@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.models.test_decoder_vs_hf import blocks_for, hf_logits_and_hidden, new_cache, run
+
+from specbench.models.loader import load_model
+from tests.models.test_decoder_vs_hf import (
+    blocks_for,
+    hf_logits_and_hidden,
+    new_cache,
+    run,
+)
 from tests.support.hf_greedy import tiny_prompt_ids
 from tests.support.kernel_testing import kernels_runnable_here
 from tests.support.sink_models import build_sink_target
-
-from specbench.models.loader import load_model
 
 TOL = 1e-4
 CPU = torch.device("cpu")
