@@ -97,3 +97,29 @@ def test_mxfp4_tensor_names_refused_by_the_loader(tmp_path):
     path = _write(tmp_path, _GPT_OSS, {"model.layers.0.mlp.experts.down_proj_scales": torch.zeros(4, 32, 1)})
     with pytest.raises(SpecbenchError, match="MXFP4-quantized checkpoints are not supported"):
         load_model(path, dtype=torch.float32, device="cpu", attn_backend="torch")
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "gemma-3-1b"])
+def test_dummy_weights_of_a_shrunk_preset_decode_finite_logits(name):
+    """`--load-format dummy` initialisation on the preset's structure (sinks, experts, Gemma's zero-offset norms)."""
+    from dataclasses import replace
+
+    from specbench.attention.backend import create_backend
+    from specbench.models.llama import DecoderLM
+    from specbench.models.moe_config import MoeConfig
+    from tests.models.test_decoder_vs_hf import blocks_for, new_cache, run
+
+    config = get_preset(name)
+    small = {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 32, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 6,
+             "attention_kinds": config.attention_kinds[:6]}
+    if config.moe is not None:
+        small.update(moe=replace(config.moe, hidden_size=64, moe_intermediate_size=32, num_experts=4,
+                                 num_experts_per_tok=2), moe_layer_ids=tuple(range(6)))
+    model = DecoderLM(replace(config, **small), create_backend("torch", check_invariants=True), dtype=torch.float32)
+    model.init_random_weights(seed=0)
+    assert isinstance(model.config.moe, MoeConfig) == (name == "gpt-oss-20b")
+    if name == "gemma-3-1b":
+        assert float(model.layers[0].input_layernorm.weight.abs().max()) == 0.0  # (1 + 0): unit gain
+    logits, _ = run(model, new_cache(model), [(list(range(3, 30)), 0, blocks_for(27, 60))])
+    assert torch.isfinite(logits).all() and logits.std() > 0
