@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from specbench.attention.kinds import AttentionKind
 from specbench.errors import SpecbenchError
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_arch import GEMMA3, GPT_OSS, arch_features, refuse_quantized
+from specbench.models.config_arch import GEMMA2, GEMMA3, GEMMA_ARCHITECTURES, GPT_OSS, arch_features, refuse_quantized
 from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
@@ -23,16 +23,19 @@ _ARCHITECTURES = {
     "MixtralForCausalLM": "mixtral",
     "Glm4MoeForCausalLM": "glm4_moe",
     "GptOssForCausalLM": GPT_OSS,
+    "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
-                "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma3_text": GEMMA3}
+                "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
+                "gemma3_text": GEMMA3}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma3"
+    # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3"
+    architecture: str
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -99,9 +102,9 @@ class ModelConfig:
 
     @property
     def is_gemma(self) -> bool:
-        """Gemma blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP, embeddings
-        scaled by sqrt(hidden_size) (models/gemma.py)."""
-        return self.architecture == GEMMA3
+        """Gemma-2/3 blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP,
+        embeddings scaled by sqrt(hidden_size) (models/gemma.py)."""
+        return self.architecture in GEMMA_ARCHITECTURES
 
     @property
     def attention_scale(self) -> float | None:

@@ -1,10 +1,12 @@
-"""What gpt-oss and Gemma-3 add to a Llama-family config: attention sinks, the attention scale, logit soft-capping;
+"""What gpt-oss and Gemma-2/3 add to a Llama-family config: attention sinks, the attention scale, logit soft-capping;
 and the quantized checkpoints the engine refuses (MXFP4, as gpt-oss ships).
 
 - gpt-oss: a learned sink logit per query head in every layer (`self_attn.sinks`); softmax scale head_dim ** -0.5.
-- Gemma-3: scale query_pre_attn_scalar ** -0.5; `final_logit_softcapping` when set. transformers' Gemma-3 attention
-  never applies `attn_logit_softcapping` (the field exists, the layer does not pass it; released configs say null),
-  so neither do we: the engine matches the reference implementation. Gemma-2 would be the architecture that does.
+- Gemma-2: scale query_pre_attn_scalar ** -0.5; attention scores and output logits soft-capped
+  (`attn_logit_softcapping`, `final_logit_softcapping`; transformers' defaults 50 and 30 when a config omits them,
+  off when it says null).
+- Gemma-3: as Gemma-2 but transformers' Gemma-3 attention never applies `attn_logit_softcapping` (the field exists,
+  the layer does not pass it; released configs say null), so neither do we: the engine matches the reference.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 
 GPT_OSS = "gpt_oss"
+GEMMA2 = "gemma2"
 GEMMA3 = "gemma3"
+GEMMA_ARCHITECTURES = (GEMMA2, GEMMA3)
+_GEMMA2_SOFTCAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # transformers' defaults
 _GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh",)  # GELU with the tanh approximation
 _QUANTIZED_SUFFIXES = ("_blocks", "_scales")  # MXFP4 expert tensors: packed 4-bit blocks and their e8m0 scales
 
@@ -31,16 +36,20 @@ class ArchFeatures:
 def arch_features(architecture: str, shape: HFConfigShape) -> ArchFeatures:
     if architecture == GPT_OSS:
         return ArchFeatures(has_attention_sinks=True)
-    if architecture != GEMMA3:
+    if architecture not in GEMMA_ARCHITECTURES:
         return ArchFeatures()
     activation = shape.hidden_activation or "gelu_pytorch_tanh"
     if activation not in _GEMMA_ACTIVATIONS:
-        raise SpecbenchError(f"unsupported Gemma-3 hidden_activation {activation!r}; supported: "
+        raise SpecbenchError(f"unsupported Gemma hidden_activation {activation!r}; supported: "
                              f"{', '.join(_GEMMA_ACTIVATIONS)}")
     if getattr(shape, "use_bidirectional_attention", None):
-        raise SpecbenchError("Gemma-3 with use_bidirectional_attention is an encoder, not a causal LM")
-    return ArchFeatures(query_pre_attn_scalar=shape.query_pre_attn_scalar or 256.0,
-                        final_logit_softcapping=shape.final_logit_softcapping)
+        raise SpecbenchError("Gemma with use_bidirectional_attention is an encoder, not a causal LM")
+    scalar = shape.query_pre_attn_scalar or 256.0
+    if architecture == GEMMA3:
+        return ArchFeatures(query_pre_attn_scalar=scalar, final_logit_softcapping=shape.final_logit_softcapping)
+    caps = {name: getattr(shape, name) if name in shape.model_fields_set else default
+            for name, default in _GEMMA2_SOFTCAPS.items()}
+    return ArchFeatures(query_pre_attn_scalar=scalar, **caps)
 
 
 def refuse_quantized(shape: HFConfigShape) -> None:

@@ -4,8 +4,8 @@
 - Qwen2 / Qwen3: `sliding_window` applies only with `use_sliding_window`, to layers >= `max_window_layers`
   (transformers' default `layer_types` for them).
 - `layer_types` (transformers >= 4.53; Gemma-2/3, gpt-oss, Qwen): "full_attention" or "sliding_attention" per layer.
-- gpt-oss / Gemma-3 without `layer_types`: transformers' default pattern, every n-th layer global (i + 1) % n == 0,
-  n = 2 (gpt-oss) or `sliding_window_pattern` (Gemma-3, default 6).
+- gpt-oss / Gemma-2 / Gemma-3 without `layer_types`: transformers' default pattern, every n-th layer global (i + 1) % n == 0,
+  n = 2 (gpt-oss, Gemma-2) or `sliding_window_pattern` (Gemma-3, default 6).
 A window at least `max_position_embeddings` long never hides a key: that layer is full attention.
 """
 
@@ -19,7 +19,7 @@ _LAYER_TYPES = ("full_attention", "sliding_attention")
 _ALWAYS_WINDOWED = ("mistral", "mixtral")  # model types whose `sliding_window` needs no `use_sliding_window`
 _QWEN = ("qwen2", "qwen3")
 _QWEN_MAX_WINDOW_LAYERS = 28  # transformers' default for Qwen2/3 configs that do not say
-_GLOBAL_EVERY = {"gpt_oss": 2, "gemma3_text": 6}  # model type -> default: every n-th layer is full attention
+_GLOBAL_EVERY = {"gpt_oss": 2, "gemma2": 2, "gemma3_text": 6}  # model type -> default: every n-th layer is full attention
 
 
 def attention_kinds_from_hf(shape: HFConfigShape) -> tuple[AttentionKind, ...]:

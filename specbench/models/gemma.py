@@ -1,7 +1,7 @@
-"""Gemma-3's decoder block (transformers' Gemma3DecoderLayer), over the engine's attention.
+"""Gemma-2/3's decoder block (transformers' Gemma2DecoderLayer / Gemma3DecoderLayer), over the engine's attention.
 
 Sandwich norms: h += post_attn_norm(attn(input_norm(h))); h += post_ff_norm(mlp(pre_ff_norm(h))). Every norm is
-(1 + weight) RMSNorm (layers.OffsetRMSNorm), q and k are normed per head, the MLP is GELU-tanh gated. Each block adds
+(1 + weight) RMSNorm (layers.OffsetRMSNorm), the MLP is GELU-tanh gated; Gemma-3 norms q and k per head. Each block adds
 its own residuals (nothing left for the next norm to fuse): its LayerOutput carries the whole stream.
 """
 
@@ -20,7 +20,7 @@ class GemmaDecoderLayer(nn.Module):
         super().__init__()
         h, eps = config.hidden_size, config.rms_norm_eps
         self.input_layernorm = OffsetRMSNorm(h, eps)
-        self.self_attn = self_attn  # llama.SelfAttention with Gemma's q/k norms and scale
+        self.self_attn = self_attn  # llama.SelfAttention with Gemma's scale (and Gemma-3's q/k norms)
         self.post_attention_layernorm = OffsetRMSNorm(h, eps)
         self.pre_feedforward_layernorm = OffsetRMSNorm(h, eps)
         self.post_feedforward_layernorm = OffsetRMSNorm(h, eps)

@@ -95,6 +95,13 @@ def _gemma3_kinds(num_layers: int, window: int) -> tuple:
 _GEMMA3 = dict(architecture="gemma3", rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=False,
                use_qk_norm=True, bos_token_id=2, eos_token_ids=(1, 106), checkpoint_dtype="bfloat16",
                tie_word_embeddings=True, head_dim=256, query_pre_attn_scalar=256.0, sliding_rope_theta=10000.0)
+# Gemma-2-2B: 26 layers alternating sliding (4096) / full, attention scores capped at 50, logits at 30.
+_preset("gemma-2-2b", **{**_GEMMA3, "architecture": "gemma2", "rope_theta": 10000.0, "sliding_rope_theta": None,
+                         "use_qk_norm": False, "eos_token_ids": (1, 107)},
+        vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+        num_key_value_heads=4, rope_scaling=None, max_position_embeddings=8192,
+        attention_kinds=tuple(SlidingWindowAttention(4096) if i % 2 == 0 else FullAttention() for i in range(26)),
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
 # Gemma-3-1B (text): 26 layers, window 512, one KV head.
 _preset("gemma-3-1b", **_GEMMA3, vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
         num_attention_heads=4, num_key_value_heads=1, rope_scaling=None, max_position_embeddings=32768,

@@ -61,7 +61,17 @@ def test_gemma3_older_rope_fields_and_default_pattern():
     assert config.attn_logit_softcapping is None  # transformers' Gemma-3 attention never applies it
 
 
-@pytest.mark.parametrize("name", ["gpt-oss-20b", "gemma-3-1b", "gemma-3-4b"])
+def test_gemma2_soft_caps_default_as_transformers_and_null_turns_them_off():
+    gemma2 = {**_SHAPE, "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
+    config = ModelConfig.from_hf(gemma2)
+    assert (config.attn_logit_softcapping, config.final_logit_softcapping) == (50.0, 30.0)
+    assert config.attention_kinds == (SlidingWindowAttention(5), FullAttention()) * 2
+    assert not config.use_qk_norm and config.sliding_rope_theta is None and config.is_gemma
+    off = ModelConfig.from_hf({**gemma2, "attn_logit_softcapping": None, "final_logit_softcapping": None})
+    assert (off.attn_logit_softcapping, off.final_logit_softcapping) == (None, None)
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "gemma-2-2b", "gemma-3-1b", "gemma-3-4b"])
 def test_preset_param_count_is_the_models(name):
     from specbench.attention.backend import create_backend
     from specbench.models.llama import DecoderLM

@@ -1,5 +1,6 @@
-"""Greedy output of the engine on gpt-oss (sliding / full layers, learned sinks, YaRN, biased MoE) and Gemma-3
-(sandwich (1 + w) norms, scaled embeddings, local / global RoPE, query_pre_attn_scalar, final soft-cap) == HF
+"""Greedy output of the engine on gpt-oss (sliding / full layers, learned sinks, YaRN, biased MoE), Gemma-2 (attention
+and logit soft-caps) and Gemma-3 (sandwich (1 + w) norms, scaled embeddings, local / global RoPE,
+query_pre_attn_scalar, final soft-cap) == HF
 transformers' own generate in fp32: plain and for every speculative method, with and without preemption; windows
 (5) shorter than every prompt and than prompt + k. Debug invariants are on: INV-KIND checks each forward's windows,
 INV-SCORE recomputes each sink / scaled layer's attention."""
@@ -20,7 +21,7 @@ MAX_TOKENS = 20
 PREEMPTING_KV_BLOCKS = 20  # too few 4-token blocks for 4 requests of up to 33 + 20 + k + 1 tokens
 
 
-@pytest.fixture(scope="module", params=["gpt_oss", "gemma3"])
+@pytest.fixture(scope="module", params=["gpt_oss", "gemma2", "gemma3"])
 def case(request, tmp_path_factory):
     """(arch, target dir, draft dir, HF greedy outputs)."""
     from transformers import AutoModelForCausalLM

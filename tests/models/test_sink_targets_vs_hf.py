@@ -1,7 +1,7 @@
-"""gpt-oss and Gemma-3 DecoderLMs over the paged KV cache reproduce transformers' models on the same fp32 weights:
+"""gpt-oss, Gemma-2 and Gemma-3 DecoderLMs over the paged KV cache reproduce transformers' models on the same fp32 weights:
 prefill logits (final soft-cap included), one-token decode through the cache past the window, and the aux hidden
 states (HF `hidden_states` indices; Gemma's index 0 is the scaled embedding); the Triton paged-attention kernels
-(interpreted on CPU) with the sinks, the window and Gemma's scale agree too."""
+(interpreted on CPU) with the sinks, the window, Gemma's scale and Gemma-2's soft-cap agree too."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ TOL = 1e-4
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module", params=["gpt_oss", "gemma3"])
+@pytest.fixture(scope="module", params=["gpt_oss", "gemma2", "gemma3"])
 def pair(request, tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
@@ -69,8 +69,8 @@ def test_aux_hidden_states_follow_hf_indices(pair):
 
 
 def test_sinks_and_scale_are_load_bearing(pair):
-    """Guard: without the sinks (gpt-oss) or with the default scale (Gemma) the logits move far past TOL, so the
-    identities above test them."""
+    """Guard: without the sinks (gpt-oss), the cap (Gemma-2) or with the default scale (Gemma) the logits move far past
+    TOL, so the identities above test them."""
     hf, target = pair
     ours = _ours(target)
     ids = tiny_prompt_ids()[0]
@@ -78,6 +78,6 @@ def test_sinks_and_scale_are_load_bearing(pair):
     for layer in ours.layers:
         if layer.self_attn.sinks is not None:
             layer.self_attn.sinks.fill_(-1e4)
-        layer.self_attn.scale = None
+        layer.self_attn.scale = layer.self_attn.softcap = None
     logits, _ = run(ours, new_cache(ours), [(ids, 0, blocks_for(len(ids), 60))])
     assert (logits - ref).abs().max().item() > 100 * TOL

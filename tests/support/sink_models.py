@@ -3,6 +3,8 @@ draft of the same architecture.
 
 - gpt-oss: 2 layers, sliding (window 5) then full, learned sinks, q/k/v/o biases, YaRN RoPE (factor 4), 4 experts
   top 2 with router and expert biases.
+- Gemma-2: 3 layers, sliding / full / sliding (window 5), one RoPE, query_pre_attn_scalar 24, attention scores
+  soft-capped at 2 (so the cap bends them) and logits at 30.
 - Gemma-3: 3 layers, sliding / full / sliding (window 5), local RoPE base 10000 vs global 1e6 with linear scaling,
   query_pre_attn_scalar 24 (not head_dim), final logit soft-cap 30, tied embeddings.
 Windows of 5 are shorter than every prompt (6..33 tokens) and than prompt + k.
@@ -28,7 +30,7 @@ WINDOW = 5
 
 
 def _config(arch: str, **overrides):
-    from transformers import Gemma3TextConfig, GptOssConfig
+    from transformers import Gemma2Config, Gemma3TextConfig, GptOssConfig
 
     common = {"vocab_size": VOCAB_SIZE, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 16, "max_position_embeddings": 2048, "sliding_window": WINDOW, "bos_token_id": BOS_ID,
@@ -39,6 +41,11 @@ def _config(arch: str, **overrides):
                             rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                              "truncate": False, "original_max_position_embeddings": 512,
                                              "rope_theta": 150000.0}, **overrides)
+    if arch == "gemma2":
+        return Gemma2Config(**common, intermediate_size=128, num_hidden_layers=3, query_pre_attn_scalar=24,
+                            attn_logit_softcapping=2.0, final_logit_softcapping=30.0, tie_word_embeddings=True,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **overrides)
     return Gemma3TextConfig(**common, intermediate_size=128, num_hidden_layers=3, query_pre_attn_scalar=24,
                             final_logit_softcapping=30.0, tie_word_embeddings=True,
                             layer_types=["sliding_attention", "full_attention", "sliding_attention"],
@@ -50,14 +57,14 @@ def _config(arch: str, **overrides):
 
 @torch.no_grad()
 def build_sink_target(root: Path, arch: str, **overrides) -> tuple[Path, Path]:
-    """(target dir, draft dir) of `arch` ("gpt_oss" | "gemma3")."""
+    """(target dir, draft dir) of `arch` ("gpt_oss" | "gemma2" | "gemma3")."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target, draft = root / arch, root / f"{arch}-draft"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(_config(arch, **overrides), dtype=torch.float32).eval()
     _randomize(model, 4.0, 0)
-    if arch == "gemma3":  # (1 + weight) norms: weights near zero, as trained Gemma checkpoints store them
+    if arch.startswith("gemma"):  # (1 + weight) norms: weights near zero, as trained Gemma checkpoints store them
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):  # the final norm's zero-mean weights (tied head) too
                 param.sub_(1.0)
