@@ -6,8 +6,15 @@ from dataclasses import dataclass
 
 from specbench.attention.kinds import AttentionKind
 from specbench.errors import SpecbenchError
+from specbench.models.config_arch import (
+    GEMMA2,
+    GEMMA3,
+    GEMMA_ARCHITECTURES,
+    GPT_OSS,
+    arch_features,
+    refuse_quantized,
+)
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_arch import GEMMA2, GEMMA3, GEMMA_ARCHITECTURES, GPT_OSS, arch_features, refuse_quantized
 from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
