@@ -24,6 +24,7 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
+from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
 from specbench.speculation.synthetic import conditional_rates
@@ -160,7 +161,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
 
     @property
     def needs_features(self) -> bool:
-        return bool(self.runner.feature_layers) and self.num_steps > 0
+        return isinstance(self.proposer, ConsumesTargetFeatures) and self.num_steps > 0
 
     def set_num_steps(self, num_steps: int) -> None:
         """Change k between runs without reloading models (0 = plain decoding, proposer idle)."""
@@ -174,7 +175,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         graphs = self.runner.graphs
         if graphs is not None and 0 < num_steps < graphs.max_query_len:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
-        if graphs is not None and self.proposer is not None:
+        if graphs is not None and isinstance(self.proposer, CapturesDraftGraphs):
             self.proposer.prepare_cuda_graphs(num_steps)
 
     @property
@@ -186,7 +187,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
-        if shape.is_tree:  # no proposer drafts trees yet (issue 28 wires them)
+        if shape.is_tree and not isinstance(self.proposer, DraftsTrees):  # none does yet (issue 28 wires them)
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'")
         self.scheduler.draft_shape = shape
