@@ -22,11 +22,12 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.faults.fault import Fault, Mutant
 from specbench.kv.kv_cache import KVCache
+from specbench.speculation.draft_model import DraftModelProposer
 
 
 class SinksDroppedInDraft(Mutant):
     fault = Fault("sinks-dropped-in-draft", "the draft LM's attention runs without its learned sinks (gpt-oss)",
-                  "issue 27 (sinks in the draft path)", "draft", ("draft",))
+                  "issue 27 (sinks in the draft path)", "draft", DraftModelProposer)
 
     def install(self, engine) -> None:
         engine.proposer.pause_step_graphs(True)  # every draft forward eager, through the wrapped backend
