@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
 from specbench.execution_paths import PathRecorder
@@ -34,11 +35,12 @@ class TorchPagedAttention:
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.flat(layer)
         k_cache.index_copy_(0, md.slot_mapping, k.to(k_cache.dtype))
         v_cache.index_copy_(0, md.slot_mapping, v.to(v_cache.dtype))
-        return self.attend_stored(layer, q, kv_cache, md)
+        return self.attend_stored(layer, q, kv_cache, md, score)
 
     def attend_stored(
         self,
@@ -46,11 +48,13 @@ class TorchPagedAttention:
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.flat(layer)
         kind = md.kind_of(layer)
         starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
-        return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts)
+        return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts, sinks=score.sinks,
+                                         softcap=score.softcap, scale=score.scale)
 
 
 def paged_attention_reference(

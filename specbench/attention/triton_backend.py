@@ -10,6 +10,7 @@ import torch
 from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
@@ -53,12 +54,13 @@ class TritonPagedAttention:
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
-            return self._fallback.forward(layer, q, k, v, kv_cache, md)
+            return self._fallback.forward(layer, q, k, v, kv_cache, md, score)
         self._store_kv(k, v, k_cache, v_cache, md.slot_mapping)
-        return self.attend_stored(layer, q, kv_cache, md)
+        return self.attend_stored(layer, q, kv_cache, md, score)
 
     def attend_stored(
         self,
@@ -66,18 +68,17 @@ class TritonPagedAttention:
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
-            return self._fallback.attend_stored(layer, q, kv_cache, md)
+            return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         kind = md.kind_of(layer)
+        window = {}
         if isinstance(kind, WindowMetadata):
-            return self._paged_attention(
-                q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
-                max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
-                sliding_window=kind.sliding_window, window_starts=kind.window_starts,
-            )
+            window = {"sliding_window": kind.sliding_window, "window_starts": kind.window_starts}
         return self._paged_attention(
             q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
             max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
+            scale=score.scale, softcap=score.softcap, sinks=score.sinks, **window,
         )
