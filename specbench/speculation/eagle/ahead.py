@@ -1,4 +1,4 @@
-"""EAGLE rounds drafted ahead: built on the device from a verify the host has not read (engine/round_overlap.py),
+"""EAGLE rounds drafted ahead: built on the device from a verify the host has not read (engine/step_loop.py),
 then committed when the host has the counts; with the debug invariants on, checked against the reference build."""
 
 from __future__ import annotations
