@@ -41,13 +41,13 @@ _EAGLE = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs the t
 PATHS: tuple[ExecutionPath, ...] = (
     # ---- the step loop -------------------------------------------------------------------------------------------
     ExecutionPath("decode.overlap", "plain decode step launched before the previous one is read back "
-                  "(engine/overlap.py)", ("cpu", "cuda"), ("none",)),
-    ExecutionPath("decode.sync", "plain decode step read back before the next is scheduled (engine/rounds.py; "
+                  "(engine/step_loop.py)", ("cpu", "cuda"), ("none",)),
+    ExecutionPath("decode.sync", "plain decode step read back before the next is scheduled (engine/step_loop.py; "
                   "--no-async-scheduling, or a speculative batch with no drafts at the context limit)", ()),
-    ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/rounds.py)",
+    ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/step_loop.py)",
                   ("cpu", "cuda"), _SPEC),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/round_overlap.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
     # ---- proposers -----------------------------------------------------------------------------------------------

@@ -84,11 +84,12 @@ def test_a_clean_engine_is_not_bent(pair):
                             max_num_steps=2)
     from specbench.engine.builder import select_verifier
 
-    bent = [name for obj, names in ((engine, ("_launch_plain_decode", "_prefill")), (engine.scheduler, ("_preempt",)),
+    bent = [name for obj, names in ((engine.loop, ("_launch_plain_decode",)), (engine.committer, ("_commit",)),
+                                    (engine.step_runner, ("prefill", "read_verify")), (engine.scheduler, ("_preempt",)),
                                     (engine.proposer, ("propose", "propose_ahead")))
             for name in names if name in vars(obj)]
     bent += [f"layer {i}" for i, layer in enumerate(engine.runner.model.layers) if "forward" in vars(layer)]
-    assert not bent and engine.verify_fn is select_verifier(engine.parts.verifier)
+    assert not bent and engine.step_runner.verify_fn is select_verifier(engine.parts.verifier)
 
 
 # ---- each mutant changes its path's behaviour ---------------------------------------------------
