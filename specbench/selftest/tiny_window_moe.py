@@ -23,7 +23,6 @@ from specbench.selftest.tiny import (
     CONST_DIM,
     DRAFT_NOISES,
     HIDDEN,
-    MLP_GAIN,
     NUM_LAYERS,
     VOCAB_SIZE,
     _add_positional_heads,
@@ -40,6 +39,7 @@ WINDOW = 4  # keys a query sees per layer (itself included): shorter than the sh
 NUM_EXPERTS, TOP_K = 4, 2
 MOE_INTERMEDIATE = 2 * HIDDEN  # each expert as wide as the dense MLP it replaces
 ROUTER_GAIN = 2.0  # router logits' std over unit-RMS inputs: decisive picks, yet every expert gets tokens
+EXPERT_GAIN = 1.0  # gain of the experts' matrices but expert 0's (tiny.py's MLP_GAIN for the dense MLP)
 _MLP = ("gate_proj", "up_proj", "down_proj")
 
 
@@ -62,8 +62,8 @@ def _with_experts(weights: dict[str, torch.Tensor], seed: int) -> dict[str, torc
         for e in range(NUM_EXPERTS):
             for proj in _MLP:
                 dense = weights[f"{mlp}{proj}.weight"]
-                w = dense.clone() if e == 0 else torch.randn(dense.shape, generator=gen) * (MLP_GAIN / dense.shape[1]
-                                                                                             ** 0.5)
+                w = dense.clone() if e == 0 else torch.randn(dense.shape, generator=gen) * (EXPERT_GAIN
+                                                                                             / dense.shape[1] ** 0.5)
                 if proj == "down_proj":
                     w[CONST_DIM] = 0.0  # the stream keeps the constant (tiny.py)
                 out[f"{mlp}experts.{e}.{proj}.weight"] = w

@@ -16,7 +16,7 @@ from specbench import LLM, SamplingParams
 from specbench.attention.kinds import SlidingWindowAttention
 from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS
-from specbench.faults import FAULTS
+from specbench.faults import FAULTS, moe_padding_mask_frozen
 from specbench.faults.catalog import (
     MOE_MUTANTS,
     WINDOW_MUTANTS,
@@ -126,14 +126,23 @@ def test_the_window_mutants_pass_every_check_on_a_full_attention_seed_target(tmp
         assert not row.detected, f"{name} on the full-attention seed target:\n{format_mutation_table([row])}"
 
 
-def test_the_moe_padding_mask_mutant_is_inert_without_cuda_graphs(tmp_path):
+def test_the_moe_padding_mask_mutant_is_inert_without_cuda_graphs_and_its_frozen_mask_changes_real_rows(
+        tmp_path, monkeypatch):
     target, draft = build_window_moe_pair(tmp_path, seed=0)
-    prompts = [list(p) for p in random_prompts(3, seed=0)]
-    expected = hf_greedy(target, tuple(map(tuple, prompts)), 8)[1]
-    llm = LLM(target, method="draft", draft=draft, max_num_steps=3, dtype="fp32", device="cpu",
-              fault=injection(MOE_FAULT), debug_invariants=True)
-    outs = llm.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
-    assert [tuple(o.output_token_ids) for o in outs] == expected
+    prompts = [list(p) for p in random_prompts(6, seed=0)]
+    expected = hf_greedy(target, tuple(map(tuple, prompts)), 16)[1]
+
+    def greedy() -> list[tuple[int, ...]]:
+        llm = LLM(target, method="draft", draft=draft, max_num_steps=3, dtype="fp32", device="cpu",
+                  fault=injection(MOE_FAULT), debug_invariants=True)
+        return [tuple(o.output_token_ids) for o in llm.generate(prompts, SamplingParams(max_tokens=16,
+                                                                                        ignore_eos=True))]
+
+    assert greedy() == expected  # eager forwards read the live mask: the CPU never replays a graph
+    # Every forward treated as a capture (what a replay of the frozen mask does to its real rows): the output moves.
+    monkeypatch.setattr(moe_padding_mask_frozen, "is_capturing", lambda x: True)
+    bent = greedy()
+    assert sum(a != b for a, b in zip(bent, expected)) == len(expected), (bent, expected)
 
 
 @pytest.mark.gpu
