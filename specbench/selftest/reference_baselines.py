@@ -4,6 +4,7 @@ The selftest checks the engine under test against these, never against a baselin
 (which cannot fail). Regenerate after an intended acceptance change, on CPU, from a clean tree:
 
     python -m specbench.selftest.reference_baselines
+    python -m specbench.selftest.reference_baselines --target window_moe   # that target's entries alone
 
 The file records the commit it was generated at. Every method of the selftest (selftest/drafters.py: each registered
 proposer) has a baseline per shipped seed; a baseline holds per-position drafted / accepted counts and the number of
