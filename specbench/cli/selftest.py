@@ -64,8 +64,8 @@ def selftest(
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
-            print(f"{row.method} seed {row.seed} {row.target or ''} {row.inject or 'clean'} {crashed.name}: "
-                  f"{crashed.detail}")
+            print(f"{row.method} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
+                  f"{crashed.name}: {crashed.detail}")
         if row.inject is None:
             greedy = next((r for r in row.results if r.name == "greedy"), None)
             if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method

@@ -75,8 +75,10 @@ def test_cli_clean_rows_only_over_a_seed_range():
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
                                       "--checks", "greedy", "--jobs", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = [line.split()[:3] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
-    assert rows == [["none", "0", "clean"], ["ngram", "0", "clean"], ["none", "1", "clean"], ["ngram", "1", "clean"]]
+    rows = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
+    # Columns method, seed, target (the seed's variant), engine; n-gram has no window + MoE row.
+    assert rows == [["none", "0", "biased", "clean"], ["ngram", "0", "biased", "clean"], ["none", "1", "llama", "clean"],
+                    ["ngram", "1", "llama", "clean"]]
     assert "false alarms: 0 of 4 clean rows" in result.stdout
     for bad in (["--jobs", "0"], ["--jobs", "many"], ["--seeds", "2-0"]):
         failed = CliRunner().invoke(app, ["selftest", *bad])
