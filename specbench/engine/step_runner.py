@@ -19,7 +19,8 @@ from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.execution_paths import PathRecorder
 from specbench.runtime.hooks import PhaseHooks
-from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
+from specbench.speculation.capabilities import Proposer
+from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, sample
 from specbench.speculation.synthetic import synthetic_verify
 

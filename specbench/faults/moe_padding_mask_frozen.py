@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import (
     PathMutant,
     recapture_target_graphs,
@@ -24,12 +24,13 @@ from specbench.faults.path_mutant import (
 )
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import is_capturing
+from specbench.speculation.capabilities import Proposer
 
 
 class MoePaddingMaskFrozenAtCapture(PathMutant):
     fault = Fault("moe-padding-mask-frozen-at-capture", "MoE layers in a CUDA graph keep the padding mask of the "
                   "batch they were captured on (all padding): replayed real rows route to no expert",
-                  "", "target", ALL_METHODS, path="graph.verify")
+                  "", "target", Proposer, is_plain_hosted=True, path="graph.verify")
 
     def install(self, engine) -> None:
         for module in engine.runner.model.modules():
