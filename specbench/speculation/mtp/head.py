@@ -17,10 +17,12 @@ from torch import nn
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models import fused_kernels
 from specbench.models.config import ModelConfig
 from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.layers import RMSNorm, RotaryEmbedding
 from specbench.models.llama import DecoderLayer, fused_checkpoint_targets
+from specbench.speculation.eagle import fused_head
 from specbench.speculation.eagle.head import HeadOutput
 
 
@@ -37,8 +39,9 @@ def mtp_head_config(target: ModelConfig) -> MtpHeadConfig:
     return MtpHeadConfig(layer)
 
 
-class MtpHead(nn.Module):
-    """Parameters start uninitialized (meta -> empty): the loader fills them."""
+class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
+    """Parameters start uninitialized (meta -> empty): the loader fills them. Its fused policy (set_policy) covers
+    eh_proj and its norms (speculation/eagle/fused_head.py); the decoder layer takes decode_gemv like the target's."""
 
     is_eagle3 = False  # the EAGLE round graphs' question: the catch-up buffer holds H-wide hidden states
 
@@ -56,6 +59,7 @@ class MtpHead(nn.Module):
             self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.rotary = RotaryEmbedding(c.head_dim, c.rope_theta, c.rope_scaling, c.rotary_dim)  # the target's RoPE
         self.to(dtype).to_empty(device=device).requires_grad_(False)
+        self.eh_norm_weight = fused_head.NormPairWeight()  # [enorm; hnorm] weights, fused path
         self.target_embed: torch.Tensor | None = None  # [vocab, H] the target's, shared by reference
         self.target_lm_head: torch.Tensor | None = None  # [vocab, H] the target's (= shared_head.head)
 
@@ -83,7 +87,12 @@ class MtpHead(nn.Module):
             self.attn_backend.begin_forward(md, phase)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.target_embed)
-        x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))  # embedding first
+        if fused_head.projects(self.fused_policy, self.eh_proj, hidden):
+            self.attn_backend.paths.record(fused_head.FUSED_HEAD_PATH)
+            x = fused_head.project_norm_pair(self.eh_proj.weight, embeds, hidden, self.enorm, self.hnorm,
+                                             self.eh_norm_weight)
+        else:
+            x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))  # embedding first
         out = self.layers[0](x, None, cos_sin, kv_cache, md, self.attn_backend)
         normed, _ = self.final_norm.add_and_norm(out.hidden, out.residual)  # the layer's last residual add
         return HeadOutput(hidden=normed, logits_input=normed)
