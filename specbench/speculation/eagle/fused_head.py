@@ -21,7 +21,16 @@ from specbench.models import decode_gemv, fused_kernels
 from specbench.models.layers import RMSNorm
 from specbench.models.llama import LayerOutput
 
-FUSED_HEAD_PATH = "eagle.fused_head"  # execution_paths.py
+# execution_paths.py: recorded where the head's first decoder layer takes the fused projections (its input
+# projection, fc / eh_proj, goes with it whenever it can)
+FUSED_HEAD_PATH = "eagle.fused_head"
+
+
+def record_first_layer(layer, x: torch.Tensor, paths) -> None:
+    """EAGLE-1's and MTP's first layer is a DecoderLayer (it records its proj.* path itself); x [n, H] its input;
+    paths: the engine's PathRecorder. EAGLE-3's first layer records in its own forward."""
+    if decode_gemv.applies(layer, x):
+        paths.record(FUSED_HEAD_PATH)
 
 
 class NormPairWeight:

@@ -127,7 +127,6 @@ class EagleHead(fused_kernels.UsesFusedKernels, nn.Module):
 
     def _fc(self, x: torch.Tensor) -> torch.Tensor:  # [n, fc_in_features] -> [n, H]
         if fused_head.projects(self.fused_policy, self.fc, x):
-            self.attn_backend.paths.record(fused_head.FUSED_HEAD_PATH)
             return fused_head.project(self.fc, x)
         return self.fc(x)
 
@@ -149,6 +148,7 @@ class EagleHead(fused_kernels.UsesFusedKernels, nn.Module):
             h, residual, rest = out.hidden, out.residual, self.layers[1:]
         else:
             h, residual, rest = self._fc(torch.cat([embeds, hidden], dim=-1)), None, self.layers
+            fused_head.record_first_layer(self.layers[0], h, self.attn_backend.paths)
         for layer in rest:
             out = layer(h, residual, cos_sin, kv_cache, md, self.attn_backend)
             h, residual = out.hidden, out.residual

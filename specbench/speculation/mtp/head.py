@@ -88,11 +88,11 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.target_embed)
         if fused_head.projects(self.fused_policy, self.eh_proj, hidden):
-            self.attn_backend.paths.record(fused_head.FUSED_HEAD_PATH)
             x = fused_head.project_norm_pair(self.eh_proj.weight, embeds, hidden, self.enorm, self.hnorm,
                                              self.eh_norm_weight)
         else:
             x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))  # embedding first
+        fused_head.record_first_layer(self.layers[0], x, self.attn_backend.paths)
         out = self.layers[0](x, None, cos_sin, kv_cache, md, self.attn_backend)
         normed, _ = self.final_norm.add_and_norm(out.hidden, out.residual)  # the layer's last residual add
         return HeadOutput(hidden=normed, logits_input=normed)
