@@ -127,3 +127,35 @@ def test_eagle1_fused_head_equals_eager():
 def test_mtp_fused_head_equals_eager(head_dim):
     head = mtp_head(head_dim)
     assert_fused_equals_eager(head, head.config.layer.hidden_size)
+
+
+@pytest.mark.slow  # ~1.5 min a method under the Triton interpreter on 2 busy cores
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp"])
+def test_engines_with_the_fused_head_match_the_unfused_engine(tmp_path, method):
+    """The no-bias "llama" tiny target's drafters with fused kernels on (the head takes eagle.fused_head) and off:
+    the same greedy tokens, the plain engine's, and the same drafts (argmax drafts of fp32 heads that agree)."""
+    from specbench import LLM, SamplingParams
+    from specbench.selftest.tiny import build_tiny_pair, random_prompts
+    from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+    from specbench.selftest.tiny_eagle1 import build_tiny_eagle1_head
+    from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
+
+    target, _ = build_tiny_pair(tmp_path / "pair", seed=1, variant="llama")
+    if method == "mtp":
+        target, spec = build_mtp_target(target, tmp_path / "mtp", MTP_PREFIX), {}
+    elif method == "eagle":
+        spec = {"draft": build_tiny_eagle1_head(target, tmp_path / "eagle", seed=1)}
+    else:
+        spec = {"draft": build_tiny_eagle_head(target, tmp_path / "eagle3")}
+    engine = {"dtype": "fp32", "device": "cpu", "block_size": 4, "num_kv_blocks": 128, "max_concurrency": 4}
+    prompts = random_prompts(3)
+    params = SamplingParams(max_tokens=10, ignore_eos=True)
+    plain = [list(o.output_token_ids) for o in LLM(target, fused_kernels="off", **engine).generate(prompts, params)]
+    runs = {}
+    for fused in ("off", "on"):
+        llm = LLM(target, method=method, max_num_steps=3, fused_kernels=fused, **engine, **spec)
+        outs = llm.generate(prompts, params)
+        runs[fused] = ([list(o.output_token_ids) for o in outs], [o.stats.num_accepted_per_pos for o in outs])
+        assert ("eagle.fused_head" in llm.engine.paths.taken()) == (fused == "on")
+    assert runs["on"][0] == runs["off"][0] == plain
+    assert runs["on"][1] == runs["off"][1]  # same drafts accepted at every position
