@@ -26,6 +26,7 @@ from specbench.speculation.mtp.head import MtpHead, mtp_head_config  # noqa: E40
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 12
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # fp32 on either (CPU: the interpreter)
 
 
 def _randomize(module: torch.nn.Module, seed: int) -> None:
@@ -36,6 +37,12 @@ def _randomize(module: torch.nn.Module, seed: int) -> None:
                 param.copy_(1 + 0.3 * torch.randn(param.shape, generator=gen))
             else:
                 param.copy_(0.15 * torch.randn(param.shape, generator=gen))
+
+
+def _bind_random_target(head, vocab_size: int, hidden: int, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    head.bind_target(torch.randn(vocab_size, hidden, generator=gen).to(DEVICE),
+                     torch.randn(vocab_size, hidden, generator=gen).to(DEVICE))
 
 
 def _layer(head_dim: int):
@@ -51,20 +58,17 @@ def eagle_head(method: str, head_dim: int, norm_before_residual: bool = False) -
         fc_bias=method == "eagle", norm_before_residual=norm_before_residual, norm_output=False, aux=None)
     shape = HeadShape(cfg, fc_in_features=3 * h if method == "eagle3" else 2 * h, has_own_embed=False,
                       has_own_lm_head=False)
-    head = EagleHead(shape, create_backend("torch"), torch.float32, "cpu")
+    head = EagleHead(shape, create_backend("torch"), torch.float32, DEVICE)
     _randomize(head, seed=head_dim)
-    gen = torch.Generator().manual_seed(99)
-    head.bind_target(torch.randn(layer.vocab_size, h, generator=gen), torch.randn(layer.vocab_size, h, generator=gen))
+    _bind_random_target(head, layer.vocab_size, h, seed=99)
     return head
 
 
 def mtp_head(head_dim: int) -> MtpHead:
     layer = _layer(head_dim)
-    head = MtpHead(mtp_head_config(replace(layer, num_mtp_modules=1)), create_backend("torch"), torch.float32, "cpu")
+    head = MtpHead(mtp_head_config(replace(layer, num_mtp_modules=1)), create_backend("torch"), torch.float32, DEVICE)
     _randomize(head, seed=head_dim + 1)
-    gen = torch.Generator().manual_seed(98)
-    h = layer.hidden_size
-    head.bind_target(torch.randn(layer.vocab_size, h, generator=gen), torch.randn(layer.vocab_size, h, generator=gen))
+    _bind_random_target(head, layer.vocab_size, layer.hidden_size, seed=98)
     return head
 
 
@@ -73,25 +77,25 @@ def run_round(head, policy: str, feature_dim: int) -> tuple[list[torch.Tensor], 
     alone; returns every forward's (hidden, logits_input) and the cache."""
     set_policy(head, policy)
     head.attn_backend.paths.reset()
-    kv = KVCache(head.kv_cache_spec(), NUM_BLOCKS, BLOCK_SIZE, "cpu")
+    kv = KVCache(head.kv_cache_spec(), NUM_BLOCKS, BLOCK_SIZE, DEVICE)
     tables = [[5, 1, 7], [2, 9, 4]]
     gen = torch.Generator().manual_seed(5)
-    features = torch.randn(8, feature_dim, generator=gen)
-    ids = torch.randint(0, 1000, (8,), generator=gen)
+    features = torch.randn(8, feature_dim, generator=gen).to(DEVICE)
+    ids = torch.randint(0, 1000, (8,), generator=gen).to(DEVICE)
     outs = []
     md = build_metadata(positions=[0, 1, 2, 3, 4, 0, 1, 2], num_query=[5, 3], seq_lens=[5, 3], block_tables=tables,
-                        block_size=BLOCK_SIZE, device="cpu")
+                        block_size=BLOCK_SIZE, device=DEVICE)
     out = head(ids, head.project_target_features(features), md, kv, phase="eagle_extend")
     outs += [out.hidden, out.logits_input]
     hidden = out.hidden[[4, 7]]
     for step, positions in enumerate(([5, 3], [6, 4])):
         md = build_metadata(positions=positions, num_query=[1, 1], seq_lens=[p + 1 for p in positions],
-                            block_tables=tables, block_size=BLOCK_SIZE, device="cpu")
+                            block_tables=tables, block_size=BLOCK_SIZE, device=DEVICE)
         out = head(ids[[step, step + 1]], hidden, md, kv, phase=f"eagle_step_{step + 1}")
         outs += [out.hidden, out.logits_input]
         hidden = out.hidden
     md = build_metadata(positions=[7], num_query=[1], seq_lens=[8], block_tables=tables[:1], block_size=BLOCK_SIZE,
-                        device="cpu")
+                        device=DEVICE)
     out = head(ids[:1], hidden[:1], md, kv, phase="eagle_step_3")
     outs += [out.hidden, out.logits_input]
     return outs, kv
@@ -147,7 +151,7 @@ def test_engines_with_the_fused_head_match_the_unfused_engine(tmp_path, method):
         spec = {"draft": build_tiny_eagle1_head(target, tmp_path / "eagle", seed=1)}
     else:
         spec = {"draft": build_tiny_eagle_head(target, tmp_path / "eagle3")}
-    engine = {"dtype": "fp32", "device": "cpu", "block_size": 4, "num_kv_blocks": 128, "max_concurrency": 4}
+    engine = {"dtype": "fp32", "device": DEVICE, "block_size": 4, "num_kv_blocks": 128, "max_concurrency": 4}
     prompts = random_prompts(3)
     params = SamplingParams(max_tokens=10, ignore_eos=True)
     plain = [list(o.output_token_ids) for o in LLM(target, fused_kernels="off", **engine).generate(prompts, params)]

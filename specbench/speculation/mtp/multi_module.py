@@ -43,7 +43,8 @@ class MultiModuleMtpProposer(EagleProposer):
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Eager rounds only (module docstring)."""
 
-    def propose_ahead(self, *args, **kwargs) -> None:  # noqa: ARG002 - the base signature
+    def propose_ahead(self, request_ids, newest_positions, block_tables, verify_token_ids, num_accepted,
+                      target_features) -> None:
         return None  # never drafted ahead: the engine proposes after each verify
 
     def free(self, request_id: str) -> None:
@@ -72,10 +73,12 @@ class MultiModuleMtpProposer(EagleProposer):
         # last_hidden[m]: [num_reqs, H] module m's catch-up output at newest - 1
         last_hidden: list[torch.Tensor] = []
         last_logits_input = None
+        previous_out = hidden  # [num_new_total, H] the previous module's catch-up output (unused for module 0)
         for m, module in enumerate(self.modules):
             if m > 0:
-                hidden = self._previous_row(inp, caught_up, starts, m - 1, out.hidden, extend.logits_indices)
+                hidden = self._previous_row(inp, caught_up, starts, m - 1, previous_out, extend.logits_indices)
             out = module(extend.input_ids, hidden, extend.md, self.kv_cache, phase="eagle_extend")
+            previous_out = out.hidden
             rows_hidden = torch.zeros(num_reqs, out.hidden.shape[-1], dtype=out.hidden.dtype, device=self.device)
             rows_hidden[to_device(caught_up, torch.int64, self.device)] = out.hidden[extend.logits_indices]
             last_hidden.append(rows_hidden)
