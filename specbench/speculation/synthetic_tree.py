@@ -60,6 +60,13 @@ def tree_table(rates: tuple[float, ...], max_rank: int, rank_decay: float = DEFA
     return (cond[:, None] * decay[None, :]).clamp(0.0, 1.0).float()
 
 
+def engine_table(rates: tuple[float, ...], max_depth: int, topk: int, rank_decay: float = DEFAULT_RANK_DECAY,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """[max_depth, topk] the table an engine drafting trees of that shape verifies against, from its
+    --synthetic-acceptance rates (fewer rates than depths: extend_rates)."""
+    return tree_table(extend_rates(rates, max_depth), topk, rank_decay).to(device)
+
+
 def table_entry(table: torch.Tensor, depth: int, rank: int) -> float:
     """conditional[depth, rank], 0 past the table's edges."""
     return float(table[depth, rank]) if depth < table.shape[0] and rank < table.shape[1] else 0.0

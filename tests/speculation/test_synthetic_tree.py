@@ -14,6 +14,7 @@ from specbench.speculation.synthetic_tree import (
     PUBLISHED_CHAIN_RATES,
     SGLANG_SETTING,
     SGLANG_SETTING_RATES,
+    engine_table,
     expected_acceptance_length,
     expected_tree,
     extend_rates,
@@ -123,3 +124,10 @@ def test_calibration_stated_in_the_docstring() -> None:
     published = tree_table(extend_rates(PUBLISHED_CHAIN_RATES, num_steps), topk, DEFAULT_RANK_DECAY)
     assert expected_acceptance_length(expected_tree(published, topk, num_tokens, num_steps), published) == \
         pytest.approx(3.24, abs=0.01)
+
+
+def test_engine_table_extends_short_rate_lists():
+    table = engine_table((0.8, 0.6), max_depth=4, topk=3)
+    assert tuple(table.shape) == (4, 3)
+    assert table[:, 0].tolist() == pytest.approx([0.8, 0.75, 0.75, 0.75])  # the last conditional rate repeats
+    assert table[1].tolist() == pytest.approx([0.75, 0.375, 0.1875])  # DEFAULT_RANK_DECAY 0.5 over ranks
