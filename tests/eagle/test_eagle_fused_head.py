@@ -12,9 +12,10 @@ import torch
 
 pytest.importorskip("triton")
 
+from tests.support.interpreted import assert_passes_interpreted  # noqa: E402
 from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
+runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
@@ -114,6 +115,7 @@ def assert_fused_equals_eager(head, feature_dim: int) -> None:
         torch.testing.assert_close(got, expected, atol=1e-5 * scale, rtol=1e-5, msg=f"output {i}")
 
 
+@runnable
 @pytest.mark.parametrize("head_dim", [16, 32], ids=["qkv-then-rope", "rope-store"])
 @pytest.mark.parametrize("norm_before_residual", [False, True])
 def test_eagle3_fused_head_equals_eager(head_dim, norm_before_residual):
@@ -121,18 +123,21 @@ def test_eagle3_fused_head_equals_eager(head_dim, norm_before_residual):
     assert_fused_equals_eager(head, 3 * head.config.hidden_size)
 
 
+@runnable
 def test_eagle1_fused_head_equals_eager():
     head = eagle_head("eagle", 32)
     assert head.fc.bias is not None  # the bias rides as a broadcast residual
     assert_fused_equals_eager(head, head.config.hidden_size)
 
 
+@runnable
 @pytest.mark.parametrize("head_dim", [16, 32], ids=["qkv-then-rope", "rope-store"])
 def test_mtp_fused_head_equals_eager(head_dim):
     head = mtp_head(head_dim)
     assert_fused_equals_eager(head, head.config.layer.hidden_size)
 
 
+@runnable
 @pytest.mark.slow  # ~1.5 min a method under the Triton interpreter on 2 busy cores
 @pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp"])
 def test_engines_with_the_fused_head_match_the_unfused_engine(tmp_path, method):
@@ -163,3 +168,8 @@ def test_engines_with_the_fused_head_match_the_unfused_engine(tmp_path, method):
         assert ("eagle.fused_head" in llm.engine.paths.taken()) == (fused == "on")
     assert runs["on"][0] == runs["off"][0] == plain
     assert runs["on"][1] == runs["off"][1]  # same drafts accepted at every position
+
+
+@pytest.mark.skipif(kernels_runnable_here(), reason="the interpreted tests run in this process")
+def test_interpreted_tests_pass_in_a_fresh_process():
+    assert_passes_interpreted(__file__, "-m", "not slow")
