@@ -87,7 +87,7 @@ def test_refuses_what_it_cannot_do():
     assert gemv(x[:0], weight).shape == (0, 8)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("config", [None, BROADCAST, DOT], ids=["default", "broadcast", "dot"])
 @pytest.mark.parametrize("num_tokens", [1, 3])
 def test_split_norm_is_two_norms_side_by_side(dtype, config, num_tokens):
