@@ -65,6 +65,9 @@ PATHS: tuple[ExecutionPath, ...] = (
                   "(speculation/eagle/proposer.py)", ("cpu", "cuda"), _EAGLE),
     ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
                   "(speculation/eagle/proposer.py)", ("cuda",), _EAGLE, needs_cuda=True),
+    ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and 2H-wide "
+                  "first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
+                  "(speculation/eagle/fused_head.py)", ("cuda",), _EAGLE),
     ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
                   "(speculation/eagle/round_graph.py)", ("cuda",), _EAGLE, needs_cuda=True),
     # ---- the target forward --------------------------------------------------------------------------------------

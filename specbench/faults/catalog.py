@@ -22,6 +22,7 @@ from specbench.faults.draft_state_kept import DraftStateKeptOnPreemption
 from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
+from specbench.faults.fused_head_rope_shift import FusedHeadRopeShift
 from specbench.faults.fused_residual_twice import FusedResidualTwice
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
@@ -75,6 +76,7 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
     RoundGraphStaleFeatures,
     FusedResidualTwice,
     RopeStoreSlotShift,
+    FusedHeadRopeShift,
     TritonBonusNeighbour,
     NgramContinuationLate,
     PreemptStaleComputed,
