@@ -161,8 +161,9 @@ class FlashInferPagedAttention:
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
-        # Sliding-window layers (attention/kinds.py) go through the fallback's window-aware kernel.
-        if not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata):
+        # Sliding-window layers (attention/kinds.py) go through the fallback's window-aware kernel, tree forwards
+        # (attention/tree_mask.py) through its tree kernel: no flashinfer custom mask yet.
+        if not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or md.tree is not None:
             return self._fallback.attend_stored(layer, q, kv_cache, md)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)

@@ -17,8 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
+from typing import TYPE_CHECKING
+
 from specbench.attention.kind_metadata import KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device
+
+if TYPE_CHECKING:
+    from specbench.attention.tree_mask import TreeMask
 
 
 # slot_mapping value of a padding query: its K/V is not stored (fixed-shape batches for CUDA graphs).
@@ -44,6 +49,9 @@ class AttentionMetadata:
     # [num_layers] each layer's attention-kind metadata, built by the model's LayerKinds at the start of every forward
     # (layer_kinds.py); () = every layer plain causal attention.
     layer_kinds: tuple[KindMetadata, ...] = ()
+    # A tree forward (tree verify or tree draft step, attention/tree_mask.py): which tree rows each query sees;
+    # None = causal (every chain and plain forward).
+    tree: TreeMask | None = None
 
     def kind_of(self, layer: int) -> KindMetadata | None:
         """Layer `layer`'s kind metadata; None when no kinds were attached (all layers full attention)."""

@@ -6,7 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kind_metadata import WindowMetadata
+from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
+from specbench.attention.tree_torch_ref import tree_attention_reference
+from specbench.errors import SpecbenchError
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.window import check_window
 from specbench.kv.kv_cache import KVCache
@@ -47,10 +49,28 @@ class TorchPagedAttention:
         kv_cache: KVCache,
         md: AttentionMetadata,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
-        k_cache, v_cache = kv_cache.flat(layer)
         kind = md.kind_of(layer)
+        if md.tree is not None:
+            self.paths.record("attention.tree_torch")
+            return tree_attention(q, kv_cache, layer, md)
+        k_cache, v_cache = kv_cache.flat(layer)
         starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
         return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts)
+
+
+def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: AttentionMetadata) -> torch.Tensor:
+    """A tree forward (md.tree) through the readable reference; every layer of it plain (full) attention."""
+    check_tree_kind(md, layer)
+    assert md.tree is not None
+    return tree_attention_reference(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
+                                    md.block_tables, md.tree.mask, num_tree_rows=md.tree.num_tree_rows)
+
+
+def check_tree_kind(md: AttentionMetadata, layer: int) -> None:
+    """Tree forwards support plain (full) attention layers only: a window over tree rows is not defined yet."""
+    kind = md.kind_of(layer)
+    if kind is not None and not isinstance(kind, FullAttentionMetadata):
+        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} is {type(kind).__name__}")
 
 
 def paged_attention_reference(

@@ -16,6 +16,7 @@ from specbench.engine.outputs import RequestOutput
 from specbench.engine.overlap import InflightDecode, OverlappedDecode
 from specbench.engine.round_overlap import InflightRound, OverlappedRounds
 from specbench.engine.rounds import TargetRounds
+from specbench.engine.tree_round import TreeRounds
 from specbench.engine.request import Request, RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.stats import RequestStats, StepStats
@@ -24,12 +25,13 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
+from specbench.speculation.capabilities import DraftsTrees, tree_methods
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
 from specbench.speculation.synthetic import conditional_rates
 
 
-class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
+class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
     def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
@@ -93,7 +95,7 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         max_len = self.stop_checker.max_model_len
         if len(token_ids) >= max_len:
             raise SpecbenchError(f"prompt of {len(token_ids)} tokens does not fit max_model_len {max_len}")
-        needed = min(len(token_ids) + params.max_tokens, max_len) + self.num_steps + 1
+        needed = min(len(token_ids) + params.max_tokens, max_len) + self.scheduler.num_round_positions + 1
         if needed > self.pool_tokens:
             raise SpecbenchError(
                 f"KV pool holds {self.pool_tokens} tokens but one request needs up to {needed}; "
@@ -186,9 +188,11 @@ class LLMEngine(TargetRounds, OverlappedDecode, OverlappedRounds):
         """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
-        if shape.is_tree:  # no proposer drafts trees yet (issue 28 wires them)
+        if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
-                                 f"'{self.config.method}'")
+                                 f"'{self.config.method}'; methods that draft trees: {', '.join(tree_methods())}")
+        if shape.is_tree and self.synthetic_conditional is not None:
+            raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape
 
     def set_async_scheduling(self, is_on: bool) -> None:

@@ -47,6 +47,8 @@ class TargetRounds:
 
     def _decode(self, batch, st: SamplingTensors, timer: PhaseTimer, start: float):
         """Propose, verify, read back; None when the next round was launched ahead (read back next call)."""
+        if self._is_tree_round(batch):  # synchronous, eager (engine/tree_round.py)
+            return self._tree_round(batch, st, timer)
         proposal = None
         if self.proposer is not None and any(batch.num_draft_tokens):
             self.paths.record(self._proposer_path)

@@ -24,9 +24,11 @@ from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
+from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata
+from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
 
 
 @dataclass
@@ -49,7 +51,7 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(Proposer):
+class DraftModelProposer(Proposer, DraftsTrees):
     name = "draft"
     target_feature_layers: tuple[int, ...] = ()
 
@@ -121,6 +123,46 @@ class DraftModelProposer(Proposer):
             state.newest = len(inp.token_ids[r]) - 1
             state.num_written = state.newest + inp.num_draft_tokens[r]
         return DraftProposal(draft_ids, inp.num_draft_tokens, draft_probs)
+
+    @torch.inference_mode()
+    def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
+        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier
+        (speculation/tree_propose.py): the committed prefix ends at the newest token, so step s's queries sit at
+        newest + s and the tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        rows = list(range(len(inp.request_ids)))
+        extend = self._build_extend(inp, rows)
+        out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
+        root_logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
+        prefix = [len(tokens) for tokens in inp.token_ids]
+
+        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
+            num_frontier = frontier.token_ids.shape[1]
+            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
+            self.model.attn_backend.paths.record("draft.eager_step")
+            step_out = self.model(frontier.token_ids.reshape(-1), md, self.kv_cache, phase=f"draft_tree_step_{s}")
+            logits = self.model.compute_logits(step_out.hidden_states)
+            return self._log_probs(logits).view(len(rows), num_frontier, -1)
+
+        tree = grow_tree(plan, self._log_probs(root_logits), run_step)
+        for r in rows:
+            state = self._state[inp.request_ids[r]]
+            state.newest = len(inp.token_ids[r]) - 1
+            state.num_written = state.newest + 1  # tree rows are not at their positions: only the prefix is kept
+        return proposal_from_tree(tree)
+
+    def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:  # [..., draft_vocab] -> [..., target_vocab]
+        """Children are the top-k of the raw draft distribution over the target's ids (the verifier's deterministic
+        rule is lossless for any such choice)."""
+        return torch.log_softmax(logits[..., : self.target_vocab_size].float(), dim=-1)
+
+    def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
+        """Draft KV is committed up to the newest token: the next catch-up feeds the accepted path and the bonus
+        (the tree rows' KV is left as scratch rather than moved; it is recomputed, never read)."""
+        for request_id in request_ids:
+            state = self._state.get(request_id)
+            if state is not None:
+                state.num_cached = state.num_written = state.newest + 1
 
     def _build_extend(self, inp: ProposeInput, active: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
