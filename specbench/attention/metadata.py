@@ -14,10 +14,9 @@ every draft step; nothing is edited in place between phases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-
-from typing import TYPE_CHECKING
 
 from specbench.attention.kind_metadata import KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device

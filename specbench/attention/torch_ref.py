@@ -7,10 +7,10 @@ import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
-from specbench.attention.tree_torch_ref import tree_attention_reference
-from specbench.errors import SpecbenchError
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.tree_torch_ref import tree_attention_reference
 from specbench.attention.window import check_window
+from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
 from specbench.execution_paths import PathRecorder
 

@@ -23,8 +23,8 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.capabilities import DraftsTrees
+from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata

@@ -166,3 +166,31 @@ def test_without_compaction_the_kv_is_a_rejected_branchs(tiny_pair, prompt_ids, 
     monkeypatch.setattr(TreeRounds, "_compact_target_kv", lambda self, requests, result, num_cached: None)
     num_rounds, num_equal, num_moved = _kv_after_tree_rounds_matches_prefill(tiny_pair, prompt_ids[1])
     assert num_moved > 0 and num_equal < num_rounds
+
+
+def test_triton_backend_tree_verify_is_token_identical(tiny_pair, prompt_ids, plain):
+    """The tree verify through the Triton bitmask kernel (draft steps through the reference): same greedy output."""
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    llm = _llm(*tiny_pair, attention_backend="triton")
+    llm.engine.set_draft_shape(DraftShape(2, 4))
+    outs = llm.generate(prompt_ids[:2], SamplingParams(max_tokens=8, ignore_eos=True))
+    assert [list(o.output_token_ids) for o in outs] == [p[:8] for p in plain[:2]]
+    assert {"attention.tree_triton", "attention.tree_torch", "spec.tree_round"} <= llm.engine.paths_taken()
+
+
+def test_tree_round_logprobs_are_the_plain_engines(tiny_pair, prompt_ids):
+    """Each emitted token's logprob comes from the row that predicted it (the root's, then each accepted node's)."""
+    params = SamplingParams(max_tokens=12, ignore_eos=True, logprobs=2)
+    want = _llm(tiny_pair[0], None).generate(prompt_ids[:3], params)
+    llm = _llm(*tiny_pair)
+    llm.engine.set_draft_shape(DraftShape(2, 6))
+    got = llm.generate(prompt_ids[:3], params)
+    for g, w in zip(got, want):
+        assert g.output_token_ids == w.output_token_ids
+        assert [x.token_id for x in g.logprobs] == list(g.output_token_ids)
+        assert [x.rank for x in g.logprobs] == [x.rank for x in w.logprobs]
+        assert [[t for t, _ in x.top] for x in g.logprobs] == [[t for t, _ in x.top] for x in w.logprobs]
+        assert max(abs(a.logprob - b.logprob) for a, b in zip(g.logprobs, w.logprobs)) < 1e-4

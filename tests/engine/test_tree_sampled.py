@@ -4,9 +4,8 @@ verifier that tests every sibling against the full target distribution (no resid
 
 from __future__ import annotations
 
-from itertools import zip_longest
-
 from dataclasses import replace
+from itertools import zip_longest
 
 import torch
 

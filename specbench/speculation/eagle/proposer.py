@@ -19,12 +19,12 @@ from specbench.device_copy import to_device
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
+from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
 from specbench.speculation.eagle.ahead import confirm_ahead, propose_ahead
 from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
-from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
