@@ -194,3 +194,15 @@ def test_tree_round_logprobs_are_the_plain_engines(tiny_pair, prompt_ids):
         assert [x.rank for x in g.logprobs] == [x.rank for x in w.logprobs]
         assert [[t for t, _ in x.top] for x in g.logprobs] == [[t for t, _ in x.top] for x in w.logprobs]
         assert max(abs(a.logprob - b.logprob) for a, b in zip(g.logprobs, w.logprobs)) < 1e-4
+
+
+def test_trees_near_the_context_limit_are_cut_and_stay_exact(tiny_pair, prompt_ids):
+    """Rounds whose full-depth tree would pass max_model_len draft shallower trees (or none): same output as plain."""
+    params = SamplingParams(max_tokens=40, ignore_eos=True)
+    prompts = [prompt_ids[0], prompt_ids[2]]  # 6 and 13 tokens
+    want = _llm(tiny_pair[0], None, max_model_len=24).generate(prompts, params)
+    llm = _llm(*tiny_pair, max_model_len=24)
+    llm.engine.set_draft_shape(DraftShape(3, 6))
+    got = llm.generate(prompts, params)
+    assert [o.output_token_ids for o in got] == [o.output_token_ids for o in want]
+    assert all(o.finish_reason == "length" and len(o.prompt_token_ids) + len(o.output_token_ids) == 24 for o in got)
