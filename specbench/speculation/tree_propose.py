@@ -81,11 +81,16 @@ class TreeSteps:
         self.num_rows = 0
         self.masks = torch.zeros(num_reqs, max_rows, max_rows, dtype=torch.bool)  # [num_reqs, rows, rows] host
         self._row_of_node: list[dict[int, int]] = [{} for _ in range(num_reqs)]  # builder node index -> tree row
+        # per request, each fed row's branch (its tokens from the root's child down to it) -> the row: siblings
+        # carry distinct tokens (top-k), so a branch names one node
+        self.row_of_branch: list[dict[tuple[int, ...], int]] = [{} for _ in range(num_reqs)]
+        self._branch_of_row: list[list[tuple[int, ...]]] = [[] for _ in range(num_reqs)]
 
     def feed(self, frontier: Frontier) -> list[list[int]]:
         """Append the frontier as the next tree rows; per request, the tree row of each node's parent (-1: the root,
         which is no tree row: it is the last prefix position)."""
         nodes, parents = frontier.node_index.tolist(), frontier.parent.tolist()
+        tokens = frontier.token_ids.tolist()
         first = self.num_rows
         parent_rows = []
         for r in range(self.num_reqs):
@@ -99,6 +104,9 @@ class TreeSteps:
                     self.masks[r, row] = self.masks[r, parent_row]
                 self.masks[r, row, row] = True
                 self._row_of_node[r][node] = row
+                branch = (self._branch_of_row[r][parent_row] if parent_row >= 0 else ()) + (tokens[r][f],)
+                self._branch_of_row[r].append(branch)
+                self.row_of_branch[r][branch] = row
                 rows_r.append(parent_row)
             parent_rows.append(rows_r)
         self.num_rows += len(nodes[0]) if nodes else 0
@@ -122,13 +130,15 @@ class TreeSteps:
 
 
 def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor,
-              run_step: Callable[[int, Frontier, TreeSteps, list[list[int]]], torch.Tensor]) -> DraftTree:
+              run_step: Callable[[int, Frontier, TreeSteps, list[list[int]]], torch.Tensor]
+              ) -> tuple[DraftTree, TreeSteps]:
     """Grow one round's trees: the root's top-k children, then `plan.depth - 1` draft steps over the frontier.
 
     `root_log_probs` [num_reqs, V]: the drafter's log-probs after the newest committed token. `run_step(s, frontier,
     steps, parent_rows)` feeds draft step s (the frontier just appended to `steps`; parent_rows per request the tree
     row of each frontier node's parent, -1 = root) and returns the log-probs at each frontier node
-    [num_reqs, num_frontier, V]. Token ids are the drafter's vocabulary; the caller maps them.
+    [num_reqs, num_frontier, V]. Token ids are the drafter's vocabulary; the caller maps them. Returns the trees and
+    the rows the drafter fed (whose KV an accepted path may keep).
     """
     num_reqs = root_log_probs.shape[0]
     builder = TopKTreeBuilder(num_reqs, plan.topk, plan.num_draft_tokens, root_log_probs.device)
@@ -137,4 +147,4 @@ def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor,
     for s in range(1, plan.depth):
         parent_rows = steps.feed(frontier)
         frontier = builder.expand(run_step(s, frontier, steps, parent_rows).float())
-    return builder.finish()
+    return builder.finish(), steps

@@ -120,8 +120,8 @@ def test_draft_children_are_the_drafts_own_topk_along_each_branch(tiny_pair, pro
     assert num_checked >= 2 * depth
 
 
-def _kv_rows(engine, request, num_positions: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    kv, size = engine.runner.kv_cache, engine.block_size
+def _kv_rows(engine, request, num_positions: int, kv=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    kv, size = kv or engine.runner.kv_cache, engine.block_size
     slots = torch.tensor([request.block_table[p // size] * size + p % size for p in range(num_positions)])
     return [(kv.flat(layer)[0][slots], kv.flat(layer)[1][slots]) for layer in range(len(kv.k))]
 
@@ -206,3 +206,29 @@ def test_trees_near_the_context_limit_are_cut_and_stay_exact(tiny_pair, prompt_i
     got = llm.generate(prompts, params)
     assert [o.output_token_ids for o in got] == [o.output_token_ids for o in want]
     assert all(o.finish_reason == "length" and len(o.prompt_token_ids) + len(o.output_token_ids) == 24 for o in got)
+
+
+def test_draft_lm_keeps_the_accepted_paths_own_kv(tiny_pair, prompt_ids):
+    """After each tree round the draft LM's committed KV (moved from its tree rows) equals a fresh draft prefill's."""
+    llm = _llm(*tiny_pair)
+    engine = llm.engine
+    engine.set_draft_shape(DraftShape(3, 8))
+    fresh = _llm(tiny_pair[1], None).engine  # the draft model as a plain engine
+    engine.add_request(prompt_ids[3], SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True), request_id="r")
+    engine.step()
+    num_rounds = num_kept = 0
+    while engine.has_unfinished():
+        request = engine._requests["r"]
+        if engine.step():
+            break
+        state = engine.proposer._state["r"]
+        num_rounds += 1
+        num_kept += state.num_cached > state.newest + 1
+        cached = state.num_cached
+        rid = fresh.add_request(request.token_ids[:cached], SamplingParams(max_tokens=2, ignore_eos=True))
+        fresh.step()
+        want = _kv_rows(fresh, fresh._requests[rid], cached)
+        got = _kv_rows(engine, request, cached, engine.proposer.kv_cache)
+        assert all(torch.allclose(g, w, atol=1e-5) for gw, ww in zip(got, want) for g, w in zip(gw, ww)), num_rounds
+        fresh.abort_request(rid)
+    assert num_rounds > 0 and num_kept > 0

@@ -152,7 +152,7 @@ class EagleProposer(Proposer, DraftsTrees):
             return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
 
         root_logits = self.head.compute_logits(out.logits_input[extend.logits_indices])
-        tree = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step)
+        tree, _ = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step)
         proposal = proposal_from_tree(tree)
         draft_ids = self.head.to_target_ids(proposal.draft_token_ids.clamp_min(0))
         draft_ids = torch.where(proposal.draft_token_ids < 0, proposal.draft_token_ids, draft_ids)
