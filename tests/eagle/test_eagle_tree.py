@@ -10,6 +10,7 @@ from tests.support.eagle_heads import MAX_TOKENS, PREEMPTING_KV_BLOCKS, VARIANTS
 
 from specbench import SamplingParams
 from specbench.speculation.draft_shape import DraftShape
+from tests.support.tree_checks import tree_matches_chain
 
 
 @pytest.mark.parametrize(("variant", "topk", "budget", "is_preempting"), [
@@ -35,3 +36,20 @@ def test_eagle_tree_greedy_is_token_identical(variant, topk, budget, is_preempti
     # wrong position lands far lower)
     rate = sum(o.stats.num_accepted_tokens for o in outs) / sum(o.stats.num_draft_rounds for o in outs)
     assert rate > 1.0 and ranks[0] > 0, (rate, ranks)
+
+
+@pytest.mark.parametrize("variant", ["eagle1-bias-bin", "eagle3-speculators"])
+def test_eagle_tree_follows_its_chain_drafts(variant, head_dir, target_dir, prompt_ids):
+    """At every node on the chain's branch the tree step's draft log-probs are the chain step's, from the same state:
+    a tree step fed the wrong parent's hidden state, the wrong position or a sibling's KV gives others."""
+    from specbench import LLM
+
+    v = VARIANTS[variant]
+
+    def make_llm():
+        return LLM(str(target_dir(v.target)), dtype="fp32", device="cpu", block_size=4, method=v.method,
+                   draft=str(head_dir(variant)), max_num_steps=4, kv_cache_gb=0.02, allow_pickle=True,
+                   debug_invariants=True)
+
+    matched = [tree_matches_chain(make_llm, p, topk=3, depth=4) for p in prompt_ids[:3]]
+    assert max(matched) == 4 and min(matched) >= 1, matched

@@ -9,6 +9,7 @@ from specbench import LLM, SamplingParams
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 from specbench.speculation.draft_shape import DraftShape
+from tests.support.tree_checks import tree_matches_chain
 
 MAX_TOKENS = 16
 PREEMPTING_KV_BLOCKS = 14
@@ -48,3 +49,14 @@ def test_mtp_tree_greedy_matches_plain_engine(target, prompts, plain_outputs, to
         assert tree is not None and tree.num_rounds == o.stats.num_draft_rounds > 0
         assert sum(tree.acceptance_lengths) == tree.num_accepted == o.stats.num_accepted_tokens
         assert all(size == budget for size in tree.tree_sizes)
+
+
+def test_mtp_tree_follows_its_chain_drafts(target, prompts):
+    """At every node on the chain's branch the tree step's draft log-probs are the chain step's, from the same state:
+    a tree step fed the wrong parent's hidden state, the wrong position or a sibling's KV gives others."""
+    def make_llm():
+        return LLM(target, dtype="fp32", device="cpu", block_size=4, method="mtp", max_num_steps=4,
+                   kv_cache_gb=0.02, debug_invariants=True)
+
+    matched = [tree_matches_chain(make_llm, p, topk=3, depth=4) for p in prompts[:3]]
+    assert max(matched) == 4 and min(matched) >= 1, matched
