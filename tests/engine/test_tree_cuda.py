@@ -15,7 +15,7 @@ from specbench.speculation.draft_shape import DraftShape
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_default_engine_tree_rounds_are_exact(tiny_pair, prompt_ids):
     target, draft = tiny_pair
-    common = dict(dtype="fp32", device="cuda", max_concurrency=8, num_kv_blocks=512, block_size=16)
+    common = {"dtype": "fp32", "device": "cuda", "max_concurrency": 8, "num_kv_blocks": 512, "block_size": 16}
     params = SamplingParams(max_tokens=32, ignore_eos=True)
     plain = [list(o.output_token_ids) for o in LLM(target, **common).generate(prompt_ids, params)]
     llm = LLM(target, method="draft", draft=draft, max_num_steps=3, **common)
