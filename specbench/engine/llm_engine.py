@@ -191,6 +191,8 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'; methods that draft trees: {', '.join(tree_methods())}")
+        if shape.is_tree and not self.runner.model.layer_kinds.is_all_full:
+            raise SpecbenchError("tree drafts need full-attention layers; this target has sliding-window layers")
         if shape.is_tree and self.synthetic_conditional is not None:
             raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape

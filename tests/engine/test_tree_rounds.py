@@ -232,3 +232,14 @@ def test_draft_lm_keeps_the_accepted_paths_own_kv(tiny_pair, prompt_ids):
         assert all(torch.allclose(g, w, atol=1e-5) for gw, ww in zip(got, want) for g, w in zip(gw, ww)), num_rounds
         fresh.abort_request(rid)
     assert num_rounds > 0 and num_kept > 0
+
+
+def test_targets_with_sliding_window_layers_refuse_trees(tmp_path):
+    from tests.support.tiny_models import build_tiny_model
+
+    build_tiny_model(tmp_path / "t", "mistral", num_layers=2, seed=0, sliding_window=8)
+    build_tiny_model(tmp_path / "d", "mistral", num_layers=1, seed=1, sliding_window=8)
+    llm = LLM(str(tmp_path / "t"), dtype="fp32", device="cpu", block_size=4, kv_cache_gb=0.01, method="draft",
+              draft=str(tmp_path / "d"), max_num_steps=2)
+    with pytest.raises(SpecbenchError, match="tree drafts need full-attention layers"):
+        llm.engine.set_draft_shape(DraftShape(2, 4))
