@@ -82,7 +82,13 @@ class EmbeddedBackend:
             )
 
     def start_cell(self, key: CellKey) -> None:
-        self.engine.set_num_steps(key.num_steps)
+        # Never a moment with a tree shape and a k it does not fit: back to a chain before k changes, k before a tree.
+        if key.draft_shape.is_tree:
+            self.engine.set_num_steps(key.num_steps)
+            self.engine.set_draft_shape(key.draft_shape)
+        else:  # k = 0 and wherever --eagle-topk is 1
+            self.engine.set_draft_shape(key.draft_shape)
+            self.engine.set_num_steps(key.num_steps)
 
     def reset_prefix_cache(self) -> CacheReset:
         return NO_PREFIX_CACHE

@@ -1,4 +1,4 @@
-"""`--server-cmd` templates: placeholders filled per (method, num-steps) group, and the documented presets."""
+"""`--server-cmd` templates: placeholders filled per (method, num-steps, tree shape) group, and the presets."""
 
 from __future__ import annotations
 
@@ -6,45 +6,22 @@ import shlex
 import string
 from dataclasses import dataclass
 
+from specbench.backends.server_presets import (
+    SERVER_PRESETS,
+    LaunchPoint,
+    max_tree_nodes,
+)
 from specbench.errors import SpecbenchError
+from specbench.speculation.draft_shape import CHAIN, DraftShape
 
-PLACEHOLDERS = ("num_steps", "method", "port", "model", "draft", "host")
+# {eagle_topk}: the group's --eagle-topk; {num_draft_tokens}: SGLang's --speculative-num-draft-tokens for it
+# (drafted tokens per round plus the root: k + 1 for a chain).
+PLACEHOLDERS = ("num_steps", "method", "port", "model", "draft", "host", "eagle_topk", "num_draft_tokens")
 PRESET_PREFIX = "preset:"
 LOOPBACK = "127.0.0.1"
 
-# (speculative template, baseline template for num-steps 0). Flags from each server's own --help / docs:
-# llama-server: llama.cpp (llama-cpp-python 0.3.36 vendored build) `llama-server --help`; vLLM: `vllm serve
-# --speculative-config` (docs.vllm.ai, speculative decoding); SGLang: `python -m sglang.launch_server
-# --speculative-*` (docs.sglang.ai server arguments); specbench serve: this repository.
-PRESETS: dict[str, tuple[str, str]] = {
-    "llama-server": (
-        "llama-server -m {model} -md {draft} --spec-type draft-simple --spec-draft-n-max {num_steps} "
-        "--spec-draft-n-min 0 --host {host} --port {port} --metrics -np 4 -c 4096",
-        "llama-server -m {model} --host {host} --port {port} --metrics -np 4 -c 4096",
-    ),
-    "llama-server-ngram": (
-        "llama-server -m {model} --spec-type ngram-simple --spec-draft-n-max {num_steps} --host {host} "
-        "--port {port} --metrics -np 4 -c 4096",
-        "llama-server -m {model} --host {host} --port {port} --metrics -np 4 -c 4096",
-    ),
-    "vllm": (
-        "vllm serve {model} --host {host} --port {port} --speculative-config "
-        "'{{\"method\": \"draft_model\", \"model\": \"{draft}\", \"num_speculative_tokens\": {num_steps}}}'",
-        "vllm serve {model} --host {host} --port {port}",
-    ),
-    "sglang": (
-        "python -m sglang.launch_server --model-path {model} --host {host} --port {port} --enable-metrics "
-        "--speculative-algorithm STANDALONE --speculative-draft-model-path {draft} "
-        "--speculative-num-steps {num_steps} --speculative-num-draft-tokens {num_draft_tokens} "
-        "--speculative-eagle-topk 1",
-        "python -m sglang.launch_server --model-path {model} --host {host} --port {port} --enable-metrics",
-    ),
-    "specbench": (
-        "specbench serve --target {model} --method {method} --draft {draft} --num-steps {num_steps} "
-        "--host {host} --port {port}",
-        "specbench serve --target {model} --host {host} --port {port}",
-    ),
-}
+# The presets (backends/server_presets.py): each builds its template per (method, num-steps, tree shape).
+PRESETS: tuple[str, ...] = tuple(SERVER_PRESETS.supported())
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,22 +31,25 @@ class LaunchValues:
     port: int
     model: str
     draft: str | None
+    shape: DraftShape = CHAIN
 
     def fields(self) -> dict[str, str]:
         return {"num_steps": str(self.num_steps), "method": self.method, "port": str(self.port),
                 "model": self.model, "draft": self.draft or "", "host": LOOPBACK,
-                "num_draft_tokens": str(self.num_steps + 1)}
+                "eagle_topk": str(self.shape.eagle_topk),
+                "num_draft_tokens": str(max_tree_nodes(self.num_steps, self.shape) + 1)}
 
 
-def resolve_template(template: str, baseline: str | None, num_steps: int) -> str:
-    """The template one group launches: a preset's own pair, else `baseline` for num-steps 0 when given."""
+def resolve_template(template: str, baseline: str | None, num_steps: int, method: str = "draft",
+                     shape: DraftShape = CHAIN) -> str:
+    """The template one group launches: a preset's, built for (method, num_steps, shape), else `baseline` for
+    num-steps 0 when given. A preset refuses what its server cannot run (SpecbenchError, one line)."""
+    if num_steps == 0 and baseline is not None:
+        return baseline
     if template.startswith(PRESET_PREFIX):
-        name = template[len(PRESET_PREFIX):]
-        if name not in PRESETS:
-            raise SpecbenchError(f"unknown --server-cmd preset {name!r}; supported: {', '.join(PRESETS)}")
-        speculative, plain = PRESETS[name]
-        return plain if num_steps == 0 and baseline is None else (baseline if num_steps == 0 else speculative)
-    return baseline if num_steps == 0 and baseline is not None else template
+        preset = SERVER_PRESETS.create(template[len(PRESET_PREFIX):])
+        return preset.baseline if num_steps == 0 else preset.speculative(LaunchPoint(method, num_steps, shape))
+    return template
 
 
 def check_template(template: str, flag: str = "--server-cmd") -> None:
@@ -78,7 +58,7 @@ def check_template(template: str, flag: str = "--server-cmd") -> None:
         resolve_template(template, None, 1)
         return
     names = set().union(*(_placeholders(arg, flag) for arg in split_template(template, flag)))
-    unknown = sorted(names - set(PLACEHOLDERS) - {"num_draft_tokens"})
+    unknown = sorted(names - set(PLACEHOLDERS))
     if unknown:
         raise SpecbenchError(f"{flag}: unknown placeholder {{{unknown[0]}}}; supported: "
                              + ", ".join("{" + p + "}" for p in PLACEHOLDERS))

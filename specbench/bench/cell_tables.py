@@ -35,6 +35,8 @@ def key_columns(run_id: str, key: CellKey, config: SweepConfig, workload: Worklo
         "concurrency": key.concurrency,
         "temperature": key.temperature_value,
         "num_steps": key.num_steps,
+        "eagle_topk": key.eagle_topk,
+        "draft_token_budget": key.draft_token_budget,
         "method": config.engine.method,
         "workload": workload.name,
         "workload_version": workload.version,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from specbench.sampling_params import SamplingParams
+from specbench.speculation.capabilities import CapturesDraftGraphs
 
 
 def copy_bandwidth_gbps(num_bytes: int = 2 << 30, repeats: int = 10) -> float:
@@ -112,11 +113,11 @@ class GraphsOff:
     def __enter__(self):
         self._saved = self.engine.runner.graphs
         self.engine.runner.graphs = None
-        if self.engine.proposer is not None:
+        if isinstance(self.engine.proposer, CapturesDraftGraphs):
             self.engine.proposer.pause_step_graphs(True)
         return self
 
     def __exit__(self, *exc) -> None:
         self.engine.runner.graphs = self._saved
-        if self.engine.proposer is not None:
+        if isinstance(self.engine.proposer, CapturesDraftGraphs):
             self.engine.proposer.pause_step_graphs(False)

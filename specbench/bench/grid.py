@@ -1,4 +1,5 @@
-"""Sweep cells: the (repeat, temperature, concurrency, num_steps) grid (its comma lists: runs/comma_lists.py)."""
+"""Sweep cells: the (repeat, temperature, concurrency, num_steps, draft shape) grid (its comma lists:
+runs/comma_lists.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 
 from specbench.runs.cell_key import CellKey
 from specbench.runs.sweep_config import SweepConfig
+from specbench.speculation.draft_shape import DraftShape
 
 
 def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
@@ -15,18 +17,35 @@ def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
     compare with it when a cell is written). The speculative k's alternate order between repeats (ascending on
     even repeats, descending on odd ones, ABAB), so over an even number of repeats a slow drift of the machine
     lands on every k alike; `bench/drift.py` brackets each group with short baseline probes to measure what is
-    left. With --server-cmd every k is one server launch: its cells run together, k = 0 first, no interleaving.
+    left. Each speculative k runs every draft tree shape of the grid (chains first), in the same alternating order.
+    With --server-cmd every (k, shape) is one server launch: its cells run together, k = 0 first, no interleaving.
     """
+    shapes = config.grid_draft_shapes
     cells = tuple(
-        CellKey(repeat, temperature, concurrency, num_steps)
+        CellKey(repeat, temperature, concurrency, num_steps, topk, budget)
         for repeat in range(config.repeats)
         for temperature in config.temperature
         for concurrency in config.concurrency
-        for num_steps in interleaved_num_steps(config.grid_num_steps, repeat)
+        for num_steps, topk, budget in interleaved_points(config.grid_num_steps, shapes, repeat)
     )
-    if config.server_cmd is not None:  # one server launch per k: its cells run together, k = 0 first
-        return tuple(sorted(cells, key=lambda key: key.num_steps))
+    if config.server_cmd is not None:  # one server launch per (k, shape): its cells run together, k = 0 first
+        return tuple(sorted(cells, key=launch_group))
     return cells
+
+
+def launch_group(key: CellKey) -> tuple[int, int, int]:
+    """What one launched server serves: (num_steps, eagle_topk, budget; 0 for none)."""
+    return key.num_steps, key.eagle_topk, key.draft_token_budget or 0
+
+
+def interleaved_points(num_steps: tuple[int, ...], shapes: Sequence[DraftShape],
+                       repeat: int) -> tuple[tuple[int, int, int | None], ...]:
+    """(k, topk, budget) per cell of a group: k = 0 (a chain) first, then every speculative (k, shape) ascending on
+    even repeats and descending on odd ones."""
+    speculative = [(k, s.eagle_topk, s.num_draft_tokens) for k in interleaved_num_steps(num_steps, 0) if k
+                   for s in shapes]
+    baseline = tuple((0, 1, None) for k in num_steps if k == 0)
+    return baseline + tuple(reversed(speculative) if repeat % 2 else speculative)
 
 
 def interleaved_num_steps(num_steps: tuple[int, ...], repeat: int) -> tuple[int, ...]:

@@ -54,6 +54,7 @@ class SweepPlan:
     max_tokens: int
     method: str
     grid_num_steps: tuple[int, ...]
+    draft_shapes: tuple[str, ...]  # DraftShape labels of the speculative k's ("chain" alone without trees)
     concurrency: tuple[int, ...]
     temperature: tuple[float | None, ...]
     repeats: int
@@ -136,6 +137,7 @@ def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_t
         shots=config.shots if config.shots is not None else
         (GSM8K_NUM_SHOTS if config.workload == "gsm8k" else None),
         max_tokens=max_tokens, method=config.engine.method, grid_num_steps=config.grid_num_steps,
+        draft_shapes=tuple(shape.label() for shape in config.grid_draft_shapes),
         concurrency=config.concurrency, temperature=config.temperature, repeats=config.repeats,
         warmup=f"= concurrency, at most {DEFAULT_MAX_WARMUP}," if config.warmup is None else str(config.warmup),
         num_cells=num_cells, num_cells_todo=len(cells_todo_concurrency), estimate_s=estimate,
@@ -167,7 +169,8 @@ def format_plan(plan: SweepPlan) -> str:
         f"  workload   {plan.workload}: {prompts}, {requests} per cell"
         + (f", {plan.shots}-shot" if plan.shots is not None else "") + f", max {plan.max_tokens} tokens",
         f"  grid       method {plan.method} x k {_values(plan.grid_num_steps)}"
-        f" x concurrency {_values(plan.concurrency)} x temperature {_values(plan.temperature)}",
+        + ("" if plan.draft_shapes == ("chain",) else f" x shape {','.join(plan.draft_shapes)}")
+        + f" x concurrency {_values(plan.concurrency)} x temperature {_values(plan.temperature)}",
         f"  repeats    {plan.repeats}; warmup {plan.warmup} requests per cell",
         f"  estimate   {estimate} ({plan.estimate_basis})",
     ]

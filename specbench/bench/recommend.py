@@ -1,5 +1,5 @@
-"""The best num-steps k per (workload, method, temperature, concurrency) of a run, and whether it beats the
-runner-up beyond noise: the bootstrap interval of best / runner-up (compare's resampling) excludes 1."""
+"""The best (num-steps k, draft tree shape) per (workload, method, temperature, concurrency) of a run, and whether it
+beats the runner-up beyond noise: the bootstrap interval of best / runner-up (compare's resampling) excludes 1."""
 
 from __future__ import annotations
 
@@ -36,8 +36,12 @@ class Recommendation:
     metric: str
     num_candidates: int
     best_num_steps: int
+    best_eagle_topk: int
+    best_draft_token_budget: int | None
     best_value: float
     runner_up_num_steps: int
+    runner_up_eagle_topk: int
+    runner_up_draft_token_budget: int | None
     runner_up_value: float
     ratio: float  # best_value / runner_up_value
     ratio_low: float | None
@@ -46,7 +50,7 @@ class Recommendation:
 
 
 def recommend(run: Run, optimize: str = "throughput", seed: int = 0) -> list[Recommendation]:
-    """One row per grid point measured with >= 2 num-steps values (grid order)."""
+    """One row per grid point measured with >= 2 (num-steps, tree shape) candidates (grid order)."""
     metric = OPTIMIZE_METRICS[optimize]
     estimates = RunEstimates(run, "run", NUM_RESAMPLES, seed)
     groups: dict[tuple, list[MatchKey]] = {}
@@ -83,8 +87,12 @@ def _recommendation(run_id: str, point: tuple, optimize: str, metric: Metric, ra
         metric=metric.name,
         num_candidates=len(ranked),
         best_num_steps=best_key.num_steps,
+        best_eagle_topk=best_key.eagle_topk,
+        best_draft_token_budget=best_key.draft_token_budget or None,
         best_value=best.point,
         runner_up_num_steps=runner_key.num_steps,
+        runner_up_eagle_topk=runner_key.eagle_topk,
+        runner_up_draft_token_budget=runner_key.draft_token_budget or None,
         runner_up_value=runner.point,
         ratio=best.point / runner.point if runner.point else math.nan,
         ratio_low=interval.low if interval else None,
@@ -119,6 +127,14 @@ def format_recommendations(rows: list[Recommendation]) -> str:
         else:
             verdict = ("beyond noise" if r.is_distinguishable else "within noise")
             verdict = f"[{r.ratio_low:.3f}, {r.ratio_high:.3f}] {verdict}"
-        lines.append(f"  {where}: k={r.best_num_steps} (runner-up k={r.runner_up_num_steps}, ratio {r.ratio:.3f} "
-                     f"{verdict})")
+        best = _point_text(r.best_num_steps, r.best_eagle_topk, r.best_draft_token_budget)
+        runner_up = _point_text(r.runner_up_num_steps, r.runner_up_eagle_topk, r.runner_up_draft_token_budget)
+        lines.append(f"  {where}: {best} (runner-up {runner_up}, ratio {r.ratio:.3f} {verdict})")
     return "\n".join(lines)
+
+
+def _point_text(num_steps: int, eagle_topk: int, budget: int | None) -> str:
+    """'k=3' for a chain, 'k=3 top-4' or 'k=3 top-4/16' for a tree."""
+    if eagle_topk == 1:
+        return f"k={num_steps}"
+    return f"k={num_steps} top-{eagle_topk}" + ("" if budget is None else f"/{budget}")

@@ -15,9 +15,13 @@ from specbench.metrics.specs import (
     SUMMARY_ACCURACY_ROWS,
     SUMMARY_GOODPUT_ROWS,
     SUMMARY_ROWS,
+    SUMMARY_TREE_ROWS,
+    depth_metric,
     position_metric,
+    rank_metric,
 )
 from specbench.runs.cell_acceptance import cell_value
+from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
@@ -40,12 +44,22 @@ def _num(column: str, scale: float = 1.0, digits: int = 2) -> Cell:
     return fmt
 
 
-def _per_position(rows: Sequence[Row]) -> str:
-    k = max(r["num_steps"] for r in rows)
-    # cell_value: a drafting server relabelled with its own k has its rates past the run's columns
-    values = [[v for r in rows if not math.isnan(v := cell_value(r, position_metric(i).column))]
-              for i in range(1, k + 1)]
-    return " ".join(f"{100 * sum(v) / len(v):.0f}" if v else "-" for v in values) if k else "-"
+def _per_index(family: str) -> Cell:
+    """One rate per index of a metric family: draft positions 1..k, tree depths 1..k, sibling ranks 0..topk - 1."""
+    metric_of = {"position": position_metric, "depth": depth_metric, "rank": rank_metric}[family]
+
+    def fmt(rows: Sequence[Row]) -> str:
+        if family == "rank":
+            indices = range(max(int(r.get("eagle_topk") or 1) for r in rows))
+        else:
+            indices = range(1, max(r["num_steps"] for r in rows) + 1)
+        # cell_value: a drafting server relabelled with its own k has its rates past the run's columns
+        values = [[v for r in rows if not math.isnan(v := cell_value(r, metric_of(i).column))] for i in indices]
+        if not values or (family != "position" and not any(values)):  # a chain cell has no tree values: N/A
+            return "-"
+        return " ".join(f"{100 * sum(v) / len(v):.0f}" if v else "-" for v in values)
+
+    return fmt
 
 
 def _speedup(column: str, digits: int) -> Cell:
@@ -72,7 +86,7 @@ def _cell(row: SummaryRow) -> Cell:
     """Speedup carries its flag mark, accuracy its stderr, the per-position row one rate per draft position."""
     metric = row.metric
     if metric is None:
-        return _per_position
+        return _per_index(row.family)
     if metric.resampling is Resampling.SPEEDUP:
         return _speedup(metric.column, row.num_digits)
     if metric.group == "accuracy":
@@ -88,20 +102,22 @@ METRICS = _rows(SUMMARY_ROWS)
 GOODPUT = _rows(SUMMARY_GOODPUT_ROWS)
 ANOMALIES: tuple[tuple[str, Cell], ...] = (("Server anomalies", _num("num_anomalies", digits=0)),)
 ACCURACY = _rows(SUMMARY_ACCURACY_ROWS)
+TREES = _rows(SUMMARY_TREE_ROWS)
 
 
 def format_summary(cells: Sequence[Row], width: int | None = None) -> str:
-    """One block per temperature; columns are (concurrency, k) grid points, averaged over repeats."""
+    """One block per temperature; columns are (concurrency, k, tree shape) grid points, averaged over repeats."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     has_accuracy = any(r["accuracy_n"] for r in cells)
     has_goodput = any(r.get("goodput_slo") is not None for r in cells)
     has_anomalies = any(r.get("num_anomalies") for r in cells)
-    metrics = (METRICS + (GOODPUT if has_goodput else ()) + (ACCURACY if has_accuracy else ())
-               + (ANOMALIES if has_anomalies else ()))
+    has_trees = any(int(r.get("eagle_topk") or 1) > 1 for r in cells)
+    metrics = (METRICS + (TREES if has_trees else ()) + (GOODPUT if has_goodput else ())
+               + (ACCURACY if has_accuracy else ()) + (ANOMALIES if has_anomalies else ()))
     blocks = []
     for temperature, rows in _group(cells, lambda r: _temperature_label(r["temperature"])).items():
-        points = _group(rows, lambda r: (r["concurrency"], r["num_steps"]))
-        headers = [f"c={c} k={k}" for c, k in points]
+        points = _group(rows, lambda r: (r["concurrency"], r["num_steps"], shape_text(r)))
+        headers = [f"c={c} k={k}{shape}" for c, k, shape in points]
         body = [[label] + [fmt(point_rows) for point_rows in points.values()] for label, fmt in metrics]
         repeats = max(len(v) for v in points.values())
         title = f"temperature {temperature}" + (f" (mean of {repeats} repeats)" if repeats > 1 else "")
@@ -115,8 +131,9 @@ def format_categories(categories: Sequence[Row], width: int | None = None) -> st
     rows = [r for r in categories if r["num_steps"] > 0]
     if not rows:
         return ""
-    points = _group(rows, lambda r: (_temperature_label(r["temperature"]), r["concurrency"], r["num_steps"]))
-    headers = [f"t={t} c={c} k={k}" for t, c, k in points]
+    points = _group(rows, lambda r: (_temperature_label(r["temperature"]), r["concurrency"], r["num_steps"],
+                                     shape_text(r)))
+    headers = [f"t={t} c={c} k={k}{shape}" for t, c, k, shape in points]
     names = list(dict.fromkeys(r["category"] for r in rows))
     body = []
     for name in names:

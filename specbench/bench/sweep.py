@@ -103,7 +103,7 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
             raise
     finally:
         backend.close()
-    recommendations = write_recommendations(run_dir, config.optimize) if len(config.grid_num_steps) > 1 else []
+    recommendations = write_recommendations(run_dir, config.optimize) if config.has_choices else []
     target = (manifest.get("models") or {}).get("target") or {}
     return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
                                plan=plan, target_architecture=label_from_entry(target.get("architecture")))

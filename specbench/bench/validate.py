@@ -11,6 +11,9 @@ from specbench.errors import SpecbenchError
 from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
 from specbench.runtime.hooks import EngineFault
 
+# Methods whose drafter can grow a tree (the engine's set_draft_shape refuses the others too; this is the check
+# before anything loads, and the name the launch presets map to a server's tree settings).
+TREE_METHODS = ("draft", "eagle", "eagle3", "mtp")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _GRID = ("concurrency", "temperature", "num_steps")  # checked first, as the grid is what a sweep is
 
@@ -34,9 +37,28 @@ def validate_config(config: SweepConfig) -> None:
         )
     _check_bounds(config, [f.name for f in dataclasses.fields(SweepConfig)
                            if f.metadata.get("bounds") is not None and f.name not in _GRID])
+    _check_draft_shapes(config)
     _check_load_pattern(config)
     if config.run_id is not None and not _RUN_ID.match(config.run_id):
         raise SpecbenchError(f"--run-id {config.run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+
+def _check_draft_shapes(config: SweepConfig) -> None:
+    """Tree drafts need a drafter that grows trees and a k to grow them to; a budget needs a tree."""
+    bad = [n for n in config.num_draft_tokens if n < 1]
+    if bad:
+        raise SpecbenchError(f"--num-draft-tokens must be >= 1, got {bad[0]}")
+    if config.num_draft_tokens and not config.has_trees:
+        raise SpecbenchError("--num-draft-tokens budgets tree drafts: give --eagle-topk above 1 too (a chain drafts "
+                             "its num-steps tokens)")
+    if not config.has_trees:
+        return
+    topk = ",".join(map(str, config.eagle_topk))
+    if config.engine.method not in TREE_METHODS:
+        raise SpecbenchError(f"--eagle-topk {topk} (tree drafts) needs --method {', '.join(TREE_METHODS)}; method "
+                             f"{config.engine.method!r} drafts chains only")
+    if config.max_num_steps == 0:
+        raise SpecbenchError(f"--eagle-topk {topk} (tree drafts) needs a speculative --num-steps (> 0)")
 
 
 def check_fault(config: SweepConfig, fault: EngineFault | None) -> None:
@@ -100,6 +122,10 @@ def _check_backend(config: SweepConfig) -> None:
         raise SpecbenchError(
             f"--backend {config.backend} needs --base-url http(s)://HOST:PORT, got {config.base_url!r}"
         )
+    if len(config.grid_draft_shapes) != 1:
+        raise SpecbenchError(
+            f"--backend {config.backend}: the server's speculative config is fixed; give the one --eagle-topk / "
+            "--num-draft-tokens it runs, or let specbench launch one server per shape (--server-cmd)")
     if len(config.num_steps) != 1:
         raise SpecbenchError(
             f"--backend {config.backend}: the server's speculative config is fixed; give the one --num-steps it runs "
@@ -117,7 +143,9 @@ def _check_server_launch(config: SweepConfig) -> None:
     check_template(config.server_cmd)
     if config.server_baseline_cmd is not None:
         check_template(config.server_baseline_cmd, "--server-baseline-cmd")
-    check_launches(config, config.grid_num_steps)  # the values filled in ({model} {draft} ...) too
+    from specbench.bench.grid import build_grid
+
+    check_launches(config, build_grid(config))  # the values filled in ({model} {draft} ...) and each preset's refusals
     if config.server_adapter != "auto":
         SERVER_ADAPTERS.get(config.server_adapter)
     if not config.server_ready_timeout > 0:

@@ -22,7 +22,9 @@ from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.llm import LLM
+from specbench.speculation.capabilities import ConsumesTargetFeatures, RecordsDraftLogits
 from specbench.speculation.draft_records import DraftRecorder, group_rounds
+from specbench.speculation.registry import methods_with
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude
 BF16_RTOL = 3e-2
@@ -56,18 +58,20 @@ def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: fl
     ((records compared, mismatch descriptions)) by `reference`'s models: the same method and weights under the
     reference settings (check/reference.py), never the engine's own. EAGLE recomputes the target features too,
     from the committed tokens, with the reference target."""
+    proposer = llm.engine.proposer
+    assert isinstance(proposer, RecordsDraftLogits), "check_oracle runs only methods whose drafts it can record"
     recorder = DraftRecorder()
-    llm.engine.proposer.attach_recorder(recorder)
+    proposer.attach_recorder(recorder)
     llm.generate(prompts, params)
-    llm.engine.proposer.attach_recorder(None)
-    if llm.engine.config.method == "draft":
-        return compare_records(reference.engine.proposer, recorder.steps, rtol)
-    return compare_eagle_records(reference.engine.proposer, reference.engine.runner.model, recorder.steps, rtol)
+    proposer.attach_recorder(None)
+    if isinstance(reference.engine.proposer, ConsumesTargetFeatures):  # the head's chain over recomputed features
+        return compare_eagle_records(reference.engine.proposer, reference.engine.runner.model, recorder.steps, rtol)
+    return compare_records(reference.engine.proposer, recorder.steps, rtol)
 
 
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
-    if setup.engine.method not in ("draft", "eagle", "eagle3", "mtp"):
+    if setup.engine.method not in methods_with(RecordsDraftLogits):
         return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
     rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL

@@ -19,7 +19,7 @@ _PANELS = {
                "speed_bench_data", "speed_bench_split", "speed_bench_categories", "temperature", "top_p", "top_k", "reasoning_parser"),
     LOAD: ("concurrency", "request_rate", "burstiness", "duration", "ramp_up_strategy", "ramp_up_start_rps",
            "ramp_up_end_rps", "warmup", "cache_reset", "repeats"),
-    DRAFTING: ("num_steps", "speedup"),
+    DRAFTING: ("num_steps", "eagle_topk", "num_draft_tokens", "speedup"),
     OUTPUT: ("goodput", "optimize", "label", "results_dir", "run_id", "resume", "quiet"),
     SERVER: ("backend", "base_url", "server_model", "api_key_env", "request_timeout", "info_timeout",
              "metrics_timeout", "cache_reset_timeout", "server_cmd", "server_baseline_cmd", "server_adapter",

@@ -65,6 +65,11 @@ class Comparison:
         return tuple(d for d in self.differences if d.is_critical)
 
 
+def max_topk(cells: pd.DataFrame) -> int:
+    """The widest tree of a run's cells: 1 where it drafted chains only (or its tables predate trees)."""
+    return int(cells["eagle_topk"].max()) if "eagle_topk" in cells and len(cells) else 1
+
+
 def compare_runs(before: Run, after: Run, options: CompareOptions | None = None) -> Comparison:
     options = options or CompareOptions()
     if not 0 < options.confidence < 1:
@@ -78,7 +83,7 @@ def compare_runs(before: Run, after: Run, options: CompareOptions | None = None)
         raise SpecbenchError(f"--strict: the runs are not comparable ({listed})")
     matching = match_cells(before.cells, after.cells)
     num_positions = int(max(before.cells["num_steps"].max(), after.cells["num_steps"].max()))
-    metrics = select(options.metrics, num_positions)
+    metrics = select(options.metrics, num_positions, max(max_topk(before.cells), max_topk(after.cells)))
     sides = (RunEstimates(before, "before", options.num_resamples, options.seed),
              RunEstimates(after, "after", options.num_resamples, options.seed))
     rows = []

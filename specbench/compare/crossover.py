@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from specbench.compare.noise import MIN_RUNS
+from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row, is_null
 
 CONFIDENCE = 0.95
@@ -46,6 +47,7 @@ class Crossover:
     concurrency: float | None  # c*; None when the speedup is >= 1 everywhere (or < 1 everywhere: see pays_nowhere)
     low: float | None  # interval of c*; -inf: below the smallest measured concurrency; +inf: above the largest
     high: float | None  # None: no interval (too few repeats at some concurrency)
+    shape: str = ""  # the draft tree's shape after k in text (runs/cell_key.shape_text); "" for chains
 
     @property
     def pays_everywhere(self) -> bool:
@@ -86,10 +88,11 @@ def crossovers(cells: Sequence[Row]) -> list[Crossover]:
         if not row["num_steps"] or is_null(speedup) or not speedup > 0:
             continue
         temperature = float(row["temperature"])
-        key = (row["workload"], row["method"], -1.0 if math.isnan(temperature) else temperature, row["num_steps"])
+        key = (row["workload"], row["method"], -1.0 if math.isnan(temperature) else temperature, row["num_steps"],
+               shape_text(row))  # a tree cell is its own configuration, never pooled with the chain of its k
         groups.setdefault(key, {}).setdefault(int(row["concurrency"]), []).append(float(speedup))
     out = []
-    for (workload, method, temperature, num_steps), by_concurrency in sorted(groups.items()):
+    for (workload, method, temperature, num_steps, shape), by_concurrency in sorted(groups.items()):
         if len(by_concurrency) < 2:
             continue
         points = tuple(speedup_point(c, by_concurrency[c]) for c in sorted(by_concurrency))
@@ -99,7 +102,7 @@ def crossovers(cells: Sequence[Row]) -> list[Crossover]:
         low = first_crossing(cs, [p.low for p in points]) if has_interval else None
         high = first_crossing(cs, [p.high for p in points]) if has_interval else None
         out.append(Crossover(workload, method, math.nan if temperature == -1.0 else temperature, int(num_steps),
-                             points, point if math.isfinite(point) else None, low, high))
+                             points, point if math.isfinite(point) else None, low, high, shape))
     return out
 
 
@@ -113,7 +116,7 @@ def _end(value: float, points: Sequence[SpeedupPoint]) -> str:
 
 def format_crossover(crossover: Crossover) -> str:
     temperature = "default" if math.isnan(crossover.temperature) else format(crossover.temperature, "g")
-    where = f"{crossover.workload} {crossover.method} k={crossover.num_steps} t={temperature}"
+    where = f"{crossover.workload} {crossover.method} k={crossover.num_steps}{crossover.shape} t={temperature}"
     points = crossover.points
     measured = f"c={points[0].concurrency}..{points[-1].concurrency}"
     if crossover.pays_everywhere:

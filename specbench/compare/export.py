@@ -24,6 +24,8 @@ def record(row: MetricDelta) -> dict[str, Any]:
         "workload": key.workload,
         "method": key.method,
         "num_steps": key.num_steps,
+        "eagle_topk": key.eagle_topk,
+        "draft_token_budget": key.draft_token_budget or None,
         "temperature": key.temperature_text,
         "concurrency": key.concurrency,
         "metric": metric.name,

@@ -21,7 +21,8 @@ class FailOn:
     metrics: tuple[str, ...] | None  # names or groups; None = every metric
 
     def _gated(self, comparison: Comparison) -> list[MetricDelta]:
-        names = None if self.metrics is None else {m.name for m in select(self.metrics, _positions(comparison))}
+        names = (None if self.metrics is None
+                 else {m.name for m in select(self.metrics, _positions(comparison), _topk(comparison))})
         return [r for r in comparison.rows if names is None or r.metric.name in names]
 
     def offending(self, comparison: Comparison) -> list[MetricDelta]:
@@ -47,6 +48,10 @@ def _positions(comparison: Comparison) -> int:
     return max((r.key.num_steps for r in comparison.rows), default=0)
 
 
+def _topk(comparison: Comparison) -> int:
+    return max((r.key.eagle_topk for r in comparison.rows), default=1)
+
+
 def parse_fail_on(text: str) -> FailOn:
     """'regressed' or 'regressed:output_throughput,acceptance_length' (metric names or groups)."""
     condition, _, names = text.partition(":")
@@ -54,7 +59,7 @@ def parse_fail_on(text: str) -> FailOn:
         raise SpecbenchError(f"--fail-on {text!r}: condition must be one of {', '.join(CONDITIONS)}")
     metrics = tuple(n.strip() for n in names.split(",") if n.strip()) or None
     if metrics is not None:
-        select(metrics, num_positions=64)  # validates the names now, before any work
+        select(metrics, num_positions=64, max_topk=64)  # validates the names now, before any work
     return FailOn(CONDITIONS[condition], metrics)
 
 

@@ -1,4 +1,5 @@
-"""Pair the cells of two runs on (workload, method, num-steps, temperature, concurrency); list the unmatched ones."""
+"""Pair the cells of two runs on (workload, method, num-steps, temperature, concurrency, draft tree shape); list the
+unmatched ones. Tables written before trees were swept have no shape columns: their cells are chains."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pandas as pd
 
 from specbench.errors import SpecbenchError
 
+NO_BUDGET = 0  # draft_token_budget of chains and of trees without --num-draft-tokens (budgets are >= 1)
+
 
 @dataclass(frozen=True, order=True)
 class MatchKey:
@@ -17,11 +20,34 @@ class MatchKey:
     num_steps: int
     temperature: float  # -1.0 stands for the workload's per-sample default (NaN in the tables)
     concurrency: int
+    eagle_topk: int = 1  # 1: chains
+    draft_token_budget: int = NO_BUDGET  # a tree's --num-draft-tokens; NO_BUDGET: every node the steps give
 
     @property
     def baseline(self) -> MatchKey:
-        """The num-steps 0 cell that speedup and answer agreement compare against."""
-        return replace(self, num_steps=0)
+        """The num-steps 0 cell that speedup and answer agreement compare against (a chain)."""
+        return replace(self, num_steps=0, eagle_topk=1, draft_token_budget=NO_BUDGET)
+
+    def __str__(self) -> str:
+        """The key in bootstrap seeds (compare/bootstrap.rng_for): a chain's text is the one keys had before tree
+        shapes joined them, so chain cells keep their intervals; a tree's adds its shape."""
+        text = (f"MatchKey(workload={self.workload!r}, method={self.method!r}, num_steps={self.num_steps!r}, "
+                f"temperature={self.temperature!r}, concurrency={self.concurrency!r}")
+        if self.eagle_topk != 1:
+            text += f", eagle_topk={self.eagle_topk!r}, draft_token_budget={self.draft_token_budget!r}"
+        return text + ")"
+
+    @property
+    def shape_text(self) -> str:
+        """'' for a chain, ' top-4' or ' top-4/16' for a tree (after k=... in titles)."""
+        if self.eagle_topk == 1:
+            return ""
+        return f" top-{self.eagle_topk}" + (f"/{self.draft_token_budget}" if self.draft_token_budget else "")
+
+    @property
+    def point(self) -> tuple[int, int, int]:
+        """What a best-k recommendation ranges over: (num_steps, eagle_topk, budget)."""
+        return self.num_steps, self.eagle_topk, self.draft_token_budget
 
     @property
     def temperature_text(self) -> str:
@@ -29,7 +55,7 @@ class MatchKey:
 
     def describe(self) -> str:
         return (
-            f"{self.workload} {self.method} k={self.num_steps} temperature={self.temperature_text} "
+            f"{self.workload} {self.method} k={self.num_steps}{self.shape_text} temperature={self.temperature_text} "
             f"c={self.concurrency}"
         )
 
@@ -49,7 +75,14 @@ def key_of(row: pd.Series) -> MatchKey:
         num_steps=int(row["num_steps"]),
         temperature=DEFAULT_TEMPERATURE if math.isnan(temperature) else temperature,
         concurrency=int(row["concurrency"]),
+        eagle_topk=_int_or(row.get("eagle_topk"), 1),
+        draft_token_budget=_int_or(row.get("draft_token_budget"), NO_BUDGET),
     )
+
+
+def _int_or(value, default: int) -> int:
+    """A shape column's value; `default` where the table lacks it or it is null (chains, tables before trees)."""
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
 
 
 def cell_ids_by_key(cells: pd.DataFrame) -> dict[MatchKey, dict[int, str]]:
@@ -77,7 +110,7 @@ def match_cells(before: pd.DataFrame, after: pd.DataFrame) -> Matching:
     matched = tuple(sorted(keys_before & keys_after))
     if not matched:
         raise SpecbenchError(
-            "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency): "
+            "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency, tree shape): "
             f"before has {_summary(keys_before)}; after has {_summary(keys_after)}"
         )
     return Matching(matched, tuple(sorted(keys_before - keys_after)), tuple(sorted(keys_after - keys_before)))

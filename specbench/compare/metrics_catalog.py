@@ -25,15 +25,20 @@ __all__ = ["ACCURACY_METRICS", "BASE_METRICS", "GOODPUT_METRICS", "GROUPS", "OUT
            "Metric", "Resampling", "catalog", "position_metric", "select"]
 
 
-def select(names: Sequence[str] | None, num_positions: int) -> tuple[Metric, ...]:
-    """Metrics by name or group (catalog order kept); None = all. `accept_pos` selects every position."""
-    metrics = catalog(num_positions)
+_FAMILIES = ("accept_pos_", "tree_accept_depth_", "tree_accept_rank_")  # per position, tree depth, sibling rank
+
+
+def select(names: Sequence[str] | None, num_positions: int, max_topk: int = 1) -> tuple[Metric, ...]:
+    """Metrics by name or group (catalog order kept); None = all. `accept_pos` selects every position; the tree
+    rows exist where some cell drafted trees (max_topk > 1)."""
+    metrics = catalog(num_positions, max_topk)
     if not names:
         return metrics
-    known = {m.name for m in metrics} | set(GROUPS) | {"accept_pos"}
-    unknown = [n for n in names if n not in known and not n.startswith("accept_pos_")]
+    known = {m.name for m in metrics} | set(GROUPS) | {"accept_pos"} | {m.name for m in NAMED_METRICS}
+    unknown = [n for n in names if n not in known and not n.startswith(_FAMILIES)]
     if unknown:
-        supported = ", ".join([*GROUPS, *(m.name for m in NAMED_METRICS), "accept_pos", "accept_pos_<k>"])
+        supported = ", ".join([*GROUPS, *(m.name for m in NAMED_METRICS), "accept_pos", "accept_pos_<k>",
+                               "tree_accept_depth_<d>", "tree_accept_rank_<r>"])
         raise SpecbenchError(f"unknown metric {', '.join(map(repr, unknown))}; supported: {supported}")
     wanted = set(names)
     return tuple(

@@ -39,11 +39,17 @@ def run_series(runs: Sequence[Run]) -> list[RunSeries]:
             # a mutant (fault-injected) or synthetic-acceptance run says so in every legend
             " ".join(filter(None, (label if labels.count(label) == 1 else f"{label} ({run.info.run_id})",
                                    run.info.engine_note))),
-            _cell_means(run.cells),
-            _pooled_acceptance(run.cells),
+            _cell_means(chain_cells(run.cells)),
+            _pooled_acceptance(chain_cells(run.cells)),
         )
         for run, label in zip(runs, labels)
     ]
+
+
+def chain_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells that drafted chains (all of a run without tree shapes): the figures' axes are k, and a tree cell of
+    the same k is another configuration, never averaged in (tree shapes are compared in tables: compare, summary)."""
+    return cells if "eagle_topk" not in cells else cells[cells["eagle_topk"].fillna(1) == 1]
 
 
 def _temperature(frame: pd.DataFrame) -> pd.Series:

@@ -90,7 +90,8 @@ def speedup_concurrency_figure(runs: Sequence[Run], labels: Sequence[str]) -> Na
             cs = [p.concurrency for p in crossover.points]
             ys = np.array([p.speedup for p in crossover.points])
             concurrencies.update(cs)
-            ax.plot(cs, ys, color=color, label=f"{label} · k={crossover.num_steps}", **run_style(run_index[label]))
+            ax.plot(cs, ys, color=color, label=f"{label} · k={crossover.num_steps}{crossover.shape}",
+                    **run_style(run_index[label]))
             if all(p.low is not None for p in crossover.points):
                 yerr = np.array([[y - p.low, p.high - y] for y, p in zip(ys, crossover.points)]).T
                 ax.errorbar(cs, ys, yerr=yerr, fmt="none", ecolor=color, capsize=3)

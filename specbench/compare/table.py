@@ -1,4 +1,4 @@
-"""The seed-004 layout: per (workload, method, num-steps, temperature) one table, a row per metric and, per
+"""The seed-004 layout: per (workload, method, num-steps, tree shape, temperature) one table, a row per metric and, per
 concurrency, Before / After / Delta / CI / Verdict / MDE / Noise columns. Rendered as Markdown or as aligned console text."""
 
 from __future__ import annotations
@@ -37,15 +37,17 @@ def blocks(comparison: Comparison) -> list[Block]:
     groups: dict[tuple, list[MetricDelta]] = {}
     for row in comparison.rows:
         k = row.key
-        groups.setdefault((k.workload, k.method, k.num_steps, k.temperature), []).append(row)
+        groups.setdefault((k.workload, k.method, k.num_steps, k.eagle_topk, k.draft_token_budget, k.temperature),
+                          []).append(row)
     out = []
-    for (workload, method, num_steps, _), rows in sorted(groups.items()):
+    for (workload, method, num_steps, *_), rows in sorted(groups.items()):
         concurrencies = tuple(sorted({r.key.concurrency for r in rows}))
         by_metric: dict[str, dict[int, MetricDelta]] = {}
         for r in rows:
             by_metric.setdefault(r.metric.name, {})[r.key.concurrency] = r
         ordered = [m for m in comparison.metrics if m.name in by_metric]
-        title = f"{workload} · {method} · k={num_steps} · temperature {rows[0].key.temperature_text}"
+        key = rows[0].key
+        title = f"{workload} · {method} · k={num_steps}{key.shape_text} · temperature {key.temperature_text}"
         out.append(Block(title, concurrencies,
                          tuple((m, tuple(by_metric[m.name].get(c) for c in concurrencies)) for m in ordered)))
     return out

@@ -20,13 +20,14 @@ from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.execution_paths import PathRecorder
+from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, HasDraftKV
 from specbench.speculation.registry import ProposerContext, create_proposer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from specbench.models.loader import LoadedModel
-    from specbench.speculation.proposer import Proposer
+    from specbench.speculation.capabilities import Proposer
 
 _CPU_DEFAULT_KV_GB = 1.0
 
@@ -174,14 +175,14 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     proposer = create_proposer(ctx)
 
     target_spec = target.model.kv_cache_spec()
-    draft_spec = proposer.kv_cache_spec() if proposer is not None else None
+    draft_spec = proposer.kv_cache_spec() if isinstance(proposer, HasDraftKV) else None
     bytes_per_block = target_spec.bytes_per_block(config.block_size)
     if draft_spec is not None:
         bytes_per_block += draft_spec.bytes_per_block(config.block_size)
     num_blocks, note = size_kv_pool(config, bytes_per_block, device)
     target_kv = KVCache(target_spec, num_blocks, config.block_size, device)
-    if proposer is not None:
-        proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device) if draft_spec else None)
+    if isinstance(proposer, HasDraftKV):
+        proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device))
 
     max_model_len = config.max_model_len or target.config.max_position_embeddings
     scheduler = Scheduler(
@@ -191,7 +192,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         num_steps=config.max_num_steps,  # the initial k; the scheduler owns it from here
         max_model_len=max_model_len,
     )
-    feature_layers = proposer.target_feature_layers if proposer is not None else ()
+    feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()
     runner = TargetRunner(target.model, target_kv, feature_layers)
     graphs_note = enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len)
     return EngineParts(
@@ -245,7 +246,7 @@ def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: i
         runner.graphs.capture(1)
         if max_steps:
             runner.graphs.capture(max_steps + 1)
-        if proposer is not None and max_steps > 1:
+        if isinstance(proposer, CapturesDraftGraphs) and max_steps > 1:
             proposer.enable_cuda_graphs(plan)
             proposer.prepare_cuda_graphs(max_steps)
     except (RuntimeError, torch.AcceleratorError) as exc:

@@ -25,8 +25,9 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
-from specbench.speculation.capabilities import DraftsTrees, tree_methods
+from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
+from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
 from specbench.speculation.synthetic import conditional_rates
 
@@ -162,7 +163,7 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
 
     @property
     def needs_features(self) -> bool:
-        return bool(self.runner.feature_layers) and self.num_steps > 0
+        return isinstance(self.proposer, ConsumesTargetFeatures) and self.num_steps > 0
 
     def set_num_steps(self, num_steps: int) -> None:
         """Change k between runs without reloading models (0 = plain decoding, proposer idle)."""
@@ -176,7 +177,7 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         graphs = self.runner.graphs
         if graphs is not None and 0 < num_steps < graphs.max_query_len:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
-        if graphs is not None and self.proposer is not None:
+        if graphs is not None and isinstance(self.proposer, CapturesDraftGraphs):
             self.proposer.prepare_cuda_graphs(num_steps)
 
     @property
@@ -190,7 +191,7 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
             raise RuntimeError("set_draft_shape needs an idle engine")
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
-                                 f"'{self.config.method}'; methods that draft trees: {', '.join(tree_methods())}")
+                                 f"'{self.config.method}'; methods that draft trees: {', '.join(methods_with(DraftsTrees))}")
         if shape.is_tree and not self.runner.model.layer_kinds.is_all_full:
             raise SpecbenchError("tree drafts need full-attention layers; this target has sliding-window layers")
         if shape.is_tree and self.synthetic_conditional is not None:

@@ -25,6 +25,7 @@ from specbench.engine.request import RequestStatus
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.verify_launch import VerifyLaunch, lookahead_blocker
+from specbench.speculation.capabilities import DraftsAhead
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 
 
@@ -48,7 +49,7 @@ class OverlappedRounds:
                      start: float) -> InflightRound | None:
         """Draft the next round from `launch` on the device, if the batch is steady; None: read it back now."""
         scheduler = self.scheduler
-        if not self.async_scheduling or launch.proposal is None or not self.proposer.drafts_ahead:
+        if not self.async_scheduling or launch.proposal is None or not isinstance(self.proposer, DraftsAhead):
             return None
         k = launch.output_token_ids.shape[1] - 1
         if k < 1 or any(n != k for n in batch.num_draft_tokens):  # a round graph drafts k for every request

@@ -10,7 +10,8 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from specbench.engine.stats import RequestStats
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.capabilities import Proposer
 
 if TYPE_CHECKING:
     from specbench.engine.llm_engine import LLMEngine
@@ -25,7 +26,7 @@ class _OffByOneStats(RequestStats):
 
 class AcceptedCountOffByOne(Mutant):
     fault = Fault("accepted-count-off-by-one", "a round with a rejection records one more accepted draft than it had "
-                  "(outputs untouched)", "", "metrics", ALL_METHODS)
+                  "(outputs untouched)", "", "metrics", Proposer)
 
     def install(self, engine: LLMEngine) -> None:
         add_request = engine.add_request

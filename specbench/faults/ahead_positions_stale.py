@@ -13,13 +13,14 @@ from dataclasses import replace
 
 import torch
 
-from specbench.faults.fault import EAGLE_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.speculation.eagle.proposer import EagleProposer
 
 
 class AheadPositionsStale(PathMutant):
     fault = Fault("ahead-positions-stale", "a round drafted ahead reuses the previous ahead round's newest positions",
-                  "004 (metadata not rebuilt)", "draft", EAGLE_METHODS, path="eagle.ahead")
+                  "004 (metadata not rebuilt)", "draft", EagleProposer, path="eagle.ahead")
 
     def __init__(self) -> None:
         self._previous: torch.Tensor | None = None  # [num_reqs] int64 device: the last ahead round's newest positions

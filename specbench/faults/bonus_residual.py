@@ -11,14 +11,15 @@ from collections.abc import Callable
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.verifier_mutant import VerifierMutant
+from specbench.speculation.capabilities import Proposer
 from specbench.speculation.sampling import logits_to_probs, sample_from_probs
 
 
 class BonusResidualKeepsLastDraft(VerifierMutant):
     fault = Fault("bonus-residual-keeps-last-draft", "after full acceptance the bonus token is sampled from "
-                  "(p - q_last)+: the last draft row's law is left in the bonus residual", "", "sampling", ALL_METHODS)
+                  "(p - q_last)+: the last draft row's law is left in the bonus residual", "", "sampling", Proposer)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.output_rewrite import rewrite_output_token
 from specbench.faults.verifier_mutant import VerifierMutant
+from specbench.speculation.capabilities import Proposer
 
 
 class BonusFromWrongRow(VerifierMutant):
     fault = Fault("bonus-from-wrong-row", "the recovered/bonus token is taken from the next (or previous) logits row",
-                  "", "target", ALL_METHODS)
+                  "", "target", Proposer)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def wrong_row(target_logits, st, r, first_row, num_draft, num_accepted):

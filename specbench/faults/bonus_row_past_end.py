@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.output_rewrite import rewrite_output_token
 from specbench.faults.verifier_mutant import VerifierMutant
+from specbench.speculation.capabilities import Proposer
 
 
 class BonusRowPastEnd(VerifierMutant):
     fault = Fault("bonus-row-past-end", "the bonus token is read one row past the request's rows (raises for the last)",
-                  "", "target", ALL_METHODS)
+                  "", "target", Proposer)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def past_end(target_logits, st, r, first_row, num_draft, num_accepted):

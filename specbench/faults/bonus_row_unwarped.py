@@ -9,14 +9,15 @@ from collections.abc import Callable
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.output_rewrite import rewrite_output_token
 from specbench.faults.verifier_mutant import VerifierMutant
+from specbench.speculation.capabilities import Proposer
 
 
 class BonusRowUnwarped(VerifierMutant):
     fault = Fault("bonus-row-unwarped", "after full acceptance the bonus token is sampled at T=1 without top-k/top-p",
-                  "", "sampling", ALL_METHODS)
+                  "", "sampling", Proposer)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def unwarped(target_logits, st, r, first_row, num_draft, num_accepted):

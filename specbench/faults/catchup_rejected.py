@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.capabilities import HasDraftKV
 from specbench.speculation.draft_model import DraftModelProposer
 
 
 class CatchupSeesRejected(Mutant):
     fault = Fault("catchup-sees-rejected", "catch-up visible length not trimmed after a partial acceptance",
-                  "001 (tokenspeed#318)", "draft", DRAFT_SIDE)
+                  "001 (tokenspeed#318)", "draft", HasDraftKV)
 
     def __init__(self) -> None:
         self._written_end: dict[str, int] = {}  # request -> end of the draft KV its last round wrote

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from specbench.attention.metadata import slot_of
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.runtime.hooks import StepPlan
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class DraftKvSlice(Mutant):
     fault = Fault("draft-kv-slice", "draft step j > 1 writes step 1's slot and its visible length is not advanced by j",
-                  "000 (sglang#24750)", "draft", DRAFT_SIDE)
+                  "000 (sglang#24750)", "draft", HasDraftKV)
 
     def step_plan(self, step: int, plan: StepPlan, block_tables: list[tuple[int, ...]], block_size: int) -> StepPlan:
         if step <= 1:

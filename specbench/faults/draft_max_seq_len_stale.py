@@ -10,12 +10,13 @@ import dataclasses
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class DraftMaxSeqLenStale(Mutant):
     fault = Fault("draft-max-seq-len-stale", "draft step j > 1 keeps step 1's max_seq_len (the kernel drops keys)",
-                  "", "draft", DRAFT_SIDE)
+                  "", "draft", HasDraftKV)
 
     def step_metadata(self, step: int, request_ids: tuple[str, ...], md: AttentionMetadata,
                       hidden: torch.Tensor | None) -> AttentionMetadata:

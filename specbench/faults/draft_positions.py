@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from specbench.attention.metadata import slot_of
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.runtime.hooks import StepPlan
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class DraftPositionsOffByOne(Mutant):
     fault = Fault("draft-positions-off-by-one", "draft-decode step positions +1 while the visible keys are unchanged",
-                  "003 (sglang#25015)", "draft", DRAFT_SIDE)
+                  "003 (sglang#25015)", "draft", HasDraftKV)
 
     def step_plan(self, step: int, plan: StepPlan, block_tables: list[tuple[int, ...]], block_size: int) -> StepPlan:
         # KV still lands in each position's own slot; only the rotary position moves.

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.draft_model import DraftModelProposer
 
 
 class DraftProbsUnwarped(Mutant):
     fault = Fault("draft-probs-unwarped", "the draft LM hands the verifier unwarped draft probs (tokens drawn warped)",
-                  "", "sampling", ("draft",))
+                  "", "sampling", DraftModelProposer)
 
     def install(self, engine) -> None:
         wrap_method(engine.proposer, "_draft_tokens", _unwarped)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.draft_model import DraftModelProposer
 
 
 class DraftStateKeptOnPreemption(Mutant):
     fault = Fault("draft-state-kept-on-preemption", "the draft LM keeps a preempted request's draft-KV bookkeeping",
-                  "", "draft", ("draft",))
+                  "", "draft", DraftModelProposer)
 
     def install(self, engine) -> None:
         proposer = engine.proposer

@@ -5,13 +5,14 @@ Self-consistent (INV-0 and INV-SLOT hold on the metadata alone), but not what th
 
 from __future__ import annotations
 
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.runtime.hooks import StepPlan
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class DraftStepShifted(Mutant):
     fault = Fault("draft-step-shifted", "draft step j's query, visible length and slot all one position late "
-                  "(self-consistent)", "", "draft", DRAFT_SIDE)
+                  "(self-consistent)", "", "draft", HasDraftKV)
 
     def step_plan(self, step: int, plan: StepPlan, block_tables: list[tuple[int, ...]], block_size: int) -> StepPlan:
         positions = [p + 1 for p in plan.positions]

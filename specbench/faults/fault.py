@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from specbench.runtime.hooks import PhaseHooks, mutant_label
+from specbench.speculation import registry
+from specbench.speculation.capabilities import Proposer
 
 
 @dataclass(frozen=True)
@@ -16,13 +18,18 @@ class Fault:
     layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
     # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only), "speed"
     # (slows speculation only)
-    methods: tuple[str, ...]  # proposers hosting the hook (target-side faults: every speculative method)
+    # What hosts the hook, asked of the proposer classes: a capability (speculation/capabilities.py; `Proposer`:
+    # every speculative method) or the one proposer class whose code it bends; None: no speculative method.
+    hosts: type[Proposer] | None
     path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
+    is_plain_hosted: bool = False  # the plain engine (method none) hosts it too
 
-
-ALL_METHODS = ("draft", "eagle", "eagle3", "mtp", "ngram")
-EAGLE_METHODS = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs its MTP module through it)
-DRAFT_SIDE = ("draft", "eagle", "eagle3", "mtp")  # proposers with a draft KV cache and draft-decode steps
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The methods whose engines host it: `none` first when the plain engine does, then every registered method
+        whose class is a `hosts` (read from the registry when asked, so a new proposer class is picked up)."""
+        speculative = () if self.hosts is None else registry.methods_with(self.hosts)
+        return ("none", *speculative) if self.is_plain_hosted else speculative
 
 
 class Mutant(PhaseHooks):
@@ -37,4 +44,4 @@ class Mutant(PhaseHooks):
         needs nothing here."""
 
 
-__all__ = ["ALL_METHODS", "DRAFT_SIDE", "EAGLE_METHODS", "Fault", "Mutant", "mutant_label"]
+__all__ = ["Fault", "Mutant", "mutant_label"]

@@ -8,13 +8,14 @@ committed tokens (not one replaying what the proposer was handed) sees the wrong
 
 from __future__ import annotations
 
-from specbench.faults.fault import EAGLE_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.capabilities import ConsumesTargetFeatures
 
 
 class FeatureRowsOffByOne(Mutant):
     fault = Fault("feature-rows-off-by-one", "EAGLE target features handed over one verify row late",
-                  "", "draft", EAGLE_METHODS)
+                  "", "draft", ConsumesTargetFeatures)
 
     def install(self, engine) -> None:
         proposer = engine.proposer

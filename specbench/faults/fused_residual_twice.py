@@ -8,17 +8,18 @@ token's hidden state leaving the block is wrong. Only the fused path is bent: th
 
 from __future__ import annotations
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import (
     PathMutant,
     recapture_target_graphs,
     wrap_method,
 )
+from specbench.speculation.capabilities import Proposer
 
 
 class FusedResidualTwice(PathMutant):
     fault = Fault("fused-residual-twice", "the fused down projection adds the residual twice to a batch's last row",
-                  "", "target", ("none", *ALL_METHODS), path="proj.fused")
+                  "", "target", Proposer, path="proj.fused", is_plain_hosted=True)
 
     def install(self, engine) -> None:
         for layer in engine.runner.model.layers:

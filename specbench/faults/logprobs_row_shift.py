@@ -4,12 +4,13 @@ logprobs check (k > 0 vs k = 0, or a fresh forward) can catch it; plain decoding
 
 from __future__ import annotations
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.capabilities import Proposer
 
 
 class LogprobsRowShift(Mutant):
     fault = Fault("logprobs-row-shift", "an accepted draft's logprob is read from the verify row after its own",
-                  "", "logprobs", ALL_METHODS)
+                  "", "logprobs", Proposer)
 
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         rows: list[int] = []

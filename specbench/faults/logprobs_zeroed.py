@@ -11,13 +11,14 @@ step and is unaffected.
 from __future__ import annotations
 
 from specbench.engine.token_logprob import TokenLogprob
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.capabilities import Proposer
 
 
 class LogprobsZeroed(Mutant):
     fault = Fault("logprobs-zeroed", "accepted draft tokens report logprob 0.0 without alternatives", "",
-                  "logprobs", ALL_METHODS)
+                  "logprobs", Proposer)
 
     def install(self, engine) -> None:
         def make_commit(commit):

@@ -11,11 +11,12 @@ from __future__ import annotations
 import torch
 
 from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.mtp.proposer import MtpProposer
 
 
 class MtpHiddenWrongPosition(Mutant):
     fault = Fault("mtp-hidden-wrong-position", "MTP module fed the target hidden state of the previous position",
-                  "", "draft", ("mtp",))
+                  "", "draft", MtpProposer)
 
     def extend_hidden(self, request_ids: tuple[str, ...], hidden: torch.Tensor,
                       last_rows: torch.Tensor) -> torch.Tensor:

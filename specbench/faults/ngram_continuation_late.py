@@ -12,11 +12,12 @@ from dataclasses import replace
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.speculation.ngram import NgramProposer
 
 
 class NgramContinuationLate(PathMutant):
     fault = Fault("ngram-continuation-late", "the n-gram draft starts one token after the match's continuation",
-                  "003 (off-by-one positions)", "draft", ("ngram",), path="proposer.ngram")
+                  "003 (off-by-one positions)", "draft", NgramProposer, path="proposer.ngram")
 
     def install(self, engine) -> None:
         wrap_method(engine.proposer, "propose", _one_token_late)

@@ -15,7 +15,7 @@ from specbench.faults.path_mutant import PathMutant, wrap_method
 
 class OverlapStaleInput(PathMutant):
     fault = Fault("overlap-stale-input", "an overlapped plain decode step is fed the tokens of the step before last",
-                  "002 (stale state reused)", "target", ("none",), path="decode.overlap")
+                  "002 (stale state reused)", "target", None, path="decode.overlap", is_plain_hosted=True)
 
     def __init__(self) -> None:
         self._launched: list[torch.Tensor] = []  # [num_reqs] next-token column of the last two launches, oldest first

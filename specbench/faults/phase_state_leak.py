@@ -9,13 +9,14 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class PhaseStateLeak(Mutant):
     fault = Fault("phase-state-leak", "draft-extend reuses the previous draft-decode step's input (metadata / hidden)",
-                  "002 (sglang#24859)", "draft", DRAFT_SIDE)
+                  "002 (sglang#24859)", "draft", HasDraftKV)
 
     def __init__(self) -> None:
         self._last_step_md: AttentionMetadata | None = None  # draft LM: the last draft-decode step's metadata

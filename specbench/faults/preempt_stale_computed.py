@@ -17,7 +17,7 @@ from specbench.faults.path_mutant import PathMutant, wrap_method
 class PreemptStaleComputed(PathMutant):
     fault = Fault("preempt-stale-computed", "an overlapped decode step resumes a preempted request with its "
                   "computed-token count from before the preemption", "002 (stale state reused)", "target",
-                  ("none",), path="preemption")
+                  None, path="preemption", is_plain_hosted=True)
 
     def __init__(self) -> None:
         self._saved: dict[str, int] = {}  # request id -> num_cached_tokens when it was preempted

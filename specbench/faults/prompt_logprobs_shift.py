@@ -13,13 +13,14 @@ import dataclasses
 
 import torch
 
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
+from specbench.speculation.capabilities import Proposer
 
 
 class PromptLogprobsShift(Mutant):
     fault = Fault("prompt-logprobs-shift", "a speculative engine's prompt logprobs are read from the prefill row "
-                  "after their own", "", "logprobs", ALL_METHODS)
+                  "after their own", "", "logprobs", Proposer)
 
     def install(self, engine) -> None:
         if engine.config.max_num_steps == 0:

@@ -15,18 +15,19 @@ from dataclasses import replace
 import torch
 
 from specbench.attention.metadata import PADDING_SLOT
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import (
     PathMutant,
     recapture_target_graphs,
     wrap_method,
 )
 from specbench.models import decode_gemv, fused_kernels
+from specbench.speculation.capabilities import Proposer
 
 
 class RopeStoreSlotShift(PathMutant):
     fault = Fault("rope-store-slot-shift", "the fused qkv + RoPE + K/V store writes each token's K/V one slot on",
-                  "001 (wrong KV slice)", "target", ("none", *ALL_METHODS), path="proj.rope_store")
+                  "001 (wrong KV slice)", "target", Proposer, path="proj.rope_store", is_plain_hosted=True)
 
     def install(self, engine) -> None:
         for layer in engine.runner.model.layers:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specbench.faults.fault import EAGLE_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.speculation.eagle.proposer import EagleProposer
 
 
 class RoundGraphStaleFeatures(PathMutant):
     fault = Fault("round-graph-stale-features", "a whole-round graph's feature buffer is refreshed on its first "
-                  "replay only", "002 (stale state reused)", "draft", EAGLE_METHODS, path="eagle.round_graph")
+                  "replay only", "002 (stale state reused)", "draft", EagleProposer, path="eagle.round_graph")
 
     def __init__(self) -> None:
         self._filled: set[tuple[int, int]] = set()  # (id of round graphs, bucket) whose features were loaded once

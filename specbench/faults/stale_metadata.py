@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.faults.fault import DRAFT_SIDE, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.capabilities import HasDraftKV
 
 
 class StaleDraftMetadata(Mutant):
     fault = Fault("stale-draft-metadata", "draft step j > 1 reuses step 1's attention metadata",
-                  "004", "draft", DRAFT_SIDE)
+                  "004", "draft", HasDraftKV)
 
     def __init__(self) -> None:
         self._step1_md: AttentionMetadata | None = None  # the latest round's step-1 metadata

@@ -7,14 +7,15 @@ and requests with a rejection are right, so the bug shows only when a later requ
 
 from __future__ import annotations
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.output_rewrite import rewrite_output_token
 from specbench.faults.path_mutant import PathMutant
+from specbench.speculation.capabilities import Proposer
 
 
 class TritonBonusNeighbour(PathMutant):
     fault = Fault("triton-bonus-neighbour", "the Triton verifier takes a full round's bonus from the previous "
-                  "request's last row", "", "target", ALL_METHODS, path="verify.triton")
+                  "request's last row", "", "target", Proposer, path="verify.triton")
 
     def install(self, engine) -> None:
         if engine.parts.verifier == "triton":

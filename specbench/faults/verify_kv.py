@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from specbench.attention.metadata import slot_of
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
+from specbench.speculation.capabilities import Proposer
 
 
 class VerifyKvOffByOne(Mutant):
     fault = Fault("verify-kv-off-by-one", "verify writes each token's KV to the slot of the next position",
-                  "", "target", ALL_METHODS)
+                  "", "target", Proposer)
 
     def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
                             block_size: int) -> list[int] | None:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from specbench.faults.fault import ALL_METHODS, Fault
+from specbench.faults.fault import Fault
 from specbench.faults.verifier_mutant import VerifierMutant
+from specbench.speculation.capabilities import Proposer
 
 STALL_S = 0.02  # per round: several times a tiny model's whole round on CPU, a few percent of a real model's
 
 
 class VerifyStall(VerifierMutant):
     fault = Fault("verify-stall", f"each speculative round waits {STALL_S * 1e3:g} ms before verifying (speed only)",
-                  "", "speed", ALL_METHODS)
+                  "", "speed", Proposer)
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def stalled(*args, **kwargs):

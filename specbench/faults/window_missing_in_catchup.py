@@ -13,13 +13,14 @@ import dataclasses
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.window_bend import bend_layer_kinds
+from specbench.speculation.draft_model import DraftModelProposer
 
 CATCH_UP = "draft_extend"  # the draft LM's catch-up phase (speculation/draft_model.py)
 
 
 class WindowMissingInCatchup(Mutant):
     fault = Fault("window-missing-in-catch-up", "the draft LM's catch-up runs its sliding-window layers as full "
-                  "attention", "002 (draft-extend phase)", "draft", ("draft",))
+                  "attention", "002 (draft-extend phase)", "draft", DraftModelProposer)
 
     def install(self, engine) -> None:
         bend_layer_kinds(engine.proposer.model, _without_window_in_catchup)

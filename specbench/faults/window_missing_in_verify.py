@@ -11,16 +11,17 @@ from __future__ import annotations
 import dataclasses
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import recapture_target_graphs
 from specbench.faults.window_bend import bend_layer_kinds
+from specbench.speculation.capabilities import Proposer
 
 VERIFY = "verify"  # the target runner's phase name for decode and verify forwards (engine/model_runner.py)
 
 
 class WindowMissingInVerify(Mutant):
     fault = Fault("window-missing-in-verify", "verify runs the target's sliding-window layers as full attention",
-                  "", "target", ("none", *ALL_METHODS))
+                  "", "target", Proposer, is_plain_hosted=True)
     eager_drafting = False  # a target-side bug: drafting as production runs it
 
     def install(self, engine) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.window_bend import bend_layer_kinds
+from specbench.speculation.draft_model import DraftModelProposer
 
 _STEP = "draft_step_"  # the draft LM's eager step phases: draft_step_1, draft_step_2, ...
 
@@ -21,7 +22,7 @@ _STEP = "draft_step_"  # the draft LM's eager step phases: draft_step_1, draft_s
 class WindowNotRebuiltBetweenDraftSteps(Mutant):
     fault = Fault("window-not-rebuilt-between-draft-steps",
                   "draft steps j > 1 reuse step 1's sliding-window metadata (window starts)",
-                  "000 (sglang#24750)", "draft", ("draft",))
+                  "000 (sglang#24750)", "draft", DraftModelProposer)
 
     def __init__(self) -> None:
         self._step1: AttentionMetadata | None = None  # the latest round's step-1 metadata, kinds attached

@@ -12,14 +12,15 @@ import dataclasses
 
 from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
-from specbench.faults.fault import ALL_METHODS, Fault, Mutant
+from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import recapture_target_graphs
 from specbench.faults.window_bend import bend_layer_kinds
+from specbench.speculation.capabilities import Proposer
 
 
 class WindowOffByOne(Mutant):
     fault = Fault("window-off-by-one", "the target's sliding windows start one key too early (w + 1 keys seen)",
-                  "", "target", ("none", *ALL_METHODS))
+                  "", "target", Proposer, is_plain_hosted=True)
     eager_drafting = False  # a target-side bug: drafting as production runs it
 
     def install(self, engine) -> None:

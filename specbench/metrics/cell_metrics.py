@@ -15,7 +15,11 @@ from specbench.metrics.specs import (
     REQUEST_THROUGHPUT,
     TOKENS_PER_EMISSION,
     TOTAL_THROUGHPUT,
+    TREE_DEPTH_RATES,
+    TREE_RANK_RATES,
+    depth_metric,
     position_metric,
+    rank_metric,
 )
 
 Row = dict[str, float | int | bool | None]
@@ -73,6 +77,17 @@ class CellMetrics:
             acceptance=AcceptanceMetrics.of(requests, pooled),
         )
 
+    def _tree_rates(self) -> Row:
+        """Per-depth and per-rank tree acceptance as lists (null for a chain cell)."""
+        tree = self.pooled.counts.tree
+        if tree is None:
+            return {TREE_DEPTH_RATES: None, TREE_RANK_RATES: None}
+        return {
+            TREE_DEPTH_RATES: [depth_metric(d).cell_value(self.pooled)
+                               for d in range(1, tree.offered_per_depth.shape[1] + 1)],
+            TREE_RANK_RATES: [rank_metric(r).cell_value(self.pooled) for r in range(tree.offered_per_rank.shape[1])],
+        }
+
     def to_row(self, num_positions: int | None = None) -> Row:
         """Flat scalar columns. Per-position lists become `accept_rate_pos_{k}` / `cond_accept_rate_pos_{k}`
         (k = 1..num_positions, missing positions None) so every cell of a sweep can share one schema;
@@ -95,6 +110,7 @@ class CellMetrics:
             acceptance_length_per_request=acc.acceptance_length_per_request,
             acceptance_length_from_positions=acc.acceptance_length_from_positions,
             is_acceptance_consistent=acc.is_consistent,
+            **self._tree_rates(),
         )
         width = len(acc.num_accepted_per_pos) if num_positions is None else num_positions
         for k in range(width):

@@ -116,16 +116,19 @@ class SummaryRow:
     """A row of the sweep's terminal summary (bench/summary_table.py). Its text: the metric's label in sentence
     case (or `label`), then its unit, unless the row shows the stored fraction (`is_fraction`, no scale)."""
 
-    metric: MetricSpec | None  # None: the per-position acceptance row (the `position_metric` family)
+    metric: MetricSpec | None  # None: a family's row, one value per index (`family`)
     label: str | None = None
     digits: int | None = None  # default: the metric's
     is_fraction: bool = False
     show_unit: bool = True
+    # metric None: which family the row lists, "position" (position_metric, k = 1..num_steps), "depth"
+    # (depth_metric, d = 1..num_steps) or "rank" (rank_metric, r = 0..eagle_topk - 1)
+    family: str = "position"
 
     @property
     def text(self) -> str:
         if self.metric is None:
-            return "Per-position acceptance (%)"
+            return self.label or "Per-position acceptance (%)"
         stem = self.label or sentence_case(self.metric.label)
         with_unit = self.metric.unit and self.show_unit and not self.is_fraction
         return f"{stem} ({self.metric.unit})" if with_unit else stem

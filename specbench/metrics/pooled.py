@@ -31,6 +31,7 @@ class RequestCounts:
     num_accepted_tokens: np.ndarray  # [num_requests] A_i
     num_accepted_per_pos: np.ndarray  # [num_requests, num_positions] rounds accepting draft position k + 1
     is_good: np.ndarray  # [num_requests] 1.0 meets every --goodput bound, 0.0 not, NaN without --goodput
+    tree: TreeRequestCounts | None = None  # None: no request drafted a tree (chains; HTTP)
 
     @property
     def num_requests(self) -> int:
@@ -63,6 +64,48 @@ class RequestCounts:
             num_accepted_tokens=draft_column("num_accepted_tokens"),
             num_accepted_per_pos=np.where(known[:, None], per_pos, np.nan),
             is_good=np.full(n, np.nan) if is_good is None else is_good,
+            tree=TreeRequestCounts.of(requests, known),
+        )
+
+
+def _padded(rows: list[list[int]], known: np.ndarray) -> np.ndarray:
+    """[num_requests, widest row] zeros past each row's end; NaN rows where the counts are unknown."""
+    out = np.zeros((len(rows), max((len(r) for r in rows), default=0)))
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return np.where(known[:, None], out, np.nan)
+
+
+@dataclass(frozen=True)
+class TreeRequestCounts:
+    """Per-request tree counts (speculation/tree_stats.py): zeros for a request that drafted chains only."""
+
+    num_rounds: np.ndarray  # [num_requests] tree request-rounds
+    num_nodes: np.ndarray  # [num_requests] drafted tree nodes, summed over rounds
+    offered_per_depth: np.ndarray  # [num_requests, max_depth] (depth d + 1: d draft tokens from the root)
+    accepted_per_depth: np.ndarray  # [num_requests, max_depth]
+    offered_per_rank: np.ndarray  # [num_requests, max_rank + 1] (rank 0 = the drafter's best child)
+    accepted_per_rank: np.ndarray  # [num_requests, max_rank + 1]
+
+    @classmethod
+    def of(cls, requests: Sequence[RequestMetrics], known: np.ndarray) -> TreeRequestCounts | None:
+        trees = [r.tree for r in requests]
+        if all(t is None for t in trees):
+            return None
+
+        def per_request(name: str) -> list[list[int]]:
+            return [[] if t is None else list(getattr(t, name)) for t in trees]
+
+        def totals(name: str) -> np.ndarray:
+            return np.where(known, [0.0 if t is None else float(getattr(t, name)) for t in trees], np.nan)
+
+        return cls(
+            num_rounds=totals("num_rounds"),
+            num_nodes=totals("num_nodes"),
+            offered_per_depth=_padded(per_request("offered_per_depth"), known),
+            accepted_per_depth=_padded(per_request("accepted_per_depth"), known),
+            offered_per_rank=_padded(per_request("offered_per_rank"), known),
+            accepted_per_rank=_padded(per_request("accepted_per_rank"), known),
         )
 
 
@@ -132,3 +175,37 @@ class Pooled:
     @cached_property
     def num_good_output_tokens(self) -> np.ndarray:
         return self._good(self.counts.num_output_tokens)
+
+    def _tree_sum(self, name: str) -> np.ndarray:
+        """A tree count summed per draw; NaN when no request drafted a tree (a chain cell: tree metrics N/A)."""
+        tree = self.counts.tree
+        return np.full(self.num_draws, np.nan) if tree is None else self._sum(getattr(tree, name))
+
+    def _tree_at(self, name: str, index: int) -> np.ndarray:
+        """Column `index` (0-based depth or rank) of a per-request tree count matrix; NaN past the widest."""
+        tree = self.counts.tree
+        if tree is None or index >= getattr(tree, name).shape[1]:
+            return np.full(self.num_draws, np.nan)
+        return self._sum(getattr(tree, name)[:, index])
+
+    @cached_property
+    def num_tree_rounds(self) -> np.ndarray:
+        return self._tree_sum("num_rounds")
+
+    @cached_property
+    def num_tree_nodes(self) -> np.ndarray:
+        return self._tree_sum("num_nodes")
+
+    def tree_offered_at_depth(self, depth: int) -> np.ndarray:
+        """Rounds whose accepted path reached depth - 1 with children to try (1-based draft depth)."""
+        return self._tree_at("offered_per_depth", depth - 1)
+
+    def tree_accepted_at_depth(self, depth: int) -> np.ndarray:
+        return self._tree_at("accepted_per_depth", depth - 1)
+
+    def tree_offered_at_rank(self, rank: int) -> np.ndarray:
+        """Path nodes with a child of sibling rank `rank` (0 = the drafter's best)."""
+        return self._tree_at("offered_per_rank", rank)
+
+    def tree_accepted_at_rank(self, rank: int) -> np.ndarray:
+        return self._tree_at("accepted_per_rank", rank)

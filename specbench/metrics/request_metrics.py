@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.engine.stats import RequestStats
+from specbench.speculation.tree_stats import TreeAcceptanceCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,7 @@ class RequestMetrics:
     num_accepted_per_pos: tuple[int, ...]  # [num_positions] rounds accepting draft position k+1
     accepted_per_round: tuple[int, ...]  # [num_draft_rounds] accepted drafts in each round
     num_preemptions: int
+    tree: TreeAcceptanceCounts | None = None  # tree rounds (eagle_topk > 1): per depth / rank, sizes; None: chains
 
     @property
     def acceptance_length(self) -> float | None:
@@ -70,4 +72,5 @@ class RequestMetrics:
             num_accepted_per_pos=tuple(stats.num_accepted_per_pos),
             accepted_per_round=tuple(stats.accepted_per_round),
             num_preemptions=stats.num_preemptions,
+            tree=stats.tree_counts,
         )

@@ -79,9 +79,6 @@ BASE_METRICS: tuple[MetricSpec, ...] = (
     ACCEPTANCE_LENGTH,
 )
 
-# The columns CellMetrics.to_row fills from its pooled counts (goodput's come from the request rows' --goodput
-# flags, failed requests included: bench/cell_summary.py).
-CELL_POOLED_METRICS = tuple(metric for metric in BASE_METRICS if metric.pooled is not None)
 
 
 def _goodput(name: str, label: str, unit: str, scale: float, digits: int, delta: Delta, doc: str,
@@ -136,14 +133,60 @@ def position_metric(position: int) -> MetricSpec:
                       pooled=lambda p: ratio(p.num_accepted_at(position), p.num_draft_rounds))
 
 
-def catalog(num_positions: int) -> tuple[MetricSpec, ...]:
-    """Every metric, in compare's table order; per-position rows for positions 1..num_positions."""
+# Tree drafts (--eagle-topk > 1; counts: speculation/tree_stats.py). The mean acceptance length per round is
+# ACCEPTANCE_LENGTH (1 + A / D over tree rounds too); these add the tree's size and where its path went. Undefined
+# (N/A) for chain cells: no request drafted a tree.
+TREE_SIZE = MetricSpec(
+    "tree_size", "Mean Tree Size", "", 1.0, 2, Direction.LOWER, Resampling.ROUNDS, Delta.RELATIVE, "tree",
+    "drafted tree nodes per tree round (root excluded; fewer = less verify work); null for chains",
+    pooled=lambda p: ratio(p.num_tree_nodes, p.num_tree_rounds), needs_drafts=True)
+TREE_METRICS: tuple[MetricSpec, ...] = (TREE_SIZE,)
+# The columns CellMetrics.to_row fills from its pooled counts (goodput's come from the request rows' --goodput
+# flags, failed requests included: bench/cell_summary.py).
+CELL_POOLED_METRICS = tuple(metric for metric in BASE_METRICS + TREE_METRICS if metric.pooled is not None)
+TREE_DEPTH_RATES = "tree_accept_rate_per_depth"  # cells.parquet list columns the families read
+TREE_RANK_RATES = "tree_accept_rate_per_rank"
+DEPTH_COLUMN = "tree_accept_rate_depth_{d}"  # cells.parquet: read from tree_accept_rate_per_depth[d - 1]
+RANK_COLUMN = "tree_accept_rate_rank_{r}"  # cells.parquet: read from tree_accept_rate_per_rank[r]
+DEPTH_DOC = ("[max depth] tree rounds whose accepted path continued to depth d over those that reached depth d - 1 "
+             "with a child to try (d = 1: the root's children); null for chains")
+RANK_DOC = ("[max topk] accepted path steps through a child of sibling rank r (0 = the drafter's best) over path "
+            "nodes that had such a child; null for chains")
+
+
+@functools.cache
+def depth_metric(depth: int) -> MetricSpec:
+    """Tree acceptance at 1-based draft depth d: accepted / offered at that depth."""
+    return MetricSpec(f"tree_accept_depth_{depth}", f"Tree Acceptance depth {depth}", "%", 100.0, 2,
+                      Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE, "tree", DEPTH_DOC,
+                      column_name=DEPTH_COLUMN.format(d=depth), needs_drafts=True,
+                      pooled=lambda p: ratio(p.tree_accepted_at_depth(depth), p.tree_offered_at_depth(depth)))
+
+
+@functools.cache
+def rank_metric(rank: int) -> MetricSpec:
+    """Tree acceptance through the child of sibling rank r (0-based): accepted / offered at that rank."""
+    return MetricSpec(f"tree_accept_rank_{rank}", f"Tree Acceptance rank {rank}", "%", 100.0, 2,
+                      Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE, "tree", RANK_DOC,
+                      column_name=RANK_COLUMN.format(r=rank), needs_drafts=True,
+                      pooled=lambda p: ratio(p.tree_accepted_at_rank(rank), p.tree_offered_at_rank(rank)))
+
+
+def catalog(num_positions: int, max_topk: int = 1) -> tuple[MetricSpec, ...]:
+    """Every metric, in compare's table order; per-position rows for positions 1..num_positions; with tree cells
+    (max_topk > 1) the tree families too, per depth 1..num_positions and per rank 0..max_topk - 1 (the tree metrics
+    are undefined for chains: compare shows no row for them there)."""
     positions = tuple(position_metric(k) for k in range(1, num_positions + 1))
-    return BASE_METRICS + GOODPUT_METRICS + positions + (SPEEDUP,) + ACCURACY_METRICS
+    trees = TREE_METRICS
+    if max_topk > 1:
+        trees += tuple(depth_metric(d) for d in range(1, num_positions + 1)) + tuple(rank_metric(r)
+                                                                                     for r in range(max_topk))
+    return BASE_METRICS + GOODPUT_METRICS + positions + trees + (SPEEDUP,) + ACCURACY_METRICS
 
 
-NAMED_METRICS = BASE_METRICS + GOODPUT_METRICS + (SPEEDUP,) + ACCURACY_METRICS  # all but the per-position family
-GROUPS = ("throughput", "latency", "goodput", "acceptance", "speedup", "accuracy", "agreement")
+# all but the per-position, per-depth and per-rank families
+NAMED_METRICS = BASE_METRICS + GOODPUT_METRICS + TREE_METRICS + (SPEEDUP,) + ACCURACY_METRICS
+GROUPS = ("throughput", "latency", "goodput", "acceptance", "tree", "speedup", "accuracy", "agreement")
 
 
 SUMMARY_ROWS: tuple[SummaryRow, ...] = (
@@ -170,4 +213,9 @@ SUMMARY_ACCURACY_ROWS: tuple[SummaryRow, ...] = (  # scored workloads (gsm8k); a
     SummaryRow(ACCURACY_STRICT, label="Accuracy strict-match", digits=3, is_fraction=True),
     SummaryRow(ACCURACY_FLEXIBLE, label="Accuracy flexible-extract", digits=3, is_fraction=True),
     SummaryRow(AGREEMENT_FLEXIBLE, label="Same answer as k=0 (flex)", digits=3, is_fraction=True),
+)
+SUMMARY_TREE_ROWS: tuple[SummaryRow, ...] = (  # runs with tree cells; "-" (N/A) in chain columns
+    SummaryRow(TREE_SIZE, digits=1),
+    SummaryRow(None, label="Tree acceptance per depth (%)", family="depth"),
+    SummaryRow(None, label="Tree acceptance per rank (%)", family="rank"),
 )

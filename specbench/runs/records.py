@@ -12,14 +12,35 @@ from specbench.metrics.goodput import SloBounds
 from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runs.finished_turn import ENGINE_COUNTS, FinishedTurn
+from specbench.speculation.tree_stats import TreeAcceptanceCounts
 from specbench.workloads.base import Score, Workload
 
 Row = dict[str, Any]
 SCORE_FIELDS = tuple(f.name for f in dataclasses.fields(Score))
 
 
+# A request's tree counts (speculation/tree_stats.py), null for chains: the totals, then the per-depth and per-rank
+# lists. Per-round acceptance lengths are `accepted_per_round`; per-round tree sizes are not kept (their sum is).
+TREE_TOTALS = ("tree_num_rounds", "tree_num_accepted", "tree_num_nodes")
+TREE_LISTS = ("tree_offered_per_depth", "tree_accepted_per_depth", "tree_offered_per_rank", "tree_accepted_per_rank")
 DRAFT_COLUMNS = ("num_draft_rounds", "num_draft_tokens", "num_accepted_tokens", "num_drafted_per_pos",
-                 "num_accepted_per_pos", "accepted_per_round")
+                 "num_accepted_per_pos", "accepted_per_round", *TREE_TOTALS, *TREE_LISTS)
+
+
+def tree_columns(tree: TreeAcceptanceCounts | None) -> Row:
+    """A request row's tree columns; all null for a request that drafted chains only."""
+    if tree is None:
+        return dict.fromkeys(TREE_TOTALS + TREE_LISTS)
+    return {name: getattr(tree, name.removeprefix("tree_")) for name in TREE_TOTALS} | {
+        name: list(getattr(tree, name.removeprefix("tree_"))) for name in TREE_LISTS}
+
+
+def tree_from_row(row: Mapping[str, Any]) -> TreeAcceptanceCounts | None:
+    """The counts back from a row; None where null or absent (chains; rows written before trees)."""
+    if is_null(row.get("tree_num_rounds")):
+        return None
+    lists = {name.removeprefix("tree_"): [int(n) for n in row[name]] for name in TREE_LISTS}
+    return TreeAcceptanceCounts(**{name.removeprefix("tree_"): int(row[name]) for name in TREE_TOTALS}, **lists)
 
 
 def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload, slo: SloBounds | None = None) -> Row:
@@ -61,6 +82,7 @@ def request_row(keys: Mapping[str, Any], item: FinishedTurn, workload: Workload,
         num_accepted_per_pos=list(stats.num_accepted_per_pos),
         accepted_per_round=list(stats.accepted_per_round),
         num_preemptions=stats.num_preemptions,
+        **tree_columns(stats.tree_counts),
         request_temperature=turn.params.temperature,
         max_tokens=turn.params.max_tokens,
         request_seed=turn.params.seed,
@@ -136,6 +158,7 @@ def stats_from_row(row: Mapping[str, Any]) -> RequestStats:
         num_accepted_per_pos=counts("num_accepted_per_pos"),
         accepted_per_round=counts("accepted_per_round"),
         num_preemptions=count("num_preemptions"),
+        tree_counts=tree_from_row(row),
     )
 
 

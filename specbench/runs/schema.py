@@ -8,8 +8,8 @@
   every cell metric can be recomputed (`specbench.runs.records.cell_metrics_from_rows`).
 - `steps.parquet`: one row per engine step of a cell's measured window.
 - `categories.parquet`: one row per cell and sample category (acceptance and latency per category).
-- `recommendations.parquet`: the best num-steps per (workload, method, temperature, concurrency), when the sweep
-  measured several (bench/recommend.py).
+- `recommendations.parquet`: the best (num-steps, eagle_topk, draft_token_budget) per (workload, method,
+  temperature, concurrency), when the sweep measured several (bench/recommend.py).
 - `parts/{cells,requests,steps,categories}/<cell_id>.parquet`: the same rows, one file per completed cell. Each part
   is written to `.tmp/` and renamed into place, requests/steps/categories before cells: a cell is complete exactly
   when `parts/cells/<cell_id>.parquet` exists. The four consolidated files are rewritten (atomically) after every
@@ -44,6 +44,7 @@ from specbench.metrics.specs import (
     ACCEPTANCE_RATE,
     ACCURACY_FLEXIBLE,
     ACCURACY_STRICT,
+    DEPTH_DOC,
     AGREEMENT_FLEXIBLE,
     AGREEMENT_STRICT,
     AGREEMENT_TEXT,
@@ -58,27 +59,39 @@ from specbench.metrics.specs import (
     SPEEDUP,
     TOKENS_PER_EMISSION,
     TOTAL_THROUGHPUT,
+    RANK_DOC,
+    TREE_DEPTH_RATES,
+    TREE_RANK_RATES,
+    TREE_SIZE,
 )
 from specbench.runs.anomalies import AnomalyKind, kinds_doc
 
-SCHEMA_VERSION = 5  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+SCHEMA_VERSION = 6  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
 # "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
 # run order, baseline drift and speedup-bound flags; 5: metrics recomputed (is_metrics_consistent,
 # metrics_mismatch); per-request acceptance histogram and quantiles, degenerate loops, acceptance windows and drift
-# (cells and requests); the server's prefix-cache hit rate (prefix_cache_*)
+# (cells and requests); the server's prefix-cache hit rate (prefix_cache_*); 6: draft tree shapes as grid keys
+# (eagle_topk, draft_token_budget; chain cell ids unchanged), tree acceptance (cells: tree_size, per depth and
+# per rank; requests: tree_* counts), recommendations over (num_steps, eagle_topk, draft_token_budget)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
 
 KEY_COLUMNS: tuple[Column, ...] = (
     ("run_id", STR, "run directory name"),
-    ("cell_id", STR, "r{repeat}-t{temperature}-c{concurrency}-k{num_steps} (k of the grid: a drafting server's "
-     "k0 cell keeps its id when num_steps is relabelled, see drafting_note)"),
+    ("cell_id", STR, "r{repeat}-t{temperature}-c{concurrency}-k{num_steps}, then -top{eagle_topk} and "
+     "-n{draft_token_budget} for tree drafts (k of the grid: a drafting server's k0 cell keeps its id when "
+     "num_steps is relabelled, see drafting_note)"),
     ("repeat", I64, "0-based repeat index"),
     ("concurrency", I64, "max requests in flight"),
     ("temperature", F64, "grid temperature; NaN = workload default per sample"),
-    ("num_steps", I64, "draft tokens per round k (0 = no speculation, or a drafting server's unknown k)"),
+    ("num_steps", I64, "draft tokens per round k (0 = no speculation, or a drafting server's unknown k); the "
+     "depth of a draft tree"),
+    ("eagle_topk", I64, "children kept per draft node (--eagle-topk): 1 = chains (k = 0 cells too), > 1 = tree "
+     "drafts; read as 1 where a table lacks the column"),
+    ("draft_token_budget", I64, "--num-draft-tokens: a tree's drafted nodes per round, root excluded; null = "
+     "every node the steps and topk give (always null for chains)"),
     ("method", STR, "speculative method (none | ngram | draft | ...; unknown: a server drafts but does not say how)"),
     ("workload", STR, "workload name"),
     ("workload_version", STR, "workload version (compare like with like)"),
@@ -145,6 +158,9 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     _metric(ACCEPTANCE_LENGTH),
     ("acceptance_length_per_request", F64, "request-weighted AL: mean of 1 + A_i / D_i"),
     ("acceptance_length_from_positions", F64, "1 + sum_k accept_rate_pos_k"),
+    _metric(TREE_SIZE),
+    (TREE_DEPTH_RATES, pa.list_(F64), DEPTH_DOC),
+    (TREE_RANK_RATES, pa.list_(F64), RANK_DOC),
     ("is_acceptance_consistent", BOOL, "acceptance_length == acceptance_length_from_positions"),
     ("is_metrics_consistent", BOOL, "acceptance and latency columns agree with a second, independent computation "
      "from the request rows, and those rows keep their invariants (sum_k A_k = A, A_k non-increasing, A <= T_d, "
@@ -258,6 +274,16 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("num_accepted_per_pos", pa.list_(I64), "[num_steps] rounds accepting draft position k"),
     ("accepted_per_round", pa.list_(I64), "[num_draft_rounds] accepted drafts per round"),
     ("acceptance_length", F64, "1 + num_accepted_tokens / num_draft_rounds; null without draft rounds"),
+    ("tree_num_rounds", I64, "tree drafts (eagle_topk > 1): rounds that verified a tree (this and the next six "
+     "null for chains and over HTTP; speculation/tree_stats.py)"),
+    ("tree_num_accepted", I64, "draft tokens accepted on tree rounds"),
+    ("tree_num_nodes", I64, "drafted tree nodes, summed over rounds (root excluded)"),
+    ("tree_offered_per_depth", pa.list_(I64), "[max_depth] rounds whose accepted path reached depth d - 1 with a "
+     "child to try"),
+    ("tree_accepted_per_depth", pa.list_(I64), "[max_depth] of those, rounds whose path went on to depth d"),
+    ("tree_offered_per_rank", pa.list_(I64), "[max_rank + 1] accepted-path nodes (root included) with a child of "
+     "sibling rank r (0 = the drafter's best)"),
+    ("tree_accepted_per_rank", pa.list_(I64), "[max_rank + 1] path steps through a child of rank r"),
     ("loop_period", I64, "period of the output's longest periodic suffix holding >= 3 periods (metrics/loops.py); "
      "over token ids (embedded) or text characters (HTTP); null without one"),
     ("loop_coverage", F64, "that suffix's length / output length"),
@@ -315,7 +341,7 @@ CATEGORY_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
 )
 
 # recommendations.parquet: one row per (workload, method, temperature, concurrency) of a sweep with several
-# num-steps values, written after the last cell (bench/recommend.py); not per cell, so not in TABLES.
+# (num-steps, tree shape) values, written after the last cell (bench/recommend.py); not per cell, so not in TABLES.
 RECOMMENDATION_COLUMNS: tuple[Column, ...] = (
     ("run_id", STR, "run directory name"),
     ("workload", STR, "workload name"),
@@ -324,10 +350,14 @@ RECOMMENDATION_COLUMNS: tuple[Column, ...] = (
     ("concurrency", I64, "max requests in flight"),
     ("optimize", STR, "throughput (highest output throughput) | tpot (lowest median TPOT)"),
     ("metric", STR, "compare metric ranked: output_throughput | tpot_median"),
-    ("num_candidates", I64, "num-steps values measured at this point"),
+    ("num_candidates", I64, "(num-steps, tree shape) values measured at this point"),
     ("best_num_steps", I64, "recommended k"),
+    ("best_eagle_topk", I64, "its eagle_topk (1 = chains)"),
+    ("best_draft_token_budget", I64, "its draft_token_budget (null: none)"),
     ("best_value", F64, "its metric value (tok/s or seconds; mean over repeats)"),
     ("runner_up_num_steps", I64, "second-best k"),
+    ("runner_up_eagle_topk", I64, "its eagle_topk"),
+    ("runner_up_draft_token_budget", I64, "its draft_token_budget"),
     ("runner_up_value", F64, "its metric value"),
     ("ratio", F64, "best_value / runner_up_value"),
     ("ratio_low", F64, "bootstrap 95% interval of the ratio (requests resampled as compare does); null when too "
@@ -371,7 +401,7 @@ def schema_markdown() -> str:
              "#### Key columns (first in every table)", "", *rows(KEY_COLUMNS), ""]
     for table, specs in TABLES.items():
         lines += [f"#### `{table}.parquet`", "", *rows(specs[len(KEY_COLUMNS):] + POSITIONAL.get(table, ())), ""]
-    lines += ["#### `recommendations.parquet` (sweeps with several num-steps values)", "",
+    lines += ["#### `recommendations.parquet` (sweeps with several num-steps or tree shape values)", "",
               *rows(RECOMMENDATION_COLUMNS), ""]
     lines += ["#### Anomaly kinds (`anomalies`, `window_anomalies`, `anomaly_summary`; fatal ones set `error`)", "",
               "| kind | fatal | meaning |", "|---|---|---|",

@@ -20,6 +20,7 @@ from specbench.runs.comma_lists import (
     parse_name_list,
     parse_temperature_list,
 )
+from specbench.speculation.draft_shape import DraftShape
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 from specbench.workloads.speed_bench_layout import DEFAULT_DIR_NAME as SPEED_BENCH_DIR
 from specbench.workloads.speed_bench_layout import DEFAULT_SPLIT as SPEED_BENCH_DEFAULT_SPLIT
@@ -93,6 +94,10 @@ def _parse_num_steps(text: str | None) -> tuple[int, ...] | None:
     return None if text is None else parse_int_list(text, "--num-steps")
 
 
+def _parse_budgets(text: str | None) -> tuple[int, ...]:  # --num-draft-tokens; not given: no budget
+    return () if text is None else parse_int_list(text, "--num-draft-tokens")
+
+
 def _parse_names(text: str | None) -> tuple[str, ...] | None:  # --speed-bench-categories
     return None if text is None else parse_name_list(text, "--speed-bench-categories")
 
@@ -152,6 +157,16 @@ class SweepConfig:
         (0,), f"draft tokens per round, e.g. 0,1,3,5 (default: {format_int_list(DEFAULT_SWEEP_NUM_STEPS)} without "
         f"--method, {format_int_list(SPECULATIVE_NUM_STEPS)} with one, 0 with --method none)", aliases=("-k",),
         parse=_parse_num_steps, cli_default=None, bounds=NON_NEGATIVE)
+    # The draft tree's shape per speculative k (speculation/draft_shape.py): the grid takes every (topk, budget)
+    # pair; chains (topk 1) take no budget, and k = 0 only the chain. SGLang's --speculative-eagle-topk and
+    # --speculative-num-draft-tokens (that one counts the root too: launch presets add it).
+    eagle_topk: tuple[int, ...] = option(
+        (1,), "tree drafts: children kept per draft node, e.g. 1,2,4 (1 = chains; methods draft, eagle, eagle3, "
+        "mtp)", parse=functools.partial(parse_int_list, flag="--eagle-topk"), text=format_int_list,
+        bounds=AT_LEAST_ONE)
+    num_draft_tokens: tuple[int, ...] = option(  # (): as many nodes as the steps give
+        (), "tree drafts: drafted tokens per round (the tree's node budget, root excluded), e.g. 8,16 (default: "
+        "every node the steps and --eagle-topk give)", parse=_parse_budgets, cli_default=None)
     speedup: bool = option(  # add num_steps 0 (the baseline of speedup and agreement) to the grid
         True, "add the num-steps 0 baseline (speedup, answer agreement; embedded or --server-cmd)",
         flag="--speedup/--no-speedup")
@@ -210,8 +225,10 @@ class SweepConfig:
                                         "openai: seconds one prefix-cache reset may take")
     # openai: specbench launches the server per num-steps group from these (backends/server_template.py)
     server_cmd: str | None = option(
-        None, "openai: launch the server per num-steps group from this template ({num_steps} {method} {port} "
-        "{model} {draft} {host}) or preset:NAME (llama-server, llama-server-ngram, vllm, sglang, specbench); "
+        None, "openai: launch the server per (num-steps, tree shape) group from this template ({num_steps} {method} "
+        "{port} {model} {draft} {host} {eagle_topk} {num_draft_tokens}: SGLang's count, the root included) or "
+        "preset:NAME (llama-server, llama-server-ngram, vllm, sglang, specbench: each maps --method draft, eagle, "
+        "eagle3, mtp and the tree shape to its server's flags, refusing what it cannot run); "
         "replaces --base-url. No shell: the template is split into arguments like a shell would (quote an argument "
         "with spaces), then each placeholder is filled inside its argument, so a value with spaces stays one "
         "argument; a value starting with '-', an empty one or an unbalanced quote is refused")
@@ -242,6 +259,24 @@ class SweepConfig:
         # --server-cmd specbench launches one server per k, the baseline included.
         values = set(self.num_steps) | ({0} if self.speedup and self.has_num_steps_control else set())
         return tuple(sorted(values))
+
+    @property
+    def grid_draft_shapes(self) -> tuple[DraftShape, ...]:
+        """The tree shapes each speculative k runs, in grid order: chains first (they take no budget), then each
+        topk > 1 with each budget (or none)."""
+        budgets: tuple[int | None, ...] = self.num_draft_tokens or (None,)
+        shapes = [DraftShape(topk, None if topk == 1 else budget) for topk in sorted(self.eagle_topk)
+                  for budget in budgets]
+        return tuple(dict.fromkeys(shapes))
+
+    @property
+    def has_choices(self) -> bool:
+        """Several (num_steps, draft shape) points per grid point: a best one to recommend."""
+        return len(self.grid_num_steps) > 1 or len(self.grid_draft_shapes) > 1
+
+    @property
+    def has_trees(self) -> bool:
+        return any(shape.is_tree for shape in self.grid_draft_shapes)
 
     @property
     def max_num_steps(self) -> int:
@@ -287,8 +322,8 @@ class SweepConfig:
             raise SpecbenchError(f"manifest config has unknown fields {', '.join(unknown)} (newer specbench?)")
         values = {**options_added_later(), **data}  # a run recorded before an option existed keeps its behaviour
         values["request_rate"] = float(values.get("request_rate", math.inf))
-        for name in ("concurrency", "temperature", "num_steps", "eagle_aux_layer_ids", "synthetic_acceptance",
-                     "goodput", "speed_bench_categories"):
+        for name in ("concurrency", "temperature", "num_steps", "eagle_topk", "num_draft_tokens", "eagle_aux_layer_ids",
+                     "synthetic_acceptance", "goodput", "speed_bench_categories"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls.from_flat(values)

@@ -82,9 +82,9 @@ def _ngram(pair: TinyPair, engine_config) -> MethodModels:
 
 def selftest_methods() -> tuple[str, ...]:
     """Every speculative method of the proposer registry, in its order."""
-    from specbench.speculation.registry import PROPOSERS
+    from specbench.speculation.registry import speculative_methods
 
-    return tuple(m for m in PROPOSERS.supported() if m != "none")
+    return speculative_methods()
 
 
 def build_method(method: str, pair: TinyPair, engine_config) -> MethodModels:

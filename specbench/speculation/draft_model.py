@@ -23,9 +23,9 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.speculation.capabilities import DraftsTrees
+from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
-from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
+from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_kv import move_slots
@@ -62,9 +62,8 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(Proposer, DraftsTrees):
+class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees):
     name = "draft"
-    target_feature_layers: tuple[int, ...] = ()
 
     def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
@@ -80,10 +79,10 @@ class DraftModelProposer(Proposer, DraftsTrees):
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self.debug_invariants = debug_invariants  # the engine's: INV-REQ on every draft step
 
-    def kv_cache_spec(self) -> KVCacheSpec | None:
+    def kv_cache_spec(self) -> KVCacheSpec:
         return self.model.kv_cache_spec()
 
-    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
+    def bind_kv_cache(self, kv_cache: KVCache) -> None:
         self.kv_cache = kv_cache
 
     def _draft_tokens(self, logits: torch.Tensor, st: SamplingTensors) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -270,6 +269,9 @@ class DraftModelProposer(Proposer, DraftsTrees):
                                            check_metadata=self.model.attn_backend.begin_forward,
                                            paths=self.model.attn_backend.paths)
         self.step_graphs.capture(1)
+
+    def prepare_cuda_graphs(self, num_steps: int) -> None:
+        """Nothing per k: every draft-decode step is one query per request, captured by enable_cuda_graphs."""
 
     def pause_step_graphs(self, is_paused: bool) -> None:
         if is_paused and self.step_graphs is not None:

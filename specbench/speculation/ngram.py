@@ -5,25 +5,20 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.speculation.capabilities import Proposer
 from specbench.speculation.ngram_lookup import propose_ngram
-from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
+from specbench.speculation.proposer import DraftProposal, ProposeInput
 
 
 class NgramProposer(Proposer):
+    """The core only: no draft model (no draft KV, graphs or logits to record), no target features."""
+
     name = "ngram"
-    target_feature_layers: tuple[int, ...] = ()
 
     def __init__(self, min_n: int, max_n: int, device: torch.device) -> None:
         self.min_n = min_n
         self.max_n = max_n
         self.device = device
-
-    def kv_cache_spec(self) -> KVCacheSpec | None:
-        return None
-
-    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
-        pass
 
     def propose(self, inp: ProposeInput) -> DraftProposal:
         drafts = [

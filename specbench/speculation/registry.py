@@ -1,7 +1,15 @@
-"""Registry of proposers. `none` has no proposer object: the engine decodes plainly."""
+"""Registry of proposers: per method name its class and the factory that loads it. `none` has no proposer object:
+the engine decodes plainly.
+
+The class is registered with the factory so that capabilities are asked of classes, before anything is loaded:
+`methods_with(DraftsAhead)` names every method whose class declares it (speculation/capabilities.py). The test
+machinery, check and selftest ask this, never a list of method names, so they pick up a new proposer class as
+registered.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,7 +18,11 @@ import torch
 from specbench.config import EngineConfig
 from specbench.registry import Registry
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
-from specbench.speculation.proposer import Proposer
+from specbench.speculation.capabilities import Proposer
+from specbench.speculation.draft_model import DraftModelProposer, load_draft_proposer
+from specbench.speculation.eagle.proposer import EagleProposer, load_eagle_proposer
+from specbench.speculation.mtp.proposer import MtpProposer, load_mtp_proposer
+from specbench.speculation.ngram import NgramProposer
 
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
@@ -27,46 +39,86 @@ class ProposerContext:
     hooks: PhaseHooks = NO_HOOKS  # what the proposer calls while it builds each draft phase's input
 
 
-PROPOSERS: Registry[Proposer | None] = Registry("speculative method")
+Factory = Callable[[ProposerContext], "Proposer | None"]
 
 
-@PROPOSERS.register("none")
+class ProposerRegistry(Registry["Proposer | None"]):
+    """Method name -> factory, and the class each factory builds (None for `none`)."""
+
+    def __init__(self) -> None:
+        super().__init__("speculative method")
+        self._classes: dict[str, type[Proposer] | None] = {}
+
+    def register(self, name: str) -> Callable[[Factory], Factory]:
+        raise TypeError(f"register proposer {name!r} with register_class(name, cls): its class declares its "
+                        "capabilities")
+
+    def register_class(self, name: str, cls: type[Proposer] | None) -> Callable[[Factory], Factory]:
+        def wrap(factory: Factory) -> Factory:
+            Registry.register(self, name)(factory)
+            self._classes[name] = cls
+            return factory
+
+        return wrap
+
+    def proposer_class(self, name: str) -> type[Proposer] | None:
+        """The class method `name` builds (None: plain decoding); unknown names fail listing the supported ones."""
+        self.get(name)
+        return self._classes[name]
+
+    def methods_with(self, capability: type[Proposer]) -> tuple[str, ...]:
+        """Registered methods whose class is a `capability` (a capability interface or a proposer class), sorted."""
+        return tuple(name for name in self.supported()
+                     if (cls := self._classes.get(name)) is not None and issubclass(cls, capability))
+
+    def copy(self) -> ProposerRegistry:
+        """An independent registry with the same entries (tests register throwaway proposers in one)."""
+        out = ProposerRegistry()
+        for name in self.supported():
+            out.register_class(name, self._classes[name])(self.get(name))
+        return out
+
+
+PROPOSERS = ProposerRegistry()
+
+
+def methods_with(capability: type[Proposer]) -> tuple[str, ...]:
+    """Registered methods whose class declares `capability` (PROPOSERS read at call time)."""
+    return PROPOSERS.methods_with(capability)
+
+
+def speculative_methods() -> tuple[str, ...]:
+    """Every registered method with a proposer (all but `none`), sorted."""
+    return PROPOSERS.methods_with(Proposer)
+
+
+@PROPOSERS.register_class("none", None)
 def _none(ctx: ProposerContext) -> None:
     return None
 
 
-@PROPOSERS.register("ngram")
+@PROPOSERS.register_class("ngram", NgramProposer)
 def _ngram(ctx: ProposerContext) -> Proposer:
-    from specbench.speculation.ngram import NgramProposer
-
     return NgramProposer(ctx.config.ngram_min, ctx.config.ngram_max, ctx.device)
 
 
-@PROPOSERS.register("draft")
+@PROPOSERS.register_class("draft", DraftModelProposer)
 def _draft(ctx: ProposerContext) -> Proposer:
-    from specbench.speculation.draft_model import load_draft_proposer
-
     return load_draft_proposer(ctx)
 
 
-@PROPOSERS.register("eagle")
+@PROPOSERS.register_class("eagle", EagleProposer)
 def _eagle(ctx: ProposerContext) -> Proposer:
-    from specbench.speculation.eagle.proposer import load_eagle_proposer
-
     return load_eagle_proposer(ctx, "eagle")
 
 
-@PROPOSERS.register("eagle3")
+@PROPOSERS.register_class("eagle3", EagleProposer)
 def _eagle3(ctx: ProposerContext) -> Proposer:
-    from specbench.speculation.eagle.proposer import load_eagle_proposer
-
     return load_eagle_proposer(ctx, "eagle3")
 
 
-@PROPOSERS.register("mtp")
+@PROPOSERS.register_class("mtp", MtpProposer)
 def _mtp(ctx: ProposerContext) -> Proposer:
-    from specbench.speculation.mtp.proposer import load_mtp_proposer
-
     return load_mtp_proposer(ctx)
 
 

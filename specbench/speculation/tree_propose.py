@@ -1,7 +1,7 @@
 """What a tree round drafts and where the drafter's own steps store and see their nodes.
 
 `TreePlan`: a round's tree shape from the run's DraftShape and k (tree depth = k draft steps; node budget
-`num_draft_tokens`, default topk * k). `TreeSteps`: the frontier nodes a drafter feeds in one round. Draft step s
+`num_draft_tokens`, default every candidate the steps create, as DraftShape defines None). `TreeSteps`: the frontier nodes a drafter feeds in one round. Draft step s
 (1 <= s < depth) feeds the frontier chosen by step s - 1 (its nodes all sit at depth s - 1) as `topk` queries per
 request; their KV is stored as *tree rows* right after the drafter's committed prefix, in feed order (row i at
 prefix + i: scratch the next catch-up overwrites), and each query sees the prefix, its fed ancestors and itself,
@@ -41,8 +41,9 @@ def max_nodes(topk: int, depth: int) -> int:
 
 
 def tree_plan(shape: DraftShape, num_steps: int) -> TreePlan:
-    budget = shape.num_draft_tokens if shape.num_draft_tokens is not None else shape.eagle_topk * num_steps
-    return TreePlan(shape.eagle_topk, num_steps, min(budget, max_nodes(shape.eagle_topk, num_steps)))
+    every = max_nodes(shape.eagle_topk, num_steps)
+    budget = every if shape.num_draft_tokens is None else min(shape.num_draft_tokens, every)
+    return TreePlan(shape.eagle_topk, num_steps, budget)
 
 
 def kv_rows(plan: TreePlan) -> int:

@@ -10,6 +10,7 @@ from specbench.runs.records import cell_metrics_from_rows
 from specbench.runs.schema import columns
 
 KEYS = {"run_id": "r", "cell_id": "x", "repeat": 0, "concurrency": 1, "temperature": 0.0, "num_steps": 2,
+        "eagle_topk": 1, "draft_token_budget": None,
         "method": "ngram", "workload": "gsm8k", "workload_version": "1", "label": None}
 
 

@@ -33,7 +33,8 @@ STORED = json.loads("""{"workload": "gsm8k", "data_dir": null, "limit": null, "s
 # deadlines it predates take their defaults (run-local: they bound waiting, not what a cell measures).
 ADDED_SINCE = {"async_scheduling": False, "cpu_threads": None, "info_timeout": 10.0, "metrics_timeout": 10.0,
                "cache_reset_timeout": 60.0, "fused_kernels": "auto", "debug_invariants": False,
-               "speed_bench_data": None, "speed_bench_split": None, "speed_bench_categories": None}
+               "speed_bench_data": None, "speed_bench_split": None, "speed_bench_categories": None,
+               "eagle_topk": [1], "num_draft_tokens": []}  # a run before tree shapes: chains
 
 
 def test_a_stored_flat_config_reads_into_the_engine_and_writes_back_unchanged():

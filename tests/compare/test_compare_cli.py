@@ -204,7 +204,8 @@ def _drop(run, name):
         ("previous_schema", (f"results schema version {SCHEMA_VERSION - 1} differs from this specbench's "
                              f"{SCHEMA_VERSION} (docs/RESULTS_SCHEMA.md); open it with the specbench that wrote it")),
         ("foreign_parquet", "not a specbench cells table (missing columns: run_id, cell_id"),
-        ("no_overlap", "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency)"),
+        ("no_overlap", "the runs share no cell (matched on workload, method, num-steps, temperature, concurrency, "
+                       "tree shape)"),
     ],
 )
 def test_bad_input_is_one_clear_error(setup, message, results, tmp_path, monkeypatch, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -99,6 +100,9 @@ def test_estimators_reproduce_the_sweep_cells(results):
                 value, _ = estimates.outcomes(metric, key)
             else:
                 value = estimates.estimate(metric, key).point
+            if metric.group == "tree":  # the sweep drafted chains: N/A in the cell and in compare alike
+                assert value is None and math.isnan(cells.loc[cell_id, metric.column]), (cell_id, metric.name)
+                continue
             assert value == pytest.approx(cells.loc[cell_id, column], rel=1e-9), (cell_id, metric.name)
 
 

@@ -87,6 +87,9 @@ def test_estimators_reproduce_the_stored_cell_metrics(tmp_path):
                 value, _ = estimates.outcomes(metric, key)
             else:
                 value = estimates.estimate(metric, key).point
+            if metric.group == "tree":  # chains: N/A in the cells and in compare alike
+                assert value is None and np.isnan(stored), (key, metric.name)
+                continue
             assert value == pytest.approx(stored, rel=1e-9), (key, metric.name)
             checked += 1
     assert checked > 150

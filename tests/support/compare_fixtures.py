@@ -17,7 +17,12 @@ from specbench.bench.store import to_table
 from specbench.metrics.goodput import parse_goodput
 from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
-from specbench.runs.records import cell_metrics_from_rows, request_acceptance_length, stats_from_row
+from specbench.runs.records import (
+    cell_metrics_from_rows,
+    request_acceptance_length,
+    stats_from_row,
+    tree_columns,
+)
 from specbench.runs.schema import SCHEMA_VERSION
 
 
@@ -93,6 +98,7 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
             "num_accepted_tokens": sum(accepted), "num_drafted_per_pos": [len(accepted)] * k,
             "num_accepted_per_pos": [sum(a > j for a in accepted) for j in range(k)],
             "accepted_per_round": accepted, "num_preemptions": 0, "request_temperature": keys["temperature"],
+            **tree_columns(None),
             "max_tokens": spec.output_len, "request_seed": i, "prompt_sha256": f"{i:064x}",
             "output_text": f"The answer is {answer}.", "reasoning_text": None, "is_good": None,
             **_score(spec, correct, answer),
@@ -126,7 +132,8 @@ def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
                 for k in sorted(spec.num_steps):
                     cell = f"r{repeat}-t{temperature:g}-c{c}-k{k}"
                     keys = {"run_id": run_id, "cell_id": cell, "repeat": repeat, "concurrency": c,
-                            "temperature": temperature, "num_steps": k, "method": spec.method,
+                            "temperature": temperature, "num_steps": k, "eagle_topk": 1,
+                            "draft_token_budget": None, "method": spec.method,
                             "workload": spec.workload, "workload_version": "1", "label": spec.label}
                     rows = _requests(spec, keys, cell)
                     baseline_rows = rows if k == 0 else baseline_rows

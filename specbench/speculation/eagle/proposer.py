@@ -19,19 +19,23 @@ from specbench.device_copy import to_device
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.speculation.capabilities import DraftsTrees
+from specbench.speculation.capabilities import (
+    CapturesDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
+)
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
 from specbench.speculation.eagle.ahead import confirm_ahead, propose_ahead
 from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
-from specbench.speculation.proposer import DraftProposal, ProposeInput, Proposer
+from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
 
 
-class EagleProposer(Proposer, DraftsTrees):
-    drafts_ahead = True
+class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
+                    DraftsTrees):
+    """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
+
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
         self.loaded = loaded
@@ -54,10 +58,10 @@ class EagleProposer(Proposer, DraftsTrees):
         self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (speculation/eagle/ahead.py)
         self.ahead_recording = None  # ahead.AheadRecording of that round while the oracle records, else None
 
-    def kv_cache_spec(self) -> KVCacheSpec | None:
+    def kv_cache_spec(self) -> KVCacheSpec:
         return self.head.kv_cache_spec()
 
-    def bind_kv_cache(self, kv_cache: KVCache | None) -> None:
+    def bind_kv_cache(self, kv_cache: KVCache) -> None:
         self.kv_cache = kv_cache
 
     @torch.inference_mode()

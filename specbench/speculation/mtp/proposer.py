@@ -6,7 +6,12 @@ from __future__ import annotations
 from specbench.speculation.eagle.proposer import EagleProposer
 
 
-def load_mtp_proposer(ctx) -> EagleProposer:
+class MtpProposer(EagleProposer):
+    """EagleProposer's capabilities, with the head loaded from the target checkpoint; its own class so that what
+    only MTP hosts (the MTP module's inputs) is asked of this class."""
+
+
+def load_mtp_proposer(ctx) -> MtpProposer:
     from specbench.errors import SpecbenchError
     from specbench.speculation.mtp.loader import load_mtp_head
 
@@ -15,4 +20,4 @@ def load_mtp_proposer(ctx) -> EagleProposer:
         raise SpecbenchError("method 'mtp' drafts with the target checkpoint's own MTP module; drop --draft")
     loaded = load_mtp_head(ctx.target, attn_backend=ctx.attn_backend, dtype=ctx.dtype, device=ctx.device,
                            allow_pickle=cfg.allow_pickle, seed=cfg.seed, fused_kernels=cfg.fused_kernels)
-    return EagleProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)
+    return MtpProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)

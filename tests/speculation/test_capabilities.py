@@ -1,0 +1,134 @@
+"""Speculators: a core interface plus capabilities a class declares (speculation/capabilities.py), and the registry
+answering which methods have a capability from the classes. Faults, check and selftest ask it, so a new proposer
+class is picked up by them as registered, with no list of method names to edit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specbench.check.engine_defaults import check_engine
+from specbench.check.oracle import check_oracle
+from specbench.check.result import CheckResult
+from specbench.check.setup import CheckSetup
+from specbench.faults import FAULTS
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.selftest.drafters import selftest_methods
+from specbench.selftest.row_tasks import SelftestRow, due_faults
+from specbench.speculation import registry
+from specbench.speculation.capabilities import (
+    CapturesDraftGraphs,
+    ConsumesTargetFeatures,
+    DraftsAhead,
+    DraftsTrees,
+    HasDraftKV,
+    Proposer,
+    RecordsDraftLogits,
+)
+from specbench.speculation.proposer import DraftProposal, ProposeInput
+
+
+class _Core(Proposer):
+    """A proposer with the core only; it never drafts."""
+
+    name = "throwaway"
+
+    def propose(self, inp: ProposeInput) -> DraftProposal:
+        return DraftProposal(torch.full((len(inp.request_ids), 0), -1), (0,) * len(inp.request_ids), None)
+
+    def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
+        pass
+
+    def free(self, request_id: str) -> None:
+        pass
+
+    def describe(self) -> dict[str, object]:
+        return {"method": self.name}
+
+
+class _KvDrafter(_Core, HasDraftKV, RecordsDraftLogits):
+    """A throwaway drafter with its own draft KV whose draft logits the oracle can record."""
+
+    def kv_cache_spec(self) -> KVCacheSpec:
+        raise NotImplementedError("never built: the tests ask the class")
+
+    def bind_kv_cache(self, kv_cache: KVCache) -> None:
+        pass
+
+    def attach_recorder(self, recorder) -> None:
+        pass
+
+
+@pytest.fixture
+def with_throwaway(monkeypatch):
+    """Registers `cls` as method "throwaway" in a copy of the proposer registry that replaces the real one."""
+
+    def register(cls: type[Proposer]) -> None:
+        copy = registry.PROPOSERS.copy()
+        copy.register_class("throwaway", cls)(lambda ctx: cls())
+        monkeypatch.setattr(registry, "PROPOSERS", copy)
+
+    return register
+
+
+def test_each_registered_class_declares_exactly_its_capabilities():
+    assert registry.speculative_methods() == ("draft", "eagle", "eagle3", "mtp", "ngram")
+    assert registry.methods_with(HasDraftKV) == ("draft", "eagle", "eagle3", "mtp")
+    assert registry.methods_with(CapturesDraftGraphs) == ("draft", "eagle", "eagle3", "mtp")
+    assert registry.methods_with(RecordsDraftLogits) == ("draft", "eagle", "eagle3", "mtp")
+    assert registry.methods_with(ConsumesTargetFeatures) == ("eagle", "eagle3", "mtp")
+    assert registry.methods_with(DraftsAhead) == ("eagle", "eagle3", "mtp")
+    assert registry.methods_with(DraftsTrees) == ("draft", "eagle", "eagle3", "mtp")
+    assert registry.PROPOSERS.proposer_class("none") is None
+
+
+def test_a_capability_has_no_default_a_class_declaring_it_must_implement_it():
+    class HalfDrafter(_Core, HasDraftKV):  # declares draft KV, implements none of it
+        pass
+
+    with pytest.raises(TypeError, match="kv_cache_spec"):
+        HalfDrafter()
+    with pytest.raises(TypeError, match="register_class"):
+        registry.PROPOSERS.register("plain-register")
+
+
+def test_a_new_proposer_class_is_picked_up_by_faults_and_selftest(with_throwaway):
+    with_throwaway(_KvDrafter)
+    assert "throwaway" in registry.methods_with(HasDraftKV)
+    assert "throwaway" not in registry.methods_with(ConsumesTargetFeatures)
+    assert "throwaway" in selftest_methods()
+    hosted = {name for name, f in FAULTS.items() if "throwaway" in f.methods}
+    # Every fault hosted by a capability it declares (or by every proposer); none hosted by another class's code.
+    assert {"draft-kv-slice", "draft-positions-off-by-one", "stale-draft-metadata", "bonus-from-wrong-row"} <= hosted
+    assert not hosted & {"feature-rows-off-by-one", "draft-state-kept-on-preemption", "mtp-hidden-wrong-position",
+                         "ngram-continuation-late", "ahead-positions-stale", "overlap-stale-input"}
+    assert FAULTS["window-off-by-one"].methods[0] == "none" and "throwaway" in FAULTS["window-off-by-one"].methods
+    # The selftest runs on it the phase-hook faults it hosts (paths: where its clean row took them).
+    clean = SelftestRow("throwaway", 0, None, (CheckResult("greedy", True, "", 0.0),))
+    due = {f.name for f in due_faults(list(FAULTS.values()), "throwaway", 0, clean, {})}
+    assert due == {name for name in hosted if not FAULTS[name].path}
+
+
+def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):
+    with_throwaway(_Core)  # nothing to record: skipped before any engine is built
+    setup = CheckSetup(check_engine(target=str(tmp_path), method="throwaway", max_num_steps=2), ((1, 2, 3),))
+    result = check_oracle(setup)
+    assert result.skipped and "throwaway" in result.detail
+
+
+
+def test_execution_paths_name_methods_the_classes_agree_with():
+    """execution_paths.py sits below the proposers (a leaf: attention and the graph runner record paths), so it names
+    methods rather than asking the registry; this ties those names to the classes."""
+    from specbench.execution_paths import PATHS
+    from specbench.speculation.eagle.proposer import EagleProposer
+
+    by_name = {p.name: p for p in PATHS}
+    for method in registry.speculative_methods():  # the engine records proposer.<method> every drafted round
+        assert by_name[f"proposer.{method}"].methods == (method,), method
+    assert set(by_name["spec.sync_round"].methods) == set(registry.speculative_methods())
+    eagle = set(registry.methods_with(EagleProposer))
+    assert all(set(p.methods) == eagle for p in PATHS if p.name.startswith("eagle."))
+    assert all(set(p.methods) == set(registry.methods_with(HasDraftKV)) - eagle for p in PATHS
+               if p.name.startswith("draft."))
+    assert {m for p in PATHS for m in p.methods} <= {"none", *registry.speculative_methods()}
