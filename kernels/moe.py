@@ -1,8 +1,9 @@
-"""Routed experts of a mixture-of-experts MLP for decode and verify batches (1 to 64 tokens), in two grouped kernels.
+"""Routed experts of a mixture-of-experts MLP for decode and verify batches (1 to 64 tokens), in two grouped kernels
+(three when the down projection is split).
 
 A decode step at small batch reads each active expert's weights once and does little math, so the work is laid out
-by expert: the k (token, expert) slots of every token are sorted by expert (`sort_by_expert`, torch ops, no host
-sync), giving each expert a contiguous range of rows, `cu_num_slots_per_expert`, and the list of active experts.
+by expert: the k (token, expert) slots of every token are sorted by expert (`sort_by_expert`, one single-program
+kernel, no host sync; `sort_by_expert_reference` is the same in torch ops), giving each expert a contiguous range of rows, `cu_num_slots_per_expert`, and the list of active experts.
 
 - gate_up: one program per (active expert, tile of intermediate features) multiplies the expert's [gate; up] rows
   with the tokens of its range (gathered from x), applies the activation and writes one row per slot, in sorted
@@ -10,7 +11,9 @@ sync), giving each expert a contiguous range of rows, `cu_num_slots_per_expert`,
 - down + combine: one program per tile of hidden features walks the active experts in ascending order and adds
   weight * down(row) into every token's output in registers. No atomics: each output is summed in the same order
   on every run (ascending expert id, as the reference's loop), and a token's output holds only its own rows (a
-  gather picks them, so a non-finite row of one token never reaches another).
+  gather picks them, so a non-finite row of one token never reaches another). With `down_split` > 1 (small
+  batches: more programs in flight), program (tile, s) walks active experts s, s + split, ... into an fp32 partial
+  sum, and a third kernel adds the partial sums in split order and rounds once: a fixed order still, another one.
 
 Padded rows of a CUDA-graph batch come with expert id `num_experts` (see specbench/models/moe_routing.py): they sort
 behind every real slot, belong to no expert's range, and their outputs are zero.
@@ -29,17 +32,12 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from specbench.kernels.moe_sort import ExpertSort, sort_by_expert, sort_by_expert_reference
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
+__all__ = ["ExpertSort", "MoeKernelConfig", "fused_experts", "sort_by_expert", "sort_by_expert_reference"]
+
 MAX_TOKENS = 64  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
-
-
-@dataclass(frozen=True)
-class ExpertSort:
-    sorted_slots: torch.Tensor  # [num_tokens * k] int32: slots t * k + j, stably sorted by expert; padding last
-    cu_num_slots_per_expert: torch.Tensor  # [num_experts + 1] int32: expert e owns sorted rows [cu[e], cu[e + 1])
-    active_experts: torch.Tensor  # [num_experts] int32: experts with a slot first (ascending), then the others
-    num_active_experts: torch.Tensor  # [1] int32
 
 
 @dataclass(frozen=True)
@@ -50,29 +48,33 @@ class MoeKernelConfig:
     block_k: int  # reduction width per step of the weight walk
     num_warps: int = 4
     num_stages: int = 3
+    # Programs per tile of hidden features in down + combine, each walking every down_split-th active expert into
+    # an fp32 partial sum that a reduce kernel adds up in split order (deterministic; no atomics). 1: the down
+    # kernel walks them all and writes the output itself.
+    down_split: int = 1
 
 
-def default_config(element_size: int) -> MoeKernelConfig:
-    """Untuned starting tiles; `scripts/bench_moe.py` on an H100 is where they get measured."""
+def default_config(element_size: int, num_tokens: int = MAX_TOKENS, num_experts: int = 1) -> MoeKernelConfig:
+    """Tiles by batch size, chosen on the host from shapes only (a CUDA graph captures one launch; nothing is
+    autotuned at run time). `scripts/bench_moe.py --sweep` on the GPU is where they get measured.
+
+    The down projection's split depends on the expert count alone, never on the batch: a CUDA-graph batch padded
+    to its bucket then adds each output over the experts in the same order as its real rows alone would."""
     # fp32 (checking runs) halves the width: the same bytes per pipelined tile.
-    return MoeKernelConfig(block_m=16, block_n_gate_up=32, block_n_down=16, block_k=256 // element_size)
+    # Up to 8 programs per hidden tile walk the active experts (at one token, 128 hidden tiles each walking 8
+    # experts in sequence would leave most of the machine waiting on each expert's first loads).
+    down_split = _pow2_at_most(min(8, num_experts))
+    if num_tokens <= 16:
+        # Few tokens: each expert's weights are read once by few programs. Narrow gate_up tiles make more programs
+        # to spread over the SMs; a deeper K step keeps more bytes in flight per program.
+        return MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=512 // element_size,
+                               down_split=down_split)
+    return MoeKernelConfig(block_m=16, block_n_gate_up=32, block_n_down=16, block_k=256 // element_size,
+                           down_split=down_split)
 
 
-def sort_by_expert(
-    topk_ids: torch.Tensor,  # [num_tokens, k] int64; num_experts marks a padded row
-    num_experts: int,
-) -> ExpertSort:
-    flat = topk_ids.reshape(-1)
-    sorted_slots = torch.argsort(flat, stable=True).to(torch.int32)
-    counts = torch.zeros(num_experts + 1, dtype=torch.int32, device=flat.device)
-    counts.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
-    counts = counts[:num_experts]  # the padding sentinel's count is dropped: its slots are in no range
-    cu = torch.zeros(num_experts + 1, dtype=torch.int32, device=flat.device)
-    cu[1:] = torch.cumsum(counts, 0)
-    is_active = counts > 0
-    active_experts = torch.argsort((~is_active).to(torch.int8), stable=True).to(torch.int32)
-    return ExpertSort(sorted_slots=sorted_slots, cu_num_slots_per_expert=cu, active_experts=active_experts,
-                      num_active_experts=is_active.sum(dtype=torch.int32).reshape(1))
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
 
 
 @triton.jit
@@ -163,9 +165,10 @@ def _down_combine_kernel(
     weight_ptr,  # [num_experts, hidden, INTER]
     bias_ptr,  # [num_experts, hidden] (HAS_BIAS only)
     topk_weights_ptr,  # [num_tokens * TOP_K] fp32, by slot
-    out_ptr,  # [num_tokens, hidden]
+    out_ptr,  # [num_tokens, hidden] (SPLIT 1) or fp32 [SPLIT, num_tokens, hidden] partial sums
     sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort
-    num_tokens, hidden, stride_out,
+    num_tokens, hidden, stride_out, stride_split,
+    SPLIT: tl.constexpr,  # program_id(1) walks active experts program_id(1), + SPLIT, ...
     INTER: tl.constexpr,
     TOP_K: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -182,7 +185,7 @@ def _down_combine_kernel(
     token_ids = tl.arange(0, BLOCK_T)
     acc = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
     num_active = tl.load(num_active_ptr)
-    for active in range(num_active):
+    for active in range(tl.program_id(1), num_active, SPLIT):
         expert = tl.load(active_ptr + active).to(tl.int64)
         row_start = tl.load(cu_ptr + expert)
         row_end = tl.load(cu_ptr + expert + 1)
@@ -213,8 +216,26 @@ def _down_combine_kernel(
             is_hit = tl.max(is_match.to(tl.int32), axis=0) > 0
             picked = tl.gather(part, tl.broadcast_to(src[None, :], [BLOCK_N, BLOCK_T]), axis=1)
             acc += tl.where(is_hit[None, :], picked, 0.0)
-    tl.store(out_ptr + token_ids.to(tl.int64)[None, :] * stride_out + cols[:, None], acc.to(dtype),
-             mask=is_col[:, None] & (token_ids < num_tokens)[None, :])
+    # SPLIT 1: the output, rounded once; else this split's fp32 partial sum (dtype is then fp32: no rounding).
+    tl.store(out_ptr + tl.program_id(1) * stride_split + token_ids.to(tl.int64)[None, :] * stride_out + cols[:, None],
+             acc.to(dtype), mask=is_col[:, None] & (token_ids < num_tokens)[None, :])
+
+
+@triton.jit
+def _reduce_splits_kernel(
+    part_ptr,  # [SPLIT, num_tokens, hidden] fp32
+    out_ptr,  # [num_tokens, hidden]
+    num_tokens, hidden, stride_out,
+    SPLIT: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    token = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    is_col = cols < hidden
+    splits = tl.arange(0, SPLIT)
+    part = tl.load(part_ptr + splits[:, None] * num_tokens * hidden + token * hidden + cols[None, :],
+                   mask=is_col[None, :], other=0.0)
+    tl.store(out_ptr + token * stride_out + cols, tl.sum(part, axis=0).to(out_ptr.dtype.element_ty), mask=is_col)
 
 
 def is_interpreted_here() -> bool:
@@ -235,6 +256,7 @@ def fused_experts(
     swiglu_alpha: float = 1.702,
     swiglu_limit: float = 7.0,
     config: MoeKernelConfig | None = None,
+    order: ExpertSort | None = None,  # topk_ids sorted by expert, if already made (kernels/moe_route.py)
 ) -> torch.Tensor:  # [num_tokens, hidden] in x's dtype: sum over k of weight * expert(x); zero on padded rows
     check_runnable(_gate_up_kernel, x)
     num_tokens, hidden = x.shape
@@ -258,11 +280,14 @@ def fused_experts(
         return out
     if x.stride(-1) != 1:
         x = x.contiguous()
-    config = config or default_config(x.element_size())
+    config = config or default_config(x.element_size(), num_tokens, num_experts)
     tile_sides = (config.block_m, config.block_n_gate_up, config.block_n_down, config.block_k)
     if min(tile_sides) < 16 or any(side & (side - 1) for side in tile_sides):
         raise ValueError(f"fused_experts tiles must be powers of two of at least 16 (tl.dot), got {config}")
-    order = sort_by_expert(topk_ids, num_experts)
+    if config.down_split < 1 or config.down_split & (config.down_split - 1):
+        raise ValueError(f"fused_experts down_split must be a power of two, got {config.down_split}")
+    if order is None:
+        order = sort_by_expert(topk_ids, num_experts)
     slot_weights = topk_weights.reshape(-1).float().contiguous()
     act = torch.empty((num_tokens * top_k, inter), dtype=x.dtype, device=x.device)  # padded slots' rows unwritten
     is_upcast = x.dtype != torch.float32 and is_interpreted(_gate_up_kernel)
@@ -278,12 +303,19 @@ def fused_experts(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n_gate_up, BLOCK_K=min(config.block_k, max(16, next_pow2(hidden))),
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
-    _down_combine_kernel[(triton.cdiv(hidden, config.block_n_down),)](
-        act, down_weight, down_bias if has_bias else x, slot_weights, out, *sort_args,
-        num_tokens, hidden, out.stride(0),
+    split = config.down_split
+    # [split, num_tokens, hidden] fp32 partial sums when split; every program writes its whole tile (zeros if it
+    # got no expert), so the buffer needs no clearing.
+    partial = torch.empty((split, num_tokens, hidden), dtype=torch.float32, device=x.device) if split > 1 else out
+    _down_combine_kernel[(triton.cdiv(hidden, config.block_n_down), split)](
+        act, down_weight, down_bias if has_bias else x, slot_weights, partial, *sort_args,
+        num_tokens, hidden, hidden if split > 1 else out.stride(0), num_tokens * hidden, SPLIT=split,
         INTER=inter, TOP_K=top_k, HAS_BIAS=has_bias, DOT_PRECISION=dot_precision, IS_DOT_UPCAST=is_upcast,
         BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_M=config.block_m, BLOCK_N=config.block_n_down,
         BLOCK_K=min(config.block_k, max(16, next_pow2(inter))),
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
+    if split > 1:
+        _reduce_splits_kernel[(num_tokens, triton.cdiv(hidden, 1024))](
+            partial, out, num_tokens, hidden, out.stride(0), SPLIT=split, BLOCK_N=1024, num_warps=4)
     return out

@@ -2,6 +2,11 @@
 EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton vs flashinfer.
 
     python scripts/bench_gpu.py --out results/bench_gpu [--skip-hf-static] [--skip-flashinfer]
+    python scripts/bench_gpu.py --suite moe --out results/bench_moe    # issue 27: the MoE targets only
+
+`--suite dense` (the default) is the Llama-shaped run above; `--suite moe` runs the MoE targets (Qwen3-30B-A3B- and
+gpt-oss-20b-shaped: specbench/bench/moe_perf.py) with a floor of the bytes each step actually reads; `--suite all`
+runs both.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
 table for BENCHMARKS.md is printed last and written to OUT/bench.md.
@@ -15,6 +20,7 @@ import json
 import tempfile
 import time
 from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -31,8 +37,13 @@ class Results:
     def __init__(self, out: Path) -> None:
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
-        self.data: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "cuda": torch.version.cuda, "sections": {}}
+        import transformers
+        import triton
+
+        self.data: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                           "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "triton": triton.__version__,
+                           "transformers": transformers.__version__, "sections": {}}
 
     def put(self, section: str, value) -> None:
         self.data["sections"][section] = value
@@ -117,9 +128,30 @@ def hf_section(res: Results, args) -> None:
         torch.cuda.empty_cache()
 
 
+def moe_section(res: Results, args, bw: float) -> None:
+    from specbench.bench.moe_perf import MoeRun, moe_suite
+
+    run = MoeRun(concurrency=tuple(args.concurrency), prompt_len=args.prompt_len, output_len=args.output_len,
+                 kv_cache_gb=args.kv_cache_gb, max_model_len=args.max_model_len, synthetic_acceptance=SYNTHETIC,
+                 hf_output_len=args.moe_hf_output_len, is_hf_skipped=args.skip_hf)
+    with tempfile.TemporaryDirectory() as tmp:
+        def head_dir_for(config) -> Path:
+            return write_dummy_eagle3_head(config, Path(tmp) / config.architecture / "eagle3", draft_vocab_size=32000)
+
+        moe_suite(res.put, args.moe_targets, run, bw, num_layers=args.moe_layers, head_dir_for=head_dir_for)
+
+
 def main() -> None:
+    from specbench.bench.moe_targets import TARGET_NAMES
+
     ap = argparse.ArgumentParser()
+    ap.add_argument("--suite", choices=("dense", "moe", "all"), default="dense",
+                    help="dense: the --preset rows; moe: the MoE targets; all: both")
     ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--moe-targets", default=",".join(TARGET_NAMES), type=lambda s: s.split(","),
+                    help=f"comma-separated, of {', '.join(TARGET_NAMES)}")
+    ap.add_argument("--moe-layers", type=int, help="cut each MoE target to its first N layers (engine and HF)")
+    ap.add_argument("--moe-hf-output-len", type=int, default=64, help="HF generate's output tokens on MoE targets")
     ap.add_argument("--concurrency", default="1,16,64", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=256)
@@ -131,19 +163,28 @@ def main() -> None:
     ap.add_argument("--skip-hf-static", action="store_true")
     ap.add_argument("--skip-flashinfer", action="store_true")
     args = ap.parse_args()
+    unknown = [t for t in args.moe_targets if t not in TARGET_NAMES]
+    if unknown:
+        ap.error(f"unknown MoE target {unknown[0]!r}; supported: {', '.join(TARGET_NAMES)}")
+    if not torch.cuda.is_available():
+        ap.error("needs a CUDA device")
 
     res = Results(Path(args.out))
     bw = copy_bandwidth_gbps()
     res.put("copy_bandwidth_gbps", bw)
     res.put("config", {k: v for k, v in vars(args).items()})
-    if not args.skip_engine:
-        with tempfile.TemporaryDirectory() as tmp:
-            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
-            engine_section(res, args, bw, head_dir)
-    if not args.skip_flashinfer:
-        flashinfer_section(res, args, bw)
-    if not args.skip_hf:
-        hf_section(res, args)
+    if args.suite in ("dense", "all"):
+        if not args.skip_engine:
+            with tempfile.TemporaryDirectory() as tmp:
+                head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3",
+                                                   draft_vocab_size=32000)
+                engine_section(res, args, bw, head_dir)
+        if not args.skip_flashinfer:
+            flashinfer_section(res, args, bw)
+        if not args.skip_hf:
+            hf_section(res, args)
+    if args.suite in ("moe", "all"):
+        moe_section(res, args, bw)
     from specbench.bench.gpu_table import render
 
     table = render(res.data)

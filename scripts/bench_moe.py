@@ -39,13 +39,17 @@ TINY = {
 }
 
 
-# (rows per tensor-core step, gate_up block_n, down block_n, block_k, stages), 4 warps. More rows per step: fewer
-# passes over an expert's weights when it has many tokens (64-token verify), more wasted rows when it has few.
-SWEEP = [MoeKernelConfig(block_m=bm, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st)
-         for bm, gu, dn, bk, st in ((16, 16, 16, 128, 3), (16, 32, 16, 128, 4), (16, 64, 16, 128, 3),
-                                    (16, 32, 32, 128, 3), (16, 32, 16, 256, 3), (16, 64, 32, 256, 3),
-                                    (16, 16, 16, 256, 4), (16, 32, 32, 64, 5), (32, 32, 16, 128, 3),
-                                    (64, 32, 16, 128, 3))]
+# (rows per tensor-core step, gate_up block_n, down block_n, block_k, stages, down split), 4 warps. More rows per
+# step: fewer passes over an expert's weights when it has many tokens (64-token verify), more wasted rows when it
+# has few. A down split > 1 spreads the walk over the active experts across more programs (small batches).
+SWEEP = [MoeKernelConfig(block_m=bm, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st,
+                         down_split=sp)
+         for bm, gu, dn, bk, st, sp in ((16, 16, 16, 128, 3, 1), (16, 32, 16, 128, 4, 1), (16, 64, 16, 128, 3, 1),
+                                        (16, 32, 32, 128, 3, 1), (16, 32, 16, 256, 3, 1), (16, 64, 32, 256, 3, 1),
+                                        (16, 16, 16, 256, 4, 1), (16, 32, 32, 64, 5, 1), (32, 32, 16, 128, 3, 1),
+                                        (64, 32, 16, 128, 3, 1), (16, 32, 16, 128, 3, 2), (16, 32, 16, 128, 3, 4),
+                                        (16, 16, 16, 256, 3, 4), (16, 16, 16, 256, 3, 8), (16, 32, 16, 256, 3, 8),
+                                        (16, 16, 32, 256, 3, 8))]
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
 
 def tile_name(c: MoeKernelConfig) -> str:
     return (f"m{c.block_m}, gate_up n{c.block_n_gate_up}, down n{c.block_n_down}, k{c.block_k}, {c.num_warps}w, "
-            f"{c.num_stages}st")
+            f"{c.num_stages}st, split {c.down_split}")
 
 
 def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,
@@ -137,9 +141,10 @@ def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
     from specbench.kernels.moe import default_config, fused_experts
 
     layers = make_layers(config, num_layers, device, dtype)
-    default = default_config(torch.empty((), dtype=dtype).element_size())
+    element_size = torch.empty((), dtype=dtype).element_size()
     rows = []
     for num_tokens in tokens:
+        default = default_config(element_size, num_tokens, config.num_experts)
         xs = [torch.randn(num_tokens, config.hidden_size, device=device, dtype=dtype) for _ in range(num_layers)]
         with torch.no_grad():
             routings = [layer.route(x) for layer, x in zip(layers, xs, strict=True)]

@@ -7,9 +7,10 @@ from typing import Protocol
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
+from specbench.execution_paths import PathRecorder
 from specbench.kv.kv_cache import KVCache
 from specbench.registry import Registry
-from specbench.execution_paths import PathRecorder
 
 
 class AttentionBackend(Protocol):
@@ -32,6 +33,7 @@ class AttentionBackend(Protocol):
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         """Write k/v at md.slot_mapping into the layer's cache, then `attend_stored`."""
 
@@ -41,9 +43,11 @@ class AttentionBackend(Protocol):
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         """Attend causally over the layer's cache, which already holds this forward's K/V at md.slot_mapping
-        (written by `forward`, or by a projection that stores them itself: models/decode_gemv.py)."""
+        (written by `forward`, or by a projection that stores them itself: models/decode_gemv.py), scoring keys as
+        `score` says (the layer's scale, soft-cap and sinks)."""
 
 
 ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")
@@ -75,3 +79,28 @@ def create_backend(name: str, paths: PathRecorder | None = None, *, check_invari
     """`paths`: the engine's recorder; None: a private one (a model loaded outside an engine).
     `check_invariants`: run the debug invariants on every forward (the engine's debug_invariants)."""
     return ATTENTION_BACKENDS.create(name, paths if paths is not None else PathRecorder(), check_invariants)
+
+
+class UncheckedBackend:
+    """`inner` as a CUDA-graph capture or replay forward sees it: the per-layer debug checks off (they read the
+    metadata's host copies, which a replay's static buffers never refresh; the graph runner checks each replay's
+    real metadata instead). Everything else is the inner backend's."""
+
+    check_invariants = False
+
+    def __init__(self, inner: AttentionBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.supports_cuda_graphs = inner.supports_cuda_graphs
+        self.paths = inner.paths
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        self.inner.begin_forward(md, where)
+
+    def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: KVCache,
+                md: AttentionMetadata, score: ScoreParams = PLAIN) -> torch.Tensor:
+        return self.inner.forward(layer, q, k, v, kv_cache, md, score)
+
+    def attend_stored(self, layer: int, q: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
+                      score: ScoreParams = PLAIN) -> torch.Tensor:
+        return self.inner.attend_stored(layer, q, kv_cache, md, score)

@@ -12,6 +12,7 @@ from specbench.attention.flashinfer_plan import PagedKVPlanInputs, paged_kv_plan
 from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
 from specbench.execution_paths import PathRecorder
@@ -146,12 +147,13 @@ class FlashInferPagedAttention:
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         if not _takes(q, k_cache):
-            return self._fallback.forward(layer, q, k, v, kv_cache, md)
+            return self._fallback.forward(layer, q, k, v, kv_cache, md, score)
         self._store_kv(k, v, k_cache, v_cache, md.slot_mapping)
-        return self.attend_stored(layer, q, kv_cache, md)
+        return self.attend_stored(layer, q, kv_cache, md, score)
 
     def attend_stored(
         self,
@@ -159,12 +161,15 @@ class FlashInferPagedAttention:
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
-        # Sliding-window layers (attention/kinds.py) go through the fallback's window-aware kernel, tree forwards
-        # (attention/tree_mask.py) through its tree kernel: no flashinfer custom mask yet.
-        if not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or md.tree is not None:
-            return self._fallback.attend_stored(layer, q, kv_cache, md)
+        # Sliding-window layers (attention/kinds.py) and layers with sinks, soft-capping or their own scale go
+        # through the fallback's kernel, which implements them; tree forwards (attention/tree_mask.py) through its
+        # tree kernel: no flashinfer custom mask yet.
+        if (not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or not score.is_plain
+                or md.tree is not None):
+            return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)
         wrapper = self._plan(md, q, k_cache)

@@ -13,6 +13,9 @@ are the checks that catch the seed bug class:
 - INV-FIELDS: the other fields kernels read (maximum lengths, the device tensors) agree with the host copies.
 - INV-REQ (draft steps): the metadata against an independent source, each request's committed length and the
   step index, recomputed by the proposer: a stale or shifted but self-consistent plan fails here.
+Per layer, in their own modules: INV-KIND (kind_invariants.py, each windowed layer's first visible keys) and
+INV-SCORE (score_invariants.py, a sink / soft-capped / rescaled layer's output against the reference with its own
+parameters).
 """
 
 from __future__ import annotations

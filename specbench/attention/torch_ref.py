@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.tree_torch_ref import tree_attention_reference
 from specbench.attention.window import check_window
 from specbench.errors import SpecbenchError
@@ -36,11 +37,12 @@ class TorchPagedAttention:
         v: torch.Tensor,  # [num_tokens, num_kv_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.flat(layer)
         k_cache.index_copy_(0, md.slot_mapping, k.to(k_cache.dtype))
         v_cache.index_copy_(0, md.slot_mapping, v.to(v_cache.dtype))
-        return self.attend_stored(layer, q, kv_cache, md)
+        return self.attend_stored(layer, q, kv_cache, md, score)
 
     def attend_stored(
         self,
@@ -48,29 +50,36 @@ class TorchPagedAttention:
         q: torch.Tensor,  # [num_tokens, num_heads, head_dim]
         kv_cache: KVCache,
         md: AttentionMetadata,
+        score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         kind = md.kind_of(layer)
         if md.tree is not None:
             self.paths.record("attention.tree_torch")
-            return tree_attention(q, kv_cache, layer, md)
+            return tree_attention(q, kv_cache, layer, md, score)
         k_cache, v_cache = kv_cache.flat(layer)
         starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
-        return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts)
+        return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts, sinks=score.sinks,
+                                         softcap=score.softcap, scale=score.scale)
 
 
-def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: AttentionMetadata) -> torch.Tensor:
+def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: AttentionMetadata,
+                   score: ScoreParams = PLAIN) -> torch.Tensor:
     """A tree forward (md.tree) through the readable reference; every layer of it plain (full) attention."""
-    check_tree_kind(md, layer)
+    check_tree_kind(md, layer, score)
     assert md.tree is not None
     return tree_attention_reference(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
-                                    md.block_tables, md.tree.mask, num_tree_rows=md.tree.num_tree_rows)
+                                    md.block_tables, md.tree.mask, scale=score.scale,
+                                    num_tree_rows=md.tree.num_tree_rows)
 
 
-def check_tree_kind(md: AttentionMetadata, layer: int) -> None:
-    """Tree forwards support plain (full) attention layers only: a window over tree rows is not defined yet."""
+def check_tree_kind(md: AttentionMetadata, layer: int, score: ScoreParams = PLAIN) -> None:
+    """Tree forwards support full-attention layers scored by scaled q.k only: a window over tree rows, soft-capping
+    and sinks are not defined for them yet."""
     kind = md.kind_of(layer)
     if kind is not None and not isinstance(kind, FullAttentionMetadata):
         raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} is {type(kind).__name__}")
+    if score.softcap is not None or score.sinks is not None:
+        raise SpecbenchError(f"tree drafts do not support soft-capping or attention sinks yet (layer {layer})")
 
 
 def paged_attention_reference(

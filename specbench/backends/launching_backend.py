@@ -18,8 +18,7 @@ from specbench.backends.openai_backend import OpenAIBackend, local_tokenizer_of
 from specbench.backends.server_process import ServerNotReady, ServerProcess, free_port, log_tail
 from specbench.backends.server_template import LaunchValues, render, resolve_template
 from specbench.errors import ServerLaunchFailed, SpecbenchError
-from specbench.bench.grid import launch_group
-from specbench.runs.cell_key import CellKey, shape_suffix
+from specbench.runs.cell_key import CellKey, launch_group, shape_suffix
 from specbench.speculation.draft_shape import CHAIN, DraftShape
 from specbench.runs.finished_turn import FinishedTurn
 from specbench.runs.sweep_config import SweepConfig

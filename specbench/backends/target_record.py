@@ -31,7 +31,22 @@ def architecture_record(config: ModelConfig) -> ArchitectureRecord:
 
 def attention_text(config: ModelConfig) -> str:
     """The layers' attention kinds in words: "full", "window 4096" (every layer), or "window 128 on 12 of 24 layers,
-    full elsewhere" (alternating local/global). No kinds declared: every layer attends to its whole context."""
+    full elsewhere" (alternating local/global). No kinds declared: every layer attends to its whole context.
+    What scores keys beyond that follows a "; ": "sinks" (gpt-oss), soft-caps, a local RoPE base (Gemma-3)."""
+    extras = []
+    if config.has_attention_sinks:
+        extras.append("sinks")
+    if config.attn_logit_softcapping is not None:
+        extras.append(f"attention softcap {config.attn_logit_softcapping:g}")
+    if config.final_logit_softcapping is not None:
+        extras.append(f"logit softcap {config.final_logit_softcapping:g}")
+    if config.sliding_rope_theta is not None:
+        extras.append(f"local RoPE base {config.sliding_rope_theta:g}")
+    kinds = _kinds_text(config)
+    return "; ".join([kinds, ", ".join(extras)]) if extras else kinds
+
+
+def _kinds_text(config: ModelConfig) -> str:
     windows = [kind.window if isinstance(kind, SlidingWindowAttention) else None for kind in config.attention_kinds]
     sizes = sorted({w for w in windows if w is not None})
     if not sizes:

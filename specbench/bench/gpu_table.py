@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from specbench.bench.moe_table import render_moe
+
 
 def _row(cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
@@ -21,8 +23,10 @@ def _decode_table(rows: list[dict]) -> list[str]:
 
 def render(data: dict) -> str:
     s = data["sections"]
-    out = [f"Device: **{data['device']}** (torch {data['torch']}, CUDA {data['cuda']}); copy bandwidth "
-           f"{s.get('copy_bandwidth_gbps', 0):.0f} GB/s (read + write)."]
+    versions = "".join(f", {name} {data[name]}" for name in ("triton", "transformers") if data.get(name))
+    date = f"{data['date']}; " if data.get("date") else ""
+    out = [(f"{date}Device: **{data['device']}** (torch {data['torch']}, CUDA {data['cuda']}{versions}); copy "
+            f"bandwidth {s.get('copy_bandwidth_gbps', 0):.0f} GB/s (read + write).")]
     if "engine_build" in s:
         b = s["engine_build"]
         out.append(f"Target weights {b['weights_gb']:.2f} GB, EAGLE-3 head {b['draft_weights_gb']:.2f} GB; KV pool: "
@@ -75,4 +79,5 @@ def render(data: dict) -> str:
                 if key.startswith("c"):
                     out.append(_row([f"{name} (resolved: {v['resolved']})", r["concurrency"], f"{r['step_ms']:.2f}",
                                      f"{r['target_ms']:.2f}", f"{r['decode_tok_s']:.1f}"]))
-    return "\n".join(out) + "\n"
+    moe = render_moe(s, hf_output_len=s.get("config", {}).get("moe_hf_output_len"))
+    return "\n".join(out) + "\n" + moe

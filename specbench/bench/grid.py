@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.runs.cell_key import CellKey
+from specbench.runs.cell_key import CellKey, launch_group
 from specbench.runs.sweep_config import SweepConfig
 from specbench.speculation.draft_shape import DraftShape
 
@@ -31,11 +31,6 @@ def build_grid(config: SweepConfig) -> tuple[CellKey, ...]:
     if config.server_cmd is not None:  # one server launch per (k, shape): its cells run together, k = 0 first
         return tuple(sorted(cells, key=launch_group))
     return cells
-
-
-def launch_group(key: CellKey) -> tuple[int, int, int]:
-    """What one launched server serves: (num_steps, eagle_topk, budget; 0 for none)."""
-    return key.num_steps, key.eagle_topk, key.draft_token_budget or 0
 
 
 def interleaved_points(num_steps: tuple[int, ...], shapes: Sequence[DraftShape],

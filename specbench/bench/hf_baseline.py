@@ -33,12 +33,13 @@ class HFBaselineResult:
     peak_mem_gb: float | None  # torch.cuda.max_memory_allocated during the steady call; None off CUDA
 
 
-def hf_llama_config(config: ModelConfig):
-    """A transformers LlamaConfig with the same shapes and RoPE as `config`."""
-    from transformers import LlamaConfig
+# specbench architecture -> the transformers model type the baseline builds for it (same shapes, HF's own code).
+HF_MODEL_TYPES = {"llama": "llama", "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss"}
+# gpt-oss's attention sinks have no SDPA path in transformers: it runs its eager attention.
+_ATTN_IMPLEMENTATIONS = {"llama": "sdpa", "qwen3_moe": "sdpa", "gpt_oss": "eager"}
 
-    if config.architecture != "llama":
-        raise SpecbenchError(f"the HF baseline builds Llama models only, got a {config.architecture!r} config")
+
+def _rope_parameters(config: ModelConfig) -> dict:
     rope = {"rope_type": "default", "rope_theta": config.rope_theta}
     if config.rope_scaling is not None:
         s = config.rope_scaling
@@ -46,24 +47,93 @@ def hf_llama_config(config: ModelConfig):
         if s.rope_type == "llama3":
             rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor,
                         original_max_position_embeddings=s.original_max_position_embeddings)
+    return rope
+
+
+def _common_fields(config: ModelConfig) -> dict:
     eos = list(config.eos_token_ids) or None
-    return LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-        num_key_value_heads=config.num_key_value_heads, head_dim=config.head_dim, rms_norm_eps=config.rms_norm_eps,
+    return dict(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads, num_key_value_heads=config.num_key_value_heads,
+        head_dim=config.head_dim, rms_norm_eps=config.rms_norm_eps,
         max_position_embeddings=config.max_position_embeddings, tie_word_embeddings=config.tie_word_embeddings,
-        attention_bias=config.attention_bias, rope_parameters=rope, bos_token_id=config.bos_token_id,
-        eos_token_id=eos, pad_token_id=eos[0] if eos else None,
+        attention_bias=config.attention_bias, bos_token_id=config.bos_token_id, eos_token_id=eos,
+        pad_token_id=eos[0] if eos else None,
     )
 
 
-def build_hf_model(config: ModelConfig, *, device: torch.device | str, dtype: torch.dtype, seed: int = 0):
+def hf_llama_config(config: ModelConfig):
+    """A transformers LlamaConfig with the same shapes and RoPE as `config`."""
+    from transformers import LlamaConfig
+
+    if config.architecture != "llama":
+        raise SpecbenchError(f"the HF Llama baseline builds Llama models only, got a {config.architecture!r} config")
+    return LlamaConfig(**_common_fields(config), intermediate_size=config.intermediate_size,
+                       rope_parameters=_rope_parameters(config))
+
+
+def hf_qwen3_moe_config(config: ModelConfig):
+    """A transformers Qwen3MoeConfig with the same shapes, routing and RoPE as `config` (its MoE layers sparse, the
+    others dense of intermediate_size)."""
+    from transformers import Qwen3MoeConfig
+
+    moe = config.moe
+    if moe is None or moe.scoring != "softmax" or moe.activation != "silu" or moe.has_shared_expert:
+        raise SpecbenchError("the HF Qwen3-MoE baseline needs softmax-routed silu experts without a shared expert")
+    dense = [i for i in range(config.num_hidden_layers) if not config.is_moe_layer(i)]
+    return Qwen3MoeConfig(**_common_fields(config), intermediate_size=config.intermediate_size,
+                          rope_parameters=_rope_parameters(config), num_experts=moe.num_experts,
+                          num_experts_per_tok=moe.num_experts_per_tok, moe_intermediate_size=moe.moe_intermediate_size,
+                          norm_topk_prob=moe.norm_topk_prob, decoder_sparse_step=1, mlp_only_layers=dense)
+
+
+def hf_gpt_oss_config(config: ModelConfig):
+    """A transformers GptOssConfig with the same shapes as `config`: every layer sparse, sliding-window layers where
+    `config` has them (window from the first such layer), sinks and YaRN RoPE as transformers builds gpt-oss."""
+    from transformers import GptOssConfig
+
+    from specbench.attention.kinds import SlidingWindowAttention
+
+    moe = config.moe
+    if moe is None or moe.activation != "swiglu_oai" or len(config.moe_layer_ids) != config.num_hidden_layers:
+        raise SpecbenchError("the HF gpt-oss baseline needs swiglu_oai experts in every layer")
+    kinds = config.attention_kinds or (None,) * config.num_hidden_layers
+    windows = [k.window for k in kinds if isinstance(k, SlidingWindowAttention)]
+    layer_types = ["sliding_attention" if isinstance(k, SlidingWindowAttention) else "full_attention" for k in kinds]
+    return GptOssConfig(**_common_fields(config), intermediate_size=moe.moe_intermediate_size,
+                        num_local_experts=moe.num_experts, num_experts_per_tok=moe.num_experts_per_tok,
+                        swiglu_alpha=moe.swiglu_alpha, swiglu_limit=moe.swiglu_limit, layer_types=layer_types,
+                        sliding_window=windows[0] if windows else None)
+
+
+_HF_CONFIGS = {"llama": hf_llama_config, "qwen3_moe": hf_qwen3_moe_config, "gpt_oss": hf_gpt_oss_config}
+
+
+def hf_model_type(config: ModelConfig) -> str:
+    if config.architecture not in HF_MODEL_TYPES:
+        raise SpecbenchError(f"the HF baseline has no builder for architecture {config.architecture!r}; supported: "
+                             f"{', '.join(HF_MODEL_TYPES)} (or name model_type)")
+    return HF_MODEL_TYPES[config.architecture]
+
+
+def hf_config(config: ModelConfig, model_type: str | None = None):
+    """The transformers config of `config`'s shapes, as `model_type` (default: by its architecture)."""
+    model_type = model_type or hf_model_type(config)
+    if model_type not in _HF_CONFIGS:
+        raise SpecbenchError(f"unknown HF model type {model_type!r}; supported: {', '.join(_HF_CONFIGS)}")
+    return _HF_CONFIGS[model_type](config)
+
+
+def build_hf_model(config: ModelConfig, *, device: torch.device | str, dtype: torch.dtype, seed: int = 0,
+                   model_type: str | None = None):
     """Random weights (HF's own N(0, 0.02) init) materialized directly on `device` in `dtype`; no hub access."""
     from transformers import AutoModelForCausalLM
 
+    model_type = model_type or hf_model_type(config)
     torch.manual_seed(seed)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(hf_llama_config(config), dtype=dtype, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_config(hf_config(config, model_type), dtype=dtype,
+                                                 attn_implementation=_ATTN_IMPLEMENTATIONS[model_type])
     return model.eval().requires_grad_(False)
 
 
@@ -116,13 +186,14 @@ def run_hf_baseline(
     device: torch.device | str = "cuda",
     dtype: torch.dtype = torch.bfloat16,
     seed: int = 0,
+    model_type: str | None = None,  # the transformers model to build; default by the config's architecture
 ) -> list[HFBaselineResult]:
     """One model, then per batch size: a warm-up call (compiles, when asked) and one timed call."""
     config = get_preset(preset_or_config) if isinstance(preset_or_config, str) else preset_or_config
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SpecbenchError("the HF baseline was asked for a CUDA device but torch sees none")
-    model = build_hf_model(config, device=device, dtype=dtype, seed=seed)
+    model = build_hf_model(config, device=device, dtype=dtype, seed=seed, model_type=model_type)
     results = []
     for batch_size in batch_sizes:
         prompts = random_prompts(batch_size, prompt_len, config.vocab_size, device, seed=seed + batch_size)

@@ -192,8 +192,11 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'; methods that draft trees: {', '.join(methods_with(DraftsTrees))}")
-        if shape.is_tree and not self.runner.model.layer_kinds.is_all_full:
-            raise SpecbenchError("tree drafts need full-attention layers; this target has sliding-window layers")
+        target = self.runner.model.config
+        if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
+                              or target.attn_logit_softcapping is not None):
+            raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
+                                 "layers, attention sinks or soft-capped attention logits")
         if shape.is_tree and self.synthetic_conditional is not None:
             raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape

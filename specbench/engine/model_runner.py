@@ -53,7 +53,7 @@ class TargetRunner:
         return TargetOutput(self.model.compute_logits(out.hidden_states), self._features(out))
 
     def enable_cuda_graphs(self, plan: GraphPlan, max_query_len: int) -> None:
-        self.model.rotary.reserve(plan.max_positions, plan.device)
+        self.model.reserve_rope(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
             out = self._verify_eager(input_ids, md, check_metadata=False)

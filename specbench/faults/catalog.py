@@ -33,6 +33,7 @@ from specbench.faults.preempt_stale_computed import PreemptStaleComputed
 from specbench.faults.prompt_logprobs_shift import PromptLogprobsShift
 from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
+from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verify_kv import VerifyKvOffByOne
@@ -88,6 +89,10 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
     WindowMissingInCatchup,
 )
 
+# Bugs of attention sinks (gpt-oss): inert on targets without sinks, likewise outside the full-attention selftest;
+# tests/faults/test_sink_mutants.py shows the pass on a sink-free pair and the catch on a gpt-oss pair.
+SINK_MUTANTS: tuple[type[Mutant], ...] = (SinksDroppedInDraft,)
+
 # Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
 # compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their
 # check (tests/gate/test_gate_logprobs.py runs each through `serve --inject`).
@@ -100,7 +105,7 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall,)
 
-ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS
+ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + SINK_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")

@@ -6,8 +6,17 @@ from dataclasses import dataclass
 
 from specbench.attention.kinds import AttentionKind
 from specbench.errors import SpecbenchError
+from specbench.models.config_arch import (
+    GEMMA2,
+    GEMMA3,
+    GEMMA_ARCHITECTURES,
+    GPT_OSS,
+    arch_features,
+    refuse_quantized,
+)
 from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
+from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
 from specbench.models.moe_config import MoeConfig
 
@@ -20,26 +29,20 @@ _ARCHITECTURES = {
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "MixtralForCausalLM": "mixtral",
     "Glm4MoeForCausalLM": "glm4_moe",
+    "GptOssForCausalLM": GPT_OSS,
+    "Gemma2ForCausalLM": GEMMA2,
+    "Gemma3ForCausalLM": GEMMA3,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
-                "mixtral": "mixtral", "glm4_moe": "glm4_moe"}
-_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe")
-_ROPE_TYPES = ("default", "linear", "llama3")
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    rope_type: str  # "linear" | "llama3"
-    factor: float
-    # llama3 only: wavelengths between these bands are smoothly interpolated.
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_max_position_embeddings: int = 8192
+                "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
+                "gemma3_text": GEMMA3}
+_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    architecture: str  # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe"
+    # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3"
+    architecture: str
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -65,6 +68,15 @@ class ModelConfig:
     num_mtp_modules: int = 0
     # [num_hidden_layers] each layer's attention kind (full, sliding window); () = every layer full attention.
     attention_kinds: tuple[AttentionKind, ...] = ()
+    # Learned attention sinks: one softmax logit per query head in every layer, carrying no value (gpt-oss).
+    has_attention_sinks: bool = False
+    # Attention scale is query_pre_attn_scalar ** -0.5 (Gemma); None: head_dim ** -0.5.
+    query_pre_attn_scalar: float | None = None
+    # c * tanh(x / c) on attention scores before masking (Gemma-2) / on the output logits (Gemma-2/3); None: off.
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+    # Gemma-3: the sliding-window layers' RoPE base (unscaled); None: every layer rotates with rope_theta/scaling.
+    sliding_rope_theta: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -92,8 +104,19 @@ class ModelConfig:
 
     @property
     def has_o_proj_bias(self) -> bool:
-        # HF Llama/Qwen3 put `attention_bias` on all four projections; Qwen2 and GLM-4.5 only on q/k/v.
+        # HF Llama/Qwen3/gpt-oss put `attention_bias` on all four projections; Qwen2 and GLM-4.5 only on q/k/v.
         return self.attention_bias and self.architecture not in ("qwen2", "glm4_moe")
+
+    @property
+    def is_gemma(self) -> bool:
+        """Gemma-2/3 blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP,
+        embeddings scaled by sqrt(hidden_size) (models/gemma.py)."""
+        return self.architecture in GEMMA_ARCHITECTURES
+
+    @property
+    def attention_scale(self) -> float | None:
+        """Softmax scale of q.k; None: the backends' default head_dim ** -0.5."""
+        return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
 
     def num_params(self) -> int:
         """Parameter count of the model these shapes describe (tied embeddings counted once)."""
@@ -103,7 +126,9 @@ class ModelConfig:
             attn += self.q_size + 2 * self.kv_size + (h if self.has_o_proj_bias else 0)
         if self.use_qk_norm:
             attn += 2 * self.head_dim
-        layer = attn + 2 * h
+        if self.has_attention_sinks:
+            attn += self.num_attention_heads
+        layer = attn + (4 if self.is_gemma else 2) * h
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return embed + self.num_hidden_layers * layer + self._num_mlp_params(active=False) + h
 
@@ -127,11 +152,14 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise SpecbenchError(f"model config must be a JSON object, got {type(hf).__name__}")
         architecture = _architecture(hf)
+        hf, per_layer_rope = per_layer_type_rope(hf)
         shape = validated_shape(hf)
+        refuse_quantized(shape)
         heads = shape.num_attention_heads
-        theta, scaling = _rope(shape)
         moe, moe_layer_ids = moe_from_hf(architecture, shape)
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
+        rope = rope_from_hf(shape, per_layer_rope, head_dim)
+        features = arch_features(architecture, shape)
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
@@ -143,12 +171,14 @@ class ModelConfig:
             num_key_value_heads=shape.num_key_value_heads or heads,
             head_dim=head_dim,
             rms_norm_eps=shape.rms_norm_eps,
-            rope_theta=theta,
-            rope_scaling=scaling,
+            rope_theta=rope.theta,
+            rope_scaling=rope.scaling,
             max_position_embeddings=shape.max_position_embeddings,
             tie_word_embeddings=shape.tie_word_embeddings,
             # Qwen2 always has q/k/v bias; Llama and Qwen3 say so in `attention_bias`.
-            attention_bias=architecture == "qwen2" or shape.attention_bias,
+            # gpt-oss: transformers' default is True.
+            attention_bias=architecture == "qwen2" or shape.attention_bias or (
+                architecture == GPT_OSS and hf.get("attention_bias") is None),
             use_qk_norm=architecture in _QK_NORM_ARCHITECTURES or (is_glm and bool(shape.use_qk_norm)),
             bos_token_id=shape.bos_token_id,
             eos_token_ids=_eos_ids(shape.eos_token_id),
@@ -158,6 +188,11 @@ class ModelConfig:
             rotary_dim=_rotary_dim(architecture, shape, head_dim),
             num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
             attention_kinds=attention_kinds_from_hf(shape),
+            has_attention_sinks=features.has_attention_sinks,
+            query_pre_attn_scalar=features.query_pre_attn_scalar,
+            attn_logit_softcapping=features.attn_logit_softcapping,
+            final_logit_softcapping=features.final_logit_softcapping,
+            sliding_rope_theta=rope.sliding_theta,
         )
 
 
@@ -177,32 +212,6 @@ def _architecture(hf: dict) -> str:
     found = names[0] if names else model_type
     raise SpecbenchError(
         f"unsupported architecture {found!r}; supported: {', '.join(sorted(_ARCHITECTURES))}"
-    )
-
-
-def _rope(shape: HFConfigShape) -> tuple[float, RopeScaling | None]:
-    """(rope_theta, scaling) from either the transformers>=5 `rope_parameters` or the older fields."""
-    params = shape.rope_parameters or shape.rope_scaling or RopeShape()
-    theta = params.rope_theta or shape.rope_theta or 10000.0
-    rope_type = params.rope_type or params.type or "default"
-    if rope_type not in _ROPE_TYPES:
-        raise SpecbenchError(f"unsupported rope_scaling type {rope_type!r}; supported: {', '.join(_ROPE_TYPES)}")
-    if rope_type == "default":
-        return theta, None
-    if params.factor is None:
-        raise SpecbenchError(f"model config is missing required field 'factor' (rope type {rope_type})")
-    if rope_type == "linear":
-        return theta, RopeScaling(rope_type="linear", factor=params.factor)
-    llama3 = ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-    missing = [name for name in llama3 if getattr(params, name) is None]
-    if missing:
-        raise SpecbenchError(f"model config is missing required field {missing[0]!r} (rope type llama3)")
-    return theta, RopeScaling(
-        rope_type="llama3",
-        factor=params.factor,
-        low_freq_factor=params.low_freq_factor,
-        high_freq_factor=params.high_freq_factor,
-        original_max_position_embeddings=params.original_max_position_embeddings,
     )
 
 

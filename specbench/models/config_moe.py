@@ -18,13 +18,10 @@ from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 from specbench.models.moe_config import MoeConfig
 
-MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe")
+MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe", "gpt_oss")
 
-# HF architecture -> why the engine cannot run it yet.
-REFUSED_ARCHITECTURES = {
-    "GptOssForCausalLM": "gpt-oss (GptOssForCausalLM) needs sliding-window attention with sinks, which the engine "
-                         "does not support yet",
-}
+# HF architecture -> why the engine cannot run it yet (none today: kept for the next such architecture).
+REFUSED_ARCHITECTURES: dict[str, str] = {}
 
 
 def moe_from_hf(architecture: str, shape: HFConfigShape) -> tuple[MoeConfig | None, tuple[int, ...]]:
@@ -33,6 +30,8 @@ def moe_from_hf(architecture: str, shape: HFConfigShape) -> tuple[MoeConfig | No
         return None, ()
     if architecture == "glm4_moe":
         return _glm4_moe(shape)
+    if architecture == "gpt_oss":
+        return _gpt_oss(shape)
     num_experts = _num_experts(shape)
     if num_experts == 0:
         return None, ()
@@ -78,6 +77,27 @@ def _glm4_moe(shape: HFConfigShape) -> tuple[MoeConfig | None, tuple[int, ...]]:
     )
     layer_ids = tuple(range(shape.first_k_dense_replace, shape.num_hidden_layers))
     return (moe, layer_ids) if layer_ids else (None, ())
+
+
+def _gpt_oss(shape: HFConfigShape) -> tuple[MoeConfig, tuple[int, ...]]:
+    """Every layer: router with bias, softmax over the top-k logits, experts of `intermediate_size` with biases and
+    the clamped SwiGLU (models/moe_config.py)."""
+    if shape.num_experts_per_tok is None:
+        raise SpecbenchError("model config is missing required field 'num_experts_per_tok' (mixture of experts)")
+    moe = MoeConfig(
+        hidden_size=shape.hidden_size,
+        num_experts=_num_experts(shape),
+        num_experts_per_tok=shape.num_experts_per_tok,
+        moe_intermediate_size=shape.intermediate_size,
+        scoring="topk_softmax",
+        norm_topk_prob=False,
+        has_router_bias=True,
+        has_expert_bias=True,
+        activation="swiglu_oai",
+        swiglu_alpha=shape.swiglu_alpha or 1.702,
+        swiglu_limit=shape.swiglu_limit or 7.0,
+    )
+    return moe, tuple(range(shape.num_hidden_layers))
 
 
 def _num_experts(shape: HFConfigShape) -> int:

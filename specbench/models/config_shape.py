@@ -44,6 +44,13 @@ class RopeShape(_Shape):
     high_freq_factor: _Finite | None = None
     original_max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_POSITIONS)] | None = None
     partial_rotary_factor: Annotated[float, Field(gt=0, le=1)] | None = None  # GLM-4.5 (transformers >= 5)
+    # YaRN (gpt-oss): the band between beta_slow and beta_fast rotations is interpolated; cos/sin scaled.
+    beta_fast: _Finite | None = None
+    beta_slow: _Finite | None = None
+    truncate: bool | None = None  # None: transformers' default, True
+    attention_factor: _Finite | None = None
+    mscale: _Finite | None = None
+    mscale_all_dim: _Finite | None = None
 
 
 class HFConfigShape(_Shape):
@@ -92,6 +99,17 @@ class HFConfigShape(_Shape):
     # and Qwen3-Next (`mtp.*`); speculation/mtp reads them.
     num_nextn_predict_layers: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] = 0
     mtp_num_hidden_layers: Annotated[int, Field(ge=0, le=MAX_NUM_LAYERS)] = 0
+    # gpt-oss: clamped SwiGLU experts; weights may be MXFP4-quantized (refused: models/config_arch.py).
+    swiglu_alpha: _Finite | None = None
+    swiglu_limit: _Finite | None = None
+    quantization_config: dict[str, Any] | None = None
+    # Gemma-2/3.
+    query_pre_attn_scalar: _Finite | None = None  # attention scale is its inverse square root
+    attn_logit_softcapping: _Finite | None = None
+    final_logit_softcapping: _Finite | None = None
+    rope_local_base_freq: _Finite | None = None  # Gemma-3 sliding layers' RoPE base (transformers < 5)
+    sliding_window_pattern: Annotated[int, Field(ge=1, le=MAX_NUM_LAYERS)] | None = None  # every n-th layer global
+    hidden_activation: str | None = None
 
 
 def validated_shape(hf: dict[str, Any]) -> HFConfigShape:

@@ -47,6 +47,7 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
         x.shape[0] >= 1
         and isinstance(layer.input_layernorm, RMSNorm)
         and isinstance(layer.mlp, GatedMLP)  # a MoE layer's experts take their own grouped kernels
+        and layer.mlp.activation == "silu"
         and attn.qkv_proj.bias is None
         and attn.o_proj.bias is None
         and x.dtype == attn.qkv_proj.weight.dtype
@@ -94,7 +95,8 @@ def block(
         q = fused_kernels.gemv_rope_store(
             x, attn.qkv_proj.weight, cos_sin, md.slot_mapping, kv_cache.k[attn.layer_idx],
             kv_cache.v[attn.layer_idx], attn.num_heads, attn.num_kv_heads, norm_weight=norm_weight, eps=norm.eps)
-        out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md)
+        out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md,
+                                    attn.score_params())
         attn_out = out.reshape(num_tokens, attn.q_size)
     else:
         qkv = fused_kernels.gemv(x, attn.qkv_proj.weight, norm_weight=norm_weight, eps=norm.eps)

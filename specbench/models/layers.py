@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specbench.models import fused_kernels
-from specbench.models.config import RopeScaling
+from specbench.models.config_rope import RopeScaling
 
 
 class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
@@ -58,6 +58,8 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None) -> t
         return inv_freq
     if scaling.rope_type == "linear":
         return inv_freq / scaling.factor
+    if scaling.rope_type == "yarn":
+        return _yarn_inv_freq(head_dim, theta, scaling)
     # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between interpolated.
     old_len = scaling.original_max_position_embeddings
     low_freq_wavelen = old_len / scaling.low_freq_factor
@@ -70,6 +72,26 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None) -> t
     return torch.where(is_medium, smoothed, scaled)
 
 
+def _yarn_inv_freq(head_dim: int, theta: float, s: RopeScaling) -> torch.Tensor:
+    """YaRN: dims that rotate fewer than beta_slow times over the original context are interpolated (/ factor),
+    those rotating more than beta_fast times kept, a linear ramp between (transformers' formula)."""
+
+    def correction_dim(num_rotations: float) -> float:
+        return head_dim * math.log(s.original_max_position_embeddings / (num_rotations * 2 * math.pi)) / (
+            2 * math.log(theta))
+
+    low, high = correction_dim(s.beta_fast), correction_dim(s.beta_slow)
+    if s.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    is_extrapolated = 1 - ramp  # [head_dim // 2] 1: keep the frequency, 0: interpolate it
+    pos_freqs = theta ** (torch.arange(0, head_dim, 2).float() / head_dim)  # rounded as transformers rounds them
+    return 1.0 / (s.factor * pos_freqs) * (1 - is_extrapolated) + 1.0 / pos_freqs * is_extrapolated
+
+
 class RotaryEmbedding(nn.Module):
     """Rotate-half (GPT-NeoX / HF Llama) RoPE with a lazily grown fp32 cos/sin table."""
 
@@ -77,6 +99,8 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = head_dim
         self.inv_freq = rope_inv_freq(head_dim, theta, scaling)  # [head_dim // 2], fp32, host
+        # YaRN scales cos and sin (the table), so every rotation path sees the same values.
+        self.attention_factor = 1.0 if scaling is None else scaling.attention_factor
         if rotary_dim is not None:
             # Partial RoPE (models/partial_rotary.py): the rotated pairs' frequencies, then zero frequencies (cos 1,
             # sin 0) for the pass-through dims, which the loader moved into the remaining rotate-half pairs.
@@ -95,7 +119,10 @@ class RotaryEmbedding(nn.Module):
             inv_freq = self.inv_freq.to(device)
             freqs = torch.outer(torch.arange(size, device=device, dtype=torch.float32), inv_freq)
             emb = torch.cat([freqs, freqs], dim=-1)  # [size, head_dim]
-            table = self._cos_sin = torch.stack([emb.cos(), emb.sin()], dim=1)
+            table = torch.stack([emb.cos(), emb.sin()], dim=1)
+            if self.attention_factor != 1.0:
+                table = table * self.attention_factor
+            self._cos_sin = table
         return table
 
     def cos_sin(self, positions: torch.Tensor, max_seq_len: int) -> torch.Tensor:
@@ -124,18 +151,40 @@ class RotaryEmbedding(nn.Module):
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
-class GatedMLP(fused_kernels.UsesFusedKernels, nn.Module):
-    """down(silu(gate(x)) * up(x)) with gate and up fused into one [2 * inter, hidden] matmul."""
+class OffsetRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: x / rms(x) * (1 + weight), all in fp32 and rounded once (checkpoints store weight - 1).
 
-    def __init__(self, hidden_size: int, intermediate_size: int) -> None:
+    Always the torch code: the fused kernel multiplies by the weight itself, in the input dtype."""
+
+    def _is_fused(self, x: torch.Tensor) -> bool:
+        return False
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+
+
+ACTIVATIONS = ("silu", "gelu_tanh")
+
+
+class GatedMLP(fused_kernels.UsesFusedKernels, nn.Module):
+    """down(act(gate(x)) * up(x)) with gate and up fused into one [2 * inter, hidden] matmul; act is SiLU (Llama) or
+    GELU with the tanh approximation (Gemma)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "silu") -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown MLP activation {activation!r}; supported: {', '.join(ACTIVATIONS)}")
+        self.activation = activation
         self.intermediate_size = intermediate_size
         self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=False)  # rows: [gate; up]
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
         gate_up = self.gate_up_proj(x)  # [num_tokens, 2 * inter]
-        if fused_kernels.use_fused(self.fused_policy, gate_up):
+        if self.activation == "silu" and fused_kernels.use_fused(self.fused_policy, gate_up):
             return self.down_proj(fused_kernels.silu_and_mul(gate_up))
         gate, up = gate_up.split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        act = F.silu(gate) if self.activation == "silu" else F.gelu(gate, approximate="tanh")
+        return self.down_proj(act * up)

@@ -1,4 +1,5 @@
-"""Llama-family decoder (Llama 2/3, Mistral, SmolLM2, Qwen2/2.5, Qwen3) over a paged KV cache.
+"""Llama-family decoder (Llama 2/3, Mistral, SmolLM2, Qwen2/2.5, Qwen3, the MoE ones, gpt-oss; Gemma-3's blocks in
+gemma.py) over a paged KV cache.
 
 Attention goes through an `AttentionBackend`, which also writes K/V. Projections are fused
 (q/k/v into `qkv_proj`, gate/up into `gate_up_proj`); `load_weights` maps HF names onto them.
@@ -14,16 +15,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specbench.attention.backend import AttentionBackend
+from specbench.attention.backend import AttentionBackend, UncheckedBackend
 from specbench.attention.kind_invariants import check_layer_kinds
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.attention.layer_kinds import LayerKinds
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.score_invariants import check_score_params
+from specbench.attention.score_params import ScoreParams
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
+from specbench.models.config_arch import GPT_OSS
 from specbench.models.dummy_weights import fill_dummy_weights
-from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from specbench.models.gemma import GemmaDecoderLayer
+from specbench.models.gpt_oss_weights import gpt_oss_checkpoint_targets, gpt_oss_layout
+from specbench.models.layer_output import LayerOutput
+from specbench.models.layers import GatedMLP, OffsetRMSNorm, RMSNorm, RotaryEmbedding
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
 from specbench.models.moe_weights import (
@@ -58,8 +66,18 @@ class SelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
         # rows: [q; k; v]
         self.qkv_proj = nn.Linear(in_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
         self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.has_o_proj_bias)
-        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
-        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
+        norm = OffsetRMSNorm if config.is_gemma else RMSNorm
+        self.q_norm = norm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
+        self.k_norm = norm(self.head_dim, config.rms_norm_eps) if config.use_qk_norm else None
+        # [num_heads] gpt-oss's learned sink logits (HF `self_attn.sinks`); None: no sinks.
+        self.sinks = nn.Parameter(torch.empty(self.num_heads)) if config.has_attention_sinks else None
+        self.scale = config.attention_scale
+        self.softcap = config.attn_logit_softcapping
+
+    def score_params(self) -> ScoreParams:
+        """This layer's scale, soft-cap and sinks, as every attention call hands them to the backend."""
+        sinks = None if self.sinks is None else self.sinks.float()  # the kernels read fp32 logits
+        return ScoreParams(scale=self.scale, softcap=self.softcap, sinks=sinks)
 
     def forward(
         self,
@@ -88,18 +106,11 @@ class SelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin, self.fused_policy)
-        out = backend.forward(self.layer_idx, q, k, v, kv_cache, md)  # [num_tokens, num_heads, head_dim]
+        score = self.score_params()
+        out = backend.forward(self.layer_idx, q, k, v, kv_cache, md, score)  # [num_tokens, num_heads, head_dim]
+        if backend.check_invariants and not score.is_plain:
+            check_score_params(self.layer_idx, q, out, kv_cache, md, score)
         return out.reshape(n, self.q_size)
-
-
-@dataclass(frozen=True, slots=True)
-class LayerOutput:
-    """A block's result, usually with its last residual add left undone: the next norm fuses it
-    (stream = residual + hidden). The decode-batch path (`decode_gemv`) adds it in the down projection instead."""
-
-    hidden: torch.Tensor  # [num_tokens, hidden] MLP output not yet added to `residual`; the stream if residual is None
-    residual: torch.Tensor | None  # [num_tokens, hidden] residual stream after the attention add
-    layer_input: torch.Tensor  # [num_tokens, hidden] residual stream entering the block (HF hidden_states[i])
 
 
 class DecoderLayer(nn.Module):
@@ -161,13 +172,20 @@ class DecoderLM(nn.Module):
         # Built on meta then materialized once, so an 8B model never exists twice or gets a throwaway init.
         with torch.device("meta"):
             self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-            self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
-            self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.layers = nn.ModuleList(_decoder_layer(config, i) for i in range(config.num_hidden_layers))
+            self.norm = (OffsetRMSNorm if config.is_gemma else RMSNorm)(config.hidden_size, config.rms_norm_eps)
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
         self.layer_kinds = LayerKinds.of(config.attention_kinds, config.num_hidden_layers)
+        # Gemma-3: sliding-window layers rotate with their own base ([num_layers] which layers); else none.
+        self.sliding_rotary = None if config.sliding_rope_theta is None else RotaryEmbedding(
+            config.head_dim, config.sliding_rope_theta, None)
+        self.is_sliding_rope = tuple(self.sliding_rotary is not None and isinstance(k, SlidingWindowAttention)
+                                     for k in self.layer_kinds.kinds)
+        # Gemma: embeddings times sqrt(hidden_size), the factor rounded to the weights' dtype as transformers does.
+        self.embed_scale = config.hidden_size ** 0.5 if config.is_gemma else None
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -184,10 +202,23 @@ class DecoderLM(nn.Module):
         return KVCacheSpec(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:  # [n] -> [n, hidden]
-        return self.embed_tokens(input_ids)
+        x = self.embed_tokens(input_ids)
+        if self.embed_scale is not None:
+            x = x * torch.tensor(self.embed_scale, dtype=x.dtype, device=x.device)
+        return x
+
+    def reserve_rope(self, num_positions: int, device: torch.device) -> None:
+        """Grow every RoPE table this model reads to `num_positions` (before a CUDA-graph capture)."""
+        self.rotary.reserve(num_positions, device)
+        if self.sliding_rotary is not None:
+            self.sliding_rotary.reserve(num_positions, device)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [n, hidden] -> [n, vocab] fp32
-        return F.linear(hidden, self.lm_head_weight).float()
+        logits = F.linear(hidden, self.lm_head_weight)
+        cap = self.config.final_logit_softcapping
+        if cap is not None:  # in the model's dtype, as transformers caps them
+            logits = torch.tanh(logits / cap) * cap
+        return logits.float()
 
     def forward(
         self,
@@ -216,10 +247,14 @@ class DecoderLM(nn.Module):
             if self.attn_backend.check_invariants:
                 check_layer_kinds(md, self.layer_kinds.kinds, phase)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
-        hidden, residual = self.embed_tokens(input_ids), None
+        sliding_cos_sin = None if self.sliding_rotary is None else self.sliding_rotary.cos_sin(
+            md.positions, md.max_seq_len)
+        hidden, residual = self.embed(input_ids), None
         captured: dict[int, torch.Tensor] = {}
+        backend = self.attn_backend if check_metadata else UncheckedBackend(self.attn_backend)
         for i, layer in enumerate(self.layers):
-            out = layer(hidden, residual, cos_sin, kv_cache, md, self.attn_backend)
+            layer_cos_sin = sliding_cos_sin if self.is_sliding_rope[i] else cos_sin
+            out = layer(hidden, residual, layer_cos_sin, kv_cache, md, backend)
             hidden, residual = out.hidden, out.residual
             if i in aux_layer_ids:
                 captured[i] = out.layer_input
@@ -245,6 +280,8 @@ class DecoderLM(nn.Module):
         c = self.config
         weights = permuted_for_rope(per_expert_names(weights, EXPERT_NAMES.get(c.architecture)), c.head_dim,
                                     c.rotary_dim)
+        if c.architecture == GPT_OSS:
+            weights = gpt_oss_layout(weights)
         for name, tensor in weights:
             if name.endswith("rotary_emb.inv_freq") or self._is_mtp_layer(name):
                 continue
@@ -290,6 +327,12 @@ class DecoderLM(nn.Module):
         self.is_initialized = True
 
 
+def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
+    if config.is_gemma:
+        return GemmaDecoderLayer(config, SelfAttention(config, layer_idx))
+    return DecoderLayer(config, layer_idx)
+
+
 def fused_checkpoint_targets(
     module: nn.Module, config: ModelConfig, checkpoint_name: Callable[[str], str] = lambda name: name
 ) -> dict[str, tuple[torch.Tensor, int, int]]:
@@ -308,8 +351,9 @@ def fused_checkpoint_targets(
     moe_prefixes = tuple(f"{path}." for path, m in module.named_modules() if isinstance(m, MoeMLP))
     for prefix in moe_prefixes:
         layer_prefix = prefix.removesuffix("mlp.")  # "layers.N."
-        moe_targets = moe_checkpoint_targets(module.get_submodule(prefix[:-1]), layer_prefix,
-                                             EXPERT_NAMES[config.architecture])
+        moe = module.get_submodule(prefix[:-1])
+        moe_targets = gpt_oss_checkpoint_targets(moe, layer_prefix) if config.architecture == GPT_OSS else (
+            moe_checkpoint_targets(moe, layer_prefix, EXPERT_NAMES[config.architecture]))
         targets.update({checkpoint_name(name): target for name, target in moe_targets.items()})
     for name, param in module.named_parameters():
         if name.startswith(moe_prefixes):

@@ -68,8 +68,11 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         *,
         is_fused: bool = False,  # the Triton path (at most 64 tokens; CUDA, or CPU under TRITON_INTERPRET=1)
     ) -> torch.Tensor:  # [num_tokens, hidden]
-        routing = self.route(x, is_real_token)
-        routed = self.fused_experts(x, routing) if is_fused else self.reference_experts(x, routing)
+        if is_fused:
+            routing, order = self.fused_route(x, is_real_token)
+            routed = self.fused_experts(x, routing, order)
+        else:
+            routed = self.reference_experts(x, self.route(x, is_real_token))
         return routed + self.shared(x) if self.shared_expert is not None else routed
 
     def shared(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
@@ -101,15 +104,33 @@ class MoeMLP(nn.Module, UsesFusedKernels):
             out.index_add_(0, tokens, y.float() * routing.topk_weights[tokens, slots, None])
         return out.to(x.dtype)
 
-    def fused_experts(self, x: torch.Tensor, routing: ExpertRouting) -> torch.Tensor:  # [num_tokens, hidden]
+    def fused_route(
+        self,
+        x: torch.Tensor,  # [num_tokens, hidden]
+        is_real_token: torch.Tensor | None = None,  # [num_tokens] bool
+    ):  # -> (ExpertRouting, kernels.moe_sort.ExpertSort)
+        """`route` and the sort by expert in one kernel (kernels/moe_route.py) after the router GEMM in another: the
+        same experts, logits up to the order of the fp32 sum, weights up to the rounding of exp and division."""
         # Imported on first use, never at specbench import: the first `import triton` fixes its interpreter mode.
+        from specbench.kernels.moe_route import route_and_sort, router_logits
+
+        c = self.config
+        logits = router_logits(x if x.stride(-1) == 1 else x.contiguous(), self.router.weight, self.router.bias)
+        topk_ids, topk_weights, order = route_and_sort(
+            logits, top_k=c.num_experts_per_tok, scoring=c.scoring, norm_topk_prob=c.norm_topk_prob,
+            routed_scaling_factor=c.routed_scaling_factor, correction_bias=self.score_correction_bias,
+            is_real_token=is_real_token)
+        return ExpertRouting(topk_ids=topk_ids, topk_weights=topk_weights), order
+
+    def fused_experts(self, x: torch.Tensor, routing: ExpertRouting, order=None) -> torch.Tensor:  # [num_tokens, hidden]
+        """`order`: the routing's ExpertSort if already made (fused_route); else the kernels sort."""
         from specbench.kernels.moe import fused_experts
 
         return fused_experts(
             x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
             gate_up_bias=self.gate_up_bias, down_bias=self.down_bias,
             is_swiglu_oai=self.config.activation == "swiglu_oai",
-            swiglu_alpha=self.config.swiglu_alpha, swiglu_limit=self.config.swiglu_limit,
+            swiglu_alpha=self.config.swiglu_alpha, swiglu_limit=self.config.swiglu_limit, order=order,
         )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
+from specbench.attention.kinds import FullAttention, SlidingWindowAttention
 from specbench.models.config import ModelConfig, RopeScaling
 from specbench.models.moe_config import MoeConfig
 from specbench.registry import Registry
@@ -67,6 +69,47 @@ _preset("glm-4.5-air", architecture="glm4_moe", vocab_size=151552, hidden_size=4
                       scoring="sigmoid", norm_topk_prob=True, has_score_correction_bias=True,
                       shared_intermediate_size=1408),
         moe_layer_ids=tuple(range(1, 46)), num_mtp_modules=1)
+# gpt-oss-20b (bf16 shapes): 24 layers alternating sliding (128) / full attention, learned sinks, biases on q/k/v/o,
+# YaRN x32 over 4096; 32 experts of width 2880, top 4, router and expert biases, clamped SwiGLU (~20.9B parameters,
+# ~4.2B read per token with the 201k-row embedding and head).
+_preset("gpt-oss-20b", architecture="gpt_oss", vocab_size=201088, hidden_size=2880, intermediate_size=2880,
+        num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5,
+        rope_theta=150000.0, rope_scaling=RopeScaling("yarn", factor=32.0, original_max_position_embeddings=4096,
+                                                      beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                                      attention_factor=0.1 * math.log(32.0) + 1.0),
+        max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=True, use_qk_norm=False,
+        bos_token_id=199998, eos_token_ids=(200002,), checkpoint_dtype="bfloat16",
+        moe=MoeConfig(hidden_size=2880, num_experts=32, num_experts_per_tok=4, moe_intermediate_size=2880,
+                      scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True, has_expert_bias=True,
+                      activation="swiglu_oai"),
+        moe_layer_ids=tuple(range(24)),
+        attention_kinds=tuple(SlidingWindowAttention(128) if i % 2 == 0 else FullAttention() for i in range(24)),
+        has_attention_sinks=True)
+
+
+def _gemma3_kinds(num_layers: int, window: int) -> tuple:
+    """Five sliding-window layers, then one global, repeated (transformers' sliding_window_pattern 6)."""
+    return tuple(FullAttention() if (i + 1) % 6 == 0 else SlidingWindowAttention(window) for i in range(num_layers))
+
+
+_GEMMA3 = dict(architecture="gemma3", rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=False,
+               use_qk_norm=True, bos_token_id=2, eos_token_ids=(1, 106), checkpoint_dtype="bfloat16",
+               tie_word_embeddings=True, head_dim=256, query_pre_attn_scalar=256.0, sliding_rope_theta=10000.0)
+# Gemma-2-2B: 26 layers alternating sliding (4096) / full, attention scores capped at 50, logits at 30.
+_preset("gemma-2-2b", **{**_GEMMA3, "architecture": "gemma2", "rope_theta": 10000.0, "sliding_rope_theta": None,
+                         "use_qk_norm": False, "eos_token_ids": (1, 107)},
+        vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+        num_key_value_heads=4, rope_scaling=None, max_position_embeddings=8192,
+        attention_kinds=tuple(SlidingWindowAttention(4096) if i % 2 == 0 else FullAttention() for i in range(26)),
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+# Gemma-3-1B (text): 26 layers, window 512, one KV head.
+_preset("gemma-3-1b", **_GEMMA3, vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+        num_attention_heads=4, num_key_value_heads=1, rope_scaling=None, max_position_embeddings=32768,
+        attention_kinds=_gemma3_kinds(26, 512))
+# Gemma-3-4B's language model: 34 layers, window 1024, global RoPE linearly scaled x8.
+_preset("gemma-3-4b", **_GEMMA3, vocab_size=262208, hidden_size=2560, intermediate_size=10240, num_hidden_layers=34,
+        num_attention_heads=8, num_key_value_heads=4, rope_scaling=RopeScaling("linear", factor=8.0),
+        max_position_embeddings=131072, attention_kinds=_gemma3_kinds(34, 1024))
 _preset("smollm2-135m", architecture="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=100000.0, rope_scaling=None, max_position_embeddings=8192, tie_word_embeddings=True,

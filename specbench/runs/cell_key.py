@@ -69,3 +69,8 @@ def shape_text(row: Mapping[str, Any]) -> str:
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def launch_group(key: CellKey) -> tuple[int, int, int]:
+    """What one launched server serves: (num_steps, eagle_topk, budget; 0 for none)."""
+    return key.num_steps, key.eagle_topk, key.draft_token_budget or 0

@@ -24,7 +24,9 @@ class ArchitectureRecord:
     num_experts_per_token: int  # top-k routing; 0: dense
     num_moe_layers: int
     shared_expert_size: int  # the shared expert's width; 0: none
-    attention: str  # the layers' attention kinds, e.g. "full" or "window 4096 on 24 of 48 layers, full elsewhere"
+    # the layers' attention kinds, e.g. "full" or "window 4096 on 24 of 48 layers, full elsewhere", then after "; "
+    # what else scores keys ("sinks", "logit softcap 30", "local RoPE base 10000")
+    attention: str
 
     def label(self) -> str:
         """One line: `qwen3_moe 48L h2048 30.5B (3.3B active), 128 experts top-8 on 48 layers, full attention`."""
@@ -36,7 +38,9 @@ class ArchitectureRecord:
             shared = f" + shared {self.shared_expert_size}" if self.shared_expert_size else ""
             parts.append(f"{self.num_experts} experts top-{self.num_experts_per_token}{shared} "
                          f"on {self.num_moe_layers} layers")
-        parts.append("full attention" if self.attention == "full" else f"sliding-window attention ({self.attention})")
+        kinds, _, extras = self.attention.partition("; ")  # extras: sinks, soft-caps (backends/target_record.py)
+        attention = "full attention" if kinds == "full" else f"sliding-window attention ({kinds})"
+        parts.append(f"{attention} with {extras}" if extras else attention)
         return ", ".join(parts)
 
 

@@ -259,7 +259,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
         from specbench.runtime.cuda_graph import CudaGraphRunner
 
-        self.model.rotary.reserve(plan.max_positions, plan.device)
+        self.model.reserve_rope(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
             out = self.model(input_ids, md, self.kv_cache, phase="draft_step", check_metadata=False)

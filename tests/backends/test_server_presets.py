@@ -17,7 +17,8 @@ from specbench.backends.server_template import (
     render,
     resolve_template,
 )
-from specbench.bench.grid import build_grid, launch_group
+from specbench.bench.grid import build_grid
+from specbench.runs.cell_key import launch_group
 from specbench.bench.validate import validate_config
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError

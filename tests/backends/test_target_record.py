@@ -46,3 +46,13 @@ def test_windows_are_named_with_the_layers_they_cover():
         SlidingWindowAttention(128) if i % 2 else FullAttention() for i in range(config.num_hidden_layers)))
     assert architecture_record(alternating).label().endswith(
         "sliding-window attention (window 128 on 16 of 32 layers, full elsewhere)")
+
+
+def test_gpt_oss_and_gemma3_presets_name_their_sinks_and_window_pattern():
+    gpt_oss = architecture_record(MODEL_PRESETS.get("gpt-oss-20b")())
+    assert gpt_oss.attention == "window 128 on 12 of 24 layers, full elsewhere; sinks"
+    assert gpt_oss.label().endswith("32 experts top-4 on 24 layers, sliding-window attention (window 128 on 12 of "
+                                    "24 layers, full elsewhere) with sinks")
+    gemma = architecture_record(MODEL_PRESETS.get("gemma-3-1b")())
+    assert gemma.attention == "window 512 on 22 of 26 layers, full elsewhere; local RoPE base 10000"
+    assert label_from_entry(record_entry(MODEL_PRESETS.get("gemma-3-1b")())) == gemma.label()

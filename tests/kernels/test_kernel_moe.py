@@ -16,9 +16,19 @@ from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # 
 pytestmark = [
     pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),
     pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
+    # The interpreter's numpy on padded rows of NaN / -inf logits (the kernels mask those rows' results).
+    pytest.mark.filterwarnings("ignore:invalid value encountered in subtract"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in divide"),
+    pytest.mark.filterwarnings("ignore:All-NaN slice encountered"),
 ]
 
-from specbench.kernels.moe import MAX_TOKENS, MoeKernelConfig, fused_experts, sort_by_expert  # noqa: E402
+from specbench.kernels.moe import (  # noqa: E402
+    MAX_TOKENS,
+    MoeKernelConfig,
+    fused_experts,
+    sort_by_expert,
+    sort_by_expert_reference,
+)
 from specbench.models.moe import MoeMLP  # noqa: E402
 from specbench.models.moe_config import MoeConfig  # noqa: E402
 from specbench.models.moe_routing import ExpertRouting  # noqa: E402
@@ -29,6 +39,7 @@ HIDDEN, NUM_EXPERTS, TOP_K, INTER = 64, 8, 2, 48  # INTER off the tile sizes: ma
 # more than one step at 64 tokens.
 SMALL = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32)
 WIDE_ROWS = MoeKernelConfig(block_m=64, block_n_gate_up=16, block_n_down=16, block_k=32)
+SPLIT_DOWN = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32, down_split=4)
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 CONFIGS = {
@@ -190,3 +201,127 @@ def test_graph_replays_with_fewer_real_rows():
             graph.replay()
             assert_close(static_out[:num_real].clone(), moe(x))
             assert (static_out[num_real:] == 0).all()
+
+
+@pytest.mark.parametrize("num_experts, top_k", [(8, 2), (128, 8), (32, 4), (6, 3)])
+@pytest.mark.parametrize("num_tokens", [1, 5, 16, 64])
+def test_sort_kernel_matches_the_torch_sort(num_experts, top_k, num_tokens):
+    # Random distinct ids per token (some tokens share experts), the last rows padded as in a graph batch.
+    gen = torch.Generator().manual_seed(num_tokens * 131 + num_experts)
+    ids = torch.stack([torch.randperm(num_experts, generator=gen)[:top_k] for _ in range(num_tokens)])
+    if num_experts == 128:  # few experts in play: long ranges and many idle experts
+        ids = torch.stack([torch.randperm(12, generator=gen)[:top_k] * 10 for _ in range(num_tokens)])
+    ids[num_tokens - num_tokens // 4:] = num_experts
+    ids = ids.to(DEVICE)
+    got, expected = sort_by_expert(ids, num_experts), sort_by_expert_reference(ids, num_experts)
+    for field in ("sorted_slots", "cu_num_slots_per_expert", "active_experts", "num_active_experts"):
+        a, b = getattr(got, field), getattr(expected, field)
+        assert a.dtype == b.dtype == torch.int32 and torch.equal(a, b), (field, a, b)
+
+
+ROUTINGS = {
+    "softmax-norm": MoeConfig(HIDDEN, 128, 8, INTER),
+    "softmax": MoeConfig(HIDDEN, NUM_EXPERTS, TOP_K, INTER, norm_topk_prob=False),
+    "topk_softmax": MoeConfig(HIDDEN, 32, 4, INTER, scoring="topk_softmax", norm_topk_prob=False,
+                              has_router_bias=True),
+    "sigmoid-bias-scaled": MoeConfig(HIDDEN, 16, 3, INTER, scoring="sigmoid", has_score_correction_bias=True,
+                                     routed_scaling_factor=2.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUTINGS))
+@pytest.mark.parametrize("num_tokens", [1, 7, 64])
+def test_route_kernel_matches_route_then_sort(name, num_tokens):
+    # The one-kernel routing + sort (kernels/moe_route.py) against the definition: route (moe_routing.py), then the
+    # torch sort; the last rows padded (NaN inputs, as stale graph rows may hold).
+    from specbench.kernels.moe_route import route_and_sort
+    from specbench.models.moe_routing import route
+
+    config = ROUTINGS[name]
+    torch.manual_seed(num_tokens)
+    moe = MoeMLP(config).to(DEVICE)
+    if moe.score_correction_bias is not None:
+        moe.score_correction_bias.normal_(std=0.1)
+    x = x_for(num_tokens, torch.float32, seed=num_tokens)
+    num_real = num_tokens - num_tokens // 4
+    x[num_real:] = float("nan")
+    is_real = torch.arange(num_tokens, device=DEVICE) < num_real
+    logits = torch.nn.functional.linear(x, moe.router.weight, moe.router.bias)
+    expected = route(config, logits, moe.score_correction_bias, is_real)
+    ids, weights, order = route_and_sort(
+        logits, top_k=config.num_experts_per_tok, scoring=config.scoring, norm_topk_prob=config.norm_topk_prob,
+        routed_scaling_factor=config.routed_scaling_factor, correction_bias=moe.score_correction_bias,
+        is_real_token=is_real)
+    assert torch.equal(ids, expected.topk_ids)
+    torch.testing.assert_close(weights, expected.topk_weights, atol=1e-6, rtol=1e-5)
+    assert not weights[num_real:].any()
+    reference = sort_by_expert_reference(expected.topk_ids, config.num_experts)
+    for field in ("sorted_slots", "cu_num_slots_per_expert", "active_experts", "num_active_experts"):
+        assert torch.equal(getattr(order, field), getattr(reference, field)), field
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt-oss", "glm4"])
+def test_fused_forward_routes_in_one_kernel_and_matches_reference(name):
+    # MoeMLP(is_fused=True) routes with the kernel; its output equals the reference path's within the tolerance.
+    moe = layer(name, torch.float32)
+    x = x_for(16, torch.float32, seed=3)
+    is_real = torch.arange(16, device=DEVICE) < 11
+    routing, order = moe.fused_route(x, is_real)
+    assert torch.equal(routing.topk_ids, moe.route(x, is_real).topk_ids)
+    assert order.cu_num_slots_per_expert[-1].item() == 11 * TOP_K
+    assert_close(moe(x, is_real, is_fused=True)[:11], moe(x, is_real)[:11])
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])
+@pytest.mark.parametrize("num_tokens", [1, 3, 17, 64])
+def test_split_down_matches_reference_and_keeps_padded_rows_apart(name, num_tokens):
+    # Split over the active experts: more splits than active experts (1 token: 2 experts, 4 splits) leaves some
+    # programs without an expert, whose zero partial sums must add nothing.
+    moe = layer(name, torch.float32)
+    x = x_for(num_tokens, torch.float32, seed=11)
+    routing = moe.route(x)
+    args = (routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight)
+    kwargs = {"gate_up_bias": moe.gate_up_bias, "down_bias": moe.down_bias, "is_swiglu_oai": name == "gpt-oss"}
+    split = fused_experts(x, *args, config=SPLIT_DOWN, **kwargs)
+    assert_close(split, moe.reference_experts(x, routing))
+    assert torch.equal(split, fused_experts(x, *args, config=SPLIT_DOWN, **kwargs))  # deterministic
+    if num_tokens >= 3:  # two padded rows of NaN: the real rows' outputs keep every bit
+        is_real = torch.arange(num_tokens, device=DEVICE) < num_tokens - 2
+        x_padded = x.clone()
+        x_padded[~is_real] = float("nan")
+        padded = moe.route(x_padded, is_real)
+        got = fused_experts(x_padded, padded.topk_ids, padded.topk_weights, *args[2:], config=SPLIT_DOWN, **kwargs)
+        alone = fused_experts(x[is_real], routing.topk_ids[is_real], routing.topk_weights[is_real], *args[2:],
+                              config=SPLIT_DOWN, **kwargs)
+        assert torch.equal(got[is_real], alone) and (got[~is_real] == 0).all()
+
+
+def test_default_tiles_by_batch_size():
+    from specbench.kernels.moe import default_config
+
+    one = default_config(2, num_tokens=1, num_experts=128)
+    assert one.down_split == 8 and one.block_k == 256 and one.block_n_gate_up == 16
+    assert default_config(2, num_tokens=64, num_experts=128).block_k == 128
+    assert default_config(4, num_tokens=16, num_experts=32).block_k == 128
+    assert default_config(2, num_tokens=1, num_experts=6).down_split == 4  # a power of two
+    # The split never depends on the batch: a padded graph batch sums over experts as its real rows do.
+    assert {default_config(2, n, 32).down_split for n in (1, 3, 16, 17, 64)} == {8}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []),
+                         ids=str)
+@pytest.mark.parametrize("num_tokens", [1, 16, 64])
+def test_router_kernel_matches_the_fp32_router(dtype, num_tokens):
+    # The router GEMM in one kernel == F.linear of the fp32 upcasts (up to the sum's order); bias and 100 experts
+    # (not a multiple of the kernel's 16-expert tiles) included.
+    from specbench.kernels.moe_route import router_logits
+
+    moe = MoeMLP(MoeConfig(HIDDEN, 100, 4, INTER, scoring="topk_softmax", norm_topk_prob=False,
+                           has_router_bias=True)).to(DEVICE, dtype)
+    with torch.no_grad():
+        moe.router.bias.normal_()
+    x = x_for(num_tokens, dtype, seed=5)
+    expected = torch.nn.functional.linear(x.float(), moe.router.weight.float(), moe.router.bias.float())
+    got = router_logits(x, moe.router.weight, moe.router.bias)
+    assert got.dtype == torch.float32 and got.shape == (num_tokens, 100)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

@@ -73,7 +73,10 @@ def test_old_style_rope_type_key_and_mistral():
     [
         ({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}, "unsupported architecture 'GPT2LMHeadModel'"),
         ({"model_type": "bert"}, "unsupported architecture 'bert'"),
-        ({**LLAMA31_8B, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "unsupported rope_scaling type 'yarn'"),
+        ({**LLAMA31_8B, "rope_scaling": {"rope_type": "longrope", "factor": 4.0}},
+         "unsupported rope_scaling type 'longrope'"),
+        ({**LLAMA31_8B, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+         "missing required field 'original_max_position_embeddings'"),
         ({k: v for k, v in LLAMA31_8B.items() if k != "hidden_size"}, "missing required field 'hidden_size'"),
         ({**LLAMA31_8B, "num_key_value_heads": 5}, "multiple of num_key_value_heads"),
     ],

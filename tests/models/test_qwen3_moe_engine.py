@@ -119,11 +119,12 @@ def test_param_count_counts_experts_as_hf_does(moe_dirs):
         assert config.num_params() == sum(p.numel() for p in model.parameters())
 
 
-def test_refused_architecture_says_why():
+def test_refused_checkpoint_says_why():
     hf = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-          "num_attention_heads": 4}
-    with pytest.raises(SpecbenchError, match="^unsupported architecture: gpt-oss .*sliding-window"):
-        ModelConfig.from_hf({**hf, "architectures": ["GptOssForCausalLM"]})
+          "num_attention_heads": 4, "num_local_experts": 4, "num_experts_per_tok": 2}
+    with pytest.raises(SpecbenchError, match="^MXFP4-quantized checkpoints are not supported"):
+        ModelConfig.from_hf({**hf, "architectures": ["GptOssForCausalLM"],
+                             "quantization_config": {"quant_method": "mxfp4"}})
 
 
 @torch.no_grad()

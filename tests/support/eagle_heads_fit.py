@@ -89,7 +89,8 @@ def head_config(target_cfg: ModelConfig, recipe: FitRecipe) -> EagleHeadConfig:
     # A plain Llama layer, as eagle_heads.layer_config writes it, whatever the target's own (q/k norm, experts).
     layer = replace(target_cfg, architecture="llama", num_hidden_layers=1, rope_theta=recipe.rope_theta,
                     rope_scaling=None, tie_word_embeddings=False, attention_bias=False, use_qk_norm=False, moe=None,
-                    moe_layer_ids=(), attention_kinds=())
+                    moe_layer_ids=(), attention_kinds=(), has_attention_sinks=False, query_pre_attn_scalar=None,
+                    attn_logit_softcapping=None, final_logit_softcapping=None, sliding_rope_theta=None)
     eagle1 = recipe.kind == "eagle1"
     return EagleHeadConfig(
         dialect=EAGLE1 if eagle1 else "eagle3-native", dialect_reason="fitted", layer=layer, num_layers=1,

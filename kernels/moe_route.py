@@ -1,0 +1,214 @@
+"""Top-k routing and the sort by expert of a decode or verify batch in one single-program kernel: the router's fp32
+logits in; each token's experts and weights and the ExpertSort of kernels/moe_sort.py out. `router_logits` makes
+those logits in one kernel too.
+
+The torch path (specbench/models/moe_routing.py `route`, then `sort_by_expert_reference`) is the definition; it costs
+about twenty small kernels a layer, which at one token per step take longer than reading the layer's experts.
+
+Same choices as the definition:
+- softmax scoring picks the top k of the logits (softmax is monotonic, so the same experts as the top k of the
+  probabilities), weights are the probabilities, renormalised over the k when `norm_topk_prob`;
+- sigmoid scoring picks the top k of sigmoid(logits) + the correction bias, weights are the sigmoids, renormalised
+  with the definition's epsilon;
+- topk_softmax picks the top k of the logits and softmaxes over those k;
+- then the routed scaling factor; padded rows (is_real_token False) get the sentinel id num_experts and weight 0.
+Experts come out in descending score order, as torch.topk returns them; an exact tie goes to the lower expert id.
+The weights differ from the definition's by the rounding of exp and division only.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_blocks, write_expert_sort
+from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
+
+SCORING_IDS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}  # specbench/models/moe_config.py SCORINGS
+
+
+@triton.jit
+def _exp(x, PRECISE_EXP: tl.constexpr):
+    # libdevice has no interpreter implementation: numpy's exp stands in on CPU.
+    if PRECISE_EXP:
+        return libdevice.exp(x)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
+def _route_sort_kernel(
+    logits_ptr,  # [num_tokens, NUM_EXPERTS] fp32, router bias included
+    correction_bias_ptr,  # [NUM_EXPERTS] fp32 (HAS_CORRECTION_BIAS only)
+    is_real_ptr,  # [num_tokens] bool (HAS_IS_REAL only)
+    ids_ptr,  # [num_tokens, TOP_K] int64, written
+    weights_ptr,  # [num_tokens, TOP_K] fp32, written
+    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
+    num_tokens, stride_logits, routed_scaling_factor,
+    NUM_EXPERTS: tl.constexpr,
+    TOP_K: tl.constexpr,
+    SCORING: tl.constexpr,  # SCORING_IDS
+    NORM_TOPK: tl.constexpr,
+    HAS_CORRECTION_BIAS: tl.constexpr,
+    HAS_IS_REAL: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    t = tl.arange(0, BLOCK_T)
+    e = tl.arange(0, BLOCK_E)
+    kk = tl.arange(0, BLOCK_K)
+    is_t = t < num_tokens
+    is_e = e < NUM_EXPERTS
+    # Rows past num_tokens read as zeros (no NaN from an all -inf row); experts past NUM_EXPERTS as -inf.
+    logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :], mask=is_t[:, None] & is_e[None, :],
+                     other=0.0)
+    logits = tl.where(is_e[None, :], logits, float("-inf"))
+    if SCORING == 0:
+        top = tl.max(logits, axis=1)
+        ex = tl.where(is_e[None, :], _exp(logits - top[:, None], PRECISE_EXP), 0.0)
+        scores = tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None])
+        choice = logits
+    elif SCORING == 1:
+        scores = tl.math.div_rn(1.0, 1.0 + _exp(-logits, PRECISE_EXP))
+        choice = scores
+        if HAS_CORRECTION_BIAS:
+            choice = scores + tl.load(correction_bias_ptr + e, mask=is_e, other=0.0)[None, :]
+    else:
+        scores = logits
+        choice = logits
+    choice = tl.where(choice == choice, choice, float("-inf"))  # noqa: PLR0124 - NaN scores (a broken row) rank last
+    is_free = is_e[None, :] & is_t[:, None]  # [t, e]: not yet chosen
+    ids = tl.full([BLOCK_T, BLOCK_K], NUM_EXPERTS, dtype=tl.int32)
+    weights = tl.zeros([BLOCK_T, BLOCK_K], dtype=tl.float32)
+    for j in tl.static_range(TOP_K):
+        best = tl.max(tl.where(is_free, choice, float("-inf")), axis=1)
+        # The lowest free expert id among the row's maxima: k distinct experts even for rows of equal scores.
+        pick = tl.min(tl.where(is_free & (choice == best[:, None]), e[None, :], BLOCK_E), axis=1)
+        pick = tl.where(is_t, pick, NUM_EXPERTS)
+        is_pick = e[None, :] == pick[:, None]
+        w = tl.sum(tl.where(is_pick, scores, 0.0), axis=1)
+        is_free = is_free & ~is_pick
+        ids = tl.where(kk[None, :] == j, pick[:, None], ids)
+        weights = tl.where(kk[None, :] == j, w[:, None], weights)
+    is_k = kk < TOP_K
+    if SCORING == 2:
+        top = tl.max(tl.where(is_k[None, :], weights, float("-inf")), axis=1)
+        ex = tl.where(is_k[None, :], _exp(weights - top[:, None], PRECISE_EXP), 0.0)
+        weights = tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None])
+    elif NORM_TOPK:
+        total = tl.sum(tl.where(is_k[None, :], weights, 0.0), axis=1)
+        if SCORING == 1:
+            total = total + 1e-20  # sigmoid scores can all be tiny (as the definition)
+        weights = tl.math.div_rn(weights, total[:, None])
+    weights = weights * routed_scaling_factor
+    if HAS_IS_REAL:
+        is_real = tl.load(is_real_ptr + t, mask=is_t, other=0) != 0
+        ids = tl.where(is_real[:, None], ids, NUM_EXPERTS)
+        weights = tl.where(is_real[:, None], weights, 0.0)
+    out_mask = is_t[:, None] & is_k[None, :]
+    tl.store(ids_ptr + t[:, None] * TOP_K + kk[None, :], ids.to(tl.int64), mask=out_mask)
+    tl.store(weights_ptr + t[:, None] * TOP_K + kk[None, :], weights, mask=out_mask)
+    write_expert_sort(ids, num_tokens, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,
+                      NUM_EXPERTS, TOP_K, BLOCK_T, BLOCK_E, BLOCK_K)
+
+
+@triton.jit
+def _router_kernel(
+    x_ptr,  # [num_tokens, HIDDEN]
+    weight_ptr,  # [NUM_EXPERTS, HIDDEN], x's dtype
+    bias_ptr,  # [NUM_EXPERTS] (HAS_BIAS only)
+    out_ptr,  # [num_tokens, NUM_EXPERTS] fp32
+    num_tokens, stride_x,
+    NUM_EXPERTS: tl.constexpr,
+    HIDDEN: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    IS_DOT_UPCAST: tl.constexpr,  # the CPU interpreter's 16-bit dot is unreliable; fp32 sums the same products
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    # 16-bit inputs: exact products summed in fp32 (tensor cores), as the fp32 GEMM of the upcast inputs up to the
+    # order of the sum; the logits are never rounded to 16 bits.
+    experts = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)
+    is_e = experts < NUM_EXPERTS
+    t = tl.arange(0, BLOCK_T)
+    is_t = t < num_tokens
+    acc = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
+    for k0 in range(0, HIDDEN, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        is_k = ks < HIDDEN
+        x = tl.load(x_ptr + t.to(tl.int64)[:, None] * stride_x + ks[None, :], mask=is_t[:, None] & is_k[None, :],
+                    other=0.0)
+        w = tl.load(weight_ptr + experts.to(tl.int64)[:, None] * HIDDEN + ks[None, :],
+                    mask=is_e[:, None] & is_k[None, :], other=0.0)
+        if IS_DOT_UPCAST:
+            x, w = x.to(tl.float32), w.to(tl.float32)
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + experts, mask=is_e, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + t[:, None] * NUM_EXPERTS + experts[None, :], acc, mask=is_t[:, None] & is_e[None, :])
+
+
+def router_logits(
+    x: torch.Tensor,  # [num_tokens, hidden], num_tokens <= 64
+    weight: torch.Tensor,  # [num_experts, hidden] contiguous, x's dtype
+    bias: torch.Tensor | None,  # [num_experts]
+) -> torch.Tensor:  # [num_tokens, num_experts] fp32
+    """The router GEMM in one kernel (the torch path casts x and the weight to fp32 first: three)."""
+    check_runnable(_router_kernel, x)
+    num_tokens, hidden = x.shape
+    num_experts = weight.shape[0]
+    if weight.dtype != x.dtype or not weight.is_contiguous() or x.stride(-1) != 1:
+        raise ValueError("router_logits takes a contiguous router weight of x's dtype and row-major x")
+    out = torch.empty((num_tokens, num_experts), dtype=torch.float32, device=x.device)
+    if num_tokens == 0:
+        return out
+    is_upcast = x.dtype != torch.float32 and is_interpreted(_router_kernel)
+    block_e = 16
+    _router_kernel[(triton.cdiv(num_experts, block_e),)](
+        x, weight, weight if bias is None else bias, out, num_tokens, x.stride(0),
+        NUM_EXPERTS=num_experts, HIDDEN=hidden, HAS_BIAS=bias is not None,
+        DOT_PRECISION="ieee" if x.dtype == torch.float32 or is_upcast else "tf32", IS_DOT_UPCAST=is_upcast,
+        BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_E=block_e, BLOCK_K=min(128, max(16, next_pow2(hidden))),
+        num_warps=4, num_stages=3,
+    )
+    return out
+
+
+def route_and_sort(
+    router_logits: torch.Tensor,  # [num_tokens, num_experts] fp32, router bias included
+    *,
+    top_k: int,
+    scoring: str,
+    norm_topk_prob: bool,
+    routed_scaling_factor: float,
+    correction_bias: torch.Tensor | None,  # [num_experts] fp32, selection only
+    is_real_token: torch.Tensor | None,  # [num_tokens] bool; None: every row is real
+) -> tuple[torch.Tensor, torch.Tensor, ExpertSort]:  # topk_ids [num_tokens, k] int64, topk_weights fp32, the sort
+    check_runnable(_route_sort_kernel, router_logits)
+    if scoring not in SCORING_IDS:
+        raise ValueError(f"unknown MoE scoring {scoring!r}; supported: {', '.join(SCORING_IDS)}")
+    if router_logits.dtype != torch.float32 or router_logits.stride(-1) != 1:
+        raise ValueError("route_and_sort takes row-major fp32 router logits")
+    num_tokens, num_experts = router_logits.shape
+    device = router_logits.device
+    topk_ids = torch.empty((num_tokens, top_k), dtype=torch.int64, device=device)
+    topk_weights = torch.empty((num_tokens, top_k), dtype=torch.float32, device=device)
+    order = empty_expert_sort(num_tokens * top_k, num_experts, device)
+    if num_tokens == 0:
+        return topk_ids, topk_weights, order
+    _route_sort_kernel[(1,)](
+        router_logits, router_logits if correction_bias is None else correction_bias,
+        router_logits if is_real_token is None else is_real_token, topk_ids, topk_weights,
+        order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts, order.num_active_experts,
+        num_tokens, router_logits.stride(0), float(routed_scaling_factor),
+        NUM_EXPERTS=num_experts, TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
+        HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
+        PRECISE_EXP=device.type == "cuda", **sort_blocks(num_tokens, num_experts, top_k),
+    )
+    return topk_ids, topk_weights, order
