@@ -107,6 +107,9 @@ def _gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     RMS_BLOCK: tl.constexpr,  # input width per load of the RMS pass
+    # With HAS_NORM: > 0 takes the RMS over columns [0, NORM_SPLIT) and [NORM_SPLIT, IN_SIZE) apart (two RMSNorms
+    # side by side: EAGLE-3's and MTP's [embedding, hidden] input); 0 over the whole row.
+    NORM_SPLIT: tl.constexpr,
     FLATTEN: tl.constexpr,  # pipeline the weight loads across a program's tiles
     # qkv with RoPE and the K/V store in the epilogue: a tile is BLOCK_N dims of a head's first half and their
     # rotation partners HEAD_DIM / 2 rows below (the second weight tile, as up is to gate).
@@ -121,15 +124,26 @@ def _gemv_kernel(
     dtype = out_ptr.dtype.element_ty
     x_rows = x_ptr + tokens.to(tl.int64)[:, None] * stride_x
     inv_rms = tl.zeros([BLOCK_M], dtype=tl.float32)
+    inv_rms_2 = tl.zeros([BLOCK_M], dtype=tl.float32)  # the second group's (NORM_SPLIT > 0)
     if HAS_NORM:
         sum_sq = tl.zeros([BLOCK_M], dtype=tl.float32)
+        sum_sq_2 = tl.zeros([BLOCK_M], dtype=tl.float32)
         # Unrolled, wide loads; on the H100 no faster than a loop of BLOCK_K-wide ones (151.0 vs 150.9 us a block).
         for rms_k0 in tl.static_range(0, IN_SIZE, RMS_BLOCK):
             rms_ks = rms_k0 + tl.arange(0, RMS_BLOCK)
             rms_x = tl.load(x_rows + rms_ks[None, :], mask=is_token[:, None] & (rms_ks < in_size)[None, :],
                             other=0.0).to(tl.float32)
-            sum_sq += tl.sum(rms_x * rms_x, axis=1)
-        inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
+            if NORM_SPLIT > 0:
+                is_first = (rms_ks < NORM_SPLIT)[None, :]
+                sum_sq += tl.sum(tl.where(is_first, rms_x * rms_x, 0.0), axis=1)
+                sum_sq_2 += tl.sum(tl.where(is_first, 0.0, rms_x * rms_x), axis=1)
+            else:
+                sum_sq += tl.sum(rms_x * rms_x, axis=1)
+        if NORM_SPLIT > 0:
+            inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, NORM_SPLIT * 1.0) + eps)
+            inv_rms_2 = tl.math.rsqrt(tl.math.div_rn(sum_sq_2, (in_size - NORM_SPLIT) * 1.0) + eps)
+        else:
+            inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, in_size * 1.0) + eps)
     IS_PAIRED: tl.constexpr = IS_GATED or HAS_ROPE  # two weight tiles a step: (gate, up) or (first, second half)
     HALF: tl.constexpr = HEAD_DIM // 2
     if HAS_ROPE:
@@ -169,7 +183,10 @@ def _gemv_kernel(
             if IS_DOT:
                 x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
                 if HAS_NORM:
-                    x = (gain[None, :] * (x.to(tl.float32) * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
+                    inv = inv_rms[:, None]
+                    if NORM_SPLIT > 0:
+                        inv = tl.where((ks < NORM_SPLIT)[None, :], inv_rms[:, None], inv_rms_2[:, None])
+                    x = (gain[None, :] * (x.to(tl.float32) * inv).to(dtype).to(tl.float32)).to(dtype)
                 if IS_DOT_UPCAST:
                     w, w_up, x = w.to(tl.float32), w_up.to(tl.float32), x.to(tl.float32)
                 acc_t = tl.dot(w, tl.trans(x), acc_t, input_precision=DOT_PRECISION)
@@ -184,6 +201,9 @@ def _gemv_kernel(
                     x_m = tl.load(x_ptr + m * stride_x + ks, mask=is_k & is_token_m, other=0.0)  # [BLOCK_K]
                     if HAS_NORM:
                         inv_m = tl.sum(tl.where(tokens == m, inv_rms, 0.0), axis=0)
+                        if NORM_SPLIT > 0:
+                            inv_m_2 = tl.sum(tl.where(tokens == m, inv_rms_2, 0.0), axis=0)
+                            inv_m = tl.where(ks < NORM_SPLIT, inv_m, inv_m_2)
                         x_m = (gain * (x_m.to(tl.float32) * inv_m).to(dtype).to(tl.float32)).to(dtype)
                     x_m32 = x_m.to(tl.float32)[None, :]
                     is_m = tokens[:, None] == m
@@ -229,6 +249,7 @@ def gemv(
     residual: torch.Tensor | None = None,  # [num_tokens, out]: return residual + projection
     rope: RopeStore | None = None,  # weight is qkv: rotate q and k, store k and v, return q alone
     config: GemvConfig | None = None,
+    norm_split: int = 0,  # > 0 (with norm_weight): RMSNorm(x[:, :split]) and RMSNorm(x[:, split:]) side by side
 ) -> torch.Tensor:  # [num_tokens, out] in x's dtype ([num_tokens, num_q_heads * head_dim] with `rope`)
     """`[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T` in one kernel."""
     check_runnable(_gemv_kernel, x)
@@ -244,6 +265,8 @@ def gemv(
         raise ValueError(f"gemv residual {tuple(residual.shape)} is not [{num_tokens}, {out_features}]")
     if norm_weight is not None and tuple(norm_weight.shape) != (in_size,):
         raise ValueError(f"gemv norm weight {tuple(norm_weight.shape)} is not [{in_size}]")
+    if norm_split and (norm_weight is None or not 0 < norm_split < in_size):
+        raise ValueError(f"gemv norm_split {norm_split} needs a norm weight and 0 < split < {in_size}")
     if rope is not None:
         check_rope(rope, num_tokens, out_features, is_gated or residual is not None)
     out_width = out_features if rope is None else rope.num_q_heads * rope.head_dim
@@ -287,6 +310,7 @@ def gemv(
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
         RMS_BLOCK=min(next_pow2(in_size), max(config.block_k, RMS_ELEMENTS // block_m)),
+        NORM_SPLIT=norm_split,
         FLATTEN=config.is_flat,
         HAS_ROPE=rope is not None,
         NUM_Q_HEADS=0 if rope is None else rope.num_q_heads,

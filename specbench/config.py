@@ -170,8 +170,8 @@ class EngineConfig:
     # CUDA graphs for decode/verify and draft steps are on whenever the device and attention backend allow;
     # True runs every forward eagerly (debugging, or comparing against graphs).
     enforce_eager: bool = option(False, "run every forward eagerly (no CUDA graphs; they are on by default on CUDA)")
-    # Plain decode steps and EAGLE rounds are launched before the host reads the previous one (engine/overlap.py,
-    # engine/round_overlap.py); False waits for every step's tokens before scheduling the next (the reference loop).
+    # Plain decode steps and EAGLE rounds are launched before the host reads the previous one (engine/inflight.py,
+    # engine/step_loop.py); False waits for every step's tokens before scheduling the next (the reference loop).
     async_scheduling: bool = option(
         True, "overlap host work with the GPU: launch the next decode step or EAGLE round before reading the last "
         "(--no-async-scheduling: one step at a time)",

@@ -42,13 +42,13 @@ _TREE = ("draft", "eagle", "eagle3", "mtp")  # the methods that draft trees (spe
 PATHS: tuple[ExecutionPath, ...] = (
     # ---- the step loop -------------------------------------------------------------------------------------------
     ExecutionPath("decode.overlap", "plain decode step launched before the previous one is read back "
-                  "(engine/overlap.py)", ("cpu", "cuda"), ("none",)),
-    ExecutionPath("decode.sync", "plain decode step read back before the next is scheduled (engine/rounds.py; "
+                  "(engine/step_loop.py)", ("cpu", "cuda"), ("none",)),
+    ExecutionPath("decode.sync", "plain decode step read back before the next is scheduled (engine/step_loop.py; "
                   "--no-async-scheduling, or a speculative batch with no drafts at the context limit)", ()),
-    ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/rounds.py)",
+    ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/step_loop.py)",
                   ("cpu", "cuda"), _SPEC),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/round_overlap.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
                   "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (), _TREE),
     ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), _TREE),
@@ -69,6 +69,9 @@ PATHS: tuple[ExecutionPath, ...] = (
                   "(speculation/eagle/proposer.py)", ("cpu", "cuda"), _EAGLE),
     ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
                   "(speculation/eagle/proposer.py)", ("cuda",), _EAGLE, needs_cuda=True),
+    ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and 2H-wide "
+                  "first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
+                  "(speculation/eagle/fused_head.py)", ("cuda",), _EAGLE),
     ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
                   "(speculation/eagle/round_graph.py)", ("cuda",), _EAGLE, needs_cuda=True),
     # ---- the target forward --------------------------------------------------------------------------------------

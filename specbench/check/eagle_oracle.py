@@ -16,6 +16,7 @@ import torch
 from specbench.check.fresh_forward import fresh_cache, query_metadata
 from specbench.check.target_features import TargetFeatureCache
 from specbench.speculation.draft_records import DraftStepRecord, group_rounds
+from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
 
 
 @torch.inference_mode()
@@ -41,6 +42,39 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
     return logits
 
 
+@torch.inference_mode()
+def recompute_mtp_chain_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
+                               features: torch.Tensor) -> list[torch.Tensor]:
+    """Several MTP modules (speculation/mtp/multi_module.py), recomputed the way transformers' MtpModel runs them:
+    each module m < min(num_steps, num_modules) in one dense pass over the whole sequence, positions
+    0 .. newest - 1 + m, token q + 1 and module m - 1's output at q - 1 at position q (the target's hidden at q for
+    module 0; zero at q = 0); step m is its last row. Steps past the module count chain one query each on the last
+    module's pass. Fresh caches, nothing the engine wrote."""
+    modules, device, block_size = proposer.modules, proposer.device, proposer.block_size
+    newest = len(token_ids) - num_steps
+    kv, table = fresh_cache(modules[0].kv_cache_spec(), newest + num_steps - 1, block_size, device)
+    logits: list[torch.Tensor] = []
+    previous = None  # [num_positions, H] the last module pass's outputs over positions 0 ..
+    out = None
+    for m in range(min(num_steps, len(modules))):
+        num_positions = newest + m
+        ids = torch.tensor(token_ids[1 : num_positions + 1], dtype=torch.int64, device=device)
+        if m == 0:
+            hidden = features[:newest].to(device=device, dtype=modules[0].dtype)
+        else:
+            hidden = torch.cat([previous.new_zeros(1, previous.shape[-1]), previous[: num_positions - 1]])
+        out = modules[m](ids, hidden, query_metadata(0, num_positions, table, block_size, device), kv,
+                         phase="oracle")
+        logits.append(modules[m].compute_logits(out.logits_input[-1]).float().cpu())
+        previous = out.hidden
+    for j in range(len(modules), num_steps):  # the last module reused, fed its own previous output
+        draft = torch.tensor([token_ids[newest + j]], dtype=torch.int64, device=device)
+        md = query_metadata(newest - 1 + j, 1, table, block_size, device)
+        out = modules[-1](draft, out.hidden[-1:], md, kv, phase="oracle")
+        logits.append(modules[-1].compute_logits(out.logits_input[-1]).float().cpu())
+    return logits
+
+
 def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord],
                           rtol: float) -> tuple[int, list[str]]:
     """(step records compared, mismatch descriptions); target_model: the engine's target DecoderLM."""
@@ -57,7 +91,9 @@ def compare_eagle_records(proposer, target_model, records: list[DraftStepRecord]
     for longest, recs in rounds:
         newest = len(longest.token_ids) - 1 - longest.step
         features = cache.features(longest.request_id, longest.token_ids[:newest])
-        ref_logits = recompute_eagle_logits(proposer, longest.token_ids, longest.step + 1, features)
+        recompute = recompute_mtp_chain_logits if isinstance(proposer, MultiModuleMtpProposer) else \
+            recompute_eagle_logits
+        ref_logits = recompute(proposer, longest.token_ids, longest.step + 1, features)
         for rec in recs:
             ref = ref_logits[rec.step]
             err = (rec.logits - ref).abs().max().item()

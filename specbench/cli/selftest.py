@@ -39,26 +39,38 @@ def selftest(
     jobs: Annotated[str, typer.Option("--jobs", "-j", help="worker processes running rows side by side | auto: "
                                       "on CUDA min(8, CPU cores / 2), on CPU min(8, CPU cores); 1: in-process, one "
                                       "row after another; the rows are the same for any value")] = "auto",
+    window_moe: Annotated[bool, typer.Option("--window-moe/--no-window-moe", help="also run the first seed on the "
+                                             "sliding-window + MoE tiny target (Qwen3-MoE, every layer windowed), "
+                                             "where the window and MoE faults run")] = True,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
+    from specbench.runs.comma_lists import parse_int_ranges
     from specbench.selftest.coverage import coverage_verdict, format_coverage
     from specbench.selftest.parallel import default_jobs
-    from specbench.runs.comma_lists import parse_int_ranges
-    from specbench.selftest.runner import (METHODS, false_alarms, format_mutation_table, selftest_coverage, selftest_ok,
-                                           timed_selftest)
+    from specbench.selftest.runner import (
+        METHODS,
+        false_alarms,
+        format_mutation_table,
+        selftest_coverage,
+        selftest_ok,
+        timed_selftest,
+    )
 
     rows, seconds = timed_selftest(seeds=parse_int_ranges(seeds, "--seeds"), methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
-                                   device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device))
+                                   device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
+                                   window_moe=window_moe)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
-            print(f"{row.method} seed {row.seed} {row.inject or 'clean'} {crashed.name}: {crashed.detail}")
+            print(f"{row.method} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
+                  f"{crashed.name}: {crashed.detail}")
         if row.inject is None:
             greedy = next((r for r in row.results if r.name == "greedy"), None)
             if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method
-                print(f"greedy, {row.method} seed {row.seed} clean: {greedy.detail}")
+                print(f"greedy, {row.method} seed {row.seed}{' ' + row.target if row.target else ''} clean: "
+                      f"{greedy.detail}")
             sampled = next((r for r in row.results if r.name == "sampled" and not r.skipped), None)
             if sampled is not None:
                 print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
@@ -83,7 +95,8 @@ def _progress(row) -> None:
     verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
         "detected" if row.detected else "MISSED")
     seconds = sum(r.seconds for r in row.results)
-    print(f"  {row.method} seed {row.seed} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
+    target = f" {row.target}" if row.target else ""
+    print(f"  {row.method} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
           flush=True)
 
 

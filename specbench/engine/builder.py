@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from specbench.attention import create_backend
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
@@ -142,6 +143,15 @@ def size_kv_pool(config: EngineConfig, bytes_per_block: int, device: torch.devic
     return num_blocks, f"{note} -> {num_blocks} blocks of {config.block_size} tokens"
 
 
+def releasable_windows(kinds: tuple, *, has_draft_kv: bool) -> tuple[int, ...]:
+    """The scheduler's `kv_windows`: the target's windows when every layer is windowed and no proposer keeps a KV
+    cache in the same block tables (a draft LM's, EAGLE head's or MTP module's catch-up queries lag the target's
+    commit and its layers' windows are its own: they keep every block); else () (nothing released early)."""
+    if has_draft_kv or not kinds or not all(isinstance(k, SlidingWindowAttention) for k in kinds):
+        return ()
+    return tuple(k.window for k in kinds)
+
+
 def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> EngineParts:
     from specbench.models.loader import load_model
     from specbench.models.memory import check_kv_budget
@@ -191,6 +201,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         max_num_batched_tokens=config.max_num_batched_tokens,
         num_steps=config.max_num_steps,  # the initial k; the scheduler owns it from here
         max_model_len=max_model_len,
+        kv_windows=releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None),
     )
     feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()
     runner = TargetRunner(target.model, target_kv, feature_layers)

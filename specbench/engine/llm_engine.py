@@ -1,4 +1,5 @@
-"""The step loop: schedule, propose, verify (or prefill), commit, emit."""
+"""The engine: requests in, finished requests out, settings between runs; each step runs through its step loop
+(engine/step_loop.py)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,31 @@ import torch
 
 from specbench.config import EngineConfig
 from specbench.engine.builder import EngineParts, build_engine_parts
-from specbench.engine.logprobs import StepLogprobs
-from specbench.engine.token_logprob import TokenLogprob
+from specbench.engine.commit import Committer
+from specbench.engine.inflight import Inflight
 from specbench.engine.outputs import RequestOutput
-from specbench.engine.overlap import InflightDecode, OverlappedDecode
-from specbench.engine.round_overlap import InflightRound, OverlappedRounds
-from specbench.engine.rounds import TargetRounds
-from specbench.engine.tree_round import TreeRounds
-from specbench.engine.request import Request, RequestStatus
-from specbench.engine.scheduler import ScheduledBatch
+from specbench.engine.request import Request
 from specbench.engine.stats import RequestStats, StepStats
-from specbench.engine.timing import PhaseTimer
+from specbench.engine.step_log import StepLog
+from specbench.engine.step_loop import StepLoop
+from specbench.engine.step_runner import StepRunner
+from specbench.engine.stop import StopChecker
+from specbench.engine.token_logprob import TokenLogprob
 from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
-from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, DraftsTrees
+from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.registry import methods_with
-from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, make_generator
+from specbench.speculation.sampling import make_generator
 from specbench.speculation.synthetic import conditional_rates
 
 
-class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
+class LLMEngine:
+    """The engine's API (requests in, finished requests out, settings between runs) around its step loop: the
+    scheduler decides, the step runner executes, the committer commits (engine/step_loop.py)."""
+
     def __init__(self, config: EngineConfig, parts: EngineParts | None = None,
                  hooks: PhaseHooks = NO_HOOKS) -> None:
         """`hooks`: what the engine and proposer call while building phase inputs (specbench.llm.create_engine)."""
@@ -43,34 +46,58 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         self.tokenizer = p.tokenizer
         self.scheduler = p.scheduler
         self.runner = p.runner
-        self.proposer = p.proposer
-        self.stop_checker = p.stop_checker
         self.vocab_size = p.target.config.vocab_size
         self.block_size = config.block_size
         self.pool_tokens = p.num_kv_blocks * config.block_size
-        self.verify_fn = p.verify_fn
         self.hooks = p.hooks
         self.paths = p.paths  # the one record of which execution paths this engine took (execution_paths.py)
-        self._verify_path = f"verify.{p.verifier}"
-        self._proposer_path = f"proposer.{config.method}"
-        self.synthetic_conditional = None
+        synthetic_conditional = synthetic_generator = None
         if config.synthetic_acceptance is not None:
             rates = conditional_rates(config.synthetic_acceptance)
-            self.synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
-            self.synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
-        self.step_stats: list[StepStats] = []
+            synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
+            synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.step_runner = StepRunner(
+            p.runner, p.proposer, p.verify_fn, hooks=p.hooks, paths=p.paths, device=p.device,
+            block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
+            synthetic_conditional=synthetic_conditional, synthetic_generator=synthetic_generator)
+        self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker)
+        self.log = StepLog()
+        self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)
         self._cpu_threads = CpuThreads(config.cpu_threads)
-        # Called on the stepping thread with (request_id, tokens it committed this step) as each step commits:
-        # streaming servers forward tokens as they are emitted. None: only finished requests are reported.
-        self.on_emission: Callable[[str, tuple[int, ...]], None] | None = None
-        self._requests: dict[str, Request] = {}
         self._ids = itertools.count()
-        self._step_index = 0
-        self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
         self.async_scheduling = config.async_scheduling  # config's value until set_async_scheduling
-        self._inflight: InflightDecode | None = None  # a plain decode step launched, its tokens not yet read
-        self._inflight_round: InflightRound | None = None  # a verify launched, the next round drafted ahead
-        self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
+        self._inflight: Inflight | None = None  # the step or round launched and not read back yet (inflight.py)
+
+    @property
+    def proposer(self) -> Proposer | None:
+        """None: method none (plain decoding). The step runner holds it (tests swap it for a wrapper)."""
+        return self.step_runner.proposer
+
+    @proposer.setter
+    def proposer(self, proposer: Proposer | None) -> None:
+        self.step_runner.proposer = proposer
+
+    @property
+    def stop_checker(self) -> StopChecker:
+        return self.committer.stop_checker
+
+    @stop_checker.setter
+    def stop_checker(self, checker: StopChecker) -> None:
+        self.committer.stop_checker = checker
+
+    @property
+    def on_emission(self) -> Callable[[str, tuple[int, ...]], None] | None:
+        """Called on the stepping thread with (request_id, tokens it committed this step) as each step commits:
+        streaming servers forward tokens as they are emitted. None: only finished requests are reported."""
+        return self.committer.on_emission
+
+    @on_emission.setter
+    def on_emission(self, callback: Callable[[str, tuple[int, ...]], None] | None) -> None:
+        self.committer.on_emission = callback
+
+    @property
+    def step_stats(self) -> list[StepStats]:
+        return self.log.step_stats
 
     # ---- requests -------------------------------------------------------------------------
     def encode(self, prompt: str) -> list[int]:
@@ -104,7 +131,7 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
             )
         index = next(self._ids)
         request_id = request_id or f"req-{index}"
-        if request_id in self._requests:
+        if request_id in self.committer.requests:
             raise SpecbenchError(f"duplicate request id {request_id!r}")
         seed = params.seed if params.seed is not None else hash((self.config.seed, index)) & 0x7FFFFFFF
         request = Request(
@@ -120,20 +147,19 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
             prompt_text=prompt if isinstance(prompt, str) else None,
             generator=None if params.is_greedy else make_generator(seed, self.device),
         )
-        self._requests[request_id] = request
+        self.committer.requests[request_id] = request
         self.scheduler.add(request)
         return request_id
 
     def abort_request(self, request_id: str) -> bool:
         """Drop an unfinished request between steps: its KV and draft state are freed and it is never reported.
         False when it is not unfinished (already finished or unknown)."""
-        request = self._requests.pop(request_id, None)
+        request = self.committer.requests.pop(request_id, None)
         if request is None:
             return False
         self.scheduler.abort(request)
-        if self.proposer is not None:
-            self.proposer.free(request_id)
-        self._sampling_cache = None  # it may hold the aborted request's row
+        self.step_runner.free(request_id)
+        self.step_runner.forget_sampling()  # it may hold the aborted request's row
         return True
 
     def recover_from_failed_step(self) -> None:
@@ -141,17 +167,15 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         recomputes its prompt and output so far when next scheduled), so the engine can step again. Aborting the
         request that caused the failure is the caller's decision (serve/engine_loop.py)."""
         self._inflight = None
-        self._inflight_round = None
-        self._sampling_cache = None
+        self.step_runner.forget_sampling()
         for request in self.scheduler.preempt_all():
-            if self.proposer is not None:
-                self.proposer.free(request.request_id)
+            self.step_runner.free(request.request_id)
 
     def emitted_logprobs(self, request_id: str, num: int) -> tuple[tuple[TokenLogprob, ...] | None,
                                                                    tuple[TokenLogprob | None, ...] | None]:
         """(logprobs of an unfinished request's newest `num` tokens, its prompt logprobs), None where it did not
         ask: what an on_emission callback streams with the tokens it is handed."""
-        request = self._requests[request_id]
+        request = self.committer.requests[request_id]
         newest = None if request.sampling_params.logprobs is None else tuple(request.output_logprobs[-num:])
         return newest, request.prompt_logprobs
 
@@ -160,10 +184,6 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
         """k of the next rounds: the scheduler owns it (it reserves KV for k drafts); config.max_num_steps is the
         largest k the engine was built (graphs captured) for."""
         return self.scheduler.num_steps
-
-    @property
-    def needs_features(self) -> bool:
-        return isinstance(self.proposer, ConsumesTargetFeatures) and self.num_steps > 0
 
     def set_num_steps(self, num_steps: int) -> None:
         """Change k between runs without reloading models (0 = plain decoding, proposer idle)."""
@@ -197,7 +217,7 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
-        if shape.is_tree and self.synthetic_conditional is not None:
+        if shape.is_tree and self.step_runner.synthetic_conditional is not None:
             raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape
 
@@ -216,137 +236,19 @@ class LLMEngine(TargetRounds, TreeRounds, OverlappedDecode, OverlappedRounds):
 
     def has_unfinished(self) -> bool:
         """Requests waiting or running, or a launched step still to read back."""
-        return self._inflight is not None or self._inflight_round is not None or self.scheduler.has_unfinished()
+        return self._inflight is not None or self.scheduler.has_unfinished()
 
     # ---- the step loop --------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Run one engine step; returns requests that finished in it (possibly none).
 
-        With async scheduling a plain decode step is launched and read back on the next call, after that call
-        has launched its successor (engine/overlap.py): the results of a step may come one call late."""
+        With async scheduling a plain decode step (or an EAGLE round drafted ahead) is launched and read back on
+        the next call, after that call has launched its successor (engine/inflight.py): the results of a step may
+        come one call late."""
         self._cpu_threads.on_step()
-        if self._inflight is not None:
-            return self._step_overlapped()
-        if self._inflight_round is not None:
-            return self._step_round_overlapped()
-        start = time.perf_counter()
-        batch = self.scheduler.schedule(start)
-        if batch is None:
-            return []
-        self._on_scheduled(batch, start)
-        if self._is_overlappable(batch):
-            self._inflight = self._launch_plain_decode(batch, start, None)
-            return []
-        timer = PhaseTimer(self.device)
-        st = self._sampling_tensors(batch.requests)
-        if batch.is_prefill:
-            committed, num_drafted, num_accepted, num_tokens, logprobs = self._prefill(batch.requests, st, timer)
-        else:
-            decoded = self._decode(batch, st, timer, start)
-            if decoded is None:
-                return []
-            committed, num_drafted, num_accepted, num_tokens, logprobs = decoded
-        emit_time = time.perf_counter()
-        finished = self._commit_all(batch.requests, committed, emit_time, logprobs)
-        self._record_step(timer, start, time.perf_counter(), "prefill" if batch.is_prefill else "decode",
-                          len(batch.requests), num_tokens, num_drafted, num_accepted, len(batch.preempted),
-                          self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+        last, self._inflight = self._inflight, None
+        finished, self._inflight = self.loop.step(last, is_async=self.async_scheduling)
         return finished
-
-    def _commit_all(self, requests, committed, emit_time: float,
-                    logprobs: StepLogprobs | None = None) -> list[RequestOutput]:
-        """Commit each request's tokens of one step (a request aborted since its launch is skipped); the finished.
-        `logprobs`: the step's target logprobs, when a request in it asked."""
-        finished = []
-        for r, (request, tokens) in enumerate(zip(requests, committed)):
-            if request.status is not RequestStatus.RUNNING:
-                continue
-            token_logprobs = None if logprobs is None else logprobs.for_request(r, tokens)
-            reason = self._commit(request, tokens, emit_time, token_logprobs)
-            if reason is not None:
-                finished.append(self._finish(request, reason))
-        return finished
-
-    def _record_step(self, timer: PhaseTimer, start: float, end: float, phase: str, num_reqs: int, num_tokens: int,
-                     num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int, *,
-                     read_time: float, is_overlapped: bool = False) -> None:
-        """One StepStats row. A step launched before the previous one was read back (overlapped) counts from that
-        read-back, when the host could first work on it: the steps of a steady batch then add up to its wall time."""
-        first = max(start, self._last_read_time) if is_overlapped else start
-        self.step_stats.append(
-            StepStats(
-                step=self._step_index,
-                start_time=start,
-                phase=phase,
-                num_reqs=num_reqs,
-                num_scheduled_tokens=num_tokens,
-                num_draft_tokens=num_drafted,
-                num_accepted_tokens=num_accepted,
-                num_preempted=num_preempted,
-                num_free_blocks=num_free_blocks,
-                draft_ms=timer.elapsed_ms("draft"),
-                target_ms=timer.elapsed_ms("target"),
-                sample_ms=timer.elapsed_ms("sample"),
-                step_ms=(end - first) * 1e3,
-            )
-        )
-        self._step_index += 1
-        self._last_read_time = read_time
-
-    def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
-        if batch.preempted:
-            self.paths.record("preemption")
-        for request in batch.preempted:
-            if self.proposer is not None:
-                self.proposer.free(request.request_id)
-        for request in batch.requests:
-            if request.stats.first_scheduled_time is None:
-                request.stats.first_scheduled_time = start
-
-    def _commit(self, request: Request, tokens: list[int], emit_time: float,
-                token_logprobs: list[TokenLogprob] | None = None) -> str | None:
-        reason = None
-        num_emitted = 0
-        for i, token in enumerate(tokens):
-            request.output_token_ids.append(token)
-            if token_logprobs is not None:
-                request.output_logprobs.append(token_logprobs[i])
-            num_emitted += 1
-            reason = self.stop_checker.check(request)
-            if reason is not None:
-                break
-        request.stats.emission_times.append(emit_time)
-        request.stats.tokens_per_emission.append(num_emitted)
-        if self.on_emission is not None:
-            self.on_emission(request.request_id, tuple(request.output_token_ids[-num_emitted:]))
-        return reason
-
-    def _finish(self, request: Request, reason: str) -> RequestOutput:
-        self.scheduler.finish(request, reason)
-        if self.proposer is not None:
-            self.proposer.free(request.request_id)
-        del self._requests[request.request_id]
-        return RequestOutput(
-            request_id=request.request_id,
-            prompt=request.prompt_text,
-            prompt_token_ids=tuple(request.prompt_token_ids),
-            output_token_ids=tuple(request.output_token_ids),
-            text=self.stop_checker.final_text(request),
-            finish_reason=reason,
-            stats=request.stats,
-            logprobs=None if request.sampling_params.logprobs is None else tuple(request.output_logprobs),
-            prompt_logprobs=request.prompt_logprobs,
-        )
-
-    def _sampling_tensors(self, requests) -> SamplingTensors:
-        """Rebuilt only when the batch changes: decode steps of a steady batch reuse the device tensors."""
-        key = tuple(map(id, requests))  # the cache holds the requests, so their ids cannot be reused meanwhile
-        if self._sampling_cache is None or self._sampling_cache[1] != key:
-            st = build_sampling_tensors(
-                [r.sampling_params for r in requests], [r.generator for r in requests], self.vocab_size, self.device
-            )
-            self._sampling_cache = (tuple(requests), key, st)
-        return self._sampling_cache[2]
 
     def run_until_done(self, on_finish=None) -> list[RequestOutput]:
         """Step until every added request finished, sleeping until future arrivals."""

@@ -28,6 +28,8 @@ class Request:
     generator: torch.Generator | None = None
     output_token_ids: list[int] = field(default_factory=list)
     block_table: list[int] = field(default_factory=list)
+    # Leading entries of block_table already released (out of every layer's window; the scheduler's to set).
+    num_released_blocks: int = 0
     # Target KV holds positions [0, num_cached_tokens). While decoding this is
     # num_tokens - 1: the newest token is not in the cache until the next forward.
     num_cached_tokens: int = 0

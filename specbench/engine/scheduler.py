@@ -4,6 +4,10 @@ Each step is either a prefill step (new or preempted requests, whole prompt)
 or a decode step (every running request). A decode step reserves KV for the
 newest token plus `num_steps` drafts; when the pool runs out the most recently
 admitted request is preempted (its blocks freed, recomputed later).
+
+When every layer of every model writing into the block tables is windowed (`kv_windows`), a running request's
+leading blocks that no future query sees in any layer are released before each step is scheduled
+(attention/window.py: num_blocks_outside_windows), so a long generation holds about its window's blocks.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from specbench.attention.window import num_blocks_outside_windows
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
 from specbench.speculation.draft_shape import CHAIN
@@ -36,8 +41,12 @@ class Scheduler:
         max_num_batched_tokens: int,
         num_steps: int,
         max_model_len: int,
+        kv_windows: tuple[int, ...] = (),
     ) -> None:
         self.block_manager = block_manager
+        # [num_layers] every layer's window when each layer of each model sharing the tables is windowed; ():
+        # some layer attends to the whole context, so no block is ever released early.
+        self.kv_windows = kv_windows
         self.max_concurrency = max_concurrency
         self.max_num_batched_tokens = max_num_batched_tokens
         self.num_steps = num_steps
@@ -56,6 +65,7 @@ class Scheduler:
         return min((r.arrival_time for r in self.waiting), default=None)
 
     def schedule(self, now: float) -> ScheduledBatch | None:
+        self._release_outside_windows()
         batch = self._schedule_prefill(now)
         if batch is None and self.running:
             batch = self._schedule_decode()
@@ -117,6 +127,7 @@ class Scheduler:
         """Plain decode of every running request, scheduled before the previous step's tokens reach the host
         (overlapped decoding): each request's KV already counts the token in flight. None when that would need a
         preemption: a lookahead step frees nothing, so the synchronous path decides who is preempted."""
+        self._release_outside_windows()
         requests = tuple(self.running)
         if not self.reserve(requests, [r.num_cached_tokens + 1 for r in requests]):
             return None
@@ -148,6 +159,24 @@ class Scheduler:
             return kv_rows(tree_plan(self.draft_shape, self.num_steps))
         return self.num_steps
 
+    def _release_outside_windows(self) -> None:
+        """Release each running request's leading blocks that no future query sees in any layer. Every query still
+        to run sits at a position >= num_cached_tokens - 1 (a plain step in flight writes position
+        num_cached_tokens - 1, overlap.py; a verify or decode queries from num_cached_tokens on)."""
+        if not self.kv_windows:
+            return
+        bm = self.block_manager
+        for request in self.running:
+            if request.num_cached_tokens < 1:
+                continue
+            releasable = num_blocks_outside_windows(request.num_cached_tokens - 1, self.kv_windows, bm.block_size)
+            request.num_released_blocks = bm.release_leading(request.block_table, request.num_released_blocks,
+                                                             releasable)
+
+    def _free(self, request: Request) -> None:
+        self.block_manager.free(request.block_table, request.num_released_blocks)
+        request.num_released_blocks = 0
+
     def _num_drafts_for(self, request: Request) -> int:
         # Never draft past the model's context (accepted + bonus must fit). Near max_tokens every request still
         # drafts k, as serving engines do, and the commit truncates: uniform rounds keep CUDA graphs in use
@@ -159,7 +188,7 @@ class Scheduler:
 
     def _preempt(self, request: Request) -> None:
         self.running.remove(request)
-        self.block_manager.free(request.block_table)
+        self._free(request)
         request.num_cached_tokens = 0
         request.status = RequestStatus.WAITING
         request.stats.num_preemptions += 1
@@ -178,13 +207,13 @@ class Scheduler:
             self.waiting.remove(request)
         else:
             self.running.remove(request)
-        self.block_manager.free(request.block_table)
+        self._free(request)
         request.pending_features = None
         request.status = RequestStatus.FINISHED
         request.finish_reason = "abort"
 
     def finish(self, request: Request, reason: str) -> None:
         self.running.remove(request)
-        self.block_manager.free(request.block_table)
+        self._free(request)
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason

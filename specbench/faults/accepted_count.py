@@ -33,7 +33,7 @@ class AcceptedCountOffByOne(Mutant):
 
         def add_with_bad_stats(*args, **kwargs) -> str:
             request_id = add_request(*args, **kwargs)
-            request = engine._requests[request_id]  # noqa: SLF001 - a mutant reaches into the engine it corrupts
+            request = engine.committer.requests[request_id]  # a mutant reaches into the engine it corrupts
             request.stats = _OffByOneStats(**{f.name: getattr(request.stats, f.name) for f in fields(RequestStats)})
             return request_id
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import path
 from specbench.faults.accepted_count import AcceptedCountOffByOne
-from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
 from specbench.faults.ahead_positions_stale import AheadPositionsStale
+from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
 from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
@@ -22,9 +22,11 @@ from specbench.faults.draft_state_kept import DraftStateKeptOnPreemption
 from specbench.faults.draft_step_shifted import DraftStepShifted
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
+from specbench.faults.fused_head_rope_shift import FusedHeadRopeShift
 from specbench.faults.fused_residual_twice import FusedResidualTwice
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
+from specbench.faults.moe_padding_mask_frozen import MoePaddingMaskFrozenAtCapture
 from specbench.faults.mtp_hidden_position import MtpHiddenWrongPosition
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
@@ -36,9 +38,9 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
+from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.faults.verify_kv import VerifyKvOffByOne
 from specbench.faults.verify_stall import VerifyStall
-from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.faults.window_missing_in_catchup import WindowMissingInCatchup
 from specbench.faults.window_missing_in_verify import WindowMissingInVerify
 from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
@@ -74,14 +76,16 @@ PATH_MUTANTS: tuple[type[Mutant], ...] = (
     RoundGraphStaleFeatures,
     FusedResidualTwice,
     RopeStoreSlotShift,
+    FusedHeadRopeShift,
     TritonBonusNeighbour,
     NgramContinuationLate,
     PreemptStaleComputed,
 )
 
 # Bugs of the sliding-window attention kind: inert on full-attention targets (no window metadata to bend), so the
-# selftest, whose tiny targets are full attention, does not run them; tests/faults/test_window_mutants.py shows each
-# passing on a full-attention target and caught on a window target (greedy vs HF, INV-KIND).
+# selftest runs them on its sliding-window + MoE target only (selftest/tiny_window_moe.py; window_moe_faults);
+# tests/faults/test_window_mutants.py shows each passing on a full-attention target and caught on a window target
+# (greedy vs HF, INV-KIND), tests/check/test_selftest_window_moe.py caught by the selftest's battery.
 WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
     WindowNotRebuiltBetweenDraftSteps,
     WindowOffByOne,
@@ -92,6 +96,10 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
 # Bugs of attention sinks (gpt-oss): inert on targets without sinks, likewise outside the full-attention selftest;
 # tests/faults/test_sink_mutants.py shows the pass on a sink-free pair and the catch on a gpt-oss pair.
 SINK_MUTANTS: tuple[type[Mutant], ...] = (SinksDroppedInDraft,)
+
+# Bugs of the MoE layers' fast paths: inert on dense targets (no experts), run on the window + MoE target only. Path
+# mutants: run where their path is production (the CUDA graphs: CUDA only).
+MOE_MUTANTS: tuple[type[Mutant], ...] = (MoePaddingMaskFrozenAtCapture,)
 
 # Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
 # compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their
@@ -105,7 +113,8 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall,)
 
-ALL_MUTANTS = MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + SINK_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS
+ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + LOGPROBS_MUTANTS
+               + SPEED_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -117,6 +126,21 @@ def selftest_faults(device: str) -> tuple[str, ...]:
     mutants are not run: the selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
+
+
+def window_moe_faults(device: str) -> tuple[str, ...]:
+    """What `specbench selftest` runs by default on its sliding-window + MoE target on a device class: every window
+    mutant, and the MoE mutants whose path is production there."""
+    return tuple(m.fault.name for m in WINDOW_MUTANTS) + tuple(
+        m.fault.name for m in MOE_MUTANTS if not m.fault.path or device in path(m.fault.path).production_on)
+
+
+_WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
+
+
+def needs_window_moe_target(name: str) -> bool:
+    """Whether a fault acts only on a sliding-window or MoE target (the selftest runs it on that target alone)."""
+    return name in _WINDOW_MOE_FAULTS
 
 
 _MUTANT_OF: dict[str, type[Mutant]] = {m.fault.name: m for m in ALL_MUTANTS}

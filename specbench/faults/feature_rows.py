@@ -21,7 +21,7 @@ class FeatureRowsOffByOne(Mutant):
         proposer = engine.proposer
 
         def make_read(read_verify):
-            def late_rows(launch, output_rows, accepted, *, is_ahead: bool):
+            def late_rows(launch, output_rows, accepted, *, hands_features: bool):
                 # The engine hands request r the rows [offset_r, offset_r + num_new) of launch.features, in request
                 # order, where offset_r counts the verify rows (1 + drafts) of the requests before it.
                 num_drafts = (launch.proposal.num_draft_tokens if launch.proposal is not None
@@ -37,9 +37,9 @@ class FeatureRowsOffByOne(Mutant):
 
                 proposer.add_target_features = shifted
                 try:
-                    return read_verify(launch, output_rows, accepted, is_ahead=is_ahead)
+                    return read_verify(launch, output_rows, accepted, hands_features=hands_features)
                 finally:
                     proposer.add_target_features = add
             return late_rows
 
-        wrap_method(engine, "_read_verify", make_read)
+        wrap_method(engine.step_runner, "read_verify", make_read)

@@ -29,4 +29,4 @@ class LogprobsZeroed(Mutant):
                 return commit(request, tokens, emit_time, token_logprobs)
             return zeroing_commit
 
-        wrap_method(engine, "_commit", make_commit)
+        wrap_method(engine.committer, "_commit", make_commit)

@@ -33,4 +33,4 @@ class OverlapStaleInput(PathMutant):
                 return step
             return stale_launch
 
-        wrap_method(engine, "_launch_plain_decode", make)
+        wrap_method(engine.loop, "_launch_plain_decode", make)

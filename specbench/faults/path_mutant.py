@@ -37,3 +37,17 @@ def recapture_target_graphs(engine) -> None:
     graphs._graphs.clear()
     for query_len in query_lens:
         graphs.capture(query_len)
+
+
+def recapture_draft_graphs(engine) -> None:
+    """The EAGLE / MTP proposer's draft-step and whole-round graphs were captured through the clean head while the
+    engine was built: capture them again through the bent one (none off CUDA)."""
+    proposer = engine.proposer
+    plan = proposer._graph_plan
+    if plan is None:
+        return
+    round_ks = sorted(proposer.round_graphs)
+    proposer.round_graphs.clear()
+    proposer.enable_cuda_graphs(plan)
+    for k in round_ks:
+        proposer.prepare_cuda_graphs(k)

@@ -2,7 +2,7 @@
 when preempted (seed class: stale state reused across phases).
 
 Preemption frees a request's KV and its recompute prefill rebuilds all of it, after which the target KV holds every
-token but the newest. Here the overlapped loop's launch (engine/overlap.py) restores the count saved at preemption
+token but the newest. Here the overlapped loop's launch (engine/step_loop.py) restores the count saved at preemption
 on the request's first launch after it resumes, one short of the truth: that step writes the newest token's K/V
 over its predecessor's position and every later position is off by one. The synchronous loop and speculative
 rounds resume correctly.
@@ -40,4 +40,4 @@ class PreemptStaleComputed(PathMutant):
             return restoring_launch
 
         wrap_method(engine.scheduler, "_preempt", make_preempt)
-        wrap_method(engine, "_launch_plain_decode", make_launch)
+        wrap_method(engine.loop, "_launch_plain_decode", make_launch)

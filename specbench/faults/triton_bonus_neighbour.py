@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from specbench.faults.fault import Fault
 from specbench.faults.output_rewrite import rewrite_output_token
-from specbench.faults.path_mutant import PathMutant
+from specbench.faults.path_mutant import PathMutant, wrap_method
 from specbench.speculation.capabilities import Proposer
 
 
@@ -19,7 +19,8 @@ class TritonBonusNeighbour(PathMutant):
 
     def install(self, engine) -> None:
         if engine.parts.verifier == "triton":
-            engine.verify_fn = rewrite_output_token(engine.verify_fn, _neighbour_bonus)
+            wrap_method(engine.step_runner, "verify_fn",
+                        lambda verify_fn: rewrite_output_token(verify_fn, _neighbour_bonus))
 
 
 def _neighbour_bonus(target_logits, st, r, first_row, num_draft, num_accepted):

@@ -1,6 +1,7 @@
 """The base of the mutants of the verifier (the outputs a speculative round produces): each wraps the verify
-function. `install` wraps the built engine's own (`engine.verify_fn`), once; the rows check wraps the function it
-tests without an engine (catalog.wrap_verifier). No hook in the engine: its verify function is an attribute."""
+function. `install` wraps the built engine's own (`engine.step_runner.verify_fn`), once; the rows check wraps the
+function it tests without an engine (catalog.wrap_verifier). No hook in the engine: its verify function is an
+attribute."""
 
 from __future__ import annotations
 
@@ -15,4 +16,4 @@ class VerifierMutant(Mutant):
         raise NotImplementedError(f"{type(self).__name__} must wrap the verify function")
 
     def install(self, engine) -> None:
-        wrap_method(engine, "verify_fn", self.wrap_verifier)
+        wrap_method(engine.step_runner, "verify_fn", self.wrap_verifier)

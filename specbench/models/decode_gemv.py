@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class Block(Protocol):
     """What this path reads of a block: DecoderLayer, and the EAGLE-3 head's first layer."""
 
-    input_layernorm: nn.Module  # RMSNorm, or nn.Identity in EAGLE-1's first layer (then this path is not taken)
+    input_layernorm: nn.Module  # RMSNorm, or nn.Identity in EAGLE-1's first layer (the stream is projected as is)
     self_attn: SelfAttention
     post_attention_layernorm: RMSNorm
     mlp: GatedMLP
@@ -45,7 +45,7 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     attn = layer.self_attn
     return (
         x.shape[0] >= 1
-        and isinstance(layer.input_layernorm, RMSNorm)
+        and isinstance(layer.input_layernorm, (RMSNorm, nn.Identity))
         and isinstance(layer.mlp, GatedMLP)  # a MoE layer's experts take their own grouped kernels
         and layer.mlp.activation == "silu"
         and attn.qkv_proj.bias is None
@@ -72,6 +72,32 @@ def _stores_rope(attn: SelfAttention, num_tokens: int) -> bool:
     return attn.q_norm is None and fused_kernels.rope_store_fits(num_tokens, attn.head_dim)
 
 
+def project_and_attend(
+    attn: SelfAttention,
+    x: torch.Tensor,  # [num_tokens, in_size] qkv_proj's input (before the norm when norm_weight is given)
+    cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+    kv_cache: KVCache,
+    md: AttentionMetadata,
+    backend: AttentionBackend,
+    norm_weight: torch.Tensor | None = None,  # [in_size]: the norm rides in the projection
+    eps: float = 0.0,
+    norm_split: int = 0,  # > 0: two norms side by side (kernels/gemv.py), EAGLE-3's [embedding, hidden] input
+) -> torch.Tensor:  # [num_tokens, q_size] attention output, o_proj's input
+    """qkv (+ RoPE and the K/V store where they fit), then attention."""
+    num_tokens = x.shape[0]
+    if _stores_rope(attn, num_tokens):
+        # Two kernels fewer: q comes back rotated, k and v are already in the cache.
+        q = fused_kernels.gemv_rope_store(
+            x, attn.qkv_proj.weight, cos_sin, md.slot_mapping, kv_cache.k[attn.layer_idx],
+            kv_cache.v[attn.layer_idx], attn.num_heads, attn.num_kv_heads, norm_weight=norm_weight, eps=eps,
+            norm_split=norm_split)
+        out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md,
+                                    attn.score_params())
+        return out.reshape(num_tokens, attn.q_size)
+    qkv = fused_kernels.gemv(x, attn.qkv_proj.weight, norm_weight=norm_weight, eps=eps, norm_split=norm_split)
+    return attn.attend(qkv, cos_sin, kv_cache, md, backend)
+
+
 def block(
     layer: Block,
     hidden: torch.Tensor,  # [num_tokens, hidden] the previous block's output, or the stream itself (first block)
@@ -82,25 +108,16 @@ def block(
     backend: AttentionBackend,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # (stream leaving the block, stream entering it), each [num_tokens, hidden]
     """norm + qkv (+ RoPE and the K/V store), attention, then `block_tail`."""
-    norm, attn = layer.input_layernorm, layer.self_attn
-    num_tokens = hidden.shape[0]
-    norm_weight = None
-    if num_tokens == 1:  # the norm rides in the projection
+    norm = layer.input_layernorm
+    norm_weight, eps = None, 0.0
+    if not isinstance(norm, RMSNorm):  # EAGLE-1's first layer projects the stream as is
         x = stream = hidden if residual is None else residual + hidden
-        norm_weight = norm.weight
+    elif hidden.shape[0] == 1:  # the norm rides in the projection
+        x = stream = hidden if residual is None else residual + hidden
+        norm_weight, eps = norm.weight, norm.eps
     else:
         x, stream = norm.add_and_norm(hidden, residual)
-    if _stores_rope(attn, num_tokens):
-        # Two kernels fewer: q comes back rotated, k and v are already in the cache.
-        q = fused_kernels.gemv_rope_store(
-            x, attn.qkv_proj.weight, cos_sin, md.slot_mapping, kv_cache.k[attn.layer_idx],
-            kv_cache.v[attn.layer_idx], attn.num_heads, attn.num_kv_heads, norm_weight=norm_weight, eps=norm.eps)
-        out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md,
-                                    attn.score_params())
-        attn_out = out.reshape(num_tokens, attn.q_size)
-    else:
-        qkv = fused_kernels.gemv(x, attn.qkv_proj.weight, norm_weight=norm_weight, eps=norm.eps)
-        attn_out = attn.attend(qkv, cos_sin, kv_cache, md, backend)
+    attn_out = project_and_attend(layer.self_attn, x, cos_sin, kv_cache, md, backend, norm_weight, eps)
     return block_tail(layer, attn_out, stream), stream
 
 

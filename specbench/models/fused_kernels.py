@@ -116,11 +116,12 @@ def gemv_rope_store(
     *,
     norm_weight: torch.Tensor | None = None,  # [in_size]
     eps: float = 0.0,
+    norm_split: int = 0,  # > 0: two RMSNorms side by side, over x[:, :norm_split] and x[:, norm_split:]
 ) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: rotated q; rotated k and v are in the caches
     modules = _kernel_modules()
     rope = modules.gemv_rope.RopeStore(cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
                                        k_cache.shape[-1])
-    return modules.gemv.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope)
+    return modules.gemv.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope, norm_split=norm_split)
 
 
 def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
@@ -141,7 +142,8 @@ def gemv(
     eps: float = 0.0,
     is_gated: bool = False,
     residual: torch.Tensor | None = None,  # [num_tokens, out]
+    norm_split: int = 0,  # > 0: two RMSNorms side by side, over x[:, :norm_split] and x[:, norm_split:]
 ) -> torch.Tensor:  # [num_tokens, out]: [residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T
     return _kernel_modules().gemv.gemv(
-        x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual
+        x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual, norm_split=norm_split
     )

@@ -23,7 +23,16 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults.fault import Fault
-from specbench.selftest.row_tasks import RowTask, SeedPlan, SeedTask, SelftestRow, due_faults, plan_seed, run_row
+from specbench.selftest.row_tasks import (
+    RowTask,
+    SeedPlan,
+    SeedTask,
+    SelftestRow,
+    due_faults,
+    plan_seed,
+    run_row,
+    target_indices,
+)
 
 MAX_AUTO_JOBS = 8  # past this the tiny rows contend for the GPU's launch queue more than they overlap
 
@@ -67,7 +76,8 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
     clean_tasks: dict[tuple[str, int], tuple[int, RowTask]] = {}  # (method, seed index) -> (row index, task)
     clean_rows: dict[tuple[str, int], SelftestRow] = {}
     next_seed: dict[str, int] = {}  # method -> the seed index whose faults are chosen next
-    done: dict[str, set[str]] = {}  # due_faults' bookkeeping, per method
+    done: dict[tuple[str, str], set[str]] = {}  # due_faults' bookkeeping, per method and target
+    indices = target_indices(seed_tasks)  # due_faults' seed index: among the tasks of the same target
     rows: dict[tuple[int, int, int], SelftestRow] = {}
 
     def submit(slot: _Slot, task: RowTask) -> None:
@@ -78,7 +88,7 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
         i = next_seed.setdefault(method, 0)
         while (method, i) in clean_rows:
             row_index, task = clean_tasks[(method, i)]
-            for k, fault in enumerate(due_faults(chosen, method, i, clean_rows[(method, i)], done)):
+            for k, fault in enumerate(due_faults(chosen, method, indices[i], clean_rows[(method, i)], done)):
                 submit(_Slot(i, row_index, k), task.with_inject(fault.name))
             i += 1
         next_seed[method] = i

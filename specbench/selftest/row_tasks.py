@@ -17,10 +17,16 @@ from specbench.check.greedy import reference_outputs
 from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
+from specbench.faults.catalog import needs_window_moe_target
 from specbench.faults.fault import Fault
 from specbench.selftest.hf_reference import cross_check_reference
-from specbench.selftest.reference_baselines import SHIPPED_NUM_STEPS, SHIPPED_SEEDS, reference_baseline, reference_source
-from specbench.selftest.setups import PLAIN, plain_setup, selftest_setups
+from specbench.selftest.reference_baselines import (
+    SHIPPED_NUM_STEPS,
+    SHIPPED_SEEDS,
+    reference_baseline,
+    reference_source,
+)
+from specbench.selftest.setups import PLAIN, SEED_TARGET, plain_setup, selftest_setups
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class SelftestRow:
     seed: int
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
+    target: str = SEED_TARGET  # "" = the seed's own tiny target; else setups.TARGETS' extra target
 
     @property
     def detected(self) -> bool:
@@ -46,6 +53,7 @@ class SeedTask:
     engine_options: dict | None  # EngineConfig fields over the check defaults (setups.selftest_setups)
     checks: tuple[str, ...]
     budget: Budget
+    target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class RowTask:
     setup: CheckSetup  # the method's setup; PLAIN's is the seed's first method's (plain_setup turns it plain)
     checks: tuple[str, ...]
     context: CheckContext
+    target: str = SEED_TARGET
 
     def with_inject(self, inject: str) -> RowTask:
         return replace(self, inject=inject)
@@ -70,7 +79,8 @@ class SeedPlan:
 
 def plan_seed(task: SeedTask) -> SeedPlan:
     """The seed's setups, references and clean row tasks (a worker entry point)."""
-    setups = selftest_setups(task.root, task.seed, task.methods, task.num_steps, task.device, task.engine_options)
+    setups = selftest_setups(task.root, task.seed, task.methods, task.num_steps, task.device, task.engine_options,
+                             task.target)
     references: dict[tuple, tuple[list[tuple[int, ...]], ReferenceCrossCheck | None]] = {}  # per (target, prompts)
     rows = []
     for method, setup in setups.items():
@@ -84,11 +94,11 @@ def plan_seed(task: SeedTask) -> SeedPlan:
             references[key] = (reference, cross_check)
             if len(references) == 1:  # the plain row: once per seed, on its first target
                 rows.append(RowTask(PLAIN, task.seed, None, setup, task.checks, CheckContext(
-                    reference=reference, reference_cross_check=cross_check, budget=task.budget)))
+                    reference=reference, reference_cross_check=cross_check, budget=task.budget), task.target))
         reference, cross_check = references[key]
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget,
-            **_reference(method, task.seed, task.num_steps))))
+            **_reference(method, task.seed, task.num_steps, task.target)), task.target))
     return SeedPlan(task.seed, tuple(rows))
 
 
@@ -97,7 +107,7 @@ def run_row(task: RowTask) -> SelftestRow:
     if task.method == PLAIN:
         return _plain_row(task)
     return SelftestRow(task.method, task.seed, task.inject,
-                       tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)))
+                       tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)), task.target)
 
 
 def _plain_row(task: RowTask) -> SelftestRow:
@@ -108,28 +118,38 @@ def _plain_row(task: RowTask) -> SelftestRow:
     results = tuple(greedy[0] if name == "greedy" else
                     CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
                     for name in task.checks)
-    return SelftestRow(PLAIN, task.seed, task.inject, results)
+    return SelftestRow(PLAIN, task.seed, task.inject, results, task.target)
 
 
 def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
-               done: dict[str, set[str]]) -> list[Fault]:
-    """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed; a
-    path mutant on the first seed whose clean row took its path (the biased tiny target never reaches the fused
-    projections, say), so that a bug on a path this seed's models never take is not counted as missed. A path that
-    no seed takes is the coverage table's failure. Called per method in seed order (`done` carries the earlier
-    seeds' choices)."""
+               done: dict[tuple[str, str], set[str]]) -> list[Fault]:
+    """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed of
+    its target; a path mutant on the first seed whose clean row took its path (the biased tiny target never reaches
+    the fused projections, say), so that a bug on a path this seed's models never take is not counted as missed. A
+    path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
+    MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only.
+    Called per method in task order (`done` carries the earlier tasks' choices per method and target);
+    `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
-    ran = done.setdefault(method, set())
+    ran = done.setdefault((method, clean.target), set())
+    on_window_moe = clean.target != SEED_TARGET
     due = [f for f in chosen if method in f.methods and f.name not in ran
+           and needs_window_moe_target(f.name) == on_window_moe
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due
 
 
-def _reference(method: str, seed: int, num_steps: int) -> dict:
+def target_indices(tasks: list[SeedTask]) -> list[int]:
+    """Per task, how many tasks of its target come before it (due_faults' `seed_index`)."""
+    return [sum(t.target == task.target for t in tasks[:i]) for i, task in enumerate(tasks)]
+
+
+def _reference(method: str, seed: int, num_steps: int, target: str) -> dict:
     """CheckContext fields of the shipped baseline (absent: the baseline check is skipped, saying why)."""
-    baseline = reference_baseline(method, seed, num_steps)
+    baseline = reference_baseline(method, seed, num_steps, target)
     if baseline is None:
-        return {"baseline_source": f"no shipped reference baseline for {method} seed {seed} k={num_steps} (shipped: "
+        return {"baseline_source": f"no shipped reference baseline for {method} {target or 'seed target'} seed "
+                                   f"{seed} k={num_steps} (shipped: "
                                    f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
     return {"baseline": baseline, "baseline_source": reference_source()}

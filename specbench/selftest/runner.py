@@ -24,11 +24,28 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
-from specbench.faults.catalog import selftest_faults
+from specbench.faults.catalog import selftest_faults, window_moe_faults
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.parallel import run_parallel
-from specbench.selftest.row_tasks import SeedTask, SelftestRow, due_faults, plan_seed, run_row
-from specbench.selftest.setups import KV_CACHE_GB, METHODS, PLAIN, check_methods, plain_setup, selftest_setups
+from specbench.selftest.row_tasks import (
+    SeedTask,
+    SelftestRow,
+    due_faults,
+    plan_seed,
+    run_row,
+    target_indices,
+)
+from specbench.selftest.setups import (
+    KV_CACHE_GB,
+    METHODS,
+    PLAIN,
+    WINDOW_MOE,
+    check_methods,
+    plain_setup,
+    selftest_setups,
+    target_label,
+    target_methods,
+)
 
 # The selftest's names its callers (tests, reference_baselines.py) import from here; declared in setups / row_tasks.
 __all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "format_mutation_table", "plain_setup",
@@ -44,10 +61,12 @@ def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
-    budget: Budget = BUDGETS["full"], jobs: int | None = None,
+    budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
+    `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
+    target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
     `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
@@ -58,6 +77,8 @@ def run_selftest(
     """
     if faults is None:  # the device's default: path mutants only where their path is production
         faults = selftest_faults(device_class(resolve_device(device).type))
+        if window_moe:
+            faults += window_moe_faults(device_class(resolve_device(device).type))
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
     unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
@@ -76,16 +97,19 @@ def run_selftest(
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget)
                  for seed in seeds]
+        if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
+            tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
+                                  budget, WINDOW_MOE))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
-        done: dict[str, set[str]] = {}  # method -> faults already run
-        for i, task in enumerate(tasks):
+        done: dict[tuple[str, str], set[str]] = {}  # (method, target) -> faults already run
+        for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
                 rows.append(run_row(clean_task))
                 if on_row is not None:
                     on_row(rows[-1])
-                for fault in due_faults(chosen, clean_task.method, i, rows[-1], done):
+                for fault in due_faults(chosen, clean_task.method, index, rows[-1], done):
                     rows.append(run_row(clean_task.with_inject(fault.name)))
                     if on_row is not None:
                         on_row(rows[-1])
@@ -105,7 +129,8 @@ def _cell(r: CheckResult) -> str:
 
 def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHECKS) -> str:
     widths = [max([len(c)] + [len(_cell(r)) for row in rows for r in row.results if r.name == c]) + 2 for c in checks]
-    head = f"{'method':<7}{'seed':>5}  {'engine':<28}" + "".join(f"{c:>{w}}" for c, w in zip(checks, widths))
+    head = (f"{'method':<7}{'seed':>5}  {'target':<11}{'engine':<28}"
+            + "".join(f"{c:>{w}}" for c, w in zip(checks, widths)))
     lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
         cells = "".join(f"{_cell(r):>{w}}" for r, w in zip(row.results, widths))
@@ -113,7 +138,8 @@ def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHE
             verdict = "ok" if not row.detected else "FALSE ALARM"
         else:
             verdict = "detected" if row.detected else "MISSED"
-        lines.append(f"{row.method:<7}{row.seed:>5}  {row.inject or 'clean':<28}{cells}   {verdict}")
+        lines.append(f"{row.method:<7}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
+                     f"{row.inject or 'clean':<28}{cells}   {verdict}")
     return "\n".join(lines)
 
 

@@ -12,6 +12,8 @@ from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
 from specbench.selftest.tiny import build_tiny_pair, variant_for_seed
+from specbench.selftest.tiny_window_moe import TARGET as WINDOW_MOE
+from specbench.selftest.tiny_window_moe import build_window_moe_pair
 
 METHODS = selftest_methods()  # every registered speculative method
 PLAIN = "none"  # the method of the production plain engine's row
@@ -19,6 +21,26 @@ PLAIN = "none"  # the method of the production plain engine's row
 # for the target drafting for itself) fits without preempting; engines are built ~450 times, and zeroing a larger
 # pool each time was a tenth of the selftest's CPU time.
 KV_CACHE_GB = 0.025
+SEED_TARGET = ""  # a setup's target: "" = the seed's own tiny target (its variant cycles with the seed)
+# Methods run on the sliding-window + MoE target (tiny_window_moe.py). The others cannot take it as their setups are:
+# the EAGLE-1 / EAGLE-3 heads are built from a dense target layer's weights (tiny_eagle*.py), an MTP module refuses
+# windowed targets (speculation/mtp/head.py), and n-gram's target is a copying variant of the biased one whatever
+# the seed's target (drafters.py), so its row would repeat the seed's (a copying variant of this target, content
+# heads silenced, sees 3 keys inside its 4-key window: tried, the target-side window bugs then passed the plain row's
+# greedy check). The window bugs' hosts are the draft LM (the draft-side ones) and every method's verify (the
+# target-side ones, the plain row's too).
+WINDOW_MOE_METHODS = ("draft",)
+TARGETS = (SEED_TARGET, WINDOW_MOE)
+
+
+def target_methods(target: str, methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The methods of `methods` a setup of `target` runs."""
+    return methods if target == SEED_TARGET else tuple(m for m in methods if m in WINDOW_MOE_METHODS)
+
+
+def target_label(target: str, seed: int) -> str:
+    """What the mutation table names a row's target by: the seed's variant, or the extra target's name."""
+    return target or variant_for_seed(seed)
 
 
 def check_methods(methods: tuple[str, ...]) -> None:
@@ -29,13 +51,22 @@ def check_methods(methods: tuple[str, ...]) -> None:
 
 
 def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: int,
-                    device: str = "cpu", engine_options: dict | None = None) -> dict[str, CheckSetup]:
+                    device: str = "cpu", engine_options: dict | None = None,
+                    target_name: str = SEED_TARGET) -> dict[str, CheckSetup]:
     """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
-    seed so that the default seeds reach the biased and the fused layer paths). `engine_options`: EngineConfig fields
+    seed so that the default seeds reach the biased and the fused layer paths), or with `target_name` WINDOW_MOE on
+    the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only). `engine_options`: EngineConfig fields
     over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     check_methods(methods)
-    target, draft = build_tiny_pair(f"{root}/{seed}", seed=seed, variant=variant_for_seed(seed))
-    pair = TinyPair(f"{root}/{seed}", seed, target, draft)
+    if target_name not in TARGETS:
+        raise SpecbenchError(f"unknown selftest target {target_name!r}; supported: {WINDOW_MOE} (or the seed's own)")
+    methods = target_methods(target_name, methods)
+    root = f"{root}/{seed}" + (f"-{target_name}" if target_name else "")
+    if target_name == WINDOW_MOE:
+        target, draft = build_window_moe_pair(root, seed=seed)
+    else:
+        target, draft = build_tiny_pair(root, seed=seed, variant=variant_for_seed(seed))
+    pair = TinyPair(root, seed, target, draft)
     options = {"seed": seed, "device": device, "kv_cache_gb": KV_CACHE_GB, **(engine_options or {})}
     base = check_engine(target=target, **options)  # plain: builds prompts
     setups = {}

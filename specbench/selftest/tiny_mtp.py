@@ -21,18 +21,20 @@ HIDDEN_GAIN = 0.04  # eh_proj weight on hnorm(hidden) (RMS 1), next to the embed
 
 
 def mtp_tensors(weights: dict[str, torch.Tensor], num_layers: int, dialect: str,
-                seed: int) -> dict[str, torch.Tensor]:
-    """The module's tensors under the dialect's names (layer-index: model.layers.{num_layers}.*; else mtp.*)."""
+                seed: int, module: int = 0) -> dict[str, torch.Tensor]:
+    """Module `module`'s tensors under the dialect's names (layer-index: model.layers.{num_layers + module}.*; else
+    mtp.*, one module). A later module copies the next target layer (module 1: layer 1 on the dense targets), so
+    modules differ by far more than rounding: a step run by the wrong module shows in the oracle."""
     hidden = weights["model.embed_tokens.weight"].shape[1]
-    gen = torch.Generator().manual_seed(3_000_017 + seed)  # never replays a build seed's stream
+    gen = torch.Generator().manual_seed(3_000_017 + seed + 7919 * module)  # never replays a build seed's stream
     mix = torch.randn(hidden, hidden, generator=gen) * (HIDDEN_GAIN / hidden**0.5)
     ones = torch.ones(hidden)
-    source = f"model.layers.{_source_layer(weights, num_layers)}."
+    source = f"model.layers.{min(_source_layer(weights, num_layers) + module, num_layers - 1)}."
     layer = {n.removeprefix(source): t.clone() for n, t in weights.items() if n.startswith(source)}
     fc = torch.cat([torch.eye(hidden), mix], dim=1)  # [H, embedding H + hidden H]
     final_norm = weights["model.norm.weight"].clone()
     if dialect == LAYER_INDEX:
-        prefix = f"model.layers.{num_layers}."
+        prefix = f"model.layers.{num_layers + module}."
         named = {"enorm.weight": ones, "hnorm.weight": ones.clone(), "eh_proj.weight": fc,
                  "shared_head.norm.weight": final_norm, **layer}
         return {prefix + n: t for n, t in named.items()}
@@ -49,16 +51,20 @@ def _source_layer(weights: dict[str, torch.Tensor], num_layers: int) -> int:
     return moe[0] if moe else 0
 
 
-def build_mtp_target(target_dir: str | Path, out_dir: str | Path, dialect: str, seed: int = 0) -> str:
-    """Copy `target_dir` (one model.safetensors) to `out_dir` with an MTP module added in `dialect`."""
+def build_mtp_target(target_dir: str | Path, out_dir: str | Path, dialect: str, seed: int = 0,
+                     num_modules: int = 1) -> str:
+    """Copy `target_dir` (one model.safetensors) to `out_dir` with `num_modules` MTP modules added in `dialect`
+    (several: layer-index only, DeepSeek-V3's num_nextn_predict_layers)."""
     src, out = Path(target_dir), Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(src, out)
     config = json.loads((src / "config.json").read_text())
     weights = load_file(src / "model.safetensors")
-    weights.update(mtp_tensors(weights, config["num_hidden_layers"], dialect, seed))
-    config["num_nextn_predict_layers" if dialect == LAYER_INDEX else "mtp_num_hidden_layers"] = 1
+    base = dict(weights)
+    for module in range(num_modules):
+        weights.update(mtp_tensors(base, config["num_hidden_layers"], dialect, seed, module))
+    config["num_nextn_predict_layers" if dialect == LAYER_INDEX else "mtp_num_hidden_layers"] = num_modules
     (out / "config.json").write_text(json.dumps(config, indent=2))
     save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
     return str(out)

@@ -9,7 +9,7 @@ import torch
 from specbench.check.greedy import greedy_params, reference_outputs
 from specbench.check.reference import build_reference_llm, reference_drafting_engine, reference_engine
 from specbench.check.setup import build_llm, prompt_list
-from specbench.engine.overlap import OverlappedDecode
+from specbench.engine.step_loop import StepLoop
 from specbench.models.layers import RotaryEmbedding
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.runner import selftest_setups
@@ -38,13 +38,13 @@ def test_the_reference_is_synchronous_eager_and_unfused(setup):
 
 def test_a_bug_in_the_overlapped_plain_loop_cannot_corrupt_the_reference(setup, monkeypatch):
     clean = reference_outputs(setup)
-    launch = OverlappedDecode._launch_plain_decode
+    launch = StepLoop._launch_plain_decode
 
     def stale_input(self, batch, start, newest_token_ids):  # the lookahead step is fed a wrong token
         wrong = None if newest_token_ids is None else (newest_token_ids + 1) % VOCAB_SIZE
         return launch(self, batch, start, wrong)
 
-    monkeypatch.setattr(OverlappedDecode, "_launch_plain_decode", stale_input)
+    monkeypatch.setattr(StepLoop, "_launch_plain_decode", stale_input)
     overlapped = build_llm(setup, speculative=False).generate(prompt_list(setup), greedy_params(setup))
     assert [o.output_token_ids for o in overlapped] != clean  # the engine's own plain loop is now wrong (the old
     assert reference_outputs(setup) == clean  # reference), the reference engine is not

@@ -61,8 +61,8 @@ def test_cli_selftest_prints_the_table_power_and_verdict():
     lines = result.stdout.splitlines()  # the table; stderr has one progress line per row
     assert "eagle3 seed 0 bonus-from-wrong-row: detected" in result.stderr
     rows = [line for line in lines if line.startswith("eagle3")]
-    assert [r.split()[2] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output
-    assert lines[0].split()[3:] == ["greedy", "sampled", "verdict"], lines[0]
+    assert [r.split()[3] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output  # eagle3: no window_moe row
+    assert lines[0].split()[4:] == ["greedy", "sampled", "verdict"], lines[0]
     assert rows[0].endswith("ok") and rows[1].endswith("detected"), result.output
     assert "DETECTED p=0.00" in rows[1], rows[1]  # the sampled test's p-value is in the table
     assert any(line.startswith("sampled, eagle3 seed 0 clean:") and " power " in line for line in lines), result.output

@@ -16,27 +16,31 @@ from specbench.selftest.runner import PLAIN, run_selftest
 # The fast budget's 2 prompts differ from the shipped baselines' 6: the baseline check is left out; `rows` needs no
 # model and costs a second or two per row. Two seeds, so that a path mutant's seed choice (due_faults) is exercised.
 CHECKS = ("greedy", "sampled", "oracle", "invariants", "metrics")
-FAULTS = ("bonus-from-wrong-row", "draft-kv-slice", "overlap-stale-input")
+FAULTS = ("bonus-from-wrong-row", "draft-kv-slice", "overlap-stale-input", "window-off-by-one")
 
 
 def _verdicts(rows) -> list[tuple]:
     """Everything a row says but the seconds it took."""
-    return [(row.method, row.seed, row.inject, row.detected,
+    return [(row.method, row.seed, row.target, row.inject, row.detected,
              [(r.name, r.passed, r.skipped, r.is_crashed, r.detail, r.note, r.paths) for r in row.results])
             for row in rows]
 
 
-@pytest.mark.slow  # two spawned workers import torch and the engine: ~40 s on 2 busy cores
+@pytest.mark.slow  # two spawned workers import torch and the engine: ~60 s on 2 busy cores
 def test_jobs_2_gives_the_sequential_rows_in_table_order():
-    kwargs = {"seeds": (0, 1), "methods": ("draft",), "faults": FAULTS, "checks": CHECKS, "budget": BUDGETS["fast"]}
+    kwargs = {"seeds": (0, 1), "methods": ("draft",), "faults": FAULTS, "checks": CHECKS, "budget": BUDGETS["fast"],
+              "window_moe": True}
     sequential = run_selftest(jobs=1, **kwargs)
     seen = []
     parallel = run_selftest(jobs=2, on_row=seen.append, **kwargs)
     assert _verdicts(parallel) == _verdicts(sequential)
     assert sorted(_verdicts(seen), key=repr) == sorted(_verdicts(sequential), key=repr)  # on_row: every row once
-    assert [(r.method, r.seed, r.inject) for r in sequential] == [
-        (PLAIN, 0, None), (PLAIN, 0, "overlap-stale-input"), ("draft", 0, None), ("draft", 0, "bonus-from-wrong-row"),
-        ("draft", 0, "draft-kv-slice"), (PLAIN, 1, None), ("draft", 1, None)]
+    # The window + MoE target's rows come last (seed 0 again); the window fault runs there only.
+    assert [(r.method, r.seed, r.target, r.inject) for r in sequential] == [
+        (PLAIN, 0, "", None), (PLAIN, 0, "", "overlap-stale-input"), ("draft", 0, "", None),
+        ("draft", 0, "", "bonus-from-wrong-row"), ("draft", 0, "", "draft-kv-slice"), (PLAIN, 1, "", None),
+        ("draft", 1, "", None), (PLAIN, 0, "window_moe", None), (PLAIN, 0, "window_moe", "window-off-by-one"),
+        ("draft", 0, "window_moe", None), ("draft", 0, "window_moe", "window-off-by-one")]
     assert all(r.detected == (r.inject is not None) for r in sequential)
 
 
@@ -71,8 +75,10 @@ def test_cli_clean_rows_only_over_a_seed_range():
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
                                       "--checks", "greedy", "--jobs", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = [line.split()[:3] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
-    assert rows == [["none", "0", "clean"], ["ngram", "0", "clean"], ["none", "1", "clean"], ["ngram", "1", "clean"]]
+    rows = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
+    # Columns method, seed, target (the seed's variant), engine; n-gram has no window + MoE row.
+    assert rows == [["none", "0", "biased", "clean"], ["ngram", "0", "biased", "clean"], ["none", "1", "llama", "clean"],
+                    ["ngram", "1", "llama", "clean"]]
     assert "false alarms: 0 of 4 clean rows" in result.stdout
     for bad in (["--jobs", "0"], ["--jobs", "many"], ["--seeds", "2-0"]):
         failed = CliRunner().invoke(app, ["selftest", *bad])

@@ -18,6 +18,7 @@ from tests.support.eagle_heads import VARIANTS  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
+from specbench.engine.inflight import InflightRound  # noqa: E402
 from specbench.faults import injection
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -115,7 +116,7 @@ def test_a_stop_or_abort_during_a_round_drafted_ahead(target_dir, head_dir, prom
     ids = [engine.add_request(prompt, SamplingParams(max_tokens=28)) for prompt in prompt_ids[:3]]
     for _ in range(3):
         assert not engine.step()
-    assert engine._inflight_round is not None  # a round is drafted ahead
+    assert isinstance(engine._inflight, InflightRound)  # a round is drafted ahead
     assert engine.abort_request(ids[1])
     outputs = {o.request_id: o for o in engine.run_until_done()}
     assert set(outputs) == {ids[0], ids[2]}

@@ -39,6 +39,7 @@ class DenseCausal:
     """One sequence, no cache: query i sees keys 0..i."""
 
     name = "dense-causal"
+    check_invariants = False  # the backend protocol's: this reference has no metadata to check
 
     def __init__(self) -> None:
         self.paths = PathRecorder()  # the backend protocol's: layers record their execution paths here
@@ -46,7 +47,7 @@ class DenseCausal:
     def begin_forward(self, md, where: str) -> None:
         pass
 
-    def forward(self, layer, q, k, v, kv_cache, md):  # [n, heads, hd] -> [n, heads, hd]
+    def forward(self, layer, q, k, v, kv_cache, md, score=None):  # [n, heads, hd] -> [n, heads, hd]; plain score
         group = q.shape[1] // k.shape[1]
         k, v = (x.repeat_interleave(group, dim=1).transpose(0, 1) for x in (k, v))
         return F.scaled_dot_product_attention(q.transpose(0, 1), k, v, is_causal=True).transpose(0, 1)

@@ -118,14 +118,14 @@ def test_limits_are_declared_once(field, value):
 
 def test_the_default_path_computes_no_logprobs(tiny_pair, prompts, monkeypatch):
     """No request asks: no logprob table is built (no extra device work, no extra device->host copy)."""
-    from specbench.engine import rounds
+    from specbench.engine import step_runner
 
     def refuse(*args, **kwargs):
         raise AssertionError("logprobs computed although no request asked")
 
-    monkeypatch.setattr(rounds, "logprob_table", refuse)
-    monkeypatch.setattr(rounds, "prompt_logprobs_of", refuse)
-    monkeypatch.setattr(rounds, "raw_logprobs", refuse)
+    monkeypatch.setattr(step_runner, "logprob_table", refuse)
+    monkeypatch.setattr(step_runner, "prompt_logprobs_of", refuse)
+    monkeypatch.setattr(step_runner, "raw_logprobs", refuse)
     llm = LLM(tiny_pair[0], dtype="fp32", device="cpu", block_size=4, max_concurrency=4, method="draft",
               draft=tiny_pair[1], max_num_steps=2)
     outs = llm.generate(prompts[:2], SamplingParams(max_tokens=6, ignore_eos=True))

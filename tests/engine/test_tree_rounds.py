@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.engine.tree_round import TreeRounds
+from specbench.engine import tree_round
 from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.proposer import ProposeInput
@@ -137,7 +137,7 @@ def _kv_after_tree_rounds_matches_prefill(tiny_pair, prompt) -> tuple[int, int, 
     engine.step()
     num_rounds = num_equal = num_moved = 0
     while engine.has_unfinished():
-        request = engine._requests["r"]
+        request = engine.committer.requests["r"]
         rounds_before = request.stats.tree_counts.num_rounds if request.stats.tree_counts else 0
         ranks_before = list(request.stats.tree_counts.accepted_per_rank) if request.stats.tree_counts else []
         if engine.step():
@@ -149,7 +149,7 @@ def _kv_after_tree_rounds_matches_prefill(tiny_pair, prompt) -> tuple[int, int, 
         cached = request.num_cached_tokens
         rid = fresh.add_request(request.token_ids[:cached], SamplingParams(max_tokens=2, ignore_eos=True))
         fresh.step()  # the prefill: the fresh engine caches exactly these tokens' KV
-        want = _kv_rows(fresh, fresh._requests[rid], cached)
+        want = _kv_rows(fresh, fresh.committer.requests[rid], cached)
         got = _kv_rows(engine, request, cached)
         num_equal += all(torch.allclose(g, w, atol=1e-5) for gw, ww in zip(got, want) for g, w in zip(gw, ww))
         fresh.abort_request(rid)
@@ -163,7 +163,7 @@ def test_accepted_path_kv_equals_a_fresh_prefill(tiny_pair, prompt_ids):
 
 
 def test_without_compaction_the_kv_is_a_rejected_branchs(tiny_pair, prompt_ids, monkeypatch):
-    monkeypatch.setattr(TreeRounds, "_compact_target_kv", lambda self, requests, result, num_cached: None)
+    monkeypatch.setattr(tree_round, "_compact_target_kv", lambda kv, requests, result, num_cached, block_size: None)
     num_rounds, num_equal, num_moved = _kv_after_tree_rounds_matches_prefill(tiny_pair, prompt_ids[1])
     assert num_moved > 0 and num_equal < num_rounds
 
@@ -218,7 +218,7 @@ def test_draft_lm_keeps_the_accepted_paths_own_kv(tiny_pair, prompt_ids):
     engine.step()
     num_rounds = num_kept = 0
     while engine.has_unfinished():
-        request = engine._requests["r"]
+        request = engine.committer.requests["r"]
         if engine.step():
             break
         state = engine.proposer._state["r"]
@@ -227,7 +227,7 @@ def test_draft_lm_keeps_the_accepted_paths_own_kv(tiny_pair, prompt_ids):
         cached = state.num_cached
         rid = fresh.add_request(request.token_ids[:cached], SamplingParams(max_tokens=2, ignore_eos=True))
         fresh.step()
-        want = _kv_rows(fresh, fresh._requests[rid], cached)
+        want = _kv_rows(fresh, fresh.committer.requests[rid], cached)
         got = _kv_rows(engine, request, cached, engine.proposer.kv_cache)
         assert all(torch.allclose(g, w, atol=1e-5) for gw, ww in zip(got, want) for g, w in zip(gw, ww)), num_rounds
         fresh.abort_request(rid)

@@ -20,8 +20,8 @@ from specbench.runtime.hooks import PhaseHooks
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from tests.support.no_bias_tiny import build_cycling_target, build_no_bias_target
 
-PATHS = ("decode.overlap", "eagle.ahead", "eagle.round_graph", "proj.fused", "proj.rope_store", "verify.triton",
-         "proposer.ngram", "preemption")
+PATHS = ("decode.overlap", "eagle.ahead", "eagle.round_graph", "proj.fused", "proj.rope_store", "eagle.fused_head",
+         "verify.triton", "proposer.ngram", "preemption")
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "num_kv_blocks": 128, "max_concurrency": 4}
 REFERENCE = {**REFERENCE_SETTINGS, "method": "none"}  # the independent reference (check/reference.py)
 
@@ -84,11 +84,12 @@ def test_a_clean_engine_is_not_bent(pair):
                             max_num_steps=2)
     from specbench.engine.builder import select_verifier
 
-    bent = [name for obj, names in ((engine, ("_launch_plain_decode", "_prefill")), (engine.scheduler, ("_preempt",)),
+    bent = [name for obj, names in ((engine.loop, ("_launch_plain_decode",)), (engine.committer, ("_commit",)),
+                                    (engine.step_runner, ("prefill", "read_verify")), (engine.scheduler, ("_preempt",)),
                                     (engine.proposer, ("propose", "propose_ahead")))
             for name in names if name in vars(obj)]
     bent += [f"layer {i}" for i, layer in enumerate(engine.runner.model.layers) if "forward" in vars(layer)]
-    assert not bent and engine.verify_fn is select_verifier(engine.parts.verifier)
+    assert not bent and engine.step_runner.verify_fn is select_verifier(engine.parts.verifier)
 
 
 # ---- each mutant changes its path's behaviour ---------------------------------------------------
@@ -201,3 +202,37 @@ def test_round_graph_stale_features_costs_acceptance_of_graphed_rounds(eagle_pai
     bent, bent_accepted, bent_replays, _ = eagle_run(target, head, prompts, "round-graph-stale-features", False)
     assert clean == reference and bent == reference and clean_replays > 1 and bent_replays > 1
     assert bent_accepted < clean_accepted, (bent_accepted, clean_accepted)
+
+
+# ---- the draft head on the fused projections ------------------------------------------------------------------
+
+@pytest.mark.slow  # ~4 min under the Triton interpreter on 2 busy cores
+def test_fused_head_rope_shift_passes_greedy_and_is_caught_by_the_oracle(tmp_path):
+    """On the no-bias "llama" variant's EAGLE-3 head (the fused first layer applies), the bent fused head leaves
+    greedy output exact (the old check passes) while the draft oracle, which recomputes each step with the reference
+    head, sees the steps' logits move; the clean fused engine has no oracle mismatch, the unfused one is untouched."""
+    needs_kernels()
+    from specbench.check.oracle import FP32_RTOL, record_and_compare
+    from specbench.check.reference import build_reference_drafting_llm
+    from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+
+    target, _ = build_tiny_pair(tmp_path / "pair", seed=1, variant="llama")
+    head = build_tiny_eagle_head(target, tmp_path / "eagle3")
+    prompts = random_prompts(3)
+    params = SamplingParams(max_tokens=10, ignore_eos=True)
+    reference, _, _ = generate(target, prompts, max_tokens=10, **REFERENCE)
+    spec = {"method": "eagle3", "draft": head, "max_num_steps": 3}
+    results = {}
+    for name, inject, fused in (("clean", None, "on"), ("bent", "fused-head-rope-shift", "on"),
+                                ("unfused", "fused-head-rope-shift", "off")):
+        llm = LLM(target, fault=injection(inject), **{**ENGINE, **spec, "fused_kernels": fused})
+        outs = llm.generate(prompts, params)
+        assert [list(o.output_token_ids) for o in outs] == reference, name  # lossless: greedy passes
+        taken = llm.engine.paths.taken()
+        assert ("eagle.fused_head" in taken) == (fused == "on"), name
+        oracle = build_reference_drafting_llm(llm.engine.config)
+        results[name] = record_and_compare(llm, oracle, prompts, params, FP32_RTOL)
+    assert results["clean"][0] > 0 and results["clean"][1] == []
+    assert results["unfused"][1] == []
+    num, bad = results["bent"]
+    assert len(bad) > num // 4, (num, bad[:3])

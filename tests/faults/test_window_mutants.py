@@ -15,7 +15,7 @@ from specbench import LLM, SamplingParams
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.faults import FAULTS
-from specbench.faults.catalog import WINDOW_MUTANTS, injection, selftest_faults
+from specbench.faults.catalog import WINDOW_MUTANTS, injection, selftest_faults, window_moe_faults
 
 MAX_TOKENS = 16
 ENGINE = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 4, "num_kv_blocks": 128}
@@ -56,11 +56,12 @@ def oracle_mismatches(target, draft, inject: str | None) -> list[str]:
     return bad
 
 
-def test_window_mutants_are_injectable_but_not_in_the_full_attention_selftest():
+def test_window_mutants_run_on_the_selftest_window_target_not_on_its_full_attention_seeds():
     names = [m.fault.name for m in WINDOW_MUTANTS]
     assert sorted(names) == sorted(METHOD)
     assert all(FAULTS[n].methods and "draft" in FAULTS[n].methods for n in names)
     assert not set(names) & set(selftest_faults("cpu")) and not set(names) & set(selftest_faults("cuda"))
+    assert set(names) <= set(window_moe_faults("cpu")) and set(names) <= set(window_moe_faults("cuda"))
 
 
 @pytest.mark.parametrize("inject", sorted(METHOD))

@@ -85,3 +85,21 @@ def test_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="norm weight"):
         gemv(x[:2], weight, norm_weight=x[0, :8])
     assert gemv(x[:0], weight).shape == (0, 8)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("config", [None, BROADCAST, DOT], ids=["default", "broadcast", "dot"])
+@pytest.mark.parametrize("num_tokens", [1, 3])
+def test_split_norm_is_two_norms_side_by_side(dtype, config, num_tokens):
+    """norm_split: EAGLE-3's / MTP's [norm_a(embedding), norm_b(hidden)] input, both RMS taken apart, one kernel;
+    the halves have different scales, so one RMS over the whole row would show."""
+    x, weight, norm_weight, _ = inputs(num_tokens, 40, 96, dtype, seed=11 + num_tokens)
+    x = torch.cat([x[:, :48] * 4, x[:, 48:]], dim=-1)
+    expected = F.linear(torch.cat([reference_norm(x[:, :48], norm_weight[:48], 1e-5),
+                                   reference_norm(x[:, 48:], norm_weight[48:], 1e-5)], dim=-1), weight)
+    got = gemv(x, weight, norm_weight=norm_weight, eps=1e-5, norm_split=48, config=config)
+    assert_close(got, expected)
+    assert not torch.allclose(gemv(x, weight, norm_weight=norm_weight, eps=1e-5, config=config).float(),
+                              expected.float(), atol=1e-2)
+    with pytest.raises(ValueError, match="norm_split"):
+        gemv(x, weight, norm_split=48)

@@ -19,6 +19,7 @@ from tests.support.kernel_testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
+from specbench.speculation.eagle import fused_head  # noqa: E402
 from specbench.speculation.eagle.head import EagleHead  # noqa: E402
 
 RERUN_REASON = "triton was imported before TRITON_INTERPRET=1; test_interpreted_tests_pass_in_a_fresh_process"
@@ -133,6 +134,8 @@ def plain_head(head: EagleHead, ids, hidden, md, kv) -> tuple[torch.Tensor, torc
 def test_eagle_head_matches_plain_blocks(method, norm_before_residual, norm_output, num_layers, policy, dtype,
                                         monkeypatch):
     monkeypatch.setattr(decode_gemv, "applies", lambda layer, x: False)  # as residual_norms says
+    # fc as a torch projection too: the gemv head input is tests/eagle/test_eagle_fused_head.py's
+    monkeypatch.setattr(fused_head, "projects", lambda policy, linear, x: False)
     if not (policy == "off" or is_exact(dtype)):
         pytest.skip("the CPU interpreter rounds bf16 sums by truncation; covered on CUDA")
     head = random_eagle_head(method, num_layers, norm_before_residual, norm_output, dtype, DEVICE)

@@ -78,11 +78,14 @@ def test_draft_model_matches_hf(window_case, num_steps, is_preempting):
 
 
 def test_ngram_matches_hf_under_preemption(window_case):
-    _, built, expected = window_case
+    name, built, expected = window_case
     got, outs = _generate(built, method="ngram", max_num_steps=3, ngram_min=1, ngram_max=3,
                           num_kv_blocks=PREEMPTING_KV_BLOCKS)
     assert got == expected
-    assert sum(o.stats.num_preemptions for o in outs) > 0
+    # Mistral's layers are all windowed and n-gram keeps no KV of its own: the blocks outside the window are released
+    # as the requests advance (engine/scheduler.py), so the same pool no longer preempts; Qwen2's global layer keeps
+    # every block (tests/kv/test_kv_release_outside_window.py).
+    assert (sum(o.stats.num_preemptions for o in outs) > 0) == (name != "mistral-w5")
 
 
 def test_eagle_matches_hf_under_preemption(window_case, tmp_path):

@@ -39,10 +39,10 @@ def _wait_for(predicate, timeout_s: float = 30.0) -> None:
 @pytest.fixture()
 def poisoned(guarded_server, monkeypatch):
     """Sampling raises for any batch holding the poisoned request; steps are slow until it arrives."""
-    from specbench.engine import llm_engine
+    from specbench.engine import step_runner
 
     engine = guarded_server.loop.engine
-    build, step = llm_engine.build_sampling_tensors, engine.step
+    build, step = step_runner.build_sampling_tensors, engine.step
     arrived = threading.Event()
 
     def build_or_raise(params, *args, **kwargs):
@@ -58,7 +58,7 @@ def poisoned(guarded_server, monkeypatch):
             time.sleep(STEP_DELAY_S)
         return step()
 
-    monkeypatch.setattr(llm_engine, "build_sampling_tensors", build_or_raise)
+    monkeypatch.setattr(step_runner, "build_sampling_tensors", build_or_raise)
     monkeypatch.setattr(engine, "step", slow_step)
     return guarded_server
 

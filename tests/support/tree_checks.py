@@ -19,7 +19,7 @@ def _first_round_input(llm, prompt, num_draft: int) -> ProposeInput:
     engine = llm.engine
     engine.add_request(prompt, SamplingParams(max_tokens=8, ignore_eos=True), request_id="r")
     engine.step()
-    request = engine._requests["r"]
+    request = engine.committer.requests["r"]
     engine.scheduler.block_manager.grow(request.block_table, request.num_tokens + 32)
     st = build_sampling_tensors([request.sampling_params], [None], engine.vocab_size, engine.device)
     return ProposeInput(("r",), (tuple(request.token_ids),), (num_draft,), (tuple(request.block_table),), st)

@@ -14,10 +14,11 @@ from torch import nn
 
 from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
-from specbench.models import decode_gemv
+from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
 from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention, fused_checkpoint_targets
+from specbench.speculation.eagle import fused_head
 from specbench.speculation.eagle.config import EagleHeadConfig
 
 
@@ -52,24 +53,26 @@ class Eagle3FirstLayer(nn.Module):
         self.self_attn = SelfAttention(config, 0, input_size=2 * h)
         self.post_attention_layernorm = RMSNorm(h, config.rms_norm_eps)
         self.mlp = GatedMLP(h, config.intermediate_size)
+        self.qkv_norm_weight = fused_head.NormPairWeight()  # [input_layernorm; hidden_norm] weights, fused path
 
     def forward(self, embeds, hidden, cos_sin, kv_cache, md, backend) -> LayerOutput:  # embeds, hidden: [n, H]
+        if decode_gemv.applies(self, hidden):
+            backend.paths.record(fused_head.FUSED_HEAD_PATH)
+            backend.paths.record(decode_gemv.fused_path(self, hidden.shape[0]))
+            return fused_head.eagle3_first_layer(self, embeds, hidden, cos_sin, kv_cache, md, backend)
+        backend.paths.record(decode_gemv.eager_path(self, hidden))
         normed = self.hidden_norm(hidden)
         layer_input = normed if self.norm_before_residual else hidden
         x = torch.cat([self.input_layernorm(embeds), normed], dim=-1)  # embedding first
-        if decode_gemv.applies(self, hidden):
-            backend.paths.record("proj.fused")  # the 2H-wide qkv stays a torch projection: only block_tail is fused
-            attn = self.self_attn.attend(self.self_attn.qkv_proj(x), cos_sin, kv_cache, md, backend)
-            stream = decode_gemv.block_tail(self, attn, layer_input)
-            return LayerOutput(hidden=stream, residual=None, layer_input=layer_input)
-        backend.paths.record(decode_gemv.eager_path(self, hidden))
         attn_out = self.self_attn(x, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, layer_input)
         return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
 
 
-class EagleHead(nn.Module):
-    """Parameters start uninitialized (meta -> empty): the loader fills them, tests may init them."""
+class EagleHead(fused_kernels.UsesFusedKernels, nn.Module):
+    """Parameters start uninitialized (meta -> empty): the loader fills them, tests may init them.
+
+    Its fused policy (set_policy) covers fc; the layers carry their own (the same, set together)."""
 
     def __init__(self, shape: HeadShape, attn_backend, dtype: torch.dtype, device: torch.device | str) -> None:
         super().__init__()
@@ -120,7 +123,12 @@ class EagleHead(nn.Module):
 
     def project_target_features(self, features: torch.Tensor) -> torch.Tensor:
         """[n, feature_dim] target features -> [n, H] head input (EAGLE-1 feeds them through fc later)."""
-        return self.fc(features) if self.is_eagle3 else features
+        return self._fc(features) if self.is_eagle3 else features
+
+    def _fc(self, x: torch.Tensor) -> torch.Tensor:  # [n, fc_in_features] -> [n, H]
+        if fused_head.projects(self.fused_policy, self.fc, x):
+            return fused_head.project(self.fc, x)
+        return self.fc(x)
 
     def forward(
         self,
@@ -139,7 +147,8 @@ class EagleHead(nn.Module):
             out = self.layers[0](embeds, hidden, cos_sin, kv_cache, md, self.attn_backend)
             h, residual, rest = out.hidden, out.residual, self.layers[1:]
         else:
-            h, residual, rest = self.fc(torch.cat([embeds, hidden], dim=-1)), None, self.layers
+            h, residual, rest = self._fc(torch.cat([embeds, hidden], dim=-1)), None, self.layers
+            fused_head.record_first_layer(self.layers[0], h, self.attn_backend.paths)
         for layer in rest:
             out = layer(h, residual, cos_sin, kv_cache, md, self.attn_backend)
             h, residual = out.hidden, out.residual

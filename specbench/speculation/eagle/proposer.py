@@ -24,7 +24,7 @@ from specbench.speculation.capabilities import (
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
-from specbench.speculation.eagle.ahead import confirm_ahead, propose_ahead
+from specbench.speculation.eagle.ahead import AheadRecording, AheadState
 from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.speculation.proposer import DraftProposal, ProposeInput
@@ -55,8 +55,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
-        self.ahead_query_len = 0  # k + 1 of the last round drafted ahead (speculation/eagle/ahead.py)
-        self.ahead_recording = None  # ahead.AheadRecording of that round while the oracle records, else None
+        self.ahead = AheadState(block_size, device, debug_invariants)  # the round drafted ahead (ahead.py)
 
     def kv_cache_spec(self) -> KVCacheSpec:
         return self.head.kv_cache_spec()
@@ -83,7 +82,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         if (graphs is not None and not self.hooks.eager_drafting
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
             self.head.attn_backend.paths.record("eagle.round_graph")
-            draft_ids.copy_(graphs.run(build_round_input(self, inp, feats, graphs.query_len)))
+            states = [self.request_state(request_id) for request_id in inp.request_ids]
+            draft_ids.copy_(graphs.run(build_round_input(inp, feats, graphs.query_len, states, self.block_size,
+                                                         self.device, with_step_mds=self.debug_invariants)))
             if self._recorder is not None:  # the oracle reads what the graphed round computed
                 rows = list(range(num_reqs))
                 for j, logits_input in enumerate(graphs.logits_inputs(num_reqs)):
@@ -169,13 +170,29 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
                       block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
                       num_accepted: torch.Tensor, target_features: torch.Tensor | None) -> torch.Tensor | None:
-        """The next round's drafts, built on the device from a verify the host has not read (speculation/eagle/ahead.py)."""
-        return propose_ahead(self, request_ids, newest_positions, block_tables, verify_token_ids, num_accepted,
-                             target_features)
+        """The next round's drafts, built on the device from a verify the host has not read (ahead.py), or None:
+        no whole-round graph for this k, or hooks that draft phase by phase."""
+        graphs = self.round_graphs.get(verify_token_ids.shape[1] - 1)
+        if graphs is None or self.hooks.eager_drafting:
+            return None
+        return self.ahead.propose(graphs, [self.request_state(request_id) for request_id in request_ids],
+                                  newest_positions, block_tables, verify_token_ids, num_accepted, target_features,
+                                  is_recording=self.is_recording)
 
     def confirm_ahead(self, inp: ProposeInput, verify_features: torch.Tensor, num_accepted: tuple[int, ...],
                       rows_of_request: tuple[int, ...]) -> None:
-        confirm_ahead(self, inp, verify_features, num_accepted, rows_of_request)
+        recording = self.ahead.take_recording()
+        if recording is not None and inp.request_ids:
+            self._record_ahead(recording, inp, rows_of_request)
+        self.ahead.confirm(inp, [self.request_state(request_id) for request_id in inp.request_ids], verify_features,
+                           num_accepted, rows_of_request)
+
+    def _record_ahead(self, recording: AheadRecording, inp: ProposeInput, rows_of_request: tuple[int, ...]) -> None:
+        """The recorded round drafted ahead, for the requests of `inp` (rows `rows_of_request` of its batch)."""
+        rows = to_device(rows_of_request, torch.int64, self.device)
+        draft_ids = recording.draft_ids.index_select(0, rows)  # [len(inp), k], in inp's order
+        for j, logits_input in enumerate(recording.logits_inputs):
+            self._record(inp, list(range(len(rows_of_request))), j, logits_input.index_select(0, rows), draft_ids)
 
     def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))

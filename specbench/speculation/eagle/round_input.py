@@ -47,8 +47,11 @@ def is_graphable_round(inp: ProposeInput, feats: RoundFeatures, caught_up: list[
     return True
 
 
-def build_round_input(proposer, inp: ProposeInput, feats: RoundFeatures, q: int) -> RoundInput:
-    """The catch-up padded to q queries per request (padding first, at committed positions, slot -1)."""
+def build_round_input(inp: ProposeInput, feats: RoundFeatures, q: int, states: list[RequestState], block_size: int,
+                      device: torch.device, *, with_step_mds: bool) -> RoundInput:
+    """The catch-up padded to q queries per request (padding first, at committed positions, slot -1); it commits
+    each request's draft KV (`states` [num_reqs], the proposer's) up to its newest token. `with_step_mds`: also
+    build every draft step's metadata the reference way (the debug invariants check the graph's against it)."""
     input_ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
@@ -58,27 +61,26 @@ def build_round_input(proposer, inp: ProposeInput, feats: RoundFeatures, q: int)
         tokens, table = inp.token_ids[r], inp.block_tables[r]
         start = feats.new_feature_start[r]
         num_new = feats.cu_num_new_features[r + 1] - feats.cu_num_new_features[r]
-        state = proposer.request_state(request_id)
+        state = states[r]
         if start != state.num_committed or start + num_new != len(tokens) - 1:
             raise RuntimeError(f"{request_id}: catch-up over [{start}, {start + num_new}) but draft KV is "
                                f"committed up to {state.num_committed}, newest token at {len(tokens) - 1}")
         num_pad = q - num_new
         input_ids += [0] * num_pad + list(tokens[start + 1 : start + num_new + 1])
         positions += range(start - num_pad, start + num_new)
-        slots += [PADDING_SLOT] * num_pad + [slot_of(table, p, proposer.block_size)
+        slots += [PADDING_SLOT] * num_pad + [slot_of(table, p, block_size)
                                              for p in range(start, start + num_new)]
         real_rows += range(r * q + num_pad, r * q + q)
         seq_lens.append(start + num_new)
         state.num_committed = start + num_new
     block_tables = list(inp.block_tables)
     extend_md = build_metadata(positions=positions, num_query=[q] * len(seq_lens), seq_lens=seq_lens,
-                               block_tables=block_tables, block_size=proposer.block_size, device=proposer.device,
-                               slot_mapping=slots)
+                               block_tables=block_tables, block_size=block_size, device=device, slot_mapping=slots)
     # The graph derives the steps' metadata itself; the reference build is only for the debug invariants.
-    step_mds = () if not proposer.debug_invariants else tuple(
+    step_mds = () if not with_step_mds else tuple(
         draft_step_metadata(first_positions=[len(t) - 1 for t in inp.token_ids], step=j,
-                            block_tables=block_tables, block_size=proposer.block_size, device=proposer.device)
+                            block_tables=block_tables, block_size=block_size, device=device)
         for j in range(1, q - 1)
     )
-    return RoundInput(to_device(input_ids, torch.int64, proposer.device), extend_md, feats.new_features,
-                      to_device(real_rows, torch.int64, proposer.device), step_mds)
+    return RoundInput(to_device(input_ids, torch.int64, device), extend_md, feats.new_features,
+                      to_device(real_rows, torch.int64, device), step_mds)

@@ -30,15 +30,17 @@ _KEPT = ("enorm.weight", "hnorm.weight", "eh_proj.weight")
 class MtpCheckpoint:
     path: str  # the target checkpoint directory read
     dialect: str  # LAYER_INDEX | MTP_PREFIX
-    tensors: dict[str, torch.Tensor]  # canonical name -> tensor as stored (module 0 only)
+    tensors: dict[str, torch.Tensor]  # canonical name -> tensor as stored (module `module` only)
     file_names: dict[str, str]  # canonical name -> the name in the file (for messages)
     weights_sha256: str  # of the target's weight files (the MTP ships inside them)
+    module: int = 0  # which module's tensors (DeepSeek-V3 / GLM layer-index: model.layers.{L + module}.*)
 
 
-def canonical_name(dialect: str, name: str, num_target_layers: int) -> str | None:
-    """The canonical name of one of module 0's tensors, or None for a tensor that is not module 0's."""
+def canonical_name(dialect: str, name: str, num_target_layers: int, module: int = 0) -> str | None:
+    """The canonical name of one of module `module`'s tensors (its decoder layer as `layers.0.*`), or None for a
+    tensor that is not that module's. The mtp-prefix dialect has one module."""
     if dialect == LAYER_INDEX:
-        prefix = f"model.layers.{num_target_layers}."
+        prefix = f"model.layers.{num_target_layers + module}."
         if not name.startswith(prefix):
             return None
         rest = name.removeprefix(prefix)
@@ -65,8 +67,9 @@ def detect_dialect(names: list[str], num_target_layers: int, source: str) -> str
     )
 
 
-def read_mtp_checkpoint(directory: Path, num_target_layers: int, allow_pickle: bool) -> MtpCheckpoint:
-    """Module 0's tensors, read by name only (safetensors are memory-mapped: the decoder's weights are never read)."""
+def read_mtp_checkpoint(directory: Path, num_target_layers: int, allow_pickle: bool, module: int = 0) -> MtpCheckpoint:
+    """Module `module`'s tensors, read by name only (safetensors are memory-mapped: the decoder's weights are never
+    read)."""
     from specbench.models.loader import _sha256, _weight_files
 
     files = _weight_files(directory, allow_pickle)
@@ -75,10 +78,10 @@ def read_mtp_checkpoint(directory: Path, num_target_layers: int, allow_pickle: b
     tensors: dict[str, torch.Tensor] = {}
     file_names: dict[str, str] = {}
     for f, file_tensor_names in names.items():
-        wanted = {n: c for n in file_tensor_names if (c := canonical_name(dialect, n, num_target_layers))}
+        wanted = {n: c for n in file_tensor_names if (c := canonical_name(dialect, n, num_target_layers, module))}
         for name, tensor in _read(f, wanted):
             tensors[wanted[name]], file_names[wanted[name]] = tensor, name
-    return MtpCheckpoint(str(directory), dialect, tensors, file_names, _sha256(files))
+    return MtpCheckpoint(str(directory), dialect, tensors, file_names, _sha256(files), module)
 
 
 def _tensor_names(f: Path) -> list[str]:

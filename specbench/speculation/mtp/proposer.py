@@ -1,5 +1,6 @@
 """The `mtp` proposer: the EAGLE-1 machinery (catch-up over the target's final hidden states, own paged KV,
-argmax draft steps, round graphs, drafting ahead) around the target checkpoint's MTP module (head.py)."""
+argmax draft steps, round graphs, drafting ahead) around the target checkpoint's MTP module (head.py); several
+modules chain as DeepSeek-V3 does (multi_module.py)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,9 @@ def load_mtp_proposer(ctx) -> MtpProposer:
         raise SpecbenchError("method 'mtp' drafts with the target checkpoint's own MTP module; drop --draft")
     loaded = load_mtp_head(ctx.target, attn_backend=ctx.attn_backend, dtype=ctx.dtype, device=ctx.device,
                            allow_pickle=cfg.allow_pickle, seed=cfg.seed, fused_kernels=cfg.fused_kernels)
+    if loaded.num_modules > 1:
+        from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
+
+        return MultiModuleMtpProposer(loaded, cfg.block_size, ctx.device, ctx.hooks,
+                                      debug_invariants=cfg.debug_invariants)
     return MtpProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)
