@@ -210,8 +210,9 @@ class LLMEngine:
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
+            can = ", ".join(methods_with(DraftsTrees))
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
-                                 f"'{self.config.method}'; methods that draft trees: {', '.join(methods_with(DraftsTrees))}")
+                                 f"'{self.config.method}'; methods that draft trees: {can}")
         target = self.runner.model.config
         if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
                               or target.attn_logit_softcapping is not None):

@@ -1,7 +1,8 @@
-"""One tree-drafted decode round (eagle_topk > 1): propose a tree, verify it in one target forward with a tree mask,
-compact the accepted path's KV, hand the path's target features to the drafter, commit.
+"""One tree-drafted decode round (eagle_topk > 1), run by the step loop (engine/step_loop.py): propose a tree,
+verify it in one target forward with a tree mask, compact the accepted path's KV, hand the path's target features
+to the drafter, return the committed tokens.
 
-Tree rounds run on the synchronous path only: no round drafted ahead (engine/round_overlap.py), no whole-round or
+Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or
 draft-step CUDA graphs, and the tree verify runs eagerly (execution path `spec.tree_round`); the engine takes this
 path whenever the run's DraftShape is a tree. The verifier is the torch reference walk (speculation/tree_verifier.py):
 greedy = the longest matching path; sampled = recursive rejection over siblings with the deterministic-children
@@ -17,8 +18,8 @@ import torch
 from specbench.device_copy import to_device
 from specbench.engine.inputs import build_verify_input
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
-from specbench.engine.timing import PhaseTimer
 from specbench.engine.step_runner import StepRunner
+from specbench.engine.timing import PhaseTimer
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
