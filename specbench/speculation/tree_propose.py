@@ -3,10 +3,11 @@
 `TreePlan`: a round's tree shape from the run's DraftShape and k (tree depth = k draft steps; node budget
 `num_draft_tokens`, default every candidate the steps create, as DraftShape defines None). `TreeSteps`: the
 frontier nodes a drafter feeds in one round. Draft step s (1 <= s < depth) feeds the frontier chosen by step
-s - 1 (its nodes all sit at depth s - 1) as `topk` queries per request; their KV is stored as *tree rows* right after the drafter's committed prefix, in feed order (row i at
-prefix + i: scratch the next catch-up overwrites), and each query sees the prefix, its fed ancestors and itself,
-never a sibling or cousin (attention/tree_mask.py). The RoPE position of a step-s query is prefix + s - 1, which is
-the position its token would have on its own branch: the same attention a chain along that branch computes.
+s - 1 (its nodes all sit at depth s - 1) as `topk` queries per request; their KV is stored as *tree rows* right
+after the drafter's committed prefix, in feed order (row i at prefix + i: scratch the next catch-up overwrites, or
+moved into place when accepted), and each query sees the prefix, its fed ancestors and itself, never a sibling or
+cousin (attention/tree_mask.py). The RoPE position of a step-s query is prefix + s - 1, the position its token has
+on its own branch: the same attention a chain along that branch computes.
 
 KV a tree round writes beyond the newest committed token (`kv_rows`): the target's verify stores the root and
 `num_draft_tokens` nodes at newest .. newest + num_draft_tokens; the drafter's tree rows reach
