@@ -37,6 +37,7 @@ class ExecutionPath:
 
 _SPEC = ("ngram", "draft", "eagle", "eagle3", "mtp")
 _EAGLE = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs the target's MTP module through it)
+_TREE = ("draft", "eagle", "eagle3", "mtp")  # the methods that draft trees (speculation/capabilities.py DraftsTrees)
 
 PATHS: tuple[ExecutionPath, ...] = (
     # ---- the step loop -------------------------------------------------------------------------------------------
@@ -48,6 +49,9 @@ PATHS: tuple[ExecutionPath, ...] = (
                   ("cpu", "cuda"), _SPEC),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
                   "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
+    ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
+                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (), _TREE),
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), _TREE),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
     # ---- proposers -----------------------------------------------------------------------------------------------
@@ -91,6 +95,10 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.triton", "paged attention, Triton kernels (attention/triton_backend.py)", ("cuda",)),
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
+    ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
+                  "tree verify on CPU, every tree draft step)", (), _TREE),
+    ExecutionPath("attention.tree_triton", "tree-masked verify attention, Triton bitmask kernel "
+                  "(kernels/tree_attention.py)", (), _TREE),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
     ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "

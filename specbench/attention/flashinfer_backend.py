@@ -165,8 +165,10 @@ class FlashInferPagedAttention:
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         # Sliding-window layers (attention/kinds.py) and layers with sinks, soft-capping or their own scale go
-        # through the fallback's kernel, which implements them.
-        if not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or not score.is_plain:
+        # through the fallback's kernel, which implements them; tree forwards (attention/tree_mask.py) through its
+        # tree kernel: no flashinfer custom mask yet.
+        if (not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or not score.is_plain
+                or md.tree is not None):
             return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)

@@ -35,7 +35,12 @@ def check_metadata(md: AttentionMetadata, where: str = "") -> None:
 
 
 def check_positions_and_slots(md: AttentionMetadata, where: str = "") -> None:
-    """INV-0 and INV-SLOT: the metadata against itself."""
+    """INV-0 and INV-SLOT: the metadata against itself (a tree forward: INV-TREE, attention/tree_mask.py)."""
+    if md.tree is not None:
+        from specbench.attention.tree_mask import check_tree_positions_and_slots  # it imports this module
+
+        check_tree_positions_and_slots(md, where)
+        return
     cu = md.query_start_loc_cpu
     if len(md.positions_cpu) != cu[-1] or len(md.slot_mapping_cpu) != cu[-1]:
         raise InvariantViolation(

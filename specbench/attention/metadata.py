@@ -14,11 +14,15 @@ every draft step; nothing is edited in place between phases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.attention.kind_metadata import KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device
+
+if TYPE_CHECKING:
+    from specbench.attention.tree_mask import TreeMask
 
 
 # slot_mapping value of a padding query: its K/V is not stored (fixed-shape batches for CUDA graphs).
@@ -44,6 +48,9 @@ class AttentionMetadata:
     # [num_layers] each layer's attention-kind metadata, built by the model's LayerKinds at the start of every forward
     # (layer_kinds.py); () = every layer plain causal attention.
     layer_kinds: tuple[KindMetadata, ...] = ()
+    # A tree forward (tree verify or tree draft step, attention/tree_mask.py): which tree rows each query sees;
+    # None = causal (every chain and plain forward).
+    tree: TreeMask | None = None
 
     def kind_of(self, layer: int) -> KindMetadata | None:
         """Layer `layer`'s kind metadata; None when no kinds were attached (all layers full attention)."""

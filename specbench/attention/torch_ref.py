@@ -6,10 +6,12 @@ import torch
 import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kind_metadata import WindowMetadata
+from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
+from specbench.attention.tree_torch_ref import tree_attention_reference
 from specbench.attention.window import check_window
+from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
 from specbench.execution_paths import PathRecorder
 
@@ -50,11 +52,34 @@ class TorchPagedAttention:
         md: AttentionMetadata,
         score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
-        k_cache, v_cache = kv_cache.flat(layer)
         kind = md.kind_of(layer)
+        if md.tree is not None:
+            self.paths.record("attention.tree_torch")
+            return tree_attention(q, kv_cache, layer, md, score)
+        k_cache, v_cache = kv_cache.flat(layer)
         starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
         return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts, sinks=score.sinks,
                                          softcap=score.softcap, scale=score.scale)
+
+
+def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: AttentionMetadata,
+                   score: ScoreParams = PLAIN) -> torch.Tensor:
+    """A tree forward (md.tree) through the readable reference; every layer of it plain (full) attention."""
+    check_tree_kind(md, layer, score)
+    assert md.tree is not None
+    return tree_attention_reference(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
+                                    md.block_tables, md.tree.mask, scale=score.scale,
+                                    num_tree_rows=md.tree.num_tree_rows)
+
+
+def check_tree_kind(md: AttentionMetadata, layer: int, score: ScoreParams = PLAIN) -> None:
+    """Tree forwards support full-attention layers scored by scaled q.k only: a window over tree rows, soft-capping
+    and sinks are not defined for them yet."""
+    kind = md.kind_of(layer)
+    if kind is not None and not isinstance(kind, FullAttentionMetadata):
+        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} is {type(kind).__name__}")
+    if score.softcap is not None or score.sinks is not None:
+        raise SpecbenchError(f"tree drafts do not support soft-capping or attention sinks yet (layer {layer})")
 
 
 def paged_attention_reference(

@@ -11,7 +11,8 @@ from specbench.attention.invariants import check_metadata
 from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
-from specbench.attention.torch_ref import TorchPagedAttention
+from specbench.attention.torch_ref import TorchPagedAttention, check_tree_kind
+from specbench.attention.tree_mask import is_verify_layout
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
 from specbench.execution_paths import PathRecorder
@@ -74,6 +75,8 @@ class TritonPagedAttention:
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
             return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         kind = md.kind_of(layer)
+        if md.tree is not None:
+            return self._tree_attention(layer, q, kv_cache, md, score)
         window = {}
         if isinstance(kind, WindowMetadata):
             window = {"sliding_window": kind.sliding_window, "window_starts": kind.window_starts}
@@ -82,3 +85,19 @@ class TritonPagedAttention:
             max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
             scale=score.scale, softcap=score.softcap, sinks=score.sinks, **window,
         )
+
+    def _tree_attention(self, layer: int, q: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
+                        score: ScoreParams) -> torch.Tensor:
+        """A tree verify through the Triton tree kernel (bitmask over the query rows); a tree draft step, whose tree
+        rows outnumber its queries, through the reference (the kernel masks query rows only)."""
+        assert md.tree is not None
+        check_tree_kind(md, layer, score)
+        if not is_verify_layout(md):
+            self.paths.record("attention.tree_torch")
+            return self._fallback.attend_stored(layer, q, kv_cache, md, score)
+        from specbench.kernels.tree_attention import pack_tree_mask, tree_attention
+
+        self.paths.record("attention.tree_triton")
+        return tree_attention(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
+                              md.block_tables, pack_tree_mask(md.tree.mask), max_query_len=md.max_query_len,
+                              scale=score.scale)

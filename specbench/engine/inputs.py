@@ -10,7 +10,9 @@ from specbench.runtime.phases import PrefillInput, VerifyInput
 from specbench.engine.logprobs import is_prompt_logprobs_due, prompt_rows
 from specbench.engine.request import Request
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.engine.tree_inputs import build_tree_verify_input
 from specbench.speculation.proposer import DraftProposal
+from specbench.speculation.tree_propose import proposal_tree
 
 
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:
@@ -52,6 +54,8 @@ def build_verify_input(
     decode step passes `newest_token_ids`: the previous step's sampled tokens, still on
     the device (the host has not read them yet).
     """
+    if proposal is not None and proposal.parents is not None:  # a tree: its own layout and mask
+        return build_tree_verify_input(requests, proposal, proposal_tree(proposal), block_size, device)
     num_reqs = len(requests)
     num_drafts = list(proposal.num_draft_tokens) if proposal is not None else [0] * num_reqs
     if proposal is not None:

@@ -27,6 +27,7 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
+from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 from specbench.speculation.synthetic import conditional_rates
 
@@ -122,7 +123,7 @@ class LLMEngine:
         max_len = self.stop_checker.max_model_len
         if len(token_ids) >= max_len:
             raise SpecbenchError(f"prompt of {len(token_ids)} tokens does not fit max_model_len {max_len}")
-        needed = min(len(token_ids) + params.max_tokens, max_len) + self.num_steps + 1
+        needed = min(len(token_ids) + params.max_tokens, max_len) + self.scheduler.num_round_positions + 1
         if needed > self.pool_tokens:
             raise SpecbenchError(
                 f"KV pool holds {self.pool_tokens} tokens but one request needs up to {needed}; "
@@ -208,9 +209,17 @@ class LLMEngine:
         """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
-        if shape.is_tree and not isinstance(self.proposer, DraftsTrees):  # none does yet (issue 28 wires them)
+        if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
+            can = ", ".join(methods_with(DraftsTrees))
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
-                                 f"'{self.config.method}'")
+                                 f"'{self.config.method}'; methods that draft trees: {can}")
+        target = self.runner.model.config
+        if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
+                              or target.attn_logit_softcapping is not None):
+            raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
+                                 "layers, attention sinks or soft-capped attention logits")
+        if shape.is_tree and self.step_runner.synthetic_conditional is not None:
+            raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape
 
     def set_async_scheduling(self, is_on: bool) -> None:

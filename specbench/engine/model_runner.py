@@ -36,7 +36,8 @@ class TargetRunner:
 
     @torch.inference_mode()
     def verify(self, inp: VerifyInput) -> TargetOutput:
-        shape = None if self.graphs is None else self.graphs.shape_for(inp.md)
+        # A tree verify (md.tree) runs eagerly: the captured graphs are causal, their metadata buffers hold no mask.
+        shape = None if self.graphs is None or inp.md.tree is not None else self.graphs.shape_for(inp.md)
         paths = self.model.attn_backend.paths
         if shape is None:
             paths.record("target.eager")

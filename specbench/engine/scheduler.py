@@ -19,13 +19,15 @@ from specbench.attention.window import num_blocks_outside_windows
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
 from specbench.speculation.draft_shape import CHAIN
+from specbench.speculation.tree_propose import kv_rows, tree_plan
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduledBatch:
     is_prefill: bool
     requests: tuple[Request, ...]
-    # [num_reqs] drafts to propose and verify per request (decode steps only; 0 for prefill)
+    # [num_reqs] drafts to propose and verify per request (decode steps only; 0 for prefill); a tree round's
+    # KV positions after the newest token (Scheduler.num_round_positions), its node count set by its plan
     num_draft_tokens: tuple[int, ...]
     preempted: tuple[Request, ...]
 
@@ -86,7 +88,7 @@ class Scheduler:
                 break
             # Keep room for every admitted request's first decode round so admission never
             # forces an immediate preemption.
-            first_round = n + 1 + self.num_steps
+            first_round = n + 1 + self.num_round_positions
             if bm.num_missing_blocks(request.block_table, first_round) + num_reserved > bm.num_free_blocks:
                 break
             bm.grow(request.block_table, n)
@@ -149,6 +151,14 @@ class Scheduler:
                 raise RuntimeError(f"{request.request_id}: KV reserved for a round drafted ahead is missing")
         return ScheduledBatch(False, requests, (num_steps,) * len(requests), ())
 
+    @property
+    def num_round_positions(self) -> int:
+        """KV positions a decode round writes after the newest token: k for a chain, a tree's nodes or its
+        drafter's tree rows, whichever reach further (speculation/tree_propose.py)."""
+        if self.draft_shape.is_tree and self.num_steps > 0:
+            return kv_rows(tree_plan(self.draft_shape, self.num_steps))
+        return self.num_steps
+
     def _release_outside_windows(self) -> None:
         """Release each running request's leading blocks that no future query sees in any layer. Every query still
         to run sits at a position >= num_cached_tokens - 1 (a plain step in flight writes position
@@ -172,6 +182,8 @@ class Scheduler:
         # drafts k, as serving engines do, and the commit truncates: uniform rounds keep CUDA graphs in use
         # (a batch always has requests in their last rounds), and acceptance counts what the verifier accepted.
         room = self.max_model_len - request.num_tokens - 1
+        if self.draft_shape.is_tree:  # the KV the round writes; its depth is cut to the room (engine/tree_round.py)
+            return self.num_round_positions if room > 0 else 0
         return max(0, min(self.num_steps, room))
 
     def _preempt(self, request: Request) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specbench.speculation.tree_stats import TreeAcceptanceCounts
+from specbench.speculation.tree_stats import TreeAcceptanceCounts, merge
 
 
 @dataclass(slots=True)
@@ -45,6 +45,20 @@ class RequestStats:
             self.num_drafted_per_pos[i] += 1
         for i in range(num_accepted):
             self.num_accepted_per_pos[i] += 1
+
+    def record_tree_round(self, num_nodes: int, depth: int, num_accepted: int,
+                          counts: TreeAcceptanceCounts) -> None:
+        """Count one tree round: the chain fields read per depth (position i = depth i: drafted when the tree
+        reaches depth i, accepted when the path does), the tree's own counts merged into tree_counts."""
+        self.num_draft_rounds += 1
+        self.num_draft_tokens += num_nodes
+        self.num_accepted_tokens += num_accepted
+        self.accepted_per_round.append(num_accepted)
+        for i in range(depth):
+            self.num_drafted_per_pos[i] += 1
+        for i in range(num_accepted):
+            self.num_accepted_per_pos[i] += 1
+        self.tree_counts = counts if self.tree_counts is None else merge(self.tree_counts, counts)
 
     @property
     def finish_time(self) -> float | None:

@@ -20,6 +20,7 @@ from specbench.engine.scheduler import ScheduledBatch, Scheduler
 from specbench.engine.step_log import StepLog
 from specbench.engine.step_runner import StepRunner
 from specbench.engine.timing import PhaseTimer
+from specbench.engine.tree_round import is_tree_round, round_plan, run_tree_round
 from specbench.engine.verify_launch import VerifyLaunch, lookahead_blocker
 from specbench.execution_paths import PathRecorder
 from specbench.speculation.capabilities import ConsumesTargetFeatures, DraftsAhead
@@ -60,6 +61,11 @@ class StepLoop:
         if batch.is_prefill:
             committed, num_drafted, num_accepted, num_tokens, logprobs = self.runner.prefill(
                 batch.requests, st, timer, needs_features=self.needs_features)
+        elif is_tree_round(self.scheduler.draft_shape, self.runner.proposer, batch):  # synchronous, eager
+            plan = round_plan(self.scheduler.draft_shape, self.scheduler.num_steps, self.scheduler.max_model_len,
+                              batch.requests)
+            committed, num_drafted, num_accepted, num_tokens, logprobs = run_tree_round(
+                self.runner, batch, st, timer, plan, needs_features=self.needs_features)
         else:
             proposal = self.runner.propose(batch, st, timer)
             launch = self.runner.launch_verify(batch.requests, proposal, st, timer)

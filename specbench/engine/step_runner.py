@@ -41,7 +41,7 @@ class StepRunner:
         self.block_size = block_size
         self.vocab_size = vocab_size
         self._verify_path = f"verify.{verifier}"
-        self._proposer_path = f"proposer.{method}"
+        self.proposer_path = f"proposer.{method}"  # the execution path its rounds record
         # Forced acceptance (--synthetic-acceptance): [k] P(accept draft j | drafts before it accepted), else None.
         self.synthetic_conditional = synthetic_conditional
         self.synthetic_generator = synthetic_generator
@@ -100,9 +100,9 @@ class StepRunner:
         """The proposer's drafts for a decode batch, or None when it asks for none (plain decoding)."""
         if self.proposer is None or not any(batch.num_draft_tokens):
             return None
-        self.paths.record(self._proposer_path)
+        self.paths.record(self.proposer_path)
         timer.start("draft")
-        proposal = self.proposer.propose(self._propose_input(batch, st))
+        proposal = self.proposer.propose(self.propose_input(batch, st))
         timer.stop("draft")
         return proposal
 
@@ -179,7 +179,7 @@ class StepRunner:
         if draft_ids is None:
             return None
         self.paths.record("eagle.ahead")
-        self.paths.record(self._proposer_path)
+        self.paths.record(self.proposer_path)
         return draft_ids, ahead_timer
 
     def confirm_ahead(self, launch: VerifyLaunch, output_rows, accepted, live: list[int]) -> None:
@@ -194,7 +194,7 @@ class StepRunner:
                 sampling=self.sampling_tensors(launch.requests)),
             launch.features, tuple(accepted[r] for r in live), rows_of_request=tuple(live))
 
-    def _propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
+    def propose_input(self, batch, st: SamplingTensors) -> ProposeInput:
         requests = batch.requests
         return ProposeInput(
             request_ids=tuple(r.request_id for r in requests),

@@ -26,6 +26,7 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 if TYPE_CHECKING:
     from specbench.runtime.cuda_graph import GraphPlan
     from specbench.speculation.draft_records import DraftRecorder
+    from specbench.speculation.tree_propose import TreePlan
 
 
 class Proposer(ABC):
@@ -115,5 +116,17 @@ class RecordsDraftLogits(Proposer):
 
 
 class DraftsTrees(Proposer):
-    """Drafts a tree of candidates per request (eagle_topk > 1), not only a chain."""
+    """Drafts a tree of candidates per request (eagle_topk > 1), not only a chain: top-k children of the best frontier
+    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py). Tree rounds run
+    synchronously and eagerly (engine/tree_round.py)."""
+
+    @abstractmethod
+    def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
+        """One tree per request of `inp` (every request drafts), shaped by `plan`: the proposal's `parents` is set,
+        its `draft_probs` None (the children are the deterministic top-k of the draft distribution)."""
+
+    @abstractmethod
+    def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
+        """The accepted path of each request's tree (request-local node indices, root to leaf) of the round just
+        verified; the target KV of that path is already compacted to its positions (on_verified is not called)."""
 

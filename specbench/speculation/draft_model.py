@@ -16,18 +16,29 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.invariants import check_step_against_requests
-from specbench.attention.metadata import build_metadata
+from specbench.attention.metadata import build_metadata, slot_of
 from specbench.device_copy import to_device
 from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
+from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
-from specbench.speculation.capabilities import CapturesDraftGraphs, HasDraftKV, RecordsDraftLogits
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata
+from specbench.speculation.tree_kv import move_slots
+from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+
+
+@dataclass(frozen=True)
+class _TreeRound:
+    """What on_tree_verified needs of a request's last tree round."""
+
+    token_ids: tuple[int, ...]  # [num_nodes] the tree's tokens, node order
+    row_of_branch: dict[tuple[int, ...], int]  # branch tokens -> the tree row a draft step stored its KV at
+    block_table: tuple[int, ...]
 
 
 @dataclass
@@ -35,6 +46,7 @@ class _DraftState:
     num_cached: int = 0  # draft KV valid for positions [0, num_cached)
     num_written: int = 0  # positions [0, num_written) written in the last round
     newest: int = 0  # position of the newest committed token at the last propose
+    tree_round: _TreeRound | None = None  # set by propose_tree until on_tree_verified
 
 
 def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
@@ -50,7 +62,7 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits):
+class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees):
     name = "draft"
 
     def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
@@ -121,6 +133,68 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits):
             state.newest = len(inp.token_ids[r]) - 1
             state.num_written = state.newest + inp.num_draft_tokens[r]
         return DraftProposal(draft_ids, inp.num_draft_tokens, draft_probs)
+
+    @torch.inference_mode()
+    def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
+        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier
+        (speculation/tree_propose.py): the committed prefix ends at the newest token, so step s's queries sit at
+        newest + s and the tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        rows = list(range(len(inp.request_ids)))
+        extend = self._build_extend(inp, rows)
+        out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
+        root_logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
+        prefix = [len(tokens) for tokens in inp.token_ids]
+
+        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
+            num_frontier = frontier.token_ids.shape[1]
+            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
+            self.model.attn_backend.paths.record("draft.eager_step")
+            step_out = self.model(frontier.token_ids.reshape(-1), md, self.kv_cache, phase=f"draft_tree_step_{s}")
+            logits = self.model.compute_logits(step_out.hidden_states)
+            return self._log_probs(logits).view(len(rows), num_frontier, -1)
+
+        tree, steps = grow_tree(plan, self._log_probs(root_logits), run_step)
+        for r in rows:
+            state = self._state[inp.request_ids[r]]
+            state.newest = len(inp.token_ids[r]) - 1
+            state.num_written = state.newest + 1  # tree rows are not at their positions until on_tree_verified
+            state.tree_round = _TreeRound(tuple(tree.tokens_of(r)), steps.row_of_branch[r], inp.block_tables[r])
+        return proposal_from_tree(tree)
+
+    def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:  # [..., draft_vocab] -> [..., target_vocab]
+        """Children are the top-k of the raw draft distribution over the target's ids (the verifier's deterministic
+        rule is lossless for any such choice)."""
+        return torch.log_softmax(logits[..., : self.target_vocab_size].float(), dim=-1)
+
+    def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
+        """Move the accepted path's draft KV from its tree rows to its positions (the rows a draft step fed: all but
+        the deepest level, which was never fed) and commit it; the next catch-up feeds the rest of the path and the
+        bonus. A fed row saw the prefix and its ancestors at its branch position: the KV a chain along it writes."""
+        src_slots, dst_slots = [], []
+        for request_id, path in zip(request_ids, accepted_nodes):
+            state = self._state.get(request_id)
+            if state is None or state.tree_round is None:
+                continue
+            tree_round, state.tree_round = state.tree_round, None
+            prefix = state.newest + 1  # tree row i was stored at prefix + i
+            branch: tuple[int, ...] = ()
+            num_kept = 0
+            for depth, node in enumerate(path):
+                branch += (tree_round.token_ids[node],)
+                row = tree_round.row_of_branch.get(branch)
+                if row is None:
+                    break
+                src_slots.append(slot_of(tree_round.block_table, prefix + row, self.block_size))
+                dst_slots.append(slot_of(tree_round.block_table, prefix + depth, self.block_size))
+                num_kept += 1
+            state.num_cached = state.num_written = prefix + num_kept
+        if src_slots:
+            src = torch.tensor(src_slots, dtype=torch.int64, device=self.device)
+            dst = torch.tensor(dst_slots, dtype=torch.int64, device=self.device)
+            for layer in range(len(self.kv_cache.k)):
+                for cache in self.kv_cache.flat(layer):
+                    move_slots(cache, src, dst)
 
     def _build_extend(self, inp: ProposeInput, active: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []

@@ -59,4 +59,9 @@ def accepted_path_moves(
 
 def apply_moves(cache: torch.Tensor, plan: KVMovePlan) -> None:
     """cache: [num_slots, ...] one layer's flat K or V; gathers every source before writing any destination."""
-    cache.index_copy_(0, plan.dst_slot, cache[plan.src_slot])
+    move_slots(cache, plan.src_slot, plan.dst_slot)
+
+
+def move_slots(cache: torch.Tensor, src_slot: torch.Tensor, dst_slot: torch.Tensor) -> None:
+    """cache[dst_slot] = cache[src_slot] for one layer's flat K or V, every source read before any write."""
+    cache.index_copy_(0, dst_slot, cache[src_slot])

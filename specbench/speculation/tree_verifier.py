@@ -132,19 +132,22 @@ def verify_tree(
     if st.num_reqs != tree.num_reqs:
         raise ValueError(f"{tree.num_reqs} requests in the tree, {st.num_reqs} in the sampling tensors")
     num_rows = tree.num_nodes.to(target_logits.device) + 1
-    target_probs = logits_to_probs(
+    target_probs = None if st.all_greedy else logits_to_probs(  # [total_rows, V] warped, for sampled requests
         target_logits,
         st.temperature.repeat_interleave(num_rows),
         st.top_k.repeat_interleave(num_rows),
         st.top_p.repeat_interleave(num_rows),
     )
     is_greedy = st.is_greedy.tolist()
+    # The walks read the tree and the argmax on the host: one copy each, not one per request (a device sync each)
+    tree = DraftTree(*(t.cpu() for t in (tree.token_ids, tree.parent, tree.depth, tree.num_nodes, tree.cu_num_nodes)))
+    target_argmax = target_logits.argmax(dim=-1).tolist()
     cu_rows = tree.cu_num_rows.tolist()
     paths, finals = [], []
     for req in range(tree.num_reqs):
         rows = slice(cu_rows[req], cu_rows[req + 1])
         if is_greedy[req]:
-            path, final = _greedy_walk(tree, req, target_logits[rows].argmax(dim=-1).tolist())
+            path, final = _greedy_walk(tree, req, target_argmax[rows])
         else:
             path, final = _sampled_walk(
                 tree, req, target_probs[rows], None if draft_probs is None else draft_probs[rows], st.generators[req]

@@ -79,7 +79,7 @@ def test_each_registered_class_declares_exactly_its_capabilities():
     assert registry.methods_with(RecordsDraftLogits) == ("draft", "eagle", "eagle3", "mtp")
     assert registry.methods_with(ConsumesTargetFeatures) == ("eagle", "eagle3", "mtp")
     assert registry.methods_with(DraftsAhead) == ("eagle", "eagle3", "mtp")
-    assert registry.methods_with(DraftsTrees) == ()
+    assert registry.methods_with(DraftsTrees) == ("draft", "eagle", "eagle3", "mtp")
     assert registry.PROPOSERS.proposer_class("none") is None
 
 

@@ -20,7 +20,7 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.speculation.capabilities import (
-    CapturesDraftGraphs, ConsumesTargetFeatures, DraftsAhead, HasDraftKV, RecordsDraftLogits,
+    CapturesDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
@@ -29,9 +29,11 @@ from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
+from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
 
 
-class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits):
+class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
+                    DraftsTrees):
     """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
 
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
@@ -115,6 +117,55 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
                 self._record(inp, step_rows, j, logits_input, draft_ids)
             hidden = hidden.index_copy(0, step.row_of_request, step_hidden)
         return DraftProposal(draft_ids, inp.num_draft_tokens, None)  # argmax drafts: deterministic
+
+    @torch.inference_mode()
+    def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
+        """Catch-up over the new target features (the accepted path's, in path order: engine/tree_round.py), whose
+        last row gives the root's children; then draft steps over the frontier (speculation/tree_propose.py). The
+        committed draft prefix ends before the newest token, so step s's queries sit at newest - 1 + s, each fed
+        (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
+        stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. Eager always
+        (no step or round graphs); the oracle recorder does not see tree rounds."""
+        assert self.kv_cache is not None, "bind_kv_cache first"
+        num_reqs = len(inp.request_ids)
+        rows = list(range(num_reqs))
+        feats = self._take_features(inp.request_ids)
+        missing = [r for r in rows if feats.cu_num_new_features[r + 1] == feats.cu_num_new_features[r]]
+        if missing:
+            raise RuntimeError(f"requests {missing} asked for a tree without new target features")
+        self.head.attn_backend.paths.record("eagle.eager")
+        extend = self._build_extend(inp, feats, rows)
+        extend_hidden = self.head.project_target_features(extend.target_features)
+        extend_hidden = self.hooks.extend_hidden(inp.request_ids, extend_hidden, extend.logits_indices)
+        out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
+        root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
+        width = root_hidden.shape[-1]
+        fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)  # per tree row
+        prefix = [len(tokens) - 1 for tokens in inp.token_ids]
+
+        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
+            num_frontier = frontier.token_ids.shape[1]
+            parent_row = torch.tensor(parent_rows, dtype=torch.int64, device=self.device)  # [num_reqs, F]
+            from_rows = fed_hidden.gather(1, parent_row.clamp_min(0)[..., None].expand(-1, -1, width))
+            hidden = torch.where(parent_row[..., None] < 0, root_hidden[:, None], from_rows)  # [num_reqs, F, H]
+            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
+            token_ids = self.head.to_target_ids(frontier.token_ids.reshape(-1))
+            step_out = self.head(token_ids, hidden.reshape(-1, width), md, self.kv_cache, phase=f"eagle_tree_step_{s}")
+            first = steps.num_rows - num_frontier
+            fed_hidden[:, first: steps.num_rows] = step_out.hidden.view(num_reqs, num_frontier, width)
+            logits = self.head.compute_logits(step_out.logits_input)
+            return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
+
+        root_logits = self.head.compute_logits(out.logits_input[extend.logits_indices])
+        tree, _ = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step)
+        proposal = proposal_from_tree(tree)
+        draft_ids = self.head.to_target_ids(proposal.draft_token_ids.clamp_min(0))
+        draft_ids = torch.where(proposal.draft_token_ids < 0, proposal.draft_token_ids, draft_ids)
+        return DraftProposal(draft_ids, proposal.num_draft_tokens, None, proposal.parents)
+
+    def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
+        """Nothing to do: the engine hands over the accepted path's target features (root first, in path order), so
+        the next catch-up rewrites the path's draft KV from them and never sees a rejected branch."""
 
     def propose_ahead(self, request_ids: tuple[str, ...], newest_positions: tuple[int, ...],
                       block_tables: tuple[tuple[int, ...], ...], verify_token_ids: torch.Tensor,
