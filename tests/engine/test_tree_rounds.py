@@ -22,10 +22,11 @@ MAX_TOKENS = 24
 PREEMPTING_KV_BLOCKS = 30  # 4 concurrent requests of up to 40 + 24 + tree rows do not fit blocks of 4
 
 
-def _llm(target: str, draft: str | None, *, num_steps: int = 3, num_kv_blocks: int | None = None, **kw) -> LLM:
+def _llm(target: str, draft: str | None, *, num_steps: int = 3, num_kv_blocks: int | None = None,
+         device: str = "cpu", **kw) -> LLM:
     pool = {"num_kv_blocks": num_kv_blocks} if num_kv_blocks else {"kv_cache_gb": 0.02}
     spec = {} if draft is None else {"method": "draft", "draft": draft, "max_num_steps": num_steps}
-    return LLM(target, dtype="fp32", device="cpu", block_size=4, max_concurrency=4, debug_invariants=True,
+    return LLM(target, dtype="fp32", device=device, block_size=4, max_concurrency=4, debug_invariants=True,
                **pool, **spec, **kw)
 
 
@@ -174,7 +175,9 @@ def test_triton_backend_tree_verify_is_token_identical(tiny_pair, prompt_ids, pl
 
     if not kernels_runnable_here():
         pytest.skip(RERUN_REASON)
-    llm = _llm(*tiny_pair, attention_backend="triton")
+    # the kernel where it runs: CUDA when there is one (fp32, eager tree rounds), else the interpreter on CPU
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    llm = _llm(*tiny_pair, attention_backend="triton", device=device)
     llm.engine.set_draft_shape(DraftShape(2, 4))
     outs = llm.generate(prompt_ids[:2], SamplingParams(max_tokens=8, ignore_eos=True))
     assert [list(o.output_token_ids) for o in outs] == [p[:8] for p in plain[:2]]
