@@ -25,7 +25,8 @@ class _FaultListHelp(TyperCommand):
 @app.command(cls=_FaultListHelp)
 def selftest(
     seeds: Annotated[str, typer.Option("--seeds", help="comma list of seeds and ranges (0-29, 0-3,7): one clean row "
-                                       "per seed and method (false-alarm check)")] = "0,1",
+                                       "per seed and method (false-alarm check); default 0,1 on CPU, 0-2 on CUDA "
+                                       "(one seed per tiny-model variant: each reaches a CUDA fast path)")] = "",
     methods: Annotated[str, typer.Option("--methods", help="comma list of speculative methods (default: every "
                                          "registered one: draft LM, EAGLE-1 and EAGLE-3 heads built from the tiny "
                                          "target, MTP shipped in a copy of it, n-gram on prompts that repeat)")] = "",
@@ -47,7 +48,7 @@ def selftest(
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
     from specbench.runs.comma_lists import parse_int_ranges
     from specbench.selftest.coverage import coverage_verdict, format_coverage
-    from specbench.selftest.parallel import default_jobs
+    from specbench.selftest.parallel import default_jobs, default_seeds
     from specbench.selftest.runner import (
         METHODS,
         false_alarms,
@@ -57,7 +58,8 @@ def selftest(
         timed_selftest,
     )
 
-    rows, seconds = timed_selftest(seeds=parse_int_ranges(seeds, "--seeds"), methods=_names(methods) or METHODS,
+    seed_list = parse_int_ranges(seeds, "--seeds") if seeds else default_seeds(device)
+    rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
                                    window_moe=window_moe)

@@ -23,6 +23,7 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults.fault import Fault
+from specbench.selftest.tiny import VARIANTS
 from specbench.selftest.row_tasks import (
     RowTask,
     SeedPlan,
@@ -35,6 +36,15 @@ from specbench.selftest.row_tasks import (
 )
 
 MAX_AUTO_JOBS = 8  # past this the tiny rows contend for the GPU's launch queue more than they overlap
+
+
+def default_seeds(device: str) -> tuple[int, ...]:
+    """`--seeds` unset: on CUDA one seed per tiny variant (tiny.VARIANTS: biased, llama, qwen3), as each variant
+    exists to reach a CUDA fast path (the qwen3 variant's q/k norm is what sends its target, and nothing else, to
+    proj.fused); on CPU, where those paths are not production, the first two."""
+    if device_class(resolve_device(device).type) != "cuda":
+        return (0, 1)
+    return tuple(range(len(VARIANTS)))
 
 
 def default_jobs(device: str) -> int:
