@@ -5,7 +5,7 @@ to a temp dir), each under its own PYTHONPATH, then compares the parquet outputs
     .venv/bin/python scripts/sweep_identity.py [--base eed89bc] [--keep DIR]
 
 The sweep: a tiny Llama (2 layers, the trained tiny BPE tokenizer; tests/support/tiny_models.py) and a draft derived
-from it, fp32 on CPU, 3 GSM8K questions 1-shot, 12 new tokens; temperature 0 and 0.8 (seed 0), concurrency 1 and 2,
+from it, fp32 on CPU, 3 GSM8K questions 1-shot, 32 new tokens; temperature 0 and 0.8 (seed 0), concurrency 1 and 2,
 num-steps 0 and 3; once with n-gram drafts and once with the draft LM. Both trees load the same model files.
 
 Ignored columns (declared once, below): timings (a rule on the column name: a time, a rate over time, or derived
@@ -37,7 +37,7 @@ TIMING = re.compile(r"(_s$|_s_|_ms$|_time|time_|_rps$|throughput|speedup|goodput
 # recommendations.parquet ranks the num-steps values by a timed metric (output throughput or median TPOT): its
 # winner, runner-up, their values and ratio are timings too; its keys (workload, method, ...) are compared.
 TIMED_RANKING = re.compile(r"^(best_|runner_up_|ratio)")
-SWEEP = ("--workload", "gsm8k", "--limit", "3", "--shots", "1", "--max-tokens", "12", "-t", "0,0.8",
+SWEEP = ("--workload", "gsm8k", "--limit", "3", "--shots", "1", "--max-tokens", "32", "-t", "0,0.8",
          "--seed", "0", "--concurrency", "1,2", "--num-steps", "0,3", "--dtype", "fp32", "--device", "cpu",
          "--kv-cache-gb", "0.05", "--warmup", "0", "--quiet", "--yes")
 
