@@ -6,7 +6,8 @@ A path is *production* on a device when a default run there takes it (`scripts/b
 attention, verifier and layers; on CUDA also CUDA graphs, rounds drafted ahead, fused projections, the Triton
 verifier and attention. `specbench selftest` fails when a production path of its device went unexercised by the
 engines under test (selftest/coverage.py), so a new fast path cannot land without the sentinel reaching it: add it
-here, record it where the engine decides to take it, and make the selftest reach it.
+here (or, for a path a proposer's own code decides, to its class's `execution_paths`), record it where the engine
+decides to take it, and make the selftest reach it. speculation/registry.py execution_paths() lists every path.
 
 Recording happens at host-side decision points only (a set add; never a device sync). A forward captured in a CUDA
 graph records while it is captured, into the graph's own set; each replay records that set (runtime/cuda_graph.py).
@@ -24,63 +25,67 @@ DEVICE_CLASSES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
+class MethodGroup:
+    """The methods whose proposer class declares one capability (speculation/capabilities.py). This leaf sits below
+    the proposers, so a path names the group and speculation/registry.py resolves it from the registered classes."""
+
+    capability: str  # the capability interface's name (speculation/registry.py binds it to the class)
+
+
+@dataclass(frozen=True)
 class ExecutionPath:
     name: str  # "<area>.<variant>", e.g. "eagle.round_graph"
     description: str  # one line: what runs, and where in the code
     production_on: tuple[str, ...]  # device classes (DEVICE_CLASSES) where a default run takes it; () = opt-in only
-    # Methods whose engines can take it (EngineConfig.method values); () = every method.
-    methods: tuple[str, ...] = ()
+    # Methods whose engines can take it (EngineConfig.method values); () = every method; a MethodGroup until
+    # speculation/registry.py resolves it. In a proposer class's `execution_paths` left (): the registry fills in the
+    # methods whose class is the declaring class or a subclass of it.
+    methods: tuple[str, ...] | MethodGroup = ()
     # Only a CUDA device reaches it in the selftest: the engine captures graphs only on CUDA (tests/engine and
     # tests/eagle replay the graph runners on CPU by capturing by hand), flashinfer runs on CUDA only.
     needs_cuda: bool = False
 
 
-_SPEC = ("ngram", "draft", "eagle", "eagle3", "mtp")
-_EAGLE = ("eagle", "eagle3", "mtp")  # the EAGLE round machinery (mtp runs the target's MTP module through it)
-_TREE = ("draft", "eagle", "eagle3", "mtp")  # the methods that draft trees (speculation/capabilities.py DraftsTrees)
+SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
+DRAFTS_AHEAD = MethodGroup("DraftsAhead")
+DRAFTS_TREES = MethodGroup("DraftsTrees")
 
-PATHS: tuple[ExecutionPath, ...] = (
+
+def proposer_path(method: str) -> str:
+    """The path every drafted round of `method` records (speculation/registry.py declares one per registered method)."""
+    return f"proposer.{method}"
+
+
+# The engine's own paths, in two sections; a proposer class declares the paths its own code decides (its
+# `execution_paths`), and speculation/registry.py lists all of them between the two: LOOP_PATHS, one
+# proposer.<method> per registered method, the classes' paths, FORWARD_PATHS.
+LOOP_PATHS: tuple[ExecutionPath, ...] = (
     # ---- the step loop -------------------------------------------------------------------------------------------
     ExecutionPath("decode.overlap", "plain decode step launched before the previous one is read back "
                   "(engine/step_loop.py)", ("cpu", "cuda"), ("none",)),
     ExecutionPath("decode.sync", "plain decode step read back before the next is scheduled (engine/step_loop.py; "
                   "--no-async-scheduling, or a speculative batch with no drafts at the context limit)", ()),
     ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/step_loop.py)",
-                  ("cpu", "cuda"), _SPEC),
+                  ("cpu", "cuda"), SPECULATIVE),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
+                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD, needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
-                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (), _TREE),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), _TREE),
+                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (),
+                  DRAFTS_TREES),
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (),
+                  DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
-    # ---- proposers -----------------------------------------------------------------------------------------------
-    ExecutionPath("proposer.ngram", "n-gram lookup drafts (speculation/ngram.py)", ("cpu", "cuda"), ("ngram",)),
-    ExecutionPath("proposer.draft", "draft-LM drafts (speculation/draft_model.py)", ("cpu", "cuda"), ("draft",)),
-    ExecutionPath("proposer.eagle", "EAGLE-1 head drafts (speculation/eagle/proposer.py)", ("cpu", "cuda"), ("eagle",)),
-    ExecutionPath("proposer.eagle3", "EAGLE-3 head drafts (speculation/eagle/proposer.py)", ("cpu", "cuda"), ("eagle3",)),
-    ExecutionPath("proposer.mtp", "the target checkpoint's MTP module drafts (speculation/mtp/)", ("cpu", "cuda"),
-                  ("mtp",)),
-    ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/draft_model.py)", ("cpu",),
-                  ("draft",)),
-    ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph (speculation/draft_model.py)",
-                  ("cuda",), ("draft",), needs_cuda=True),
-    ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
-                  "(speculation/eagle/proposer.py)", ("cpu", "cuda"), _EAGLE),
-    ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
-                  "(speculation/eagle/proposer.py)", ("cuda",), _EAGLE, needs_cuda=True),
-    ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and 2H-wide "
-                  "first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
-                  "(speculation/eagle/fused_head.py)", ("cuda",), _EAGLE),
-    ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
-                  "(speculation/eagle/round_graph.py)", ("cuda",), _EAGLE, needs_cuda=True),
+)
+
+FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),
     ExecutionPath("graph.decode", "target plain decode step replayed from a CUDA graph (runtime/cuda_graph.py)",
                   ("cuda",), ("none",), needs_cuda=True),
     ExecutionPath("graph.verify", "target verify replayed from a CUDA graph (runtime/cuda_graph.py)", ("cuda",),
-                  _SPEC, needs_cuda=True),
+                  SPECULATIVE, needs_cuda=True),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
                   ("cpu",)),
@@ -96,24 +101,21 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
     ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
-                  "tree verify on CPU, every tree draft step)", (), _TREE),
+                  "tree verify on CPU, every tree draft step)", (), DRAFTS_TREES),
     ExecutionPath("attention.tree_triton", "tree-masked verify attention, Triton bitmask kernel "
-                  "(kernels/tree_attention.py)", (), _TREE),
+                  "(kernels/tree_attention.py)", (), DRAFTS_TREES),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
     ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "
-                  "--synthetic-acceptance, not lossless)", (), _SPEC),
+                  "--synthetic-acceptance, not lossless)", (), SPECULATIVE),
 )
+
+
+# The engine's own paths: what a recorder accepts unless the engine builder hands it every registered path.
+PATHS: tuple[ExecutionPath, ...] = LOOP_PATHS + FORWARD_PATHS
 
 PATH_NAMES: frozenset[str] = frozenset(p.name for p in PATHS)
 assert len(PATH_NAMES) == len(PATHS), "each path is declared once"
-
-
-def path(name: str) -> ExecutionPath:
-    for p in PATHS:
-        if p.name == name:
-            return p
-    raise SpecbenchError(f"unknown execution path {name!r}; registered: {', '.join(sorted(PATH_NAMES))}")
 
 
 def device_class(device_type: str) -> str:
@@ -124,9 +126,10 @@ def device_class(device_type: str) -> str:
     return device_type
 
 
-def production_paths(device: str, methods: tuple[str, ...] | None = None,
-                     paths: tuple[ExecutionPath, ...] = PATHS) -> tuple[ExecutionPath, ...]:
-    """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method)."""
+def production_paths(device: str, methods: tuple[str, ...] | None,
+                     paths: tuple[ExecutionPath, ...]) -> tuple[ExecutionPath, ...]:
+    """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method);
+    `paths` with their method groups resolved (speculation/registry.py execution_paths())."""
     return tuple(p for p in paths if device in p.production_on
                  and (methods is None or not p.methods or set(p.methods) & set(methods)))
 
@@ -142,7 +145,8 @@ class PathRecorder:
 
     def record(self, name: str) -> None:
         if name not in self._names:
-            raise SpecbenchError(f"unregistered execution path {name!r}: declare it in execution_paths.py")
+            raise SpecbenchError(f"unregistered execution path {name!r}: declare it in execution_paths.py or "
+                                 "on the proposer class that takes it")
         self._sink.add(name)
 
     def record_all(self, names: frozenset[str]) -> None:

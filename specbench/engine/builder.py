@@ -22,7 +22,7 @@ from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.execution_paths import PathRecorder
 from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, HasDraftKV
-from specbench.speculation.registry import ProposerContext, create_proposer
+from specbench.speculation.registry import ProposerContext, create_proposer, path_names
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -166,7 +166,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         raise SpecbenchError("--synthetic-acceptance needs a speculative method (its drafts are what gets accepted)")
     backend_name = resolve_kernel_choice(config.attention_backend, device, "attention backend")
     verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
-    paths = PathRecorder()
+    paths = PathRecorder(path_names())  # the engine's paths and every registered proposer class's
     backend = create_backend(backend_name, paths, check_invariants=config.debug_invariants)
     target = load_model(
         config.target,

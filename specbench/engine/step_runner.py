@@ -17,7 +17,7 @@ from specbench.engine.request import Request
 from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
-from specbench.execution_paths import PathRecorder
+from specbench.execution_paths import PathRecorder, proposer_path
 from specbench.runtime.hooks import PhaseHooks
 from specbench.speculation.capabilities import Proposer
 from specbench.speculation.proposer import DraftProposal, ProposeInput
@@ -41,7 +41,7 @@ class StepRunner:
         self.block_size = block_size
         self.vocab_size = vocab_size
         self._verify_path = f"verify.{verifier}"
-        self.proposer_path = f"proposer.{method}"  # the execution path its rounds record
+        self.proposer_path = proposer_path(method)  # the execution path its rounds record
         # Forced acceptance (--synthetic-acceptance): [k] P(accept draft j | drafts before it accepted), else None.
         self.synthetic_conditional = synthetic_conditional
         self.synthetic_generator = synthetic_generator

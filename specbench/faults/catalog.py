@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specbench.errors import SpecbenchError
-from specbench.execution_paths import path
 from specbench.faults.accepted_count import AcceptedCountOffByOne
 from specbench.faults.ahead_positions_stale import AheadPositionsStale
 from specbench.faults.bonus_residual import BonusResidualKeepsLastDraft
@@ -46,6 +45,7 @@ from specbench.faults.window_missing_in_verify import WindowMissingInVerify
 from specbench.faults.window_not_rebuilt import WindowNotRebuiltBetweenDraftSteps
 from specbench.faults.window_off_by_one import WindowOffByOne
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.speculation.registry import execution_path
 
 MUTANTS: tuple[type[Mutant], ...] = (
     DraftPositionsOffByOne,
@@ -125,14 +125,14 @@ def selftest_faults(device: str) -> tuple[str, ...]:
     path mutants whose path is production there (a bug on a path the device never takes cannot show). Logprobs-only
     mutants are not run: the selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
-        m.fault.name for m in PATH_MUTANTS if device in path(m.fault.path).production_on)
+        m.fault.name for m in PATH_MUTANTS if device in execution_path(m.fault.path).production_on)
 
 
 def window_moe_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on its sliding-window + MoE target on a device class: every window
     mutant, and the MoE mutants whose path is production there."""
     return tuple(m.fault.name for m in WINDOW_MUTANTS) + tuple(
-        m.fault.name for m in MOE_MUTANTS if not m.fault.path or device in path(m.fault.path).production_on)
+        m.fault.name for m in MOE_MUTANTS if not m.fault.path or device in execution_path(m.fault.path).production_on)
 
 
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.check.result import CheckResult
-from specbench.execution_paths import PATHS, ExecutionPath, production_paths
+from specbench.execution_paths import ExecutionPath, production_paths
+from specbench.speculation.registry import execution_paths
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,9 @@ class PathCoverage:
     checks: tuple[str, ...]  # table columns
     # [len(checks)] per check, the union of the paths its clean engines under test took over every method and seed
     taken_by_check: tuple[frozenset[str], ...]
-    paths: tuple[ExecutionPath, ...] = PATHS  # the registry it is judged against
+    # The registry it is judged against: the engine's paths and every registered proposer class's, methods resolved
+    # (speculation/registry.py execution_paths()).
+    paths: tuple[ExecutionPath, ...]
 
     @property
     def taken(self) -> frozenset[str]:
@@ -37,12 +40,13 @@ class PathCoverage:
 
 
 def path_coverage(results: list[tuple[str, tuple[CheckResult, ...]]], device: str, checks: tuple[str, ...],
-                  paths: tuple[ExecutionPath, ...] = PATHS) -> PathCoverage:
+                  paths: tuple[ExecutionPath, ...] | None = None) -> PathCoverage:
     """`results`: (method, check results in `checks` order) of every clean row (mutant rows are not coverage: a path
-    counts when the engine users run took it under a check)."""
+    counts when the engine users run took it under a check). `paths`: None = every registered path (read now, so a
+    proposer class registered since is in)."""
     taken = tuple(frozenset().union(*(r.paths for _, rs in results for r in rs if r.name == c)) for c in checks)
     methods = tuple(dict.fromkeys(m for m, _ in results))
-    return PathCoverage(device, methods, checks, taken, paths)
+    return PathCoverage(device, methods, checks, taken, execution_paths() if paths is None else paths)
 
 
 def format_coverage(cov: PathCoverage) -> str:

@@ -16,10 +16,11 @@ the same slot as target KV for p, in the proposer's own tensors.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from specbench.execution_paths import ExecutionPath
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 
@@ -33,6 +34,10 @@ class Proposer(ABC):
     """The core every speculative method implements: draft, learn what was accepted, forget, describe."""
 
     name: str  # the method it runs as (EngineConfig.method); a class serving several sets it per instance
+    # The execution paths (execution_paths.py) this class's own code decides to take, `methods` left (): the registry
+    # lists them for the methods whose class is this one or a subclass (it reads each class's own declaration, so a
+    # subclass does not repeat its base's). Every method also records proposer.<method>, declared by the registry.
+    execution_paths: ClassVar[tuple[ExecutionPath, ...]] = ()
 
     @abstractmethod
     def propose(self, inp: ProposeInput) -> DraftProposal: ...

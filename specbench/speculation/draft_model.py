@@ -19,6 +19,7 @@ from specbench.attention.invariants import check_step_against_requests
 from specbench.attention.metadata import build_metadata, slot_of
 from specbench.device_copy import to_device
 from specbench.errors import SpecbenchError
+from specbench.execution_paths import ExecutionPath
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
@@ -64,6 +65,11 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
 
 class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees):
     name = "draft"
+    execution_paths = (
+        ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/draft_model.py)", ("cpu",)),
+        ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph "
+                      "(speculation/draft_model.py)", ("cuda",), needs_cuda=True),
+    )
 
     def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:

@@ -9,9 +9,10 @@ import pytest
 from specbench import LLM, SamplingParams
 from specbench.check.budget import Budget
 from specbench.errors import SpecbenchError
-from specbench.execution_paths import PATHS, ExecutionPath, PathRecorder, production_paths
+from specbench.execution_paths import ExecutionPath, PathRecorder, production_paths
 from specbench.selftest.coverage import coverage_verdict, format_coverage, path_coverage
 from specbench.selftest.runner import METHODS, PLAIN, run_selftest, selftest_coverage
+from specbench.speculation.registry import execution_paths
 
 # What only a CUDA device reaches (graph capture; flashinfer runs on CUDA only): the CPU selftest cannot.
 CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "draft.step_graph", "graph.decode",
@@ -26,7 +27,7 @@ TORCH_CHECKS = ("greedy", "rows", "invariants")
 def _not_selftest_methods() -> frozenset[str]:
     """Paths only methods outside the selftest's METHODS take (e.g. proposer.eagle: no tiny EAGLE-1 head)."""
     run = set(METHODS) | {PLAIN}
-    return frozenset(p.name for p in PATHS if p.methods and not set(p.methods) & run)
+    return frozenset(p.name for p in execution_paths() if p.methods and not set(p.methods) & run)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def torch_rows():
 
 
 def test_cuda_only_paths_are_the_declared_ones():
-    assert {p.name for p in PATHS if p.needs_cuda} == CUDA_ONLY
+    assert {p.name for p in execution_paths() if p.needs_cuda} == CUDA_ONLY
 
 
 def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
@@ -53,7 +54,7 @@ def test_a_registered_path_nothing_records_fails_the_coverage(torch_rows):
     """The failure mode: a new production path the engines never record (no sentinel reaches it)."""
     unrecorded = ExecutionPath("decode.unguarded", "a fast path added without a sentinel", ("cpu",))
     clean = [(row.method, row.results) for row in torch_rows if row.inject is None]
-    coverage = path_coverage(clean, "cpu", TORCH_CHECKS, PATHS + (unrecorded,))
+    coverage = path_coverage(clean, "cpu", TORCH_CHECKS, execution_paths() + (unrecorded,))
     assert coverage.unexercised == ("decode.unguarded",)
     assert not coverage.is_complete
     assert "coverage FAILED" in coverage_verdict(coverage) and "decode.unguarded" in coverage_verdict(coverage)
@@ -83,10 +84,10 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     assert not any(row.detected for row in fused_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
-    unreached = {p.name for p in PATHS} - reached
+    unreached = {p.name for p in execution_paths()} - reached
     assert unreached == CUDA_ONLY | REFERENCE_ONLY | _not_selftest_methods(), sorted(unreached)
     # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
-    cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,))}
+    cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,), execution_paths())}
     assert cuda - reached == cuda & CUDA_ONLY
 
 

@@ -24,6 +24,7 @@ from specbench.models.loader import load_model
 from specbench.speculation.eagle.loader import load_eagle_head
 from specbench.speculation.eagle.proposer import EagleProposer
 from specbench.speculation.proposer import ProposeInput
+from specbench.speculation.registry import path_names
 from specbench.speculation.sampling import build_sampling_tensors
 
 TIE_TOLERANCE = 1e-4  # logit gap under which two fp32 computations may legitimately pick different argmaxes
@@ -42,7 +43,7 @@ class DenseCausal:
     check_invariants = False  # the backend protocol's: this reference has no metadata to check
 
     def __init__(self) -> None:
-        self.paths = PathRecorder()  # the backend protocol's: layers record their execution paths here
+        self.paths = PathRecorder(path_names())  # the backend protocol's: layers record their execution paths here
 
     def begin_forward(self, md, where: str) -> None:
         pass

@@ -13,10 +13,10 @@ import pytest
 from specbench import LLM, SamplingParams
 from specbench.check.reference import REFERENCE_SETTINGS
 from specbench.faults import FAULTS, build_hooks, fault_names, injection
-from specbench.execution_paths import path
 from specbench.faults.catalog import PATH_MUTANTS, selftest_faults
 from specbench.faults.path_mutant import PathMutant
 from specbench.runtime.hooks import PhaseHooks
+from specbench.speculation.registry import execution_path
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from tests.support.no_bias_tiny import build_cycling_target, build_no_bias_target
 
@@ -67,7 +67,7 @@ def test_one_mutant_per_path_registered_and_listed():
         assert mutant.fault.name in fault_names() and FAULTS[mutant.fault.name] is mutant.fault
         # the selftest runs it where its path is production: every one on CUDA, the CPU's own paths on CPU
         assert mutant.fault.name in selftest_faults("cuda")
-        assert (mutant.fault.name in selftest_faults("cpu")) == ("cpu" in path(mutant.fault.path).production_on)
+        assert (mutant.fault.name in selftest_faults("cpu")) == ("cpu" in execution_path(mutant.fault.path).production_on)
 
 
 @pytest.mark.parametrize("mutant", PATH_MUTANTS, ids=lambda m: m.fault.name)

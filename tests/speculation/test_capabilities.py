@@ -11,6 +11,8 @@ from specbench.check.engine_defaults import check_engine
 from specbench.check.oracle import check_oracle
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
+from specbench.errors import SpecbenchError
+from specbench.execution_paths import ExecutionPath
 from specbench.faults import FAULTS
 from specbench.faults.catalog import needs_window_moe_target
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
@@ -118,19 +120,66 @@ def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):
     assert result.skipped and "throwaway" in result.detail
 
 
-
-def test_execution_paths_name_methods_the_classes_agree_with():
-    """execution_paths.py sits below the proposers (a leaf: attention and the graph runner record paths), so it names
-    methods rather than asking the registry; this ties those names to the classes."""
-    from specbench.execution_paths import PATHS
+def test_execution_paths_take_their_methods_from_the_classes():
+    """execution_paths.py sits below the proposers (a leaf: attention and the graph runner record paths); its paths
+    name method groups and the proposer classes declare their own paths, and the registry resolves both."""
     from specbench.speculation.eagle.proposer import EagleProposer
 
-    by_name = {p.name: p for p in PATHS}
+    by_name = {p.name: p for p in registry.execution_paths()}
     for method in registry.speculative_methods():  # the engine records proposer.<method> every drafted round
         assert by_name[f"proposer.{method}"].methods == (method,), method
-    assert set(by_name["spec.sync_round"].methods) == set(registry.speculative_methods())
-    eagle = set(registry.methods_with(EagleProposer))
-    assert all(set(p.methods) == eagle for p in PATHS if p.name.startswith("eagle."))
-    assert all(set(p.methods) == set(registry.methods_with(HasDraftKV)) - eagle for p in PATHS
-               if p.name.startswith("draft."))
-    assert {m for p in PATHS for m in p.methods} <= {"none", *registry.speculative_methods()}
+    assert by_name["spec.sync_round"].methods == registry.speculative_methods()
+    assert by_name["eagle.ahead"].methods == registry.methods_with(DraftsAhead)
+    assert by_name["spec.tree_round"].methods == registry.methods_with(DraftsTrees)
+    eagle = registry.methods_with(EagleProposer)
+    assert all(p.methods == eagle for name, p in by_name.items() if name.startswith("eagle."))
+    assert {p.name for p in EagleProposer.execution_paths} == {  # eagle.ahead: the engine's (DRAFTS_AHEAD)
+        "eagle.eager", "eagle.step_graph", "eagle.fused_head", "eagle.round_graph"}
+    assert all(p.methods == ("draft",) for name, p in by_name.items() if name.startswith("draft."))
+    assert {m for p in by_name.values() for m in p.methods} <= {"none", *registry.speculative_methods()}
+
+
+class _PathDrafter(_Core, DraftsTrees):
+    """A throwaway drafter with a path of its own code (its fast draft step) and tree drafting."""
+
+    execution_paths = (ExecutionPath("throwaway.fast_step", "a throwaway drafter's fast draft step", ("cpu",)),)
+
+    def propose_tree(self, inp, plan) -> DraftProposal:
+        raise NotImplementedError("never built: the tests ask the class")
+
+    def on_tree_verified(self, request_ids, accepted_nodes) -> None:
+        pass
+
+
+def test_a_new_proposer_class_brings_its_paths_to_the_coverage(with_throwaway):
+    """A new drafter's paths reach the selftest's coverage table and the engine's recorder from its class alone:
+    execution_paths.py is not edited."""
+    from specbench.execution_paths import PATHS, PathRecorder
+    from specbench.selftest.coverage import format_coverage, path_coverage
+
+    assert "proposer.throwaway" not in registry.path_names()
+    with_throwaway(_PathDrafter)
+    by_name = {p.name: p for p in registry.execution_paths()}
+    assert by_name["proposer.throwaway"].methods == ("throwaway",)
+    assert by_name["throwaway.fast_step"].methods == ("throwaway",)
+    assert "throwaway" in by_name["spec.sync_round"].methods and "throwaway" in by_name["spec.tree_round"].methods
+    assert "throwaway" not in by_name["eagle.ahead"].methods
+    assert not {"proposer.throwaway", "throwaway.fast_step"} & {p.name for p in PATHS}
+    # The coverage of a selftest that ran it requires both (production on CPU) and finds them unexercised.
+    clean = [("throwaway", (CheckResult("greedy", True, "", 0.0, paths=frozenset({"proposer.throwaway"})),))]
+    coverage = path_coverage(clean, "cpu", ("greedy",))
+    assert {"proposer.throwaway", "throwaway.fast_step"} <= {p.name for p in coverage.required}
+    assert "throwaway.fast_step" in coverage.unexercised and "proposer.throwaway" not in coverage.unexercised
+    assert "throwaway.fast_step" in format_coverage(coverage)
+    PathRecorder(registry.path_names()).record("throwaway.fast_step")  # an engine built now accepts it
+
+
+def test_a_class_path_names_no_methods(with_throwaway):
+    """A class's path takes the methods of its class; naming some would be a second declaration."""
+
+    class Wrong(_Core):
+        execution_paths = (ExecutionPath("throwaway.step", "names its methods", ("cpu",), ("ngram",)),)
+
+    with_throwaway(Wrong)
+    with pytest.raises(SpecbenchError, match="leave them"):
+        registry.execution_paths()

@@ -50,9 +50,10 @@ class UnrolledAttention:
 
     def __init__(self, batch: int, seq_len: int) -> None:
         from specbench.execution_paths import PathRecorder
+        from specbench.speculation.registry import path_names
 
         self.batch, self.seq_len = batch, seq_len
-        self.paths = PathRecorder()  # the backend protocol's: layers record their execution paths here
+        self.paths = PathRecorder(path_names())  # the backend protocol's: layers record their execution paths here
         self._kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
     def reset(self) -> None:

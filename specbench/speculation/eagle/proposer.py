@@ -16,6 +16,7 @@ import torch
 from specbench.attention.invariants import check_step_against_requests
 from specbench.attention.metadata import build_metadata
 from specbench.device_copy import to_device
+from specbench.execution_paths import ExecutionPath
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
@@ -35,6 +36,19 @@ from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, p
 class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
                     DraftsTrees):
     """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
+
+    # The EAGLE round machinery's paths (MTP runs the target's MTP module through it: a subclass).
+    execution_paths = (
+        ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
+                      "(speculation/eagle/proposer.py)", ("cpu", "cuda")),
+        ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
+                      "(speculation/eagle/proposer.py)", ("cuda",), needs_cuda=True),
+        ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and "
+                      "2H-wide first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
+                      "(speculation/eagle/fused_head.py)", ("cuda",)),
+        ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
+                      "(speculation/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
+    )
 
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,
                  hooks: PhaseHooks = NO_HOOKS, debug_invariants: bool = False) -> None:
