@@ -47,6 +47,7 @@ class UnrolledAttention:
     """Dense attention over [batch, seq] for fitting; step s of base t sees step-0 keys [0, t] and steps 1..s at t."""
 
     name = "unrolled-dense"
+    check_invariants = False  # the backend protocol's: no paged metadata to check here
 
     def __init__(self, batch: int, seq_len: int) -> None:
         from specbench.execution_paths import PathRecorder
@@ -62,7 +63,8 @@ class UnrolledAttention:
     def begin_forward(self, md, where: str) -> None:
         pass
 
-    def forward(self, layer, q, k, v, kv_cache, md):  # [B*T, heads, hd] each -> [B*T, heads, hd]
+    def forward(self, layer, q, k, v, kv_cache, md, score=None):  # [B*T, heads, hd] each -> [B*T, heads, hd]
+        assert score is None or score.is_plain, "the tiny EAGLE heads' layers are Llama's: plain scores"
         b, t = self.batch, self.seq_len
         q, k, v = (x.view(b, t, *x.shape[1:]).transpose(1, 2) for x in (q, k, v))  # [B, heads, T, hd]
         steps = self._kv.setdefault(layer, [])
