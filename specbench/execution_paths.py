@@ -101,8 +101,9 @@ PATHS: tuple[ExecutionPath, ...] = (
                   "(kernels/tree_attention.py)", (), _TREE),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
-    ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "
-                  "--synthetic-acceptance, not lossless)", (), _SPEC),
+    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "
+                  "trees per (depth, rank) (speculation/synthetic_tree.py; --synthetic-acceptance, not lossless)",
+                  (), _SPEC),
 )
 
 PATH_NAMES: frozenset[str] = frozenset(p.name for p in PATHS)

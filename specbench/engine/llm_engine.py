@@ -29,7 +29,6 @@ from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees,
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
-from specbench.speculation.synthetic import conditional_rates
 
 
 class LLMEngine:
@@ -51,15 +50,13 @@ class LLMEngine:
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.hooks = p.hooks
         self.paths = p.paths  # the one record of which execution paths this engine took (execution_paths.py)
-        synthetic_conditional = synthetic_generator = None
+        synthetic_generator = None
         if config.synthetic_acceptance is not None:
-            rates = conditional_rates(config.synthetic_acceptance)
-            synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
             synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.step_runner = StepRunner(
             p.runner, p.proposer, p.verify_fn, hooks=p.hooks, paths=p.paths, device=p.device,
             block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
-            synthetic_conditional=synthetic_conditional, synthetic_generator=synthetic_generator)
+            synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator)
         self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker)
         self.log = StepLog()
         self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)
@@ -218,8 +215,6 @@ class LLMEngine:
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
-        if shape.is_tree and self.step_runner.synthetic_conditional is not None:
-            raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape
 
     def set_async_scheduling(self, is_on: bool) -> None:

@@ -23,6 +23,7 @@ from specbench.engine.timing import PhaseTimer
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
+from specbench.speculation.synthetic_tree import synthetic_tree_verify
 from specbench.speculation.tree import DraftTree, tree_from_parents
 from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
 from specbench.speculation.tree_propose import TreePlan, proposal_tree, tree_plan
@@ -66,8 +67,13 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     out = runner.target_runner.verify(inp)
     timer.stop("target")
     timer.start("sample")
-    paths.record("verify.tree")
-    result = verify_tree(out.logits, tree, None, st)
+    if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
+        paths.record("verify.synthetic")
+        result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),
+                                       runner.synthetic_generator)
+    else:
+        paths.record("verify.tree")
+        result = verify_tree(out.logits, tree, None, st)
     timer.stop("sample")
     num_accepted = result.num_accepted.tolist()  # the round's host sync
     accepted_paths = [nodes[:n] for nodes, n in zip(result.accepted_nodes.tolist(), num_accepted)]
