@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -216,6 +217,17 @@ class LLMEngine:
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
         self.scheduler.draft_shape = shape
+
+    def set_synthetic_acceptance(self, rates: tuple[float, ...]) -> None:
+        """Change the forced acceptance rates between runs (benchmarks compare chains and trees at their own
+        calibrated rates on one engine). Only on an engine built with --synthetic-acceptance: a lossless engine
+        never turns into a forced one; the rates are validated as the config's (one per step up to max_num_steps)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_synthetic_acceptance needs an idle engine")
+        if self.config.synthetic_acceptance is None:
+            raise SpecbenchError("set_synthetic_acceptance needs an engine built with --synthetic-acceptance")
+        self.config = dataclasses.replace(self.config, synthetic_acceptance=tuple(rates))
+        self.step_runner.set_synthetic_rates(self.config.synthetic_acceptance)
 
     def set_async_scheduling(self, is_on: bool) -> None:
         """Switch overlapped plain decoding between runs (benchmarks compare both on one engine)."""

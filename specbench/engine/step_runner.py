@@ -46,13 +46,16 @@ class StepRunner:
         # Forced acceptance (--synthetic-acceptance): the unconditional per-position rates, else None. Chains verify
         # against [k] P(accept draft j | drafts before it accepted); trees against the (depth, rank) table of
         # speculation/synthetic_tree.py, built per tree shape.
-        self.synthetic_rates = synthetic_rates
-        self.synthetic_conditional = (None if synthetic_rates is None else
-                                      torch.tensor(conditional_rates(synthetic_rates), dtype=torch.float32,
-                                                   device=device))
         self.synthetic_generator = synthetic_generator
-        self._synthetic_tree_tables: dict[tuple[int, int], torch.Tensor] = {}  # (depth, topk) -> [depth, topk]
+        self.set_synthetic_rates(synthetic_rates)
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+
+    def set_synthetic_rates(self, rates: tuple[float, ...] | None) -> None:
+        """The forced rates of the next rounds (validated by EngineConfig); drops the tables of the old ones."""
+        self.synthetic_rates = rates
+        self.synthetic_conditional = (None if rates is None else  # [len(rates)]
+                                      torch.tensor(conditional_rates(rates), dtype=torch.float32, device=self.device))
+        self._synthetic_tree_tables: dict[tuple[int, int], torch.Tensor] = {}  # (depth, topk) -> [depth, topk]
 
     def synthetic_tree_table(self, depth: int, topk: int) -> torch.Tensor:
         """[depth, topk] conditional acceptance per (depth, sibling rank) of a tree round under --synthetic-acceptance

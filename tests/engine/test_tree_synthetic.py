@@ -10,6 +10,7 @@ import pytest
 
 from specbench import LLM, SamplingParams
 from specbench.engine import tree_round
+from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.synthetic_tree import engine_table, expected_acceptance_length
 
@@ -68,3 +69,10 @@ def test_acceptance_follows_the_tree_table(tiny_pair, prompt_ids, monkeypatch, s
     per_rank = [sum(o.stats.tree_counts.accepted_per_rank[i] for o in outs
                     if len(o.stats.tree_counts.accepted_per_rank) > i) for i in range(2)]
     assert per_rank[0] > 0 and per_rank[1] > 0, per_rank
+
+
+def test_lossless_engine_refuses_synthetic_acceptance(tiny_pair):
+    llm = LLM(tiny_pair[0], method="draft", draft=tiny_pair[1], max_num_steps=2, dtype="fp32", device="cpu",
+              block_size=4, kv_cache_gb=0.01)
+    with pytest.raises(SpecbenchError, match="built with --synthetic-acceptance"):
+        llm.engine.set_synthetic_acceptance((0.5, 0.4))
