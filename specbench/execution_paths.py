@@ -49,8 +49,9 @@ PATHS: tuple[ExecutionPath, ...] = (
                   ("cpu", "cuda"), _SPEC),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
                   "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
-    ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
-                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (), _TREE),
+    ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
+                  "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)", (),
+                  _TREE),
     ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), _TREE),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
@@ -81,6 +82,10 @@ PATHS: tuple[ExecutionPath, ...] = (
                   ("cuda",), ("none",), needs_cuda=True),
     ExecutionPath("graph.verify", "target verify replayed from a CUDA graph (runtime/cuda_graph.py)", ("cuda",),
                   _SPEC, needs_cuda=True),
+    # Not production until the selftest runs tree rounds on CUDA (tree-sentinel's selftest rows): declare it there.
+    ExecutionPath("graph.verify_tree", "target tree verify replayed from a CUDA graph, tree mask and its packed "
+                  "words as static buffers (runtime/cuda_graph.py TreeBuffers, engine/model_runner.py)", (), _TREE,
+                  needs_cuda=True),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
                   ("cpu",)),

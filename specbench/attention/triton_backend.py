@@ -98,6 +98,6 @@ class TritonPagedAttention:
         from specbench.kernels.tree_attention import pack_tree_mask, tree_attention
 
         self.paths.record("attention.tree_triton")
+        packed = pack_tree_mask(md.tree.mask) if md.tree.packed is None else md.tree.packed  # packed: graph buffer
         return tree_attention(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
-                              md.block_tables, pack_tree_mask(md.tree.mask), max_query_len=md.max_query_len,
-                              scale=score.scale)
+                              md.block_tables, packed, max_query_len=md.max_query_len, scale=score.scale)

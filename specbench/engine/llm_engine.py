@@ -28,6 +28,7 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
+from specbench.speculation.tree_propose import tree_plan
 from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 
@@ -197,6 +198,7 @@ class LLMEngine:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
         if graphs is not None and isinstance(self.proposer, CapturesDraftGraphs):
             self.proposer.prepare_cuda_graphs(num_steps)
+        self._prepare_tree_graphs()
 
     @property
     def draft_shape(self) -> DraftShape:
@@ -217,6 +219,14 @@ class LLMEngine:
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
         self.scheduler.draft_shape = shape
+        self._prepare_tree_graphs()
+
+    def _prepare_tree_graphs(self) -> None:
+        """Tree verify graphs for the rounds the current DraftShape and k draft (root + num_draft_tokens rows per
+        request), captured here, between runs; a no-op for chains or while CUDA graphs are off."""
+        shape = self.scheduler.draft_shape
+        if shape.is_tree and self.num_steps > 0 and isinstance(self.proposer, DraftsTrees):
+            self.runner.prepare_tree_graphs(tree_plan(shape, self.num_steps).num_draft_tokens + 1)
 
     def set_synthetic_acceptance(self, rates: tuple[float, ...]) -> None:
         """Change the forced acceptance rates between runs (benchmarks compare chains and trees at their own
