@@ -2,14 +2,15 @@
 verify it in one target forward with a tree mask, compact the accepted path's KV, hand the path's target features
 to the drafter, return the committed tokens.
 
-Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or
-draft-step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its
-query length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine
-takes this path whenever the run's DraftShape is a tree. The verifier is the torch reference walk (speculation/tree_verifier.py):
-greedy = the longest matching path; sampled = recursive rejection over siblings with the deterministic-children
-rule, since drafters grow trees from the top-k of their distribution (speculation/tree_builder.py), not from
-independent draws: accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples
-exactly from the target distribution (proof in tree_verifier.py), whatever the draft's quality.
+Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or draft-
+step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its query
+length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
+this path whenever the run's DraftShape is a tree. The verifier is the torch reference walk
+(speculation/tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with
+the deterministic-children rule, since drafters grow trees from the top-k of their distribution
+(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
+r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py), whatever
+the draft's quality.
 """
 
 from __future__ import annotations
