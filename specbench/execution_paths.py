@@ -101,9 +101,9 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
     ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
-                  "tree verify on CPU, every tree draft step)", (), _TREE),
-    ExecutionPath("attention.tree_triton", "tree-masked verify attention, Triton bitmask kernel "
-                  "(kernels/tree_attention.py)", (), _TREE),
+                  "tree verify and draft steps on the torch backend)", (), _TREE),
+    ExecutionPath("attention.tree_triton", "tree-masked attention of tree verifies and tree draft steps, Triton "
+                  "bitmask kernel (kernels/tree_attention.py)", (), _TREE),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
     ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "

@@ -34,6 +34,9 @@ class TreeMask:
     # pack_tree_mask) once per forward: a CUDA graph's static buffer, filled before each replay. None: the backend
     # packs `mask` itself.
     packed: torch.Tensor | None = None
+    # [num_reqs] int32 (device) num_tree_rows for the Triton kernel of a tree draft step; None for a tree verify
+    # (its tree rows are its queries).
+    tree_rows: torch.Tensor | None = None
 
 
 def build_tree_metadata(
@@ -54,8 +57,10 @@ def build_tree_metadata(
         t += n
     md = build_metadata(positions=positions, num_query=num_query, seq_lens=seq_lens, block_tables=block_tables,
                         block_size=block_size, device=device, slot_mapping=slots)
-    tree = TreeMask(mask=mask.to(device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows),
-                    is_verify=list(num_query) == list(num_tree_rows))
+    is_verify = list(num_query) == list(num_tree_rows)
+    tree_rows = None if is_verify else torch.tensor(num_tree_rows, dtype=torch.int32).to(device)
+    tree = TreeMask(mask=mask.to(device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows), is_verify=is_verify,
+                    tree_rows=tree_rows)
     return dataclasses.replace(md, tree=tree)
 
 
