@@ -161,3 +161,29 @@ def test_inv_tree_checks_the_verify_flag_and_packed_rows():
     short = dataclasses.replace(md.tree, packed=pack_tree_mask(md.tree.mask[:4]))
     with pytest.raises(InvariantViolation, match="packed mask has 4 rows for 10 queries"):
         check_tree_positions_and_slots(dataclasses.replace(md, tree=short))
+
+
+def test_eagle3_tree_draft_steps_on_the_triton_kernel_match_torch(tmp_path, prompt_ids):
+    """An EAGLE-3-shaped head (the bench's drafter) drafting trees with its draft steps on the Triton tree kernel
+    (tree rows > queries) and on the torch reference: the same greedy tokens and acceptance, graphs on for Triton."""
+    from specbench.models.presets import get_preset
+    from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+
+    head = write_dummy_eagle3_head(get_preset("tiny-llama"), tmp_path / "head", draft_vocab_size=512)
+    runs, engines = [], []
+    for backend in ("torch", "triton"):
+        llm = LLM("tiny-llama", load_format="dummy", dtype="fp32", device=DEVICE, method="eagle3", draft=str(head),
+                  max_num_steps=3, max_concurrency=2, num_kv_blocks=128, block_size=4, attention_backend=backend,
+                  enforce_eager=True)
+        if backend == "triton":
+            engine = llm.engine
+            capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                           engine.proposer, llm.config.max_num_steps)
+        llm.engine.set_draft_shape(DraftShape(4, 8))
+        runs.append(_run(llm, prompt_ids[:2], [10, 7]))
+        engines.append(llm.engine)
+    assert runs[0] == runs[1]
+    assert "attention.tree_torch" in engines[0].paths_taken()
+    taken = engines[1].paths_taken()
+    assert {"attention.tree_triton", "graph.verify_tree", "proposer.eagle3"} <= taken
+    assert "attention.tree_torch" not in taken
