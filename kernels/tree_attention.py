@@ -1,8 +1,10 @@
 """Paged attention for tree verification: each query row sees the cached prefix and the rows its bitmask lists.
 
-The mask is packed per query token: bit i of word i // 32 says whether the row sees its request's query row i
-(itself, the root, its ancestors). Keys of the prefix are always visible. One program per (query block,
-request, kv head); no key splits: a tree verify reads every key of its request in one program.
+The mask is packed per query token: bit i of word i // 32 says whether the row sees its request's tree row i
+(itself, the root, its ancestors). Keys of the prefix are always visible. In a tree verify the tree rows are the
+queries; a tree draft step (`num_tree_rows`) has more tree rows than queries, its queries being the last ones
+(attention/tree_mask.py). One program per (query block, request, kv head); no key splits: a tree forward reads
+every key of its request in one program.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def tree_attention_kernel(
     query_start_loc_ptr,  # [num_reqs + 1] int32
     seq_lens_ptr,  # [num_reqs] int32
     block_tables_ptr,  # [num_reqs, max_num_blocks] int32
+    tree_rows_ptr,  # [num_reqs] int32, tree rows ending each request's keys (HAS_TREE_ROWS; else = its queries)
     scale_log2,
     stride_q_token, stride_q_head,
     stride_k_slot, stride_k_head,
@@ -58,6 +61,7 @@ def tree_attention_kernel(
     BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_Q: tl.constexpr,
+    HAS_TREE_ROWS: tl.constexpr,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP
     q_block = tl.program_id(0)
@@ -70,7 +74,12 @@ def tree_attention_kernel(
     if first_query >= num_query:
         return
     seq_len = tl.load(seq_lens_ptr + req)
-    num_context = seq_len - num_query
+    # A tree draft step's queries are the last of more tree rows (attention/tree_mask.py): mask bits index tree rows.
+    if HAS_TREE_ROWS:
+        num_rows = tl.load(tree_rows_ptr + req)
+    else:
+        num_rows = num_query
+    num_context = seq_len - num_rows
 
     rows = tl.arange(0, BLOCK_M)
     query = first_query + rows // GROUP  # [BLOCK_M]
@@ -102,7 +111,7 @@ def tree_attention_kernel(
         v = tl.load(v_cache_ptr + slot[:, None] * stride_v_slot + kv_head * stride_v_head + d[None, :],
                     mask=kv_mask, other=0.0)
         scores = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION) * scale_log2
-        node = key - num_context  # [BLOCK_N] query row of the key, < 0 for the cached prefix
+        node = key - num_context  # [BLOCK_N] tree row of the key, < 0 for the cached prefix
         is_tree_key = (node >= 0) & is_key
         node_safe = tl.where(is_tree_key, node, 0)
         word = tl.load(mask_rows[:, None] + node_safe[None, :] // 32,
@@ -130,9 +139,10 @@ def tree_attention(
     query_start_loc: torch.Tensor,  # [num_reqs + 1] int32
     seq_lens: torch.Tensor,  # [num_reqs] int32, keys per request, this forward's rows included
     block_tables: torch.Tensor,  # [num_reqs, max_num_blocks] int32
-    packed_mask: torch.Tensor,  # [num_tokens, num_words] int32 from pack_tree_mask
+    packed_mask: torch.Tensor,  # [num_tokens, num_words] int32 from pack_tree_mask (bit i: tree row i)
     *,
     max_query_len: int,
+    num_tree_rows: torch.Tensor | None = None,  # [num_reqs] int32; None: every request's tree rows are its queries
     scale: float | None = None,
     block_n: int = 32,
 ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim], q's dtype
@@ -152,6 +162,7 @@ def tree_attention(
     grid = (triton.cdiv(max_query_len, block_m // group), num_reqs, num_kv_heads)
     tree_attention_kernel[grid](
         q, k_cache, v_cache, out, packed_mask, query_start_loc, seq_lens, block_tables,
+        seq_lens if num_tree_rows is None else num_tree_rows,  # unread without HAS_TREE_ROWS
         scale * math.log2(math.e),
         q.stride(0), q.stride(1),
         *slot_strides(k_cache),
@@ -167,5 +178,6 @@ def tree_attention(
         BLOCK_N=block_n,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_Q=q.dtype == torch.bfloat16 and is_interpreted(tree_attention_kernel),
+        HAS_TREE_ROWS=num_tree_rows is not None,
     )
     return out

@@ -3,10 +3,13 @@ EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton 
 
     python scripts/bench_gpu.py --out results/bench_gpu [--skip-hf-static] [--skip-flashinfer]
     python scripts/bench_gpu.py --suite moe --out results/bench_moe    # issue 27: the MoE targets only
+    python scripts/bench_gpu.py --suite tree --concurrency 1,16 --out results/bench_tree    # issue 28: trees
 
 `--suite dense` (the default) is the Llama-shaped run above; `--suite moe` runs the MoE targets (Qwen3-30B-A3B- and
-gpt-oss-20b-shaped: specbench/bench/moe_perf.py) with a floor of the bytes each step actually reads; `--suite all`
-runs both.
+gpt-oss-20b-shaped: specbench/bench/moe_perf.py) with a floor of the bytes each step actually reads; `--suite tree`
+runs plain, the EAGLE-3 chain (k = 3) and EAGLE-3 trees (SGLang's topk 4 / 8 tokens / 5 steps, and topk 2 / 6 / 3)
+on one engine, each at its calibrated synthetic acceptance (specbench/bench/tree_perf.py states the definition);
+`--suite all` runs all three.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
 table for BENCHMARKS.md is printed last and written to OUT/bench.md.
@@ -128,6 +131,21 @@ def hf_section(res: Results, args) -> None:
         torch.cuda.empty_cache()
 
 
+def tree_section(res: Results, args, bw: float, head_dir: Path) -> None:
+    from specbench.bench.tree_perf import ENGINE_RATES, MAX_STEPS, tree_suite
+
+    t0 = time.perf_counter()
+    llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
+              max_num_steps=MAX_STEPS, synthetic_acceptance=ENGINE_RATES, kv_cache_gb=args.kv_cache_gb,
+              max_concurrency=max(args.concurrency), max_model_len=args.max_model_len)
+    res.put("tree_engine_build", {"seconds": time.perf_counter() - t0, "cuda_graphs": llm.engine.parts.cuda_graphs})
+    tree_suite(res.put, llm, tuple(args.concurrency), _repeats, prompt_len=args.prompt_len,
+               output_len=args.output_len, bandwidth_gbps=bw)
+    del llm
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def moe_section(res: Results, args, bw: float) -> None:
     from specbench.bench.moe_perf import MoeRun, moe_suite
 
@@ -145,8 +163,9 @@ def main() -> None:
     from specbench.bench.moe_targets import TARGET_NAMES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", choices=("dense", "moe", "all"), default="dense",
-                    help="dense: the --preset rows; moe: the MoE targets; all: both")
+    ap.add_argument("--suite", choices=("dense", "moe", "tree", "all"), default="dense",
+                    help="dense: the --preset rows; moe: the MoE targets; tree: plain, chain and tree rows (issue 28); "
+                    "all: the three")
     ap.add_argument("--preset", default="llama-3.1-8b")
     ap.add_argument("--moe-targets", default=",".join(TARGET_NAMES), type=lambda s: s.split(","),
                     help=f"comma-separated, of {', '.join(TARGET_NAMES)}")
@@ -183,6 +202,10 @@ def main() -> None:
             flashinfer_section(res, args, bw)
         if not args.skip_hf:
             hf_section(res, args)
+    if args.suite in ("tree", "all"):
+        with tempfile.TemporaryDirectory() as tmp:
+            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+            tree_section(res, args, bw, head_dir)
     if args.suite in ("moe", "all"):
         moe_section(res, args, bw)
     from specbench.bench.gpu_table import render

@@ -69,11 +69,10 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
                   ("cpu", "cuda"), SPECULATIVE),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
                   "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD, needs_cuda=True),
-    ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
-                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (),
+    ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
+                  "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)", (),
                   DRAFTS_TREES),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (),
-                  DRAFTS_TREES),
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
 )
@@ -86,6 +85,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   ("cuda",), ("none",), needs_cuda=True),
     ExecutionPath("graph.verify", "target verify replayed from a CUDA graph (runtime/cuda_graph.py)", ("cuda",),
                   SPECULATIVE, needs_cuda=True),
+    # Not production until the selftest runs tree rounds on CUDA (tree-sentinel's selftest rows): declare it there.
+    ExecutionPath("graph.verify_tree", "target tree verify replayed from a CUDA graph, tree mask and its packed "
+                  "words as static buffers (runtime/cuda_graph.py TreeBuffers, engine/model_runner.py)", (), DRAFTS_TREES,
+                  needs_cuda=True),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
                   ("cpu",)),
@@ -101,13 +104,14 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
     ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
-                  "tree verify on CPU, every tree draft step)", (), DRAFTS_TREES),
-    ExecutionPath("attention.tree_triton", "tree-masked verify attention, Triton bitmask kernel "
-                  "(kernels/tree_attention.py)", (), DRAFTS_TREES),
+                  "tree verify and draft steps on the torch backend)", (), DRAFTS_TREES),
+    ExecutionPath("attention.tree_triton", "tree-masked attention of tree verifies and tree draft steps, Triton "
+                  "bitmask kernel (kernels/tree_attention.py)", (), DRAFTS_TREES),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
-    ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "
-                  "--synthetic-acceptance, not lossless)", (), SPECULATIVE),
+    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "
+                  "trees per (depth, rank) (speculation/synthetic_tree.py; --synthetic-acceptance, not lossless)",
+                  (), SPECULATIVE),
 )
 
 

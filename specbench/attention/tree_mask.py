@@ -27,6 +27,16 @@ class TreeMask:
     mask: torch.Tensor  # [num_tokens, max_tree_rows] bool (device): query t sees tree row i of its request
     mask_cpu: torch.Tensor  # [num_tokens, max_tree_rows] bool, host copy (reference paths, debug checks)
     num_tree_rows: tuple[int, ...]  # [num_reqs] the last num_tree_rows[r] keys of request r are its tree rows
+    # Every request's tree rows are exactly this forward's queries (a tree verify: what the Triton kernel takes);
+    # False for a tree draft step, whose tree rows outnumber its queries.
+    is_verify: bool = False
+    # [num_tokens, ceil(max_tree_rows / 32)] int32, the mask packed for the Triton kernel (kernels/tree_attention.py
+    # pack_tree_mask) once per forward: a CUDA graph's static buffer, filled before each replay. None: the backend
+    # packs `mask` itself.
+    packed: torch.Tensor | None = None
+    # [num_reqs] int32 (device) num_tree_rows for the Triton kernel of a tree draft step; None for a tree verify
+    # (its tree rows are its queries).
+    tree_rows: torch.Tensor | None = None
 
 
 def build_tree_metadata(
@@ -47,15 +57,17 @@ def build_tree_metadata(
         t += n
     md = build_metadata(positions=positions, num_query=num_query, seq_lens=seq_lens, block_tables=block_tables,
                         block_size=block_size, device=device, slot_mapping=slots)
-    tree = TreeMask(mask=mask.to(device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows))
+    is_verify = list(num_query) == list(num_tree_rows)
+    tree_rows = None if is_verify else torch.tensor(num_tree_rows, dtype=torch.int32).to(device)
+    tree = TreeMask(mask=mask.to(device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows), is_verify=is_verify,
+                    tree_rows=tree_rows)
     return dataclasses.replace(md, tree=tree)
 
 
 def is_verify_layout(md: AttentionMetadata) -> bool:
     """Every request's tree rows are exactly this forward's queries (a tree verify: what the Triton kernel takes)."""
     assert md.tree is not None
-    cu = md.query_start_loc_cpu
-    return all(cu[r + 1] - cu[r] == n for r, n in enumerate(md.tree.num_tree_rows))
+    return md.tree.is_verify
 
 
 def tree_query_rows(md: AttentionMetadata, r: int) -> tuple[int, int]:
@@ -75,6 +87,13 @@ def check_tree_positions_and_slots(md: AttentionMetadata, where: str = "") -> No
     cu = md.query_start_loc_cpu
     if tuple(tree.mask_cpu.shape[:1]) != (cu[-1],):
         raise InvariantViolation(f"{where}: INV-TREE violated: mask has {tree.mask_cpu.shape[0]} rows for "
+                                 f"{cu[-1]} queries")
+    is_verify = all(cu[r + 1] - cu[r] == n for r, n in enumerate(tree.num_tree_rows))
+    if tree.is_verify != is_verify:
+        raise InvariantViolation(f"{where}: INV-TREE violated: is_verify {tree.is_verify}, but the tree rows "
+                                 f"{'are' if is_verify else 'are not'} exactly the queries")
+    if tree.packed is not None and tuple(tree.packed.shape[:1]) != (cu[-1],):
+        raise InvariantViolation(f"{where}: INV-TREE violated: packed mask has {tree.packed.shape[0]} rows for "
                                  f"{cu[-1]} queries")
     seen: set[int] = set()
     for r in range(md.num_reqs):

@@ -88,16 +88,16 @@ class TritonPagedAttention:
 
     def _tree_attention(self, layer: int, q: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
                         score: ScoreParams) -> torch.Tensor:
-        """A tree verify through the Triton tree kernel (bitmask over the query rows); a tree draft step, whose tree
-        rows outnumber its queries, through the reference (the kernel masks query rows only)."""
+        """A tree forward through the Triton tree kernel (bitmask over its request's tree rows): a tree verify (tree
+        rows = its queries), or a tree draft step (its queries the last of more tree rows: `tree_rows`)."""
         assert md.tree is not None
         check_tree_kind(md, layer, score)
-        if not is_verify_layout(md):
-            self.paths.record("attention.tree_torch")
-            return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         from specbench.kernels.tree_attention import pack_tree_mask, tree_attention
 
         self.paths.record("attention.tree_triton")
+        packed = pack_tree_mask(md.tree.mask) if md.tree.packed is None else md.tree.packed  # packed: graph buffer
+        tree_rows = None if is_verify_layout(md) else md.tree.tree_rows
+        assert is_verify_layout(md) or tree_rows is not None, "a tree draft step without its tree_rows"
         return tree_attention(q, kv_cache.k[layer], kv_cache.v[layer], md.query_start_loc, md.seq_lens,
-                              md.block_tables, pack_tree_mask(md.tree.mask), max_query_len=md.max_query_len,
-                              scale=score.scale)
+                              md.block_tables, packed, max_query_len=md.max_query_len, scale=score.scale,
+                              num_tree_rows=tree_rows)

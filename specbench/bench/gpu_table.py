@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specbench.bench.moe_table import render_moe
+from specbench.bench.tree_table import render_tree
 
 
 def _row(cells) -> str:
@@ -79,5 +80,6 @@ def render(data: dict) -> str:
                 if key.startswith("c"):
                     out.append(_row([f"{name} (resolved: {v['resolved']})", r["concurrency"], f"{r['step_ms']:.2f}",
                                      f"{r['target_ms']:.2f}", f"{r['decode_tok_s']:.1f}"]))
+    out += render_tree(s)
     moe = render_moe(s, hf_output_len=s.get("config", {}).get("moe_hf_output_len"))
     return "\n".join(out) + "\n" + moe

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -27,9 +28,9 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
+from specbench.speculation.tree_propose import tree_plan
 from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
-from specbench.speculation.synthetic import conditional_rates
 
 
 class LLMEngine:
@@ -51,15 +52,13 @@ class LLMEngine:
         self.pool_tokens = p.num_kv_blocks * config.block_size
         self.hooks = p.hooks
         self.paths = p.paths  # the one record of which execution paths this engine took (execution_paths.py)
-        synthetic_conditional = synthetic_generator = None
+        synthetic_generator = None
         if config.synthetic_acceptance is not None:
-            rates = conditional_rates(config.synthetic_acceptance)
-            synthetic_conditional = torch.tensor(rates, dtype=torch.float32, device=self.device)
             synthetic_generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.step_runner = StepRunner(
             p.runner, p.proposer, p.verify_fn, hooks=p.hooks, paths=p.paths, device=p.device,
             block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
-            synthetic_conditional=synthetic_conditional, synthetic_generator=synthetic_generator)
+            synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator)
         self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker)
         self.log = StepLog()
         self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)
@@ -199,6 +198,7 @@ class LLMEngine:
             graphs.capture(num_steps + 1)  # outside any timed region: sweeps call this between cells
         if graphs is not None and isinstance(self.proposer, CapturesDraftGraphs):
             self.proposer.prepare_cuda_graphs(num_steps)
+        self._prepare_tree_graphs()
 
     @property
     def draft_shape(self) -> DraftShape:
@@ -218,9 +218,26 @@ class LLMEngine:
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
-        if shape.is_tree and self.step_runner.synthetic_conditional is not None:
-            raise SpecbenchError("synthetic acceptance forces per-position chain acceptance; it has no tree form yet")
         self.scheduler.draft_shape = shape
+        self._prepare_tree_graphs()
+
+    def _prepare_tree_graphs(self) -> None:
+        """Tree verify graphs for the rounds the current DraftShape and k draft (root + num_draft_tokens rows per
+        request), captured here, between runs; a no-op for chains or while CUDA graphs are off."""
+        shape = self.scheduler.draft_shape
+        if shape.is_tree and self.num_steps > 0 and isinstance(self.proposer, DraftsTrees):
+            self.runner.prepare_tree_graphs(tree_plan(shape, self.num_steps).num_draft_tokens + 1)
+
+    def set_synthetic_acceptance(self, rates: tuple[float, ...]) -> None:
+        """Change the forced acceptance rates between runs (benchmarks compare chains and trees at their own
+        calibrated rates on one engine). Only on an engine built with --synthetic-acceptance: a lossless engine
+        never turns into a forced one; the rates are validated as the config's (one per step up to max_num_steps)."""
+        if self.has_unfinished():
+            raise RuntimeError("set_synthetic_acceptance needs an idle engine")
+        if self.config.synthetic_acceptance is None:
+            raise SpecbenchError("set_synthetic_acceptance needs an engine built with --synthetic-acceptance")
+        self.config = dataclasses.replace(self.config, synthetic_acceptance=tuple(rates))
+        self.step_runner.set_synthetic_rates(self.config.synthetic_acceptance)
 
     def set_async_scheduling(self, is_on: bool) -> None:
         """Switch overlapped plain decoding between runs (benchmarks compare both on one engine)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-from specbench.runtime.cuda_graph import CudaGraphRunner, GraphPlan
+from specbench.runtime.cuda_graph import CudaGraphRunner, GraphPlan, GraphShape
 from specbench.runtime.phases import PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
 
@@ -17,6 +19,10 @@ class TargetRunner:
         self.feature_layers = feature_layers
         self._aux_ids = tuple(i for i in feature_layers if i >= 0)
         self.graphs: CudaGraphRunner | None = None
+        self._plan: GraphPlan | None = None  # what the graphs were sized for (tree graphs are sized from it)
+        # Tree verify graphs per query length (root + num_draft_tokens nodes), captured when a tree DraftShape is set
+        # (prepare_tree_graphs); replayed only while `graphs` is on (GraphsOff turns both off).
+        self.tree_graphs: dict[int, CudaGraphRunner] = {}
 
     def _features(self, out) -> torch.Tensor | None:
         if not self.feature_layers:
@@ -34,16 +40,28 @@ class TargetRunner:
             prompt_logits = self.model.compute_logits(out.hidden_states[inp.prompt_logits_indices])
         return TargetOutput(logits, self._features(out), prompt_logits)
 
+    def graph_for(self, md) -> tuple[CudaGraphRunner, GraphShape] | None:
+        """The runner and graph a verify replays on, or None to run it eagerly: causal verifies on `graphs`, tree
+        verifies on the tree graphs of their query length (captured for the run's DraftShape)."""
+        if self.graphs is None:
+            return None
+        runner = self.graphs if md.tree is None else self.tree_graphs.get(md.max_query_len)
+        shape = None if runner is None else runner.shape_for(md)
+        return None if shape is None else (runner, shape)
+
     @torch.inference_mode()
     def verify(self, inp: VerifyInput) -> TargetOutput:
-        # A tree verify (md.tree) runs eagerly: the captured graphs are causal, their metadata buffers hold no mask.
-        shape = None if self.graphs is None or inp.md.tree is not None else self.graphs.shape_for(inp.md)
+        graph = self.graph_for(inp.md)
         paths = self.model.attn_backend.paths
-        if shape is None:
+        if graph is None:
             paths.record("target.eager")
             return self._verify_eager(inp.input_ids, inp.md)
-        paths.record("graph.decode" if shape.query_len == 1 else "graph.verify")
-        outputs = self.graphs.replay(shape, inp.input_ids, inp.md)
+        runner, shape = graph
+        if runner.is_tree:
+            paths.record("graph.verify_tree")
+        else:
+            paths.record("graph.decode" if shape.query_len == 1 else "graph.verify")
+        outputs = runner.replay(shape, inp.input_ids, inp.md)
         # Features outlive the step (the proposer reads them next round): copy them out of the graph's pool.
         return TargetOutput(outputs[0], outputs[1].clone() if len(outputs) > 1 else None)
 
@@ -52,13 +70,33 @@ class TargetRunner:
                          check_metadata=check_metadata)
         return TargetOutput(self.model.compute_logits(out.hidden_states), self._features(out))
 
+    def _graph_forward(self, input_ids, md, hidden):
+        out = self._verify_eager(input_ids, md, check_metadata=False)
+        return (out.logits,) if out.features is None else (out.logits, out.features)
+
     def enable_cuda_graphs(self, plan: GraphPlan, max_query_len: int) -> None:
         self.model.reserve_rope(plan.max_positions, plan.device)
-
-        def forward(input_ids, md, hidden):
-            out = self._verify_eager(input_ids, md, check_metadata=False)
-            return (out.logits,) if out.features is None else (out.logits, out.features)
-
-        self.graphs = CudaGraphRunner(forward, plan, name="verify", max_query_len=max_query_len,
+        self._plan = plan
+        self.graphs = CudaGraphRunner(self._graph_forward, plan, name="verify", max_query_len=max_query_len,
                                       check_metadata=self.model.attn_backend.begin_forward,
                                       paths=self.model.attn_backend.paths)
+
+    def prepare_tree_graphs(self, query_len: int) -> None:
+        """Capture tree verify graphs for `query_len` rows per request (root + nodes) at every batch bucket, once
+        per query length, outside any timed region. No-op while CUDA graphs are off (eager engines, GraphsOff)."""
+        if self.graphs is None or self._plan is None or query_len in self.tree_graphs:
+            return
+        plan = tree_graph_plan(self._plan, query_len)
+        runner = CudaGraphRunner(self._graph_forward, plan, name="verify_tree", max_query_len=query_len,
+                                 check_metadata=self.model.attn_backend.begin_forward,
+                                 paths=self.model.attn_backend.paths, is_tree=True)
+        runner.capture(query_len)
+        self.tree_graphs[query_len] = runner
+
+
+def tree_graph_plan(plan: GraphPlan, query_len: int) -> GraphPlan:
+    """The chain graphs' plan with block tables wide enough for a tree verify, whose storage rows reach
+    query_len - 1 positions past the newest token (more than the chain's k_max + 1 the plan was sized for). RoPE
+    positions stay within the plan's (a tree's deepest path fits the context: engine/tree_round.py round_plan), so
+    the RoPE tables the captured graphs read are never grown (growing them would free what those graphs read)."""
+    return dataclasses.replace(plan, max_blocks_per_req=-(-(plan.max_positions + query_len) // plan.block_size))

@@ -22,7 +22,8 @@ from specbench.runtime.hooks import PhaseHooks
 from specbench.speculation.capabilities import Proposer
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, sample
-from specbench.speculation.synthetic import synthetic_verify
+from specbench.speculation.synthetic import conditional_rates, synthetic_verify
+from specbench.speculation.synthetic_tree import engine_table
 
 
 class StepRunner:
@@ -30,7 +31,7 @@ class StepRunner:
 
     def __init__(self, target_runner: TargetRunner, proposer: Proposer | None, verify_fn: Callable, *,
                  hooks: PhaseHooks, paths: PathRecorder, device: torch.device, block_size: int, vocab_size: int,
-                 method: str, verifier: str, synthetic_conditional: torch.Tensor | None,
+                 method: str, verifier: str, synthetic_rates: tuple[float, ...] | None,
                  synthetic_generator: torch.Generator | None) -> None:
         self.target_runner = target_runner  # the target model's phases over the paged KV cache
         self.proposer = proposer  # None: method none (plain decoding); the engine's one reference to it
@@ -42,10 +43,29 @@ class StepRunner:
         self.vocab_size = vocab_size
         self._verify_path = f"verify.{verifier}"
         self.proposer_path = proposer_path(method)  # the execution path its rounds record
-        # Forced acceptance (--synthetic-acceptance): [k] P(accept draft j | drafts before it accepted), else None.
-        self.synthetic_conditional = synthetic_conditional
+        # Forced acceptance (--synthetic-acceptance): the unconditional per-position rates, else None. Chains verify
+        # against [k] P(accept draft j | drafts before it accepted); trees against the (depth, rank) table of
+        # speculation/synthetic_tree.py, built per tree shape.
         self.synthetic_generator = synthetic_generator
+        self.set_synthetic_rates(synthetic_rates)
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+
+    def set_synthetic_rates(self, rates: tuple[float, ...] | None) -> None:
+        """The forced rates of the next rounds (validated by EngineConfig); drops the tables of the old ones."""
+        self.synthetic_rates = rates
+        self.synthetic_conditional = (None if rates is None else  # [len(rates)]
+                                      torch.tensor(conditional_rates(rates), dtype=torch.float32, device=self.device))
+        self._synthetic_tree_tables: dict[tuple[int, int], torch.Tensor] = {}  # (depth, topk) -> [depth, topk]
+
+    def synthetic_tree_table(self, depth: int, topk: int) -> torch.Tensor:
+        """[depth, topk] conditional acceptance per (depth, sibling rank) of a tree round under --synthetic-acceptance
+        (synthetic_tree.engine_table); built once per shape, on the device."""
+        if self.synthetic_rates is None:
+            raise RuntimeError("synthetic_tree_table needs --synthetic-acceptance")
+        key = (depth, topk)
+        if key not in self._synthetic_tree_tables:
+            self._synthetic_tree_tables[key] = engine_table(self.synthetic_rates, depth, topk, device=self.device)
+        return self._synthetic_tree_tables[key]
 
     def sampling_tensors(self, requests) -> SamplingTensors:
         """Rebuilt only when the batch changes: decode steps of a steady batch reuse the device tensors."""

@@ -2,13 +2,15 @@
 verify it in one target forward with a tree mask, compact the accepted path's KV, hand the path's target features
 to the drafter, return the committed tokens.
 
-Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or
-draft-step CUDA graphs, and the tree verify runs eagerly (execution path `spec.tree_round`); the engine takes this
-path whenever the run's DraftShape is a tree. The verifier is the torch reference walk (speculation/tree_verifier.py):
-greedy = the longest matching path; sampled = recursive rejection over siblings with the deterministic-children
-rule, since drafters grow trees from the top-k of their distribution (speculation/tree_builder.py), not from
-independent draws: accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples
-exactly from the target distribution (proof in tree_verifier.py), whatever the draft's quality.
+Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or draft-
+step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its query
+length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
+this path whenever the run's DraftShape is a tree. The verifier is the torch reference walk
+(speculation/tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with
+the deterministic-children rule, since drafters grow trees from the top-k of their distribution
+(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
+r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py), whatever
+the draft's quality.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from specbench.engine.timing import PhaseTimer
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
+from specbench.speculation.synthetic_tree import synthetic_tree_verify
 from specbench.speculation.tree import DraftTree, tree_from_parents
 from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
 from specbench.speculation.tree_propose import TreePlan, proposal_tree, tree_plan
@@ -66,8 +69,13 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     out = runner.target_runner.verify(inp)
     timer.stop("target")
     timer.start("sample")
-    paths.record("verify.tree")
-    result = verify_tree(out.logits, tree, None, st)
+    if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
+        paths.record("verify.synthetic")
+        result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),
+                                       runner.synthetic_generator)
+    else:
+        paths.record("verify.tree")
+        result = verify_tree(out.logits, tree, None, st)
     timer.stop("sample")
     num_accepted = result.num_accepted.tolist()  # the round's host sync
     accepted_paths = [nodes[:n] for nodes, n in zip(result.accepted_nodes.tolist(), num_accepted)]

@@ -5,11 +5,13 @@ metadata on the host (debug invariants), then copies it into the static buffers 
 on; padding requests get slot -1 (their K/V is never stored) and see only their own keys. The metadata of
 each draft step is therefore rebuilt into the buffers before its replay: a graph never runs on the
 previous step's positions, slots or visible lengths (seed 004), and nothing edits the buffers in place
-after capture (seed 003).
+after capture (seed 003). A tree verify runner (`is_tree`) also holds the tree mask and its packed words as static
+buffers (TreeBuffers), reloaded the same way before every replay.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import warnings
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.tree_mask import TreeMask
 from specbench.execution_paths import PathRecorder
 
 # Batch-size buckets: every size up to 4, then powers of two to 16, then steps of 16.
@@ -58,7 +61,7 @@ class StaticBuffers:
 
     def __init__(self, max_num_reqs: int, max_query_len: int, max_blocks: int, hidden_size: int | None,
                  hidden_dtype: torch.dtype, device: torch.device, block_tables: torch.Tensor | None = None,
-                 max_positions: int = CAPTURE_SEQ_LEN) -> None:
+                 max_positions: int = CAPTURE_SEQ_LEN, is_tree: bool = False) -> None:
         # The captured max_seq_len: never past the positions the RoPE tables were grown to before capture
         # (growing a table inside a capture would copy from the host, which a capture forbids).
         self.capture_seq_len = min(CAPTURE_SEQ_LEN, max_positions)
@@ -79,6 +82,9 @@ class StaticBuffers:
         self._uniform_cu = {q: torch.arange(0, (max_num_reqs + 1) * q, q, dtype=torch.int32, device=device)
                             for q in range(1, max_query_len + 1)}
         self._cu_shape: GraphShape | None = None  # query_start_loc holds this shape's uniform prefix sums
+        # Tree verify graphs (attention/tree_mask.py, verify layout: each request's tree rows are its queries): the
+        # mask and its packed words are static inputs too, filled before every replay. None for causal graphs.
+        self.tree = TreeBuffers(max_tokens, max_query_len, device) if is_tree else None
 
     def _set_uniform_cu(self, shape: GraphShape) -> None:
         if shape != self._cu_shape:
@@ -92,10 +98,12 @@ class StaticBuffers:
         self.seq_lens[: shape.num_reqs].fill_(shape.query_len)
         self.slot_mapping[:num_tokens].fill_(-1)
         self.positions[:num_tokens].zero_()
+        if self.tree is not None:
+            self.tree.pad(shape, 0)
 
     def metadata(self, shape: GraphShape, block_size: int) -> AttentionMetadata:
         num_tokens = shape.num_reqs * shape.query_len
-        return AttentionMetadata(
+        md = AttentionMetadata(
             positions=self.positions[:num_tokens],
             slot_mapping=self.slot_mapping[:num_tokens],
             query_start_loc=self.query_start_loc[: shape.num_reqs + 1],
@@ -111,6 +119,7 @@ class StaticBuffers:
             slot_mapping_cpu=(),
             block_tables_cpu=(),
         )
+        return md if self.tree is None else dataclasses.replace(md, tree=self.tree.mask_of(shape))
 
     def load(self, shape: GraphShape, input_ids: torch.Tensor | None, md: AttentionMetadata,
              hidden: torch.Tensor | None) -> None:
@@ -130,6 +139,9 @@ class StaticBuffers:
             self.block_tables[:n, :width].copy_(md.block_tables, non_blocking=True)
         if hidden is not None:
             self.hidden[:num_tokens].copy_(hidden, non_blocking=True)
+        if self.tree is not None:
+            assert md.tree is not None, "a tree graph replays tree verifies only"
+            self.tree.load(md.tree.mask)
         self.pad_from(shape, n)
 
     def pad_from(self, shape: GraphShape, n: int) -> None:
@@ -141,6 +153,48 @@ class StaticBuffers:
             self.slot_mapping[num_tokens:padded_tokens].fill_(-1)
             self.positions[num_tokens:padded_tokens].zero_()
             self.seq_lens[n : shape.num_reqs].fill_(q)
+            if self.tree is not None:
+                self.tree.pad(shape, n)
+
+
+class TreeBuffers:
+    """The static tree inputs of a tree verify graph: the bool mask (the torch reference's input, CPU reruns) and
+    its packed words (the Triton kernel's). Padding requests see their own rows causally, as in a chain graph."""
+
+    def __init__(self, max_tokens: int, max_query_len: int, device: torch.device) -> None:
+        from specbench.kernels.tree_attention import pack_tree_mask  # imports triton: tree graphs only
+
+        self._pack = pack_tree_mask
+        self.max_query_len = max_query_len
+        self.mask = torch.zeros(max_tokens, max_query_len, dtype=torch.bool, device=device)  # [max_tokens, max_q]
+        self._causal = torch.ones(max_query_len, max_query_len, dtype=torch.bool, device=device).tril()  # [q, q]
+        num_words = -(-max_query_len // 32)  # pack_tree_mask's words per row
+        self.packed = torch.zeros(max_tokens, num_words, dtype=torch.int32, device=device)  # [max_tokens, num_words]
+
+    def mask_of(self, shape: GraphShape) -> TreeMask:
+        """The TreeMask a graph of `shape` is captured on: views of the static buffers."""
+        num_tokens, q = shape.num_reqs * shape.query_len, shape.query_len
+        return TreeMask(mask=self.mask[:num_tokens, :q], mask_cpu=torch.zeros(0, q, dtype=torch.bool),
+                        num_tree_rows=(q,) * shape.num_reqs, is_verify=True, packed=self.packed[:num_tokens])
+
+    def load(self, mask: torch.Tensor) -> None:
+        """`mask` [num_tokens, q] bool on the device: a real tree verify's (verify layout, every request q rows)."""
+        num_tokens, width = mask.shape
+        if width > self.max_query_len:
+            raise ValueError(f"tree mask of {width} rows in a graph captured for {self.max_query_len}")
+        self.mask[:num_tokens].zero_()
+        self.mask[:num_tokens, :width].copy_(mask, non_blocking=True)
+        self.packed[:num_tokens].copy_(self._pack(self.mask[:num_tokens]))
+
+    def pad(self, shape: GraphShape, n: int) -> None:
+        """Requests [n, shape.num_reqs) of a `shape` batch become padding: each sees its own rows causally."""
+        q, num_padding = shape.query_len, shape.num_reqs - n
+        if num_padding <= 0:
+            return
+        rows = slice(n * q, shape.num_reqs * q)
+        self.mask[rows].zero_()
+        self.mask[rows, :q].copy_(self._causal[:q, :q].repeat(num_padding, 1))
+        self.packed[rows].copy_(self._pack(self.mask[rows]))
 
 
 def capture_graph(fn: Callable[[], tuple[torch.Tensor, ...]], pool, device: torch.device):
@@ -192,8 +246,10 @@ class CudaGraphRunner:
         max_query_len: int,
         hidden_size: int | None = None,
         hidden_dtype: torch.dtype = torch.bfloat16,
+        is_tree: bool = False,  # graphs of tree verifies (md.tree, verify layout) only; else causal forwards only
     ) -> None:
         self.forward = forward
+        self.is_tree = is_tree
         self.name = name
         self.check_metadata = check_metadata
         self.paths = paths
@@ -202,7 +258,7 @@ class CudaGraphRunner:
         self.block_size = plan.block_size
         self.device = device = plan.device
         self.buffers = StaticBuffers(plan.max_num_reqs, max_query_len, plan.max_blocks_per_req, hidden_size,
-                                     hidden_dtype, device, max_positions=plan.max_positions)
+                                     hidden_dtype, device, max_positions=plan.max_positions, is_tree=is_tree)
         # Off CUDA (Triton interpreter tests) "replay" reruns forward on the static buffers: same buffer
         # logic, no capture.
         self.is_graph = device.type == "cuda"
@@ -214,6 +270,10 @@ class CudaGraphRunner:
         """The graph a batch replays on, or None when it must run eagerly (ragged, too big, never captured)."""
         n, q = md.num_reqs, md.max_query_len
         if n == 0 or q > self.max_query_len or md.num_tokens != n * q or n > self.buckets[-1]:
+            return None
+        if (md.tree is not None) != self.is_tree or (md.tree is not None and not md.tree.is_verify):
+            return None  # a causal graph never runs a tree forward, nor a tree graph a causal or draft-step one
+        if md.block_tables.shape[1] > self.buffers.block_tables.shape[1]:
             return None
         bucket = next(b for b in self.buckets if b >= n)
         shape = GraphShape(bucket, q)

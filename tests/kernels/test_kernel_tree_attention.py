@@ -148,3 +148,40 @@ def test_each_node_attends_exactly_along_its_branch():
         scores = torch.einsum("hd,khd->hk", q, keys[visible]) / 4.0  # sqrt(head_dim)
         expected = torch.einsum("hk,khd->hd", scores.softmax(-1), values[visible])
         torch.testing.assert_close(out[1 + node].double(), expected, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_draft_step_layout_matches_reference(dtype):
+    """A tree draft step: each request's queries are the last `num_query` of more tree rows (num_tree_rows), every
+    query sees the prefix and the tree rows its mask lists (among them rows fed by earlier steps, never a later
+    one). Kernel (num_tree_rows given) == reference; without num_tree_rows the kernel would read rows off by the
+    earlier steps' count, so the outputs differ."""
+    num_rows, num_query, num_context = [6, 4], [2, 2], [7, 3]
+    batch = random_paged_batch(num_query=num_rows, num_context=num_context, num_heads=4, num_kv_heads=2, head_dim=16,
+                               block_size=4, dtype=dtype, device=DEVICE, seed=21)
+    batch.k_cache.flatten(0, 1).index_copy_(0, batch.md.slot_mapping, batch.k)
+    batch.v_cache.flatten(0, 1).index_copy_(0, batch.md.slot_mapping, batch.v)
+    cu = batch.md.query_start_loc_cpu
+    rows = [t for r in range(2) for t in range(cu[r + 1] - num_query[r], cu[r + 1])]  # the last rows: the queries
+    q = batch.q[rows].contiguous()
+    query_start_loc = torch.tensor([0, 2, 4], dtype=torch.int32, device=DEVICE)
+    gen = torch.Generator().manual_seed(3)
+    mask = torch.zeros(4, max(num_rows), dtype=torch.bool)
+    for r in range(2):
+        for j in range(num_query[r]):
+            row = num_rows[r] - num_query[r] + j
+            mask[2 * r + j, :row] = torch.rand(row, generator=gen) < 0.5  # some earlier rows (ancestors)
+            mask[2 * r + j, row] = True
+    mask = mask.to(DEVICE)
+    expected = tree_attention_reference(q, batch.k_cache, batch.v_cache, query_start_loc, batch.md.seq_lens,
+                                        batch.md.block_tables, mask, num_tree_rows=tuple(num_rows))
+    tree_rows = torch.tensor(num_rows, dtype=torch.int32, device=DEVICE)
+    with poisoned_allocations():
+        out = tree_attention(q, batch.k_cache, batch.v_cache, query_start_loc, batch.md.seq_lens,
+                             batch.md.block_tables, pack_tree_mask(mask), max_query_len=2, block_n=16,
+                             num_tree_rows=tree_rows)
+        as_verify = tree_attention(q, batch.k_cache, batch.v_cache, query_start_loc, batch.md.seq_lens,
+                                   batch.md.block_tables, pack_tree_mask(mask), max_query_len=2, block_n=16)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(out.float(), expected.float(), atol=tol, rtol=tol)
+    assert float((as_verify.float() - expected.float()).abs().max()) > 10 * tol
