@@ -140,7 +140,8 @@ def test_proposer_phases_against_the_oracle(head_dir, target_dir, prompt_ids):
     cpu = torch.device("cpu")
     target = load_model(str(target_dir("t4")), dtype=torch.float32, device=cpu, attn_backend="torch")
     loaded = load_eagle_head(str(head_dir("eagle3-native-nested")), method="eagle3", target=target, aux_override=None,
-                             aux_convention="auto", attn_backend=create_backend("torch"), dtype=torch.float32,
+                             aux_convention="auto", attn_backend=create_backend("torch", PathRecorder(path_names())),
+                             dtype=torch.float32,
                              device=cpu, allow_pickle=False)
     proposer = EagleProposer(loaded, block_size=4, device=cpu)
     proposer.bind_kv_cache(KVCache(proposer.kv_cache_spec(), 32, 4, cpu))
