@@ -18,6 +18,8 @@ from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # 
 runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
 from specbench.attention import build_metadata, create_backend  # noqa: E402
+from specbench.execution_paths import PathRecorder  # noqa: E402
+from specbench.speculation.registry import path_names  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import get_preset  # noqa: E402
 from specbench.models.fused_kernels import set_policy  # noqa: E402
@@ -59,7 +61,7 @@ def eagle_head(method: str, head_dim: int, norm_before_residual: bool = False) -
         fc_bias=method == "eagle", norm_before_residual=norm_before_residual, norm_output=False, aux=None)
     shape = HeadShape(cfg, fc_in_features=3 * h if method == "eagle3" else 2 * h, has_own_embed=False,
                       has_own_lm_head=False)
-    head = EagleHead(shape, create_backend("torch"), torch.float32, DEVICE)
+    head = EagleHead(shape, create_backend("torch", PathRecorder(path_names())), torch.float32, DEVICE)
     _randomize(head, seed=head_dim)
     _bind_random_target(head, layer.vocab_size, h, seed=99)
     return head
@@ -67,7 +69,8 @@ def eagle_head(method: str, head_dim: int, norm_before_residual: bool = False) -
 
 def mtp_head(head_dim: int) -> MtpHead:
     layer = _layer(head_dim)
-    head = MtpHead(mtp_head_config(replace(layer, num_mtp_modules=1)), create_backend("torch"), torch.float32, DEVICE)
+    head = MtpHead(mtp_head_config(replace(layer, num_mtp_modules=1)), create_backend("torch", PathRecorder(path_names())),
+                   torch.float32, DEVICE)
     _randomize(head, seed=head_dim + 1)
     _bind_random_target(head, layer.vocab_size, layer.hidden_size, seed=98)
     return head
