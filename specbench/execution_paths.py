@@ -4,7 +4,8 @@ A path is a way the engine may compute the same result: a fast path and its slow
 A path is *production* on a device when a default run there takes it (`scripts/bench_gpu.py` and a default
 `specbench sweep`: EngineConfig defaults resolved on that device): on CPU async scheduling with the torch
 attention, verifier and layers; on CUDA also CUDA graphs, rounds drafted ahead, fused projections, the Triton
-verifier and attention. `specbench selftest` fails when a production path of its device went unexercised by the
+verifier and attention. The tree paths (`eagle_topk` > 1, opt-in as in SGLang) count as production where a tree run
+takes them by default (the selftest's tree rows run them). `specbench selftest` fails when a production path of its device went unexercised by the
 engines under test (selftest/coverage.py), so a new fast path cannot land without the sentinel reaching it: add it
 here, record it where the engine decides to take it, and make the selftest reach it.
 
@@ -50,8 +51,9 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
                   "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), _EAGLE, needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous and eager: no drafting "
-                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", (), _TREE),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), _TREE),
+                  "ahead, no CUDA graphs for the tree verify or the draft steps (engine/tree_round.py)", ("cpu", "cuda"), _TREE),
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)",
+                  ("cpu", "cuda"), _TREE),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
     # ---- proposers -----------------------------------------------------------------------------------------------
@@ -96,9 +98,9 @@ PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
     ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
-                  "tree verify on CPU, every tree draft step)", (), _TREE),
+                  "tree verify on CPU, every tree draft step)", ("cpu", "cuda"), _TREE),
     ExecutionPath("attention.tree_triton", "tree-masked verify attention, Triton bitmask kernel "
-                  "(kernels/tree_attention.py)", (), _TREE),
+                  "(kernels/tree_attention.py)", ("cuda",), _TREE),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
     ExecutionPath("verify.synthetic", "forced per-position acceptance (speculation/synthetic.py; "

@@ -20,9 +20,18 @@ from specbench.check.fresh_forward import fresh_sequence
 from specbench.check.greedy import greedy_params
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
+from specbench.check.setup import (
+    CheckSetup,
+    build_llm,
+    forced_preemption_overrides,
+    num_preemptions,
+    prompt_list,
+)
 from specbench.llm import LLM
-from specbench.speculation.capabilities import ConsumesTargetFeatures, RecordsDraftLogits
+from specbench.speculation.capabilities import (
+    ConsumesTargetFeatures,
+    RecordsDraftLogits,
+)
 from specbench.speculation.draft_records import DraftRecorder, group_rounds
 from specbench.speculation.registry import methods_with
 
@@ -73,6 +82,10 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
     if setup.engine.method not in methods_with(RecordsDraftLogits):
         return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
+                           time.perf_counter() - start, skipped=True)
+    if setup.draft_shape.is_tree:
+        return CheckResult("oracle", True, "the draft oracle records chain rounds only: tree rounds' draft steps "
+                           "(frontier batches over tree rows) have no cache-free recompute yet",
                            time.perf_counter() - start, skipped=True)
     rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL
     num, bad, preempted = 0, [], 0

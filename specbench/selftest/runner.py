@@ -103,7 +103,7 @@ def run_selftest(
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
-        done: dict[tuple[str, str], set[str]] = {}  # (method, target) -> faults already run
+        done: dict[tuple[str, str, bool], set[str]] = {}  # (method, target, is tree) -> faults already run
         for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
                 rows.append(run_row(clean_task))
@@ -129,7 +129,7 @@ def _cell(r: CheckResult) -> str:
 
 def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHECKS) -> str:
     widths = [max([len(c)] + [len(_cell(r)) for row in rows for r in row.results if r.name == c]) + 2 for c in checks]
-    head = (f"{'method':<7}{'seed':>5}  {'target':<11}{'engine':<28}"
+    head = (f"{'method':<12}{'seed':>5}  {'target':<11}{'engine':<28}"
             + "".join(f"{c:>{w}}" for c, w in zip(checks, widths)))
     lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
@@ -138,9 +138,15 @@ def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHE
             verdict = "ok" if not row.detected else "FALSE ALARM"
         else:
             verdict = "detected" if row.detected else "MISSED"
-        lines.append(f"{row.method:<7}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
+        lines.append(f"{_method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
                      f"{row.inject or 'clean':<28}{cells}   {verdict}")
     return "\n".join(lines)
+
+
+def _method_label(row: SelftestRow) -> str:
+    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`)."""
+    shape = row.shape
+    return row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
 
 
 def false_alarms(rows: list[SelftestRow]) -> list[SelftestRow]:
