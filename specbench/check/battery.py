@@ -13,8 +13,8 @@ from specbench.check.invariant_sweep import check_invariants
 from specbench.check.metrics_check import check_metrics
 from specbench.check.names import CHECKS
 from specbench.check.oracle import check_oracle
-from specbench.check.path_log import PathLog
 from specbench.check.reference import ReferenceCrossCheck
+from specbench.check.path_log import PathLog
 from specbench.check.result import CheckResult
 from specbench.check.rows import check_rows
 from specbench.check.sampled import check_sampled

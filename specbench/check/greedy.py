@@ -8,13 +8,7 @@ import time
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, classify
 from specbench.check.reference import ReferenceCrossCheck, build_reference_llm
 from specbench.check.result import CheckResult
-from specbench.check.setup import (
-    CheckSetup,
-    build_llm,
-    forced_preemption_overrides,
-    num_preemptions,
-    prompt_list,
-)
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.sampling_params import SamplingParams
 
 

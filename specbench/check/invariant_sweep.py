@@ -14,12 +14,7 @@ from dataclasses import replace
 
 from specbench.attention.invariants import InvariantViolation
 from specbench.check.result import CheckResult
-from specbench.check.setup import (
-    CheckSetup,
-    build_llm,
-    forced_preemption_overrides,
-    prompt_list,
-)
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.sampling_params import SamplingParams
 
 FORCED_ACCEPTANCE = {"full": (1.0,) * 5, "zero": (0.0,) * 5, "mixed": (0.9, 0.6, 0.4, 0.2, 0.1)}

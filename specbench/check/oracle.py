@@ -20,18 +20,9 @@ from specbench.check.fresh_forward import fresh_sequence
 from specbench.check.greedy import greedy_params
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
-from specbench.check.setup import (
-    CheckSetup,
-    build_llm,
-    forced_preemption_overrides,
-    num_preemptions,
-    prompt_list,
-)
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
 from specbench.llm import LLM
-from specbench.speculation.capabilities import (
-    ConsumesTargetFeatures,
-    RecordsDraftLogits,
-)
+from specbench.speculation.capabilities import ConsumesTargetFeatures, RecordsDraftLogits
 from specbench.speculation.draft_records import DraftRecorder, group_rounds
 from specbench.speculation.registry import methods_with
 

@@ -19,20 +19,8 @@ import torch
 from scipy import special
 
 from specbench.check.result import CheckResult
-from specbench.check.row_batches import (
-    NUM_GROUPS,
-    VOCAB,
-    RowBatch,
-    Warping,
-    accept_batch,
-    bonus_batch,
-)
-from specbench.check.sampled_stats import (
-    category_of,
-    category_probs,
-    cell_test,
-    choose_categories,
-)
+from specbench.check.row_batches import NUM_GROUPS, VOCAB, RowBatch, Warping, accept_batch, bonus_batch
+from specbench.check.sampled_stats import category_of, category_probs, cell_test, choose_categories
 from specbench.check.setup import CheckSetup
 from specbench.faults import wrap_verifier
 from specbench.sampling_params import SamplingParams
@@ -153,11 +141,7 @@ def _cached_tests(verify_fn, device: torch.device, seed: int) -> tuple[RowTypeTe
 def engine_verify_fn(setup: CheckSetup):
     """The verify function the setup's engine is built with (builder.py's choice), fault wrapper included, and its
     device, without loading a model."""
-    from specbench.engine.builder import (
-        resolve_device,
-        resolve_kernel_choice,
-        select_verifier,
-    )
+    from specbench.engine.builder import resolve_device, resolve_kernel_choice, select_verifier
 
     device = resolve_device(setup.engine.device)
     name = resolve_kernel_choice(setup.engine.verifier, device, "verifier")

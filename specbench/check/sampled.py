@@ -15,23 +15,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from specbench.check.reference import build_reference_llm
 from specbench.check.result import CheckResult
 from specbench.check.sampled_stats import (
-    CellTest,
-    SampledVerdict,
-    category_of,
-    category_probs,
-    cell_test,
-    choose_categories,
-    combine,
+    CellTest, SampledVerdict, category_of, category_probs, cell_test, choose_categories, combine,
 )
-from specbench.check.setup import (
-    CheckSetup,
-    build_llm,
-    forced_preemption_overrides,
-    prompt_list,
-)
+from specbench.check.reference import build_reference_llm
+from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
 from specbench.sampling_params import SamplingParams
@@ -175,7 +164,8 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     passed = p_value >= ALPHA and acceptance >= min_acceptance
     detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
               f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
-              f"p {p_value:.3g}. {setup.engine.method} drafts ({setup.draft_shape.label()}) with forced preemption ({num_preempted} preemptions), positions "
+              f"p {p_value:.3g}. {setup.engine.method} drafts ({setup.draft_shape.label()}) with forced preemption "
+              f"({num_preempted} preemptions), positions "
               f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
               f"Forced full acceptance (target drafts for itself"
               f"{', as chains' if setup.draft_shape.is_tree else ''}): {accepted}/{drafted} drafts accepted (needs >= "

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import torch
 
 from specbench.attention.metadata import build_metadata
-from specbench.check.warp_reference import warp
 from specbench.kv.kv_cache import KVCache
 from specbench.sampling_params import SamplingParams
+from specbench.check.warp_reference import warp
 
 
 @torch.inference_mode()
