@@ -52,6 +52,7 @@ def selftest(
         METHODS,
         false_alarms,
         format_mutation_table,
+        method_label,
         selftest_coverage,
         selftest_ok,
         timed_selftest,
@@ -64,19 +65,19 @@ def selftest(
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
-            print(f"{row.method} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
+            print(f"{method_label(row)} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
                   f"{crashed.name}: {crashed.detail}")
         if row.inject is None:
             greedy = next((r for r in row.results if r.name == "greedy"), None)
             if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method
-                print(f"greedy, {row.method} seed {row.seed}{' ' + row.target if row.target else ''} clean: "
+                print(f"greedy, {method_label(row)} seed {row.seed}{' ' + row.target if row.target else ''} clean: "
                       f"{greedy.detail}")
             sampled = next((r for r in row.results if r.name == "sampled" and not r.skipped), None)
             if sampled is not None:
-                print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
+                print(f"sampled, {method_label(row)} seed {row.seed} clean: {sampled.detail}")
             rows_check = next((r for r in row.results if r.name == "rows" and not r.skipped), None)
-            if rows_check is not None and row.seed == rows[0].seed:
-                print(f"rows, {row.method} seed {row.seed} clean: {rows_check.detail}")
+            if rows_check is not None and row.seed == rows[0].seed and not row.shape.is_tree:  # a tree row's: the same
+                print(f"rows, {method_label(row)} seed {row.seed} clean: {rows_check.detail}")
     coverage = selftest_coverage(rows, device, _names(checks))
     print()
     print(format_coverage(coverage))
@@ -92,11 +93,13 @@ def _progress(row) -> None:
     """One line per finished row on stderr, so a long run shows where it is (the table comes at the end)."""
     import sys
 
+    from specbench.selftest.runner import method_label
+
     verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
         "detected" if row.detected else "MISSED")
     seconds = sum(r.seconds for r in row.results)
     target = f" {row.target}" if row.target else ""
-    print(f"  {row.method} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
+    print(f"  {method_label(row)} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
           flush=True)
 
 

@@ -48,7 +48,8 @@ from specbench.selftest.setups import (
 )
 
 # The selftest's names its callers (tests, reference_baselines.py) import from here; declared in setups / row_tasks.
-__all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "format_mutation_table", "plain_setup",
+__all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "format_mutation_table", "method_label",
+           "plain_setup",
            "run_selftest", "selftest_coverage", "selftest_ok", "selftest_setups", "timed_selftest"]
 
 
@@ -138,12 +139,12 @@ def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHE
             verdict = "ok" if not row.detected else "FALSE ALARM"
         else:
             verdict = "detected" if row.detected else "MISSED"
-        lines.append(f"{_method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
+        lines.append(f"{method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
                      f"{row.inject or 'clean':<28}{cells}   {verdict}")
     return "\n".join(lines)
 
 
-def _method_label(row: SelftestRow) -> str:
+def method_label(row: SelftestRow) -> str:
     """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`)."""
     shape = row.shape
     return row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
