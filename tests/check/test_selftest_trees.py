@@ -10,7 +10,12 @@ from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS
 from specbench.faults.catalog import TREE_MUTANTS
 from specbench.selftest.row_tasks import SeedTask, plan_seed
-from specbench.selftest.runner import false_alarms, format_mutation_table, run_selftest, selftest_coverage
+from specbench.selftest.runner import (
+    false_alarms,
+    format_mutation_table,
+    run_selftest,
+    selftest_coverage,
+)
 from specbench.selftest.setups import TREE_SHAPE, WINDOW_MOE
 
 TREE_FAULTS = tuple(m.fault.name for m in TREE_MUTANTS)
