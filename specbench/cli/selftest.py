@@ -42,6 +42,8 @@ def selftest(
     window_moe: Annotated[bool, typer.Option("--window-moe/--no-window-moe", help="also run the first seed on the "
                                              "sliding-window + MoE tiny target (Qwen3-MoE, every layer windowed), "
                                              "where the window and MoE faults run")] = True,
+    trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
+                                        "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
@@ -61,7 +63,7 @@ def selftest(
     rows, seconds = timed_selftest(seeds=parse_int_ranges(seeds, "--seeds"), methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
-                                   window_moe=window_moe)
+                                   window_moe=window_moe, trees=trees)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

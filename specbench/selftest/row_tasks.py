@@ -63,6 +63,7 @@ class SeedTask:
     checks: tuple[str, ...]
     budget: Budget
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
+    trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def plan_seed(task: SeedTask) -> SeedPlan:
             **_reference(method, task.seed, task.num_steps, task.target)), task.target))
     # Tree rows: every method of the run that drafts trees, once more with tree rounds (seed targets only: the
     # window + MoE target's windows are refused for trees), against the same plain reference.
-    for method in tree_methods(tuple(setups)) if task.target == SEED_TARGET else ():
+    for method in tree_methods(tuple(setups)) if task.trees and task.target == SEED_TARGET else ():
         setup = replace(setups[method], draft_shape=TREE_SHAPE)
         reference, cross_check = references[(setup.engine.target, setup.prompts)]
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(

@@ -62,13 +62,14 @@ def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
-    budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False,
+    budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
-    `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
+    `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
+    faults run. `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
@@ -96,8 +97,8 @@ def run_selftest(
         raise SpecbenchError(f"selftest jobs must be at least 1, got {jobs}")
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
-        tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget)
-                 for seed in seeds]
+        tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget,
+                          trees=trees) for seed in seeds]
         if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, WINDOW_MOE))

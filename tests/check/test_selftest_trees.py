@@ -30,6 +30,9 @@ def test_tree_rows_are_planned_for_the_tree_drafters_on_the_seed_targets_only(tm
     window = plan_seed(SeedTask(str(tmp_path), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
                                 WINDOW_MOE)).clean_rows
     assert not any(r.shape.is_tree for r in window)  # trees refuse windowed layers
+    off = plan_seed(SeedTask(str(tmp_path), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
+                             trees=False)).clean_rows
+    assert [(r.method, r.shape.is_tree) for r in off] == [("none", False), ("draft", False)]  # --no-trees
 
 
 @pytest.mark.slow  # the full battery on two methods' chain and tree rows, four mutants each: ~3 min on 2 cores
