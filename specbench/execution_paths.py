@@ -4,7 +4,8 @@ A path is a way the engine may compute the same result: a fast path and its slow
 A path is *production* on a device when a default run there takes it (`scripts/bench_gpu.py` and a default
 `specbench sweep`: EngineConfig defaults resolved on that device): on CPU async scheduling with the torch
 attention, verifier and layers; on CUDA also CUDA graphs, rounds drafted ahead, fused projections, the Triton
-verifier and attention. `specbench selftest` fails when a production path of its device went unexercised by the
+verifier and attention. The tree paths (`eagle_topk` > 1, opt-in as in SGLang) count as production where a tree run
+takes them by default (the selftest's tree rows run them). `specbench selftest` fails when a production path of its device went unexercised by the
 engines under test (selftest/coverage.py), so a new fast path cannot land without the sentinel reaching it: add it
 here (or, for a path a proposer's own code decides, to its class's `execution_paths`), record it where the engine
 decides to take it, and make the selftest reach it. speculation/registry.py execution_paths() lists every path.
@@ -70,9 +71,10 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
                   "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD, needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
-                  "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)", (),
-                  DRAFTS_TREES),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)", (), DRAFTS_TREES),
+                  "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES),
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
 )
@@ -85,9 +87,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   ("cuda",), ("none",), needs_cuda=True),
     ExecutionPath("graph.verify", "target verify replayed from a CUDA graph (runtime/cuda_graph.py)", ("cuda",),
                   SPECULATIVE, needs_cuda=True),
-    # Not production until the selftest runs tree rounds on CUDA (tree-sentinel's selftest rows): declare it there.
+    # The selftest's tree rows replay it on CUDA (a default engine captures the tree shape it is given).
     ExecutionPath("graph.verify_tree", "target tree verify replayed from a CUDA graph, tree mask and its packed "
-                  "words as static buffers (runtime/cuda_graph.py TreeBuffers, engine/model_runner.py)", (), DRAFTS_TREES,
+                  "words as static buffers (runtime/cuda_graph.py TreeBuffers, engine/model_runner.py)", ("cuda",),
+                  DRAFTS_TREES,
                   needs_cuda=True),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
@@ -104,9 +107,9 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("attention.flashinfer", "paged attention through flashinfer (attention/flashinfer_backend.py; "
                   "optional extra)", (), needs_cuda=True),
     ExecutionPath("attention.tree_torch", "tree-masked attention, torch reference (attention/tree_torch_ref.py; "
-                  "tree verify and draft steps on the torch backend)", (), DRAFTS_TREES),
+                  "tree verify and draft steps on the torch backend)", ("cpu",), DRAFTS_TREES),
     ExecutionPath("attention.tree_triton", "tree-masked attention of tree verifies and tree draft steps, Triton "
-                  "bitmask kernel (kernels/tree_attention.py)", (), DRAFTS_TREES),
+                  "bitmask kernel (kernels/tree_attention.py)", ("cuda",), DRAFTS_TREES),
     ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
     ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "

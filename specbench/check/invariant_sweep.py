@@ -25,12 +25,13 @@ MAX_TOKENS = 10
 
 def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
     """(label, engine overrides, ks, prompts) per engine; built lazily so a violation stops the sweep early.
-    full_sweep=False (the fast budget) keeps real verification and preemption only. Concurrency 1 runs one prompt:
-    more would repeat its batch shape prompt after prompt, one request at a time."""
+    full_sweep=False (the fast budget) keeps real verification and preemption only, as do tree drafts (synthetic
+    acceptance has no tree form: the engine refuses it). Concurrency 1 runs one prompt: more would repeat its batch
+    shape prompt after prompt, one request at a time."""
     prompts = prompt_list(setup)[:NUM_PROMPTS]
     swept = replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
                     max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
-    for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep else ():
+    for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep and not setup.draft_shape.is_tree else ():
         for concurrency in (1, 4):
             yield (f"{mode} acceptance, concurrency {concurrency}",
                    {"synthetic_acceptance": rates, "max_concurrency": concurrency}, NUM_STEPS, prompts[:concurrency])
@@ -67,6 +68,8 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
             num_runs += 1
         preempted += sum(s.num_preempted for s in llm.engine.step_stats)
     graphs = "CUDA graphs on and off" if len(modes) == 2 else "eager (CUDA graphs need a GPU)"
-    shapes = "concurrency 1/4, k 1/3/5, full/zero/mixed acceptance" if full_sweep else "real verification only"
-    detail = f"INV-0 / INV-SLOT held over {num_runs} runs ({shapes}, {preempted} preemptions; {graphs})"
+    shapes = ("concurrency 1/4, k 1/3/5, full/zero/mixed acceptance" if full_sweep and not setup.draft_shape.is_tree
+              else "real verification only")
+    tree = f" / INV-TREE ({setup.draft_shape.label()})" if setup.draft_shape.is_tree else ""
+    detail = f"INV-0 / INV-SLOT{tree} held over {num_runs} runs ({shapes}, {preempted} preemptions; {graphs})"
     return CheckResult("invariants", True, detail, time.perf_counter() - start)

@@ -13,6 +13,7 @@ from typing import Any
 from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
+from specbench.check.tree_counts import tree_count_violations
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.stats import StepStats
 from specbench.metrics.cell_metrics import CellMetrics
@@ -43,7 +44,7 @@ def metrics_problems(outs: list[RequestOutput], steps: list[StepStats], num_step
     step_rows = [raw_step_row(s) for s in steps]
     columns = consistency_columns(cell, requests, num_steps, step_rows)
     problems = [columns["metrics_mismatch"]] if columns["is_metrics_consistent"] is False else []
-    return tuple(problems) + step_total_violations(requests, step_rows)
+    return tuple(problems) + step_total_violations(requests, step_rows) + tree_count_violations(outs)
 
 
 def check_metrics(setup: CheckSetup) -> CheckResult:
@@ -55,7 +56,9 @@ def check_metrics(setup: CheckSetup) -> CheckResult:
     num_rounds = sum(o.stats.num_draft_rounds for o in outs)
     detail = (f"{len(outs)} requests, {num_rounds} draft rounds, {len(llm.engine.step_stats)} steps: acceptance "
               f"length, rate, per position, TTFT, TPOT, ITL recomputed from the raw records (metrics/recompute.py) "
-              f"and the acceptance counters cross-checked with the step totals and the emission sizes")
+              f"and the acceptance counters cross-checked with the step totals and the emission sizes"
+              + ("; tree counts (lengths, sizes, per depth / rank) against the raw records (check/tree_counts.py)"
+                 if setup.draft_shape.is_tree else ""))
     if problems:
         detail += "; MISMATCH: " + "; ".join(problems)
     return CheckResult("metrics", not problems, detail, time.perf_counter() - start)

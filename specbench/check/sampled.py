@@ -24,6 +24,7 @@ from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overr
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
 from specbench.sampling_params import SamplingParams
+from specbench.speculation.draft_shape import CHAIN
 
 # 0.001: the clean engine must pass on every seed a user tries (30 clean seeds at 0.01 gave 2 false alarms, p 0.004
 # and 0.001, both chance: 1000 samples of the same seeds pass); the mutants it catches score p < 1e-4.
@@ -107,10 +108,13 @@ def _describe(v: SampledVerdict, positions: tuple[int, ...]) -> str:
 
 def self_draft_setup(setup: CheckSetup) -> CheckSetup:
     """The target drafting for itself with the setup's engine options. It keeps the setup's fault when that fault
-    lives where this run exercises it: anywhere for a draft-LM setup, outside the drafter for other methods."""
+    lives where this run exercises it: anywhere for a draft-LM setup, outside the drafter for other methods. Always
+    chains: a tree's children are the draft's top-k, not draws from it, so p = q does not get them all accepted (the
+    setup's tree rounds are the first run's)."""
     fault = resolve_fault(setup.inject)
     keep = fault is not None and "draft" in fault.methods and (setup.engine.method == "draft" or fault.layer != "draft")
-    return setup.with_engine(method="draft", draft=setup.engine.target).with_inject(setup.inject if keep else None)
+    chain = replace(setup, draft_shape=CHAIN)
+    return chain.with_engine(method="draft", draft=setup.engine.target).with_inject(setup.inject if keep else None)
 
 
 _SELF_DRAFT_RUNS: dict[str, tuple[int, int, SampledVerdict]] = {}  # repr of the run's inputs -> its outcome
@@ -160,9 +164,11 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     passed = p_value >= ALPHA and acceptance >= min_acceptance
     detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
               f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
-              f"p {p_value:.3g}. {setup.engine.method} drafts with forced preemption ({num_preempted} preemptions), positions "
+              f"p {p_value:.3g}. {setup.engine.method} drafts ({setup.draft_shape.label()}) with forced preemption "
+              f"({num_preempted} preemptions), positions "
               f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
-              f"Forced full acceptance (target drafts for itself): {accepted}/{drafted} drafts accepted (needs >= "
+              f"Forced full acceptance (target drafts for itself"
+              f"{', as chains' if setup.draft_shape.is_tree else ''}): {accepted}/{drafted} drafts accepted (needs >= "
               f"{min_acceptance}); bonus rows alone at position {bonus_positions[0]}: {_describe(bonus, bonus_positions)}")
     median_power, _ = mixed.power_local_summary
     note = f"p={p_value:.2f} pw={median_power:.2f}" + ("" if acceptance >= min_acceptance else f" acc={acceptance:.2f}")

@@ -8,6 +8,7 @@ from specbench.check.path_log import PathLog
 from specbench.config import EngineConfig
 from specbench.faults import injection
 from specbench.llm import LLM
+from specbench.speculation.draft_shape import CHAIN, DraftShape
 
 
 @dataclass(frozen=True)
@@ -19,11 +20,14 @@ class CheckSetup:
     inject: str | None = None
     # Where engines under test record the execution paths they took (check/battery.py gives each check its own).
     paths: PathLog | None = field(default=None, compare=False)
+    # The drafts' shape on the engines under test (a tree: eagle_topk > 1, every decode round a tree round); the
+    # references decode plainly whatever it is.
+    draft_shape: DraftShape = CHAIN
 
-    def with_engine(self, **changes) -> "CheckSetup":
+    def with_engine(self, **changes) -> CheckSetup:
         return replace(self, engine=replace(self.engine, **changes))
 
-    def with_inject(self, inject: str | None) -> "CheckSetup":
+    def with_inject(self, inject: str | None) -> CheckSetup:
         return replace(self, inject=inject)
 
 
@@ -36,6 +40,8 @@ def build_llm(setup: CheckSetup, *, speculative: bool = True, invariants: bool =
     if not speculative:
         config = replace(config, method="none", draft=None, max_num_steps=0)
     llm = LLM(config, fault=injection(setup.inject) if speculative else None)
+    if speculative and setup.draft_shape.is_tree:
+        llm.engine.set_draft_shape(setup.draft_shape)
     if speculative and setup.paths is not None:
         setup.paths.add_engine(llm.engine.paths)
     return llm

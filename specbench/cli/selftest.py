@@ -43,6 +43,8 @@ def selftest(
     window_moe: Annotated[bool, typer.Option("--window-moe/--no-window-moe", help="also run the first seed on the "
                                              "sliding-window + MoE tiny target (Qwen3-MoE, every layer windowed), "
                                              "where the window and MoE faults run")] = True,
+    trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
+                                        "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
@@ -53,6 +55,7 @@ def selftest(
         METHODS,
         false_alarms,
         format_mutation_table,
+        method_label,
         selftest_coverage,
         selftest_ok,
         timed_selftest,
@@ -62,23 +65,23 @@ def selftest(
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
-                                   window_moe=window_moe)
+                                   window_moe=window_moe, trees=trees)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):
-            print(f"{row.method} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
+            print(f"{method_label(row)} seed {row.seed}{' ' + row.target if row.target else ''} {row.inject or 'clean'} "
                   f"{crashed.name}: {crashed.detail}")
         if row.inject is None:
             greedy = next((r for r in row.results if r.name == "greedy"), None)
             if greedy is not None and row.method == rows[0].method:  # the reference is the same for every method
-                print(f"greedy, {row.method} seed {row.seed}{' ' + row.target if row.target else ''} clean: "
+                print(f"greedy, {method_label(row)} seed {row.seed}{' ' + row.target if row.target else ''} clean: "
                       f"{greedy.detail}")
             sampled = next((r for r in row.results if r.name == "sampled" and not r.skipped), None)
             if sampled is not None:
-                print(f"sampled, {row.method} seed {row.seed} clean: {sampled.detail}")
+                print(f"sampled, {method_label(row)} seed {row.seed} clean: {sampled.detail}")
             rows_check = next((r for r in row.results if r.name == "rows" and not r.skipped), None)
-            if rows_check is not None and row.seed == rows[0].seed:
-                print(f"rows, {row.method} seed {row.seed} clean: {rows_check.detail}")
+            if rows_check is not None and row.seed == rows[0].seed and not row.shape.is_tree:  # a tree row's: the same
+                print(f"rows, {method_label(row)} seed {row.seed} clean: {rows_check.detail}")
     coverage = selftest_coverage(rows, device, _names(checks))
     print()
     print(format_coverage(coverage))
@@ -94,11 +97,13 @@ def _progress(row) -> None:
     """One line per finished row on stderr, so a long run shows where it is (the table comes at the end)."""
     import sys
 
+    from specbench.selftest.runner import method_label
+
     verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
         "detected" if row.detected else "MISSED")
     seconds = sum(r.seconds for r in row.results)
     target = f" {row.target}" if row.target else ""
-    print(f"  {row.method} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
+    print(f"  {method_label(row)} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
           flush=True)
 
 

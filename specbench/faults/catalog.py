@@ -36,6 +36,10 @@ from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.stale_metadata import StaleDraftMetadata
+from specbench.faults.tree_bonus_node import TreeBonusWrongNode
+from specbench.faults.tree_kv_not_moved import TreeKvNotMoved
+from specbench.faults.tree_mask_sibling import TreeMaskSeesSibling
+from specbench.faults.tree_parent_shift import TreeParentOffByOne
 from specbench.faults.triton_bonus_neighbour import TritonBonusNeighbour
 from specbench.faults.verifier_mutant import VerifierMutant
 from specbench.faults.verify_kv import VerifyKvOffByOne
@@ -110,11 +114,21 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
     LogprobsZeroed,
 )
 
+# Bugs of tree rounds (eagle_topk > 1): inert on chain rounds, so the selftest runs them on its tree rows only
+# (setups.TREE_SHAPE); hosted by every method that drafts trees (DraftsTrees). tests/faults/test_tree_mutants.py
+# shows each passing on chain rounds and caught on tree rounds.
+TREE_MUTANTS: tuple[type[Mutant], ...] = (
+    TreeMaskSeesSibling,
+    TreeParentOffByOne,
+    TreeKvNotMoved,
+    TreeBonusWrongNode,
+)
+
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall,)
 
-ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + LOGPROBS_MUTANTS
-               + SPEED_MUTANTS)
+ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
+               + LOGPROBS_MUTANTS + SPEED_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -122,10 +136,11 @@ NO_FAULT_NAMES = ("", "none")
 
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
-    path mutants whose path is production there (a bug on a path the device never takes cannot show). Logprobs-only
-    mutants are not run: the selftest compares tokens, which they leave exact."""
+    path mutants whose path is production there (a bug on a path the device never takes cannot show), and the tree
+    mutants (its tree rows). Logprobs-only mutants are not run: the selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
-        m.fault.name for m in PATH_MUTANTS if device in execution_path(m.fault.path).production_on)
+        m.fault.name for m in PATH_MUTANTS if device in execution_path(m.fault.path).production_on) + tuple(
+        m.fault.name for m in TREE_MUTANTS)
 
 
 def window_moe_faults(device: str) -> tuple[str, ...]:
@@ -136,6 +151,12 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 
 
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
+_TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS)
+
+
+def needs_tree_shape(name: str) -> bool:
+    """Whether a fault acts only on tree rounds (the selftest runs it on its tree rows alone)."""
+    return name in _TREE_FAULTS
 
 
 def needs_window_moe_target(name: str) -> bool:

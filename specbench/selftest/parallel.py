@@ -83,25 +83,26 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker)
     pending: dict[Future, tuple[_Slot, RowTask | None]] = {}
-    clean_tasks: dict[tuple[str, int], tuple[int, RowTask]] = {}  # (method, seed index) -> (row index, task)
-    clean_rows: dict[tuple[str, int], SelftestRow] = {}
-    next_seed: dict[str, int] = {}  # method -> the seed index whose faults are chosen next
-    done: dict[tuple[str, str], set[str]] = {}  # due_faults' bookkeeping, per method and target
+    # A lane: (method, is a tree row); a method's chain and tree rows choose their faults apart (due_faults).
+    clean_tasks: dict[tuple[tuple[str, bool], int], tuple[int, RowTask]] = {}  # (lane, seed index) -> (row, task)
+    clean_rows: dict[tuple[tuple[str, bool], int], SelftestRow] = {}
+    next_seed: dict[tuple[str, bool], int] = {}  # lane -> the seed index whose faults are chosen next
+    done: dict[tuple[str, str, bool], set[str]] = {}  # due_faults' bookkeeping, per method, target and shape
     indices = target_indices(seed_tasks)  # due_faults' seed index: among the tasks of the same target
     rows: dict[tuple[int, int, int], SelftestRow] = {}
 
     def submit(slot: _Slot, task: RowTask) -> None:
         pending[pool.submit(run_row, task)] = (slot, task)
 
-    def choose_faults(method: str) -> None:
-        """Fault rows of `method` at every seed index whose clean rows up to it are in, in seed order."""
-        i = next_seed.setdefault(method, 0)
-        while (method, i) in clean_rows:
-            row_index, task = clean_tasks[(method, i)]
-            for k, fault in enumerate(due_faults(chosen, method, indices[i], clean_rows[(method, i)], done)):
+    def choose_faults(lane: tuple[str, bool]) -> None:
+        """Fault rows of `lane` at every seed index whose clean rows up to it are in, in seed order."""
+        i = next_seed.setdefault(lane, 0)
+        while (lane, i) in clean_rows:
+            row_index, task = clean_tasks[(lane, i)]
+            for k, fault in enumerate(due_faults(chosen, lane[0], indices[i], clean_rows[(lane, i)], done)):
                 submit(_Slot(i, row_index, k), task.with_inject(fault.name))
             i += 1
-        next_seed[method] = i
+        next_seed[lane] = i
 
     try:
         for i, seed_task in enumerate(seed_tasks):
@@ -113,15 +114,16 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
                 result = _result(future, slot.label(seeds, task))
                 if isinstance(result, SeedPlan):
                     for row_index, clean in enumerate(result.clean_rows):
-                        clean_tasks[(clean.method, slot.seed_index)] = (row_index, clean)
+                        clean_tasks[((clean.method, clean.shape.is_tree), slot.seed_index)] = (row_index, clean)
                         submit(_Slot(slot.seed_index, row_index), clean)
                     continue
                 rows[(slot.seed_index, slot.row_index, slot.fault_index)] = result
                 if on_row is not None:
                     on_row(result)
                 if slot.fault_index == -1:
-                    clean_rows[(result.method, slot.seed_index)] = result
-                    choose_faults(result.method)
+                    lane = (result.method, result.shape.is_tree)
+                    clean_rows[(lane, slot.seed_index)] = result
+                    choose_faults(lane)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # running rows finish in the workers; nothing new starts
         raise

@@ -5,6 +5,7 @@ The selftest checks the engine under test against these, never against a baselin
 
     python -m specbench.selftest.reference_baselines
     python -m specbench.selftest.reference_baselines --target window_moe   # that target's entries alone
+    python -m specbench.selftest.reference_baselines --trees               # the tree rows' entries alone
 
 The file records the commit it was generated at. Every method of the selftest (selftest/drafters.py: each registered
 proposer) has a baseline per shipped seed; a baseline holds per-position drafted / accepted counts and the number of
@@ -26,6 +27,7 @@ from specbench.check.baseline import (
     baseline_to_json,
     measure_acceptance,
 )
+from specbench.speculation.draft_shape import CHAIN, DraftShape
 
 PATH = Path(__file__).with_name("reference_baselines.json")
 SHIPPED_SEEDS = tuple(range(32))
@@ -33,17 +35,20 @@ SHIPPED_NUM_STEPS = 3
 COMMAND = "python -m specbench.selftest.reference_baselines"
 
 
-def _key(method: str, seed: int, num_steps: int, target: str = "") -> str:
-    """`target`: "" for the seed's own tiny target, else the extra target's name (setups.TARGETS)."""
-    return f"{method}/" + (f"{target}/" if target else "") + f"seed{seed}/k{num_steps}"
+def _key(method: str, seed: int, num_steps: int, target: str = "", shape: DraftShape = CHAIN) -> str:
+    """`target`: "" for the seed's own tiny target, else the extra target's name (setups.TARGETS); `shape`: a tree
+    row's (setups.TREE_SHAPE) adds `tree{topk}x{budget}`."""
+    tree = f"tree{shape.eagle_topk}x{shape.num_draft_tokens or 'all'}/" if shape.is_tree else ""
+    return f"{method}/" + (f"{target}/" if target else "") + tree + f"seed{seed}/k{num_steps}"
 
 
 def _load() -> dict:
     return json.loads(PATH.read_text()) if PATH.exists() else {"baselines": {}}
 
 
-def reference_baseline(method: str, seed: int, num_steps: int, target: str = "") -> AcceptanceBaseline | None:
-    raw = _load()["baselines"].get(_key(method, seed, num_steps, target))
+def reference_baseline(method: str, seed: int, num_steps: int, target: str = "",
+                       shape: DraftShape = CHAIN) -> AcceptanceBaseline | None:
+    raw = _load()["baselines"].get(_key(method, seed, num_steps, target, shape))
     return None if raw is None else baseline_from_json(raw)
 
 
@@ -62,18 +67,33 @@ def _commit() -> str:
         return "unknown"
 
 
-def _measure(tmp: str, seeds, num_steps: int, target: str) -> dict:
-    from specbench.selftest.setups import METHODS, selftest_setups
+def _measure(tmp: str, seeds, num_steps: int, target: str, *, chains: bool = True, trees: bool = True) -> dict:
+    """Per seed and method: the chain baseline (`chains`), and on the seed targets the tree rows' (`trees`:
+    setups.TREE_SHAPE, each method that drafts trees)."""
+    from dataclasses import replace
+
+    from specbench.selftest.setups import (
+        METHODS,
+        SEED_TARGET,
+        TREE_SHAPE,
+        selftest_setups,
+        tree_methods,
+    )
 
     baselines = {}
     for seed in seeds:
-        for method, setup in selftest_setups(tmp, seed, METHODS, num_steps, target_name=target).items():
+        setups = selftest_setups(tmp, seed, METHODS, num_steps, target_name=target)
+        runs = [(m, s, CHAIN) for m, s in setups.items()] if chains else []
+        if trees and target == SEED_TARGET:
+            runs += [(m, replace(setups[m], draft_shape=TREE_SHAPE), TREE_SHAPE) for m in tree_methods(tuple(setups))]
+        for method, setup, shape in runs:
             measured = measure_acceptance(setup)
             name = f"selftest tiny {target + ' ' if target else ''}target seed {seed}"
-            shipped = AcceptanceBaseline(name, f"selftest {method}", method, num_steps, measured.num_prompts,
+            label = f"selftest {method}" + (f" {shape.label()}" if shape.is_tree else "")
+            shipped = AcceptanceBaseline(name, label, method, num_steps, measured.num_prompts,
                                          measured.max_tokens, measured.num_drafted_per_pos,
                                          measured.num_accepted_per_pos, measured.num_rounds)
-            baselines[_key(method, seed, num_steps, target)] = baseline_to_json(shipped)
+            baselines[_key(method, seed, num_steps, target, shape)] = baseline_to_json(shipped)
     return baselines
 
 
@@ -101,6 +121,17 @@ def add_target(target: str, seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_ST
     return data
 
 
+def add_trees(seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_STEPS) -> dict:
+    """The shipped file with the tree rows' baselines (re)measured and every chain entry kept as shipped (`--trees`);
+    their commit is recorded beside the file's."""
+    torch.set_num_threads(1)
+    data = _load()
+    with tempfile.TemporaryDirectory(prefix="specbench-reference-") as tmp:
+        data["baselines"].update(_measure(tmp, seeds, num_steps, "", chains=False))
+    data["tree_commit"] = _commit()
+    return data
+
+
 def _dump(data: dict) -> str:
     """One baseline per line: diffs of a regeneration show which pairs moved."""
     head = {k: v for k, v in data.items() if k != "baselines"}
@@ -113,6 +144,8 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["--target"]:  # e.g. --target window_moe
         PATH.write_text(_dump(add_target(sys.argv[2])))
+    elif sys.argv[1:2] == ["--trees"]:  # the tree rows' entries alone
+        PATH.write_text(_dump(add_trees()))
     else:
         PATH.write_text(_dump(generate()))
     print(f"wrote {PATH}")

@@ -17,7 +17,7 @@ from specbench.check.greedy import reference_outputs
 from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
-from specbench.faults.catalog import needs_window_moe_target
+from specbench.faults.catalog import needs_tree_shape, needs_window_moe_target
 from specbench.faults.fault import Fault
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.reference_baselines import (
@@ -26,7 +26,15 @@ from specbench.selftest.reference_baselines import (
     reference_baseline,
     reference_source,
 )
-from specbench.selftest.setups import PLAIN, SEED_TARGET, plain_setup, selftest_setups
+from specbench.selftest.setups import (
+    PLAIN,
+    SEED_TARGET,
+    TREE_SHAPE,
+    plain_setup,
+    selftest_setups,
+    tree_methods,
+)
+from specbench.speculation.draft_shape import CHAIN, DraftShape
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class SelftestRow:
     inject: str | None  # None = the clean engine
     results: tuple[CheckResult, ...]
     target: str = SEED_TARGET  # "" = the seed's own tiny target; else setups.TARGETS' extra target
+    shape: DraftShape = CHAIN  # the drafts' shape (a tree row: setups.TREE_SHAPE)
 
     @property
     def detected(self) -> bool:
@@ -54,6 +63,7 @@ class SeedTask:
     checks: tuple[str, ...]
     budget: Budget
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
+    trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,10 @@ class RowTask:
 
     def with_inject(self, inject: str) -> RowTask:
         return replace(self, inject=inject)
+
+    @property
+    def shape(self) -> DraftShape:
+        return self.setup.draft_shape
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,14 @@ def plan_seed(task: SeedTask) -> SeedPlan:
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget,
             **_reference(method, task.seed, task.num_steps, task.target)), task.target))
+    # Tree rows: every method of the run that drafts trees, once more with tree rounds (seed targets only: the
+    # window + MoE target's windows are refused for trees), against the same plain reference.
+    for method in tree_methods(tuple(setups)) if task.trees and task.target == SEED_TARGET else ():
+        setup = replace(setups[method], draft_shape=TREE_SHAPE)
+        reference, cross_check = references[(setup.engine.target, setup.prompts)]
+        rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
+            reference=reference, reference_cross_check=cross_check, budget=task.budget,
+            **_reference(method, task.seed, task.num_steps, task.target, TREE_SHAPE)), task.target))
     return SeedPlan(task.seed, tuple(rows))
 
 
@@ -107,7 +129,8 @@ def run_row(task: RowTask) -> SelftestRow:
     if task.method == PLAIN:
         return _plain_row(task)
     return SelftestRow(task.method, task.seed, task.inject,
-                       tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)), task.target)
+                       tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)), task.target,
+                       task.shape)
 
 
 def _plain_row(task: RowTask) -> SelftestRow:
@@ -122,19 +145,20 @@ def _plain_row(task: RowTask) -> SelftestRow:
 
 
 def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
-               done: dict[tuple[str, str], set[str]]) -> list[Fault]:
+               done: dict[tuple[str, str, bool], set[str]]) -> list[Fault]:
     """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed of
     its target; a path mutant on the first seed whose clean row took its path (the biased tiny target never reaches
     the fused projections, say), so that a bug on a path this seed's models never take is not counted as missed. A
     path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
-    MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only.
+    MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only;
+    the tree faults on tree rows only (inert on chain rounds), every other fault on chain rows only.
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
-    ran = done.setdefault((method, clean.target), set())
+    ran = done.setdefault((method, clean.target, clean.shape.is_tree), set())
     on_window_moe = clean.target != SEED_TARGET
     due = [f for f in chosen if method in f.methods and f.name not in ran
-           and needs_window_moe_target(f.name) == on_window_moe
+           and needs_window_moe_target(f.name) == on_window_moe and needs_tree_shape(f.name) == clean.shape.is_tree
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due
@@ -145,11 +169,12 @@ def target_indices(tasks: list[SeedTask]) -> list[int]:
     return [sum(t.target == task.target for t in tasks[:i]) for i, task in enumerate(tasks)]
 
 
-def _reference(method: str, seed: int, num_steps: int, target: str) -> dict:
+def _reference(method: str, seed: int, num_steps: int, target: str, shape: DraftShape = CHAIN) -> dict:
     """CheckContext fields of the shipped baseline (absent: the baseline check is skipped, saying why)."""
-    baseline = reference_baseline(method, seed, num_steps, target)
+    baseline = reference_baseline(method, seed, num_steps, target, shape)
     if baseline is None:
-        return {"baseline_source": f"no shipped reference baseline for {method} {target or 'seed target'} seed "
+        return {"baseline_source": f"no shipped reference baseline for {method} {shape.label()} "
+                                   f"{target or 'seed target'} seed "
                                    f"{seed} k={num_steps} (shipped: "
                                    f"seeds {SHIPPED_SEEDS[0]}-{SHIPPED_SEEDS[-1]}, k={SHIPPED_NUM_STEPS})"}
     return {"baseline": baseline, "baseline_source": reference_source()}

@@ -48,7 +48,8 @@ from specbench.selftest.setups import (
 )
 
 # The selftest's names its callers (tests, reference_baselines.py) import from here; declared in setups / row_tasks.
-__all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "format_mutation_table", "plain_setup",
+__all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "format_mutation_table", "method_label",
+           "plain_setup",
            "run_selftest", "selftest_coverage", "selftest_ok", "selftest_setups", "timed_selftest"]
 
 
@@ -61,13 +62,14 @@ def run_selftest(
     *, seeds: tuple[int, ...] = (0,), methods: tuple[str, ...] = METHODS, faults: tuple[str, ...] | None = None,
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
-    budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False,
+    budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
-    `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
+    `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
+    faults run. `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
@@ -95,15 +97,15 @@ def run_selftest(
         raise SpecbenchError(f"selftest jobs must be at least 1, got {jobs}")
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
-        tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget)
-                 for seed in seeds]
+        tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget,
+                          trees=trees) for seed in seeds]
         if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, WINDOW_MOE))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
-        done: dict[tuple[str, str], set[str]] = {}  # (method, target) -> faults already run
+        done: dict[tuple[str, str, bool], set[str]] = {}  # (method, target, is tree) -> faults already run
         for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
                 rows.append(run_row(clean_task))
@@ -129,7 +131,7 @@ def _cell(r: CheckResult) -> str:
 
 def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHECKS) -> str:
     widths = [max([len(c)] + [len(_cell(r)) for row in rows for r in row.results if r.name == c]) + 2 for c in checks]
-    head = (f"{'method':<7}{'seed':>5}  {'target':<11}{'engine':<28}"
+    head = (f"{'method':<12}{'seed':>5}  {'target':<11}{'engine':<28}"
             + "".join(f"{c:>{w}}" for c, w in zip(checks, widths)))
     lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
@@ -138,9 +140,15 @@ def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHE
             verdict = "ok" if not row.detected else "FALSE ALARM"
         else:
             verdict = "detected" if row.detected else "MISSED"
-        lines.append(f"{row.method:<7}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
+        lines.append(f"{method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
                      f"{row.inject or 'clean':<28}{cells}   {verdict}")
     return "\n".join(lines)
+
+
+def method_label(row: SelftestRow) -> str:
+    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`)."""
+    shape = row.shape
+    return row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
 
 
 def false_alarms(rows: list[SelftestRow]) -> list[SelftestRow]:

@@ -14,6 +14,7 @@ from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
 from specbench.selftest.tiny import build_tiny_pair, variant_for_seed
 from specbench.selftest.tiny_window_moe import TARGET as WINDOW_MOE
 from specbench.selftest.tiny_window_moe import build_window_moe_pair
+from specbench.speculation.draft_shape import DraftShape
 
 METHODS = selftest_methods()  # every registered speculative method
 PLAIN = "none"  # the method of the production plain engine's row
@@ -31,6 +32,19 @@ SEED_TARGET = ""  # a setup's target: "" = the seed's own tiny target (its varia
 # target-side ones, the plain row's too).
 WINDOW_MOE_METHODS = ("draft",)
 TARGETS = (SEED_TARGET, WINDOW_MOE)
+# The tree rows' shape (each method that drafts trees, on the seed targets, at the run's k): two children per
+# frontier node and a 6-node budget, so that at k = 3 the budget cuts the deepest level (the pruned tree, not the
+# full one) and siblings, cousins and depth 3 all occur.
+TREE_SHAPE = DraftShape(eagle_topk=2, num_draft_tokens=6)
+
+
+def tree_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The methods of `methods` that draft trees (their proposer classes declare DraftsTrees), in `methods`' order."""
+    from specbench.speculation.capabilities import DraftsTrees
+    from specbench.speculation.registry import methods_with
+
+    trees = set(methods_with(DraftsTrees))
+    return tuple(m for m in methods if m in trees)
 
 
 def target_methods(target: str, methods: tuple[str, ...]) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from specbench.faults import FAULTS
 from specbench.faults.catalog import selftest_faults
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
+from specbench.selftest.setups import tree_methods
 
 
 # Sampling faults the engine runs barely show and the verifier rows test finds: the last draft row's law left in the
@@ -26,7 +27,11 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     assert set(plain_mutants) == {n for n in selftest_faults("cpu") if PLAIN in FAULTS[n].methods}, table
     assert all(r.detected for r in plain_mutants.values()), table
     rows = [r for r in rows if r.method != PLAIN]
-    clean = [r for r in rows if r.inject is None]
+    trees = [r for r in rows if r.shape.is_tree and r.inject is None]  # the tree rows (methods that draft trees)
+    assert [r.seed for r in trees] == (list(seeds) if method in tree_methods((method,)) else []), table
+    for row in trees:  # the draft oracle records chain rounds only; every other check applies
+        assert not row.detected and [r.name for r in row.results if r.skipped] == ["oracle"], table
+    clean = [r for r in rows if r.inject is None and not r.shape.is_tree]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
     assert [r.seed for r in clean] == list(seeds), table
