@@ -135,19 +135,20 @@ def test_each_node_attends_exactly_along_its_branch():
     out, _ = run_both(batch, verify_attention_mask(tree))
     block_size, group = batch.k_cache.shape[1], 2
     pos = torch.arange(num_context + 1 + len(parents))
-    slots = batch.md.block_tables[0].long()[pos // block_size] * block_size + pos % block_size
-    keys = batch.k_cache.flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)  # [seq, heads, dim]
-    values = batch.v_cache.flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)
+    # the expected values on the host, whatever device the kernel ran on
+    slots = batch.md.block_tables[0].long().cpu()[pos // block_size] * block_size + pos % block_size
+    keys = batch.k_cache.cpu().flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)  # [seq, heads, dim]
+    values = batch.v_cache.cpu().flatten(0, 1)[slots].double().repeat_interleave(group, dim=1)
     for node in range(len(parents)):
         branch, n = [], node
         while n != -1:
             branch.append(num_context + 1 + n)
             n = parents[n]
         visible = list(range(num_context + 1)) + branch[::-1]  # prefix, root, path
-        q = batch.q[1 + node].double()  # [heads, dim]
+        q = batch.q[1 + node].cpu().double()  # [heads, dim]
         scores = torch.einsum("hd,khd->hk", q, keys[visible]) / 4.0  # sqrt(head_dim)
         expected = torch.einsum("hk,khd->hd", scores.softmax(-1), values[visible])
-        torch.testing.assert_close(out[1 + node].double(), expected, atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(out[1 + node].cpu().double(), expected, atol=2e-5, rtol=2e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
