@@ -145,13 +145,16 @@ class PathRecorder:
     """Which registered paths one engine took since it was built or last reset. Owned by the engine; the builder
     hands it to the parts that decide paths (attention backend, runners, proposers)."""
 
-    def __init__(self, names: frozenset[str] = PATH_NAMES) -> None:
+    def __init__(self, names: frozenset[str] | None = None) -> None:
+        # The engine builder hands it every registered path (speculation/registry.py path_names()), and then an
+        # unregistered name is refused; a recorder outside an engine (a model or head run on its own, where nobody
+        # reads coverage) takes any name.
         self._names = names
         self._taken: set[str] = set()
         self._sink = self._taken  # where record() adds: _taken, or a graph's set while it is being captured
 
     def record(self, name: str) -> None:
-        if name not in self._names:
+        if self._names is not None and name not in self._names:
             raise SpecbenchError(f"unregistered execution path {name!r}: declare it in execution_paths.py or "
                                  "on the proposer class that takes it")
         self._sink.add(name)

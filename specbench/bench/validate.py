@@ -10,8 +10,6 @@ import re
 from specbench.errors import SpecbenchError
 from specbench.runs.sweep_config import OPTIMIZE_TARGETS, RAMP_UP_STRATEGIES, SweepConfig
 from specbench.runtime.hooks import EngineFault
-from specbench.speculation.capabilities import DraftsTrees
-from specbench.speculation.registry import methods_with
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _GRID = ("concurrency", "temperature", "num_steps")  # checked first, as the grid is what a sweep is
@@ -53,12 +51,16 @@ def _check_draft_shapes(config: SweepConfig) -> None:
     if not config.has_trees:
         return
     topk = ",".join(map(str, config.eagle_topk))
-    # The proposer classes that declare DraftsTrees (the engine's set_draft_shape asks the same; this is the check
-    # before anything loads).
-    tree_methods = methods_with(DraftsTrees)
-    if config.engine.method not in tree_methods:
-        raise SpecbenchError(f"--eagle-topk {topk} (tree drafts) needs --method {', '.join(tree_methods)}; method "
-                             f"{config.engine.method!r} drafts chains only")
+    if config.is_embedded:  # over HTTP a server's preset refuses what its server cannot draft (server_presets.py)
+        # The proposer classes that declare DraftsTrees (the engine's set_draft_shape asks the same; this is the
+        # check before anything loads; imported here, as over HTTP torch is not needed).
+        from specbench.speculation.capabilities import DraftsTrees
+        from specbench.speculation.registry import methods_with
+
+        tree_methods = methods_with(DraftsTrees)
+        if config.engine.method not in tree_methods:
+            raise SpecbenchError(f"--eagle-topk {topk} (tree drafts) needs --method {', '.join(tree_methods)}; "
+                                 f"method {config.engine.method!r} drafts chains only")
     if config.max_num_steps == 0:
         raise SpecbenchError(f"--eagle-topk {topk} (tree drafts) needs a speculative --num-steps (> 0)")
 

@@ -11,9 +11,11 @@ Counts, not rates, so rounds and runs add up (`merge`); rates are ratios of sums
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from specbench.speculation.tree import ROOT_PARENT, DraftTree, children_of, sibling_rank
-from specbench.speculation.tree_verifier import TreeVerifyResult
+if TYPE_CHECKING:  # the counts are torch-free: results read over HTTP (engine/stats.py) never import torch
+    from specbench.speculation.tree import DraftTree
+    from specbench.speculation.tree_verifier import TreeVerifyResult
 
 
 @dataclass(slots=True)
@@ -45,6 +47,8 @@ class TreeAcceptanceCounts:
 
 def round_counts(tree: DraftTree, result: TreeVerifyResult) -> TreeAcceptanceCounts:
     """The counts of one verified batch of trees."""
+    from specbench.speculation.tree import ROOT_PARENT, children_of, sibling_rank
+
     counts = TreeAcceptanceCounts()
     num_accepted = result.num_accepted.tolist()
     accepted_nodes = result.accepted_nodes.tolist()

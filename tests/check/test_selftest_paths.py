@@ -9,6 +9,7 @@ import pytest
 from specbench import LLM, SamplingParams
 from specbench.check.budget import Budget
 from specbench.errors import SpecbenchError
+from specbench.speculation.registry import path_names
 from specbench.execution_paths import ExecutionPath, PathRecorder, production_paths
 from specbench.selftest.coverage import coverage_verdict, format_coverage, path_coverage
 from specbench.selftest.runner import METHODS, PLAIN, run_selftest, selftest_coverage
@@ -129,7 +130,7 @@ def test_graph_replays_record_the_graph_and_its_forward(tmp_path):
 
 
 def test_recorder_refuses_unregistered_names_and_collects_captures():
-    recorder = PathRecorder()
+    recorder = PathRecorder(path_names())  # as the engine builder makes it
     with pytest.raises(SpecbenchError, match="unregistered execution path 'proj.typo'"):
         recorder.record("proj.typo")
     with recorder.collecting() as captured:  # a CUDA-graph capture: its replays record what it took
