@@ -73,7 +73,8 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     """The CUDA production configuration as far as CPU can run it: the Triton attention and verifier and the fused
     layer kernels, under the interpreter, on the biased pair (eager layers with the fused norm/RoPE/SiLU kernels),
     the no-bias tied pair (fused projections with the RoPE/K-V store) and the Qwen3 pair (fused projections without
-    it). One prompt, four tokens, the plain engine and the draft LM (EAGLE adds no layer path the torch run lacks)."""
+    it). One prompt, four tokens, the plain engine and the draft LM, and EAGLE-3 on the tied pair (its head's fused
+    first layer)."""
     from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
 
     if not kernels_runnable_here():
@@ -82,9 +83,14 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     fused_rows = run_selftest(seeds=(0, 1, 2), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
                               engine_options={"attention_backend": "triton", "verifier": "triton",
                                               "fused_kernels": "on"})
-    assert not any(row.detected for row in fused_rows)
+    # the draft head's own fused first layer (eagle.fused_head): EAGLE-3 on the no-bias tied pair
+    head_rows = run_selftest(seeds=(1,), methods=("eagle3",), faults=(), checks=("greedy",), budget=slice_,
+                             trees=False, engine_options={"attention_backend": "triton", "verifier": "triton",
+                                                          "fused_kernels": "on"})
+    assert not any(row.detected for row in fused_rows + head_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
-               | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
+               | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken
+               | selftest_coverage(head_rows, "cpu", ("greedy",)).taken)
     unreached = {p.name for p in execution_paths()} - reached
     assert unreached == CUDA_ONLY | REFERENCE_ONLY | _not_selftest_methods(), sorted(unreached)
     # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
