@@ -184,8 +184,11 @@ class DecoderLM(nn.Module):
             config.head_dim, config.sliding_rope_theta, None)
         self.is_sliding_rope = tuple(self.sliding_rotary is not None and isinstance(k, SlidingWindowAttention)
                                      for k in self.layer_kinds.kinds)
-        # Gemma: embeddings times sqrt(hidden_size), the factor rounded to the weights' dtype as transformers does.
-        self.embed_scale = config.hidden_size ** 0.5 if config.is_gemma else None
+        # Gemma: embeddings times sqrt(hidden_size) rounded to the weights' dtype (as transformers multiplies by a
+        # 0-dim tensor of that dtype); kept as that rounded Python float, so a forward makes no host-to-device copy
+        # (CUDA-graph capture refuses one) and the product is the same (both compute in fp32 and round once).
+        self.embed_scale = (None if not config.is_gemma
+                            else float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)))
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -204,7 +207,7 @@ class DecoderLM(nn.Module):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:  # [n] -> [n, hidden]
         x = self.embed_tokens(input_ids)
         if self.embed_scale is not None:
-            x = x * torch.tensor(self.embed_scale, dtype=x.dtype, device=x.device)
+            x = x * self.embed_scale
         return x
 
     def reserve_rope(self, num_positions: int, device: torch.device) -> None:
