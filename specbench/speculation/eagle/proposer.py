@@ -77,8 +77,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     def bind_kv_cache(self, kv_cache: KVCache) -> None:
         self.kv_cache = kv_cache
 
-    @torch.inference_mode()
-    def propose(self, inp: ProposeInput) -> DraftProposal:
+    def _start_round(self, inp: ProposeInput):
+        """(draft_ids [num_reqs, max_num_draft] all -1, the requests' new features, rows with new features, rows
+        asking for drafts): what every round starts from, whichever way it drafts."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         num_reqs = len(inp.request_ids)
         max_num_draft = max(inp.num_draft_tokens, default=0)
@@ -89,6 +90,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         missing = set(active) - set(caught_up)
         if missing:
             raise RuntimeError(f"requests {sorted(missing)} asked for drafts without new target features")
+        return draft_ids, feats, caught_up, active
+
+    @torch.inference_mode()
+    def propose(self, inp: ProposeInput) -> DraftProposal:
+        draft_ids, feats, caught_up, active = self._start_round(inp)
+        num_reqs, max_num_draft = draft_ids.shape
         if not caught_up:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 

@@ -53,16 +53,8 @@ class MultiModuleMtpProposer(MtpProposer):
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
-        assert self.kv_cache is not None, "bind_kv_cache first"
-        num_reqs = len(inp.request_ids)
-        max_num_draft = max(inp.num_draft_tokens, default=0)
-        draft_ids = torch.full((num_reqs, max_num_draft), -1, dtype=torch.int64, device=self.device)
-        feats = self._take_features(inp.request_ids)
-        caught_up = [r for r in range(num_reqs) if feats.cu_num_new_features[r + 1] > feats.cu_num_new_features[r]]
-        active = [r for r in range(num_reqs) if inp.num_draft_tokens[r] > 0]
-        if set(active) - set(caught_up):
-            raise RuntimeError(f"requests {sorted(set(active) - set(caught_up))} asked for drafts without new "
-                               "target features")
+        draft_ids, feats, caught_up, active = self._start_round(inp)
+        num_reqs, max_num_draft = draft_ids.shape
         if not caught_up:
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
         self.head.attn_backend.paths.record("eagle.eager")
