@@ -1,6 +1,7 @@
 """Where the host's time goes in the step loop, at real shapes on a GPU: cProfile over decode steps.
 
     python scripts/profile_host.py --cases 0:1,0:64,3:1,3:16 [--no-async-scheduling]
+    python scripts/profile_host.py --cases 5:1,5:16 --eagle-topk 4 --num-draft-tokens 8   # tree rounds
 
 Each case is k:concurrency. Prints, per case, the decode steps' wall time against their CUDA-event target and
 draft time (what the host adds), then the functions with the most own time per step.
@@ -22,15 +23,19 @@ import torch
 from specbench import LLM, SamplingParams
 from specbench.bench.gpu_perf import random_prompts
 from specbench.models.presets import get_preset
+from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 
 SYNTHETIC = (0.73, 0.52, 0.35)
+TREE_SYNTHETIC = (0.8, 0.64, 0.512, 0.4096, 0.32768)  # bench_gpu.py --suite tree's top-4/8 k=5 rates
 
 
 def profile_case(llm, num_steps: int, concurrency: int, args) -> None:
     engine = llm.engine
     engine.set_num_steps(num_steps)
     engine.set_async_scheduling(not args.no_async_scheduling)
+    if args.eagle_topk > 1:
+        engine.set_draft_shape(DraftShape(args.eagle_topk, args.num_draft_tokens))
     vocab = engine.runner.model.config.vocab_size
     params = SamplingParams(max_tokens=args.output_len, ignore_eos=True)
     llm.generate(random_prompts(vocab, concurrency, args.prompt_len, seed=1), SamplingParams(max_tokens=16,
@@ -112,13 +117,16 @@ def main() -> None:
     ap.add_argument("--kv-cache-gb", type=float, default=8.0)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-async-scheduling", action="store_true")
+    ap.add_argument("--eagle-topk", type=int, default=1, help="> 1: tree rounds of this top-k")
+    ap.add_argument("--num-draft-tokens", type=int, default=None, help="the tree's node budget")
     ap.add_argument("--trace-steps", type=int, default=0, help="also trace this many steps' device timeline")
     args = ap.parse_args()
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
         llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head),
-                  max_num_steps=max(k for k, _ in cases), synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+                  max_num_steps=max(k for k, _ in cases),
+                  synthetic_acceptance=TREE_SYNTHETIC if args.eagle_topk > 1 else SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
                   max_concurrency=max(c for _, c in cases), max_model_len=4096)
         for num_steps, concurrency in cases:
             profile_case(llm, num_steps, concurrency, args)
