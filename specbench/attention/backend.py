@@ -16,6 +16,9 @@ from specbench.registry import Registry
 class AttentionBackend(Protocol):
     name: str
     supports_cuda_graphs: bool  # forward may be captured once and replayed on refreshed metadata buffers
+    # Names of the attention kinds (attention/kinds.py) this backend attends; a model whose layers declare another
+    # kind refuses the backend at load (LayerKinds.require_backend), so no layer silently runs full attention.
+    supported_kinds: frozenset[str]
     # The engine's record of the execution paths its forwards take (execution_paths.py): begin_forward records the
     # backend's own, the layers theirs (every layer is handed the backend).
     paths: PathRecorder
@@ -92,6 +95,7 @@ class UncheckedBackend:
         self.inner = inner
         self.name = inner.name
         self.supports_cuda_graphs = inner.supports_cuda_graphs
+        self.supported_kinds = inner.supported_kinds
         self.paths = inner.paths
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:

@@ -1,0 +1,219 @@
+"""Attention kinds as a plug point: a kind declared only here (Llama-4-style chunked local attention, a query at p
+sees keys from p // c * c on) is registered by this test alone; no production file names it. Its HF layer type loads
+from a config, its builder runs for every forward (prefill, verify, the draft LM's catch-up and each draft step), its
+own INV-KIND check runs on each, and a backend that does not declare it is refused at model load with what it
+implements. Unknown HF layer types fail with the supported list; FlashInfer's per-layer fallback follows its
+declaration."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+import torch
+from tests.support import fake_flashinfer
+from tests.support.hf_greedy import tiny_prompt_ids
+from tests.support.tiny_models import build_tiny_model
+from tests.support.window_batches import window_batch
+
+from specbench import LLM, SamplingParams
+from specbench.attention import flashinfer_backend
+from specbench.attention.backend import create_backend
+from specbench.attention.invariants import InvariantViolation
+from specbench.attention.kind_metadata import KindMetadata
+from specbench.attention.kinds import ATTENTION_KINDS, HF_LAYER_TYPES, FullAttention, SlidingWindowAttention, \
+    register_kind
+from specbench.attention.layer_kinds import LayerKinds
+from specbench.attention.metadata import AttentionMetadata
+from specbench.attention.torch_ref import TorchPagedAttention, paged_attention_reference
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache, KVCacheSpec
+from specbench.models import ModelConfig
+from specbench.models.loader import load_model
+from specbench.speculation.draft_shape import DraftShape
+
+CHUNK = 4
+BUILT: list[tuple[int, ...]] = []  # the positions of every forward the throwaway kind's builder ran for
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkMetadata(KindMetadata):
+    window_starts: torch.Tensor  # [num_tokens] int32, the first key of each query's chunk
+
+    @property
+    def sliding_window(self) -> int:  # no query sees more than one chunk
+        return self.kind.chunk
+
+    def key_window(self) -> ChunkMetadata:
+        return self  # a window over the causal keys: every masking kernel attends it as is
+
+
+@dataclass(frozen=True)
+class ChunkedAttention:
+    chunk: int
+    name: ClassVar[str] = "test_chunked"
+    hf_layer_types: ClassVar[tuple[str, ...]] = ("chunked_attention",)
+    is_full: ClassVar[bool] = False
+
+    @classmethod
+    def from_hf(cls, sliding_window: int) -> ChunkedAttention:
+        return cls(sliding_window)
+
+    @property
+    def kv_window(self) -> int | None:
+        return None
+
+    def build(self, md: AttentionMetadata) -> KindMetadata:
+        BUILT.append(md.positions_cpu)
+        return ChunkMetadata(self, window_starts=(md.positions // self.chunk * self.chunk).to(md.seq_lens.dtype))
+
+    def check(self, built: KindMetadata, md: AttentionMetadata, layer: int, where: str) -> None:
+        expected = [p // self.chunk * self.chunk for p in _positions_from_lengths(md)]
+        if built.window_starts.tolist() != expected:
+            raise InvariantViolation(f"{where}: INV-KIND violated: layer {layer} chunk starts "
+                                     f"{built.window_starts.tolist()}, expected {expected}")
+
+
+def _positions_from_lengths(md: AttentionMetadata) -> list[int]:
+    cu = md.query_start_loc_cpu
+    return [md.seq_lens_cpu[r] - (cu[r + 1] - cu[r]) + j for r in range(md.num_reqs) for j in range(cu[r + 1] - cu[r])]
+
+
+@pytest.fixture
+def chunked(monkeypatch):
+    """ChunkedAttention registered for this test only: the registries are restored afterwards."""
+    for registry in (ATTENTION_KINDS, HF_LAYER_TYPES):
+        monkeypatch.setattr(registry, "_factories", dict(registry._factories))
+    register_kind(ChunkedAttention)
+    BUILT.clear()
+    yield ChunkedAttention
+    BUILT.clear()
+
+
+@pytest.fixture
+def chunked_target(tmp_path):
+    """A tiny Mistral whose config lists the throwaway layer type for layer 0 (window 4 -> chunk 4)."""
+    build_tiny_model(tmp_path, "mistral", num_layers=2, seed=0, sliding_window=CHUNK)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["layer_types"] = ["chunked_attention", "full_attention"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_the_kind_loads_from_its_hf_layer_type_and_is_gone_after_the_test(chunked, chunked_target):
+    kinds = ModelConfig.from_hf(json.loads((chunked_target / "config.json").read_text())).attention_kinds
+    assert kinds == (ChunkedAttention(CHUNK), FullAttention())
+    assert ATTENTION_KINDS.create("test_chunked", 2) == ChunkedAttention(2)
+
+
+def test_no_production_registry_knows_the_throwaway_kind():
+    assert "test_chunked" not in ATTENTION_KINDS and "chunked_attention" not in HF_LAYER_TYPES
+
+
+def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunked, chunked_target):
+    message = ("attention backend 'torch' does not implement attention kind 'test_chunked' \\(layers 0\\); "
+               "it implements: full, sliding_window")
+    with pytest.raises(SpecbenchError, match=message):
+        load_model(str(chunked_target), dtype=torch.float32, device="cpu", attn_backend="torch")
+    with pytest.raises(SpecbenchError, match=message):
+        LayerKinds.of((ChunkedAttention(2), FullAttention()), 2).require_backend(TorchPagedAttention())
+
+
+def test_its_metadata_is_built_for_every_forward_draft_steps_included(chunked, chunked_target, monkeypatch):
+    # The one production-side step of the journey besides kernels: the backend declares the kind (the torch
+    # reference masks with any kind's key_window, so it needs no new kernel for this one).
+    monkeypatch.setattr(TorchPagedAttention, "supported_kinds", TorchPagedAttention.supported_kinds | {"test_chunked"})
+    forwards: list[str] = []
+    clean_begin = TorchPagedAttention.begin_forward
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        chunk_md = md.kind_of(0)
+        assert isinstance(chunk_md, ChunkMetadata), where
+        assert chunk_md.window_starts.tolist() == [p // CHUNK * CHUNK for p in md.positions_cpu], where
+        assert BUILT[-1] == md.positions_cpu, f"{where}: metadata not built for this forward"
+        forwards.append(where)
+        clean_begin(self, md, where)
+
+    monkeypatch.setattr(TorchPagedAttention, "begin_forward", begin_forward)
+    llm = LLM(str(chunked_target), dtype="fp32", device="cpu", block_size=4, max_concurrency=4, kv_cache_gb=0.25,
+              debug_invariants=True, method="draft", draft=str(chunked_target), max_num_steps=3,
+              attention_backend="torch")
+    outs = llm.generate(tiny_prompt_ids()[:2], SamplingParams(max_tokens=6, ignore_eos=True))
+    assert all(len(o.output_token_ids) == 6 for o in outs)
+    assert {"prefill", "verify", "draft_extend", "draft_step_1", "draft_step_2"} <= set(forwards)
+    assert len(BUILT) == len(forwards)  # one build per forward, for its own positions (checked above)
+
+
+def test_tree_draft_steps_attach_their_kinds_like_every_other_forward(tmp_path, monkeypatch):
+    """Every model forward, tree draft steps and tree verifies included, attaches its kinds right before the backend
+    sees it (a full-attention pair: tree drafts need full-attention layers, so the attach is there but builds
+    nothing)."""
+    build_tiny_model(tmp_path, "llama", num_layers=2, seed=0)
+    attached: list[str] = []
+    begun: list[str] = []
+    clean_attach, clean_begin = LayerKinds.attach, TorchPagedAttention.begin_forward
+
+    def attach(self, md: AttentionMetadata, where: str) -> AttentionMetadata:
+        attached.append(where)
+        return clean_attach(self, md, where)
+
+    def begin_forward(self, md: AttentionMetadata, where: str) -> None:
+        begun.append(where)
+        clean_begin(self, md, where)
+
+    monkeypatch.setattr(LayerKinds, "attach", attach)
+    monkeypatch.setattr(TorchPagedAttention, "begin_forward", begin_forward)
+    llm = LLM(str(tmp_path), dtype="fp32", device="cpu", block_size=4, max_concurrency=4, kv_cache_gb=0.02,
+              debug_invariants=True, method="draft", draft=str(tmp_path), max_num_steps=3, attention_backend="torch")
+    llm.engine.set_draft_shape(DraftShape(2, 4))
+    llm.generate(tiny_prompt_ids()[:2], SamplingParams(max_tokens=6, ignore_eos=True))
+    assert "spec.tree_round" in llm.engine.paths_taken()
+    assert any(w.startswith("draft_tree_step_") for w in attached), sorted(set(attached))
+    assert attached == begun
+
+
+def test_an_unknown_hf_layer_type_fails_with_the_supported_ones_even_without_a_window():
+    base = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 128,
+            "architectures": ["MistralForCausalLM"], "model_type": "mistral",
+            "layer_types": ["chunked_attention", "full_attention"]}
+    message = ("unsupported attention layer type 'chunked_attention'; supported: full_attention, "
+               "sliding_attention")
+    for window in (8, None):  # no window used to turn every layer full attention before the types were read
+        with pytest.raises(SpecbenchError, match=message):
+            ModelConfig.from_hf({**base, "sliding_window": window})
+
+
+def test_a_masking_kernel_refuses_a_kind_that_is_no_key_window():
+    @dataclass(frozen=True, slots=True)
+    class StateMetadata(KindMetadata):
+        pass
+
+    with pytest.raises(SpecbenchError, match="attention kind 'test_chunked' is not a window over the causal keys"):
+        StateMetadata(ChunkedAttention(2)).key_window()
+
+
+def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", fake_flashinfer.as_module())
+    monkeypatch.setattr(flashinfer_backend, "_runs_on", lambda device: True)
+    monkeypatch.setattr(flashinfer_backend, "WORKSPACE_BYTES", 1024)
+    backend = create_backend("flashinfer")
+    assert flashinfer_backend.OWN_KINDS == {"full"}
+    assert backend.supported_kinds == {"full", "sliding_window"} == TorchPagedAttention.supported_kinds
+    b = window_batch(num_query=[9, 3, 1, 4], num_context=[0, 6, 20, 11], num_heads=4, num_kv_heads=2, head_dim=64,
+                     block_size=4, dtype=torch.bfloat16, device="cpu")
+    num_blocks, block_size, num_kv_heads, head_dim = b.k_cache.shape
+    cache = KVCache(KVCacheSpec(2, num_kv_heads, head_dim, b.k_cache.dtype), num_blocks, block_size, "cpu")
+    for layer in range(2):
+        cache.k[layer].copy_(b.k_cache)
+        cache.v[layer].copy_(b.v_cache)
+    md = LayerKinds.of((SlidingWindowAttention(3), FullAttention()), 2).attach(b.md, "verify")
+    backend.begin_forward(md, "verify")
+    windowed = paged_attention_reference(b.q, *b.flat_caches(), b.md, sliding_window=3)
+    full = paged_attention_reference(b.q, *b.flat_caches(), b.md)
+    assert not torch.allclose(windowed.float(), full.float(), atol=1e-2)
+    torch.testing.assert_close(backend.attend_stored(0, b.q, cache, md), windowed, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(backend.attend_stored(1, b.q, cache, md), full, atol=2e-2, rtol=2e-2)
