@@ -170,9 +170,9 @@ class FlashInferPagedAttention:
         # Layers of kinds outside OWN_KINDS (attention/kinds.py: sliding windows) and layers with sinks, soft-capping
         # or their own scale go through the fallback's kernel, which implements them; tree forwards
         # (attention/tree_mask.py) through its tree kernel: no flashinfer custom mask yet.
-        kind = md.kind_of(layer)
-        if (not _takes(q, k_cache) or (kind is not None and kind.kind.name not in OWN_KINDS) or not score.is_plain
-                or md.tree is not None):
+        kind_md = md.kind_of(layer)
+        is_own_kind = kind_md is None or kind_md.kind.name in OWN_KINDS
+        if not _takes(q, k_cache) or not is_own_kind or not score.is_plain or md.tree is not None:
             return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)

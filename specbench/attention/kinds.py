@@ -61,7 +61,7 @@ def register_kind(cls: type[K]) -> type[K]:
     return cls
 
 
-def kind_of_hf_layer_type(layer_type: str):
+def kind_of_hf_layer_type(layer_type: str) -> type[AttentionKind]:
     """The kind class an HF `layer_types` entry stands for; unknown entries fail naming the supported ones."""
     if layer_type not in HF_LAYER_TYPES:
         raise SpecbenchError(f"unsupported attention layer type {layer_type!r}; "

@@ -37,9 +37,9 @@ class LayerKinds:
         for kind in dict.fromkeys(self.kinds):
             if kind.name not in backend.supported_kinds:
                 layers = [i for i, k in enumerate(self.kinds) if k.name == kind.name]
-                raise SpecbenchError(
-                    f"attention backend {backend.name!r} does not implement attention kind {kind.name!r} "
-                    f"(layers {', '.join(map(str, layers))}); it implements: {', '.join(sorted(backend.supported_kinds))}")
+                supported = ", ".join(sorted(backend.supported_kinds))
+                raise SpecbenchError(f"attention backend {backend.name!r} does not implement attention kind "
+                                     f"{kind.name!r} (layers {', '.join(map(str, layers))}); it implements: {supported}")
 
     def attach(self, md: AttentionMetadata, where: str) -> AttentionMetadata:
         """`md` with every layer's kind metadata, built now by each distinct kind's builder (once per kind, shared by

@@ -77,9 +77,9 @@ def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: Attention
 def check_tree_kind(md: AttentionMetadata, layer: int, score: ScoreParams = PLAIN) -> None:
     """Tree forwards support full-attention layers scored by scaled q.k only: a window over tree rows, soft-capping
     and sinks are not defined for them yet."""
-    kind = md.kind_of(layer)
-    if kind is not None and not kind.kind.is_full:
-        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} has {kind.kind}")
+    kind_md = md.kind_of(layer)
+    if kind_md is not None and not kind_md.kind.is_full:
+        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} has {kind_md.kind}")
     if score.softcap is not None or score.sinks is not None:
         raise SpecbenchError(f"tree drafts do not support soft-capping or attention sinks yet (layer {layer})")
 

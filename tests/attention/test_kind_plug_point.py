@@ -24,8 +24,8 @@ from specbench.attention import flashinfer_backend
 from specbench.attention.backend import create_backend
 from specbench.attention.invariants import InvariantViolation
 from specbench.attention.kind_metadata import KindMetadata
-from specbench.attention.kinds import ATTENTION_KINDS, HF_LAYER_TYPES, FullAttention, SlidingWindowAttention, \
-    register_kind
+from specbench.attention.kinds import ATTENTION_KINDS, HF_LAYER_TYPES, FullAttention, SlidingWindowAttention
+from specbench.attention.kinds import register_kind
 from specbench.attention.layer_kinds import LayerKinds
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.torch_ref import TorchPagedAttention, paged_attention_reference
@@ -217,3 +217,34 @@ def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(mon
     assert not torch.allclose(windowed.float(), full.float(), atol=1e-2)
     torch.testing.assert_close(backend.attend_stored(0, b.q, cache, md), windowed, atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(backend.attend_stored(1, b.q, cache, md), full, atol=2e-2, rtol=2e-2)
+
+
+def test_the_triton_backend_masks_with_any_declared_key_window(chunked, monkeypatch):
+    """The Triton kernel needs nothing new for a kind that is a window over the causal keys: once the backend declares
+    it, each layer's output equals the torch reference's (CPU: the interpreter; on CUDA the kernel itself)."""
+    pytest.importorskip("triton")
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    from specbench.attention.triton_backend import TritonPagedAttention
+
+    monkeypatch.setattr(TritonPagedAttention, "supported_kinds", TritonPagedAttention.supported_kinds | {"test_chunked"})
+    monkeypatch.setattr(TorchPagedAttention, "supported_kinds", TorchPagedAttention.supported_kinds | {"test_chunked"})
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    b = window_batch(num_query=[9, 3, 1, 4], num_context=[0, 6, 20, 11], num_heads=4, num_kv_heads=2, head_dim=32,
+                     block_size=4, dtype=torch.float32, device=device)
+    num_blocks, block_size, num_kv_heads, head_dim = b.k_cache.shape
+    cache = KVCache(KVCacheSpec(3, num_kv_heads, head_dim, b.k_cache.dtype), num_blocks, block_size, device)
+    for layer in range(3):
+        cache.k[layer].copy_(b.k_cache)
+        cache.v[layer].copy_(b.v_cache)
+    kinds = LayerKinds.of((SlidingWindowAttention(3), ChunkedAttention(CHUNK), FullAttention()), 3)
+    md = kinds.attach(b.md, "verify")
+    triton_backend, reference = TritonPagedAttention(), TorchPagedAttention()
+    kinds.require_backend(triton_backend)
+    outs = [reference.attend_stored(layer, b.q, cache, md) for layer in range(3)]
+    assert not torch.allclose(outs[1], outs[2], atol=1e-3)  # the chunk hides keys the full layer sees
+    for layer in range(3):
+        torch.testing.assert_close(triton_backend.attend_stored(layer, b.q, cache, md), outs[layer], atol=1e-4,
+                                   rtol=1e-3)
