@@ -75,6 +75,7 @@ class FlashInferPagedAttention:
 
         self._flashinfer, self._store_kv = flashinfer, store_kv
         self._fallback = _fallback_backend(check_invariants)
+        self.attends_key_windows = self._fallback.attends_key_windows
         self.supported_kinds = OWN_KINDS | self._fallback.supported_kinds
         self.check_invariants = check_invariants
         self._workspace: torch.Tensor | None = None  # [WORKSPACE_BYTES] uint8, on the metadata's device

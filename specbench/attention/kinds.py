@@ -1,11 +1,11 @@
 """The attention-kind plug point: each layer's kind is declared by the model config; one builder per kind makes that
-kind's metadata for every forward; backends implement kinds (they declare which, `supported_kinds`, and read the kind
-metadata of the layer they run through its methods).
+kind's metadata for every forward; backends implement kinds (they declare which: every key-window kind, and the kinds
+they name in `supported_kinds`; they read the kind metadata of the layer they run through its methods).
 
-A kind's class owns its facts: its name, the Hugging Face `layer_types` entries it stands for, its builder, what it
-releases of the KV cache, and its debug invariant (INV-KIND). Adding a kind = a class here registered with
-`register_kind`, its metadata (a KindMetadata subclass), the kernels of the backends that implement it (and their
-`supported_kinds`), and tests.
+A kind's class owns its facts: its name, the Hugging Face `layer_types` entries it stands for, its builder, whether
+masking kernels attend it, what it releases of the KV cache, and its debug invariant (INV-KIND). Adding a kind = a
+class here registered with `register_kind` and its metadata (a KindMetadata subclass), kernels unless it is a key
+window (then every masking backend attends it as is), and tests (docs/attention-kinds.md).
 """
 
 from __future__ import annotations
@@ -22,11 +22,14 @@ from specbench.registry import Registry
 
 
 class AttentionKind(Protocol):
-    name: ClassVar[str]  # registry name; backends list it in `supported_kinds`
+    name: ClassVar[str]  # registry name; a backend with a kernel of its own for the kind lists it in `supported_kinds`
     hf_layer_types: ClassVar[tuple[str, ...]]  # the Hugging Face `layer_types` entries this kind stands for
     # Every query sees every earlier key: the kind's metadata adds nothing to the causal contract (a model whose
     # layers are all such skips building kind metadata).
     is_full: ClassVar[bool]
+    # The kind's metadata is a window over the causal keys (its key_window() says all a masking kernel needs): every
+    # backend that attends key windows attends it with no kernel of its own.
+    is_key_window: ClassVar[bool]
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> AttentionKind:
@@ -35,8 +38,8 @@ class AttentionKind(Protocol):
 
     @property
     def kv_window(self) -> int | None:
-        """No future query of this layer sees a key more than kv_window positions behind it (KV blocks before that
-        may be released); None: every key stays visible."""
+        """A query of this layer sees at most its kv_window latest keys, itself included (the scheduler may release
+        KV blocks no future query sees); None: every key stays visible."""
 
     def build(self, md: AttentionMetadata) -> KindMetadata:
         """This kind's metadata for the forward `md` describes, from its device tensors only (no host sync, so a
@@ -75,6 +78,7 @@ class FullAttention:
     name: ClassVar[str] = "full"
     hf_layer_types: ClassVar[tuple[str, ...]] = ("full_attention",)
     is_full: ClassVar[bool] = True
+    is_key_window: ClassVar[bool] = True  # no window: key_window() is None
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> FullAttention:
@@ -101,6 +105,7 @@ class SlidingWindowAttention:
     name: ClassVar[str] = "sliding_window"
     hf_layer_types: ClassVar[tuple[str, ...]] = ("sliding_attention",)
     is_full: ClassVar[bool] = False
+    is_key_window: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_window(self.window)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from specbench.attention.backend import AttentionBackend
 from specbench.attention.kind_metadata import KindMetadata
-from specbench.attention.kinds import AttentionKind, FullAttention
+from specbench.attention.kinds import ATTENTION_KINDS, AttentionKind, FullAttention
 from specbench.attention.metadata import AttentionMetadata
 from specbench.errors import SpecbenchError
 
@@ -32,14 +32,15 @@ class LayerKinds:
         return all(k.is_full for k in self.kinds)
 
     def require_backend(self, backend: AttentionBackend) -> None:
-        """Model load: `backend` implements every layer's kind (its `supported_kinds`); else one error naming the
-        first kind it lacks, its layers and what the backend implements (never full attention in its place)."""
+        """Model load: `backend` implements every layer's kind; else one error naming the first kind it lacks, its
+        layers and the registered kinds the backend implements (never full attention in its place)."""
         for kind in dict.fromkeys(self.kinds):
-            if kind.name not in backend.supported_kinds:
+            if not implements(backend, type(kind)):
                 layers = [i for i, k in enumerate(self.kinds) if k.name == kind.name]
-                supported = ", ".join(sorted(backend.supported_kinds))
+                supported = [n for n in ATTENTION_KINDS.supported() if implements(backend, ATTENTION_KINDS.get(n))]
                 raise SpecbenchError(f"attention backend {backend.name!r} does not implement attention kind "
-                                     f"{kind.name!r} (layers {', '.join(map(str, layers))}); it implements: {supported}")
+                                     f"{kind.name!r} (layers {', '.join(map(str, layers))}); it implements: "
+                                     f"{', '.join(supported)}")
 
     def attach(self, md: AttentionMetadata, where: str) -> AttentionMetadata:
         """`md` with every layer's kind metadata, built now by each distinct kind's builder (once per kind, shared by
@@ -52,3 +53,8 @@ class LayerKinds:
             if kind not in built:
                 built[kind] = kind.build(md)
         return dataclasses.replace(md, layer_kinds=tuple(built[k] for k in self.kinds))
+
+
+def implements(backend: AttentionBackend, kind: type[AttentionKind]) -> bool:
+    """What the backend declares: the kinds it names, and every key-window kind when it attends key windows."""
+    return kind.name in backend.supported_kinds or (kind.is_key_window and backend.attends_key_windows)

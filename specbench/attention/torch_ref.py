@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kinds import FullAttention, SlidingWindowAttention
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.tree_torch_ref import tree_attention_reference
@@ -19,8 +18,10 @@ from specbench.execution_paths import PathRecorder
 class TorchPagedAttention:
     name = "torch"
     supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
-    # Masks with each layer's key window (KindMetadata.key_window); tree forwards: full layers only (check_tree_kind).
-    supported_kinds = frozenset({FullAttention.name, SlidingWindowAttention.name})
+    # Masks with each layer's key window (KindMetadata.key_window): every key-window kind, no other (tree forwards:
+    # full layers only, check_tree_kind).
+    attends_key_windows = True
+    supported_kinds: frozenset[str] = frozenset()
 
     def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
         self.paths = paths if paths is not None else PathRecorder()

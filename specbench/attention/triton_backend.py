@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kinds import FullAttention, SlidingWindowAttention
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.torch_ref import TorchPagedAttention, check_tree_kind
@@ -23,8 +22,10 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 class TritonPagedAttention:
     name = "triton"
     supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
-    # The kernel masks with each layer's key window (KindMetadata.key_window); tree forwards: full layers only.
-    supported_kinds = frozenset({FullAttention.name, SlidingWindowAttention.name})
+    # Masks with each layer's key window (KindMetadata.key_window): every key-window kind, no other (tree forwards:
+    # full layers only, check_tree_kind).
+    attends_key_windows = True
+    supported_kinds: frozenset[str] = frozenset()
 
     def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
         self.paths = paths if paths is not None else PathRecorder()  # check_invariants: the engine's debug_invariants

@@ -1,9 +1,11 @@
-"""Attention kinds as a plug point: a kind declared only here (Llama-4-style chunked local attention, a query at p
-sees keys from p // c * c on) is registered by this test alone; no production file names it. Its HF layer type loads
-from a config, its builder runs for every forward (prefill, verify, the draft LM's catch-up and each draft step), its
-own INV-KIND check runs on each, and a backend that does not declare it is refused at model load with what it
-implements. Unknown HF layer types fail with the supported list; FlashInfer's per-layer fallback follows its
-declaration."""
+"""Attention kinds as a plug point, with two kinds declared only here and registered by these tests alone (no
+production file names them):
+- chunked local attention (Llama-4's `chunked_attention`: a query at p sees keys from p // c * c on), a key window:
+  its HF layer type loads from a config, its builder runs for every forward (prefill, verify, the draft LM's catch-up
+  and each draft step) and its own INV-KIND check on each, and the torch and Triton backends attend it as they are;
+- a state kind (`linear_attention`) that is no key window: a backend that does not name it is refused at model load
+  with the kinds it implements; one that names it is accepted.
+Unknown HF layer types fail with the supported list; FlashInfer's per-layer fallback follows its declaration."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class ChunkedAttention:
     name: ClassVar[str] = "test_chunked"
     hf_layer_types: ClassVar[tuple[str, ...]] = ("chunked_attention",)
     is_full: ClassVar[bool] = False
+    is_key_window: ClassVar[bool] = True
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> ChunkedAttention:
@@ -77,6 +80,35 @@ class ChunkedAttention:
                                      f"{built.window_starts.tolist()}, expected {expected}")
 
 
+@dataclass(frozen=True, slots=True)
+class StateMetadata(KindMetadata):
+    pass  # no key_window(): a masking kernel cannot attend it
+
+
+@dataclass(frozen=True)
+class StateKind:
+    """Stands for a recurrent-state layer: no key window, so only a backend naming it (its own kernel) may run it."""
+
+    name: ClassVar[str] = "test_state"
+    hf_layer_types: ClassVar[tuple[str, ...]] = ("linear_attention",)
+    is_full: ClassVar[bool] = False
+    is_key_window: ClassVar[bool] = False
+
+    @classmethod
+    def from_hf(cls, sliding_window: int) -> StateKind:
+        return cls()
+
+    @property
+    def kv_window(self) -> int | None:
+        return None
+
+    def build(self, md: AttentionMetadata) -> KindMetadata:
+        return StateMetadata(self)
+
+    def check(self, built: KindMetadata, md: AttentionMetadata, layer: int, where: str) -> None:
+        pass
+
+
 def _positions_from_lengths(md: AttentionMetadata) -> list[int]:
     cu = md.query_start_loc_cpu
     return [md.seq_lens_cpu[r] - (cu[r + 1] - cu[r]) + j for r in range(md.num_reqs) for j in range(cu[r + 1] - cu[r])]
@@ -84,23 +116,28 @@ def _positions_from_lengths(md: AttentionMetadata) -> list[int]:
 
 @pytest.fixture
 def chunked(monkeypatch):
-    """ChunkedAttention registered for this test only: the registries are restored afterwards."""
+    """Both throwaway kinds registered for this test only: the registries are restored afterwards."""
     for registry in (ATTENTION_KINDS, HF_LAYER_TYPES):
         monkeypatch.setattr(registry, "_factories", dict(registry._factories))
     register_kind(ChunkedAttention)
+    register_kind(StateKind)
     BUILT.clear()
     yield ChunkedAttention
     BUILT.clear()
 
 
+def _tiny_target(root, layer_types: list[str]):
+    """A tiny Mistral whose config lists `layer_types` (window 4 -> chunk 4)."""
+    build_tiny_model(root, "mistral", num_layers=len(layer_types), seed=0, sliding_window=CHUNK)
+    config = json.loads((root / "config.json").read_text())
+    config["layer_types"] = layer_types
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
 @pytest.fixture
 def chunked_target(tmp_path):
-    """A tiny Mistral whose config lists the throwaway layer type for layer 0 (window 4 -> chunk 4)."""
-    build_tiny_model(tmp_path, "mistral", num_layers=2, seed=0, sliding_window=CHUNK)
-    config = json.loads((tmp_path / "config.json").read_text())
-    config["layer_types"] = ["chunked_attention", "full_attention"]
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return tmp_path
+    return _tiny_target(tmp_path, ["chunked_attention", "full_attention"])
 
 
 def test_the_kind_loads_from_its_hf_layer_type_and_is_gone_after_the_test(chunked, chunked_target):
@@ -109,23 +146,29 @@ def test_the_kind_loads_from_its_hf_layer_type_and_is_gone_after_the_test(chunke
     assert ATTENTION_KINDS.create("test_chunked", 2) == ChunkedAttention(2)
 
 
-def test_no_production_registry_knows_the_throwaway_kind():
-    assert "test_chunked" not in ATTENTION_KINDS and "chunked_attention" not in HF_LAYER_TYPES
+def test_no_production_registry_knows_the_throwaway_kinds():
+    assert not {"test_chunked", "test_state"} & set(ATTENTION_KINDS.supported())
+    assert not {"chunked_attention", "linear_attention"} & set(HF_LAYER_TYPES.supported())
 
 
-def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunked, chunked_target):
-    message = ("attention backend 'torch' does not implement attention kind 'test_chunked' \\(layers 0\\); "
-               "it implements: full, sliding_window")
+def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunked, tmp_path):
+    target = _tiny_target(tmp_path, ["full_attention", "linear_attention", "chunked_attention", "linear_attention"])
+    message = ("attention backend 'torch' does not implement attention kind 'test_state' \\(layers 1, 3\\); "
+               "it implements: full, sliding_window, test_chunked")
     with pytest.raises(SpecbenchError, match=message):
-        load_model(str(chunked_target), dtype=torch.float32, device="cpu", attn_backend="torch")
-    with pytest.raises(SpecbenchError, match=message):
-        LayerKinds.of((ChunkedAttention(2), FullAttention()), 2).require_backend(TorchPagedAttention())
+        load_model(str(target), dtype=torch.float32, device="cpu", attn_backend="torch")
+    kinds = LayerKinds.of((StateKind(), ChunkedAttention(2)), 2)
+    with pytest.raises(SpecbenchError, match="does not implement attention kind 'test_state' \\(layers 0\\)"):
+        kinds.require_backend(TorchPagedAttention())
+
+    class StateBackend(TorchPagedAttention):
+        supported_kinds = frozenset({StateKind.name})  # a kernel of its own for the state kind
+
+    kinds.require_backend(StateBackend())
 
 
 def test_its_metadata_is_built_for_every_forward_draft_steps_included(chunked, chunked_target, monkeypatch):
-    # The one production-side step of the journey besides kernels: the backend declares the kind (the torch
-    # reference masks with any kind's key_window, so it needs no new kernel for this one).
-    monkeypatch.setattr(TorchPagedAttention, "supported_kinds", TorchPagedAttention.supported_kinds | {"test_chunked"})
+    # A key window: the torch backend attends it as it is (no declaration, no kernel).
     forwards: list[str] = []
     clean_begin = TorchPagedAttention.begin_forward
 
@@ -188,12 +231,8 @@ def test_an_unknown_hf_layer_type_fails_with_the_supported_ones_even_without_a_w
 
 
 def test_a_masking_kernel_refuses_a_kind_that_is_no_key_window():
-    @dataclass(frozen=True, slots=True)
-    class StateMetadata(KindMetadata):
-        pass
-
-    with pytest.raises(SpecbenchError, match="attention kind 'test_chunked' is not a window over the causal keys"):
-        StateMetadata(ChunkedAttention(2)).key_window()
+    with pytest.raises(SpecbenchError, match="attention kind 'test_state' is not a window over the causal keys"):
+        StateKind().build(None).key_window()
 
 
 def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(monkeypatch):
@@ -201,8 +240,8 @@ def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(mon
     monkeypatch.setattr(flashinfer_backend, "_runs_on", lambda device: True)
     monkeypatch.setattr(flashinfer_backend, "WORKSPACE_BYTES", 1024)
     backend = create_backend("flashinfer")
-    assert flashinfer_backend.OWN_KINDS == {"full"}
-    assert backend.supported_kinds == {"full", "sliding_window"} == TorchPagedAttention.supported_kinds
+    assert flashinfer_backend.OWN_KINDS == {"full"} == backend.supported_kinds  # its fallback names none
+    assert backend.attends_key_windows  # through its fallback
     b = window_batch(num_query=[9, 3, 1, 4], num_context=[0, 6, 20, 11], num_heads=4, num_kv_heads=2, head_dim=64,
                      block_size=4, dtype=torch.bfloat16, device="cpu")
     num_blocks, block_size, num_kv_heads, head_dim = b.k_cache.shape
@@ -219,9 +258,9 @@ def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(mon
     torch.testing.assert_close(backend.attend_stored(1, b.q, cache, md), full, atol=2e-2, rtol=2e-2)
 
 
-def test_the_triton_backend_masks_with_any_declared_key_window(chunked, monkeypatch):
-    """The Triton kernel needs nothing new for a kind that is a window over the causal keys: once the backend declares
-    it, each layer's output equals the torch reference's (CPU: the interpreter; on CUDA the kernel itself)."""
+def test_the_triton_backend_masks_with_any_key_window(chunked):
+    """The Triton kernel needs nothing new for a kind that is a window over the causal keys: each layer's output equals
+    the torch reference's (CPU: the interpreter; on CUDA the kernel itself)."""
     pytest.importorskip("triton")
     from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
 
@@ -229,8 +268,6 @@ def test_the_triton_backend_masks_with_any_declared_key_window(chunked, monkeypa
         pytest.skip(RERUN_REASON)
     from specbench.attention.triton_backend import TritonPagedAttention
 
-    monkeypatch.setattr(TritonPagedAttention, "supported_kinds", TritonPagedAttention.supported_kinds | {"test_chunked"})
-    monkeypatch.setattr(TorchPagedAttention, "supported_kinds", TorchPagedAttention.supported_kinds | {"test_chunked"})
     device = "cuda" if torch.cuda.is_available() else "cpu"
     b = window_batch(num_query=[9, 3, 1, 4], num_context=[0, 6, 20, 11], num_heads=4, num_kv_heads=2, head_dim=32,
                      block_size=4, dtype=torch.float32, device=device)
