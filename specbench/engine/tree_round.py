@@ -5,12 +5,16 @@ to the drafter, return the committed tokens.
 Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or draft-
 step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its query
 length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
-this path whenever the run's DraftShape is a tree. The verifier is the torch reference walk
-(speculation/tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with
-the deterministic-children rule, since drafters grow trees from the top-k of their distribution
-(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
-r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py), whatever
-the draft's quality.
+this path whenever the run's DraftShape is a tree. The verifier is the batched one
+(speculation/tree_verify_batched.py, tested against the torch reference walk of tree_verifier.py): greedy = the
+longest matching path; sampled = recursive rejection over siblings with the deterministic-children rule, since
+drafters grow trees from the top-k of their distribution (speculation/tree_builder.py), not from independent draws:
+accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
+target distribution (proof in tree_verifier.py), whatever the draft's quality.
+
+After the target's forward everything runs on the device (verify, KV compaction over all layers, the path's
+features and logprob rows, the stats' path shape) and the host reads the round once (`finish_tree_round`): the
+accepted counts, tokens and path shape of every request in one tensor.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from specbench.engine.inputs import build_verify_input
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
 from specbench.engine.step_runner import StepRunner
 from specbench.engine.timing import PhaseTimer
+from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
 from specbench.speculation.synthetic_tree import synthetic_tree_verify
+from specbench.speculation.tree import DraftTree
 from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
 from specbench.speculation.tree_padded import PaddedTree, pad_tree, path_shape
 from specbench.speculation.tree_propose import TreePlan, proposal_tree, tree_plan
@@ -69,7 +75,21 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     timer.start("target")
     out = runner.target_runner.verify(inp)
     timer.stop("target")
-    num_nodes = proposal.num_draft_tokens  # host counts: the padded layout's width needs no device read
+    committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, tree,
+                                                          proposal.num_draft_tokens, inp.md.block_tables, out,
+                                                          needs_features=needs_features)
+    return committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs
+
+
+def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,
+                      tree: DraftTree, num_nodes: tuple[int, ...], block_tables: torch.Tensor, out: TargetOutput, *,
+                      needs_features: bool) -> tuple[list[list[int]], int, StepLogprobs | None]:
+    """Everything after the target's tree verify, launched on the device with no host read until the round's one
+    sync: verify, KV compaction, the path's features and logprob rows, the stats' path shape. Then the host
+    bookkeeping per request from that one read. num_nodes [num_reqs]: host copy of tree.num_nodes; block_tables
+    [num_reqs, max_num_blocks] int32 on the device (the verify's). (committed tokens per request, accepted drafts
+    in all, logprobs)."""
+    paths = runner.paths
     padded = pad_tree(tree, max(num_nodes))
     timer.start("sample")
     if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
@@ -81,7 +101,7 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
         result = verify_tree_batched(out.logits, tree, st, num_nodes, padded)
     timer.stop("sample")
     num_cached = [r.num_cached_tokens for r in requests]
-    _compact_target_kv(runner.target_runner.kv_cache, inp.md.block_tables, result,
+    _compact_target_kv(runner.target_runner.kv_cache, block_tables, result,
                        to_device(num_cached, torch.int64, runner.device), runner.block_size)
     path_rows = _path_rows(padded, result)  # [num_reqs, path_width + 1]
     features = out.features[path_rows.reshape(-1)].view(*path_rows.shape, -1) if needs_features else None
@@ -90,7 +110,7 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     tree_depth = torch.where(padded.is_node, padded.depth + 1, 0).amax(dim=1)  # width >= 1 here
     read = _HostRound(torch.cat([result.num_accepted[:, None], tree_depth[:, None], result.output_token_ids,
                                  result.accepted_nodes, num_children, ranks], dim=1).tolist())  # the round's sync
-    committed, accepted_paths = [], []
+    committed, accepted_paths, num_accepted = [], [], 0
     for r, request in enumerate(requests):
         n = read.num_accepted(r)
         if features is not None:  # the root's and the path's features, in path order: never a rejected branch
@@ -100,12 +120,12 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
                                         path_round_counts(num_nodes[r], read.num_children(r), read.ranks(r)))
         committed.append(read.output(r))
         accepted_paths.append(read.path(r))
+        num_accepted += n
     runner.proposer.on_tree_verified(tuple(r.request_id for r in requests), tuple(accepted_paths))
     logprobs = None if table is None else StepLogprobs(table.cpu(), table.shape[1] // 2 - 1,
                                                        tuple(r * path_rows.shape[1] for r in range(len(requests))),
                                                        wanted_top(requests))
-    return committed, sum(num_nodes), sum(read.num_accepted(r) for r in range(len(requests))), \
-        inp.md.num_tokens, logprobs
+    return committed, num_accepted, logprobs
 
 
 class _HostRound:
