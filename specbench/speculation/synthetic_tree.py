@@ -136,7 +136,8 @@ def synthetic_tree_verify(
         path_width = padded.width
     coins = torch.rand(tree.num_reqs, padded.width, device=device, generator=generator)
     path = path_of(padded, all_along_path(padded, first_hits(padded, conditional, coins)), path_width)
-    final = target_logits.argmax(dim=-1)[padded.first_row + 1 + path.last_node]  # the root's row is first_row
+    # only the stop rows' argmax (the root's row is first_row): num_reqs rows, not every tree row
+    final = target_logits[padded.first_row + 1 + path.last_node].argmax(dim=-1)
     return TreeVerifyResult(accepted_nodes=path.accepted_nodes, num_accepted=path.num_accepted,
                             output_token_ids=output_tokens(padded, path, final))
 

@@ -6,6 +6,7 @@ import torch
 
 from specbench.speculation.tree import tree_from_parents
 from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
+from tests.support.trees import random_round
 
 BLOCK_SIZE = 4
 
@@ -60,28 +61,6 @@ def test_without_the_moves_a_catch_up_reads_a_rejected_branch():
     assert _read(stale, block_tables[0], range(3, 6)) == [1003, 1004, 1005]  # node 0 (rejected) at depth 0
 
 
-def _random_round(gen: torch.Generator, num_reqs: int, max_nodes: int, num_blocks: int):
-    """Random ragged trees with random accepted root-to-node paths, num_cached, disjoint shuffled block tables."""
-    from tests.speculation.test_tree_verify_batched import random_trees
-
-    tree = random_trees(gen, num_reqs, max_nodes, 5)
-    cached = torch.randint(0, 9, (num_reqs,), generator=gen)
-    blocks_per_req = num_blocks // num_reqs
-    tables = torch.randperm(num_blocks, generator=gen)[: num_reqs * blocks_per_req].view(num_reqs, blocks_per_req)
-    paths = []
-    for r in range(num_reqs):
-        parents = tree.parents_of(r)
-        node = int(torch.randint(-1, len(parents), (), generator=gen)) if parents else -1
-        path = []
-        while node != -1:
-            path.append(node)
-            node = parents[node]
-        paths.append(path[::-1])
-    width = max(max(tree.num_nodes.tolist()), 1)
-    accepted = torch.tensor([p + [-1] * (width - len(p)) for p in paths])
-    return accepted, torch.tensor([len(p) for p in paths]), cached, tables.int()
-
-
 def test_padded_plan_over_all_layers_equals_the_reference_per_layer():
     """padded_path_moves + move_slots_all_layers (two launches for every layer's K and V) leave the cache exactly as
     accepted_path_moves + apply_moves layer by layer, on random paths whose destinations overlap other moves'
@@ -92,7 +71,7 @@ def test_padded_plan_over_all_layers_equals_the_reference_per_layer():
     gen = torch.Generator().manual_seed(0)
     num_overlapping = 0
     for _ in range(30):
-        accepted, num_accepted, cached, tables = _random_round(gen, 5, 9, 40)
+        accepted, num_accepted, cached, tables = random_round(gen, 5, 9, 40)
         kv = KVCache(KVCacheSpec(3, 2, 4, torch.float32), 40, BLOCK_SIZE, torch.device("cpu"))
         kv.storage.copy_(torch.randn(kv.storage.shape, generator=gen))
         want = [t.clone() for layer in range(3) for t in kv.flat(layer)]

@@ -14,24 +14,14 @@ from specbench.sampling_params import SamplingParams
 from specbench.speculation import tree_verify_batched
 from specbench.speculation.sampling import build_sampling_tensors
 from specbench.speculation.synthetic_tree import synthetic_tree_verify, synthetic_tree_walk, tree_table
-from specbench.speculation.tree import DraftTree, ancestor_mask, tree_from_parents
+from specbench.speculation.tree import ancestor_mask, tree_from_parents
 from specbench.speculation.tree_padded import pad_tree, path_shape
 from specbench.speculation.tree_stats import path_round_counts, round_counts
 from specbench.speculation.tree_verifier import TreeVerifyResult, path_distribution, verify_tree
 from specbench.speculation.tree_verify_batched import verify_tree_batched
+from tests.support.trees import random_trees
 
 ALPHA = 1e-3
-
-
-def random_trees(gen: torch.Generator, num_reqs: int, max_nodes: int, vocab: int) -> DraftTree:
-    """Ragged trees (0..max_nodes nodes, any parent before the node), tokens from a small vocab so matches happen
-    and siblings may repeat a token."""
-    tokens, parents = [], []
-    for _ in range(num_reqs):
-        n = int(torch.randint(0, max_nodes + 1, (), generator=gen))
-        parents.append([int(torch.randint(-1, i, (), generator=gen)) for i in range(n)])
-        tokens.append(torch.randint(0, vocab, (n,), generator=gen).tolist())
-    return tree_from_parents(tokens, parents)
 
 
 def _padded_to(x: torch.Tensor, width: int) -> torch.Tensor:
