@@ -289,7 +289,9 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--concurrency", default="1,16")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (a shared box's cores make more noisy)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     shapes = LLAMA_8B if device.type == "cuda" else CPU_SMALL
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), tree topk "
