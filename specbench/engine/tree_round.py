@@ -90,8 +90,8 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     [num_reqs, max_num_blocks] int32 on the device (the verify's). (committed tokens per request, accepted drafts
     in all, logprobs)."""
     paths = runner.paths
-    padded = pad_tree(tree, max(num_nodes))
     timer.start("sample")
+    padded = pad_tree(tree, max(num_nodes))
     if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
         paths.record("verify.synthetic")
         result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),
