@@ -216,12 +216,15 @@ def new_round(runner, requests, st, tree: DraftTree, out: TargetOutput, syntheti
 # ---------------------------------------------------------------- timing
 
 
-def median_ms(fn, device: torch.device, iters: int) -> tuple[float, object]:
+def median_ms(fn, device: torch.device, iters: int, setup=None) -> tuple[float, object]:
+    """Median wall time of fn() (its device work drained), after two warm-up calls; setup() runs untimed before
+    each call and its result is fn's argument."""
     times, value = [], None
     for _ in range(iters + 2):
+        arg = setup() if setup is not None else None
         _sync(device)
         start = time.perf_counter()
-        value = fn()
+        value = fn(arg) if setup is not None else fn()
         _sync(device)
         times.append(1e3 * (time.perf_counter() - start))
     return statistics.median(times[2:]), value
@@ -238,21 +241,18 @@ def run_case(shapes: Shapes, num_reqs: int, device: torch.device, iters: int) ->
     runner.num_nodes = num_nodes  # the old round read the proposal's host counts
     rows = []
 
-    def seeded(fn):
-        def call():
-            runner.synthetic_generator = torch.Generator(device=device).manual_seed(0)
-            return fn()
-        return call
+    def reseed():
+        runner.synthetic_generator = torch.Generator(device=device).manual_seed(0)
 
     def host(result: TreeVerifyResult) -> list[list[int]]:
         n = result.num_accepted.tolist()
         return [row[: k + 1] for row, k in zip(result.output_token_ids.tolist(), n)]
 
     padded = pad_tree(tree, max(num_nodes))
-    old_ms, old = median_ms(seeded(lambda: host(old_synthetic_tree_verify(out.logits, tree, table,
-                                                                          runner.synthetic_generator))), device, iters)
-    new_ms, new = median_ms(seeded(lambda: host(synthetic_tree_verify(
-        out.logits, tree, table, runner.synthetic_generator, pad_tree(tree, max(num_nodes))))), device, iters)
+    old_ms, old = median_ms(lambda _: host(old_synthetic_tree_verify(out.logits, tree, table,
+                                                                     runner.synthetic_generator)), device, iters, reseed)
+    new_ms, new = median_ms(lambda _: host(synthetic_tree_verify(
+        out.logits, tree, table, runner.synthetic_generator, pad_tree(tree, max(num_nodes)))), device, iters, reseed)
     _same("synthetic verify", old, new)
     rows.append(("verify synthetic", old_ms, new_ms))
     old_ms, old = median_ms(lambda: host(verify_tree(out.logits, tree, None, st)), device, iters)
@@ -270,10 +270,14 @@ def run_case(shapes: Shapes, num_reqs: int, device: torch.device, iters: int) ->
     rows.append((f"compaction ({shapes.num_layers} layers)", old_ms, new_ms))
     for synthetic in (True, False):
         name = "round synthetic" if synthetic else "round greedy"
-        old_ms, old = median_ms(seeded(lambda s=synthetic: old_round(runner, requests_for(tables), st, tree, out, s)),
-                                device, iters)
-        new_ms, new = median_ms(seeded(lambda s=synthetic: new_round(runner, requests_for(tables), st, tree, out, s,
-                                                                     block_tables)), device, iters)
+        def fresh_requests():  # untimed: fresh requests and a reseeded synthetic generator per round
+            runner.synthetic_generator = torch.Generator(device=device).manual_seed(0)
+            return requests_for(tables)
+
+        old_ms, old = median_ms(lambda reqs, s=synthetic: old_round(runner, reqs, st, tree, out, s), device, iters,
+                                fresh_requests)
+        new_ms, new = median_ms(lambda reqs, s=synthetic: new_round(runner, reqs, st, tree, out, s, block_tables),
+                                device, iters, fresh_requests)
         _same(name, old, new)
         rows.append((name, old_ms, new_ms))
     return rows

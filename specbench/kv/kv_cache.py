@@ -44,7 +44,7 @@ class KVCache:
         return k.view(-1, *k.shape[2:]), v.view(-1, *v.shape[2:])
 
     def all_layers_flat(self) -> torch.Tensor | None:
-        """[2 * num_layers, num_slots, num_kv_heads, head_dim] view of every layer's K then V, or None when a layer
+        """[2 * num_layers, num_slots, num_kv_heads * head_dim] view of every layer's K then V, or None when a layer
         no longer lives in `storage` (a caller replaced a list entry, as scripts/bench_kernels.py does)."""
         storage = self.storage
         layer_bytes = storage[0, 0].numel() * storage.element_size()
@@ -52,4 +52,4 @@ class KVCache:
         for i, t in enumerate((*self.k, *self.v)):
             if t.data_ptr() != base + i * layer_bytes or t.shape != storage.shape[2:]:
                 return None
-        return storage.view(2 * self.spec.num_layers, self.num_blocks * self.block_size, *storage.shape[4:])
+        return storage.view(2 * self.spec.num_layers, self.num_blocks * self.block_size, -1)

@@ -110,7 +110,7 @@ def move_slots(cache: torch.Tensor, src_slot: torch.Tensor, dst_slot: torch.Tens
 def move_slots_all_layers(kv: KVCache, plan: KVMovePlan) -> None:
     """apply_moves on every layer's K and V: one gather and one scatter over KVCache.storage (a per-layer loop when
     a layer was swapped out of it)."""
-    flat = kv.all_layers_flat()  # [2 * num_layers, num_slots, heads, dim]
+    flat = kv.all_layers_flat()  # [2 * num_layers, num_slots, heads * dim]
     if flat is None:
         for layer in range(len(kv.k)):
             for cache in kv.flat(layer):

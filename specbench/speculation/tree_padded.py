@@ -5,8 +5,8 @@ num_draft_tokens), so building the layout never reads the device. Padding slots 
 token -1, depth 0, is_node False.
 
 Ancestry is one [num_reqs, width, width] matrix, `is_ancestor[r, i, j]`: node j is node i or one of its ancestors.
-It is the transitive closure of "j is i or i's parent", computed by squaring: after s squarings it holds the
-ancestors up to 2^s levels up, so ceil(log2(width)) squarings (a handful of launches, no host loop over nodes or
+It is the transitive closure of "j is i or i's parent", computed by pointer doubling: after s passes it holds the
+ancestors up to 2^s levels up, so ceil(log2(width)) passes (a handful of launches, no host loop over nodes or
 levels) reach the root from any node. "i and every ancestor of i pass a test" is then one masked all().
 """
 
@@ -86,14 +86,16 @@ def pad_tree(tree: DraftTree, width: int | None = None) -> PaddedTree:
 
 def _ancestor_closure(parent: torch.Tensor, is_node: torch.Tensor) -> torch.Tensor:  # [num_reqs, width, width]
     num_reqs, width = parent.shape
-    eye = torch.eye(width, dtype=torch.bool, device=parent.device)[None].expand(num_reqs, -1, -1)
     slot = torch.arange(width, device=parent.device)
-    step = (eye | (parent[:, :, None] == slot[None, None, :])) & is_node[:, :, None]  # i itself and its parent
-    # float products of 0/1 entries are exact integer path counts (<= width, exact even in TF32)
-    reach = step.float()
+    # reach[i]: i and its parent; hop[i]: i's parent (a child of the root, or padding, hops to itself: a no-op)
+    reach = ((slot[None, :, None] == slot[None, None, :]) | (parent[:, :, None] == slot[None, None, :])) \
+        & is_node[:, :, None]
+    hop = torch.where(parent >= 0, parent, slot[None, :])
+    # doubling: reach[i] |= reach[hop(i)], hop = hop o hop: after s passes reach[i] spans 2^s levels above i
     for _ in range(max(width - 1, 0).bit_length()):
-        reach = (torch.bmm(reach, reach) > 0).float()
-    return reach > 0
+        reach = reach | reach.gather(1, hop[:, :, None].expand(-1, -1, width))
+        hop = hop.gather(1, hop)
+    return reach
 
 
 def all_along_path(tree: PaddedTree, is_ok: torch.Tensor) -> torch.Tensor:  # [num_reqs, width] bool
