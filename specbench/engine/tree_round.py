@@ -122,7 +122,7 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
         accepted_paths.append(read.path(r))
         num_accepted += n
     runner.proposer.on_tree_verified(tuple(r.request_id for r in requests), tuple(accepted_paths))
-    logprobs = None if table is None else StepLogprobs(table.cpu(), table.shape[1] // 2 - 1,
+    logprobs = None if table is None else StepLogprobs(table[0].cpu(), table[1],
                                                        tuple(r * path_rows.shape[1] for r in range(len(requests))),
                                                        wanted_top(requests))
     return committed, num_accepted, logprobs
@@ -178,12 +178,12 @@ def _path_rows(tree: PaddedTree, result: TreeVerifyResult) -> torch.Tensor:  # [
 
 
 def _tree_logprob_table(requests, logits: torch.Tensor, path_rows: torch.Tensor,
-                        output_token_ids: torch.Tensor) -> torch.Tensor | None:
-    """The emitted tokens' target logprobs on the device, [num_reqs * (path_width + 1), table width]: request r's
-    token j at row r * (path_width + 1) + j, from the row that predicted it (the root's, then each accepted
-    node's); None when no request asked."""
+                        output_token_ids: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """The emitted tokens' target logprobs on the device, [num_reqs * (path_width + 1), 2 + 2 * max_top]
+    (logprob_table): request r's token j at row r * (path_width + 1) + j, from the row that predicted it (the
+    root's, then each accepted node's); and max_top. None when no request asked."""
     num_top = wanted_top(requests)
     if all(n is None for n in num_top):
         return None
     max_top = max(n for n in num_top if n is not None)
-    return logprob_table(raw_logprobs(logits[path_rows.reshape(-1)]), output_token_ids.reshape(-1), max_top)
+    return logprob_table(raw_logprobs(logits[path_rows.reshape(-1)]), output_token_ids.reshape(-1), max_top), max_top
