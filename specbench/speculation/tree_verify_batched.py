@@ -53,13 +53,16 @@ def verify_tree_batched(
             raise ValueError(f"target_logits must be [{sum(num_nodes) + tree.num_reqs}, V], got {total_rows} rows")
     width = max(num_nodes, default=0)
     padded = pad_tree(tree, width) if padded is None else padded
-    target_argmax = target_logits.argmax(dim=-1)  # [total_rows]
     parent_row = padded.parent_row()
+    if not st.all_greedy:
+        sampled = _sampled(target_logits, padded, st, num_nodes, parent_row, width)
+        if st.is_greedy_cpu is not None and not any(st.is_greedy_cpu):
+            return sampled
+    target_argmax = target_logits.argmax(dim=-1)  # [total_rows]
     is_match = padded.token_ids == target_argmax[parent_row]
     greedy = _greedy(padded, target_argmax, all_along_path(padded, is_match), width)
     if st.all_greedy:
         return greedy
-    sampled = _sampled(target_logits, padded, st, num_nodes, parent_row, width)
     is_greedy = st.is_greedy.to(target_logits.device)
     return TreeVerifyResult(
         accepted_nodes=torch.where(is_greedy[:, None], greedy.accepted_nodes, sampled.accepted_nodes),
