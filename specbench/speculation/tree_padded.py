@@ -85,7 +85,7 @@ def pad_tree(tree: DraftTree, width: int | None = None) -> PaddedTree:
 
 
 def _ancestor_closure(parent: torch.Tensor, is_node: torch.Tensor) -> torch.Tensor:  # [num_reqs, width, width]
-    num_reqs, width = parent.shape
+    width = parent.shape[1]
     slot = torch.arange(width, device=parent.device)
     # reach[i]: i and its parent; hop[i]: i's parent (a child of the root, or padding, hops to itself: a no-op)
     reach = ((slot[None, :, None] == slot[None, None, :]) | (parent[:, :, None] == slot[None, None, :])) \
