@@ -5,12 +5,16 @@ to the drafter, return the committed tokens.
 Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or draft-
 step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its query
 length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
-this path whenever the run's DraftShape is a tree. The verifier is the torch reference walk
-(speculation/tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with
-the deterministic-children rule, since drafters grow trees from the top-k of their distribution
-(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
-r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py), whatever
-the draft's quality.
+this path whenever the run's DraftShape is a tree. The verifier is the batched one
+(speculation/tree_verify_batched.py, tested against the torch reference walk of tree_verifier.py): greedy = the
+longest matching path; sampled = recursive rejection over siblings with the deterministic-children rule, since
+drafters grow trees from the top-k of their distribution (speculation/tree_builder.py), not from independent draws:
+accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
+target distribution (proof in tree_verifier.py), whatever the draft's quality.
+
+After the target's forward everything runs on the device (verify, KV compaction over all layers, the path's
+features and logprob rows, the stats' path shape) and the host reads the round once (`finish_tree_round`): the
+accepted counts, tokens and path shape of every request in one tensor.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from specbench.engine.inputs import build_verify_input
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
 from specbench.engine.step_runner import StepRunner
 from specbench.engine.timing import PhaseTimer
+from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
 from specbench.speculation.synthetic_tree import synthetic_tree_verify
-from specbench.speculation.tree import DraftTree, tree_from_parents
-from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
+from specbench.speculation.tree import DraftTree
+from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
+from specbench.speculation.tree_padded import PaddedTree, pad_tree, path_shape
 from specbench.speculation.tree_propose import TreePlan, proposal_tree, tree_plan
-from specbench.speculation.tree_stats import TreeAcceptanceCounts, round_counts
-from specbench.speculation.tree_verifier import TreeVerifyResult, verify_tree
+from specbench.speculation.tree_stats import path_round_counts
+from specbench.speculation.tree_verifier import TreeVerifyResult
+from specbench.speculation.tree_verify_batched import verify_tree_batched
 
 
 def is_tree_round(shape: DraftShape, proposer, batch) -> bool:
@@ -68,81 +75,115 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     timer.start("target")
     out = runner.target_runner.verify(inp)
     timer.stop("target")
+    committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, tree,
+                                                          proposal.num_draft_tokens, inp.md.block_tables, out,
+                                                          needs_features=needs_features)
+    return committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs
+
+
+def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,
+                      tree: DraftTree, num_nodes: tuple[int, ...], block_tables: torch.Tensor, out: TargetOutput, *,
+                      needs_features: bool) -> tuple[list[list[int]], int, StepLogprobs | None]:
+    """Everything after the target's tree verify, launched on the device with no host read until the round's one
+    sync: verify, KV compaction, the path's features and logprob rows, the stats' path shape. Then the host
+    bookkeeping per request from that one read. num_nodes [num_reqs]: host copy of tree.num_nodes; block_tables
+    [num_reqs, max_num_blocks] int32 on the device (the verify's). (committed tokens per request, accepted drafts
+    in all, logprobs)."""
+    paths = runner.paths
     timer.start("sample")
+    padded = pad_tree(tree, max(num_nodes))
     if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
         paths.record("verify.synthetic")
         result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),
-                                       runner.synthetic_generator)
+                                       runner.synthetic_generator, padded)
     else:
         paths.record("verify.tree")
-        result = verify_tree(out.logits, tree, None, st)
+        result = verify_tree_batched(out.logits, tree, st, num_nodes, padded)
     timer.stop("sample")
-    num_accepted = result.num_accepted.tolist()  # the round's host sync
-    accepted_paths = [nodes[:n] for nodes, n in zip(result.accepted_nodes.tolist(), num_accepted)]
-    outputs = result.output_token_ids.tolist()
     num_cached = [r.num_cached_tokens for r in requests]
-    _compact_target_kv(runner.target_runner.kv_cache, requests, result, num_cached, runner.block_size)
-    cu_rows = tree.cu_num_rows.tolist()
-    path_rows = [[cu_rows[r], *(cu_rows[r] + 1 + n for n in path)] for r, path in enumerate(accepted_paths)]
-    committed = []
+    _compact_target_kv(runner.target_runner.kv_cache, block_tables, result,
+                       to_device(num_cached, torch.int64, runner.device), runner.block_size)
+    path_rows = _path_rows(padded, result)  # [num_reqs, path_width + 1]
+    features = out.features[path_rows.reshape(-1)].view(*path_rows.shape, -1) if needs_features else None
+    table = _tree_logprob_table(requests, out.logits, path_rows, result.output_token_ids)
+    num_children, ranks = path_shape(padded, result.accepted_nodes, result.num_accepted)
+    tree_depth = torch.where(padded.is_node, padded.depth + 1, 0).amax(dim=1)  # width >= 1 here
+    read = _HostRound(torch.cat([result.num_accepted[:, None], tree_depth[:, None], result.output_token_ids,
+                                 result.accepted_nodes, num_children, ranks], dim=1).tolist())  # the round's sync
+    committed, accepted_paths, num_accepted = [], [], 0
     for r, request in enumerate(requests):
-        if needs_features:  # the root's and the path's features, in path order: never a rejected branch
-            rows = to_device(path_rows[r], torch.int64, runner.device)
-            runner.proposer.add_target_features(request.request_id, num_cached[r], out.features[rows])
-        request.num_cached_tokens += num_accepted[r] + 1
-        request.stats.record_tree_round(proposal.num_draft_tokens[r], _depth_of(tree, r), num_accepted[r],
-                                        _request_counts(tree, result, r))
-        committed.append(outputs[r][: num_accepted[r] + 1])
-    runner.proposer.on_tree_verified(tuple(r.request_id for r in requests), tuple(map(tuple, accepted_paths)))
-    logprobs = _tree_logprobs(requests, out.logits, path_rows, committed, runner.device)
-    return committed, sum(proposal.num_draft_tokens), sum(num_accepted), inp.md.num_tokens, logprobs
+        n = read.num_accepted(r)
+        if features is not None:  # the root's and the path's features, in path order: never a rejected branch
+            runner.proposer.add_target_features(request.request_id, num_cached[r], features[r, : n + 1])
+        request.num_cached_tokens += n + 1
+        request.stats.record_tree_round(num_nodes[r], read.tree_depth(r), n,
+                                        path_round_counts(num_nodes[r], read.num_children(r), read.ranks(r)))
+        committed.append(read.output(r))
+        accepted_paths.append(read.path(r))
+        num_accepted += n
+    runner.proposer.on_tree_verified(tuple(r.request_id for r in requests), tuple(accepted_paths))
+    logprobs = None if table is None else StepLogprobs(table[0].cpu(), table[1],
+                                                       tuple(r * path_rows.shape[1] for r in range(len(requests))),
+                                                       wanted_top(requests))
+    return committed, num_accepted, logprobs
 
 
-def _compact_target_kv(kv, requests, result: TreeVerifyResult, num_cached: list[int], block_size: int) -> None:
-    """Move the accepted path's target KV from its tree rows to its positions (speculation/tree_kv.py)."""
-    widest = max(len(r.block_table) for r in requests)
-    tables = torch.tensor([list(r.block_table) + [0] * (widest - len(r.block_table)) for r in requests],
-                          dtype=torch.int32)
-    plan = accepted_path_moves(result.accepted_nodes, result.num_accepted,
-                               torch.tensor(num_cached, dtype=torch.int64), tables, block_size)
-    if plan.num_moves == 0:
+class _HostRound:
+    """The host's copy of one tree round, one row per request: num_accepted, tree depth, output tokens
+    [path_width + 1], accepted nodes [path_width], children of the root and path nodes [path_width + 1], path
+    ranks [path_width] (run_tree_round's one read)."""
+
+    def __init__(self, rows: list[list[int]]) -> None:
+        self.rows = rows
+        self.path_width = (len(rows[0]) - 4) // 4 if rows else 0
+
+    def num_accepted(self, r: int) -> int:
+        return self.rows[r][0]
+
+    def tree_depth(self, r: int) -> int:
+        return self.rows[r][1]
+
+    def output(self, r: int) -> list[int]:
+        return self.rows[r][2: 3 + self.num_accepted(r)]
+
+    def path(self, r: int) -> tuple[int, ...]:
+        start = 3 + self.path_width
+        return tuple(self.rows[r][start: start + self.num_accepted(r)])
+
+    def num_children(self, r: int) -> list[int]:
+        start = 3 + 2 * self.path_width
+        return self.rows[r][start: start + self.path_width + 1]
+
+    def ranks(self, r: int) -> list[int]:
+        start = 4 + 3 * self.path_width
+        return self.rows[r][start: start + self.num_accepted(r)]
+
+
+def _compact_target_kv(kv, block_tables: torch.Tensor, result: TreeVerifyResult, num_cached: torch.Tensor,
+                       block_size: int) -> None:
+    """Move the accepted path's target KV from its tree rows to its positions (speculation/tree_kv.py), over every
+    layer in two launches, with no host read. block_tables [num_reqs, max_num_blocks] int32 and num_cached
+    [num_reqs] int64 (the root's position) on the device."""
+    if result.accepted_nodes.shape[1] == 0:
         return
-    for layer in range(len(kv.k)):
-        k_flat, v_flat = kv.flat(layer)
-        apply_moves(k_flat, plan)
-        apply_moves(v_flat, plan)
+    move_slots_all_layers(kv, padded_path_moves(result.accepted_nodes, result.num_accepted, num_cached, block_tables,
+                                                block_size))
 
 
-def _tree_logprobs(requests, logits: torch.Tensor, path_rows: list[list[int]], committed: list[list[int]],
-                   device: torch.device) -> StepLogprobs | None:
-    """The emitted tokens' target logprobs: row of the root, then of each accepted node (the rows that predicted
-    them), when a request asked."""
+def _path_rows(tree: PaddedTree, result: TreeVerifyResult) -> torch.Tensor:  # [num_reqs, path_width + 1] int64
+    """Target rows of the root and of each accepted node, root first; past the path the root's row (a valid index
+    whose rows nobody reads)."""
+    nodes = torch.nn.functional.pad(result.accepted_nodes, (1, 0), value=-1)
+    return tree.first_row[:, None] + torch.where(nodes >= 0, 1 + nodes, 0)
+
+
+def _tree_logprob_table(requests, logits: torch.Tensor, path_rows: torch.Tensor,
+                        output_token_ids: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """The emitted tokens' target logprobs on the device, [num_reqs * (path_width + 1), 2 + 2 * max_top]
+    (logprob_table): request r's token j at row r * (path_width + 1) + j, from the row that predicted it (the
+    root's, then each accepted node's); and max_top. None when no request asked."""
     num_top = wanted_top(requests)
     if all(n is None for n in num_top):
         return None
     max_top = max(n for n in num_top if n is not None)
-    rows = [row for rows in path_rows for row in rows]
-    tokens = [t for c, rows in zip(committed, path_rows) for t in c[: len(rows)]]
-    table = logprob_table(raw_logprobs(logits[to_device(rows, torch.int64, device)]),
-                          to_device(tokens, torch.int64, device), max_top).cpu()
-    first_row, offset = [], 0
-    for rows_r in path_rows:
-        first_row.append(offset)
-        offset += len(rows_r)
-    return StepLogprobs(table, max_top, tuple(first_row), num_top)
-
-
-def _depth_of(tree: DraftTree, r: int) -> int:
-    depths = tree.depth[tree.request_slice(r)]
-    return int(depths.max()) + 1 if depths.numel() else 0
-
-
-def _request_counts(tree: DraftTree, result: TreeVerifyResult, r: int) -> TreeAcceptanceCounts:
-    """Request r's tree counts of this round (tree_stats.round_counts over a one-request tree)."""
-    one = tree_from_parents([tree.tokens_of(r)], [tree.parents_of(r)])
-    width = result.accepted_nodes.shape[1]
-    sub = TreeVerifyResult(accepted_nodes=result.accepted_nodes[r: r + 1].cpu(),
-                           num_accepted=result.num_accepted[r: r + 1].cpu(),
-                           output_token_ids=result.output_token_ids[r: r + 1, : width + 1].cpu())
-    return round_counts(one, sub)
-
+    return logprob_table(raw_logprobs(logits[path_rows.reshape(-1)]), output_token_ids.reshape(-1), max_top), max_top

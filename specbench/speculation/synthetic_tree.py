@@ -32,7 +32,8 @@ import torch
 
 from specbench.speculation.synthetic import conditional_rates
 from specbench.speculation.tree import ROOT_PARENT, DraftTree, children_of, sibling_rank
-from specbench.speculation.tree_verifier import PLACEHOLDER_TOKEN_ID, TreeVerifyResult
+from specbench.speculation.tree_padded import PaddedTree, all_along_path, output_tokens, pad_tree, path_of
+from specbench.speculation.tree_verifier import TreeVerifyResult
 
 # The rank-1 child hits half as often as the rank-0 one would in its place (EAGLE-3's top-2 candidate is right
 # ~10% of the time where top-1 is wrong at 0.73: 0.27 * 0.365 = 0.099).
@@ -113,60 +114,68 @@ def synthetic_tree_verify(
     tree: DraftTree,
     conditional: torch.Tensor,  # [max_depth, max_rank] float32 on the logits' device (tree_table)
     generator: torch.Generator | None = None,
+    padded: PaddedTree | None = None,  # pad_tree(tree, the widest request's node count); None: built here
 ) -> TreeVerifyResult:
     """Accept one root-to-node path per request by the forced law of the module docstring; the next token is the
-    target's argmax at the path's last row. Pure: same inputs and generator state, same result. On the device
-    throughout except one read of the widest request (the padded layout's width)."""
+    target's argmax at the path's last row. Pure: same inputs and generator state, same result.
+
+    Coins: one torch.rand(num_reqs, width) call, width = the widest request (node i of request r reads coin
+    [r, i]). With `padded` nothing reads the device and accepted_nodes is padded.width wide; without, the widest
+    request and the deepest path are read (two syncs) and accepted_nodes is as wide as the deepest tree,
+    verify_tree's layout."""
     device = target_logits.device
-    num_reqs = tree.num_reqs
-    total_rows = int(tree.cu_num_rows[-1])
-    if target_logits.dim() != 2 or target_logits.shape[0] != total_rows:
-        raise ValueError(f"target_logits must be [{total_rows}, V], got {tuple(target_logits.shape)}")
-    num_nodes = tree.num_nodes.to(device)
-    width = int(num_nodes.max()) if num_reqs else 0
-    slot = torch.arange(width, device=device)
-    is_node = slot[None, :] < num_nodes[:, None]  # [num_reqs, width]
-    flat = (tree.cu_num_nodes[:-1].to(device)[:, None] + slot[None, :]).clamp_max(max(tree.token_ids.numel() - 1, 0))
+    if target_logits.dim() != 2:
+        raise ValueError(f"target_logits must be [total_rows, V], got {tuple(target_logits.shape)}")
+    if padded is None:
+        total_rows = int(tree.cu_num_rows[-1])
+        if target_logits.shape[0] != total_rows:
+            raise ValueError(f"target_logits must be [{total_rows}, V], got {tuple(target_logits.shape)}")
+        padded = pad_tree(tree)
+        path_width = int(tree.depth.max()) + 1 if tree.depth.numel() else 0
+    else:
+        path_width = padded.width
+    coins = torch.rand(tree.num_reqs, padded.width, device=device, generator=generator)
+    path = path_of(padded, all_along_path(padded, first_hits(padded, conditional, coins)), path_width)
+    # only the stop rows' argmax (the root's row is first_row): num_reqs rows, not every tree row
+    final = target_logits[padded.first_row + 1 + path.last_node].argmax(dim=-1)
+    return TreeVerifyResult(accepted_nodes=path.accepted_nodes, num_accepted=path.num_accepted,
+                            output_token_ids=output_tokens(padded, path, final))
 
-    def padded(x: torch.Tensor, fill: int) -> torch.Tensor:  # [total_nodes] -> [num_reqs, width]
-        if x.numel() == 0:
-            return torch.full((num_reqs, width), fill, dtype=torch.int64, device=device)
-        return torch.where(is_node, x.to(device)[flat], fill)
 
-    parent = padded(tree.parent, -2)  # -2: padding, never a parent
-    depth = padded(tree.depth, 0)
-    tokens = padded(tree.token_ids, PLACEHOLDER_TOKEN_ID)
-    # rank: earlier nodes with the same parent (ranks follow node order, tree.sibling_rank)
-    is_earlier = slot[None, :, None] > slot[None, None, :]  # [1, i, j]: j < i
-    is_sibling = (parent[:, :, None] == parent[:, None, :]) & is_earlier & is_node[:, None, :]
-    rank = is_sibling.sum(dim=2)
+def first_hits(tree: PaddedTree, conditional: torch.Tensor, coins: torch.Tensor) -> torch.Tensor:
+    """[num_reqs, width] bool: the node's coin hits its (depth, rank) rate and no earlier sibling's does (children
+    are tried in rank order; the first hit is the one that counts)."""
     max_depth, max_rank = conditional.shape
-    in_table = is_node & (depth < max_depth) & (rank < max_rank)
-    rate = torch.where(in_table, conditional[depth.clamp_max(max_depth - 1), rank.clamp_max(max_rank - 1)], 0.0)
-    coins = torch.rand(num_reqs, width, device=device, generator=generator)
+    in_table = tree.is_node & (tree.depth < max_depth) & (tree.rank < max_rank)
+    rate = torch.where(in_table, conditional[tree.depth.clamp_max(max_depth - 1), tree.rank.clamp_max(max_rank - 1)],
+                       0.0)
     is_hit = coins < rate
-    # The first hit among a node's children (in rank order) is the one that counts.
-    is_first_hit = is_hit & ~(is_sibling & is_hit[:, None, :]).any(dim=2)
-    is_accepted = torch.zeros_like(is_hit)
-    parent_index = parent.clamp_min(0)
-    for _ in range(width):  # a path is at most `width` deep; each pass settles one more level
-        is_parent_ok = (parent == ROOT_PARENT) | is_accepted.gather(1, parent_index)
-        is_accepted = is_first_hit & is_parent_ok & is_node
-    num_accepted = is_accepted.sum(dim=1)  # [num_reqs]
-    tree_depth = int(tree.depth.max()) + 1 if tree.depth.numel() else 0
-    if tree_depth == 0:  # no request drafted: the bonus token alone
-        final = target_logits.argmax(dim=-1)[tree.cu_num_rows[:-1].to(device)]
-        empty = torch.empty(num_reqs, 0, dtype=torch.int64, device=device)
-        return TreeVerifyResult(accepted_nodes=empty, num_accepted=num_accepted, output_token_ids=final[:, None])
-    level = torch.arange(tree_depth, device=device)
-    # accepted_nodes[r, d]: the accepted node at depth d (one per depth on a path), -1 past the path
-    at_level = is_accepted[:, None, :] & (depth[:, None, :] == level[None, :, None])  # [num_reqs, depth, width]
-    accepted_nodes = torch.where(at_level.any(dim=2), at_level.long().argmax(dim=2), PLACEHOLDER_TOKEN_ID)
-    last_node = torch.where(num_accepted > 0, accepted_nodes.gather(1, (num_accepted - 1).clamp_min(0)[:, None])[:, 0],
-                            ROOT_PARENT)
-    stop_row = tree.cu_num_rows[:-1].to(device) + 1 + last_node  # the root's row is cu_num_rows[r]
-    final = target_logits.argmax(dim=-1)[stop_row]  # [num_reqs]
-    path_tokens = torch.where(accepted_nodes >= 0, tokens.gather(1, accepted_nodes.clamp_min(0)), PLACEHOLDER_TOKEN_ID)
-    output = torch.nn.functional.pad(path_tokens, (0, 1), value=PLACEHOLDER_TOKEN_ID)
-    output = output.scatter(1, num_accepted[:, None], final[:, None])
-    return TreeVerifyResult(accepted_nodes=accepted_nodes, num_accepted=num_accepted, output_token_ids=output)
+    return is_hit & ~(tree.is_earlier_sibling & is_hit[:, None, :]).any(dim=2)
+
+
+def synthetic_tree_walk(
+    target_logits: torch.Tensor,  # [total_rows, V]
+    tree: DraftTree,
+    conditional: torch.Tensor,  # [max_depth, max_rank]
+    coins: torch.Tensor,  # [num_reqs, >= num_nodes of each request] node i of request r reads coins[r, i]
+) -> tuple[list[list[int]], list[int]]:
+    """The readable reference of synthetic_tree_verify: per request, from the root, try the children in rank order
+    and step to the first whose coin hits table[depth, rank]. (accepted paths, the target argmax after each)."""
+    argmax = target_logits.argmax(dim=-1).tolist()
+    cu_rows = tree.cu_num_rows.tolist()
+    paths, finals = [], []
+    for req in range(tree.num_reqs):
+        parents = tree.parents_of(req)
+        children, ranks = children_of(parents), sibling_rank(parents)
+        node, path = ROOT_PARENT, []
+        while True:
+            depth = len(path)
+            hit = next((c for c in children[node]
+                        if float(coins[req, c]) < table_entry(conditional, depth, ranks[c])), None)
+            if hit is None:
+                break
+            path.append(hit)
+            node = hit
+        paths.append(path)
+        finals.append(argmax[cu_rows[req] + 1 + node])
+    return paths, finals

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.device_copy import tensor_to_device
 from specbench.errors import SpecbenchError
 
 ROOT_PARENT = -1
@@ -70,14 +71,17 @@ def tree_from_parents(
         depths += request_depths
     num_nodes = torch.tensor([len(p) for p in parents], dtype=torch.int64)
     tree = DraftTree(
-        token_ids=torch.tensor([t for request in token_ids for t in request], dtype=torch.int64, device=device),
-        parent=torch.tensor([p for request in parents for p in request], dtype=torch.int64, device=device),
-        depth=torch.tensor(depths, dtype=torch.int64, device=device),
-        num_nodes=num_nodes.to(device),
-        cu_num_nodes=torch.nn.functional.pad(num_nodes.cumsum(0), (1, 0)).to(device),
+        token_ids=torch.tensor([t for request in token_ids for t in request], dtype=torch.int64),
+        parent=torch.tensor([p for request in parents for p in request], dtype=torch.int64),
+        depth=torch.tensor(depths, dtype=torch.int64),
+        num_nodes=num_nodes,
+        cu_num_nodes=torch.nn.functional.pad(num_nodes.cumsum(0), (1, 0)),
     )
-    validate(tree)
-    return tree
+    validate(tree)  # on the host copies: validating the device tree would read it back (a sync per field)
+    if torch.device(device).type == "cpu":
+        return tree
+    return DraftTree(*(tensor_to_device(t, device) for t in (tree.token_ids, tree.parent, tree.depth, tree.num_nodes,
+                                                             tree.cu_num_nodes)))
 
 
 def tree_from_chain(
@@ -135,13 +139,15 @@ def verify_attention_mask(tree: DraftTree, max_num_rows: int | None = None) -> t
     Every row also sees the whole cached prefix, which this mask does not list (the attention adds it).
     """
     cu_rows = tree.cu_num_rows.tolist()
+    cu_nodes = tree.cu_num_nodes.tolist()
+    all_parents = tree.parent.tolist()  # one read, not one per request
     widest = max(b - a for a, b in itertools.pairwise(cu_rows)) if tree.num_reqs else 0
     max_num_rows = widest if max_num_rows is None else max_num_rows
     if max_num_rows < widest:
         raise TreeShapeError(f"max_num_rows {max_num_rows} is below the widest request ({widest} rows)")
     mask = torch.zeros(cu_rows[-1], max_num_rows, dtype=torch.bool)
     for req in range(tree.num_reqs):
-        parents = tree.parents_of(req)
+        parents = all_parents[cu_nodes[req]: cu_nodes[req + 1]]
         n = len(parents)
         rows = slice(cu_rows[req], cu_rows[req] + 1 + n)
         block = torch.zeros(1 + n, 1 + n, dtype=torch.bool)

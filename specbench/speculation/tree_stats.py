@@ -74,6 +74,23 @@ def round_counts(tree: DraftTree, result: TreeVerifyResult) -> TreeAcceptanceCou
     return counts
 
 
+def path_round_counts(num_nodes: int, num_children: list[int], ranks: list[int]) -> TreeAcceptanceCounts:
+    """One request-round's counts (round_counts over a one-request tree) from what the batched round reads back:
+    num_children [>= len(ranks) + 1] of the root then of each path node, ranks [num accepted] of the path nodes."""
+    counts = TreeAcceptanceCounts(num_rounds=1, num_accepted=len(ranks), num_nodes=num_nodes,
+                                  acceptance_lengths=[len(ranks)], tree_sizes=[num_nodes])
+    for depth in range(len(ranks) + 1):
+        if not num_children[depth]:
+            break
+        _bump(counts.offered_per_depth, depth)
+        for rank in range(num_children[depth]):
+            _bump(counts.offered_per_rank, rank)
+        if depth < len(ranks):
+            _bump(counts.accepted_per_depth, depth)
+            _bump(counts.accepted_per_rank, ranks[depth])
+    return counts
+
+
 def merge(a: TreeAcceptanceCounts, b: TreeAcceptanceCounts) -> TreeAcceptanceCounts:
     return TreeAcceptanceCounts(
         num_rounds=a.num_rounds + b.num_rounds,

@@ -1,6 +1,7 @@
 """Verification of tree drafts: greedy longest matching path, or lossless recursive rejection over siblings.
 
-The torch reference a fused kernel will be tested against: a walk from the root, one request at a time.
+The torch reference the batched verifier (tree_verify_batched.py, what the engine runs) is tested against: a walk
+from the root, one request at a time.
 
 Target rows follow `tree.py`: request r owns rows cu_num_rows[r] .. cu_num_rows[r + 1] - 1; row 0 is the target
 distribution after the root (the last committed token), row 1 + i the distribution after node i.
@@ -43,10 +44,12 @@ PLACEHOLDER_TOKEN_ID = -1
 
 @dataclass(frozen=True, slots=True)
 class TreeVerifyResult:
-    # [num_reqs, max_depth] int64, request-local node index of each accepted node, root to leaf, padded with -1
+    # [num_reqs, path_width] int64, request-local node index of each accepted node, root to leaf, padded with -1;
+    # path_width >= the deepest path: the tree's depth here, the widest request's node count from the sync-free
+    # batched verifiers (tree_verify_batched.py, synthetic_tree.py), which cannot read the depth without a sync
     accepted_nodes: torch.Tensor
     num_accepted: torch.Tensor  # [num_reqs] int64, accepted draft nodes (excludes the recovered/bonus token)
-    # [num_reqs, max_depth + 1] int64: the accepted path's tokens, then the recovered/bonus token, padded with -1
+    # [num_reqs, path_width + 1] int64: the accepted path's tokens, then the recovered/bonus token, padded with -1
     output_token_ids: torch.Tensor
 
 

@@ -164,7 +164,7 @@ def test_accepted_path_kv_equals_a_fresh_prefill(tiny_pair, prompt_ids):
 
 
 def test_without_compaction_the_kv_is_a_rejected_branchs(tiny_pair, prompt_ids, monkeypatch):
-    monkeypatch.setattr(tree_round, "_compact_target_kv", lambda kv, requests, result, num_cached, block_size: None)
+    monkeypatch.setattr(tree_round, "_compact_target_kv", lambda kv, block_tables, result, num_cached, block_size: None)
     num_rounds, num_equal, num_moved = _kv_after_tree_rounds_matches_prefill(tiny_pair, prompt_ids[1])
     assert num_moved > 0 and num_equal < num_rounds
 

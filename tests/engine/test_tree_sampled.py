@@ -14,7 +14,7 @@ from specbench.check.engine_defaults import check_engine
 from specbench.check.reference import build_reference_llm
 from specbench.check.sampled import ALPHA, SAMPLED_PARAMS, _verdict
 from specbench.check.setup import CheckSetup
-from specbench.speculation import tree_verifier
+from specbench.speculation import tree_verify_batched
 from specbench.speculation.draft_shape import DraftShape
 
 NUM_SAMPLES = 400
@@ -46,16 +46,13 @@ def test_sampled_tree_tokens_follow_the_target_law(tiny_pair, prompt_ids):
     assert len(ranks) > 1 and sum(ranks[1:]) > 0, ranks
 
 
-def _stale_sibling_step(target_probs: torch.Tensor, child_tokens: list[int], draft_probs):
+def _stale_sibling_accept(child_probs: torch.Tensor, tree) -> torch.Tensor:
     """A wrong rule: every sibling is accepted with its full target probability p(c), not the residual's."""
-    accept = torch.tensor([float(target_probs[t]) for t in child_tokens], dtype=target_probs.dtype)
-    residual = target_probs.clone()
-    residual[child_tokens] = 0.0
-    residual = residual / residual.sum() if residual.sum() > 0 else target_probs.clone()
-    return tree_verifier.SiblingStep(accept_probs=accept, residual=residual)
+    return child_probs
 
 
 def test_a_stale_residual_fails_the_same_test(tiny_pair, prompt_ids, monkeypatch):
-    monkeypatch.setattr(tree_verifier, "sibling_step", _stale_sibling_step)
+    # the engine verifies with the batched rule (speculation/tree_verify_batched.py)
+    monkeypatch.setattr(tree_verify_batched, "sibling_accept_probs", _stale_sibling_accept)
     verdict, _ = _tree_verdict(tiny_pair, prompt_ids)
     assert verdict.p_value < ALPHA, verdict

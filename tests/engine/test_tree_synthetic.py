@@ -30,9 +30,9 @@ def _run_recording_trees(monkeypatch, llm: LLM, prompts, max_tokens: int):
     seen = []
     verify = tree_round.synthetic_tree_verify
 
-    def recording(logits, tree, table, generator):
+    def recording(logits, tree, table, generator, padded):
         seen.extend((tree.parents_of(r), table.cpu()) for r in range(tree.num_reqs))
-        return verify(logits, tree, table, generator)
+        return verify(logits, tree, table, generator, padded)
 
     monkeypatch.setattr(tree_round, "synthetic_tree_verify", recording)
     outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))

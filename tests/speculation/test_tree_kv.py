@@ -6,6 +6,7 @@ import torch
 
 from specbench.speculation.tree import tree_from_parents
 from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
+from tests.support.trees import random_round
 
 BLOCK_SIZE = 4
 
@@ -58,3 +59,46 @@ def test_without_the_moves_a_catch_up_reads_a_rejected_branch():
     path_kv = [1000 + 3, 1000 + 4 + 1, 1000 + 4 + 2]  # root, node 1, node 2 (stored at 3 + 1 + index)
     assert _read(moved, block_tables[0], range(3, 6)) == path_kv
     assert _read(stale, block_tables[0], range(3, 6)) == [1003, 1004, 1005]  # node 0 (rejected) at depth 0
+
+
+def test_padded_plan_over_all_layers_equals_the_reference_per_layer():
+    """padded_path_moves + move_slots_all_layers (two launches for every layer's K and V) leave the cache exactly as
+    accepted_path_moves + apply_moves layer by layer, on random paths whose destinations overlap other moves'
+    sources; then a layer swapped out of the storage takes the per-layer fallback with the same result."""
+    from specbench.kv.kv_cache import KVCache, KVCacheSpec
+    from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
+
+    gen = torch.Generator().manual_seed(0)
+    num_overlapping = 0
+    for _ in range(30):
+        accepted, num_accepted, cached, tables = random_round(gen, 5, 9, 40)
+        kv = KVCache(KVCacheSpec(3, 2, 4, torch.float32), 40, BLOCK_SIZE, torch.device("cpu"))
+        kv.storage.copy_(torch.randn(kv.storage.shape, generator=gen))
+        want = [t.clone() for layer in range(3) for t in kv.flat(layer)]
+        plan = accepted_path_moves(accepted, num_accepted, cached, tables, BLOCK_SIZE)
+        for cache in want:
+            apply_moves(cache, plan)
+        num_overlapping += len(set(plan.src_slot.tolist()) & set(plan.dst_slot.tolist())) > 0
+        move_slots_all_layers(kv, padded_path_moves(accepted, num_accepted, cached, tables, BLOCK_SIZE))
+        assert all(torch.equal(got, w) for got, w in zip((t for layer in range(3) for t in kv.flat(layer)), want))
+    assert num_overlapping > 0, "no round had a destination that is another move's source"
+    kv.k[1] = kv.k[1].clone()  # swapped out of the storage: the per-layer path
+    assert kv.all_layers_flat() is None
+    move_slots_all_layers(kv, padded_path_moves(accepted, num_accepted, cached, tables, BLOCK_SIZE))
+
+
+def test_padded_plan_writes_only_path_slots():
+    """Non-moves are root self-copies: every slot outside the real destinations keeps its value."""
+    from specbench.speculation.tree_kv import padded_path_moves
+
+    block_tables = [[5, 1, 7, 8], [0, 3, 2, 4], [6, 9, 10, 11]]
+    accepted = torch.tensor([[1, 4, 5], [0, 1, -1], [-1, -1, -1]])
+    num_accepted = torch.tensor([3, 2, 0])
+    cached = torch.tensor([6, 2, 9])
+    cache = torch.randn(12 * BLOCK_SIZE, 3)
+    reference = cache.clone()
+    apply_moves(reference, accepted_path_moves(accepted, num_accepted, cached, torch.tensor(block_tables), BLOCK_SIZE))
+    padded = padded_path_moves(accepted, num_accepted, cached, torch.tensor(block_tables), BLOCK_SIZE)
+    assert padded.num_moves == 9
+    apply_moves(cache, padded)
+    assert torch.equal(cache, reference)
