@@ -135,3 +135,12 @@ class DraftsTrees(Proposer):
         """The accepted path of each request's tree (request-local node indices, root to leaf) of the round just
         verified; the target KV of that path is already compacted to its positions (on_verified is not called)."""
 
+
+
+class CapturesTreeDraftGraphs(Proposer):
+    """Runs a tree round's draft steps (DraftsTrees) from CUDA graphs, one per batch bucket and TreePlan, once the
+    builder enabled CUDA graphs (CapturesDraftGraphs.enable_cuda_graphs); other rounds draft their trees eagerly."""
+
+    @abstractmethod
+    def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
+        """Capture the tree draft of `plan` before a timed region (a no-op until graphs are enabled)."""

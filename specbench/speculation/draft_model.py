@@ -30,15 +30,16 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_kv import move_slots
-from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+from specbench.speculation.tree_device import StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree_propose import TreePlan, tree_reach
 
 
 @dataclass(frozen=True)
 class _TreeRound:
     """What on_tree_verified needs of a request's last tree round."""
 
-    token_ids: tuple[int, ...]  # [num_nodes] the tree's tokens, node order
-    row_of_branch: dict[tuple[int, ...], int]  # branch tokens -> the tree row a draft step stored its KV at
+    fed_row: torch.Tensor  # [num_reqs, num_nodes] int64 the round's: tree row a draft step fed each node at, -1 = never
+    row: int  # this request's row of fed_row
     block_table: tuple[int, ...]
 
 
@@ -142,31 +143,37 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
 
     @torch.inference_mode()
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
-        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier
-        (speculation/tree_propose.py): the committed prefix ends at the newest token, so step s's queries sit at
-        newest + s and the tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
+        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier on
+        the device (speculation/tree_device.py: no host sync per step; eager, no CUDA graphs for the draft LM's
+        trees yet): the committed prefix ends at the newest token, so step s's queries sit at newest + s and the
+        tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         rows = list(range(len(inp.request_ids)))
         extend = self._build_extend(inp, rows)
         out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
         root_logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
-        prefix = [len(tokens) for tokens in inp.token_ids]
+        prefix_lens = tuple(len(tokens) for tokens in inp.token_ids)
+        layout = StepLayout(to_device(prefix_lens, torch.int64, self.device),
+                            block_table_tensor(inp.block_tables, self.device), self.block_size,
+                            max(prefix_lens, default=0) + tree_reach(plan), prefix_lens=prefix_lens,
+                            read_back=self.debug_invariants)
 
-        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
-            num_frontier = frontier.token_ids.shape[1]
-            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
+        def run_step(step: TreeStepInput) -> torch.Tensor:
+            num_frontier = step.frontier.token_ids.shape[1]
             self.model.attn_backend.paths.record("draft.eager_step")
-            step_out = self.model(frontier.token_ids.reshape(-1), md, self.kv_cache, phase=f"draft_tree_step_{s}")
+            step_out = self.model(step.frontier.token_ids.reshape(-1), step.md, self.kv_cache,
+                                  phase=f"draft_tree_step_{step.step}")
             logits = self.model.compute_logits(step_out.hidden_states)
             return self._log_probs(logits).view(len(rows), num_frontier, -1)
 
-        tree, steps = grow_tree(plan, self._log_probs(root_logits), run_step)
+        grown = grow_tree_on_device(plan, self._log_probs(root_logits), layout, run_step)
         for r in rows:
             state = self._state[inp.request_ids[r]]
             state.newest = len(inp.token_ids[r]) - 1
             state.num_written = state.newest + 1  # tree rows are not at their positions until on_tree_verified
-            state.tree_round = _TreeRound(tuple(tree.tokens_of(r)), steps.row_of_branch[r], inp.block_tables[r])
-        return proposal_from_tree(tree)
+            state.tree_round = _TreeRound(grown.fed_row, r, inp.block_tables[r])
+        num_kept = grown.token_ids.shape[1]
+        return DraftProposal(grown.token_ids, (num_kept,) * len(rows), None, grown.parent)
 
     def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:  # [..., draft_vocab] -> [..., target_vocab]
         """Children are the top-k of the raw draft distribution over the target's ids (the verifier's deterministic
@@ -178,18 +185,21 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         the deepest level, which was never fed) and commit it; the next catch-up feeds the rest of the path and the
         bonus. A fed row saw the prefix and its ancestors at its branch position: the KV a chain along it writes."""
         src_slots, dst_slots = [], []
+        fed_rows: dict[int, list[list[int]]] = {}  # id(round's fed_row) -> its rows on the host: one read per round
         for request_id, path in zip(request_ids, accepted_nodes):
             state = self._state.get(request_id)
             if state is None or state.tree_round is None:
                 continue
             tree_round, state.tree_round = state.tree_round, None
+            key = id(tree_round.fed_row)
+            if key not in fed_rows:
+                fed_rows[key] = tree_round.fed_row.tolist()  # after the verify's sync: no stall
+            fed_row = fed_rows[key][tree_round.row]
             prefix = state.newest + 1  # tree row i was stored at prefix + i
-            branch: tuple[int, ...] = ()
             num_kept = 0
             for depth, node in enumerate(path):
-                branch += (tree_round.token_ids[node],)
-                row = tree_round.row_of_branch.get(branch)
-                if row is None:
+                row = fed_row[node]
+                if row < 0:  # never fed (the deepest level, or not in a frontier): the catch-up feeds it
                     break
                 src_slots.append(slot_of(tree_round.block_table, prefix + row, self.block_size))
                 dst_slots.append(slot_of(tree_round.block_table, prefix + depth, self.block_size))

@@ -35,23 +35,25 @@ def tree_matches_chain(make_llm, prompt, topk: int, depth: int) -> int:
     proposer = tree_llm.engine.proposer
     seen: dict[tuple[int, ...], torch.Tensor] = {}  # branch (target ids) -> the tree's draft log-probs after it
 
-    def spy_grow_tree(plan, root_log_probs, run_step):
+    def spy_grow_tree(plan, root_log_probs, layout, run_step):
         seen[()] = root_log_probs[0]
+        branch_of_node: dict[int, tuple[int, ...]] = {-1: ()}  # request 0's candidates (builder index) -> branch
 
-        def spy_step(s, frontier, steps, parent_rows):
-            out = run_step(s, frontier, steps, parent_rows)
-            branch_of_row = {row: branch for branch, row in steps.row_of_branch[0].items()}
-            first = steps.num_rows - frontier.token_ids.shape[1]
-            for f in range(frontier.token_ids.shape[1]):
-                branch = proposer.head.to_target_ids(torch.tensor(branch_of_row[first + f])).tolist()
-                seen[tuple(branch)] = out[0, f]
+        def spy_step(step):
+            out = run_step(step)
+            frontier = step.frontier
+            nodes, parents = frontier.node_index[0].tolist(), frontier.parent[0].tolist()
+            tokens = proposer.head.to_target_ids(frontier.token_ids[0]).tolist()
+            for f, (node, parent, token) in enumerate(zip(nodes, parents, tokens)):
+                branch_of_node[node] = branch_of_node[parent] + (token,)
+                seen[branch_of_node[node]] = out[0, f]
             return out
 
-        return real_grow_tree(plan, root_log_probs, spy_step)
+        return real_grow_tree(plan, root_log_probs, layout, spy_step)
 
-    real_grow_tree = eagle_proposer.grow_tree
+    real_grow_tree = eagle_proposer.grow_tree_on_device
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(eagle_proposer, "grow_tree", spy_grow_tree)
+        mp.setattr(eagle_proposer, "grow_tree_on_device", spy_grow_tree)
         proposer.propose_tree(_first_round_input(tree_llm, prompt, 1), TreePlan(topk, depth, 4 * topk * depth))
     num_prompt = len(chain_inp.token_ids[0])
     num_matched = 0
