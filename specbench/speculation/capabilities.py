@@ -122,8 +122,9 @@ class RecordsDraftLogits(Proposer):
 
 class DraftsTrees(Proposer):
     """Drafts a tree of candidates per request (eagle_topk > 1), not only a chain: top-k children of the best frontier
-    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py). Tree rounds run
-    synchronously and eagerly (engine/tree_round.py)."""
+    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py, tree_device.py). Tree
+    rounds run synchronously (engine/tree_round.py); their draft steps on the device, from CUDA graphs where the
+    class also declares CapturesTreeDraftGraphs."""
 
     @abstractmethod
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
