@@ -49,8 +49,8 @@ def test_tree_graph_buffers_equal_eager(target_dir, head_dir, prompt_ids):
     expected = propose_first_tree(_llm(target_dir, head_dir, variant, attention_backend="triton"), prompts, plan)
     llm = _llm(target_dir, head_dir, variant, attention_backend="triton")
     proposer = llm.engine.proposer
-    proposer._graph_plan = GraphPlan(max_num_reqs=4, max_blocks_per_req=64, max_positions=256, block_size=4,
-                                     device=llm.engine.device)
+    proposer.enable_cuda_graphs(GraphPlan(max_num_reqs=4, max_blocks_per_req=64, max_positions=256, block_size=4,
+                                          device=llm.engine.device))  # off CUDA: runners rerun on their buffers
     proposer.prepare_tree_draft_graphs(plan)
     graphs = proposer.tree_graphs[plan]
     graphs.buckets = (4,)  # 3 requests in a bucket of 4: one padding request, which must write nothing
