@@ -1,6 +1,6 @@
 """A round's tree draft steps on the device: the tree rows' masks, positions, storage slots and parent rows from
 the frontier tensors with fixed-shape tensor ops, no host sync and no Python per request or node, so the whole tree
-draft can be captured in a CUDA graph (speculation/eagle/tree_graph.py) and runs eagerly without a sync per step.
+draft can be captured in a CUDA graph (speculation/tree_graph.py) and runs eagerly without a sync per step.
 
 The layout is tree_propose.py's (TreeSteps, the host reference this is tested against): draft step s feeds the
 frontier chosen by step s - 1 as the next `num_frontier` tree rows of every request (TopKTreeBuilder gives every

@@ -1,6 +1,6 @@
 """EAGLE trees drafted on the device (speculation/tree_device.py) against the host reference (tree_propose.grow_tree)
 from the same engine state: identical trees and identical draft KV rows written; and the tree draft graphs' static
-buffers (speculation/eagle/tree_graph.py, rerun off CUDA: everything but the capture itself) against eager, padding
+buffers (speculation/tree_graph.py, rerun off CUDA: everything but the capture itself) against eager, padding
 requests included. tests/eagle/test_eagle_tree_graphs.py replays real CUDA graphs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""EAGLE tree drafts replayed from CUDA graphs (speculation/eagle/tree_graph.py, execution path eagle.tree_graph) on
+"""EAGLE tree drafts replayed from CUDA graphs (speculation/tree_graph.py, execution path eagle.tree_graph) on
 a CUDA default engine: one graph per batch bucket for the run's TreePlan, captured by set_draft_shape; a replay
 drafts the trees eager drafting drafts (same tokens, parents and draft KV from the same state), a graphed engine's
 greedy fp32 output and acceptance equal the enforce-eager engine's (ragged requests: smaller buckets as they finish),

@@ -30,10 +30,10 @@ from specbench.speculation.eagle.round_graph import EagleRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
-from specbench.speculation.eagle.tree_graph import EagleTreeGraphs
 from specbench.speculation.tree_device import (
     GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
 )
+from specbench.speculation.tree_graph import TreeDraftGraphs
 from specbench.speculation.tree_propose import TreePlan, tree_reach
 
 
@@ -52,7 +52,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
                       "(speculation/eagle/fused_head.py)", ("cuda",)),
         ExecutionPath("eagle.tree_graph", "EAGLE tree draft (root top-k, every draft step over the frontier, the budget "
                       "cut) replayed from one CUDA graph per batch bucket and tree plan, after an eager catch-up "
-                      "(speculation/eagle/tree_graph.py)", ("cuda",), needs_cuda=True),
+                      "(speculation/tree_graph.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
                       "(speculation/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
     )
@@ -76,7 +76,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
-        self.tree_graphs: dict[TreePlan, EagleTreeGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
+        self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
         self.ahead = AheadState(block_size, device, debug_invariants)  # the round drafted ahead (ahead.py)
 
     def kv_cache_spec(self) -> KVCacheSpec:
@@ -151,7 +151,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
         """Catch-up over the new target features (the accepted path's, in path order: engine/tree_round.py), whose
         last row gives the root's children; then draft steps over the frontier (speculation/tree_device.py, on the
-        device; from one CUDA graph per batch bucket where prepare_tree_draft_graphs captured this plan). The
+        device; from one CUDA graph per batch bucket where prepare_tree_draft_graphs captured this plan: tree_graph.py). The
         committed draft prefix ends before the newest token, so step s's queries sit at newest - 1 + s, each fed
         (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
         stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. The oracle
@@ -175,7 +175,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         graphs = self.tree_graphs.get(plan)
         if graphs is not None and not self.hooks.eager_drafting and graphs.fits(block_tables, prefix_lens):
             self.head.attn_backend.paths.record("eagle.tree_graph")
-            draft_ids, parents = graphs.run(root_hidden, root_logits_input, prefix, block_tables)
+            draft_ids, parents = graphs.run((root_hidden, root_logits_input), prefix, block_tables)
         else:
             self.head.attn_backend.paths.record("eagle.eager")
             layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
@@ -188,7 +188,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
                    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(draft ids [num_reqs, num_kept] in the target's vocabulary, parents [num_reqs, num_kept]) of the trees
         grown from the root rows (root_hidden, root_logits_input: [num_reqs, H], the catch-up's last rows). With the
-        device `grow` nothing here syncs: eager rounds and the tree graphs (tree_graph.py) run this same code."""
+        device `grow` nothing here syncs: eager rounds and the tree graphs (speculation/tree_graph.py) run this same code."""
         num_reqs, width = root_hidden.shape
         # per tree row the head's hidden output (what the row's children are fed)
         fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)
@@ -216,7 +216,13 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         enabled, for a plan without draft steps, or for hooks that draft phase by phase)."""
         if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
             return
-        graphs = EagleTreeGraphs(self, plan, self._graph_plan)
+
+        def draft(roots, layout):
+            return self.draft_tree(plan, *roots, layout, grow_tree_on_device, check_metadata=False)
+
+        graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=2,
+                                 root_width=self.head.config.layer.hidden_size, root_dtype=self.head.dtype,
+                                 paths=self.head.attn_backend.paths)
         graphs.capture()
         self.tree_graphs[plan] = graphs
 

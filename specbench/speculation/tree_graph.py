@@ -1,38 +1,47 @@
 """One CUDA graph per batch bucket for the tree draft of one TreePlan: the root's top-k children, every draft step
 over the frontier (metadata, masks and parent rows derived on the device: speculation/tree_device.py) and the
-budget cut, replayed after the round's eager catch-up.
+budget cut, replayed after the round's eager catch-up. Used by the EAGLE/MTP proposer (eagle.tree_graph) and the
+draft LM (draft.tree_graph), each with its own draft function and root inputs.
 
-Static inputs: the catch-up's last rows (the root's hidden and logits input), each request's draft prefix length
-and block table, and whether it is real. Padding requests (is_real False) sit at prefix 0 and write nothing (slot
--1); their outputs are dropped. A plan's graphs are captured once (EagleProposer.prepare_tree_draft_graphs, between
-runs); a round whose plan, batch or block tables the graphs do not cover drafts eagerly on the same device code.
+Static inputs: the catch-up's last rows (`num_roots` [max_reqs, width] tensors, e.g. the root's hidden state),
+each request's draft prefix length and block table, and whether it is real. Padding requests (is_real False) sit
+at prefix 0 and write nothing (slot -1); their outputs are dropped. A plan's graphs are captured once, between runs
+(the proposers' prepare_tree_draft_graphs, from LLMEngine.set_draft_shape / set_num_steps); a round whose plan,
+batch or block tables the graphs do not cover drafts eagerly on the same device code. Off CUDA "replay" reruns the
+draft function on the static buffers (tests of everything but the capture itself).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from specbench.execution_paths import PathRecorder
 from specbench.runtime.cuda_graph import GraphPlan, batch_buckets, capture_graph
-from specbench.speculation.tree_device import StepLayout, grow_tree_on_device
+from specbench.speculation.tree_device import StepLayout
 from specbench.speculation.tree_propose import TreePlan, kv_rows
 
+# draft(roots, layout) -> the round's outputs, each [bucket, ...]; `roots` [bucket, width] each; must not sync
+TreeDraftFn = Callable[[tuple[torch.Tensor, ...], StepLayout], tuple[torch.Tensor, ...]]
 
-class EagleTreeGraphs:
-    def __init__(self, proposer, plan: TreePlan, graph_plan: GraphPlan) -> None:
-        self.proposer = proposer
+
+class TreeDraftGraphs:
+    def __init__(self, draft: TreeDraftFn, plan: TreePlan, graph_plan: GraphPlan, *, num_roots: int,
+                 root_width: int, root_dtype: torch.dtype, paths: PathRecorder) -> None:
+        self.draft = draft
         self.plan = plan
         self.block_size = graph_plan.block_size
         self.device = device = graph_plan.device
-        self.paths = proposer.head.attn_backend.paths  # the engine's record of execution paths
+        self.paths = paths  # the engine's record of execution paths
         self.buckets = batch_buckets(graph_plan.max_num_reqs)
         # RoPE positions stay below the plan's (the tables were grown to it when graphs were enabled); the tree rows
         # are stored up to kv_rows(plan) past the prefix.
         self.max_positions = graph_plan.max_positions
-        max_reqs, width = graph_plan.max_num_reqs, proposer.head.config.layer.hidden_size
+        max_reqs = graph_plan.max_num_reqs
         max_blocks = -(-(graph_plan.max_positions + kv_rows(plan)) // self.block_size)
-        dtype = proposer.head.dtype
-        self.root_hidden = torch.zeros(max_reqs, width, dtype=dtype, device=device)  # [max_reqs, H]
-        self.root_logits_input = torch.zeros(max_reqs, width, dtype=dtype, device=device)  # [max_reqs, H]
+        # [num_roots][max_reqs, width] the catch-up's last rows
+        self.roots = tuple(torch.zeros(max_reqs, root_width, dtype=root_dtype, device=device) for _ in range(num_roots))
         self.prefix = torch.zeros(max_reqs, dtype=torch.int64, device=device)  # [max_reqs]
         self.is_real = torch.zeros(max_reqs, dtype=torch.bool, device=device)  # [max_reqs]
         self.block_tables = torch.zeros(max_reqs, max_blocks, dtype=torch.int32, device=device)  # [max_reqs, blocks]
@@ -50,12 +59,10 @@ class EagleTreeGraphs:
         return (0 < n and self.bucket_for(n) is not None and block_tables.shape[1] <= self.block_tables.shape[1]
                 and max(prefix_lens) + self.plan.depth <= self.max_positions)
 
-    def _draft(self, bucket: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """([bucket, num_kept] draft ids in the target's vocabulary, [bucket, num_kept] parents)."""
+    def _draft(self, bucket: int) -> tuple[torch.Tensor, ...]:
         layout = StepLayout(self.prefix[:bucket], self.block_tables[:bucket], self.block_size, self.max_positions,
                             is_real=self.is_real[:bucket])
-        return self.proposer.draft_tree(self.plan, self.root_hidden[:bucket], self.root_logits_input[:bucket], layout,
-                                        grow_tree_on_device, check_metadata=False)
+        return self.draft(tuple(root[:bucket] for root in self.roots), layout)
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -63,7 +70,7 @@ class EagleTreeGraphs:
         for bucket in sorted(self.buckets, reverse=True):
             self.is_real.zero_()
             self.prefix.zero_()
-            if self.pool is None:  # off CUDA (reference-backend tests): rerun instead of replaying
+            if self.pool is None:
                 self._graphs[bucket] = (None, (), frozenset())
             else:
                 with self.paths.collecting() as taken:
@@ -71,14 +78,14 @@ class EagleTreeGraphs:
                 self._graphs[bucket] = (graph, outputs, frozenset(taken))
 
     @torch.inference_mode()
-    def run(self, root_hidden: torch.Tensor, root_logits_input: torch.Tensor, prefix: torch.Tensor,
-            block_tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(draft ids, parents), [num_reqs, num_kept] each, for the real requests (root_hidden, root_logits_input:
-        [num_reqs, H]; prefix [num_reqs] int64; block_tables [num_reqs, blocks] int32, all on the device)."""
-        n = root_hidden.shape[0]
+    def run(self, roots: tuple[torch.Tensor, ...], prefix: torch.Tensor, block_tables: torch.Tensor
+            ) -> tuple[torch.Tensor, ...]:
+        """The draft's outputs for the real requests, [num_reqs, ...] each (roots [num_reqs, width] each; prefix
+        [num_reqs] int64; block_tables [num_reqs, blocks] int32; all on the device)."""
+        n = prefix.shape[0]
         bucket = self.bucket_for(n)
-        self.root_hidden[:n].copy_(root_hidden)
-        self.root_logits_input[:n].copy_(root_logits_input)
+        for buffer, root in zip(self.roots, roots, strict=True):
+            buffer[:n].copy_(root)
         self.prefix[:n].copy_(prefix)
         self.prefix[n:bucket].zero_()
         self.is_real[:n].fill_(True)
@@ -92,7 +99,7 @@ class EagleTreeGraphs:
             self.paths.record_all(paths)
         self.num_replays += 1
         # copies: the static outputs are overwritten by the next replay, the proposal lives on through the verify
-        return outputs[0][:n].clone(), outputs[1][:n].clone()
+        return tuple(out[:n].clone() for out in outputs)
 
     @property
     def num_graphs(self) -> int:
