@@ -28,8 +28,13 @@ TreeDraftFn = Callable[[tuple[torch.Tensor, ...], StepLayout], tuple[torch.Tenso
 
 class TreeDraftGraphs:
     def __init__(self, draft: TreeDraftFn, plan: TreePlan, graph_plan: GraphPlan, *, num_roots: int,
-                 root_width: int, root_dtype: torch.dtype, paths: PathRecorder) -> None:
+                 root_width: int, root_dtype: torch.dtype, paths: PathRecorder,
+                 reset: Callable[[int], None] | None = None, pool=None) -> None:
+        """`reset(bucket)`: puts the caller's own static inputs (a catch-up's buffers) in a padding state before a
+        bucket is captured. `pool`: a graph pool shared with other graphs of the caller (replayed one at a time,
+        outputs copied out at once); None: a pool of its own."""
         self.draft = draft
+        self.reset = reset
         self.plan = plan
         self.block_size = graph_plan.block_size
         self.device = device = graph_plan.device
@@ -45,7 +50,7 @@ class TreeDraftGraphs:
         self.prefix = torch.zeros(max_reqs, dtype=torch.int64, device=device)  # [max_reqs]
         self.is_real = torch.zeros(max_reqs, dtype=torch.bool, device=device)  # [max_reqs]
         self.block_tables = torch.zeros(max_reqs, max_blocks, dtype=torch.int32, device=device)  # [max_reqs, blocks]
-        self.pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
+        self.pool = None if device.type != "cuda" else pool if pool is not None else torch.cuda.graph_pool_handle()
         # bucket -> (graph or None off CUDA, static outputs, execution paths the captured draft took)
         self._graphs: dict[int, tuple[object, tuple[torch.Tensor, ...], frozenset[str]]] = {}
         self.num_replays = 0
@@ -70,6 +75,8 @@ class TreeDraftGraphs:
         for bucket in sorted(self.buckets, reverse=True):
             self.is_real.zero_()
             self.prefix.zero_()
+            if self.reset is not None:
+                self.reset(bucket)
             if self.pool is None:
                 self._graphs[bucket] = (None, (), frozenset())
             else:

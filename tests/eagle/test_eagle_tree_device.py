@@ -57,3 +57,33 @@ def test_tree_graph_buffers_equal_eager(target_dir, head_dir, prompt_ids):
     got = propose_first_tree(llm, prompts, plan)
     assert graphs.num_replays == 1 and "eagle.tree_graph" in llm.engine.paths_taken()
     assert_same_tree_round(got, expected)
+
+
+@pytest.mark.slow  # the Triton interpreter over whole generations (~30 s on CPU)
+def test_tree_round_graphs_engine_equals_eager(target_dir, head_dir, prompt_ids):
+    """An engine with the tree round graphs (rerun off CUDA) generates what the eager engine generates: rounds with a
+    short catch-up take the whole-round graph, first rounds (the prompt's catch-up) the steps-only one."""
+    pytest.importorskip("triton")
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    from specbench import SamplingParams
+    from specbench.engine.builder import capture_graphs, graph_plan
+    from specbench.speculation.draft_shape import DraftShape
+
+    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (9, 6, 12)]
+    runs = []
+    for graphs in (False, True):
+        llm = _llm(target_dir, head_dir, "eagle3-speculators", attention_backend="triton", enforce_eager=True)
+        engine = llm.engine
+        if graphs:
+            capture_graphs(graph_plan(llm.config, engine.device, engine.stop_checker.max_model_len), engine.runner,
+                           engine.proposer, 4)
+        engine.set_draft_shape(DraftShape(4, 8))
+        outs = llm.generate(prompt_ids[:3], params)
+        runs.append([(list(o.output_token_ids), o.stats.num_accepted_tokens) for o in outs])
+        taken = engine.paths_taken()
+        assert ({"eagle.tree_round_graph", "eagle.tree_graph"} <= taken) == graphs, taken
+        assert ("eagle.eager" in taken) != graphs, taken
+    assert runs[0] == runs[1]

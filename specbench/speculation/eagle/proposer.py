@@ -27,6 +27,7 @@ from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
 from specbench.speculation.eagle.ahead import AheadRecording, AheadState
 from specbench.speculation.eagle.round_graph import EagleRoundGraphs
+from specbench.speculation.eagle.tree_round_graph import EagleTreeRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
@@ -53,6 +54,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         ExecutionPath("eagle.tree_graph", "EAGLE tree draft (root top-k, every draft step over the frontier, the budget "
                       "cut) replayed from one CUDA graph per batch bucket and tree plan, after an eager catch-up "
                       "(speculation/tree_graph.py)", ("cuda",), needs_cuda=True),
+        ExecutionPath("eagle.tree_round_graph", "whole EAGLE tree round (catch-up padded to depth + 1, then the tree "
+                      "draft) replayed from one CUDA graph per batch bucket and tree plan "
+                      "(speculation/eagle/tree_round_graph.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
                       "(speculation/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
     )
@@ -76,7 +80,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
-        self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
+        # plan -> tree round graphs: the whole round, and the tree draft after an eager catch-up
+        self.tree_round_graphs: dict[TreePlan, EagleTreeRoundGraphs] = {}
+        self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}
         self.ahead = AheadState(block_size, device, debug_invariants)  # the round drafted ahead (ahead.py)
 
     def kv_cache_spec(self) -> KVCacheSpec:
@@ -151,8 +157,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
         """Catch-up over the new target features (the accepted path's, in path order: engine/tree_round.py), whose
         last row gives the root's children; then draft steps over the frontier (speculation/tree_device.py, on the
-        device; from one CUDA graph per batch bucket where prepare_tree_draft_graphs captured this plan: tree_graph.py). The
-        committed draft prefix ends before the newest token, so step s's queries sit at newest - 1 + s, each fed
+        device; from CUDA graphs per batch bucket where prepare_tree_draft_graphs captured this plan: the whole
+        round, or the draft steps after an eager catch-up too long for it). The committed draft prefix ends before
+        the newest token, so step s's queries sit at newest - 1 + s, each fed
         (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
         stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. The oracle
         recorder does not see tree rounds."""
@@ -163,15 +170,25 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         missing = [r for r in rows if feats.cu_num_new_features[r + 1] == feats.cu_num_new_features[r]]
         if missing:
             raise RuntimeError(f"requests {missing} asked for a tree without new target features")
+        prefix_lens = tuple(len(tokens) - 1 for tokens in inp.token_ids)
+        prefix = to_device(prefix_lens, torch.int64, self.device)
+        block_tables = block_table_tensor(inp.block_tables, self.device)
+        round_graphs = self.tree_round_graphs.get(plan)
+        if (round_graphs is not None and not self.hooks.eager_drafting
+                and round_graphs.fits(feats, prefix_lens, block_tables)):
+            self.head.attn_backend.paths.record("eagle.tree_round_graph")
+            states = [self.request_state(request_id) for request_id in inp.request_ids]
+            round_input = build_round_input(inp, feats, round_graphs.query_len, states, self.block_size, self.device,
+                                            with_step_mds=False)
+            self.head.attn_backend.begin_forward(round_input.extend_md, "eagle_extend")  # the debug invariants
+            draft_ids, parents = round_graphs.run(round_input, prefix, block_tables)
+            return DraftProposal(draft_ids, (draft_ids.shape[1],) * num_reqs, None, parents)
         extend = self._build_extend(inp, feats, rows)
         extend_hidden = self.head.project_target_features(extend.target_features)
         extend_hidden = self.hooks.extend_hidden(inp.request_ids, extend_hidden, extend.logits_indices)
         out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
         root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
         root_logits_input = out.logits_input[extend.logits_indices]  # [num_reqs, H]
-        prefix_lens = tuple(len(tokens) - 1 for tokens in inp.token_ids)
-        prefix = to_device(prefix_lens, torch.int64, self.device)
-        block_tables = block_table_tensor(inp.block_tables, self.device)
         graphs = self.tree_graphs.get(plan)
         if graphs is not None and not self.hooks.eager_drafting and graphs.fits(block_tables, prefix_lens):
             self.head.attn_backend.paths.record("eagle.tree_graph")
@@ -212,19 +229,25 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         return draft_ids, grown.parent
 
     def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
-        """Capture the tree draft of `plan` for every batch bucket (once per plan; a no-op until CUDA graphs are
-        enabled, for a plan without draft steps, or for hooks that draft phase by phase)."""
+        """Capture the tree rounds of `plan` for every batch bucket, once per plan (a no-op until CUDA graphs are
+        enabled, for a plan without draft steps, or for hooks that draft phase by phase): the whole round with its
+        catch-up (tree_round_graph.py), and the tree draft alone for rounds whose catch-up is longer."""
         if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
             return
 
         def draft(roots, layout):
             return self.draft_tree(plan, *roots, layout, grow_tree_on_device, check_metadata=False)
 
+        # one pool for both: they replay one at a time and their outputs are copied out at once
+        pool = torch.cuda.graph_pool_handle() if self._graph_plan.device.type == "cuda" else None
         graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=2,
                                  root_width=self.head.config.layer.hidden_size, root_dtype=self.head.dtype,
-                                 paths=self.head.attn_backend.paths)
+                                 paths=self.head.attn_backend.paths, pool=pool)
+        round_graphs = EagleTreeRoundGraphs(self, plan, self._graph_plan, pool=pool)
+        round_graphs.graphs.capture()
         graphs.capture()
         self.tree_graphs[plan] = graphs
+        self.tree_round_graphs[plan] = round_graphs
 
     def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
         """Nothing to do: the engine hands over the accepted path's target features (root first, in path order), so
