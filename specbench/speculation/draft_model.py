@@ -92,6 +92,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
+        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
         self.debug_invariants = debug_invariants  # the engine's: INV-REQ on every draft step
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
@@ -168,7 +169,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         block_tables = block_table_tensor(inp.block_tables, self.device)
         graphs = self.tree_graphs.get(plan)
         paths = self.model.attn_backend.paths
-        if graphs is not None and not self.hooks.eager_drafting and graphs.fits(block_tables, prefix_lens):
+        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
             paths.record("draft.tree_graph")
             grown = GrownTree(*graphs.run((root_hidden,), prefix, block_tables))
         else:
@@ -331,7 +332,12 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Nothing per k: every draft-decode step is one query per request, captured by enable_cuda_graphs."""
 
+    def _replays_tree_graphs(self) -> bool:
+        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting
+
     def pause_step_graphs(self, is_paused: bool) -> None:
+        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
         if is_paused and self.step_graphs is not None:
             self._paused_step_graphs, self.step_graphs = self.step_graphs, None
         elif not is_paused and self._paused_step_graphs is not None:

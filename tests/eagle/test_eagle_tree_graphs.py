@@ -1,5 +1,6 @@
-"""EAGLE tree drafts replayed from CUDA graphs (speculation/tree_graph.py, execution path eagle.tree_graph) on
-a CUDA default engine: one graph per batch bucket for the run's TreePlan, captured by set_draft_shape; a replay
+"""EAGLE tree drafts replayed from CUDA graphs on a CUDA default engine (speculation/tree_graph.py: eagle.tree_graph,
+the draft after an eager catch-up; speculation/eagle/tree_round_graph.py: eagle.tree_round_graph, the whole round):
+one graph per batch bucket for the run's TreePlan, captured by set_draft_shape; a replay
 drafts the trees eager drafting drafts (same tokens, parents and draft KV from the same state), a graphed engine's
 greedy fp32 output and acceptance equal the enforce-eager engine's (ragged requests: smaller buckets as they finish),
 and a new plan captures its own graphs. Fails loudly on a sync inside the capture (capture_graph's sync debug mode).
@@ -57,9 +58,12 @@ def test_gpu_graphed_tree_engine_matches_eager(target_dir, head_dir, prompt_ids)
             outs_per_shape.append([(list(o.output_token_ids), o.stats.num_accepted_tokens,
                                     o.stats.tree_counts.accepted_per_rank) for o in outs])
             taken = llm.engine.paths_taken()
-            assert ("eagle.tree_graph" in taken) == (not enforce_eager), taken
+            # first rounds (the prompt's catch-up) replay the steps-only graphs, later ones the whole round
+            assert ({"eagle.tree_graph", "eagle.tree_round_graph"} <= taken) == (not enforce_eager), taken
+            assert ("eagle.eager" in taken) == enforce_eager, taken
             if not enforce_eager:
-                assert llm.engine.proposer.tree_graphs[tree_plan(shape, 4)].num_replays > 0
+                plan = tree_plan(shape, 4)
+                assert llm.engine.proposer.tree_round_graphs[plan].graphs.num_replays > 0
         runs.append(outs_per_shape)
     expected, got = runs
     assert got == expected

@@ -78,6 +78,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
+        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
         # plan -> tree round graphs: the whole round, and the tree draft after an eager catch-up
@@ -174,7 +175,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         prefix = to_device(prefix_lens, torch.int64, self.device)
         block_tables = block_table_tensor(inp.block_tables, self.device)
         round_graphs = self.tree_round_graphs.get(plan)
-        if (round_graphs is not None and not self.hooks.eager_drafting
+        if (round_graphs is not None and self._replays_tree_graphs()
                 and round_graphs.fits(feats, prefix_lens, block_tables)):
             self.head.attn_backend.paths.record("eagle.tree_round_graph")
             states = [self.request_state(request_id) for request_id in inp.request_ids]
@@ -190,7 +191,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
         root_logits_input = out.logits_input[extend.logits_indices]  # [num_reqs, H]
         graphs = self.tree_graphs.get(plan)
-        if graphs is not None and not self.hooks.eager_drafting and graphs.fits(block_tables, prefix_lens):
+        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
             self.head.attn_backend.paths.record("eagle.tree_graph")
             draft_ids, parents = graphs.run((root_hidden, root_logits_input), prefix, block_tables)
         else:
@@ -312,7 +313,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 
+    def _replays_tree_graphs(self) -> bool:
+        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting
+
     def pause_step_graphs(self, is_paused: bool) -> None:
+        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
         if is_paused and self.step_graphs is not None:
             self._paused_step_graphs, self.step_graphs = self.step_graphs, None
         elif not is_paused and self._paused_step_graphs is not None:
