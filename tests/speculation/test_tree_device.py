@@ -108,3 +108,24 @@ def test_finish_on_device_equals_finish(seed):
     assert padded.token_ids.flatten().tolist() == tree.token_ids.tolist()
     assert padded.parent.flatten().tolist() == tree.parent.tolist()
     assert torch.equal(builder.token_ids.gather(1, padded.source), padded.token_ids)
+
+
+def test_device_path_reads_nothing_back(monkeypatch):
+    """No host read of a tensor anywhere in the device path (the CPU stand-in for "no sync": on CUDA each of these
+    would wait for the device, and inside a graph capture raise)."""
+    plan = TreePlan(4, 4, 8)
+    root = torch.log_softmax(torch.randn(len(PREFIX_LENS), VOCAB, generator=torch.Generator().manual_seed(1)), -1)
+    step_scores = [torch.log_softmax(torch.randn(3, 4, VOCAB, generator=torch.Generator().manual_seed(s)), -1)
+                   for s in range(1, 4)]
+    quiet = StepLayout(torch.tensor(PREFIX_LENS), block_table_tensor(BLOCK_TABLES, torch.device("cpu")), BLOCK_SIZE,
+                       64, is_real=torch.tensor([True, True, False]))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a host read in the device tree path")
+
+    for name in ("tolist", "item", "__bool__", "__int__", "__index__", "cpu", "numpy", "nonzero"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    monkeypatch.setattr(torch, "nonzero", refuse)
+    grown = grow_tree_on_device(plan, root, quiet, lambda step: step_scores[step.step - 1])
+    monkeypatch.undo()
+    assert grown.token_ids.shape == grown.parent.shape == grown.fed_row.shape == (3, 8)
