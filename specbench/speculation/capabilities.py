@@ -137,7 +137,6 @@ class DraftsTrees(Proposer):
         verified; the target KV of that path is already compacted to its positions (on_verified is not called)."""
 
 
-
 class CapturesTreeDraftGraphs(Proposer):
     """Runs a tree round's draft steps (DraftsTrees) from CUDA graphs, one per batch bucket and TreePlan, once the
     builder enabled CUDA graphs (CapturesDraftGraphs.enable_cuda_graphs); other rounds draft their trees eagerly."""

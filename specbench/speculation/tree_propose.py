@@ -3,7 +3,8 @@
 `TreePlan`: a round's tree shape from the run's DraftShape and k (tree depth = k draft steps; node budget
 `num_draft_tokens`, default every candidate the steps create, as DraftShape defines None). `TreeSteps`: the
 frontier nodes a drafter feeds in one round, built on the host: the readable reference of the device path the
-drafters run (tree_device.py: the same rows, masks, positions and slots by tensor ops, capturable in a CUDA graph). Draft step s (1 <= s < depth) feeds the frontier chosen by step
+drafters run (tree_device.py: the same rows, masks, positions and slots by tensor ops, capturable in a CUDA
+graph). Draft step s (1 <= s < depth) feeds the frontier chosen by step
 s - 1 (its nodes all sit at depth s - 1) as `topk` queries per request; their KV is stored as *tree rows* right
 after the drafter's committed prefix, in feed order (row i at prefix + i: scratch the next catch-up overwrites, or
 moved into place when accepted), and each query sees the prefix, its fed ancestors and itself, never a sibling or
