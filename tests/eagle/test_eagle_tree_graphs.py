@@ -33,6 +33,7 @@ def test_gpu_tree_graph_replay_equals_eager(variant, target_dir, head_dir, promp
     shape = DraftShape(4, 8)
     plan = tree_plan(shape, 4)
     eager = _llm(target_dir, head_dir, variant, enforce_eager=True)
+    eager.engine.set_draft_shape(shape)
     expected = propose_first_tree(eager, prompt_ids[:3], plan)
     llm = _llm(target_dir, head_dir, variant)
     assert llm.engine.parts.cuda_graphs == "on"

@@ -23,6 +23,7 @@ def test_gpu_draft_tree_graph_replay_equals_eager(tiny_pair, prompt_ids):
     shape = DraftShape(4, 8)
     plan = tree_plan(shape, 4)
     eager = LLM(target, method="draft", draft=draft, max_num_steps=4, enforce_eager=True, **COMMON)
+    eager.engine.set_draft_shape(shape)
     expected = propose_first_tree(eager, prompt_ids[:3], plan)
     llm = LLM(target, method="draft", draft=draft, max_num_steps=4, **COMMON)
     assert llm.engine.parts.cuda_graphs == "on"
