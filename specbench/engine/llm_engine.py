@@ -26,7 +26,7 @@ from specbench.errors import SpecbenchError
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
-from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, Proposer
+from specbench.speculation.capabilities import CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.tree_propose import tree_plan
 from specbench.speculation.registry import methods_with
@@ -223,10 +223,14 @@ class LLMEngine:
 
     def _prepare_tree_graphs(self) -> None:
         """Tree verify graphs for the rounds the current DraftShape and k draft (root + num_draft_tokens rows per
-        request), captured here, between runs; a no-op for chains or while CUDA graphs are off."""
+        request) and the drafter's tree draft graphs for that plan, captured here, between runs; a no-op for chains
+        or while CUDA graphs are off."""
         shape = self.scheduler.draft_shape
         if shape.is_tree and self.num_steps > 0 and isinstance(self.proposer, DraftsTrees):
-            self.runner.prepare_tree_graphs(tree_plan(shape, self.num_steps).num_draft_tokens + 1)
+            plan = tree_plan(shape, self.num_steps)
+            self.runner.prepare_tree_graphs(plan.num_draft_tokens + 1)
+            if isinstance(self.proposer, CapturesTreeDraftGraphs) and self.runner.graphs is not None:
+                self.proposer.prepare_tree_draft_graphs(plan)
 
     def set_synthetic_acceptance(self, rates: tuple[float, ...]) -> None:
         """Change the forced acceptance rates between runs (benchmarks compare chains and trees at their own

@@ -122,8 +122,9 @@ class RecordsDraftLogits(Proposer):
 
 class DraftsTrees(Proposer):
     """Drafts a tree of candidates per request (eagle_topk > 1), not only a chain: top-k children of the best frontier
-    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py). Tree rounds run
-    synchronously and eagerly (engine/tree_round.py)."""
+    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py, tree_device.py). Tree
+    rounds run synchronously (engine/tree_round.py); their draft steps on the device, from CUDA graphs where the
+    class also declares CapturesTreeDraftGraphs."""
 
     @abstractmethod
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
@@ -135,3 +136,11 @@ class DraftsTrees(Proposer):
         """The accepted path of each request's tree (request-local node indices, root to leaf) of the round just
         verified; the target KV of that path is already compacted to its positions (on_verified is not called)."""
 
+
+class CapturesTreeDraftGraphs(Proposer):
+    """Runs a tree round's draft steps (DraftsTrees) from CUDA graphs, one per batch bucket and TreePlan, once the
+    builder enabled CUDA graphs (CapturesDraftGraphs.enable_cuda_graphs); other rounds draft their trees eagerly."""
+
+    @abstractmethod
+    def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
+        """Capture the tree draft of `plan` before a timed region (a no-op until graphs are enabled)."""

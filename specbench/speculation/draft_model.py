@@ -24,21 +24,27 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
-from specbench.speculation.capabilities import CapturesDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits
+from specbench.speculation.capabilities import (
+    CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits,
+)
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_kv import move_slots
-from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+from specbench.speculation.tree_device import (
+    GrownTree, GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
+)
+from specbench.speculation.tree_graph import TreeDraftGraphs
+from specbench.speculation.tree_propose import TreePlan, tree_reach
 
 
 @dataclass(frozen=True)
 class _TreeRound:
     """What on_tree_verified needs of a request's last tree round."""
 
-    token_ids: tuple[int, ...]  # [num_nodes] the tree's tokens, node order
-    row_of_branch: dict[tuple[int, ...], int]  # branch tokens -> the tree row a draft step stored its KV at
+    fed_row: torch.Tensor  # [num_reqs, num_nodes] int64 the round's: tree row a draft step fed each node at, -1 = never
+    row: int  # this request's row of fed_row
     block_table: tuple[int, ...]
 
 
@@ -63,12 +69,15 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees):
+class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees, CapturesTreeDraftGraphs):
     name = "draft"
     execution_paths = (
         ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/draft_model.py)", ("cpu",)),
         ExecutionPath("draft.step_graph", "draft-LM draft step replayed from a CUDA graph "
                       "(speculation/draft_model.py)", ("cuda",), needs_cuda=True),
+        ExecutionPath("draft.tree_graph", "draft-LM tree draft (root top-k, every draft step over the frontier, the "
+                      "budget cut) replayed from one CUDA graph per batch bucket and tree plan, after an eager "
+                      "catch-up (speculation/tree_graph.py)", ("cuda",), needs_cuda=True),
     )
 
     def __init__(self, model, target_vocab_size: int, block_size: int, device: torch.device,
@@ -83,7 +92,10 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
+        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
         self.debug_invariants = debug_invariants  # the engine's: INV-REQ on every draft step
+        self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
+        self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
 
     def kv_cache_spec(self) -> KVCacheSpec:
         return self.model.kv_cache_spec()
@@ -142,31 +154,68 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
 
     @torch.inference_mode()
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
-        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier
-        (speculation/tree_propose.py): the committed prefix ends at the newest token, so step s's queries sit at
-        newest + s and the tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
+        """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier on
+        the device (speculation/tree_device.py: no host sync per step), from one CUDA graph per batch bucket where
+        prepare_tree_draft_graphs captured this plan (speculation/tree_graph.py): the committed prefix ends at the
+        newest token, so step s's queries sit at newest + s and the tree rows are stored from newest + 1 on. The
+        oracle recorder does not see tree rounds."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         rows = list(range(len(inp.request_ids)))
         extend = self._build_extend(inp, rows)
         out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
-        root_logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
-        prefix = [len(tokens) for tokens in inp.token_ids]
-
-        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
-            num_frontier = frontier.token_ids.shape[1]
-            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
-            self.model.attn_backend.paths.record("draft.eager_step")
-            step_out = self.model(frontier.token_ids.reshape(-1), md, self.kv_cache, phase=f"draft_tree_step_{s}")
-            logits = self.model.compute_logits(step_out.hidden_states)
-            return self._log_probs(logits).view(len(rows), num_frontier, -1)
-
-        tree, steps = grow_tree(plan, self._log_probs(root_logits), run_step)
+        root_hidden = out.hidden_states[extend.logits_indices]  # [num_reqs, H]
+        prefix_lens = tuple(len(tokens) for tokens in inp.token_ids)
+        prefix = to_device(prefix_lens, torch.int64, self.device)
+        block_tables = block_table_tensor(inp.block_tables, self.device)
+        graphs = self.tree_graphs.get(plan)
+        paths = self.model.attn_backend.paths
+        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
+            paths.record("draft.tree_graph")
+            grown = GrownTree(*graphs.run((root_hidden,), prefix, block_tables))
+        else:
+            if plan.depth > 1:
+                paths.record("draft.eager_step")
+            layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
+                                prefix_lens=prefix_lens, read_back=self.debug_invariants)
+            grown = self.draft_tree(plan, root_hidden, layout, grow_tree_on_device)
         for r in rows:
             state = self._state[inp.request_ids[r]]
             state.newest = len(inp.token_ids[r]) - 1
             state.num_written = state.newest + 1  # tree rows are not at their positions until on_tree_verified
-            state.tree_round = _TreeRound(tuple(tree.tokens_of(r)), steps.row_of_branch[r], inp.block_tables[r])
-        return proposal_from_tree(tree)
+            state.tree_round = _TreeRound(grown.fed_row, r, inp.block_tables[r])
+        num_kept = grown.token_ids.shape[1]
+        return DraftProposal(grown.token_ids, (num_kept,) * len(rows), None, grown.parent)
+
+    def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, layout: StepLayout, grow: GrowTree,
+                   check_metadata: bool = True) -> GrownTree:
+        """The trees grown from the catch-up's last rows (root_hidden [num_reqs, H]); with the device `grow` nothing
+        here syncs: eager rounds and the tree graphs run this same code."""
+        num_reqs = root_hidden.shape[0]
+
+        def run_step(step: TreeStepInput) -> torch.Tensor:
+            num_frontier = step.frontier.token_ids.shape[1]
+            step_out = self.model(step.frontier.token_ids.reshape(-1), step.md, self.kv_cache,
+                                  phase=f"draft_tree_step_{step.step}", check_metadata=check_metadata)
+            logits = self.model.compute_logits(step_out.hidden_states)
+            return self._log_probs(logits).view(num_reqs, num_frontier, -1)
+
+        return grow(plan, self._log_probs(self.model.compute_logits(root_hidden)), layout, run_step)
+
+    def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
+        """Capture the tree draft of `plan` for every batch bucket (once per plan; a no-op until CUDA graphs are
+        enabled, for a plan without draft steps, or for hooks that draft phase by phase)."""
+        if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
+            return
+
+        def draft(roots, layout):
+            grown = self.draft_tree(plan, roots[0], layout, grow_tree_on_device, check_metadata=False)
+            return grown.token_ids, grown.parent, grown.fed_row
+
+        graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=1,
+                                 root_width=self.model.config.hidden_size, root_dtype=self.model.dtype,
+                                 paths=self.model.attn_backend.paths)
+        graphs.capture()
+        self.tree_graphs[plan] = graphs
 
     def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:  # [..., draft_vocab] -> [..., target_vocab]
         """Children are the top-k of the raw draft distribution over the target's ids (the verifier's deterministic
@@ -178,18 +227,21 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         the deepest level, which was never fed) and commit it; the next catch-up feeds the rest of the path and the
         bonus. A fed row saw the prefix and its ancestors at its branch position: the KV a chain along it writes."""
         src_slots, dst_slots = [], []
+        fed_rows: dict[int, list[list[int]]] = {}  # id(round's fed_row) -> its rows on the host: one read per round
         for request_id, path in zip(request_ids, accepted_nodes):
             state = self._state.get(request_id)
             if state is None or state.tree_round is None:
                 continue
             tree_round, state.tree_round = state.tree_round, None
+            key = id(tree_round.fed_row)
+            if key not in fed_rows:
+                fed_rows[key] = tree_round.fed_row.tolist()  # after the verify's sync: no stall
+            fed_row = fed_rows[key][tree_round.row]
             prefix = state.newest + 1  # tree row i was stored at prefix + i
-            branch: tuple[int, ...] = ()
             num_kept = 0
             for depth, node in enumerate(path):
-                branch += (tree_round.token_ids[node],)
-                row = tree_round.row_of_branch.get(branch)
-                if row is None:
+                row = fed_row[node]
+                if row < 0:  # never fed (the deepest level, or not in a frontier): the catch-up feeds it
                     break
                 src_slots.append(slot_of(tree_round.block_table, prefix + row, self.block_size))
                 dst_slots.append(slot_of(tree_round.block_table, prefix + depth, self.block_size))
@@ -265,6 +317,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
         from specbench.runtime.cuda_graph import CudaGraphRunner
 
+        self._graph_plan = plan
         self.model.reserve_rope(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
@@ -279,7 +332,12 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Nothing per k: every draft-decode step is one query per request, captured by enable_cuda_graphs."""
 
+    def _replays_tree_graphs(self) -> bool:
+        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting
+
     def pause_step_graphs(self, is_paused: bool) -> None:
+        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
         if is_paused and self.step_graphs is not None:
             self._paused_step_graphs, self.step_graphs = self.step_graphs, None
         elif not is_paused and self._paused_step_graphs is not None:

@@ -34,6 +34,16 @@ class StepShape:
     num_frontier: int  # of which became the next frontier
 
 
+@dataclass(frozen=True, slots=True)
+class PaddedTree:
+    """The trees of a batch as fixed-shape device tensors (every request keeps the same node count): what
+    `finish_on_device` returns without reading anything back to the host."""
+
+    token_ids: torch.Tensor  # [num_reqs, num_kept] int64, node order = creation order (parents first)
+    parent: torch.Tensor  # [num_reqs, num_kept] int64, request-local parent node, -1 = child of the root
+    source: torch.Tensor  # [num_reqs, num_kept] int64, each kept node's creation index among all candidates
+
+
 class TopKTreeBuilder:
     """One round's tree for a batch; every request grows the same shape, only the tokens differ."""
 
@@ -76,6 +86,22 @@ class TopKTreeBuilder:
         )
         self.shape.append(StepShape(num_candidates=cand_score.shape[1], num_frontier=chosen.shape[1]))
         return self.frontier
+
+    def num_kept(self) -> int:
+        return min(self.num_draft_tokens, self.score.shape[1])
+
+    def finish_on_device(self) -> PaddedTree:
+        """What `finish` keeps, as device tensors of fixed shape (no host sync: capturable in a CUDA graph). A kept
+        node's parent is always kept (module doc), so every parent maps to a kept node's new index."""
+        num_reqs, num_candidates = self.score.shape
+        keep = self.num_kept()
+        kept = torch.sort(self.score, dim=1, descending=True, stable=True).indices[:, :keep]
+        kept = kept.sort(dim=1).values  # [num_reqs, keep] creation order: parents precede children
+        new_index = torch.full((num_reqs, num_candidates), ROOT_PARENT, dtype=torch.int64, device=self.device)
+        new_index.scatter_(1, kept, torch.arange(keep, device=self.device).expand(num_reqs, keep))
+        old_parent = self.parent.gather(1, kept)
+        parent = torch.where(old_parent == ROOT_PARENT, ROOT_PARENT, new_index.gather(1, old_parent.clamp_min(0)))
+        return PaddedTree(token_ids=self.token_ids.gather(1, kept), parent=parent, source=kept)
 
     def finish(self) -> DraftTree:
         """The best num_draft_tokens candidates per request, renumbered in creation order (parents first)."""

@@ -2,7 +2,9 @@
 
 `TreePlan`: a round's tree shape from the run's DraftShape and k (tree depth = k draft steps; node budget
 `num_draft_tokens`, default every candidate the steps create, as DraftShape defines None). `TreeSteps`: the
-frontier nodes a drafter feeds in one round. Draft step s (1 <= s < depth) feeds the frontier chosen by step
+frontier nodes a drafter feeds in one round, built on the host: the readable reference of the device path the
+drafters run (tree_device.py: the same rows, masks, positions and slots by tensor ops, capturable in a CUDA
+graph). Draft step s (1 <= s < depth) feeds the frontier chosen by step
 s - 1 (its nodes all sit at depth s - 1) as `topk` queries per request; their KV is stored as *tree rows* right
 after the drafter's committed prefix, in feed order (row i at prefix + i: scratch the next catch-up overwrites, or
 moved into place when accepted), and each query sees the prefix, its fed ancestors and itself, never a sibling or
@@ -16,7 +18,6 @@ prefix - 1 + (depth - 1) * topk, prefix being newest + 1 (draft LM) or newest (E
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,7 @@ from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.proposer import DraftProposal
 from specbench.speculation.tree import DraftTree, tree_from_parents
 from specbench.speculation.tree_builder import Frontier, TopKTreeBuilder
+from specbench.speculation.tree_device import GrownTree, RunTreeStep, StepLayout, TreeStepInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,12 @@ def tree_plan(shape: DraftShape, num_steps: int) -> TreePlan:
 def kv_rows(plan: TreePlan) -> int:
     """KV positions after the newest committed token a tree round of `plan` may write (target or drafter)."""
     return max(plan.num_draft_tokens, (plan.depth - 1) * plan.topk)
+
+
+def tree_reach(plan: TreePlan) -> int:
+    """Positions past a drafter's committed prefix its tree draft steps reach: RoPE positions up to depth - 1,
+    stored tree rows up to (depth - 1) * topk (the bound of the steps' max_seq_len)."""
+    return max(plan.depth, (plan.depth - 1) * plan.topk)
 
 
 def proposal_from_tree(tree: DraftTree) -> DraftProposal:
@@ -131,22 +139,46 @@ class TreeSteps:
         )
 
 
-def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor,
-              run_step: Callable[[int, Frontier, TreeSteps, list[list[int]]], torch.Tensor]
+def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep
               ) -> tuple[DraftTree, TreeSteps]:
-    """Grow one round's trees: the root's top-k children, then `plan.depth - 1` draft steps over the frontier.
+    """Grow one round's trees on the host (the reference the device path, tree_device.grow_tree_on_device, is
+    tested against): the root's top-k children, then `plan.depth - 1` draft steps over the frontier.
 
-    `root_log_probs` [num_reqs, V]: the drafter's log-probs after the newest committed token. `run_step(s, frontier,
-    steps, parent_rows)` feeds draft step s (the frontier just appended to `steps`; parent_rows per request the tree
-    row of each frontier node's parent, -1 = root) and returns the log-probs at each frontier node
-    [num_reqs, num_frontier, V]. Token ids are the drafter's vocabulary; the caller maps them. Returns the trees and
-    the rows the drafter fed (whose KV an accepted path may keep).
+    `root_log_probs` [num_reqs, V]: the drafter's log-probs after the newest committed token. `run_step` feeds draft
+    step s (the frontier just appended to the steps) and returns the log-probs at each frontier node
+    [num_reqs, num_frontier, V]. `layout.prefix_lens` must be set (host prefix lengths). Token ids are the drafter's
+    vocabulary; the caller maps them. Returns the trees and the rows the drafter fed (whose KV an accepted path may
+    keep).
     """
+    assert layout.prefix_lens is not None, "the host reference needs the prefix lengths on the host"
     num_reqs = root_log_probs.shape[0]
-    builder = TopKTreeBuilder(num_reqs, plan.topk, plan.num_draft_tokens, root_log_probs.device)
+    device = root_log_probs.device
+    block_tables = layout.block_tables.tolist()  # host reference: reads the device back
+    builder = TopKTreeBuilder(num_reqs, plan.topk, plan.num_draft_tokens, device)
     steps = TreeSteps(num_reqs, max(0, (plan.depth - 1) * plan.topk))
     frontier = builder.expand(root_log_probs[:, None].float())
     for s in range(1, plan.depth):
         parent_rows = steps.feed(frontier)
-        frontier = builder.expand(run_step(s, frontier, steps, parent_rows).float())
+        num_frontier = frontier.token_ids.shape[1]
+        md = steps.step_metadata(s, num_frontier, list(layout.prefix_lens), block_tables, layout.block_size, device)
+        parent_row = torch.tensor(parent_rows, dtype=torch.int64, device=device)
+        frontier = builder.expand(run_step(TreeStepInput(s, frontier, md, parent_row, steps.num_rows - num_frontier))
+                                  .float())
     return builder.finish(), steps
+
+
+def grow_tree_reference(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep
+                        ) -> GrownTree:
+    """`grow_tree` with the device path's result: padded trees and the fed row of each kept node (found by its
+    branch: siblings carry distinct tokens, so a branch names one node)."""
+    tree, steps = grow_tree(plan, root_log_probs, layout, run_step)
+    fed = []
+    for r in range(tree.num_reqs):
+        request_tokens, parents = tree.tokens_of(r), tree.parents_of(r)
+        branches: list[tuple[int, ...]] = []
+        for token, parent in zip(request_tokens, parents):
+            branches.append((branches[parent] if parent >= 0 else ()) + (token,))
+        fed.append([steps.row_of_branch[r].get(branch, -1) for branch in branches])
+    proposal = proposal_from_tree(tree)
+    device = root_log_probs.device
+    return GrownTree(proposal.draft_token_ids, proposal.parents, torch.tensor(fed, dtype=torch.int64, device=device))

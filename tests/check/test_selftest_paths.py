@@ -16,7 +16,8 @@ from specbench.selftest.runner import METHODS, PLAIN, run_selftest, selftest_cov
 from specbench.speculation.registry import execution_paths
 
 # What only a CUDA device reaches (graph capture; flashinfer runs on CUDA only): the CPU selftest cannot.
-CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "draft.step_graph", "graph.decode",
+CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "eagle.tree_graph",
+                       "eagle.tree_round_graph", "draft.step_graph", "draft.tree_graph", "graph.decode",
                        "graph.verify", "graph.verify_tree", "attention.flashinfer"})
 # Taken by the selftest's reference loop (one step at a time), which is the yardstick, not coverage.
 REFERENCE_ONLY = frozenset({"decode.sync"})

@@ -134,7 +134,8 @@ def test_execution_paths_take_their_methods_from_the_classes():
     eagle = registry.methods_with(EagleProposer)
     assert all(p.methods == eagle for name, p in by_name.items() if name.startswith("eagle."))
     assert {p.name for p in EagleProposer.execution_paths} == {  # eagle.ahead: the engine's (DRAFTS_AHEAD)
-        "eagle.eager", "eagle.step_graph", "eagle.fused_head", "eagle.round_graph"}
+        "eagle.eager", "eagle.step_graph", "eagle.fused_head", "eagle.round_graph", "eagle.tree_graph",
+        "eagle.tree_round_graph"}
     assert all(p.methods == ("draft",) for name, p in by_name.items() if name.startswith("draft."))
     assert {m for p in by_name.values() for m in p.methods} <= {"none", *registry.speculative_methods()}
 

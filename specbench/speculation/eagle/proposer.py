@@ -21,20 +21,25 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.speculation.capabilities import (
-    CapturesDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
+    CapturesDraftGraphs, CapturesTreeDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.eagle.loader import LoadedEagleHead
 from specbench.speculation.eagle.ahead import AheadRecording, AheadState
 from specbench.speculation.eagle.round_graph import EagleRoundGraphs
+from specbench.speculation.eagle.tree_round_graph import EagleTreeRoundGraphs
 from specbench.speculation.eagle.round_input import RequestState, RoundFeatures, build_round_input, is_graphable_round
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
-from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+from specbench.speculation.tree_device import (
+    GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
+)
+from specbench.speculation.tree_graph import TreeDraftGraphs
+from specbench.speculation.tree_propose import TreePlan, tree_reach
 
 
 class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
-                    DraftsTrees):
+                    DraftsTrees, CapturesTreeDraftGraphs):
     """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
 
     # The EAGLE round machinery's paths (MTP runs the target's MTP module through it: a subclass).
@@ -46,6 +51,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and "
                       "2H-wide first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
                       "(speculation/eagle/fused_head.py)", ("cuda",)),
+        ExecutionPath("eagle.tree_graph", "EAGLE tree draft (root top-k, every draft step over the frontier, the budget "
+                      "cut) replayed from one CUDA graph per batch bucket and tree plan, after an eager catch-up "
+                      "(speculation/tree_graph.py)", ("cuda",), needs_cuda=True),
+        ExecutionPath("eagle.tree_round_graph", "whole EAGLE tree round (catch-up padded to depth + 1, then the tree "
+                      "draft) replayed from one CUDA graph per batch bucket and tree plan "
+                      "(speculation/eagle/tree_round_graph.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
                       "(speculation/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
     )
@@ -67,8 +78,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
         self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
         self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
+        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
         self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
+        # plan -> tree round graphs: the whole round, and the tree draft after an eager catch-up
+        self.tree_round_graphs: dict[TreePlan, EagleTreeRoundGraphs] = {}
+        self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}
         self.ahead = AheadState(block_size, device, debug_invariants)  # the round drafted ahead (ahead.py)
 
     def kv_cache_spec(self) -> KVCacheSpec:
@@ -142,11 +157,13 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     @torch.inference_mode()
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
         """Catch-up over the new target features (the accepted path's, in path order: engine/tree_round.py), whose
-        last row gives the root's children; then draft steps over the frontier (speculation/tree_propose.py). The
-        committed draft prefix ends before the newest token, so step s's queries sit at newest - 1 + s, each fed
+        last row gives the root's children; then draft steps over the frontier (speculation/tree_device.py, on the
+        device; from CUDA graphs per batch bucket where prepare_tree_draft_graphs captured this plan: the whole
+        round, or the draft steps after an eager catch-up too long for it). The committed draft prefix ends before
+        the newest token, so step s's queries sit at newest - 1 + s, each fed
         (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
-        stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. Eager always
-        (no step or round graphs); the oracle recorder does not see tree rounds."""
+        stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. The oracle
+        recorder does not see tree rounds."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         num_reqs = len(inp.request_ids)
         rows = list(range(num_reqs))
@@ -154,35 +171,84 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         missing = [r for r in rows if feats.cu_num_new_features[r + 1] == feats.cu_num_new_features[r]]
         if missing:
             raise RuntimeError(f"requests {missing} asked for a tree without new target features")
-        self.head.attn_backend.paths.record("eagle.eager")
+        prefix_lens = tuple(len(tokens) - 1 for tokens in inp.token_ids)
+        prefix = to_device(prefix_lens, torch.int64, self.device)
+        block_tables = block_table_tensor(inp.block_tables, self.device)
+        round_graphs = self.tree_round_graphs.get(plan)
+        if (round_graphs is not None and self._replays_tree_graphs()
+                and round_graphs.fits(feats, prefix_lens, block_tables)):
+            self.head.attn_backend.paths.record("eagle.tree_round_graph")
+            states = [self.request_state(request_id) for request_id in inp.request_ids]
+            round_input = build_round_input(inp, feats, round_graphs.query_len, states, self.block_size, self.device,
+                                            with_step_mds=False)
+            self.head.attn_backend.begin_forward(round_input.extend_md, "eagle_extend")  # the debug invariants
+            draft_ids, parents = round_graphs.run(round_input, prefix, block_tables)
+            return DraftProposal(draft_ids, (draft_ids.shape[1],) * num_reqs, None, parents)
         extend = self._build_extend(inp, feats, rows)
         extend_hidden = self.head.project_target_features(extend.target_features)
         extend_hidden = self.hooks.extend_hidden(inp.request_ids, extend_hidden, extend.logits_indices)
         out = self.head(extend.input_ids, extend_hidden, extend.md, self.kv_cache, phase="eagle_extend")
         root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
-        width = root_hidden.shape[-1]
-        fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)  # per tree row
-        prefix = [len(tokens) - 1 for tokens in inp.token_ids]
+        root_logits_input = out.logits_input[extend.logits_indices]  # [num_reqs, H]
+        graphs = self.tree_graphs.get(plan)
+        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
+            self.head.attn_backend.paths.record("eagle.tree_graph")
+            draft_ids, parents = graphs.run((root_hidden, root_logits_input), prefix, block_tables)
+        else:
+            self.head.attn_backend.paths.record("eagle.eager")
+            layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
+                                prefix_lens=prefix_lens, read_back=self.debug_invariants)
+            draft_ids, parents = self.draft_tree(plan, root_hidden, root_logits_input, layout, grow_tree_on_device)
+        return DraftProposal(draft_ids, (draft_ids.shape[1],) * num_reqs, None, parents)
 
-        def run_step(s: int, frontier, steps: TreeSteps, parent_rows) -> torch.Tensor:
-            num_frontier = frontier.token_ids.shape[1]
-            parent_row = torch.tensor(parent_rows, dtype=torch.int64, device=self.device)  # [num_reqs, F]
+    def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, root_logits_input: torch.Tensor,
+                   layout: StepLayout, grow: GrowTree, check_metadata: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(draft ids [num_reqs, num_kept] in the target's vocabulary, parents [num_reqs, num_kept]) of the trees
+        grown from the root rows (root_hidden, root_logits_input: [num_reqs, H], the catch-up's last rows). With the
+        device `grow` nothing here syncs: eager rounds and the tree graphs (speculation/tree_graph.py) run this same code."""
+        num_reqs, width = root_hidden.shape
+        # per tree row the head's hidden output (what the row's children are fed)
+        fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)
+
+        def run_step(step: TreeStepInput) -> torch.Tensor:
+            num_frontier = step.frontier.token_ids.shape[1]
+            parent_row = step.parent_row  # [num_reqs, F]
             from_rows = fed_hidden.gather(1, parent_row.clamp_min(0)[..., None].expand(-1, -1, width))
             hidden = torch.where(parent_row[..., None] < 0, root_hidden[:, None], from_rows)  # [num_reqs, F, H]
-            md = steps.step_metadata(s, num_frontier, prefix, inp.block_tables, self.block_size, self.device)
-            token_ids = self.head.to_target_ids(frontier.token_ids.reshape(-1))
-            step_out = self.head(token_ids, hidden.reshape(-1, width), md, self.kv_cache, phase=f"eagle_tree_step_{s}")
-            first = steps.num_rows - num_frontier
-            fed_hidden[:, first: steps.num_rows] = step_out.hidden.view(num_reqs, num_frontier, width)
+            token_ids = self.head.to_target_ids(step.frontier.token_ids.reshape(-1))
+            step_out = self.head(token_ids, hidden.reshape(-1, width), step.md, self.kv_cache,
+                                 phase=f"eagle_tree_step_{step.step}", check_metadata=check_metadata)
+            fed_hidden[:, step.first_row: step.first_row + num_frontier] = step_out.hidden.view(
+                num_reqs, num_frontier, width)
             logits = self.head.compute_logits(step_out.logits_input)
             return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
 
-        root_logits = self.head.compute_logits(out.logits_input[extend.logits_indices])
-        tree, _ = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step)
-        proposal = proposal_from_tree(tree)
-        draft_ids = self.head.to_target_ids(proposal.draft_token_ids.clamp_min(0))
-        draft_ids = torch.where(proposal.draft_token_ids < 0, proposal.draft_token_ids, draft_ids)
-        return DraftProposal(draft_ids, proposal.num_draft_tokens, None, proposal.parents)
+        root_log_probs = torch.log_softmax(self.head.compute_logits(root_logits_input), dim=-1)
+        grown = grow(plan, root_log_probs, layout, run_step)
+        draft_ids = self.head.to_target_ids(grown.token_ids.reshape(-1)).view(grown.token_ids.shape)
+        return draft_ids, grown.parent
+
+    def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
+        """Capture the tree rounds of `plan` for every batch bucket, once per plan (a no-op until CUDA graphs are
+        enabled, for a plan without draft steps, or for hooks that draft phase by phase): the whole round with its
+        catch-up (tree_round_graph.py), and the tree draft alone for rounds whose catch-up is longer."""
+        if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
+            return
+
+        def draft(roots, layout):
+            return self.draft_tree(plan, *roots, layout, grow_tree_on_device, check_metadata=False)
+
+        # one pool for both: they replay one at a time and their outputs are copied out at once
+        pool = torch.cuda.graph_pool_handle() if self._graph_plan.device.type == "cuda" else None
+        graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=2,
+                                 root_width=self.head.config.layer.hidden_size, root_dtype=self.head.dtype,
+                                 paths=self.head.attn_backend.paths, pool=pool)
+        round_graphs = EagleTreeRoundGraphs(self, plan, self._graph_plan, pool=pool)
+        round_graphs.graphs.capture()
+        graphs.capture()
+        self.tree_graphs[plan] = graphs
+        self.tree_round_graphs[plan] = round_graphs
 
     def on_tree_verified(self, request_ids: tuple[str, ...], accepted_nodes: tuple[tuple[int, ...], ...]) -> None:
         """Nothing to do: the engine hands over the accepted path's target features (root first, in path order), so
@@ -247,7 +313,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
                                            hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
         self.step_graphs.capture(1)
 
+    def _replays_tree_graphs(self) -> bool:
+        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting
+
     def pause_step_graphs(self, is_paused: bool) -> None:
+        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
         if is_paused and self.step_graphs is not None:
             self._paused_step_graphs, self.step_graphs = self.step_graphs, None
         elif not is_paused and self._paused_step_graphs is not None:
