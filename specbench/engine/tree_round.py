@@ -2,8 +2,8 @@
 verify it in one target forward with a tree mask, compact the accepted path's KV, hand the path's target features
 to the drafter, return the committed tokens.
 
-Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py), no whole-round or draft-
-step CUDA graphs (execution path `spec.tree_round`); the target's tree verify replays the tree graph of its query
+Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py; execution path
+`spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree_graph.py); the target's tree verify replays the tree graph of its query
 length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
 this path whenever the run's DraftShape is a tree. The verifier is the batched one
 (speculation/tree_verify_batched.py, tested against the torch reference walk of tree_verifier.py): greedy = the
