@@ -239,6 +239,9 @@ def test_flashinfer_hands_the_kinds_outside_its_own_to_its_declared_fallback(mon
     monkeypatch.setitem(sys.modules, "flashinfer", fake_flashinfer.as_module())
     monkeypatch.setattr(flashinfer_backend, "_runs_on", lambda device: True)
     monkeypatch.setattr(flashinfer_backend, "WORKSPACE_BYTES", 1024)
+    # the batch lives on the CPU: the torch fallback (on a GPU machine the real one would be Triton, on CUDA tensors)
+    monkeypatch.setattr(flashinfer_backend, "_fallback_backend",
+                        lambda check_invariants: TorchPagedAttention(check_invariants=check_invariants))
     backend = create_backend("flashinfer")
     assert flashinfer_backend.OWN_KINDS == {"full"} == backend.supported_kinds  # its fallback names none
     assert backend.attends_key_windows  # through its fallback

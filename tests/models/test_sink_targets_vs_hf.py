@@ -28,7 +28,9 @@ def pair(request, tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
     target, _ = build_sink_target(tmp_path_factory.mktemp("vs-hf"), request.param)
-    hf = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    # eager attention: HF's SDPA path drops Gemma-2's attention soft-cap (the default implementation differs
+    # between transformers versions: 5.17 on the GPU machine took SDPA and failed by 0.05 in the logits)
+    hf = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32, attn_implementation="eager").eval()
     return hf, target
 
 
