@@ -139,10 +139,12 @@ def block(
     norm_weight, eps = None, 0.0
     if not isinstance(norm, RMSNorm):  # EAGLE-1's first layer projects the stream as is
         x = stream = hidden if residual is None else residual + hidden
-    elif hidden.shape[0] == 1:  # the norm rides in the projection
-        x = stream = hidden if residual is None else residual + hidden
+    elif hidden.shape[0] == 1 and residual is None:  # the norm rides in the projection
+        x = stream = hidden
         norm_weight, eps = norm.weight, norm.eps
     else:
+        # From two tokens; or at one after a block that left its residual add undone (a MoE block): the add costs a
+        # kernel either way, and the add+norm kernel spares the projection its RMS pass.
         x, stream = norm.add_and_norm(hidden, residual)
     attn_out = project_and_attend(layer.self_attn, x, cos_sin, kv_cache, md, backend, norm_weight, eps)
     if isinstance(layer.mlp, MoeMLP):
