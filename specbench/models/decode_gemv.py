@@ -12,7 +12,8 @@ this path runs
 The qkv projection also rotates q and k and writes k and v into the paged cache (RoPE and the K/V store are no
 kernels of their own), and the backend attends over the cache (`attend_stored`). Qwen3's q/k norm sits between the
 projection and RoPE: there one kernel after the projection normalizes, rotates and stores (kernels/qk_norm_rope.py)
-instead of four. Projection biases (Qwen2, gpt-oss, GLM-4.5) are added in the projections' epilogues.
+instead of four. Projection biases (gpt-oss, GLM-4.5) are added in the projections' epilogues (MoE layers; `applies`
+says why dense biased blocks stay eager).
 
 The attention half does not depend on the MLP: a mixture-of-experts layer takes it too, and its MLP half is the MoE
 forward (models/moe_forward.py: the routing and expert kernels) on the post-attention norm, leaving the last residual
@@ -56,8 +57,11 @@ def applies(layer: Block, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     return (
         x.shape[0] >= 1
         and isinstance(layer.input_layernorm, (RMSNorm, nn.Identity))
-        # A MoE layer's experts take their own kernels after this path's attention half (models/moe_forward.py).
-        and (isinstance(layer.mlp, MoeMLP) or _is_fused_mlp(layer.mlp))
+        # A MoE layer's experts take their own kernels after this path's attention half (models/moe_forward.py),
+        # whatever its projections' biases (gpt-oss, GLM-4.5). A dense block with biased projections (Qwen2) keeps
+        # the eager chain: the kernels take its biases too, but the selftest's "biased" tiny variant is what
+        # reaches layers.fused_ops on CUDA (selftest/tiny.py); it needs another route there before this can go.
+        and (isinstance(layer.mlp, MoeMLP) or (_is_fused_mlp(layer.mlp) and not _has_bias(attn)))
         and x.dtype == attn.qkv_proj.weight.dtype
         and fused_kernels.use_fused(attn.fused_policy, x)
         and x.shape[0] <= fused_kernels.gemv_max_tokens()
@@ -78,6 +82,10 @@ def eager_path(layer: Block, x: torch.Tensor) -> str:  # x: [num_tokens, hidden]
 def _is_fused_mlp(mlp: nn.Module) -> bool:
     """A dense MLP that runs as gate_up + SiLU-and-mul and down gemvs."""
     return isinstance(mlp, GatedMLP) and mlp.activation == "silu"
+
+
+def _has_bias(attn: SelfAttention) -> bool:
+    return attn.qkv_proj.bias is not None or attn.o_proj.bias is not None
 
 
 def _stores_rope(attn: SelfAttention, num_tokens: int) -> bool:
