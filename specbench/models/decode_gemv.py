@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch import nn
 
+from specbench.attention.score_invariants import check_score_params
 from specbench.models import fused_kernels
 from specbench.models.layer_output import LayerOutput
 from specbench.models.layers import GatedMLP, RMSNorm
@@ -127,8 +128,11 @@ def project_and_attend(
         # Three kernels fewer: the q norm, the k norm, RoPE and the K/V store are one.
         q = fused_kernels.qk_norm_rope_store(qkv, attn.q_norm.weight, attn.k_norm.weight, attn.q_norm.eps, cos_sin,
                                              md.slot_mapping, k_cache, v_cache, attn.num_heads, attn.num_kv_heads)
-    out = backend.attend_stored(attn.layer_idx, q.view(num_tokens, attn.num_heads, attn.head_dim), kv_cache, md,
-                                attn.score_params())
+    q = q.view(num_tokens, attn.num_heads, attn.head_dim)
+    score = attn.score_params()
+    out = backend.attend_stored(attn.layer_idx, q, kv_cache, md, score)
+    if backend.check_invariants and not score.is_plain:  # as SelfAttention.attend: sinks, soft-caps, scales
+        check_score_params(attn.layer_idx, q, out, kv_cache, md, score)
     return out.reshape(num_tokens, attn.q_size)
 
 

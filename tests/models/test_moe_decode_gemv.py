@@ -23,6 +23,7 @@ from specbench.execution_paths import PATH_NAMES  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
+from specbench.models import llama  # noqa: E402
 from specbench.models.moe import MoeMLP  # noqa: E402
 from specbench.models.moe_config import MoeConfig  # noqa: E402
 
@@ -74,7 +75,7 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
 @torch.no_grad()
 def test_moe_decoders_match_the_torch_path(name, head_dim, dtype, monkeypatch):
     config = tiny_config(name, head_dim)
-    model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
+    model = DecoderLM(config, create_backend("torch", check_invariants=True), dtype=dtype, device=DEVICE)
     model.init_random_weights()
     randomize(model, seed=1)
     for m in model.modules():
@@ -84,12 +85,17 @@ def test_moe_decoders_match_the_torch_path(name, head_dim, dtype, monkeypatch):
     real_block = decode_gemv.block
     monkeypatch.setattr(decode_gemv, "block", lambda layer, hidden, *a: blocks.append(hidden.shape[0]) or real_block(
         layer, hidden, *a))
+    score_checks = []  # INV-SCORE (debug invariants) recomputes the sink layers' attention on the fused path too
+    real_check = decode_gemv.check_score_params
+    for module in (decode_gemv, llama):  # the stored-K/V paths' check, and SelfAttention.attend's
+        monkeypatch.setattr(module, "check_score_params", lambda *a: score_checks.append(a[0]) or real_check(*a))
     aux_ids = (0, 1, 2)
     runs = {}
     for policy in ("off", "on"):
         kv = KVCache(model.kv_cache_spec(), 6, BLOCK_SIZE, DEVICE)
         outputs = []
         fused.set_policy(model, policy)
+        score_checks.clear()
         for start, ids in [(0, PROMPT), *FORWARDS]:
             out = model(torch.tensor(ids, device=DEVICE), metadata(start, len(ids)), kv, aux_layer_ids=aux_ids)
             outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
@@ -98,6 +104,7 @@ def test_moe_decoders_match_the_torch_path(name, head_dim, dtype, monkeypatch):
     # here); GLM's dense first block has q/k/v biases, so it keeps the eager chain (decode_gemv.applies).
     num_fused = len(config.moe_layer_ids) if config.attention_bias else config.num_hidden_layers
     assert blocks == [n for _, ids in [(0, PROMPT), *FORWARDS] for n in [len(ids)] * num_fused]
+    assert len(score_checks) == (len(blocks) if config.has_attention_sinks else 0)
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
         assert_close(got_aux, want_aux, dtype, f"aux states, forward {step}")
