@@ -16,6 +16,12 @@ from specbench.registry import Registry
 class AttentionBackend(Protocol):
     name: str
     supports_cuda_graphs: bool  # forward may be captured once and replayed on refreshed metadata buffers
+    # The attention kinds (attention/kinds.py) this backend attends: every key-window kind (AttentionKind.is_key_window,
+    # masked with KindMetadata.key_window) when attends_key_windows, and the kinds named in supported_kinds (their own
+    # kernels). A model whose layers declare another kind refuses the backend at load (LayerKinds.require_backend), so
+    # no layer silently runs full attention.
+    attends_key_windows: bool
+    supported_kinds: frozenset[str]
     # The engine's record of the execution paths its forwards take (execution_paths.py): begin_forward records the
     # backend's own, the layers theirs (every layer is handed the backend).
     paths: PathRecorder
@@ -92,6 +98,8 @@ class UncheckedBackend:
         self.inner = inner
         self.name = inner.name
         self.supports_cuda_graphs = inner.supports_cuda_graphs
+        self.attends_key_windows = inner.attends_key_windows
+        self.supported_kinds = inner.supported_kinds
         self.paths = inner.paths
 
     def begin_forward(self, md: AttentionMetadata, where: str) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from specbench.attention.flashinfer_plan import PagedKVPlanInputs, paged_kv_plan_inputs
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kind_metadata import WindowMetadata
+from specbench.attention.kinds import FullAttention
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.errors import SpecbenchError
@@ -20,6 +20,8 @@ from specbench.execution_paths import PathRecorder
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_GROUP_SIZES = (1, 2, 3, 4, 8)  # query heads per KV head the decode kernel dispatches on
+# Kinds flashinfer's own kernels attend; layers of the other kinds its fallback implements go to the fallback.
+OWN_KINDS = frozenset({FullAttention.name})
 WORKSPACE_BYTES = 128 * 2**20  # flashinfer's recommended split-KV scratch size, shared by both wrappers
 
 
@@ -73,6 +75,8 @@ class FlashInferPagedAttention:
 
         self._flashinfer, self._store_kv = flashinfer, store_kv
         self._fallback = _fallback_backend(check_invariants)
+        self.attends_key_windows = self._fallback.attends_key_windows
+        self.supported_kinds = OWN_KINDS | self._fallback.supported_kinds
         self.check_invariants = check_invariants
         self._workspace: torch.Tensor | None = None  # [WORKSPACE_BYTES] uint8, on the metadata's device
         self._decode = self._prefill = None  # wrappers, built with the workspace
@@ -164,11 +168,12 @@ class FlashInferPagedAttention:
         score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
-        # Sliding-window layers (attention/kinds.py) and layers with sinks, soft-capping or their own scale go
-        # through the fallback's kernel, which implements them; tree forwards (attention/tree_mask.py) through its
-        # tree kernel: no flashinfer custom mask yet.
-        if (not _takes(q, k_cache) or isinstance(md.kind_of(layer), WindowMetadata) or not score.is_plain
-                or md.tree is not None):
+        # Layers of kinds outside OWN_KINDS (attention/kinds.py: sliding windows) and layers with sinks, soft-capping
+        # or their own scale go through the fallback's kernel, which implements them; tree forwards
+        # (attention/tree_mask.py) through its tree kernel: no flashinfer custom mask yet.
+        kind_md = md.kind_of(layer)
+        is_own_kind = kind_md is None or kind_md.kind.name in OWN_KINDS
+        if not _takes(q, k_cache) or not is_own_kind or not score.is_plain or md.tree is not None:
             return self._fallback.attend_stored(layer, q, kv_cache, md, score)
         if md.num_tokens == 0:
             return q.new_empty(q.shape)

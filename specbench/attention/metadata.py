@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specbench.attention.kind_metadata import KindMetadata
+from specbench.attention.kind_metadata import KeyWindow, KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device
 
 if TYPE_CHECKING:
@@ -55,6 +55,10 @@ class AttentionMetadata:
     def kind_of(self, layer: int) -> KindMetadata | None:
         """Layer `layer`'s kind metadata; None when no kinds were attached (all layers full attention)."""
         return self.layer_kinds[layer] if self.layer_kinds else None
+
+    def key_window(self, layer: int) -> KeyWindow | None:
+        """What a masking kernel needs to attend layer `layer` (its kind metadata's key_window); None: plain causal."""
+        return self.layer_kinds[layer].key_window() if self.layer_kinds else None
 
     @property
     def num_reqs(self) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.invariants import InvariantViolation
-from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import ScoreParams
 from specbench.attention.torch_ref import paged_attention_reference
@@ -31,8 +30,8 @@ def check_score_params(
     if q.is_cuda and torch.cuda.is_current_stream_capturing():
         return  # the replayed graph's forwards are checked eagerly elsewhere; nothing to read back in a capture
     k_cache, v_cache = kv_cache.flat(layer)
-    kind = md.kind_of(layer)
-    starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
+    window = md.key_window(layer)
+    starts = None if window is None else window.window_starts
     expected = paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts, sinks=score.sinks,
                                          softcap=score.softcap, scale=score.scale)
     atol, rtol = _TOLERANCE.get(q.dtype, (4e-2, 4e-2))

@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.tree_torch_ref import tree_attention_reference
@@ -19,6 +18,10 @@ from specbench.execution_paths import PathRecorder
 class TorchPagedAttention:
     name = "torch"
     supports_cuda_graphs = False  # reads the metadata's host tuples, which a graph replay cannot refresh
+    # Masks with each layer's key window (KindMetadata.key_window): every key-window kind, no other (tree forwards:
+    # full layers only, check_tree_kind).
+    attends_key_windows = True
+    supported_kinds: frozenset[str] = frozenset()
 
     def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
         self.paths = paths if paths is not None else PathRecorder()
@@ -52,12 +55,12 @@ class TorchPagedAttention:
         md: AttentionMetadata,
         score: ScoreParams = PLAIN,
     ) -> torch.Tensor:  # [num_tokens, num_heads, head_dim]
-        kind = md.kind_of(layer)
         if md.tree is not None:
             self.paths.record("attention.tree_torch")
             return tree_attention(q, kv_cache, layer, md, score)
         k_cache, v_cache = kv_cache.flat(layer)
-        starts = kind.window_starts if isinstance(kind, WindowMetadata) else None
+        window = md.key_window(layer)
+        starts = None if window is None else window.window_starts
         return paged_attention_reference(q, k_cache, v_cache, md, window_starts=starts, sinks=score.sinks,
                                          softcap=score.softcap, scale=score.scale)
 
@@ -75,9 +78,9 @@ def tree_attention(q: torch.Tensor, kv_cache: KVCache, layer: int, md: Attention
 def check_tree_kind(md: AttentionMetadata, layer: int, score: ScoreParams = PLAIN) -> None:
     """Tree forwards support full-attention layers scored by scaled q.k only: a window over tree rows, soft-capping
     and sinks are not defined for them yet."""
-    kind = md.kind_of(layer)
-    if kind is not None and not isinstance(kind, FullAttentionMetadata):
-        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} is {type(kind).__name__}")
+    kind_md = md.kind_of(layer)
+    if kind_md is not None and not kind_md.kind.is_full:
+        raise SpecbenchError(f"tree drafts need full-attention layers; layer {layer} has {kind_md.kind}")
     if score.softcap is not None or score.sinks is not None:
         raise SpecbenchError(f"tree drafts do not support soft-capping or attention sinks yet (layer {layer})")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 from specbench.attention.invariants import check_metadata
-from specbench.attention.kind_metadata import WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.attention.torch_ref import TorchPagedAttention, check_tree_kind
@@ -23,6 +22,10 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 class TritonPagedAttention:
     name = "triton"
     supports_cuda_graphs = True  # launches depend on host ints only, and padding slots (-1) are skipped
+    # Masks with each layer's key window (KindMetadata.key_window): every key-window kind, no other (tree forwards:
+    # full layers only, check_tree_kind).
+    attends_key_windows = True
+    supported_kinds: frozenset[str] = frozenset()
 
     def __init__(self, paths: PathRecorder | None = None, check_invariants: bool = False) -> None:
         self.paths = paths if paths is not None else PathRecorder()  # check_invariants: the engine's debug_invariants
@@ -74,16 +77,15 @@ class TritonPagedAttention:
         k_cache, v_cache = kv_cache.k[layer], kv_cache.v[layer]
         if q.dtype not in SUPPORTED_DTYPES or k_cache.dtype not in SUPPORTED_DTYPES:
             return self._fallback.attend_stored(layer, q, kv_cache, md, score)
-        kind = md.kind_of(layer)
         if md.tree is not None:
             return self._tree_attention(layer, q, kv_cache, md, score)
-        window = {}
-        if isinstance(kind, WindowMetadata):
-            window = {"sliding_window": kind.sliding_window, "window_starts": kind.window_starts}
+        window = md.key_window(layer)
         return self._paged_attention(
             q, k_cache, v_cache, md.query_start_loc, md.seq_lens, md.block_tables,
             max_query_len=md.max_query_len, max_seq_len=md.max_seq_len,
-            scale=score.scale, softcap=score.softcap, sinks=score.sinks, **window,
+            scale=score.scale, softcap=score.softcap, sinks=score.sinks,
+            sliding_window=None if window is None else window.sliding_window,
+            window_starts=None if window is None else window.window_starts,
         )
 
     def _tree_attention(self, layer: int, q: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,

@@ -22,6 +22,16 @@ def first_visible_key(position: int, sliding_window: int | None) -> int:
     return 0 if sliding_window is None else max(0, position - sliding_window + 1)
 
 
+def first_visible_keys(query_start_loc: Sequence[int], seq_lens: Sequence[int], sliding_window: int) -> list[int]:
+    """[num_tokens] first visible key of each query of a ragged batch (host copies of its metadata), from the
+    requests' lengths: query j of request r sits at position seq_lens[r] - num_query[r] + j."""
+    out: list[int] = []
+    for r, seq_len in enumerate(seq_lens):
+        num_query = query_start_loc[r + 1] - query_start_loc[r]
+        out.extend(first_visible_key(seq_len - num_query + j, sliding_window) for j in range(num_query))
+    return out
+
+
 def num_blocks_outside_windows(num_committed: int, windows: Sequence[int | None], block_size: int) -> int:
     """Leading KV blocks of a request that no future query sees in any layer: blocks [0, result) may be freed.
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from specbench.attention.kinds import SlidingWindowAttention
 from specbench.models.config import ModelConfig
 from specbench.runs.target_architecture import ArchitectureRecord
 
@@ -47,7 +46,7 @@ def attention_text(config: ModelConfig) -> str:
 
 
 def _kinds_text(config: ModelConfig) -> str:
-    windows = [kind.window if isinstance(kind, SlidingWindowAttention) else None for kind in config.attention_kinds]
+    windows = [kind.kv_window for kind in config.attention_kinds]
     sizes = sorted({w for w in windows if w is not None})
     if not sizes:
         return "full"

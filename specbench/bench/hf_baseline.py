@@ -92,14 +92,14 @@ def hf_gpt_oss_config(config: ModelConfig):
     `config` has them (window from the first such layer), sinks and YaRN RoPE as transformers builds gpt-oss."""
     from transformers import GptOssConfig
 
-    from specbench.attention.kinds import SlidingWindowAttention
+    from specbench.attention.kinds import FullAttention
 
     moe = config.moe
     if moe is None or moe.activation != "swiglu_oai" or len(config.moe_layer_ids) != config.num_hidden_layers:
         raise SpecbenchError("the HF gpt-oss baseline needs swiglu_oai experts in every layer")
-    kinds = config.attention_kinds or (None,) * config.num_hidden_layers
-    windows = [k.window for k in kinds if isinstance(k, SlidingWindowAttention)]
-    layer_types = ["sliding_attention" if isinstance(k, SlidingWindowAttention) else "full_attention" for k in kinds]
+    kinds = config.attention_kinds or (FullAttention(),) * config.num_hidden_layers
+    windows = [k.kv_window for k in kinds if k.kv_window is not None]
+    layer_types = [k.hf_layer_types[0] for k in kinds]
     return GptOssConfig(**_common_fields(config), intermediate_size=moe.moe_intermediate_size,
                         num_local_experts=moe.num_experts, num_experts_per_tok=moe.num_experts_per_tok,
                         swiglu_alpha=moe.swiglu_alpha, swiglu_limit=moe.swiglu_limit, layer_types=layer_types,

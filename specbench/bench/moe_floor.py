@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.attention.kinds import SlidingWindowAttention
-
 
 @dataclass(frozen=True)
 class ModelBytes:
@@ -98,6 +96,6 @@ def model_bytes(model) -> ModelBytes:
         total -= table.numel() * table.element_size()
     spec = model.kv_cache_spec()
     kinds = config.attention_kinds or (None,) * config.num_hidden_layers
-    windows = tuple(k.window if isinstance(k, SlidingWindowAttention) else None for k in kinds)
+    windows = tuple(k.kv_window if k is not None else None for k in kinds)
     return ModelBytes(dense_bytes=total, embedding_row_bytes=embedding_row_bytes, expert_bytes=tuple(expert_bytes),
                       kv_bytes_per_token=spec.bytes_per_block(1) // spec.num_layers, windows=windows)

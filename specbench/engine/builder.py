@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from specbench.attention import create_backend
-from specbench.attention.kinds import SlidingWindowAttention
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
@@ -147,9 +146,10 @@ def releasable_windows(kinds: tuple, *, has_draft_kv: bool) -> tuple[int, ...]:
     """The scheduler's `kv_windows`: the target's windows when every layer is windowed and no proposer keeps a KV
     cache in the same block tables (a draft LM's, EAGLE head's or MTP module's catch-up queries lag the target's
     commit and its layers' windows are its own: they keep every block); else () (nothing released early)."""
-    if has_draft_kv or not kinds or not all(isinstance(k, SlidingWindowAttention) for k in kinds):
+    windows = tuple(k.kv_window for k in kinds)
+    if has_draft_kv or not windows or None in windows:
         return ()
-    return tuple(k.window for k in kinds)
+    return windows
 
 
 def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> EngineParts:

@@ -42,6 +42,8 @@ class _SinklessBackend:
         self._inner = inner
         self.name = inner.name
         self.supports_cuda_graphs = inner.supports_cuda_graphs
+        self.attends_key_windows = inner.attends_key_windows
+        self.supported_kinds = inner.supported_kinds
         self.paths = inner.paths
         self.check_invariants = inner.check_invariants
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specbench.attention.kind_metadata import WindowMetadata
+from specbench.attention.kinds import SlidingWindowAttention
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import recapture_target_graphs
@@ -30,6 +30,6 @@ class WindowOffByOne(Mutant):
 
 def _widened(md: AttentionMetadata, where: str) -> AttentionMetadata:
     kinds = tuple(
-        dataclasses.replace(k, window_starts=(k.window_starts - 1).clamp(min=0)) if isinstance(k, WindowMetadata)
-        else k for k in md.layer_kinds)
+        dataclasses.replace(k, window_starts=(k.window_starts - 1).clamp(min=0))
+        if isinstance(k.kind, SlidingWindowAttention) else k for k in md.layer_kinds)
     return dataclasses.replace(md, layer_kinds=kinds) if md.layer_kinds else md

@@ -3,19 +3,21 @@
 - Mistral / Mixtral: `sliding_window` w, when not null, windows every layer.
 - Qwen2 / Qwen3: `sliding_window` applies only with `use_sliding_window`, to layers >= `max_window_layers`
   (transformers' default `layer_types` for them).
-- `layer_types` (transformers >= 4.53; Gemma-2/3, gpt-oss, Qwen): "full_attention" or "sliding_attention" per layer.
+- `layer_types` (transformers >= 4.53; Gemma-2/3, gpt-oss, Qwen): per layer, one of the HF layer types an attention
+  kind stands for (`AttentionKind.hf_layer_types`: "full_attention", "sliding_attention"); any other fails, listing
+  the supported ones, whether or not a window applies.
 - gpt-oss / Gemma-2 / Gemma-3 without `layer_types`: transformers' default pattern, every n-th layer global (i + 1) % n == 0,
   n = 2 (gpt-oss, Gemma-2) or `sliding_window_pattern` (Gemma-3, default 6).
-A window at least `max_position_embeddings` long never hides a key: that layer is full attention.
+A window at least `max_position_embeddings` long never hides a key, and a window switched off hides none: then every
+layer is full attention.
 """
 
 from __future__ import annotations
 
-from specbench.attention.kinds import AttentionKind, FullAttention, SlidingWindowAttention
+from specbench.attention.kinds import AttentionKind, kind_of_hf_layer_type
 from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 
-_LAYER_TYPES = ("full_attention", "sliding_attention")
 _ALWAYS_WINDOWED = ("mistral", "mixtral")  # model types whose `sliding_window` needs no `use_sliding_window`
 _QWEN = ("qwen2", "qwen3")
 _QWEN_MAX_WINDOW_LAYERS = 28  # transformers' default for Qwen2/3 configs that do not say
@@ -25,6 +27,8 @@ _GLOBAL_EVERY = {"gpt_oss": 2, "gemma2": 2, "gemma3_text": 6}  # model type -> d
 def attention_kinds_from_hf(shape: HFConfigShape) -> tuple[AttentionKind, ...]:
     """[num_hidden_layers] kinds, or () when every layer is full attention."""
     num_layers = shape.num_hidden_layers
+    for layer_type in dict.fromkeys(shape.layer_types or ()):
+        kind_of_hf_layer_type(layer_type)  # an unknown layer type fails here, never runs as full attention
     is_qwen = shape.model_type in _QWEN
     global_every = _GLOBAL_EVERY.get(shape.model_type or "")
     enabled = bool(shape.use_sliding_window) if is_qwen or shape.use_sliding_window is not None else (
@@ -44,9 +48,5 @@ def attention_kinds_from_hf(shape: HFConfigShape) -> tuple[AttentionKind, ...]:
     if len(layer_types) != num_layers:
         raise SpecbenchError(f"model config field 'layer_types' lists {len(layer_types)} layers, "
                              f"the model has {num_layers}")
-    unknown = sorted({t for t in layer_types if t not in _LAYER_TYPES})
-    if unknown:
-        raise SpecbenchError(f"unsupported attention layer type {unknown[0]!r}; supported: {', '.join(_LAYER_TYPES)}")
-    sliding = SlidingWindowAttention(window)
-    kinds = tuple(sliding if t == "sliding_attention" else FullAttention() for t in layer_types)
-    return kinds if any(k is sliding for k in kinds) else ()
+    kinds = tuple(kind_of_hf_layer_type(t).from_hf(window) for t in layer_types)
+    return () if all(k.is_full for k in kinds) else kinds

@@ -17,7 +17,6 @@ from torch import nn
 
 from specbench.attention.backend import AttentionBackend, UncheckedBackend
 from specbench.attention.kind_invariants import check_layer_kinds
-from specbench.attention.kinds import SlidingWindowAttention
 from specbench.attention.layer_kinds import LayerKinds
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_invariants import check_score_params
@@ -178,11 +177,11 @@ class DecoderLM(nn.Module):
             )
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
         self.layer_kinds = LayerKinds.of(config.attention_kinds, config.num_hidden_layers)
-        # Gemma-3: sliding-window layers rotate with their own base ([num_layers] which layers); else none.
+        self.layer_kinds.require_backend(attn_backend)
+        # Gemma-3: sliding-window (not full) layers rotate with their own base ([num_layers] which layers); else none.
         self.sliding_rotary = None if config.sliding_rope_theta is None else RotaryEmbedding(
             config.head_dim, config.sliding_rope_theta, None)
-        self.is_sliding_rope = tuple(self.sliding_rotary is not None and isinstance(k, SlidingWindowAttention)
-                                     for k in self.layer_kinds.kinds)
+        self.is_sliding_rope = tuple(self.sliding_rotary is not None and not k.is_full for k in self.layer_kinds.kinds)
         # Gemma: embeddings times sqrt(hidden_size) rounded to the weights' dtype (as transformers multiplies by a
         # 0-dim tensor of that dtype); kept as that rounded Python float, so a forward makes no host-to-device copy
         # (CUDA-graph capture refuses one) and the product is the same (both compute in fp32 and round once).

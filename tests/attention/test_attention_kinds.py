@@ -126,6 +126,6 @@ def test_kind_invariant_catches_a_windowed_layer_running_without_its_window():
     md, kinds, attached = _attached()
     with pytest.raises(InvariantViolation, match="metadata has kinds for 0 layers, the model declares 2"):
         check_layer_kinds(md, kinds, "verify")
-    as_full = dataclasses.replace(attached, layer_kinds=(FullAttentionMetadata(), FullAttentionMetadata()))
+    as_full = dataclasses.replace(attached, layer_kinds=(FullAttention().build(md), FullAttention().build(md)))
     with pytest.raises(InvariantViolation, match="layer 0 is declared a window of 3 keys, its metadata is Full"):
         check_layer_kinds(as_full, kinds, "verify")

@@ -62,15 +62,21 @@ def run(model: DecoderLM, kv: KVCache, chunks, aux_layer_ids=()):
         num_query.append(len(tokens))
         seq_lens.append(num_cached + len(tokens))
         tables.append(blocks)
+    device = _device_of(model)
     md = build_metadata(positions=positions, num_query=num_query, seq_lens=seq_lens, block_tables=tables,
-                        block_size=BLOCK_SIZE, device=CPU)
+                        block_size=BLOCK_SIZE, device=device)
     with torch.no_grad():
-        out = model(torch.tensor(ids), md, kv, aux_layer_ids=aux_layer_ids)
+        out = model(torch.tensor(ids, device=device), md, kv, aux_layer_ids=aux_layer_ids)
         return model.compute_logits(out.hidden_states), out
 
 
 def new_cache(model: DecoderLM) -> KVCache:
-    return KVCache(model.kv_cache_spec(), NUM_BLOCKS, BLOCK_SIZE, CPU)
+    return KVCache(model.kv_cache_spec(), NUM_BLOCKS, BLOCK_SIZE, _device_of(model))
+
+
+def _device_of(model: DecoderLM) -> torch.device:
+    # the models under test are CPU ones, but the Triton-backend variants run on CUDA where a GPU is present
+    return next(model.parameters()).device
 
 
 def blocks_for(num_tokens: int, start: int) -> list[int]:
