@@ -27,7 +27,6 @@ import triton
 
 from specbench.attention import build_metadata, create_backend
 from specbench.attention.backend import UncheckedBackend
-from specbench.attention.kinds import SlidingWindowAttention
 from specbench.bench.gpu_perf import copy_bandwidth_gbps
 from specbench.bench.graph_timing import graphed_ms
 from specbench.kv.kv_cache import KVCache
@@ -110,7 +109,7 @@ class Setup:
         router = sum(p.numel() * p.element_size() for p in mlp.router.parameters())
         kv_bytes_per_key = 2 * c.num_key_value_heads * c.head_dim * 2
         # Keys a layer reads, averaged over the layers (gpt-oss alternates windows of 128 with full attention).
-        windows = [k.window if isinstance(k, SlidingWindowAttention) else None for k in self.model.layer_kinds.kinds]
+        windows = [k.kv_window for k in self.model.layer_kinds.kinds]
         keys = sum(sum(min(n, w or n) for n in self.md.seq_lens_cpu) for w in windows) / len(windows)
         self.num_active = num_active
         return int(attn + norms + router + num_active * per_expert + keys * kv_bytes_per_key)

@@ -34,9 +34,9 @@ BLOCK_SIZE = 4
 PROMPT = [5, 9, 11, 3, 7, 21, 2]
 FORWARDS = [(len(PROMPT), [40, 41, 42]), (len(PROMPT) + 3, [43]), (len(PROMPT) + 4, [44])]
 TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
-_TINY = dict(vocab_size=1024, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, head_dim=16, max_position_embeddings=2048, tie_word_embeddings=False,
-             num_mtp_modules=0)
+_TINY = {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048,
+         "tie_word_embeddings": False, "num_mtp_modules": 0}
 
 
 def tiny_config(name: str, head_dim: int):
