@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.models import fused_kernels
 from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
@@ -76,9 +77,20 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         if is_fused:
             routing, order = self.fused_route(x, is_real_token)
             routed = self.fused_experts(x, routing, order)
+            if self._is_shared_fused(x):
+                # The ungated shared expert (GLM-4.5, DeepSeek-V3) as two gemvs, the routed sum added in the down
+                # projection's epilogue: the eager chain's two GEMMs, SiLU-and-mul and add are two kernels.
+                shared = self.shared_expert
+                act = fused_kernels.gemv(x, shared.gate_up_proj.weight, is_gated=True)
+                return fused_kernels.gemv(act, shared.down_proj.weight, residual=routed)
         else:
             routed = self.reference_experts(x, self.route(x, is_real_token))
         return routed + self.shared(x) if self.shared_expert is not None else routed
+
+    def _is_shared_fused(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes and dtypes only
+        shared = self.shared_expert
+        return (shared is not None and self.shared_expert_gate is None and shared.activation == "silu"
+                and x.dtype == shared.gate_up_proj.weight.dtype and x.shape[0] <= fused_kernels.gemv_max_tokens())
 
     def shared(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
         out = self.shared_expert(x)

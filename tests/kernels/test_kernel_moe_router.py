@@ -166,3 +166,24 @@ def test_graph_replays_route_each_batch_afresh():
         for field in SORT_FIELDS:
             assert torch.equal(getattr(order, field), getattr(reference, field)), field
     assert moe.route_counter.item() == 0
+
+
+@pytest.mark.parametrize("is_gated", [False, True], ids=["ungated", "gated"])
+def test_fused_layer_runs_the_ungated_shared_expert_as_gemvs(is_gated, monkeypatch):
+    # GLM-4.5's ungated shared expert: gate_up + SiLU-and-mul and down + the routed sum as two gemvs; Qwen2-MoE's
+    # sigmoid-gated one stays the eager module. Either way the output is the reference layer's.
+    from specbench.models import fused_kernels
+
+    config = MoeConfig(HIDDEN, 8, 2, INTER, scoring="sigmoid", has_score_correction_bias=True,
+                       routed_scaling_factor=2.5, shared_intermediate_size=48, is_shared_expert_gated=is_gated)
+    moe = layer(config, seed=4)
+    with torch.no_grad():
+        for p in moe.shared_expert.parameters():
+            p.normal_(std=0.2)
+    calls = []
+    real = fused_kernels.gemv
+    monkeypatch.setattr(fused_kernels, "gemv", lambda x, w, **kw: calls.append(tuple(w.shape)) or real(x, w, **kw))
+    x = torch.randn(5, HIDDEN, device=DEVICE)
+    got = moe(x, is_fused=True)
+    assert calls == ([] if is_gated else [(96, HIDDEN), (HIDDEN, 48)])
+    torch.testing.assert_close(got, moe(x), atol=1e-5, rtol=1e-5)
