@@ -79,7 +79,7 @@ class MoeMLP(nn.Module, UsesFusedKernels):
             routed = self.fused_experts(x, routing, order)
             if self._is_shared_fused(x):
                 # The ungated shared expert (GLM-4.5, DeepSeek-V3) as two gemvs, the routed sum added in the down
-                # projection's epilogue: the eager chain's two GEMMs, SiLU-and-mul and add are two kernels.
+                # projection's epilogue: two kernels where the eager chain runs four (two GEMMs, SiLU-and-mul, add).
                 shared = self.shared_expert
                 act = fused_kernels.gemv(x, shared.gate_up_proj.weight, is_gated=True)
                 return fused_kernels.gemv(act, shared.down_proj.weight, residual=routed)
