@@ -2,9 +2,10 @@
 
 A decode step at small batch reads each weight matrix once and does almost no math, so what costs is the small
 kernels around the GEMMs (RMSNorm, SiLU-and-mul, cuBLAS's split-K reduce) and the gaps between them. Here one
-kernel does `[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T`, rounding where the eager layers
-round (the norm's output, the projection's output, the activation, the residual sum), so it differs from the
-eager chain only by the GEMM's fp32 summation order.
+kernel does `[residual +] [silu(gate) * up of] ((RMSNorm(x) | x) @ weight.T [+ bias])`, rounding where the eager
+layers round (the norm's output, the projection's output, the activation, the residual sum; a bias is added to the
+fp32 sum before the projection's rounding, as cuBLAS's bias epilogue does), so it differs from the eager chain only
+by the GEMM's fp32 summation order.
 
 A program owns BLOCK_N output features for all tokens at a time and walks the whole input width, so no partial
 sums leave it (no split-K reduce). At one token it multiplies on the CUDA cores; from two, on the tensor cores
@@ -87,6 +88,7 @@ def _gemv_kernel(
     weight_ptr,  # [out_features, in_size], or [2 * out_features, in_size] (gate rows, then up rows) if IS_GATED
     norm_weight_ptr,  # [in_size] (HAS_NORM only)
     residual_ptr,  # [num_tokens, out_features] (HAS_RESIDUAL only)
+    bias_ptr,  # [out_features] (HAS_BIAS only; not with IS_GATED)
     out_ptr,  # [num_tokens, out_features]; [num_tokens, NUM_Q_HEADS * HEAD_DIM] (q alone) if HAS_ROPE
     cos_sin_ptr,  # [num_tokens, 2, HEAD_DIM] fp32, each token's cos row then sin row (HAS_ROPE only)
     slot_mapping_ptr,  # [num_tokens] int64, negative = padding (HAS_ROPE only)
@@ -99,6 +101,7 @@ def _gemv_kernel(
     HAS_NORM: tl.constexpr,
     IS_GATED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
     PRECISE_EXP: tl.constexpr,
     IS_DOT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: the eager fp32 GEMM does not round to TF32
@@ -214,11 +217,16 @@ def _gemv_kernel(
             acc = tl.trans(acc_t)
             acc_up = tl.trans(acc_up_t)
         if HAS_ROPE:
+            if HAS_BIAS:  # before the projection's rounding in the epilogue
+                acc += tl.load(bias_ptr + cols).to(tl.float32)[None, :]
+                acc_up += tl.load(bias_ptr + cols + HALF).to(tl.float32)[None, :]
             rope_store_epilogue(acc, acc_up, head, dims, tokens, is_token, out_ptr, stride_out, cos_sin_ptr,
                                 stride_cs_token, stride_cs_kind, slot_mapping_ptr, k_cache_ptr, stride_kc_slot,
                                 stride_kc_head, v_cache_ptr, stride_vc_slot, stride_vc_head,
                                 NUM_Q_HEADS, NUM_KV_HEADS, HALF)
         else:
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + cols, mask=is_col, other=0.0).to(tl.float32)[None, :]
             result = acc
             if IS_GATED:
                 gate = acc.to(dtype).to(tl.float32)
@@ -247,11 +255,12 @@ def gemv(
     eps: float = 0.0,
     is_gated: bool = False,
     residual: torch.Tensor | None = None,  # [num_tokens, out]: return residual + projection
+    bias: torch.Tensor | None = None,  # [out]: added to the projection (not with is_gated)
     rope: RopeStore | None = None,  # weight is qkv: rotate q and k, store k and v, return q alone
     config: GemvConfig | None = None,
     norm_split: int = 0,  # > 0 (with norm_weight): RMSNorm(x[:, :split]) and RMSNorm(x[:, split:]) side by side
 ) -> torch.Tensor:  # [num_tokens, out] in x's dtype ([num_tokens, num_q_heads * head_dim] with `rope`)
-    """`[residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T` in one kernel."""
+    """`[residual +] [silu(gate) * up of] ((RMSNorm(x) | x) @ weight.T [+ bias])` in one kernel."""
     check_runnable(_gemv_kernel, x)
     num_tokens, in_size = x.shape
     if num_tokens > MAX_TOKENS:
@@ -265,6 +274,8 @@ def gemv(
         raise ValueError(f"gemv residual {tuple(residual.shape)} is not [{num_tokens}, {out_features}]")
     if norm_weight is not None and tuple(norm_weight.shape) != (in_size,):
         raise ValueError(f"gemv norm weight {tuple(norm_weight.shape)} is not [{in_size}]")
+    if bias is not None and (is_gated or tuple(bias.shape) != (weight.shape[0],) or bias.stride(-1) != 1):
+        raise ValueError(f"gemv bias {tuple(bias.shape)} is not a contiguous [{weight.shape[0]}] (nor gated)")
     if norm_split and (norm_weight is None or not 0 < norm_split < in_size):
         raise ValueError(f"gemv norm_split {norm_split} needs a norm weight and 0 < split < {in_size}")
     if rope is not None:
@@ -293,7 +304,8 @@ def gemv(
         rope.cos_sin, rope.slot_mapping, rope.k_cache, rope.v_cache)  # placeholders the kernel never touches
     cache_strides = (0,) * 4 if rope is None else (*slot_strides(rope.k_cache), *slot_strides(rope.v_cache))
     _gemv_kernel[(num_programs,)](
-        x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual, out,
+        x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual,
+        out if bias is None else bias, out,
         cos_sin, slots, k_cache, v_cache,
         num_tokens, out_features, eps,
         x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
@@ -301,6 +313,7 @@ def gemv(
         HAS_NORM=norm_weight is not None,
         IS_GATED=is_gated,
         HAS_RESIDUAL=residual is not None,
+        HAS_BIAS=bias is not None,
         IN_SIZE=in_size,
         PRECISE_EXP=x.device.type == "cuda",
         IS_DOT=config.is_dot,

@@ -1,6 +1,7 @@
 """Top-k routing and the sort by expert of a decode or verify batch in one single-program kernel: the router's fp32
 logits in; each token's experts and weights and the ExpertSort of kernels/moe_sort.py out. `router_logits` makes
-those logits in one kernel too.
+those logits in one kernel too; `router_route_sort` does both in one launch (the fused MoE layer's routing: at one
+token each launch costs more than the math).
 
 The torch path (specbench/models/moe_routing.py `route`, then `sort_by_expert_reference`) is the definition; it costs
 about twenty small kernels a layer, which at one token per step take longer than reading the layer's experts.
@@ -17,6 +18,8 @@ The weights differ from the definition's by the rounding of exp and division onl
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -39,33 +42,22 @@ def _exp(x, PRECISE_EXP: tl.constexpr):
 
 
 @triton.jit
-def _route_sort_kernel(
-    logits_ptr,  # [num_tokens, NUM_EXPERTS] fp32, router bias included
-    correction_bias_ptr,  # [NUM_EXPERTS] fp32 (HAS_CORRECTION_BIAS only)
-    is_real_ptr,  # [num_tokens] bool (HAS_IS_REAL only)
-    ids_ptr,  # [num_tokens, TOP_K] int64, written
-    weights_ptr,  # [num_tokens, TOP_K] fp32, written
-    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
-    num_tokens, stride_logits, routed_scaling_factor,
-    NUM_EXPERTS: tl.constexpr,
-    TOP_K: tl.constexpr,
-    SCORING: tl.constexpr,  # SCORING_IDS
-    NORM_TOPK: tl.constexpr,
-    HAS_CORRECTION_BIAS: tl.constexpr,
-    HAS_IS_REAL: tl.constexpr,
-    PRECISE_EXP: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_E: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+def _route_tile(
+    logits,  # [BLOCK_T, BLOCK_E] fp32 tile, router bias included; any value past num_tokens / NUM_EXPERTS
+    correction_bias_ptr, is_real_ptr, ids_ptr, weights_ptr, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,
+    num_tokens, routed_scaling_factor,
+    NUM_EXPERTS: tl.constexpr, TOP_K: tl.constexpr, SCORING: tl.constexpr, NORM_TOPK: tl.constexpr,
+    HAS_CORRECTION_BIAS: tl.constexpr, HAS_IS_REAL: tl.constexpr, PRECISE_EXP: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
+    """Top-k, weights, the padding mask and the sort of one batch's logits (the body of both routing kernels)."""
     t = tl.arange(0, BLOCK_T)
     e = tl.arange(0, BLOCK_E)
     kk = tl.arange(0, BLOCK_K)
     is_t = t < num_tokens
     is_e = e < NUM_EXPERTS
     # Rows past num_tokens read as zeros (no NaN from an all -inf row); experts past NUM_EXPERTS as -inf.
-    logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :], mask=is_t[:, None] & is_e[None, :],
-                     other=0.0)
+    logits = tl.where(is_t[:, None] & is_e[None, :], logits, 0.0)
     logits = tl.where(is_e[None, :], logits, float("-inf"))
     if SCORING == 0:
         top = tl.max(logits, axis=1)
@@ -114,6 +106,35 @@ def _route_sort_kernel(
     tl.store(weights_ptr + t[:, None] * TOP_K + kk[None, :], weights, mask=out_mask)
     write_expert_sort(ids, num_tokens, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,
                       NUM_EXPERTS, TOP_K, BLOCK_T, BLOCK_E, BLOCK_K)
+
+
+@triton.jit
+def _route_sort_kernel(
+    logits_ptr,  # [num_tokens, NUM_EXPERTS] fp32, router bias included
+    correction_bias_ptr,  # [NUM_EXPERTS] fp32 (HAS_CORRECTION_BIAS only)
+    is_real_ptr,  # [num_tokens] bool (HAS_IS_REAL only)
+    ids_ptr,  # [num_tokens, TOP_K] int64, written
+    weights_ptr,  # [num_tokens, TOP_K] fp32, written
+    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
+    num_tokens, stride_logits, routed_scaling_factor,
+    NUM_EXPERTS: tl.constexpr,
+    TOP_K: tl.constexpr,
+    SCORING: tl.constexpr,  # SCORING_IDS
+    NORM_TOPK: tl.constexpr,
+    HAS_CORRECTION_BIAS: tl.constexpr,
+    HAS_IS_REAL: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    t = tl.arange(0, BLOCK_T)
+    e = tl.arange(0, BLOCK_E)
+    logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :],
+                     mask=(t < num_tokens)[:, None] & (e < NUM_EXPERTS)[None, :], other=0.0)
+    _route_tile(logits, correction_bias_ptr, is_real_ptr, ids_ptr, weights_ptr, sorted_slots_ptr, cu_ptr,
+                active_ptr, num_active_ptr, num_tokens, routed_scaling_factor, NUM_EXPERTS, TOP_K, SCORING,
+                NORM_TOPK, HAS_CORRECTION_BIAS, HAS_IS_REAL, PRECISE_EXP, BLOCK_T, BLOCK_E, BLOCK_K)
 
 
 @triton.jit
@@ -210,5 +231,144 @@ def route_and_sort(
         NUM_EXPERTS=num_experts, TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
         HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
         PRECISE_EXP=device.type == "cuda", **sort_blocks(num_tokens, num_experts, top_k),
+    )
+    return topk_ids, topk_weights, order
+
+
+@triton.jit
+def _router_route_sort_kernel(
+    x_ptr,  # [num_tokens, HIDDEN]
+    weight_ptr,  # [NUM_EXPERTS, HIDDEN], x's dtype
+    bias_ptr,  # [NUM_EXPERTS] (HAS_BIAS only)
+    partial_ptr,  # [NUM_SPLITS, num_tokens, NUM_EXPERTS] fp32 scratch: each program's partial logits
+    counter_ptr,  # [1] int32, zero between launches: programs done with their partial logits
+    correction_bias_ptr, is_real_ptr, ids_ptr, weights_ptr, sorted_slots_ptr, cu_ptr, active_ptr,
+    num_active_ptr,  # as _route_sort_kernel's
+    num_tokens, stride_x, routed_scaling_factor,
+    NUM_EXPERTS: tl.constexpr,
+    HIDDEN: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    IS_DOT_UPCAST: tl.constexpr,
+    TOP_K: tl.constexpr,
+    SCORING: tl.constexpr,
+    NORM_TOPK: tl.constexpr,
+    HAS_CORRECTION_BIAS: tl.constexpr,
+    HAS_IS_REAL: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,  # programs along the hidden width, BLOCK_H columns each
+    BLOCK_H: tl.constexpr,
+    BLOCK_EP: tl.constexpr,  # experts per program of the router GEMM
+    BLOCK_TP: tl.constexpr,  # tokens of the router GEMM's tile (at least 16: tensor cores)
+    BLOCK_T: tl.constexpr,  # tokens of the routing tile (>= num_tokens)
+    BLOCK_E: tl.constexpr,  # >= NUM_EXPERTS
+    BLOCK_K: tl.constexpr,  # >= TOP_K
+):
+    # Phase 1, every program: the partial logits of BLOCK_EP experts over BLOCK_H columns of the hidden width (the
+    # router's 16-bit products summed in fp32 on the tensor cores), to the scratch buffer.
+    experts = tl.program_id(0) * BLOCK_EP + tl.arange(0, BLOCK_EP)
+    split = tl.program_id(1)
+    is_ep = experts < NUM_EXPERTS
+    tp = tl.arange(0, BLOCK_TP)
+    is_tp = tp < num_tokens
+    ks = split * BLOCK_H + tl.arange(0, BLOCK_H)
+    is_k = ks < HIDDEN
+    x = tl.load(x_ptr + tp.to(tl.int64)[:, None] * stride_x + ks[None, :], mask=is_tp[:, None] & is_k[None, :],
+                other=0.0)
+    w = tl.load(weight_ptr + experts.to(tl.int64)[:, None] * HIDDEN + ks[None, :],
+                mask=is_ep[:, None] & is_k[None, :], other=0.0)
+    if IS_DOT_UPCAST:
+        x, w = x.to(tl.float32), w.to(tl.float32)
+    acc = tl.dot(x, tl.trans(w), input_precision=DOT_PRECISION)  # [BLOCK_TP, BLOCK_EP]
+    tl.store(partial_ptr + (split * num_tokens + tp[:, None]) * NUM_EXPERTS + experts[None, :], acc,
+             mask=is_tp[:, None] & is_ep[None, :])
+    # Phase 2, the last program to finish phase 1 alone: sum the partials (in split order: the same logits on every
+    # run), add the bias, route and sort. The barrier makes every thread's stores precede the release; the last
+    # program reads the others' partials past L1 (.cg) after its acquire.
+    tl.debug_barrier()
+    num_programs = tl.num_programs(0) * tl.num_programs(1)
+    num_done = tl.atomic_add(counter_ptr, 1, sem="acq_rel")
+    if num_done == num_programs - 1:
+        t = tl.arange(0, BLOCK_T)
+        e = tl.arange(0, BLOCK_E)
+        mask = (t < num_tokens)[:, None] & (e < NUM_EXPERTS)[None, :]
+        logits = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
+        for s in tl.static_range(NUM_SPLITS):
+            logits += tl.load(partial_ptr + (s * num_tokens + t[:, None]) * NUM_EXPERTS + e[None, :], mask=mask,
+                              other=0.0, cache_modifier=".cg")
+        if HAS_BIAS:
+            logits += tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)[None, :]
+        _route_tile(logits, correction_bias_ptr, is_real_ptr, ids_ptr, weights_ptr, sorted_slots_ptr, cu_ptr,
+                    active_ptr, num_active_ptr, num_tokens, routed_scaling_factor, NUM_EXPERTS, TOP_K, SCORING,
+                    NORM_TOPK, HAS_CORRECTION_BIAS, HAS_IS_REAL, PRECISE_EXP, BLOCK_T, BLOCK_E, BLOCK_K)
+        tl.store(counter_ptr, 0)  # for the next launch (a CUDA graph replays this one)
+
+
+@dataclass(frozen=True)
+class RouterTiles:
+    block_h: int  # hidden columns per program of the router GEMM (the programs' split of the width)
+    block_e: int  # experts per program of the router GEMM (at least 16: tensor cores)
+
+
+def default_router_tiles(hidden: int, element_size: int) -> RouterTiles:
+    """The router weight is read by many small programs at once: a 2048 x 128 bf16 router (0.5 MB) in 64 programs
+    of 8 KB, so its latency is one load's rather than a K loop's."""
+    return RouterTiles(block_h=min(next_pow2(hidden), 512 // element_size), block_e=16)
+
+
+def router_route_sort(
+    x: torch.Tensor,  # [num_tokens, hidden], num_tokens <= 64
+    weight: torch.Tensor,  # [num_experts, hidden] contiguous, x's dtype
+    bias: torch.Tensor | None,  # [num_experts]
+    counter: torch.Tensor,  # [1] int32 zeros, this layer's own (RoutingCounter): the kernel leaves it at zero
+    *,
+    top_k: int,
+    scoring: str,
+    norm_topk_prob: bool,
+    routed_scaling_factor: float,
+    correction_bias: torch.Tensor | None,  # [num_experts] fp32, selection only
+    is_real_token: torch.Tensor | None,  # [num_tokens] bool; None: every row is real
+    tiles: RouterTiles | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, ExpertSort]:  # as route_and_sort's
+    """`router_logits` then `route_and_sort` in one launch: the programs of the router GEMM each write partial
+    logits, and the last one to finish routes and sorts the batch (no host sync: CUDA-graph safe). The same experts
+    and weights as the two kernels up to the order of the logits' fp32 sum."""
+    check_runnable(_router_route_sort_kernel, x)
+    if scoring not in SCORING_IDS:
+        raise ValueError(f"unknown MoE scoring {scoring!r}; supported: {', '.join(SCORING_IDS)}")
+    num_tokens, hidden = x.shape
+    num_experts = weight.shape[0]
+    if weight.dtype != x.dtype or not weight.is_contiguous() or x.stride(-1) != 1 or weight.shape[1] != hidden:
+        raise ValueError("router_route_sort takes a contiguous [num_experts, hidden] router weight of x's dtype "
+                         "and row-major x")
+    if counter.dtype != torch.int32 or counter.numel() != 1 or counter.device != x.device:
+        raise ValueError("router_route_sort needs a one-element int32 counter on x's device")
+    device = x.device
+    topk_ids = torch.empty((num_tokens, top_k), dtype=torch.int64, device=device)
+    topk_weights = torch.empty((num_tokens, top_k), dtype=torch.float32, device=device)
+    order = empty_expert_sort(num_tokens * top_k, num_experts, device)
+    if num_tokens == 0:
+        return topk_ids, topk_weights, order
+    tiles = tiles or default_router_tiles(hidden, x.element_size())
+    num_splits = triton.cdiv(hidden, tiles.block_h)
+    partial = torch.empty((num_splits, num_tokens, num_experts), dtype=torch.float32, device=device)
+    is_upcast = x.dtype != torch.float32 and is_interpreted(_router_route_sort_kernel)
+    blocks = sort_blocks(num_tokens, num_experts, top_k)
+    block_t = next_pow2(num_tokens)  # the routing tile needs no tensor-core padding
+    _router_route_sort_kernel[(triton.cdiv(num_experts, tiles.block_e), num_splits)](
+        x, weight, weight if bias is None else bias, partial, counter,
+        x if correction_bias is None else correction_bias, x if is_real_token is None else is_real_token,
+        topk_ids, topk_weights, order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts,
+        order.num_active_experts, num_tokens, x.stride(0), float(routed_scaling_factor),
+        NUM_EXPERTS=num_experts, HIDDEN=hidden, HAS_BIAS=bias is not None,
+        DOT_PRECISION="ieee" if x.dtype == torch.float32 or is_upcast else "tf32", IS_DOT_UPCAST=is_upcast,
+        TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
+        HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
+        PRECISE_EXP=device.type == "cuda", NUM_SPLITS=num_splits, BLOCK_H=tiles.block_h, BLOCK_EP=tiles.block_e,
+        BLOCK_TP=max(16, next_pow2(num_tokens)), BLOCK_T=block_t, BLOCK_E=blocks["BLOCK_E"],
+        BLOCK_K=blocks["BLOCK_K"],
+        # Phase 2's [tokens, experts] tiles: about 16 elements a thread (one warp at one token and 128 experts,
+        # whose reductions then need no shared memory).
+        num_warps=min(16, max(1, block_t * blocks["BLOCK_E"] // 512)),
     )
     return topk_ids, topk_weights, order

@@ -97,9 +97,11 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   ("cpu",)),
     ExecutionPath("layers.fused_ops", "decoder block as torch projections with the Triton norm, RoPE and SiLU "
                   "kernels (models/layers.py; prefills, batches past 64 tokens)", ("cuda",)),
-    ExecutionPath("proj.fused", "decoder block as fused gemv projections, attention from the qkv output "
-                  "(models/decode_gemv.py, kernels/gemv.py)", ("cuda",)),
-    ExecutionPath("proj.rope_store", "fused qkv projection that also rotates q/k and stores K/V "
+    ExecutionPath("proj.fused", "decoder block as fused gemv projections (biases in their epilogues; a MoE "
+                  "layer's MLP half is its routing and expert kernels), attention from the qkv output: q/k norm + "
+                  "RoPE + K/V store in one kernel where the heads are normed (models/decode_gemv.py, kernels/gemv.py, "
+                  "kernels/qk_norm_rope.py)", ("cuda",)),
+    ExecutionPath("proj.rope_store", "fused qkv projection (+ bias) that also rotates q/k and stores K/V "
                   "(models/decode_gemv.py, kernels/gemv_rope.py)", ("cuda",)),
     # ---- attention and verification ------------------------------------------------------------------------------
     ExecutionPath("attention.torch", "paged attention, torch reference (attention/torch_ref.py)", ("cpu",)),

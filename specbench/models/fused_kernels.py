@@ -42,16 +42,18 @@ class KernelModules:
     activation: ModuleType
     gemv: ModuleType
     gemv_rope: ModuleType
+    qk_norm_rope: ModuleType
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel_modules() -> KernelModules | None:
     # Imported on first use, never at specbench import: the first `import triton` fixes its TRITON_INTERPRET mode.
     try:
-        from specbench.kernels import activation, gemv, gemv_rope, rms_norm, rope
+        from specbench.kernels import activation, gemv, gemv_rope, qk_norm_rope, rms_norm, rope
     except ImportError:
         return None
-    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation, gemv=gemv, gemv_rope=gemv_rope)
+    return KernelModules(rms_norm=rms_norm, rope=rope, activation=activation, gemv=gemv, gemv_rope=gemv_rope,
+                         qk_norm_rope=qk_norm_rope)
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,11 +119,29 @@ def gemv_rope_store(
     norm_weight: torch.Tensor | None = None,  # [in_size]
     eps: float = 0.0,
     norm_split: int = 0,  # > 0: two RMSNorms side by side, over x[:, :norm_split] and x[:, norm_split:]
+    bias: torch.Tensor | None = None,  # [(num_q_heads + 2 * num_kv_heads) * head_dim], before RoPE
 ) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: rotated q; rotated k and v are in the caches
     modules = _kernel_modules()
     rope = modules.gemv_rope.RopeStore(cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
                                        k_cache.shape[-1])
-    return modules.gemv.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope, norm_split=norm_split)
+    return modules.gemv.gemv(x, qkv_weight, norm_weight=norm_weight, eps=eps, rope=rope, norm_split=norm_split,
+                             bias=bias)
+
+
+def qk_norm_rope_store(
+    qkv: torch.Tensor,  # [num_tokens, (num_q_heads + 2 * num_kv_heads) * head_dim]
+    q_norm_weight: torch.Tensor,  # [head_dim]
+    k_norm_weight: torch.Tensor,  # [head_dim]
+    eps: float,
+    cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
+    slot_mapping: torch.Tensor,  # [num_tokens] int64
+    k_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    num_q_heads: int,
+    num_kv_heads: int,
+) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: normalized, rotated q; k and v are in the caches
+    return _kernel_modules().qk_norm_rope.qk_norm_rope_store(
+        qkv, q_norm_weight, k_norm_weight, eps, cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads)
 
 
 def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
@@ -143,7 +163,9 @@ def gemv(
     is_gated: bool = False,
     residual: torch.Tensor | None = None,  # [num_tokens, out]
     norm_split: int = 0,  # > 0: two RMSNorms side by side, over x[:, :norm_split] and x[:, norm_split:]
-) -> torch.Tensor:  # [num_tokens, out]: [residual +] [silu(gate) * up of] (RMSNorm(x) | x) @ weight.T
+    bias: torch.Tensor | None = None,  # [out], not with is_gated
+) -> torch.Tensor:  # [num_tokens, out]: [residual +] [silu(gate) * up of] ((RMSNorm(x) | x) @ weight.T [+ bias])
     return _kernel_modules().gemv.gemv(
-        x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual, norm_split=norm_split
+        x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual, norm_split=norm_split,
+        bias=bias,
     )

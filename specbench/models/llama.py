@@ -140,8 +140,7 @@ class DecoderLayer(nn.Module):
         # Every sum is a new tensor, never an input updated in place: callers keep layer inputs as aux states.
         if decode_gemv.applies(self, hidden):
             backend.paths.record(decode_gemv.fused_path(self, hidden.shape[0]))
-            out, stream = decode_gemv.block(self, hidden, residual, cos_sin, kv_cache, md, backend)
-            return LayerOutput(hidden=out, residual=None, layer_input=stream)
+            return decode_gemv.block(self, hidden, residual, cos_sin, kv_cache, md, backend)
         backend.paths.record(decode_gemv.eager_path(self, hidden))
         if residual is None:
             normed, residual = self.input_layernorm(hidden), hidden

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.models import fused_kernels
 from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
@@ -33,6 +34,9 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         # [E] fp32, selection only: a buffer, kept fp32 when the module is cast (it is added to fp32 scores).
         self.register_buffer("score_correction_bias",
                              torch.zeros(num_experts) if config.has_score_correction_bias else None)
+        # [1] int32, zero between launches: the fused routing kernel's count of programs done with the router GEMM
+        # (kernels/moe_route.py router_route_sort). This layer's own, so no other launch shares it; not a weight.
+        self.register_buffer("route_counter", torch.zeros(1, dtype=torch.int32), persistent=False)
         self.gate_up_weight = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden))  # rows [gate; up]
         self.down_weight = nn.Parameter(torch.empty(num_experts, hidden, inter))
         self.gate_up_bias = nn.Parameter(torch.zeros(num_experts, 2 * inter)) if config.has_expert_bias else None
@@ -46,6 +50,8 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         # The correction bias follows the module's device but keeps its fp32 values through a dtype cast.
         kept = self.score_correction_bias
         super()._apply(fn, recurse)
+        # Zero whatever the move made of it (to_empty: uninitialised memory); it is zero between launches anyway.
+        self.route_counter = torch.zeros(1, dtype=torch.int32, device=self.route_counter.device)
         if kept is not None:
             device = self.score_correction_bias.device
             # Materialised from meta (to_empty): fresh fp32 memory, filled by the loader or init_random_weights.
@@ -71,9 +77,20 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         if is_fused:
             routing, order = self.fused_route(x, is_real_token)
             routed = self.fused_experts(x, routing, order)
+            if self._is_shared_fused(x):
+                # The ungated shared expert (GLM-4.5, DeepSeek-V3) as two gemvs, the routed sum added in the down
+                # projection's epilogue: two kernels where the eager chain runs four (two GEMMs, SiLU-and-mul, add).
+                shared = self.shared_expert
+                act = fused_kernels.gemv(x, shared.gate_up_proj.weight, is_gated=True)
+                return fused_kernels.gemv(act, shared.down_proj.weight, residual=routed)
         else:
             routed = self.reference_experts(x, self.route(x, is_real_token))
         return routed + self.shared(x) if self.shared_expert is not None else routed
+
+    def _is_shared_fused(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes and dtypes only
+        shared = self.shared_expert
+        return (shared is not None and self.shared_expert_gate is None and shared.activation == "silu"
+                and x.dtype == shared.gate_up_proj.weight.dtype and x.shape[0] <= fused_kernels.gemv_max_tokens())
 
     def shared(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same
         out = self.shared_expert(x)
@@ -109,15 +126,15 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         x: torch.Tensor,  # [num_tokens, hidden]
         is_real_token: torch.Tensor | None = None,  # [num_tokens] bool
     ):  # -> (ExpertRouting, kernels.moe_sort.ExpertSort)
-        """`route` and the sort by expert in one kernel (kernels/moe_route.py) after the router GEMM in another: the
-        same experts, logits up to the order of the fp32 sum, weights up to the rounding of exp and division."""
+        """The router GEMM, `route` and the sort by expert in one launch (kernels/moe_route.py): the same experts,
+        logits up to the order of the fp32 sum, weights up to the rounding of exp and division."""
         # Imported on first use, never at specbench import: the first `import triton` fixes its interpreter mode.
-        from specbench.kernels.moe_route import route_and_sort, router_logits
+        from specbench.kernels.moe_route import router_route_sort
 
         c = self.config
-        logits = router_logits(x if x.stride(-1) == 1 else x.contiguous(), self.router.weight, self.router.bias)
-        topk_ids, topk_weights, order = route_and_sort(
-            logits, top_k=c.num_experts_per_tok, scoring=c.scoring, norm_topk_prob=c.norm_topk_prob,
+        topk_ids, topk_weights, order = router_route_sort(
+            x if x.stride(-1) == 1 else x.contiguous(), self.router.weight, self.router.bias, self.route_counter,
+            top_k=c.num_experts_per_tok, scoring=c.scoring, norm_topk_prob=c.norm_topk_prob,
             routed_scaling_factor=c.routed_scaling_factor, correction_bias=self.score_correction_bias,
             is_real_token=is_real_token)
         return ExpertRouting(topk_ids=topk_ids, topk_weights=topk_weights), order

@@ -53,6 +53,20 @@ def gemv_calls(monkeypatch) -> list[int]:
     return calls
 
 
+@pytest.fixture
+def qk_norm_calls(monkeypatch) -> list[int]:
+    """The token count of each fused q/k norm + RoPE + K/V store launch (kernels/qk_norm_rope.py)."""
+    calls: list[int] = []
+    real = fused.qk_norm_rope_store
+
+    def counted(qkv, *args, **kwargs):
+        calls.append(qkv.shape[0])
+        return real(qkv, *args, **kwargs)
+
+    monkeypatch.setattr(fused, "qk_norm_rope_store", counted)
+    return calls
+
+
 def block_calls(num_tokens: int, head_dim: int, has_qk_norm: bool) -> list[int]:
     """`gemv_calls` of one decoder block: qkv (joined with RoPE and the store where its tiles hold 16 dims of a
     half-head, or at one token, and no q/k norm sits in between), o_proj, gate_up, down."""
@@ -71,11 +85,11 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
 @pytest.mark.parametrize("preset, head_dim, dtype", [
     ("tiny-llama", 16, torch.float32),  # 8 dims a half: RoPE and the K/V store join qkv at one token only
     ("tiny-llama", 32, torch.float16),  # ... and on the tensor-core tiles too
-    ("tiny-qwen3", 16, torch.float16),  # q/k norm: RoPE and the store stay apart
-    ("tiny-qwen2", 16, torch.float32),  # qkv bias: the eager chain
+    ("tiny-qwen3", 16, torch.float16),  # q/k norm: one kernel after qkv normalizes, rotates and stores
+    ("tiny-qwen2", 16, torch.float32),  # a dense block with a qkv bias: the eager chain (decode_gemv.applies)
 ], ids=str)
 @pytest.mark.slow  # several seconds on 2 cores: the fast suite stays under 5 minutes
-def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_calls):
+def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_calls, qk_norm_calls):
     config = replace(get_preset(preset), num_hidden_layers=3, head_dim=head_dim)
     model = DecoderLM(config, create_backend("torch"), dtype=dtype, device=DEVICE)
     model.init_random_weights()
@@ -91,11 +105,13 @@ def test_decoder_forwards_match_the_torch_path(preset, head_dim, dtype, gemv_cal
                 out = model(torch.tensor(ids, device=DEVICE), metadata(start, len(ids)), kv, aux_layer_ids=aux_ids)
                 outputs.append((model.compute_logits(out.hidden_states), out.aux_hidden_states))
         runs[policy] = outputs, kv
-    # qkv_proj has a bias in Qwen2: those blocks keep the eager chain.
-    expected = []
+    # The prefill (7 tokens) is a decode-sized batch here too; Qwen2's biased dense blocks keep the eager chain.
+    expected, expected_qk = [], []
     for n in ([] if config.attention_bias else [len(ids) for _, ids in [(0, PROMPT), *FORWARDS]]):
         expected += block_calls(n, head_dim, config.use_qk_norm) * config.num_hidden_layers
+        expected_qk += [n] * config.num_hidden_layers if config.use_qk_norm else []
     assert gemv_calls == expected
+    assert qk_norm_calls == expected_qk
     for step, ((got_logits, got_aux), (want_logits, want_aux)) in enumerate(zip(runs["on"][0], runs["off"][0])):
         assert_close(got_logits, want_logits, dtype, f"logits, forward {step}")
         assert_close(got_aux, want_aux, dtype, f"aux states, forward {step}")
