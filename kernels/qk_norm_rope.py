@@ -64,11 +64,12 @@ def _qk_norm_rope_store_kernel(
             w1 = tl.load(k_norm_ptr + i, mask=is_i, other=0.0).to(tl.float32)
             w2 = tl.load(k_norm_ptr + HALF + i, mask=is_i, other=0.0).to(tl.float32)
         # RMSNorm as kernels/rms_norm.py: the normalized head rounded, times the weight, rounded.
-        x1 = x1.to(tl.float32)
-        x2 = x2.to(tl.float32)
-        inv_rms = tl.math.rsqrt(tl.math.div_rn(tl.sum(x1 * x1, 0) + tl.sum(x2 * x2, 0), HEAD_DIM * 1.0) + eps)
-        n1 = (w1 * (x1 * inv_rms).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-        n2 = (w2 * (x2 * inv_rms).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        # new names for the fp32 copies: a compiled Triton `if` may not change a variable's type (the interpreter may)
+        f1 = x1.to(tl.float32)
+        f2 = x2.to(tl.float32)
+        inv_rms = tl.math.rsqrt(tl.math.div_rn(tl.sum(f1 * f1, 0) + tl.sum(f2 * f2, 0), HEAD_DIM * 1.0) + eps)
+        n1 = (w1 * (f1 * inv_rms).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        n2 = (w2 * (f2 * inv_rms).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
         # RoPE as kernels/rope.py: the fp32 table cast to the activation dtype, each product rounded, then the sum.
         row = cos_sin_ptr + token * stride_cs_token + i
         cos1 = tl.load(row, mask=is_i, other=0.0).to(dtype).to(tl.float32)
