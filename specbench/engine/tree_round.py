@@ -22,10 +22,10 @@ from __future__ import annotations
 import torch
 
 from specbench.device_copy import to_device
-from specbench.engine.inputs import build_verify_input
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
 from specbench.engine.step_runner import StepRunner
 from specbench.engine.timing import PhaseTimer
+from specbench.engine.tree_inputs import build_tree_verify_input
 from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
@@ -70,8 +70,8 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     timer.start("draft")
     proposal = runner.proposer.propose_tree(runner.propose_input(batch, st), plan)
     timer.stop("draft")
-    tree = proposal_tree(proposal)
-    inp = build_verify_input(requests, proposal, runner.block_size, runner.device, runner.hooks)
+    tree = proposal_tree(proposal)  # built once: the verify input and the verifier both read it
+    inp = build_tree_verify_input(requests, proposal, tree, runner.block_size, runner.device)
     timer.start("target")
     out = runner.target_runner.verify(inp)
     timer.stop("target")
