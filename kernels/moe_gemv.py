@@ -100,7 +100,8 @@ def _gate_up_one_token_kernel(
         gate_rows = weight_ptr + expert * (2 * INTER * HIDDEN) + cols.to(tl.int64)[:, None] * HIDDEN
         acc_gate = tl.zeros([BLOCK_N], dtype=tl.float32)
         acc_up = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, HIDDEN, BLOCK_K):
+        # Unrolled (a few steps: the tiles take up to 2048 elements a step), so every load can issue up front.
+        for k0 in tl.static_range(0, HIDDEN, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             is_k = ks < HIDDEN
             x = tl.load(x_ptr + ks, mask=is_k, other=0.0).to(tl.float32)[None, :]
@@ -137,14 +138,15 @@ def _down_one_token_kernel(
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     is_col = cols < HIDDEN
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    # Unrolled over the k slots: every expert's tile address is known up front, so their loads overlap.
+    # Unrolled over the k slots and their K steps: every expert's tile address is known up front, so their loads
+    # can overlap.
     for j in tl.static_range(TOP_K):
         expert = tl.load(ids_ptr + j)
         is_real = expert < NUM_EXPERTS
         w_rows = weight_ptr + tl.where(is_real, expert, 0) * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
         width = tl.where(is_real, INTER, 0)  # a padded slot loads nothing
         part = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, INTER, BLOCK_K):
+        for k0 in tl.static_range(0, INTER, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             is_k = ks < width
             a = tl.load(act_ptr + j * INTER + ks, mask=is_k, other=0.0).to(tl.float32)

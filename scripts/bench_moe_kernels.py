@@ -43,7 +43,7 @@ TINY = {
 CORE_GATE_UP = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
                 for n, k, w in ((1, 2048, 4), (2, 2048, 8), (4, 2048, 8), (2, 1024, 4), (4, 1024, 8), (1, 4096, 8))]
 CORE_DOWN = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
-             for n, k, w in ((1, 1024, 4), (2, 1024, 4), (2, 2048, 8), (4, 1024, 8), (8, 1024, 8), (1, 4096, 8))]
+             for n, k, w in ((1, 1024, 4), (2, 1024, 4), (2, 1024, 8), (4, 1024, 8), (8, 512, 8), (4, 256, 4))]
 # Tensor cores: (rows a program, K step, warps, stages, tokens an MMA step). gemv.py's: gated (64, 128, 4, 4),
 # down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64.
 DOT_GATE_UP = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, num_stages=s, block_m=m)
