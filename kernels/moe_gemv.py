@@ -77,7 +77,7 @@ def _activation(acc_gate, acc_up, swiglu_alpha, swiglu_limit, dtype: tl.constexp
 @triton.jit
 def _gate_up_one_token_kernel(
     x_ptr,  # [1, HIDDEN]
-    ids_ptr,  # [TOP_K] int64: the token's experts; NUM_EXPERTS on a padded row
+    ids_ptr,  # [TOP_K] integer: the token's experts; NUM_EXPERTS on a padded row
     weight_ptr,  # [num_experts, 2 * INTER, HIDDEN]: each expert's gate rows, then its up rows
     bias_ptr,  # [num_experts, 2 * INTER] (HAS_BIAS only)
     act_ptr,  # [TOP_K, INTER]: the activation of slot j
@@ -92,7 +92,7 @@ def _gate_up_one_token_kernel(
     BLOCK_K: tl.constexpr,
 ):
     slot = tl.program_id(1)
-    expert = tl.load(ids_ptr + slot)
+    expert = tl.load(ids_ptr + slot).to(tl.int64)  # int64 offsets: experts x rows x width may pass 2^31
     if expert < NUM_EXPERTS:  # a padded row's slots read nothing; the down kernel skips them
         dtype = act_ptr.dtype.element_ty
         cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -141,7 +141,7 @@ def _down_one_token_kernel(
     # Unrolled over the k slots and their K steps: every expert's tile address is known up front, so their loads
     # can overlap.
     for j in tl.static_range(TOP_K):
-        expert = tl.load(ids_ptr + j)
+        expert = tl.load(ids_ptr + j).to(tl.int64)
         is_real = expert < NUM_EXPERTS
         w_rows = weight_ptr + tl.where(is_real, expert, 0) * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
         width = tl.where(is_real, INTER, 0)  # a padded slot loads nothing

@@ -46,16 +46,17 @@ def token_bucket(num_tokens: int) -> int:
 
 
 def heuristic_tiles(bucket: int, hidden: int, inter: int) -> ExpertTiles:
-    """kernels/gemv.py's tiles for the same roles: at one token, 2 rows a program and the whole row (up to 2048
-    elements) a step on 8 warps (85-99% of copy bandwidth on Llama-8B); from two tokens, tensor cores with 64-row
-    gated tiles of 128-wide K steps and 32-row down tiles of 256."""
+    """At one token, kernels/gemv.py's one-token tiles: 2 rows a program and the whole row (up to 2048 elements) a
+    step on 8 warps (85-99% of copy bandwidth on Llama-8B). From two tokens, tensor cores: gate_up as the previous
+    expert kernels' (kernels/moe.py: 16 rows and 512-byte K steps up to 16 tokens, 32 rows and 256 bytes past;
+    gpt-oss-20b at 83% of its floor at c=16), down as gemv.py's down + residual (32 rows, 512-byte steps)."""
     if bucket == 1:
         return ExpertTiles(
             gate_up=ProjectionTiles(is_dot=False, block_n=2, block_k=min(2048, next_pow2(hidden)), num_warps=8),
             down=ProjectionTiles(is_dot=False, block_n=2, block_k=min(2048, next_pow2(inter)), num_warps=8))
-    return ExpertTiles(
-        gate_up=ProjectionTiles(is_dot=True, block_n=32, block_k=128, num_warps=4, num_stages=4),
-        down=ProjectionTiles(is_dot=True, block_n=32, block_k=256, num_warps=4, num_stages=3))
+    gate_up = (ProjectionTiles(is_dot=True, block_n=16, block_k=256) if bucket <= 16
+               else ProjectionTiles(is_dot=True, block_n=32, block_k=128))
+    return ExpertTiles(gate_up=gate_up, down=ProjectionTiles(is_dot=True, block_n=32, block_k=256))
 
 
 def default_tiles(num_tokens: int, hidden: int, inter: int, element_size: int = 2) -> ExpertTiles:

@@ -45,9 +45,10 @@ CORE_GATE_UP = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
 CORE_DOWN = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
              for n, k, w in ((1, 1024, 4), (2, 1024, 4), (2, 1024, 8), (4, 1024, 8), (8, 512, 8), (4, 256, 4))]
 # Tensor cores: (rows a program, K step, warps, stages, tokens an MMA step). gemv.py's: gated (64, 128, 4, 4),
-# down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64.
+# down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64; the previous expert kernels' gate_up: (16, 256) up to
+# 16 tokens, (32, 128) past.
 DOT_GATE_UP = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, num_stages=s, block_m=m)
-               for n, k, w, s, m in ((16, 256, 4, 3, 16), (32, 128, 4, 4, 16), (32, 256, 4, 3, 16),
+               for n, k, w, s, m in ((16, 256, 4, 3, 16), (32, 128, 4, 3, 16), (32, 256, 4, 3, 16),
                                      (64, 128, 4, 4, 16), (16, 512, 4, 3, 16), (32, 128, 4, 4, 32))]
 DOT_DOWN = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, num_stages=s, block_m=m)
             for n, k, w, s, m in ((16, 256, 4, 3, 16), (32, 256, 4, 3, 16), (32, 512, 4, 3, 16),
