@@ -9,7 +9,7 @@ the expert kernels are timed. Each timing is a CUDA graph of one call per layer 
 so nothing stays in L2), replayed; us are per layer. `MB read` counts the active experts' weights and biases (the
 floor of what the kernels must read); `% of copy` is against a measured device-to-device copy. gate_up and down
 candidates are timed apart (down on gate_up's output), then the best pair together. Each candidate's output is
-checked against the default tiles' (a mismatch is marked WRONG and never wins). The last lines are
+checked against the default tiles' (a MISMATCH never wins). The last lines are
 `kernels/moe_tiles.TUNED` entries to paste.
 """
 
@@ -53,7 +53,7 @@ DOT_GATE_UP = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, n
 DOT_DOWN = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, num_stages=s, block_m=m)
             for n, k, w, s, m in ((16, 256, 4, 3, 16), (32, 256, 4, 3, 16), (32, 512, 4, 3, 16),
                                   (64, 128, 4, 4, 16), (16, 512, 4, 4, 16), (32, 256, 4, 5, 32))]
-MISMATCH = 3e-2  # max |diff| / max |default's output| past which a candidate is WRONG (bf16 outputs)
+MISMATCH = 3e-2  # max |diff| / max |default's output| past which a candidate is a MISMATCH (bf16 outputs)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def bench_tokens(name: str, config: MoeConfig, layers: list[Layer], num_tokens: 
                 note = ""
                 if expected is not None:
                     worst = max(rel_diff(fn(i), expected[i]) for i in range(num_layers))
-                    note = f"WRONG: max diff {worst:.1e}" if not worst <= MISMATCH else ""
+                    note = f"MISMATCH vs the defaults: max diff {worst:.1e}" if not worst <= MISMATCH else ""
                 us = time_us(fn, num_layers, device)
         except (TritonError, RuntimeError, ValueError) as error:  # a candidate that fails to compile is reported
             return Row(name, num_tokens, part, label, num_active, num_bytes, float("nan"),
