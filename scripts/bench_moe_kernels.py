@@ -6,11 +6,11 @@ engine's (kernels/moe_gemv.py) under their default tiles and under every candida
 
 Routing is random top-k (distinct experts per token, softmax weights, fixed seed), already sorted by expert: only
 the expert kernels are timed. Each timing is a CUDA graph of one call per layer (`--layers` distinct weight sets,
-so nothing stays in L2), replayed; us are per layer. `MB read` counts the active experts' weights and biases (the
+so nothing stays in L2), replayed; us are per layer. `GB read` counts the active experts' weights and biases (the
 floor of what the kernels must read); `% of copy` is against a measured device-to-device copy. gate_up and down
 candidates are timed apart (down on gate_up's output), then the best pair together. Each candidate's output is
 checked against the default tiles' (a MISMATCH never wins). The last lines are
-`kernels/moe_tiles.TUNED` entries to paste.
+`kernels/moe_tiles.TUNED` entries to paste, after a summary table: previous, default and best side by side.
 """
 
 from __future__ import annotations
@@ -244,13 +244,35 @@ def tiles_label(t: ExpertTiles) -> str:
 
 
 def format_rows(rows: list[Row], copy_gbps: float | None) -> list[str]:
-    lines = ["| shape | tokens | part | tiles | active experts | MB read | us | GB/s | % of copy | note |",
+    lines = ["| shape | tokens | part | tiles | active experts | GB read | us | GB/s | % of copy | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         gbps = r.num_bytes / r.us / 1e3
         share = f"{100 * gbps / copy_gbps:.1f}%" if copy_gbps and not math.isnan(gbps) else "n/a"
         lines.append(f"| {r.shape} | {r.num_tokens} | {r.part} | {r.label} | {r.num_active_experts:.1f} | "
-                     f"{r.num_bytes / 1e6:.1f} | {r.us:.1f} | {gbps:.0f} | {share} | {r.note} |")
+                     f"{r.num_bytes / 1e9:.4f} | {r.us:.1f} | {gbps:.0f} | {share} | {r.note} |")
+    return lines
+
+
+def format_summary(rows: list[Row], copy_gbps: float | None) -> list[str]:
+    """Both kernels together, per shape and batch: previous kernels, the defaults and the best pair side by side."""
+    lines = ["| shape | tokens | GB read | previous us (% of copy) | default us (% of copy) | best us (% of copy) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    cells: dict[tuple[str, int], dict[str, Row]] = {}
+    for r in rows:
+        if r.part == "experts":
+            cells.setdefault((r.shape, r.num_tokens), {})[r.label.split(" ")[0].rstrip(":")] = r
+
+    def cell(r: Row | None) -> str:
+        if r is None or math.isnan(r.us):
+            return "n/a"
+        share = f" ({100 * r.num_bytes / r.us / 1e3 / copy_gbps:.1f}%)" if copy_gbps else ""
+        return f"{r.us:.1f}{share}" + (" MISMATCH" if r.note else "")
+
+    for (shape, num_tokens), by_kind in cells.items():
+        first = next(iter(by_kind.values()))
+        lines.append(f"| {shape} | {num_tokens} | {first.num_bytes / 1e9:.4f} | {cell(by_kind.get('previous'))} | "
+                     f"{cell(by_kind.get('default'))} | {cell(by_kind.get('best'))} |")
     return lines
 
 
@@ -304,6 +326,7 @@ def main() -> None:
             print(f"{name}, {num_tokens} tokens: done at {time.perf_counter() - started:.0f} s", flush=True)
         del layers
     print("\n".join(format_rows(rows, copy_gbps)))
+    print("\n" + "\n".join(format_summary(rows, copy_gbps)))
     print("\n# kernels/moe_tiles.TUNED entries (best gate_up and best down per shape and token bucket):")
     for config, num_tokens, best, experts_rows in winners:
         timing = ", ".join(f"{label} {r.us:.1f} us" for label, r in experts_rows.items())
