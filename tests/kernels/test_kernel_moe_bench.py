@@ -76,6 +76,7 @@ def test_kernels_bench_tiny_times_every_candidate_and_prints_tuned_lines(monkeyp
     for part, count in (("gate_up", 4), ("down", 4), ("experts", 3)):
         assert len(re.findall(rf"\| tiny-gpt-oss \| 1 \| {part} \|", out)) == count, out
     assert re.search(r"\| experts \| previous kernels \(kernels/moe.py\) \|", out)
+    assert re.search(r"^\| tiny-gpt-oss \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$", out, re.MULTILINE), out
     tuned = re.search(r"^    \(64, 64, 1\): (ExpertTiles\(.*\)),  # 1 tokens: ", out, re.MULTILINE)
     assert tuned is not None, out
     from specbench.kernels.moe_tiles import ExpertTiles, ProjectionTiles
