@@ -35,10 +35,10 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from specbench.kernels.moe_sort import ExpertSort, sort_by_expert
-from specbench.kernels.moe_tiles import ExpertTiles, ProjectionTiles, default_tiles
+from specbench.kernels.moe_tiles import TOKEN_BUCKETS, ExpertTiles, ProjectionTiles, default_tiles
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
-MAX_TOKENS = 64  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
+MAX_TOKENS = TOKEN_BUCKETS[-1]  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
 COMBINE_BLOCK = 1024  # hidden features per program of the combine kernel
 
 

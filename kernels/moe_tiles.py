@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from specbench.kernels.runtime import next_pow2
 
-TOKEN_BUCKETS = (1, 4, 16, 64)
+TOKEN_BUCKETS = (1, 4, 16, 64)  # the last is the most tokens the expert kernels take (a decode or verify batch)
 
 
 @dataclass(frozen=True)
