@@ -10,13 +10,13 @@ many bytes are in flight: many programs, each streaming a contiguous weight tile
 - down: one program per (tile of hidden features, active expert) writes routing weight * (down(act) + bias) of
   each of the expert's slots, fp32, to `partial` [num_tokens * k, hidden]; a small combine kernel adds a token's k
   rows in slot order and rounds once. No atomics: the sum's order is fixed, so every run gives the same bits.
-- One token (`is_dot=False` tiles): the CUDA cores, as gemv.py at one token. gate_up programs take (tile, slot j)
-  straight from topk_ids (no sort needed); down programs own a tile of hidden features and walk the token's k
-  experts in slot order, so the combine is in their registers and there is no third kernel.
-- From two tokens (`is_dot=True`): tensor cores with the weight rows as the MMA's M side and an expert's tokens
-  (sorted by expert: kernels/moe_sort.py, padded to BLOCK_M) as its N side. Programs past the batch's active experts
-  exit at once (the grid depends on shapes only: CUDA-graph safe). No split-K: tiles of 16 to 64 rows already give
-  hundreds of programs per active expert set at these shapes.
+- `is_dot=True` tiles: tensor cores with the weight rows as the MMA's M side and an expert's tokens (sorted by
+  expert: kernels/moe_sort.py, padded to BLOCK_M) as its N side.
+- `is_dot=False` tiles: the CUDA cores (kernels/moe_cores.py). At one token, gate_up takes its experts straight
+  from topk_ids (no sort) and down walks the token's k experts in slot order, so the combine is in its registers
+  and there is no third kernel. From two tokens, the grouped layout above, one token of the expert at a time.
+- Programs past the batch's active experts exit at once (the grid depends on shapes only: CUDA-graph safe). No
+  split-K: tiles of 1 to 64 rows already give over a thousand programs at these shapes.
 
 Padded rows of a CUDA-graph batch come with expert id `num_experts` (specbench/models/moe_routing.py): they belong
 to no expert's range, their slots are skipped by the combine, and their outputs are zero.
@@ -32,133 +32,20 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra import libdevice
 
+from specbench.kernels.moe_cores import (
+    down_grouped_cores_kernel,
+    down_one_token_kernel,
+    gate_up_grouped_cores_kernel,
+    gate_up_one_token_kernel,
+)
+from specbench.kernels.moe_epilogue import gated_activation, round_to
 from specbench.kernels.moe_sort import ExpertSort, sort_by_expert
 from specbench.kernels.moe_tiles import TOKEN_BUCKETS, ExpertTiles, ProjectionTiles, default_tiles
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 MAX_TOKENS = TOKEN_BUCKETS[-1]  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
 COMBINE_BLOCK = 1024  # hidden features per program of the combine kernel
-
-
-@triton.jit
-def _round(x, dtype: tl.constexpr):
-    return x.to(dtype).to(tl.float32)
-
-
-@triton.jit
-def _activation(acc_gate, acc_up, swiglu_alpha, swiglu_limit, dtype: tl.constexpr, IS_SWIGLU_OAI: tl.constexpr,
-                PRECISE_EXP: tl.constexpr):
-    """The activation of fp32 gate and up sums (biases added), rounded as the eager ops round."""
-    gate = _round(acc_gate, dtype)  # F.linear's output rounding
-    up = _round(acc_up, dtype)
-    if IS_SWIGLU_OAI:
-        gate = tl.minimum(gate, swiglu_limit)
-        up = tl.minimum(tl.maximum(up, -swiglu_limit), swiglu_limit)
-        scaled = _round(gate * swiglu_alpha, dtype)
-        # libdevice has no interpreter implementation: numpy's exp stands in on CPU (as kernels/activation.py).
-        if PRECISE_EXP:
-            exp_neg = libdevice.exp(-scaled)
-        else:
-            exp_neg = tl.exp(-scaled)
-        # torch rounds each op: gate * alpha, sigmoid, gate * sigmoid, up + 1, the product.
-        sig = _round(tl.math.div_rn(1.0, 1.0 + exp_neg), dtype)
-        return _round(up + 1.0, dtype) * _round(gate * sig, dtype)
-    else:
-        if PRECISE_EXP:
-            exp_neg = libdevice.exp(-gate)
-        else:
-            exp_neg = tl.exp(-gate)
-        # torch's fp32 silu with IEEE division, rounded, then a rounded multiply (kernels/activation.py).
-        return _round(tl.math.div_rn(gate, 1.0 + exp_neg), dtype) * up
-
-
-@triton.jit
-def _gate_up_one_token_kernel(
-    x_ptr,  # [1, HIDDEN]
-    ids_ptr,  # [TOP_K] integer: the token's experts; NUM_EXPERTS on a padded row
-    weight_ptr,  # [num_experts, 2 * INTER, HIDDEN]: each expert's gate rows, then its up rows
-    bias_ptr,  # [num_experts, 2 * INTER] (HAS_BIAS only)
-    act_ptr,  # [TOP_K, INTER]: the activation of slot j
-    swiglu_alpha, swiglu_limit,
-    NUM_EXPERTS: tl.constexpr,
-    HIDDEN: tl.constexpr,
-    INTER: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    IS_SWIGLU_OAI: tl.constexpr,
-    PRECISE_EXP: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    slot = tl.program_id(1)
-    expert = tl.load(ids_ptr + slot).to(tl.int64)  # int64 offsets: experts x rows x width may pass 2^31
-    if expert < NUM_EXPERTS:  # a padded row's slots read nothing; the down kernel skips them
-        dtype = act_ptr.dtype.element_ty
-        cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        is_col = cols < INTER
-        gate_rows = weight_ptr + expert * (2 * INTER * HIDDEN) + cols.to(tl.int64)[:, None] * HIDDEN
-        acc_gate = tl.zeros([BLOCK_N], dtype=tl.float32)
-        acc_up = tl.zeros([BLOCK_N], dtype=tl.float32)
-        # Unrolled (a few steps: the tiles take up to 2048 elements a step), so every load can issue up front.
-        for k0 in tl.static_range(0, HIDDEN, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            is_k = ks < HIDDEN
-            x = tl.load(x_ptr + ks, mask=is_k, other=0.0).to(tl.float32)[None, :]
-            w_mask = is_col[:, None] & is_k[None, :]
-            w_gate = tl.load(gate_rows + ks[None, :], mask=w_mask, other=0.0)
-            w_up = tl.load(gate_rows + INTER * HIDDEN + ks[None, :], mask=w_mask, other=0.0)
-            acc_gate += tl.sum(w_gate.to(tl.float32) * x, axis=1)
-            acc_up += tl.sum(w_up.to(tl.float32) * x, axis=1)
-        if HAS_BIAS:
-            bias_row = bias_ptr + expert * (2 * INTER)
-            acc_gate += tl.load(bias_row + cols, mask=is_col, other=0.0).to(tl.float32)
-            acc_up += tl.load(bias_row + INTER + cols, mask=is_col, other=0.0).to(tl.float32)
-        result = _activation(acc_gate, acc_up, swiglu_alpha, swiglu_limit, dtype, IS_SWIGLU_OAI, PRECISE_EXP)
-        tl.store(act_ptr + slot * INTER + cols, result.to(dtype), mask=is_col)
-
-
-@triton.jit
-def _down_one_token_kernel(
-    act_ptr,  # [TOP_K, INTER]
-    ids_ptr,  # [TOP_K] int64
-    topk_weights_ptr,  # [TOP_K] fp32
-    weight_ptr,  # [num_experts, HIDDEN, INTER]
-    bias_ptr,  # [num_experts, HIDDEN] (HAS_BIAS only)
-    out_ptr,  # [1, HIDDEN]
-    NUM_EXPERTS: tl.constexpr,
-    HIDDEN: tl.constexpr,
-    INTER: tl.constexpr,
-    TOP_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    dtype = out_ptr.dtype.element_ty
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    is_col = cols < HIDDEN
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    # Unrolled over the k slots and their K steps: every expert's tile address is known up front, so their loads
-    # can overlap.
-    for j in tl.static_range(TOP_K):
-        expert = tl.load(ids_ptr + j).to(tl.int64)
-        is_real = expert < NUM_EXPERTS
-        w_rows = weight_ptr + tl.where(is_real, expert, 0) * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
-        width = tl.where(is_real, INTER, 0)  # a padded slot loads nothing
-        part = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in tl.static_range(0, INTER, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            is_k = ks < width
-            a = tl.load(act_ptr + j * INTER + ks, mask=is_k, other=0.0).to(tl.float32)
-            w = tl.load(w_rows + ks[None, :], mask=is_col[:, None] & is_k[None, :], other=0.0)
-            part += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
-        if HAS_BIAS:
-            part += tl.load(bias_ptr + tl.where(is_real, expert, 0) * HIDDEN + cols, mask=cols < tl.where(is_real, HIDDEN, 0),
-                            other=0.0).to(tl.float32)
-        routing_weight = tl.load(topk_weights_ptr + j)
-        # The expert's rounded output, weighted in fp32; a padded slot adds nothing (not even 0 * inf).
-        acc += tl.where(is_real, _round(part, dtype) * routing_weight, 0.0)
-    tl.store(out_ptr + cols, acc.to(dtype), mask=is_col)
 
 
 @triton.jit
@@ -215,7 +102,7 @@ def _gate_up_grouped_kernel(
                 bias_row = bias_ptr + expert * (2 * INTER)
                 acc_gate += tl.load(bias_row + cols, mask=is_col, other=0.0).to(tl.float32)[:, None]
                 acc_up += tl.load(bias_row + INTER + cols, mask=is_col, other=0.0).to(tl.float32)[:, None]
-            result = _activation(acc_gate, acc_up, swiglu_alpha, swiglu_limit, dtype, IS_SWIGLU_OAI, PRECISE_EXP)
+            result = gated_activation(acc_gate, acc_up, swiglu_alpha, swiglu_limit, dtype, IS_SWIGLU_OAI, PRECISE_EXP)
             tl.store(act_ptr + slots.to(tl.int64)[None, :] * INTER + cols[:, None], result.to(dtype),
                      mask=is_col[:, None] & is_row[None, :])
 
@@ -263,7 +150,8 @@ def _down_grouped_kernel(
             if HAS_BIAS:
                 part += tl.load(bias_ptr + expert * HIDDEN + cols, mask=is_col, other=0.0).to(tl.float32)[:, None]
             routing_weight = tl.load(topk_weights_ptr + slots, mask=is_row, other=0.0)
-            tl.store(partial_ptr + slots[None, :] * HIDDEN + cols[:, None], _round(part, dtype) * routing_weight[None, :],
+            weighted = round_to(part, dtype) * routing_weight[None, :]  # the expert's rounded output, weighted in fp32
+            tl.store(partial_ptr + slots[None, :] * HIDDEN + cols[:, None], weighted,
                      mask=is_col[:, None] & is_row[None, :])
 
 
@@ -292,14 +180,12 @@ def is_interpreted_here() -> bool:
     return is_interpreted(_gate_up_grouped_kernel)
 
 
-def _check_tiles(tiles: ProjectionTiles, num_tokens: int, what: str) -> None:
+def _check_tiles(tiles: ProjectionTiles, what: str) -> None:
     sides = (tiles.block_n, tiles.block_k) + ((tiles.block_m,) if tiles.is_dot else ())
     if any(side < 1 or side & (side - 1) for side in sides):
         raise ValueError(f"expert {what} tiles must be powers of two, got {tiles}")
     if tiles.is_dot and min(sides) < 16:
         raise ValueError(f"expert {what} tensor-core tiles must be at least 16 a side (tl.dot), got {tiles}")
-    if not tiles.is_dot and num_tokens != 1:
-        raise ValueError(f"expert {what} tiles without tensor cores take one token, got {num_tokens}")
 
 
 def _dot_modes(x: torch.Tensor) -> tuple[str, bool]:
@@ -310,7 +196,7 @@ def _dot_modes(x: torch.Tensor) -> tuple[str, bool]:
 def expert_gate_up(
     x: torch.Tensor,  # [num_tokens, hidden], row stride 1
     topk_ids: torch.Tensor,  # [num_tokens, k] int64; num_experts on padded rows
-    order: ExpertSort | None,  # topk_ids sorted by expert (tensor-core tiles only)
+    order: ExpertSort | None,  # topk_ids sorted by expert (unused at one token on the CUDA cores)
     gate_up_weight: torch.Tensor,  # [num_experts, 2 * inter, hidden] contiguous, rows [gate; up]
     gate_up_bias: torch.Tensor | None,  # [num_experts, 2 * inter]
     tiles: ProjectionTiles,
@@ -330,15 +216,20 @@ def expert_gate_up(
               "BLOCK_K": min(tiles.block_k, max(16, next_pow2(hidden))),
               "num_warps": tiles.num_warps, "num_stages": tiles.num_stages}
     num_tiles = triton.cdiv(inter, tiles.block_n)
-    if not tiles.is_dot:
-        _gate_up_one_token_kernel[(num_tiles, top_k)](
+    if not tiles.is_dot and num_tokens == 1:
+        gate_up_one_token_kernel[(num_tiles, top_k)](
             x, topk_ids, gate_up_weight, bias, act, swiglu_alpha, swiglu_limit, NUM_EXPERTS=num_experts, **common)
         return act
-    precision, is_upcast = _dot_modes(x)
     # Programs past the batch's active experts exit at once; the grid depends on shapes only.
-    _gate_up_grouped_kernel[(num_tiles, min(num_experts, num_tokens * top_k))](
-        x, gate_up_weight, bias, act, order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts,
-        order.num_active_experts, x.stride(0), swiglu_alpha, swiglu_limit,
+    grid = (num_tiles, min(num_experts, num_tokens * top_k))
+    sort_args = (order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts, order.num_active_experts)
+    if not tiles.is_dot:
+        gate_up_grouped_cores_kernel[grid](
+            x, gate_up_weight, bias, act, *sort_args, x.stride(0), swiglu_alpha, swiglu_limit, TOP_K=top_k, **common)
+        return act
+    precision, is_upcast = _dot_modes(x)
+    _gate_up_grouped_kernel[grid](
+        x, gate_up_weight, bias, act, *sort_args, x.stride(0), swiglu_alpha, swiglu_limit,
         TOP_K=top_k, DOT_PRECISION=precision, IS_DOT_UPCAST=is_upcast, BLOCK_M=tiles.block_m, **common)
     return act
 
@@ -347,7 +238,7 @@ def expert_down_combine(
     act: torch.Tensor,  # [num_tokens * k, inter], by slot (expert_gate_up)
     topk_ids: torch.Tensor,  # [num_tokens, k] int64; num_experts on padded rows
     slot_weights: torch.Tensor,  # [num_tokens * k] fp32, contiguous
-    order: ExpertSort | None,  # tensor-core tiles only
+    order: ExpertSort | None,  # unused at one token on the CUDA cores
     down_weight: torch.Tensor,  # [num_experts, hidden, inter] contiguous
     down_bias: torch.Tensor | None,  # [num_experts, hidden]
     tiles: ProjectionTiles,
@@ -361,17 +252,21 @@ def expert_down_combine(
               "BLOCK_K": min(tiles.block_k, max(16, next_pow2(inter))),
               "num_warps": tiles.num_warps, "num_stages": tiles.num_stages}
     num_tiles = triton.cdiv(hidden, tiles.block_n)
-    if not tiles.is_dot:
-        _down_one_token_kernel[(num_tiles,)](
+    if not tiles.is_dot and num_tokens == 1:
+        down_one_token_kernel[(num_tiles,)](
             act, topk_ids, slot_weights, down_weight, bias, out, NUM_EXPERTS=num_experts, TOP_K=top_k, **common)
         return out
-    precision, is_upcast = _dot_modes(act)
     # Every real slot's row is written by its expert's programs; padded slots' rows stay unwritten and unread.
     partial = torch.empty((num_tokens * top_k, hidden), dtype=torch.float32, device=act.device)
-    _down_grouped_kernel[(num_tiles, min(num_experts, num_tokens * top_k))](
-        act, down_weight, bias, slot_weights, partial, order.sorted_slots, order.cu_num_slots_per_expert,
-        order.active_experts, order.num_active_experts,
-        DOT_PRECISION=precision, IS_DOT_UPCAST=is_upcast, BLOCK_M=tiles.block_m, **common)
+    grid = (num_tiles, min(num_experts, num_tokens * top_k))
+    sort_args = (order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts, order.num_active_experts)
+    if not tiles.is_dot:
+        down_grouped_cores_kernel[grid](act, down_weight, bias, slot_weights, partial, *sort_args, **common)
+    else:
+        precision, is_upcast = _dot_modes(act)
+        _down_grouped_kernel[grid](
+            act, down_weight, bias, slot_weights, partial, *sort_args,
+            DOT_PRECISION=precision, IS_DOT_UPCAST=is_upcast, BLOCK_M=tiles.block_m, **common)
     _combine_kernel[(num_tokens, triton.cdiv(hidden, COMBINE_BLOCK))](
         partial, topk_ids, out, out.stride(0), NUM_EXPERTS=num_experts, HIDDEN=hidden, TOP_K=top_k,
         BLOCK=COMBINE_BLOCK, num_warps=4)
@@ -413,12 +308,12 @@ def expert_gemv(
     if num_tokens == 0:
         return torch.empty((0, hidden), dtype=x.dtype, device=x.device)
     tiles = tiles or default_tiles(num_tokens, hidden, inter, x.element_size())
-    _check_tiles(tiles.gate_up, num_tokens, "gate_up")
-    _check_tiles(tiles.down, num_tokens, "down")
+    _check_tiles(tiles.gate_up, "gate_up")
+    _check_tiles(tiles.down, "down")
     if x.stride(-1) != 1:
         x = x.contiguous()
     topk_ids = topk_ids.contiguous()
-    if order is None and (tiles.gate_up.is_dot or tiles.down.is_dot):
+    if order is None and (num_tokens > 1 or tiles.gate_up.is_dot or tiles.down.is_dot):
         order = sort_by_expert(topk_ids, num_experts)
     act = expert_gate_up(x, topk_ids, order, gate_up_weight, gate_up_bias, tiles.gate_up,
                          is_swiglu_oai=is_swiglu_oai, swiglu_alpha=swiglu_alpha, swiglu_limit=swiglu_limit)

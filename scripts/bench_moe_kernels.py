@@ -39,11 +39,13 @@ TINY = {
                               has_expert_bias=True, activation="swiglu_oai"),
 }
 
-# One token on the CUDA cores: (rows a program, K step, warps). gemv.py's Llama-8B winner is (2, 2048, 8).
+# The CUDA cores: (rows a program, K step, warps). gemv.py's one-token Llama-8B winner is (2, 2048, 8). Past one
+# token (the grouped kernels, a pass over the tile per token of the expert) only the first CORES_PAST_ONE of each.
 CORE_GATE_UP = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
-                for n, k, w in ((1, 2048, 4), (2, 2048, 8), (4, 2048, 8), (2, 1024, 4), (4, 1024, 8), (1, 4096, 8))]
+                for n, k, w in ((2, 2048, 8), (4, 2048, 8), (2, 1024, 4), (1, 2048, 4), (4, 1024, 8), (1, 4096, 8))]
 CORE_DOWN = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
-             for n, k, w in ((1, 1024, 4), (2, 1024, 4), (2, 1024, 8), (4, 1024, 8), (8, 512, 8), (4, 256, 4))]
+             for n, k, w in ((2, 1024, 8), (4, 1024, 8), (2, 1024, 4), (1, 1024, 4), (8, 512, 8), (4, 256, 4))]
+CORES_PAST_ONE = 3
 # Tensor cores: (rows a program, K step, warps, stages, tokens an MMA step). gemv.py's: gated (64, 128, 4, 4),
 # down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64; the previous expert kernels' gate_up: (16, 256) up to
 # 16 tokens, (32, 128) past.
@@ -213,11 +215,11 @@ def bench_tokens(name: str, config: MoeConfig, layers: list[Layer], num_tokens: 
     total_bytes = gate_up_bytes + down_bytes
     rows = [measure("experts", "previous kernels (kernels/moe.py)", total_bytes, previous, expected_out),
             measure("experts", f"default: {tiles_label(default)}", total_bytes, lambda i: experts(i, default), None)]
-    cores_ok = num_tokens == 1
+    num_cores = len(CORE_GATE_UP) if num_tokens == 1 else CORES_PAST_ONE
     gate_up_rows = {t: measure("gate_up", projection_label(t), gate_up_bytes, lambda i, t=t: gate_up(i, t), acts)
-                    for t in dict.fromkeys((CORE_GATE_UP if cores_ok else []) + DOT_GATE_UP)}
+                    for t in dict.fromkeys(CORE_GATE_UP[:num_cores] + DOT_GATE_UP)}
     down_rows = {t: measure("down", projection_label(t), down_bytes, lambda i, t=t: down(i, t), expected_out)
-                 for t in dict.fromkeys((CORE_DOWN if cores_ok else []) + DOT_DOWN)}
+                 for t in dict.fromkeys(CORE_DOWN[:num_cores] + DOT_DOWN)}
     best_gate_up, best_down = fastest(gate_up_rows), fastest(down_rows)
     best = None
     if best_gate_up is not None and best_down is not None:

@@ -64,22 +64,28 @@ def _load_kernels_script(monkeypatch):
 
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 def test_kernels_bench_tiny_times_every_candidate_and_prints_tuned_lines(monkeypatch, capsys):
-    # Two candidates a kind (the interpreter is slow); one token: CUDA-core and tensor-core tiles both run.
+    # Two candidates a kind (the interpreter is slow), one CUDA-core one past one token: at 1 and 2 tokens, every
+    # kernel (one-token and grouped, CUDA cores and tensor cores) runs.
     bench = _load_kernels_script(monkeypatch)
     for name in ("CORE_GATE_UP", "CORE_DOWN", "DOT_GATE_UP", "DOT_DOWN"):
         monkeypatch.setattr(bench, name, getattr(bench, name)[:2])
-    monkeypatch.setattr(sys, "argv", ["bench_moe_kernels.py", "--tiny", "--layers", "1", "--tokens", "1",
+    monkeypatch.setattr(bench, "CORES_PAST_ONE", 1)
+    monkeypatch.setattr(sys, "argv", ["bench_moe_kernels.py", "--tiny", "--layers", "1", "--tokens", "1,2",
                                       "--shapes", "tiny-gpt-oss"])
     bench.main()
     out = capsys.readouterr().out
     assert "tiny-qwen3" not in out and "MISMATCH" not in out and "failed" not in out, out
-    for part, count in (("gate_up", 4), ("down", 4), ("experts", 3)):
-        assert len(re.findall(rf"\| tiny-gpt-oss \| 1 \| {part} \|", out)) == count, out
+    for tokens, num_candidates in ((1, 4), (2, 3)):
+        for part, count in (("gate_up", num_candidates), ("down", num_candidates), ("experts", 3)):
+            assert len(re.findall(rf"\| tiny-gpt-oss \| {tokens} \| {part} \|", out)) == count, out
+        summary = rf"^\| tiny-gpt-oss \| {tokens} \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$"
+        assert re.search(summary, out, re.MULTILINE), out
     assert re.search(r"\| experts \| previous kernels \(kernels/moe.py\) \|", out)
-    assert re.search(r"^\| tiny-gpt-oss \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$", out, re.MULTILINE), out
-    tuned = re.search(r"^    \(64, 64, 1\): (ExpertTiles\(.*\)),  # 1 tokens: ", out, re.MULTILINE)
-    assert tuned is not None, out
     from specbench.kernels.moe_tiles import ExpertTiles, ProjectionTiles
 
-    tiles = eval(tuned.group(1), {"ExpertTiles": ExpertTiles, "ProjectionTiles": ProjectionTiles})  # pasteable
-    assert tiles.gate_up in bench.CORE_GATE_UP + bench.DOT_GATE_UP and tiles.down in bench.CORE_DOWN + bench.DOT_DOWN
+    for bucket, tokens in ((1, 1), (4, 2)):
+        tuned = re.search(rf"^    \(64, 64, {bucket}\): (ExpertTiles\(.*\)),  # {tokens} tokens: ", out, re.MULTILINE)
+        assert tuned is not None, out
+        tiles = eval(tuned.group(1), {"ExpertTiles": ExpertTiles, "ProjectionTiles": ProjectionTiles})  # pasteable
+        assert tiles.gate_up in bench.CORE_GATE_UP + bench.DOT_GATE_UP
+        assert tiles.down in bench.CORE_DOWN + bench.DOT_DOWN

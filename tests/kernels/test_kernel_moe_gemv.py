@@ -22,6 +22,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:overflow encountered in exp"),
     pytest.mark.filterwarnings("ignore:overflow encountered in multiply"),
     pytest.mark.filterwarnings("ignore:invalid value encountered in matmul"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in reduce"),
     # The routing kernel's numpy softmax over masked (-inf) lanes (kernels/moe_route.py masks their results).
     pytest.mark.filterwarnings("ignore:invalid value encountered in divide"),
 ]
@@ -54,17 +55,16 @@ CONFIGS = {
 # Tensor-core tiles: 16 rows a program (several programs per expert), 32-wide K steps (several, a masked tail).
 DOT = ProjectionTiles(is_dot=True, block_n=16, block_k=32)
 WIDE_DOT = ProjectionTiles(is_dot=True, block_n=32, block_k=64, block_m=32)
-# CUDA-core tiles (one token): 4 gate_up rows, 2 down rows a program, K in steps of 32 / 16.
+# CUDA-core tiles: 4 gate_up rows, 2 down rows a program, K in steps of 32 / 16.
 CORES_GATE_UP = ProjectionTiles(is_dot=False, block_n=4, block_k=32, num_warps=4)
 CORES_DOWN = ProjectionTiles(is_dot=False, block_n=2, block_k=16, num_warps=4)
 TILES = {
     "dot": ExpertTiles(DOT, DOT),
-    "wide-dot": ExpertTiles(WIDE_DOT, WIDE_DOT),
     "cores": ExpertTiles(CORES_GATE_UP, CORES_DOWN),
     "cores-then-dot": ExpertTiles(CORES_GATE_UP, DOT),
     "dot-then-cores": ExpertTiles(DOT, CORES_DOWN),
+    "wide-dot": ExpertTiles(WIDE_DOT, WIDE_DOT),  # 64 rows: not worth the interpreter's time below that
 }
-ONE_TOKEN_ONLY = ("cores", "cores-then-dot", "dot-then-cores")
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
@@ -106,7 +106,10 @@ def test_matches_reference_fp32(name, num_tokens):
     x = x_for(num_tokens, torch.float32, seed=num_tokens)
     routing = moe.route(x)
     expected = moe.reference_experts(x, routing)
-    tiles = ["dot"] + (list(ONE_TOKEN_ONLY) if num_tokens == 1 else []) + (["wide-dot"] if num_tokens == 64 else [])
+    # Every kind at one token (its own kernels) and at 3 (the grouped ones; the interpreter is slow on CUDA-core
+    # tiles at more tokens); the wide tiles where 64 rows fill them.
+    narrow = [name for name in TILES if name != "wide-dot"]
+    tiles = {1: narrow, 3: narrow, 17: ["dot"], 64: ["dot", "wide-dot"]}[num_tokens]
     for tile_name in tiles:
         assert_close(run(moe, x, routing, TILES[tile_name]), expected)
     got = run(moe, x, routing)  # the default tiles of this batch
@@ -133,22 +136,22 @@ def _fixed_routing(num_tokens: int, experts: list[int]) -> ExpertRouting:
     return ExpertRouting(topk_ids=ids, topk_weights=weights)
 
 
-@pytest.mark.parametrize("tile_name", ["dot", "wide-dot"])
-def test_an_expert_with_more_tokens_than_one_tensor_core_step(tile_name):
-    # 40 tokens all on experts 7 and 5: each expert's range is three 16-row steps (two 32-row ones); the other six
-    # experts get nothing and their programs exit.
+@pytest.mark.parametrize("tile_name, num_tokens", [("dot", 40), ("wide-dot", 40), ("cores", 6)])
+def test_experts_with_many_tokens_and_experts_with_none(tile_name, num_tokens):
+    # Every token on experts 7 and 5: at 40 tokens each expert's range is three 16-row steps (two 32-row ones); on
+    # the CUDA cores, 6 one-token passes over each tile. The other six experts get nothing and their programs exit.
     moe = layer("gpt-oss", torch.float32)
-    x = x_for(40, torch.float32, seed=4)
-    routing = _fixed_routing(40, [7, 5])
+    x = x_for(num_tokens, torch.float32, seed=4)
+    routing = _fixed_routing(num_tokens, [7, 5])
     assert sort_by_expert(routing.topk_ids, 8).num_active_experts.item() == 2
     assert_close(run(moe, x, routing, TILES[tile_name]), moe.reference_experts(x, routing))
 
 
 @pytest.mark.parametrize("name", ["softmax-renorm", "gpt-oss"])
-@pytest.mark.parametrize("num_rows, num_real", [(16, 5), (4, 1)])
-def test_padded_rows_never_touch_real_rows(name, num_rows, num_real):
+@pytest.mark.parametrize("num_rows, num_real, tile_name", [(16, 5, None), (4, 1, None), (16, 5, "cores")])
+def test_padded_rows_never_touch_real_rows(name, num_rows, num_real, tile_name):
     # A graph batch with stale rows (NaN and huge values): the real rows' outputs keep every bit of the same
-    # routing without the padded rows (the same token bucket, so the same tiles), and padded rows come out zero.
+    # routing without the padded rows (the same tiles: the padded batch's bucket's), and padded rows come out zero.
     moe = layer(name, torch.float32)
     x = x_for(num_rows, torch.float32, seed=7)
     x[num_real:] = float("nan")
@@ -156,8 +159,9 @@ def test_padded_rows_never_touch_real_rows(name, num_rows, num_real):
     is_real = torch.arange(num_rows, device=DEVICE) < num_real
     routing = moe.route(x, is_real)
     alone = ExpertRouting(topk_ids=routing.topk_ids[:num_real], topk_weights=routing.topk_weights[:num_real])
-    padded = run(moe, x, routing)
-    assert torch.equal(padded[:num_real], run(moe, x[:num_real], alone, default_tiles(num_rows, HIDDEN, INTER, 4)))
+    tiles = TILES[tile_name] if tile_name else default_tiles(num_rows, HIDDEN, INTER, 4)
+    padded = run(moe, x, routing, tiles)
+    assert torch.equal(padded[:num_real], run(moe, x[:num_real], alone, tiles))
     assert (padded[num_real:] == 0).all()
 
 
@@ -170,7 +174,7 @@ def test_a_padded_single_row_reads_no_expert():
         assert (run(moe, x, routing, TILES[tile_name]) == 0).all()
 
 
-@pytest.mark.parametrize("tile_name", ["dot", "wide-dot"])
+@pytest.mark.parametrize("tile_name", ["dot", "cores"])
 def test_a_token_overflow_stays_in_its_row(tile_name):
     # One real token's inf output must not reach the others sharing its experts.
     moe = layer("softmax-renorm", torch.float32)
@@ -190,8 +194,6 @@ def test_refuses_what_it_cannot_do():
     two = ExpertRouting(routing.topk_ids[:2], routing.topk_weights[:2])
     with pytest.raises(ValueError, match="at most"):
         run(moe, x, routing)
-    with pytest.raises(ValueError, match="one token"):
-        run(moe, x[:2], two, TILES["cores"])
     with pytest.raises(ValueError, match="at least 16"):
         run(moe, x[:2], two, ExpertTiles(ProjectionTiles(is_dot=True, block_n=8, block_k=32), DOT))
     with pytest.raises(ValueError, match="powers of two"):
