@@ -1,5 +1,7 @@
-"""Routed experts of a mixture-of-experts MLP for decode and verify batches (1 to 64 tokens), in two grouped kernels
-(three when the down projection is split).
+"""The previous design of the routed-expert kernels, kept only as the baseline `scripts/bench_moe_kernels.py` times
+the engine's kernels (kernels/moe_gemv.py) against; delete it once kernels/moe_tiles.TUNED holds the H100 winners.
+Routed experts for decode and verify batches (1 to 64 tokens) in two grouped kernels (three when the down
+projection is split).
 
 A decode step at small batch reads each active expert's weights once and does little math, so the work is laid out
 by expert: the k (token, expert) slots of every token are sorted by expert (`sort_by_expert`, one single-program
@@ -56,7 +58,7 @@ class MoeKernelConfig:
 
 def default_config(element_size: int, num_tokens: int = MAX_TOKENS, num_experts: int = 1) -> MoeKernelConfig:
     """Tiles by batch size, chosen on the host from shapes only (a CUDA graph captures one launch; nothing is
-    autotuned at run time). `scripts/bench_moe.py --sweep` on the GPU is where they get measured.
+    autotuned at run time).
 
     The down projection's split depends on the expert count alone, never on the batch: a CUDA-graph batch padded
     to its bucket then adds each output over the experts in the same order as its real rows alone would."""

@@ -1,6 +1,7 @@
-"""One MoE layer at decode and verify batch sizes: the fused Triton path (kernels/moe.py) beside the torch reference.
+"""One MoE layer at decode and verify batch sizes: the fused Triton path (kernels/moe_route.py, kernels/moe_gemv.py)
+beside the torch reference.
 
-    python scripts/bench_moe.py [--layers 4] [--tokens 1,16,64] [--shapes qwen3-30b-a3b,gpt-oss-20b] [--sweep]
+    python scripts/bench_moe.py [--layers 4] [--tokens 1,16,64] [--shapes qwen3-30b-a3b,gpt-oss-20b]
     TRITON_INTERPRET=1 python scripts/bench_moe.py --tiny   # CPU, tiny shapes: a crash test, timings meaningless
 
 Each row is one layer's forward (router, routing, sort, the routed experts; no shared expert in these shapes) on
@@ -8,9 +9,8 @@ random bf16 weights and inputs. `active experts` is the mean over the `--layers`
 nothing stays in L2) of the experts the batch wakes; `MB read` counts their weights (and biases) plus the router's,
 the floor of what a step must read. The fused path is a CUDA graph of the layers, replayed (median of
 triton.testing.do_bench); the reference loops over experts with host syncs, so it runs eagerly (CUDA events).
-`--sweep` adds rows for the routed experts alone (routing precomputed, router bytes not counted) under a grid of
-tiles: the best three and the default per token count. Prints a markdown table; `% of copy` is against a measured
-device-to-device copy.
+Prints a markdown table; `% of copy` is against a measured device-to-device copy. The expert kernels alone, under
+every candidate tile: scripts/bench_moe_kernels.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.kernels.moe import MoeKernelConfig
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_config import MoeConfig
 
@@ -37,19 +36,6 @@ TINY = {
                               scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
                               has_expert_bias=True, activation="swiglu_oai"),
 }
-
-
-# (rows per tensor-core step, gate_up block_n, down block_n, block_k, stages, down split), 4 warps. More rows per
-# step: fewer passes over an expert's weights when it has many tokens (64-token verify), more wasted rows when it
-# has few. A down split > 1 spreads the walk over the active experts across more programs (small batches).
-SWEEP = [MoeKernelConfig(block_m=bm, block_n_gate_up=gu, block_n_down=dn, block_k=bk, num_warps=4, num_stages=st,
-                         down_split=sp)
-         for bm, gu, dn, bk, st, sp in ((16, 16, 16, 128, 3, 1), (16, 32, 16, 128, 4, 1), (16, 64, 16, 128, 3, 1),
-                                        (16, 32, 32, 128, 3, 1), (16, 32, 16, 256, 3, 1), (16, 64, 32, 256, 3, 1),
-                                        (16, 16, 16, 256, 4, 1), (16, 32, 32, 64, 5, 1), (32, 32, 16, 128, 3, 1),
-                                        (64, 32, 16, 128, 3, 1), (16, 32, 16, 128, 3, 2), (16, 32, 16, 128, 3, 4),
-                                        (16, 16, 16, 256, 3, 4), (16, 16, 16, 256, 3, 8), (16, 32, 16, 256, 3, 8),
-                                        (16, 16, 32, 256, 3, 8))]
 
 
 @dataclass(frozen=True)
@@ -129,44 +115,6 @@ def bench_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int]
     return rows
 
 
-def tile_name(c: MoeKernelConfig) -> str:
-    return (f"m{c.block_m}, gate_up n{c.block_n_gate_up}, down n{c.block_n_down}, k{c.block_k}, {c.num_warps}w, "
-            f"{c.num_stages}st, split {c.down_split}")
-
-
-def sweep_shape(name: str, config: MoeConfig, num_layers: int, tokens: list[int], device: torch.device,
-                dtype: torch.dtype) -> list[Row]:
-    """The routed experts alone (routing done beforehand) under each tile config of SWEEP: the best three and the
-    default per token count, for picking `kernels/moe.default_config`."""
-    from specbench.kernels.moe import default_config, fused_experts
-
-    layers = make_layers(config, num_layers, device, dtype)
-    element_size = torch.empty((), dtype=dtype).element_size()
-    rows = []
-    for num_tokens in tokens:
-        default = default_config(element_size, num_tokens, config.num_experts)
-        xs = [torch.randn(num_tokens, config.hidden_size, device=device, dtype=dtype) for _ in range(num_layers)]
-        with torch.no_grad():
-            routings = [layer.route(x) for layer, x in zip(layers, xs, strict=True)]
-        counts = [active_bytes(layer, x) for layer, x in zip(layers, xs, strict=True)]
-        num_active = sum(c[0] for c in counts) / num_layers
-        num_bytes = sum(c[1] - c[2] for c in counts) // num_layers  # experts only: the router is not run here
-
-        def run(i: int, tiles: MoeKernelConfig, xs=xs, routings=routings):
-            layer, routing = layers[i], routings[i]
-            return fused_experts(xs[i], routing.topk_ids, routing.topk_weights, layer.gate_up_weight,
-                                 layer.down_weight, gate_up_bias=layer.gate_up_bias, down_bias=layer.down_bias,
-                                 is_swiglu_oai=config.activation == "swiglu_oai", config=tiles)
-
-        timings = {tiles: timed_ms(lambda i, t=tiles: run(i, t), num_layers, device, is_graphed=True)
-                   for tiles in dict.fromkeys([default, *SWEEP])}
-        ranked = sorted(timings, key=timings.get)
-        for tiles in dict.fromkeys([*ranked[:3], default]):
-            label = ("default: " if tiles == default else "") + tile_name(tiles)
-            rows.append(Row(name, num_tokens, f"experts, {label}", num_active, num_bytes, timings[tiles]))
-    return rows
-
-
 def check_numerics(config: MoeConfig, device: torch.device, dtype: torch.dtype) -> str:
     """Fused vs reference on the benchmark's own shape: the largest difference relative to the output's scale."""
     torch.manual_seed(1)
@@ -197,7 +145,6 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4, help="distinct layers per timing (defeats L2)")
     ap.add_argument("--tokens", default="1,16,64")
     ap.add_argument("--shapes", help=f"comma-separated, of {', '.join(SHAPES)} (all by default)")
-    ap.add_argument("--sweep", action="store_true", help="also time the routed experts under each tile config")
     ap.add_argument("--tiny", action="store_true",
                     help=f"CPU, shapes {', '.join(TINY)} (fused path only under TRITON_INTERPRET=1)")
     args = ap.parse_args()
@@ -216,7 +163,7 @@ def main() -> None:
         device, dtype = torch.device("cuda"), torch.bfloat16
     import triton
 
-    from specbench.kernels.moe import is_interpreted_here
+    from specbench.kernels.moe_gemv import is_interpreted_here
 
     is_fused = device.type == "cuda" or is_interpreted_here()
     copy_gbps = None
@@ -233,8 +180,6 @@ def main() -> None:
         if is_fused:
             print(f"{name}: fused vs reference, max |diff| / max |ref| = {check_numerics(config, device, dtype)}")
         rows += bench_shape(name, config, args.layers, tokens, device, dtype, is_fused)
-        if args.sweep and is_fused:
-            rows += sweep_shape(name, config, args.layers, tokens, device, dtype)
     print("\n".join(format_rows(rows, copy_gbps)))
 
 

@@ -1,8 +1,8 @@
 """A mixture-of-experts MLP layer: router, routed experts, optional shared expert (which architecture uses what:
 specbench/models/moe_config.py).
 
-`reference` loops over the experts in torch and is the definition; `fused` runs the routed experts as two grouped
-Triton kernels (kernels/moe.py) for decode and verify batches of up to 64 tokens. Both share the routing
+`reference` loops over the experts in torch and is the definition; `fused` runs the routed experts as grouped
+Triton kernels (kernels/moe_gemv.py) for decode and verify batches of up to 64 tokens. Both share the routing
 (moe_routing.py). Weights are kept in one layout whatever the checkpoint's: `gate_up_weight` [E, 2 * inter, hidden]
 with each expert's gate rows before its up rows, `down_weight` [E, hidden, inter] (gpt-oss's interleaved,
 transposed tensors are converted by `gate_up_from_interleaved` and friends at load).
@@ -140,10 +140,11 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         return ExpertRouting(topk_ids=topk_ids, topk_weights=topk_weights), order
 
     def fused_experts(self, x: torch.Tensor, routing: ExpertRouting, order=None) -> torch.Tensor:  # [num_tokens, hidden]
-        """`order`: the routing's ExpertSort if already made (fused_route); else the kernels sort."""
-        from specbench.kernels.moe import fused_experts
+        """`order`: the routing's ExpertSort if already made (fused_route); else the kernels sort (tensor-core tiles;
+        one-token tiles read topk_ids directly)."""
+        from specbench.kernels.moe_gemv import expert_gemv
 
-        return fused_experts(
+        return expert_gemv(
             x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
             gate_up_bias=self.gate_up_bias, down_bias=self.down_bias,
             is_swiglu_oai=self.config.activation == "swiglu_oai",

@@ -1,6 +1,6 @@
 """Which path a MoE layer of the decoder takes for one forward, and which of its rows are real.
 
-- Decode, verify and draft batches of up to `kernels/moe.py`'s MAX_TOKENS take the grouped Triton kernels wherever
+- Decode, verify and draft batches of up to `kernels/moe_gemv.py`'s MAX_TOKENS take the grouped Triton kernels wherever
   the fused-kernel policy runs kernels (CUDA; CPU only under the interpreter).
 - A CUDA graph being captured always takes the kernels, 64 rows at a time past MAX_TOKENS (a verify of k + 1 tokens
   for 64 requests is 256 rows): the torch reference gathers each expert's tokens with `nonzero`, a host sync that
@@ -22,7 +22,7 @@ from specbench.models.moe import MoeMLP
 
 def _max_kernel_tokens() -> int:
     # Imported once kernels are about to run: the first `import triton` fixes its interpreter mode.
-    from specbench.kernels.moe import MAX_TOKENS
+    from specbench.kernels.moe_gemv import MAX_TOKENS
 
     return MAX_TOKENS
 

@@ -42,18 +42,6 @@ def test_tiny_run_prints_both_paths_and_agreeing_numerics(monkeypatch, capsys):
                 assert 2 <= num_active <= 2 * tokens and mb_read > 0
 
 
-@pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
-def test_tiny_sweep_ranks_tiles(monkeypatch, capsys):
-    bench = _load_script(monkeypatch)
-    monkeypatch.setattr(sys, "argv", ["bench_moe.py", "--tiny", "--layers", "1", "--tokens", "3", "--sweep",
-                                      "--shapes", "tiny-gpt-oss"])
-    bench.main()
-    out = capsys.readouterr().out
-    assert "tiny-qwen3" not in out
-    experts_rows = re.findall(r"\| tiny-gpt-oss \| 3 \| experts, (default: )?m\d+, gate_up n\d+", out)
-    assert 3 <= len(experts_rows) <= 4 and sum(1 for d in experts_rows if d) == 1, out
-
-
 def test_unknown_shape_is_one_error_line(monkeypatch, capsys):
     bench = _load_script(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["bench_moe.py", "--shapes", "qwen3-30b-a3b,llama"])
@@ -61,3 +49,43 @@ def test_unknown_shape_is_one_error_line(monkeypatch, capsys):
         bench.main()
     assert exit_info.value.code == 2
     assert "unknown shape 'llama'; supported: qwen3-30b-a3b, gpt-oss-20b" in capsys.readouterr().err
+
+
+KERNELS_SCRIPT = SCRIPT.parent / "bench_moe_kernels.py"
+
+
+def _load_kernels_script(monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_moe_kernels", KERNELS_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_moe_kernels", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
+def test_kernels_bench_tiny_times_every_candidate_and_prints_tuned_lines(monkeypatch, capsys):
+    # Two candidates a kind (the interpreter is slow), one CUDA-core one past one token: at 1 and 2 tokens, every
+    # kernel (one-token and grouped, CUDA cores and tensor cores) runs.
+    bench = _load_kernels_script(monkeypatch)
+    for name in ("CORE_GATE_UP", "CORE_DOWN", "DOT_GATE_UP", "DOT_DOWN"):
+        monkeypatch.setattr(bench, name, getattr(bench, name)[:2])
+    monkeypatch.setattr(bench, "CORES_PAST_ONE", 1)
+    monkeypatch.setattr(sys, "argv", ["bench_moe_kernels.py", "--tiny", "--layers", "1", "--tokens", "1,2",
+                                      "--shapes", "tiny-gpt-oss"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "tiny-qwen3" not in out and "MISMATCH" not in out and "failed" not in out, out
+    for tokens, num_candidates in ((1, 4), (2, 3)):
+        for part, count in (("gate_up", num_candidates), ("down", num_candidates), ("experts", 3)):
+            assert len(re.findall(rf"\| tiny-gpt-oss \| {tokens} \| {part} \|", out)) == count, out
+        summary = rf"^\| tiny-gpt-oss \| {tokens} \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$"
+        assert re.search(summary, out, re.MULTILINE), out
+    assert re.search(r"\| experts \| previous kernels \(kernels/moe.py\) \|", out)
+    from specbench.kernels.moe_tiles import ExpertTiles, ProjectionTiles
+
+    for bucket, tokens in ((1, 1), (4, 2)):
+        tuned = re.search(rf"^    \(64, 64, {bucket}\): (ExpertTiles\(.*\)),  # {tokens} tokens: ", out, re.MULTILINE)
+        assert tuned is not None, out
+        tiles = eval(tuned.group(1), {"ExpertTiles": ExpertTiles, "ProjectionTiles": ProjectionTiles})  # pasteable
+        assert tiles.gate_up in bench.CORE_GATE_UP + bench.DOT_GATE_UP
+        assert tiles.down in bench.CORE_DOWN + bench.DOT_DOWN

@@ -1,0 +1,68 @@
+"""Tiles of the expert kernels (kernels/moe_gemv.py), chosen on the host from shapes only: a CUDA graph captures one
+launch, and a run-time autotuner would time (and so could pick differently) on every process start.
+
+`TUNED` holds the winners of `scripts/bench_moe_kernels.py` on an H100 (it prints the lines to paste here), keyed by
+(hidden, inter, token bucket); shapes not in it take `heuristic_tiles`, the design of kernels/gemv.py's Llama-8B
+tiles. A batch takes the tiles of its bucket (the smallest of TOKEN_BUCKETS holding it), so a CUDA-graph batch padded
+within its bucket sums each real row in the same order as the real rows alone would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from specbench.kernels.runtime import next_pow2
+
+TOKEN_BUCKETS = (1, 4, 16, 64)  # the last is the most tokens the expert kernels take (a decode or verify batch)
+
+
+@dataclass(frozen=True)
+class ProjectionTiles:
+    # False: the CUDA cores, one token (kernels/gemv.py's one-token design: few rows, the whole width a step).
+    # True: tensor cores, weight rows as the MMA's M side, an expert's tokens (padded to block_m) as its N side.
+    is_dot: bool
+    block_n: int  # weight rows (output features) per program; gate_up: this many gate rows and as many up rows
+    block_k: int  # input width per step of the weight walk (capped at the input width's power of two)
+    num_warps: int = 4
+    num_stages: int = 3  # software-pipelined weight loads in flight (tensor-core mode)
+    block_m: int = 16  # tensor-core mode: an expert's tokens per MMA step (the N side; at least 16)
+
+
+@dataclass(frozen=True)
+class ExpertTiles:
+    gate_up: ProjectionTiles
+    down: ProjectionTiles
+
+
+# Filled from `scripts/bench_moe_kernels.py` on the H100 (the lead pastes its "TUNED" lines here).
+TUNED: dict[tuple[int, int, int], ExpertTiles] = {}
+
+
+def token_bucket(num_tokens: int) -> int:
+    for bucket in TOKEN_BUCKETS:
+        if num_tokens <= bucket:
+            return bucket
+    raise ValueError(f"expert kernels take at most {TOKEN_BUCKETS[-1]} tokens, got {num_tokens}")
+
+
+def heuristic_tiles(bucket: int, hidden: int, inter: int) -> ExpertTiles:
+    """At one token, kernels/gemv.py's one-token tiles: 2 rows a program and the whole row (up to 2048 elements) a
+    step on 8 warps (85-99% of copy bandwidth on Llama-8B). From two tokens, tensor cores: gate_up as the previous
+    expert kernels' (kernels/moe.py: 16 rows and 512-byte K steps up to 16 tokens, 32 rows and 256 bytes past;
+    gpt-oss-20b at 83% of its floor at c=16), down as gemv.py's down + residual (32 rows, 512-byte steps)."""
+    if bucket == 1:
+        return ExpertTiles(
+            gate_up=ProjectionTiles(is_dot=False, block_n=2, block_k=min(2048, next_pow2(hidden)), num_warps=8),
+            down=ProjectionTiles(is_dot=False, block_n=2, block_k=min(2048, next_pow2(inter)), num_warps=8))
+    gate_up = (ProjectionTiles(is_dot=True, block_n=16, block_k=256) if bucket <= 16
+               else ProjectionTiles(is_dot=True, block_n=32, block_k=128))
+    return ExpertTiles(gate_up=gate_up, down=ProjectionTiles(is_dot=True, block_n=32, block_k=256))
+
+
+def default_tiles(num_tokens: int, hidden: int, inter: int, element_size: int = 2) -> ExpertTiles:
+    bucket = token_bucket(num_tokens)
+    tiles = TUNED.get((hidden, inter, bucket)) or heuristic_tiles(bucket, hidden, inter)
+    if element_size > 2:  # fp32 (checking runs): the same bytes per pipelined tensor-core tile
+        return ExpertTiles(*(replace(t, block_k=max(16, t.block_k * 2 // element_size)) if t.is_dot else t
+                             for t in (tiles.gate_up, tiles.down)))
+    return tiles
