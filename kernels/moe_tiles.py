@@ -34,8 +34,35 @@ class ExpertTiles:
     down: ProjectionTiles
 
 
-# Filled from `scripts/bench_moe_kernels.py` on the H100 (the lead pastes its "TUNED" lines here).
-TUNED: dict[tuple[int, int, int], ExpertTiles] = {}
+# Filled from `scripts/bench_moe_kernels.py` on the H100 (the lead pastes its "TUNED" lines here). Session 12,
+# NVIDIA H100 80GB HBM3, triton 3.6.0: Qwen3-30B-A3B (hidden 2048, inter 768) and gpt-oss-20b (2880, 2880) shapes,
+# random top-k routing; the comments give us per layer: kernels/moe.py, the heuristic defaults, these tiles.
+TUNED: dict[tuple[int, int, int], ExpertTiles] = {
+    (2048, 768, 1): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=False, block_n=1, block_k=4096, num_warps=8, num_stages=3, block_m=16),
+        down=ProjectionTiles(is_dot=False, block_n=2, block_k=1024, num_warps=4, num_stages=3, block_m=16)),  # us per layer, previous / default / tuned: 41.9 / 37.2 / 30.5
+    (2048, 768, 4): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=False, block_n=2, block_k=1024, num_warps=4, num_stages=3, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 118.4 / 110.6 / 100.4
+    (2048, 768, 16): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 296.8 / 277.2 / 267.7
+    (2048, 768, 64): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 473.5 / 408.3 / 401.9
+    (2880, 2880, 1): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=False, block_n=2, block_k=1024, num_warps=4, num_stages=3, block_m=16),
+        down=ProjectionTiles(is_dot=False, block_n=1, block_k=1024, num_warps=4, num_stages=3, block_m=16)),  # us per layer, previous / default / tuned: 104.1 / 84.7 / 74.2
+    (2880, 2880, 4): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 269.2 / 257.5 / 244.8
+    (2880, 2880, 16): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 506.2 / 484.7 / 469.6
+    (2880, 2880, 64): ExpertTiles(
+        gate_up=ProjectionTiles(is_dot=True, block_n=32, block_k=256, num_warps=4, num_stages=3, block_m=16),
+        down=ProjectionTiles(is_dot=True, block_n=64, block_k=128, num_warps=4, num_stages=4, block_m=16)),  # us per layer, previous / default / tuned: 617.7 / 571.1 / 550.5
+}
 
 
 def token_bucket(num_tokens: int) -> int:
