@@ -210,22 +210,24 @@ def test_tiles_by_token_bucket():
     assert [token_bucket(n) for n in (1, 2, 4, 5, 16, 17, 64)] == [1, 4, 4, 16, 16, 64, 64]
     with pytest.raises(ValueError, match="at most 64"):
         token_bucket(65)
-    one = default_tiles(1, 2048, 768)
+    # The heuristic (what a shape without TUNED entries gets):
+    one = heuristic_tiles(1, 2048, 768)
     assert not one.gate_up.is_dot and not one.down.is_dot
     assert one.gate_up.block_k == 2048 and one.down.block_k == 1024  # the whole row a step, up to 2048
-    assert all(t.is_dot for t in (default_tiles(2, 2048, 768).gate_up, default_tiles(64, 2880, 2880).down))
+    assert all(t.is_dot for t in (heuristic_tiles(4, 2048, 768).gate_up, heuristic_tiles(64, 2880, 2880).down))
     # fp32: tensor-core K steps of the same bytes; CUDA-core tiles unchanged.
-    assert default_tiles(16, 2048, 768, 4).gate_up.block_k == default_tiles(16, 2048, 768).gate_up.block_k // 2
-    assert default_tiles(1, 2048, 768, 4) == default_tiles(1, 2048, 768)
+    assert default_tiles(16, 2048, 1536, 4).gate_up.block_k == default_tiles(16, 2048, 1536).gate_up.block_k // 2
+    assert default_tiles(1, 2048, 1536, 4) == default_tiles(1, 2048, 1536)  # (2048, 1536): not in TUNED
     # Every batch of a bucket gets the bucket's tiles (a padded graph batch sums as its real rows alone do).
     assert len({default_tiles(n, 2880, 2880) for n in range(5, 17)}) == 1
+    assert len({default_tiles(n, 1000, 1000) for n in range(5, 17)}) == 1
 
 
 def test_tuned_tiles_win_over_the_heuristic(monkeypatch):
     tuned = ExpertTiles(WIDE_DOT, DOT)
-    monkeypatch.setitem(TUNED, (2048, 768, 16), tuned)
-    assert default_tiles(9, 2048, 768) == tuned
-    assert default_tiles(9, 2880, 2880) == heuristic_tiles(16, 2880, 2880)
+    monkeypatch.setitem(TUNED, (1000, 1000, 16), tuned)  # a shape of its own: the shipped entries stay as they are
+    assert default_tiles(9, 1000, 1000) == tuned
+    assert default_tiles(9, 1000, 2000) == heuristic_tiles(16, 1000, 2000)
 
 
 REAL_SHAPES = {
