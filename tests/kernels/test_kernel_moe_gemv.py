@@ -223,6 +223,18 @@ def test_tiles_by_token_bucket():
     assert len({default_tiles(n, 1000, 1000) for n in range(5, 17)}) == 1
 
 
+@pytest.mark.parametrize("key", sorted(TUNED))
+def test_shipped_tuned_tiles_match_reference(key):
+    # Each TUNED entry is a legal tile pair that computes the layer at its bucket's batch size; here at tiny shapes in
+    # fp32 (block_k is capped at the input width), at real shapes on CUDA by test_real_shapes_match_reference_on_cuda.
+    _hidden, _inter, bucket = key
+    name = "gpt-oss" if key[0] == 2880 else "softmax-renorm"
+    moe = layer(name, torch.float32)
+    x = x_for(min(bucket, 5), torch.float32, seed=bucket)  # past 5 tokens the interpreter only repeats the same loops
+    routing = moe.route(x)
+    assert_close(run(moe, x, routing, TUNED[key]), moe.reference_experts(x, routing))
+
+
 def test_tuned_tiles_win_over_the_heuristic(monkeypatch):
     tuned = ExpertTiles(WIDE_DOT, DOT)
     monkeypatch.setitem(TUNED, (1000, 1000, 16), tuned)  # a shape of its own: the shipped entries stay as they are
