@@ -21,21 +21,12 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.bench.moe_shapes import TINY_SHAPES, real_shapes
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_config import MoeConfig
 
-SHAPES = {
-    "qwen3-30b-a3b": MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
-    "gpt-oss-20b": MoeConfig(hidden_size=2880, num_experts=32, num_experts_per_tok=4, moe_intermediate_size=2880,
-                             scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
-                             has_expert_bias=True, activation="swiglu_oai"),
-}
-TINY = {
-    "tiny-qwen3": MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=48),
-    "tiny-gpt-oss": MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
-                              scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
-                              has_expert_bias=True, activation="swiglu_oai"),
-}
+SHAPES = real_shapes()
+TINY = TINY_SHAPES
 
 
 @dataclass(frozen=True)
@@ -162,7 +153,6 @@ def main() -> None:
             ap.error("needs a CUDA device (or --tiny)")
         device, dtype = torch.device("cuda"), torch.bfloat16
     import triton
-
     from specbench.kernels.moe_gemv import is_interpreted_here
 
     is_fused = device.type == "cuda" or is_interpreted_here()

@@ -22,22 +22,18 @@ import time
 from dataclasses import dataclass
 
 import torch
+from specbench.kernels.moe_tiles import (
+    ExpertTiles,
+    ProjectionTiles,
+    default_tiles,
+    token_bucket,
+)
 
-from specbench.kernels.moe_tiles import ExpertTiles, ProjectionTiles, default_tiles, token_bucket
+from specbench.bench.moe_shapes import TINY_SHAPES, real_shapes
 from specbench.models.moe_config import MoeConfig
 
-SHAPES = {
-    "qwen3-30b-a3b": MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
-    "gpt-oss-20b": MoeConfig(hidden_size=2880, num_experts=32, num_experts_per_tok=4, moe_intermediate_size=2880,
-                             scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
-                             has_expert_bias=True, activation="swiglu_oai"),
-}
-TINY = {
-    "tiny-qwen3": MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=48),
-    "tiny-gpt-oss": MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
-                              scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
-                              has_expert_bias=True, activation="swiglu_oai"),
-}
+SHAPES = real_shapes()
+TINY = TINY_SHAPES
 
 # The CUDA cores: (rows a program, K step, warps). gemv.py's one-token Llama-8B winner is (2, 2048, 8). Past one
 # token (the grouped kernels, a pass over the tile per token of the expert) only the first CORES_PAST_ONE of each.
@@ -162,10 +158,13 @@ def rel_diff(got: torch.Tensor, expected: torch.Tensor) -> float:
 
 def bench_tokens(name: str, config: MoeConfig, layers: list[Layer], num_tokens: int, device: torch.device,
                  dtype: torch.dtype) -> tuple[list[Row], ExpertTiles | None]:
-    from triton.errors import TritonError
-
     from specbench.kernels.moe import fused_experts as previous_experts
-    from specbench.kernels.moe_gemv import expert_down_combine, expert_gate_up, expert_gemv
+    from specbench.kernels.moe_gemv import (
+        expert_down_combine,
+        expert_gate_up,
+        expert_gemv,
+    )
+    from triton.errors import TritonError
 
     num_layers = len(layers)
     batches = [make_batch(config, num_tokens, 1000 * num_tokens + i, device, dtype) for i in range(num_layers)]
@@ -294,7 +293,6 @@ def main() -> None:
     if any(not 1 <= t <= 64 for t in tokens):
         ap.error("--tokens must be between 1 and 64")
     import triton
-
     from specbench.kernels.moe_gemv import is_interpreted_here
 
     if args.tiny:

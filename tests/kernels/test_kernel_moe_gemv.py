@@ -14,7 +14,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
 
 pytestmark = [
     pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),
@@ -27,9 +27,9 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:invalid value encountered in divide"),
 ]
 
-from specbench.kernels.moe_gemv import MAX_TOKENS, expert_gemv  # noqa: E402
-from specbench.kernels.moe_sort import sort_by_expert  # noqa: E402
-from specbench.kernels.moe_tiles import (  # noqa: E402
+from specbench.kernels.moe_gemv import MAX_TOKENS, expert_gemv
+from specbench.kernels.moe_sort import sort_by_expert
+from specbench.kernels.moe_tiles import (
     TUNED,
     ExpertTiles,
     ProjectionTiles,
@@ -37,9 +37,11 @@ from specbench.kernels.moe_tiles import (  # noqa: E402
     heuristic_tiles,
     token_bucket,
 )
-from specbench.models.moe import MoeMLP  # noqa: E402
-from specbench.models.moe_config import MoeConfig  # noqa: E402
-from specbench.models.moe_routing import ExpertRouting  # noqa: E402
+
+from specbench.bench.moe_shapes import real_shapes
+from specbench.models.moe import MoeMLP
+from specbench.models.moe_config import MoeConfig
+from specbench.models.moe_routing import ExpertRouting
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 HIDDEN, INTER = 64, 48  # INTER off the tile sizes: masked tails
@@ -242,12 +244,7 @@ def test_tuned_tiles_win_over_the_heuristic(monkeypatch):
     assert default_tiles(9, 1000, 2000) == heuristic_tiles(16, 1000, 2000)
 
 
-REAL_SHAPES = {
-    "qwen3-30b-a3b": MoeConfig(hidden_size=2048, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
-    "gpt-oss-20b": MoeConfig(hidden_size=2880, num_experts=32, num_experts_per_tok=4, moe_intermediate_size=2880,
-                             scoring="topk_softmax", norm_topk_prob=False, has_router_bias=True,
-                             has_expert_bias=True, activation="swiglu_oai"),
-}
+REAL_SHAPES = real_shapes()
 
 
 @pytest.mark.gpu
