@@ -31,6 +31,7 @@ from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sam
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_kv import move_slots
 from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+from specbench.speculation.tree_records import tree_trace
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
     def propose_tree(self, inp: ProposeInput, plan: TreePlan) -> DraftProposal:
         """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier
         (speculation/tree_propose.py): the committed prefix ends at the newest token, so step s's queries sit at
-        newest + s and the tree rows are stored from newest + 1 on. The oracle recorder does not see tree rounds."""
+        newest + s and the tree rows are stored from newest + 1 on. An attached recorder gets the round whole
+        (speculation/tree_records.py)."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         rows = list(range(len(inp.request_ids)))
         extend = self._build_extend(inp, rows)
@@ -160,7 +162,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             logits = self.model.compute_logits(step_out.hidden_states)
             return self._log_probs(logits).view(len(rows), num_frontier, -1)
 
-        tree, steps = grow_tree(plan, self._log_probs(root_logits), run_step)
+        tree, steps = grow_tree(plan, self._log_probs(root_logits), run_step, tree_trace(self._recorder, inp, plan))
         for r in rows:
             state = self._state[inp.request_ids[r]]
             state.newest = len(inp.token_ids[r]) - 1

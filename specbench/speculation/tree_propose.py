@@ -27,6 +27,7 @@ from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.proposer import DraftProposal
 from specbench.speculation.tree import DraftTree, tree_from_parents
 from specbench.speculation.tree_builder import Frontier, TopKTreeBuilder
+from specbench.speculation.tree_records import TreeRoundTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +133,16 @@ class TreeSteps:
 
 
 def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor,
-              run_step: Callable[[int, Frontier, TreeSteps, list[list[int]]], torch.Tensor]
-              ) -> tuple[DraftTree, TreeSteps]:
+              run_step: Callable[[int, Frontier, TreeSteps, list[list[int]]], torch.Tensor],
+              trace: TreeRoundTrace | None = None) -> tuple[DraftTree, TreeSteps]:
     """Grow one round's trees: the root's top-k children, then `plan.depth - 1` draft steps over the frontier.
 
     `root_log_probs` [num_reqs, V]: the drafter's log-probs after the newest committed token. `run_step(s, frontier,
     steps, parent_rows)` feeds draft step s (the frontier just appended to `steps`; parent_rows per request the tree
     row of each frontier node's parent, -1 = root) and returns the log-probs at each frontier node
     [num_reqs, num_frontier, V]. Token ids are the drafter's vocabulary; the caller maps them. Returns the trees and
-    the rows the drafter fed (whose KV an accepted path may keep).
+    the rows the drafter fed (whose KV an accepted path may keep). `trace`: the draft oracle's recording
+    (speculation/tree_records.py), None unless a recorder is attached.
     """
     num_reqs = root_log_probs.shape[0]
     builder = TopKTreeBuilder(num_reqs, plan.topk, plan.num_draft_tokens, root_log_probs.device)
@@ -148,5 +150,11 @@ def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor,
     frontier = builder.expand(root_log_probs[:, None].float())
     for s in range(1, plan.depth):
         parent_rows = steps.feed(frontier)
-        frontier = builder.expand(run_step(s, frontier, steps, parent_rows).float())
-    return builder.finish(), steps
+        log_probs = run_step(s, frontier, steps, parent_rows)
+        if trace is not None:
+            trace.step(frontier, parent_rows, log_probs)
+        frontier = builder.expand(log_probs.float())
+    tree = builder.finish()
+    if trace is not None:
+        trace.finish(root_log_probs, tree, steps.masks)
+    return tree, steps

@@ -31,6 +31,7 @@ from specbench.speculation.eagle.round_input import RequestState, RoundFeatures,
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_propose import TreePlan, TreeSteps, grow_tree, proposal_from_tree
+from specbench.speculation.tree_records import tree_trace
 
 
 class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
@@ -146,7 +147,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         committed draft prefix ends before the newest token, so step s's queries sit at newest - 1 + s, each fed
         (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
         stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. Eager always
-        (no step or round graphs); the oracle recorder does not see tree rounds."""
+        (no step or round graphs); an attached recorder gets the round whole (speculation/tree_records.py)."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         num_reqs = len(inp.request_ids)
         rows = list(range(num_reqs))
@@ -178,7 +179,8 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
             return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
 
         root_logits = self.head.compute_logits(out.logits_input[extend.logits_indices])
-        tree, _ = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step)
+        tree, _ = grow_tree(plan, torch.log_softmax(root_logits, dim=-1), run_step,
+                            tree_trace(self._recorder, inp, plan))
         proposal = proposal_from_tree(tree)
         draft_ids = self.head.to_target_ids(proposal.draft_token_ids.clamp_min(0))
         draft_ids = torch.where(proposal.draft_token_ids < 0, proposal.draft_token_ids, draft_ids)
