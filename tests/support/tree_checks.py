@@ -35,7 +35,7 @@ def tree_matches_chain(make_llm, prompt, topk: int, depth: int) -> int:
     proposer = tree_llm.engine.proposer
     seen: dict[tuple[int, ...], torch.Tensor] = {}  # branch (target ids) -> the tree's draft log-probs after it
 
-    def spy_grow_tree(plan, root_log_probs, run_step):
+    def spy_grow_tree(plan, root_log_probs, run_step, trace=None):
         seen[()] = root_log_probs[0]
 
         def spy_step(s, frontier, steps, parent_rows):
@@ -47,7 +47,7 @@ def tree_matches_chain(make_llm, prompt, topk: int, depth: int) -> int:
                 seen[tuple(branch)] = out[0, f]
             return out
 
-        return real_grow_tree(plan, root_log_probs, spy_step)
+        return real_grow_tree(plan, root_log_probs, spy_step, trace)
 
     real_grow_tree = eagle_proposer.grow_tree
     with pytest.MonkeyPatch.context() as mp:
