@@ -15,7 +15,12 @@ from specbench.attention.invariants import InvariantViolation
 from specbench.check.greedy import greedy_params, reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.setup import build_llm, prompt_list
-from specbench.faults.catalog import FAULTS, TREE_MUTANTS, needs_tree_shape, selftest_faults
+from specbench.faults.catalog import (
+    FAULTS,
+    TREE_MUTANTS,
+    needs_tree_shape,
+    selftest_faults,
+)
 from specbench.selftest.row_tasks import SelftestRow, due_faults
 from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
 from specbench.speculation.capabilities import DraftsTrees
