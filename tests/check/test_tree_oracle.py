@@ -18,7 +18,9 @@ import dataclasses
 import pytest
 import torch
 
+from specbench.check.greedy import greedy_params
 from specbench.check.oracle import check_oracle
+from specbench.check.setup import build_llm, prompt_list
 from specbench.check.tree_choice import choice_errors, node_branches, shape_errors
 from specbench.faults.catalog import TREE_MUTANTS
 from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
@@ -112,6 +114,21 @@ def setups(tmp_path_factory):
 
 def tree_row(setup, inject=None):
     return dataclasses.replace(setup, draft_shape=TREE_SHAPE).with_inject(inject)
+
+
+@pytest.mark.parametrize("method", ("draft", "eagle3"))
+def test_recording_leaves_tree_rounds_unchanged_and_records_every_round(setups, method):
+    setup = tree_row(setups[0][method])
+    runs, recorder = [], DraftRecorder()
+    for is_recording in (False, True):
+        llm = build_llm(setup)
+        if is_recording:
+            llm.engine.proposer.attach_recorder(recorder)
+        outputs = llm.generate(prompt_list(setup), greedy_params(setup))
+        runs.append([(tuple(o.output_token_ids), o.stats.num_accepted_tokens) for o in outputs])
+        num_rounds = sum(o.stats.num_draft_rounds for o in outputs)  # every draft round of a tree run is a tree
+    assert runs[0] == runs[1] and not recorder.steps
+    assert len(recorder.trees) == num_rounds > 0
 
 
 @pytest.mark.parametrize("seed", (0, 1, 2, 3))
