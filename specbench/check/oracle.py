@@ -88,7 +88,7 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         by_kind[mismatch_kind(line) if TREE_ROUND in line else f"step {line.split(' step ')[1].split()[0]}"] += 1
     if setup.draft_shape.is_tree:
         detail = (f"{num} tree-round laws (root and fed nodes) against a cache-free recompute along each branch "
-                  f"(rtol {rtol:g}, x (1 + depth) along an EAGLE/MTP chain), the tree shape and top-k choice checked")
+                  f"(rtol {rtol:g}, x (1 + step)^2 along an EAGLE/MTP chain), the tree shape and top-k choice checked")
     else:
         detail = (f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}, "
                   f"x (1 + step) along an EAGLE/MTP chain")

@@ -139,6 +139,14 @@ def test_clean_tree_rounds_pass_the_tree_oracle(setups, method, seed):
     assert "tree-round laws" in result.detail
 
 
+def test_eagle1_seed16_chained_rounding_is_no_false_alarm(tmp_path):
+    """The sharp tiny EAGLE-1 head amplifies fp32 rounding along its chain: seed 16's preempting run has a depth-1
+    node 3.8 x rtol x max |logit| off, a false alarm under the chain oracle's (1 + step) growth (tree_oracle.py)."""
+    setup = selftest_setups(str(tmp_path), 16, ("eagle",), 3)["eagle"]
+    result = check_oracle(tree_row(setup), preemption=True)
+    assert result.passed, result.detail
+
+
 @pytest.mark.parametrize("name", [m.fault.name for m in TREE_MUTANTS])
 @pytest.mark.parametrize("method", METHODS)
 def test_which_tree_mutants_the_tree_oracle_catches(setups, method, name):
