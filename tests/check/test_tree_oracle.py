@@ -18,12 +18,15 @@ import dataclasses
 import pytest
 import torch
 
+from specbench.check.engine_defaults import check_engine
 from specbench.check.greedy import greedy_params
 from specbench.check.oracle import check_oracle
-from specbench.check.setup import build_llm, prompt_list
+from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.check.tree_choice import choice_errors, node_branches, shape_errors
 from specbench.faults.catalog import TREE_MUTANTS
 from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
+from specbench.selftest.tiny import build_tiny_pair, random_prompts
+from specbench.selftest.tiny_mtp import LAYER_INDEX, build_mtp_target
 from specbench.speculation.draft_records import DraftRecorder
 from specbench.speculation.tree_propose import TreePlan, grow_tree
 from specbench.speculation.tree_records import TreeRoundTrace
@@ -153,6 +156,17 @@ def test_which_tree_mutants_the_tree_oracle_catches(setups, method, name):
     result = check_oracle(tree_row(setups[0][method], name), preemption=False)
     assert not result.skipped
     assert result.passed == (method not in CAUGHT_ON[name]), result.detail
+
+
+def test_several_mtp_modules_are_skipped_saying_why(tmp_path):
+    """Their tree steps reuse module 0 (EagleProposer.propose_tree) where their chains run module j at step j: no
+    rule to recompute until that is settled; the skip says so instead of checking either silently."""
+    base, _ = build_tiny_pair(tmp_path / "pair", seed=0)
+    target = build_mtp_target(base, tmp_path / "mtp2", LAYER_INDEX, num_modules=2)
+    setup = CheckSetup(check_engine(target=target, method="mtp", max_num_steps=3),
+                       tuple(random_prompts(2, seed=0, vocab_size=500, max_len=20)), draft_shape=TREE_SHAPE)
+    result = check_oracle(setup)
+    assert result.skipped and "several MTP modules" in result.detail
 
 
 def test_the_table_covers_every_tree_mutant():
