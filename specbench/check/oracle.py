@@ -95,5 +95,5 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
     if bad:
         kinds = ", ".join(f"{k}: {c}" for k, c in sorted(by_kind.items()))
-        detail += f"; mismatches ({kinds}); first: {bad[0]}"
+        detail += f"; mismatches by {'kind' if setup.draft_shape.is_tree else 'step'} ({kinds}); first: {bad[0]}"
     return CheckResult("oracle", not bad and num > 0, detail, time.perf_counter() - start)
