@@ -9,7 +9,11 @@ import torch
 
 from specbench.speculation.draft_records import DraftRecorder
 from specbench.speculation.tree_builder import TopKTreeBuilder
-from specbench.speculation.tree_device import StepLayout, block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree_device import (
+    StepLayout,
+    block_table_tensor,
+    grow_tree_on_device,
+)
 from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
 from specbench.speculation.tree_records import TreeRoundTrace
 
