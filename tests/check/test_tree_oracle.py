@@ -3,7 +3,9 @@ recomputed cache-free along its branch, the tree's shape and top-k choice checke
 
 - the structural checks (check/tree_choice.py) on a round grown by the device path (grow_tree_on_device) over known
   laws: clean, then with each kind of bug written into the record;
-- clean tree runs of every method that drafts trees pass it over several seeds (no false alarm);
+- clean tree runs of every method that drafts trees pass it on seeds 0-2 (one per tiny variant; no false alarm;
+  wider sweeps are measurements, not CI: 0/120 clean tree rows on the host path before the device port, 0/40 on the
+  device path, seeds 0-9);
 - which tree mutants it catches on CPU (seed 0, the selftest's tree shape): the draft-side one on every method; the
   verify-side mask and KV ones where the drafter reads target features that the bug corrupts (EAGLE-1, MTP: the
   target's final hidden state; the tiny EAGLE-3 head reads the embeddings, which no verify bug touches; a draft LM
@@ -38,6 +40,7 @@ from specbench.speculation.tree_records import TreeRoundTrace
 
 VOCAB = 7
 METHODS = tree_methods(("draft", "eagle", "eagle3", "mtp"))
+CLEAN_SEEDS = (0, 1, 2)  # one seed per tiny variant: biased, llama, qwen3 (tiny.variant_for_seed)
 # tree mutant -> the methods whose tree rows the oracle catches it on (seed 0, CPU)
 CAUGHT_ON = {
     "tree-draft-sees-sibling": {"draft", "eagle", "eagle3", "mtp"},
@@ -122,7 +125,7 @@ def test_choice_errors_find_a_child_outside_the_top_k_a_worse_frontier_and_a_wro
 @pytest.fixture(scope="module")
 def setups(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("tree-oracle"))
-    return {seed: selftest_setups(root, seed, METHODS, 3) for seed in (0, 1, 2, 3)}
+    return {seed: selftest_setups(root, seed, METHODS, 3) for seed in CLEAN_SEEDS}
 
 
 def tree_row(setup, inject=None):
@@ -144,7 +147,7 @@ def test_recording_leaves_tree_rounds_unchanged_and_records_every_round(setups, 
     assert len(recorder.trees) == num_rounds > 0
 
 
-@pytest.mark.parametrize("seed", (0, 1, 2, 3))
+@pytest.mark.parametrize("seed", CLEAN_SEEDS)
 @pytest.mark.parametrize("method", METHODS)
 def test_clean_tree_rounds_pass_the_tree_oracle(setups, method, seed):
     result = check_oracle(tree_row(setups[seed][method]), preemption=seed == 0)
