@@ -4,8 +4,8 @@ recomputed cache-free along its branch, the tree's shape and top-k choice checke
 - the structural checks (check/tree_choice.py) on a round grown by the device path (grow_tree_on_device) over known
   laws: clean, then with each kind of bug written into the record;
 - clean tree runs of every method that drafts trees pass it on seeds 0-2 (one per tiny variant; no false alarm;
-  wider sweeps are measurements, not CI: 0/120 clean tree rows on the host path before the device port, 0/40 on the
-  device path, seeds 0-9);
+  wider sweeps are measurements, not CI: 0/120 clean tree rows, seeds 0-29 x draft/eagle/eagle3/mtp, on the host
+  path before the device port and on the device path after it);
 - which tree mutants it catches on CPU (seed 0, the selftest's tree shape): the draft-side one on every method; the
   verify-side mask and KV ones where the drafter reads target features that the bug corrupts (EAGLE-1, MTP: the
   target's final hidden state; the tiny EAGLE-3 head reads the embeddings, which no verify bug touches; a draft LM
