@@ -19,6 +19,28 @@ from specbench.speculation.draft_records import DraftStepRecord, group_rounds
 from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
 
 
+def eagle_prefix(proposer, committed: tuple[int, ...], features: torch.Tensor, num_extra: int):
+    """(kv, block table, head output) of the head's dense pass over the committed pairs (token p + 1, feature p),
+    p < newest = len(committed) - 1, into a fresh private cache with room for `num_extra` chained steps after it;
+    the output's last row is step 0 (the catch-up's last row). features: [>= newest, feature_dim] (host)."""
+    head, device, block_size = proposer.head, proposer.device, proposer.block_size
+    newest = len(committed) - 1
+    kv, table = fresh_cache(head.kv_cache_spec(), newest + num_extra, block_size, device)
+    ids = torch.tensor(committed[1 : newest + 1], dtype=torch.int64, device=device)  # token p + 1 pairs with feature p
+    hidden = head.project_target_features(features[:newest].to(device=device, dtype=head.dtype))  # [newest, H]
+    out = head(ids, hidden, query_metadata(0, newest, table, block_size, device), kv, phase="oracle")
+    return kv, table, out
+
+
+def eagle_chain_step(proposer, kv, table: list[int], position: int, token_id: int, hidden: torch.Tensor):
+    """The head's output for one chained query at `position`: (token_id, hidden [1, H] = the head's own hidden of
+    the previous row), seeing keys 0 .. position of the private cache (later keys, if written, stay unseen)."""
+    device = proposer.device
+    draft = torch.tensor([token_id], dtype=torch.int64, device=device)
+    md = query_metadata(position, 1, table, proposer.block_size, device)
+    return proposer.head(draft, hidden, md, kv, phase="oracle")
+
+
 @torch.inference_mode()
 def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
                            features: torch.Tensor) -> list[torch.Tensor]:
@@ -27,17 +49,12 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
     token_ids: committed tokens then the num_steps - 1 drafts fed; features: [>= newest, feature_dim] (host).
     One dense pass over the committed pairs into a fresh private cache, then one query per chained step on it.
     """
-    head, device, block_size = proposer.head, proposer.device, proposer.block_size
+    head = proposer.head
     newest = len(token_ids) - num_steps  # position of the newest committed token
-    kv, table = fresh_cache(head.kv_cache_spec(), newest + num_steps - 1, block_size, device)
-    ids = torch.tensor(token_ids[1 : newest + 1], dtype=torch.int64, device=device)  # token p + 1 pairs with feature p
-    hidden = head.project_target_features(features[:newest].to(device=device, dtype=head.dtype))  # [newest, H]
-    out = head(ids, hidden, query_metadata(0, newest, table, block_size, device), kv, phase="oracle")
+    kv, table, out = eagle_prefix(proposer, token_ids[: newest + 1], features, num_steps - 1)
     logits = [head.compute_logits(out.logits_input[-1]).float().cpu()]
     for j in range(1, num_steps):  # draft j at position newest - 1 + j, fed the head's own previous hidden
-        draft = torch.tensor([token_ids[newest + j]], dtype=torch.int64, device=device)
-        md = query_metadata(newest - 1 + j, 1, table, block_size, device)
-        out = head(draft, out.hidden[-1:], md, kv, phase="oracle")
+        out = eagle_chain_step(proposer, kv, table, newest - 1 + j, token_ids[newest + j], out.hidden[-1:])
         logits.append(head.compute_logits(out.logits_input[-1]).float().cpu())
     return logits
 

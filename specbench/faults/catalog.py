@@ -37,6 +37,7 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
+from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
 from specbench.faults.tree_kv_not_moved import TreeKvNotMoved
 from specbench.faults.tree_mask_sibling import TreeMaskSeesSibling
 from specbench.faults.tree_parent_shift import TreeParentOffByOne
@@ -116,12 +117,14 @@ LOGPROBS_MUTANTS: tuple[type[Mutant], ...] = (
 
 # Bugs of tree rounds (eagle_topk > 1): inert on chain rounds, so the selftest runs them on its tree rows only
 # (setups.TREE_SHAPE); hosted by every method that drafts trees (DraftsTrees). tests/faults/test_tree_mutants.py
-# shows each passing on chain rounds and caught on tree rounds.
+# shows each passing on chain rounds and caught on tree rounds; the draft-side one (a tree draft step's mask) keeps
+# greedy output exact: the tree draft oracle catches it (tests/check/test_tree_oracle.py).
 TREE_MUTANTS: tuple[type[Mutant], ...] = (
     TreeMaskSeesSibling,
     TreeParentOffByOne,
     TreeKvNotMoved,
     TreeBonusWrongNode,
+    TreeDraftSeesSibling,
 )
 
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.

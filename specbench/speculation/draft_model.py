@@ -37,6 +37,7 @@ from specbench.speculation.tree_device import (
 )
 from specbench.speculation.tree_graph import TreeDraftGraphs
 from specbench.speculation.tree_propose import TreePlan, tree_reach
+from specbench.speculation.tree_records import TreeRoundTrace, tree_trace
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,9 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         """Catch-up as for a chain (its last row gives the root's children), then draft steps over the frontier on
         the device (speculation/tree_device.py: no host sync per step), from one CUDA graph per batch bucket where
         prepare_tree_draft_graphs captured this plan (speculation/tree_graph.py): the committed prefix ends at the
-        newest token, so step s's queries sit at newest + s and the tree rows are stored from newest + 1 on. The
-        oracle recorder does not see tree rounds."""
+        newest token, so step s's queries sit at newest + s and the tree rows are stored from newest + 1 on. While
+        the oracle's recorder is attached the round runs eagerly on the same device code and the recorder gets it
+        whole (speculation/tree_records.py)."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         rows = list(range(len(inp.request_ids)))
         extend = self._build_extend(inp, rows)
@@ -177,7 +179,8 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
                 paths.record("draft.eager_step")
             layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
                                 prefix_lens=prefix_lens, read_back=self.debug_invariants)
-            grown = self.draft_tree(plan, root_hidden, layout, grow_tree_on_device)
+            grown = self.draft_tree(plan, root_hidden, layout, grow_tree_on_device,
+                                    trace=tree_trace(self._recorder, inp, plan))
         for r in rows:
             state = self._state[inp.request_ids[r]]
             state.newest = len(inp.token_ids[r]) - 1
@@ -187,9 +190,10 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         return DraftProposal(grown.token_ids, (num_kept,) * len(rows), None, grown.parent)
 
     def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, layout: StepLayout, grow: GrowTree,
-                   check_metadata: bool = True) -> GrownTree:
-        """The trees grown from the catch-up's last rows (root_hidden [num_reqs, H]); with the device `grow` nothing
-        here syncs: eager rounds and the tree graphs run this same code."""
+                   check_metadata: bool = True, trace: TreeRoundTrace | None = None) -> GrownTree:
+        """The trees grown from the catch-up's last rows (root_hidden [num_reqs, H]); with the device `grow` and no
+        `trace` (the oracle's, eager rounds only) nothing here syncs: eager rounds and the tree graphs run this same
+        code."""
         num_reqs = root_hidden.shape[0]
 
         def run_step(step: TreeStepInput) -> torch.Tensor:
@@ -199,7 +203,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             logits = self.model.compute_logits(step_out.hidden_states)
             return self._log_probs(logits).view(num_reqs, num_frontier, -1)
 
-        return grow(plan, self._log_probs(self.model.compute_logits(root_hidden)), layout, run_step)
+        return grow(plan, self._log_probs(self.model.compute_logits(root_hidden)), layout, run_step, trace)
 
     def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
         """Capture the tree draft of `plan` for every batch bucket (once per plan; a no-op until CUDA graphs are
@@ -333,8 +337,9 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         """Nothing per k: every draft-decode step is one query per request, captured by enable_cuda_graphs."""
 
     def _replays_tree_graphs(self) -> bool:
-        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
-        return not self._is_tree_paused and not self.hooks.eager_drafting
+        """Tree rounds may replay their graphs: not paused, no hooks that draft phase by phase, and no oracle
+        recorder attached (it records the eager run of the code the graphs captured: tree_records.py)."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting and self._recorder is None
 
     def pause_step_graphs(self, is_paused: bool) -> None:
         self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
@@ -344,6 +349,9 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
+        """Chain steps are recorded on whichever path drafts them (step graphs included); tree rounds skip their
+        graphs while recording: their draft runs eagerly on the device code the graphs captured, traced step by step
+        (propose_tree, speculation/tree_records.py)."""
         self._recorder = recorder
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits: torch.Tensor, draft_ids) -> None:

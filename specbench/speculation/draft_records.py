@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from specbench.speculation.tree_records import TreeRoundRecord
 
 
 @dataclass(frozen=True)
@@ -20,12 +24,17 @@ class DraftStepRecord:
 
 @dataclass
 class DraftRecorder:
-    """Collects the draft steps of one engine run, in the order the proposer drafted them (the oracle owns it)."""
+    """Collects the draft steps of one engine run, in the order the proposer drafted them (the oracle owns it): chain
+    rounds' steps, and tree rounds whole (speculation/tree_records.py)."""
 
     steps: list[DraftStepRecord] = field(default_factory=list)
+    trees: list[TreeRoundRecord] = field(default_factory=list)
 
     def record(self, step: DraftStepRecord) -> None:
         self.steps.append(step)
+
+    def record_tree(self, tree_round: TreeRoundRecord) -> None:
+        self.trees.append(tree_round)
 
 
 def group_rounds(steps: list[DraftStepRecord]) -> list[list[DraftStepRecord]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,6 +20,9 @@ from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.attention.tree_mask import TreeMask
 from specbench.device_copy import to_device
 from specbench.speculation.tree_builder import Frontier, PaddedTree, TopKTreeBuilder
+
+if TYPE_CHECKING:
+    from specbench.speculation.tree_records import TreeRoundTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +159,12 @@ class GrownTree:
 
 
 def grow_tree_on_device(plan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep,
-                        ) -> GrownTree:
+                        trace: TreeRoundTrace | None = None) -> GrownTree:
     """tree_propose.grow_tree on the device: the root's top-k children, then `plan.depth - 1` draft steps over the
     frontier, then the budget cut, all with fixed-shape device ops (`run_step` must add no sync either for the round
-    to be capturable). `root_log_probs` [num_reqs, V]; token ids are the drafter's vocabulary."""
+    to be capturable). `root_log_probs` [num_reqs, V]; token ids are the drafter's vocabulary. `trace`: the draft
+    oracle's recording of an eager round (speculation/tree_records.py: device copies per step, one read back at the
+    end), None unless a recorder is attached: a graph's capture and production rounds pass None."""
     from specbench.speculation.tree_propose import max_nodes
 
     num_reqs = root_log_probs.shape[0]
@@ -171,11 +177,17 @@ def grow_tree_on_device(plan, root_log_probs: torch.Tensor, layout: StepLayout, 
         num_frontier = frontier.token_ids.shape[1]
         md = steps.step_metadata(s, num_frontier, layout)
         step_in = TreeStepInput(s, frontier, md, parent_row, steps.num_rows - num_frontier)
-        frontier = builder.expand(run_step(step_in).float())
+        log_probs = run_step(step_in)
+        if trace is not None:
+            trace.step(step_in, log_probs)
+        frontier = builder.expand(log_probs.float())
     tree = builder.finish_on_device()
-    return GrownTree(tree.token_ids, tree.parent, steps.fed_rows(tree))
+    grown = GrownTree(tree.token_ids, tree.parent, steps.fed_rows(tree))
+    if trace is not None:
+        trace.finish(root_log_probs, grown)
+    return grown
 
 
-# grow(plan, root_log_probs, layout, run_step): grow_tree_on_device, or tree_propose.grow_tree_reference (the host
-# reference tests run in its place)
+# grow(plan, root_log_probs, layout, run_step, trace): grow_tree_on_device, or tree_propose.grow_tree_reference (the
+# host reference tests run in its place)
 GrowTree = Callable[..., GrownTree]

@@ -29,6 +29,7 @@ from specbench.speculation.proposer import DraftProposal
 from specbench.speculation.tree import DraftTree, tree_from_parents
 from specbench.speculation.tree_builder import Frontier, TopKTreeBuilder
 from specbench.speculation.tree_device import GrownTree, RunTreeStep, StepLayout, TreeStepInput
+from specbench.speculation.tree_records import TreeRoundTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +140,8 @@ class TreeSteps:
         )
 
 
-def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep
-              ) -> tuple[DraftTree, TreeSteps]:
+def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep,
+              trace: TreeRoundTrace | None = None) -> tuple[DraftTree, TreeSteps]:
     """Grow one round's trees on the host (the reference the device path, tree_device.grow_tree_on_device, is
     tested against): the root's top-k children, then `plan.depth - 1` draft steps over the frontier.
 
@@ -148,7 +149,7 @@ def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, 
     step s (the frontier just appended to the steps) and returns the log-probs at each frontier node
     [num_reqs, num_frontier, V]. `layout.prefix_lens` must be set (host prefix lengths). Token ids are the drafter's
     vocabulary; the caller maps them. Returns the trees and the rows the drafter fed (whose KV an accepted path may
-    keep).
+    keep). `trace` sees every draft step as on the device path (grow_tree_reference finishes it).
     """
     assert layout.prefix_lens is not None, "the host reference needs the prefix lengths on the host"
     num_reqs = root_log_probs.shape[0]
@@ -162,16 +163,19 @@ def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, 
         num_frontier = frontier.token_ids.shape[1]
         md = steps.step_metadata(s, num_frontier, list(layout.prefix_lens), block_tables, layout.block_size, device)
         parent_row = torch.tensor(parent_rows, dtype=torch.int64, device=device)
-        frontier = builder.expand(run_step(TreeStepInput(s, frontier, md, parent_row, steps.num_rows - num_frontier))
-                                  .float())
+        step_in = TreeStepInput(s, frontier, md, parent_row, steps.num_rows - num_frontier)
+        log_probs = run_step(step_in)
+        if trace is not None:
+            trace.step(step_in, log_probs)
+        frontier = builder.expand(log_probs.float())
     return builder.finish(), steps
 
 
-def grow_tree_reference(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep
-                        ) -> GrownTree:
+def grow_tree_reference(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep,
+                        trace: TreeRoundTrace | None = None) -> GrownTree:
     """`grow_tree` with the device path's result: padded trees and the fed row of each kept node (found by its
-    branch: siblings carry distinct tokens, so a branch names one node)."""
-    tree, steps = grow_tree(plan, root_log_probs, layout, run_step)
+    branch: siblings carry distinct tokens, so a branch names one node); `trace` as grow_tree_on_device's."""
+    tree, steps = grow_tree(plan, root_log_probs, layout, run_step, trace)
     fed = []
     for r in range(tree.num_reqs):
         request_tokens, parents = tree.tokens_of(r), tree.parents_of(r)
@@ -181,4 +185,7 @@ def grow_tree_reference(plan: TreePlan, root_log_probs: torch.Tensor, layout: St
         fed.append([steps.row_of_branch[r].get(branch, -1) for branch in branches])
     proposal = proposal_from_tree(tree)
     device = root_log_probs.device
-    return GrownTree(proposal.draft_token_ids, proposal.parents, torch.tensor(fed, dtype=torch.int64, device=device))
+    grown = GrownTree(proposal.draft_token_ids, proposal.parents, torch.tensor(fed, dtype=torch.int64, device=device))
+    if trace is not None:
+        trace.finish(root_log_probs, grown)
+    return grown

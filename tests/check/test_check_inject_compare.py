@@ -10,15 +10,15 @@ from tests.support.tiny_models import data_dir
 from typer.testing import CliRunner
 
 from specbench.faults import FAULTS
-from specbench.faults.catalog import SINK_MUTANTS, WINDOW_MUTANTS
+from specbench.faults.catalog import SINK_MUTANTS, TREE_MUTANTS, WINDOW_MUTANTS
 
 # Acceptance-only faults a 10-question gsm8k comparison cannot flag: the run never preempts (acceptance unchanged),
 # and a stale max_seq_len costs ~8% per position on ~70 drafts, inside the bootstrap interval (the draft oracle and
 # the invariants catch it: selftest).
 # The sliding-window and sink mutants have nothing to bend on these full-attention, sink-free pairs
-# (tests/faults/test_window_mutants.py, test_sink_mutants.py).
+# (tests/faults/test_window_mutants.py, test_sink_mutants.py); the tree mutants nothing on these chain runs.
 NOT_VISIBLE_TO_COMPARE = {"draft-state-kept-on-preemption", "draft-max-seq-len-stale",
-                          *(m.fault.name for m in WINDOW_MUTANTS + SINK_MUTANTS)}
+                          *(m.fault.name for m in WINDOW_MUTANTS + SINK_MUTANTS + TREE_MUTANTS)}
 DRAFT_FAULTS = [name for name, f in FAULTS.items()
                 if f.layer == "draft" and "draft" in f.methods and name not in NOT_VISIBLE_TO_COMPARE]  # draft LM runs
 

@@ -1,7 +1,7 @@
 """Draft-LM tree drafts replayed from CUDA graphs (speculation/tree_graph.py, execution path draft.tree_graph) on a
 CUDA default engine: a replay drafts the trees eager drafting drafts (same tokens, parents, fed rows and draft KV
 from the same state), and a graphed engine's greedy fp32 output and acceptance equal the enforce-eager engine's, for
-two plans, ragged requests included. CUDA only: tests/engine/test_tree_draft_device.py runs the static-buffer logic
+two plans, ragged requests included; the draft-side tree mutant's bend is captured in them. CUDA only: tests/engine/test_tree_draft_device.py runs the static-buffer logic
 off CUDA."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
+from specbench.faults.catalog import injection
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.tree_propose import tree_plan
 from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
@@ -56,3 +57,24 @@ def test_gpu_graphed_draft_tree_engine_matches_eager(tiny_pair, prompt_ids):
         runs.append(outs_per_shape)
     expected, got = runs
     assert got == expected
+
+
+def test_gpu_tree_draft_graphs_carry_the_draft_side_tree_mutant(tiny_pair, prompt_ids):
+    """tree-draft-sees-sibling bends the device mask by tensor ops and is installed before set_draft_shape captures
+    the tree draft graphs: a replay drafts what the mutant's eager round drafts (the round the draft oracle records,
+    a recorder making tree rounds eager), so the bug the oracle catches is the one the graphs run; its draft KV
+    differs from the clean engine's (a bent query's hidden state, hence its later layers' KV, changed)."""
+    target, draft = tiny_pair
+    shape = DraftShape(4, 8)
+    plan = tree_plan(shape, 4)
+    fault = injection("tree-draft-sees-sibling")
+    rounds = {}
+    for name, kwargs in (("eager", {"enforce_eager": True, "fault": fault}), ("graphed", {"fault": fault}),
+                         ("clean", {"enforce_eager": True})):
+        llm = LLM(target, method="draft", draft=draft, max_num_steps=4, **kwargs, **COMMON)
+        llm.engine.set_draft_shape(shape)
+        llm.engine.reset_paths()
+        rounds[name] = propose_first_tree(llm, prompt_ids[:3], plan)
+        assert ("draft.tree_graph" in llm.engine.paths_taken()) == (name == "graphed")
+    assert_same_tree_round(rounds["graphed"], rounds["eager"])
+    assert any(not torch.equal(a, b) for a, b in zip(rounds["eager"][1], rounds["clean"][1]))

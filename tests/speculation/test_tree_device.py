@@ -7,9 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specbench.speculation.draft_records import DraftRecorder
 from specbench.speculation.tree_builder import TopKTreeBuilder
-from specbench.speculation.tree_device import StepLayout, block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree_device import (
+    StepLayout,
+    block_table_tensor,
+    grow_tree_on_device,
+)
 from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
+from specbench.speculation.tree_records import TreeRoundTrace
 
 VOCAB = 11
 BLOCK_SIZE = 4
@@ -129,3 +135,70 @@ def test_device_path_reads_nothing_back(monkeypatch):
     grown = grow_tree_on_device(plan, root, quiet, lambda step: step_scores[step.step - 1])
     monkeypatch.undo()
     assert grown.token_ids.shape == grown.parent.shape == grown.fed_row.shape == (3, 8)
+
+
+TRACED_PLAN = TreePlan(3, 4, 9)
+
+
+def traced_root() -> torch.Tensor:  # [3, VOCAB]
+    return torch.log_softmax(torch.cos(torch.arange(len(PREFIX_LENS) * VOCAB).view(-1, VOCAB) * 1.3), dim=-1)
+
+
+def traced(grow):
+    """(grown trees, the records a TreeRoundTrace makes) of one round of `grow` over the scored drafter."""
+    recorder = DraftRecorder()
+    plan = TRACED_PLAN
+    trace = TreeRoundTrace(recorder, ("a", "b", "c"), tuple((7,) * (p + 1) for p in PREFIX_LENS), plan.topk,
+                           plan.depth, plan.num_draft_tokens)
+    grown = grow(plan, traced_root(), layout(), scored_step([]), trace)
+    return grown, recorder.trees
+
+
+def test_traced_device_round_records_what_the_host_reference_records():
+    """The oracle's trace on the device path (what production runs) sees the rounds the host reference sees: same
+    fed branches, parent rows, masks, laws and kept trees; and tracing leaves the round unchanged."""
+    grown, device = traced(grow_tree_on_device)
+    _, host = traced(grow_tree_reference)
+    untraced = grow_tree_on_device(TRACED_PLAN, traced_root(), layout(), scored_step([]))
+    assert torch.equal(grown.token_ids, untraced.token_ids) and torch.equal(grown.parent, untraced.parent)
+    assert [r.request_id for r in device] == ["a", "b", "c"] and len(host) == 3
+    for got, want in zip(device, host):
+        assert len(got.fed_branches) == 9 and len(got.node_token_ids) == 9
+        for name in ("token_ids", "node_token_ids", "parents", "fed_branches", "fed_parent_rows", "fed_sees"):
+            assert getattr(got, name) == getattr(want, name), name
+        assert torch.equal(got.root_log_probs, want.root_log_probs)
+        assert torch.equal(got.fed_log_probs, want.fed_log_probs)
+        # a fed row sees its fed ancestors and itself: its depth + 1 rows
+        assert [len(sees) for sees in got.fed_sees] == [len(branch) for branch in got.fed_branches]
+
+
+def test_traced_device_path_reads_back_only_at_the_end(monkeypatch):
+    """The trace keeps device copies per step (the step loop stays free of host reads) and reads back once, when
+    the round ends."""
+    quiet = StepLayout(torch.tensor(PREFIX_LENS), block_table_tensor(BLOCK_TABLES, torch.device("cpu")), BLOCK_SIZE,
+                       64, prefix_lens=PREFIX_LENS)
+    reads = []
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a host read in the traced device tree path before its end")
+
+    def fake_step(step):  # the scored drafter reads the metadata back itself: a quiet one here
+        return torch.log_softmax(torch.cos(step.frontier.token_ids[..., None] * torch.arange(1, VOCAB + 1)), -1)
+
+    names = ("tolist", "item", "__bool__", "__int__", "__index__", "cpu", "numpy", "nonzero")
+    for name in names:
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    monkeypatch.setattr(torch, "nonzero", refuse)
+    recorder = DraftRecorder()
+    trace = TreeRoundTrace(recorder, ("a", "b", "c"), ((1,),) * 3, TRACED_PLAN.topk, TRACED_PLAN.depth,
+                           TRACED_PLAN.num_draft_tokens)
+    finish = trace.finish
+
+    def finish_after_undo(*args):
+        monkeypatch.undo()
+        reads.append("finish")
+        finish(*args)
+
+    trace.finish = finish_after_undo
+    grow_tree_on_device(TRACED_PLAN, traced_root(), quiet, fake_step, trace)
+    assert reads == ["finish"] and len(recorder.trees) == 3

@@ -35,7 +35,7 @@ def tree_matches_chain(make_llm, prompt, topk: int, depth: int) -> int:
     proposer = tree_llm.engine.proposer
     seen: dict[tuple[int, ...], torch.Tensor] = {}  # branch (target ids) -> the tree's draft log-probs after it
 
-    def spy_grow_tree(plan, root_log_probs, layout, run_step):
+    def spy_grow_tree(plan, root_log_probs, layout, run_step, trace=None):
         seen[()] = root_log_probs[0]
         branch_of_node: dict[int, tuple[int, ...]] = {-1: ()}  # request 0's candidates (builder index) -> branch
 
@@ -49,7 +49,7 @@ def tree_matches_chain(make_llm, prompt, topk: int, depth: int) -> int:
                 seen[branch_of_node[node]] = out[0, f]
             return out
 
-        return real_grow_tree(plan, root_log_probs, layout, spy_step)
+        return real_grow_tree(plan, root_log_probs, layout, spy_step, trace)
 
     real_grow_tree = eagle_proposer.grow_tree_on_device
     with pytest.MonkeyPatch.context() as mp:

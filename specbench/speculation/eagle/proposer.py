@@ -36,6 +36,7 @@ from specbench.speculation.tree_device import (
 )
 from specbench.speculation.tree_graph import TreeDraftGraphs
 from specbench.speculation.tree_propose import TreePlan, tree_reach
+from specbench.speculation.tree_records import TreeRoundTrace, tree_trace
 
 
 class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
@@ -162,8 +163,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         round, or the draft steps after an eager catch-up too long for it). The committed draft prefix ends before
         the newest token, so step s's queries sit at newest - 1 + s, each fed
         (its token, its parent's hidden: the catch-up's last row for the root's children), and the tree rows are
-        stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. The oracle
-        recorder does not see tree rounds."""
+        stored from newest on: scratch the next catch-up overwrites with the accepted path's own KV. While the oracle's
+        recorder is attached the round runs eagerly on the same device code and the recorder gets it whole
+        (speculation/tree_records.py)."""
         assert self.kv_cache is not None, "bind_kv_cache first"
         num_reqs = len(inp.request_ids)
         rows = list(range(num_reqs))
@@ -198,15 +200,17 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
             self.head.attn_backend.paths.record("eagle.eager")
             layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
                                 prefix_lens=prefix_lens, read_back=self.debug_invariants)
-            draft_ids, parents = self.draft_tree(plan, root_hidden, root_logits_input, layout, grow_tree_on_device)
+            draft_ids, parents = self.draft_tree(plan, root_hidden, root_logits_input, layout, grow_tree_on_device,
+                                                 trace=tree_trace(self._recorder, inp, plan))
         return DraftProposal(draft_ids, (draft_ids.shape[1],) * num_reqs, None, parents)
 
     def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, root_logits_input: torch.Tensor,
-                   layout: StepLayout, grow: GrowTree, check_metadata: bool = True
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   layout: StepLayout, grow: GrowTree, check_metadata: bool = True,
+                   trace: TreeRoundTrace | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(draft ids [num_reqs, num_kept] in the target's vocabulary, parents [num_reqs, num_kept]) of the trees
         grown from the root rows (root_hidden, root_logits_input: [num_reqs, H], the catch-up's last rows). With the
-        device `grow` nothing here syncs: eager rounds and the tree graphs (speculation/tree_graph.py) run this same code."""
+        device `grow` and no `trace` (the oracle's, eager rounds only) nothing here syncs: eager rounds and the tree
+        graphs (speculation/tree_graph.py) run this same code."""
         num_reqs, width = root_hidden.shape
         # per tree row the head's hidden output (what the row's children are fed)
         fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)
@@ -225,7 +229,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
             return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
 
         root_log_probs = torch.log_softmax(self.head.compute_logits(root_logits_input), dim=-1)
-        grown = grow(plan, root_log_probs, layout, run_step)
+        grown = grow(plan, root_log_probs, layout, run_step, trace)
         draft_ids = self.head.to_target_ids(grown.token_ids.reshape(-1)).view(grown.token_ids.shape)
         return draft_ids, grown.parent
 
@@ -314,8 +318,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         self.step_graphs.capture(1)
 
     def _replays_tree_graphs(self) -> bool:
-        """Tree rounds may replay their graphs: not paused, and no hooks that draft phase by phase."""
-        return not self._is_tree_paused and not self.hooks.eager_drafting
+        """Tree rounds may replay their graphs: not paused, no hooks that draft phase by phase, and no oracle
+        recorder attached (it records the eager run of the code the graphs captured: tree_records.py)."""
+        return not self._is_tree_paused and not self.hooks.eager_drafting and self._recorder is None
 
     def pause_step_graphs(self, is_paused: bool) -> None:
         self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
@@ -403,7 +408,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
         """Record every draft step from now on, on whichever path drafts it: eager steps, whole-round graphs and
-        rounds drafted ahead (read back from the round's outputs), so the oracle checks the path production runs."""
+        rounds drafted ahead (read back from the round's outputs), so the oracle checks the path production runs.
+        Tree rounds skip their graphs while recording: their draft runs eagerly on the device code the graphs
+        captured, traced step by step (propose_tree, speculation/tree_records.py)."""
         self._recorder = recorder
 
     def _record(self, inp: ProposeInput, rows: list[int], j: int, logits_input: torch.Tensor, draft_ids) -> None:
