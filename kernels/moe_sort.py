@@ -1,5 +1,5 @@
 """The (token, expert) slots of a decode or verify batch sorted by expert, for the grouped expert kernels of
-kernels/moe.py: each expert gets a contiguous range of rows and the active experts a list of their own.
+kernels/moe_gemv.py: each expert gets a contiguous range of rows and the active experts a list of their own.
 
 `sort_by_expert_reference` is the definition in torch ops (about ten small kernels a layer); `sort_by_expert` is one
 single-program kernel doing the same, bit for bit; `write_expert_sort` is its body, shared with the routing kernel

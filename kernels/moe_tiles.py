@@ -36,7 +36,8 @@ class ExpertTiles:
 
 # Filled from `scripts/bench_moe_kernels.py` on the H100 (the lead pastes its "TUNED" lines here). Session 12,
 # NVIDIA H100 80GB HBM3, triton 3.6.0: Qwen3-30B-A3B (hidden 2048, inter 768) and gpt-oss-20b (2880, 2880) shapes,
-# random top-k routing; the comments give us per layer: kernels/moe.py, the heuristic defaults, these tiles.
+# random top-k routing; the comments give us per layer: the previous kernels (kernels/moe.py, since deleted), the heuristic
+# defaults, these tiles.
 TUNED: dict[tuple[int, int, int], ExpertTiles] = {
     (2048, 768, 1): ExpertTiles(
         gate_up=ProjectionTiles(is_dot=False, block_n=1, block_k=4096, num_warps=8, num_stages=3, block_m=16),
@@ -75,7 +76,7 @@ def token_bucket(num_tokens: int) -> int:
 def heuristic_tiles(bucket: int, hidden: int, inter: int) -> ExpertTiles:
     """At one token, kernels/gemv.py's one-token tiles: 2 rows a program and the whole row (up to 2048 elements) a
     step on 8 warps (85-99% of copy bandwidth on Llama-8B). From two tokens, tensor cores: gate_up as the previous
-    expert kernels' (kernels/moe.py: 16 rows and 512-byte K steps up to 16 tokens, 32 rows and 256 bytes past;
+    expert kernels' (the deleted kernels/moe.py: 16 rows and 512-byte K steps up to 16 tokens, 32 rows and 256 bytes past;
     gpt-oss-20b at 83% of its floor at c=16), down as gemv.py's down + residual (32 rows, 512-byte steps)."""
     if bucket == 1:
         return ExpertTiles(

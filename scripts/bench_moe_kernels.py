@@ -1,5 +1,6 @@
-"""The routed-expert kernels alone at decode and verify batch sizes: the previous kernels (kernels/moe.py) beside the
-engine's (kernels/moe_gemv.py) under their default tiles and under every candidate tile, and the best per shape.
+"""The routed-expert kernels alone at decode and verify batch sizes: the engine's (kernels/moe_gemv.py) under their
+default tiles and under every candidate tile, and the best per shape. (The previous design, kernels/moe.py, was
+deleted once TUNED held the H100 winners; BENCHMARKS.md "Session 12" has it beside these.)
 
     python scripts/bench_moe_kernels.py [--shapes qwen3-30b-a3b,gpt-oss-20b] [--tokens 1,4,16,64] [--layers 4]
     TRITON_INTERPRET=1 python scripts/bench_moe_kernels.py --tiny   # CPU, tiny shapes: a crash test, timings meaningless
@@ -10,7 +11,7 @@ so nothing stays in L2), replayed; us are per layer. `GB read` counts the active
 floor of what the kernels must read); `% of copy` is against a measured device-to-device copy. gate_up and down
 candidates are timed apart (down on gate_up's output), then the best pair together. Each candidate's output is
 checked against the default tiles' (a MISMATCH never wins). The last lines are
-`kernels/moe_tiles.TUNED` entries to paste, after a summary table: previous, default and best side by side.
+`kernels/moe_tiles.TUNED` entries to paste, after a summary table: default and best side by side.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ CORE_DOWN = [ProjectionTiles(is_dot=False, block_n=n, block_k=k, num_warps=w)
              for n, k, w in ((2, 1024, 8), (4, 1024, 8), (2, 1024, 4), (1, 1024, 4), (8, 512, 8), (4, 256, 4))]
 CORES_PAST_ONE = 3
 # Tensor cores: (rows a program, K step, warps, stages, tokens an MMA step). gemv.py's: gated (64, 128, 4, 4),
-# down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64; the previous expert kernels' gate_up: (16, 256) up to
+# down (32, 512) at <= 16 tokens, (32, 256, 5 stages) at 64; the deleted kernels/moe.py's gate_up: (16, 256) up to
 # 16 tokens, (32, 128) past.
 DOT_GATE_UP = [ProjectionTiles(is_dot=True, block_n=n, block_k=k, num_warps=w, num_stages=s, block_m=m)
                for n, k, w, s, m in ((16, 256, 4, 3, 16), (32, 128, 4, 3, 16), (32, 256, 4, 3, 16),
@@ -158,7 +159,6 @@ def rel_diff(got: torch.Tensor, expected: torch.Tensor) -> float:
 
 def bench_tokens(name: str, config: MoeConfig, layers: list[Layer], num_tokens: int, device: torch.device,
                  dtype: torch.dtype) -> tuple[list[Row], ExpertTiles | None]:
-    from specbench.kernels.moe import fused_experts as previous_experts
     from specbench.kernels.moe_gemv import (
         expert_down_combine,
         expert_gate_up,
@@ -206,14 +206,8 @@ def bench_tokens(name: str, config: MoeConfig, layers: list[Layer], num_tokens: 
                        f"failed: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
         return Row(name, num_tokens, part, label, num_active, num_bytes, us, note)
 
-    def previous(i: int):
-        b, w = batches[i], layers[i]
-        return previous_experts(b.x, b.topk_ids, b.topk_weights, w.gate_up_weight, w.down_weight,
-                                gate_up_bias=w.gate_up_bias, down_bias=w.down_bias, order=b.order, **oai)
-
     total_bytes = gate_up_bytes + down_bytes
-    rows = [measure("experts", "previous kernels (kernels/moe.py)", total_bytes, previous, expected_out),
-            measure("experts", f"default: {tiles_label(default)}", total_bytes, lambda i: experts(i, default), None)]
+    rows = [measure("experts", f"default: {tiles_label(default)}", total_bytes, lambda i: experts(i, default), None)]
     num_cores = len(CORE_GATE_UP) if num_tokens == 1 else CORES_PAST_ONE
     gate_up_rows = {t: measure("gate_up", projection_label(t), gate_up_bytes, lambda i, t=t: gate_up(i, t), acts)
                     for t in dict.fromkeys(CORE_GATE_UP[:num_cores] + DOT_GATE_UP)}
@@ -256,9 +250,9 @@ def format_rows(rows: list[Row], copy_gbps: float | None) -> list[str]:
 
 
 def format_summary(rows: list[Row], copy_gbps: float | None) -> list[str]:
-    """Both kernels together, per shape and batch: previous kernels, the defaults and the best pair side by side."""
-    lines = ["| shape | tokens | GB read | previous us (% of copy) | default us (% of copy) | best us (% of copy) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    """Both kernels together, per shape and batch: the defaults and the best pair side by side."""
+    lines = ["| shape | tokens | GB read | default us (% of copy) | best us (% of copy) |",
+             "| --- | --- | --- | --- | --- |"]
     cells: dict[tuple[str, int], dict[str, Row]] = {}
     for r in rows:
         if r.part == "experts":
@@ -272,7 +266,7 @@ def format_summary(rows: list[Row], copy_gbps: float | None) -> list[str]:
 
     for (shape, num_tokens), by_kind in cells.items():
         first = next(iter(by_kind.values()))
-        lines.append(f"| {shape} | {num_tokens} | {first.num_bytes / 1e9:.4f} | {cell(by_kind.get('previous'))} | "
+        lines.append(f"| {shape} | {num_tokens} | {first.num_bytes / 1e9:.4f} | "
                      f"{cell(by_kind.get('default'))} | {cell(by_kind.get('best'))} |")
     return lines
 

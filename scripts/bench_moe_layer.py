@@ -8,7 +8,7 @@ RMSNorm, then the MoE forward with its router GEMM and routing + sort as two ker
 router_logits, route_and_sort). "new chain" is the layer as the engine runs it now: qkv as a gemv with the bias in
 its epilogue (and RoPE + the K/V store for heads without a q/k norm; Qwen3's q/k norm + RoPE + store as one kernel
 after it), o_proj + bias + residual as one gemv, and the routing as one launch (router_route_sort). The routed
-experts (kernels/moe.py) are the same in both.
+experts (kernels/moe_gemv.py) are the same in both.
 
 Each timing is a CUDA graph of `--layers` layers on distinct weights, replayed (scripts' graphed_ms): nothing but the
 routing's small tensors stays in L2. Dummy bf16 weights, one token per request, `--context` keys cached per request.

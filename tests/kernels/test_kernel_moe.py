@@ -1,4 +1,6 @@
-"""Fused routed experts (kernels/moe.py) == the MoE layer's torch reference (specbench/models/moe.py).
+"""The MoE layer's fused path (router kernel, routing + sort in one launch, the expert kernels) == its torch reference
+(specbench/models/moe.py); the sort and routing kernels == their torch definitions. The expert kernels alone, under
+every tile kind: tests/kernels/test_kernel_moe_gemv.py.
 
 fp32 under the CPU interpreter (the kernels differ from the reference only by the GEMMs' summation order), fp16
 there too, bf16 on CUDA. Padded rows of a graph batch must not change a single bit of the real rows.
@@ -11,7 +13,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
+from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
 
 pytestmark = [
     pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON),
@@ -22,24 +24,15 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:All-NaN slice encountered"),
 ]
 
-from specbench.kernels.moe import (  # noqa: E402
-    MAX_TOKENS,
-    MoeKernelConfig,
-    fused_experts,
-    sort_by_expert,
-    sort_by_expert_reference,
-)
-from specbench.models.moe import MoeMLP  # noqa: E402
-from specbench.models.moe_config import MoeConfig  # noqa: E402
-from specbench.models.moe_routing import ExpertRouting  # noqa: E402
+from specbench.kernels.moe_gemv import MAX_TOKENS
+from specbench.kernels.moe_sort import sort_by_expert, sort_by_expert_reference
+
+from specbench.models.moe import MoeMLP
+from specbench.models.moe_config import MoeConfig
+from specbench.models.moe_routing import ExpertRouting
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 HIDDEN, NUM_EXPERTS, TOP_K, INTER = 64, 8, 2, 48  # INTER off the tile sizes: masked tails
-# Small tiles: several programs per expert and several K steps; 16 rows per step so an expert's range is walked in
-# more than one step at 64 tokens.
-SMALL = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32)
-WIDE_ROWS = MoeKernelConfig(block_m=64, block_n_gate_up=16, block_n_down=16, block_k=32)
-SPLIT_DOWN = MoeKernelConfig(block_m=16, block_n_gate_up=16, block_n_down=16, block_k=32, down_split=4)
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 CONFIGS = {
@@ -83,10 +76,6 @@ def test_fused_matches_reference_fp32(name, num_tokens):
     routing = moe.route(x)
     expected = moe.reference_experts(x, routing)
     assert_close(moe.fused_experts(x, routing), expected)
-    if num_tokens < 16:  # the default tiles too (one program per expert and tile of the small widths)
-        assert_close(fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight,
-                                   gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias,
-                                   is_swiglu_oai=name == "gpt-oss", config=SMALL), expected)
     assert_close(moe(x, is_fused=True), moe(x))  # with the shared expert, where there is one
 
 
@@ -98,30 +87,6 @@ def test_fused_matches_reference_16bit(dtype, num_tokens):
         x = x_for(num_tokens, dtype)
         routing = moe.route(x)
         assert_close(moe.fused_experts(x, routing), moe.reference_experts(x, routing))
-
-
-def _fixed_routing(num_tokens: int, experts: list[int]) -> ExpertRouting:
-    """Every token routed to the same `experts` (so the others get no token), weights of varied size."""
-    ids = torch.tensor(experts, device=DEVICE).repeat(num_tokens, 1)
-    weights = torch.rand(num_tokens, len(experts), generator=torch.Generator(device=DEVICE).manual_seed(0),
-                         device=DEVICE)
-    return ExpertRouting(topk_ids=ids, topk_weights=weights)
-
-
-@pytest.mark.parametrize("tiles", [SMALL, WIDE_ROWS], ids=["16-rows", "64-rows"])
-@pytest.mark.parametrize("num_tokens", [1, 17, 64])
-def test_experts_without_tokens_and_experts_with_many(num_tokens, tiles):
-    # Experts 0, 2, 3, 4, 6 get nothing; 5 and 7 get every token (64 rows: four 16-row steps of one range, or one).
-    moe = layer("gpt-oss", torch.float32)
-    x = x_for(num_tokens, torch.float32, seed=4)
-    routing = _fixed_routing(num_tokens, [7, 5])
-    order = sort_by_expert(routing.topk_ids, NUM_EXPERTS)
-    assert order.num_active_experts.item() == 2
-    assert order.active_experts[:2].tolist() == [5, 7]
-    assert order.cu_num_slots_per_expert.tolist() == [0] * 6 + [num_tokens] * 2 + [2 * num_tokens]
-    got = fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight,
-                        gate_up_bias=moe.gate_up_bias, down_bias=moe.down_bias, is_swiglu_oai=True, config=tiles)
-    assert_close(got, moe.reference_experts(x, routing))
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])
@@ -147,60 +112,11 @@ def test_padded_rows_never_touch_real_rows(name):
     assert_close(moe(x, is_real, is_fused=True)[:num_real], moe(x[:num_real], is_fused=True))
 
 
-def test_a_token_overflow_stays_in_its_row():
-    # One real token's inf output must not reach the other tokens sharing its experts (no 0 * inf in the combine).
-    moe = layer("qwen3", torch.float32)
-    x = x_for(4, torch.float32, seed=9)
-    routing = _fixed_routing(4, [1, 2])
-    x[2] = 1e30
-    got = fused_experts(x, routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight, config=SMALL)
-    assert not got[2].isfinite().all()
-    assert got[[0, 1, 3]].isfinite().all()
-    assert_close(got[[0, 1, 3]], moe.reference_experts(x, routing)[[0, 1, 3]])
-
-
-def test_refuses_what_it_cannot_do():
+def test_the_layer_refuses_more_tokens_than_the_kernels_take():
     moe = layer("qwen3", torch.float32)
     x = x_for(MAX_TOKENS + 1, torch.float32)
-    routing = moe.route(x)
     with pytest.raises(ValueError, match="at most"):
-        moe.fused_experts(x, routing)
-    with pytest.raises(ValueError, match="contiguous"):
-        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight,
-                      moe.down_weight.transpose(1, 2).contiguous().transpose(1, 2))
-    with pytest.raises(ValueError, match="powers of two"):
-        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
-                      config=MoeKernelConfig(block_m=8, block_n_gate_up=16, block_n_down=16, block_k=32))
-    with pytest.raises(ValueError, match="both expert biases"):
-        fused_experts(x[:2], routing.topk_ids[:2], routing.topk_weights[:2], moe.gate_up_weight, moe.down_weight,
-                      gate_up_bias=torch.zeros(NUM_EXPERTS, 2 * INTER, device=DEVICE))
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-def test_graph_replays_with_fewer_real_rows():
-    # One graph captured at 16 rows, replayed with 16, 5 and 1 real rows and NaN in the rest (stale inputs).
-    moe = layer("qwen3", torch.bfloat16)
-    num_rows = 16
-    static_x = torch.zeros(num_rows, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
-    static_is_real = torch.ones(num_rows, device=DEVICE, dtype=torch.bool)
-    with torch.no_grad():
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            moe(static_x, static_is_real, is_fused=True)  # compiles outside the capture
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = moe(static_x, static_is_real, is_fused=True)
-        for num_real in (16, 5, 1):
-            x = x_for(num_real, torch.bfloat16, seed=num_real)
-            static_x.fill_(float("nan"))
-            static_x[:num_real] = x
-            static_is_real.copy_(torch.arange(num_rows, device=DEVICE) < num_real)
-            graph.replay()
-            assert_close(static_out[:num_real].clone(), moe(x))
-            assert (static_out[num_real:] == 0).all()
+        moe.fused_experts(x, moe.route(x))
 
 
 @pytest.mark.parametrize("num_experts, top_k", [(8, 2), (128, 8), (32, 4), (6, 3)])
@@ -235,6 +151,7 @@ def test_route_kernel_matches_route_then_sort(name, num_tokens):
     # The one-kernel routing + sort (kernels/moe_route.py) against the definition: route (moe_routing.py), then the
     # torch sort; the last rows padded (NaN inputs, as stale graph rows may hold).
     from specbench.kernels.moe_route import route_and_sort
+
     from specbench.models.moe_routing import route
 
     config = ROUTINGS[name]
@@ -270,42 +187,6 @@ def test_fused_forward_routes_in_one_kernel_and_matches_reference(name):
     assert torch.equal(routing.topk_ids, moe.route(x, is_real).topk_ids)
     assert order.cu_num_slots_per_expert[-1].item() == 11 * TOP_K
     assert_close(moe(x, is_real, is_fused=True)[:11], moe(x, is_real)[:11])
-
-
-@pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])
-@pytest.mark.parametrize("num_tokens", [1, 3, 17, 64])
-def test_split_down_matches_reference_and_keeps_padded_rows_apart(name, num_tokens):
-    # Split over the active experts: more splits than active experts (1 token: 2 experts, 4 splits) leaves some
-    # programs without an expert, whose zero partial sums must add nothing.
-    moe = layer(name, torch.float32)
-    x = x_for(num_tokens, torch.float32, seed=11)
-    routing = moe.route(x)
-    args = (routing.topk_ids, routing.topk_weights, moe.gate_up_weight, moe.down_weight)
-    kwargs = {"gate_up_bias": moe.gate_up_bias, "down_bias": moe.down_bias, "is_swiglu_oai": name == "gpt-oss"}
-    split = fused_experts(x, *args, config=SPLIT_DOWN, **kwargs)
-    assert_close(split, moe.reference_experts(x, routing))
-    assert torch.equal(split, fused_experts(x, *args, config=SPLIT_DOWN, **kwargs))  # deterministic
-    if num_tokens >= 3:  # two padded rows of NaN: the real rows' outputs keep every bit
-        is_real = torch.arange(num_tokens, device=DEVICE) < num_tokens - 2
-        x_padded = x.clone()
-        x_padded[~is_real] = float("nan")
-        padded = moe.route(x_padded, is_real)
-        got = fused_experts(x_padded, padded.topk_ids, padded.topk_weights, *args[2:], config=SPLIT_DOWN, **kwargs)
-        alone = fused_experts(x[is_real], routing.topk_ids[is_real], routing.topk_weights[is_real], *args[2:],
-                              config=SPLIT_DOWN, **kwargs)
-        assert torch.equal(got[is_real], alone) and (got[~is_real] == 0).all()
-
-
-def test_default_tiles_by_batch_size():
-    from specbench.kernels.moe import default_config
-
-    one = default_config(2, num_tokens=1, num_experts=128)
-    assert one.down_split == 8 and one.block_k == 256 and one.block_n_gate_up == 16
-    assert default_config(2, num_tokens=64, num_experts=128).block_k == 128
-    assert default_config(4, num_tokens=16, num_experts=32).block_k == 128
-    assert default_config(2, num_tokens=1, num_experts=6).down_split == 4  # a power of two
-    # The split never depends on the batch: a padded graph batch sums over experts as its real rows do.
-    assert {default_config(2, n, 32).down_split for n in (1, 3, 16, 17, 64)} == {8}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []),
