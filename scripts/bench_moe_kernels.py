@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ from specbench.kernels.moe_tiles import (
     token_bucket,
 )
 
+from specbench.bench.graph_timing import graphed_ms
 from specbench.bench.moe_shapes import TINY_SHAPES, real_shapes
 from specbench.models.moe_config import MoeConfig
 
@@ -118,39 +118,14 @@ def bytes_per_expert(layer: Layer) -> tuple[int, int]:
 
 
 def time_us(fn, num_calls: int, device: torch.device) -> float:
-    """Per-call us of fn(0) .. fn(num_calls - 1): a CUDA graph of them, replayed (median of 5 timed batches)."""
-    if device.type != "cuda":
-        start = time.perf_counter()
-        for i in range(num_calls):
-            fn(i)
-        return (time.perf_counter() - start) * 1e6 / num_calls
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(num_calls):  # compiles outside the capture
-            fn(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(num_calls):
-            fn(i)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
-    start.record()
-    graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    replays = max(1, int(5.0 / max(start.elapsed_time(end), 1e-3)))  # about 5 ms a batch
-    batches = []
-    for _ in range(5):
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        batches.append(start.elapsed_time(end) * 1e3 / replays / num_calls)
-    del graph
-    return statistics.median(batches)
+    """Per-call us of fn(0) .. fn(num_calls - 1): a CUDA graph of them, replayed (bench/graph_timing.py); off CUDA
+    (the interpreter's crash run) wall time, meaningless as a timing."""
+    if device.type == "cuda":
+        return 1e3 * graphed_ms(fn, num_calls)
+    start = time.perf_counter()
+    for i in range(num_calls):
+        fn(i)
+    return (time.perf_counter() - start) * 1e6 / num_calls
 
 
 def rel_diff(got: torch.Tensor, expected: torch.Tensor) -> float:

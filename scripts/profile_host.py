@@ -2,14 +2,19 @@
 
     python scripts/profile_host.py --cases 0:1,0:64,3:1,3:16 [--no-async-scheduling]
     python scripts/profile_host.py --cases 5:1,5:16 --eagle-topk 4 --num-draft-tokens 8   # tree rounds
+    python scripts/profile_host.py --cases 3:64 --count-kernels [--enforce-eager]   # the work, to compare two trees
 
 Each case is k:concurrency. Prints, per case, the decode steps' wall time against their CUDA-event target and
-draft time (what the host adds), then the functions with the most own time per step.
+draft time (what the host adds), then the functions with the most own time per step. `--count-kernels` first
+traces 5 steps and counts their CUDA kernels and copies by name: run from two trees' roots on one warm GPU, the same
+function-call and kernel counts with the same target and draft ms say the trees do the same work, whatever their
+(host-bound) step ms do.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import json
 import os
@@ -44,6 +49,8 @@ def profile_case(llm, num_steps: int, concurrency: int, args) -> None:
         engine.add_request(prompt, params)
     while not engine.scheduler.running or engine.scheduler.waiting:  # past the prefill
         engine.step()
+    if args.count_kernels:  # before the profiled steps: the profiler's overhead stays out of their times
+        count_kernels(engine, args.top)
     first = len(engine.step_stats)
     profiler = cProfile.Profile()
     torch.cuda.synchronize()
@@ -65,6 +72,19 @@ def profile_case(llm, num_steps: int, concurrency: int, args) -> None:
     stats.sort_stats("cumulative").print_stats("specbench", args.top)
     if args.trace_steps:
         gpu_idle(llm, num_steps, concurrency, args)
+
+
+def count_kernels(engine, top: int, num_steps: int = 5) -> None:
+    """CUDA kernels and copies per step over `num_steps` traced steps, by name."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(num_steps):
+            engine.step()
+        torch.cuda.synchronize()
+    names = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    print(f"  CUDA kernels and copies per step: {sum(names.values()) / num_steps:.1f}")
+    for name, count in names.most_common(top):
+        print(f"   {count / num_steps:7.1f} {name[:90]}")
 
 
 def gpu_idle(llm, num_steps: int, concurrency: int, args) -> None:
@@ -119,6 +139,8 @@ def main() -> None:
     ap.add_argument("--no-async-scheduling", action="store_true")
     ap.add_argument("--eagle-topk", type=int, default=1, help="> 1: tree rounds of this top-k")
     ap.add_argument("--num-draft-tokens", type=int, default=None, help="the tree's node budget")
+    ap.add_argument("--count-kernels", action="store_true", help="also count each case's CUDA kernels per step")
+    ap.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     ap.add_argument("--trace-steps", type=int, default=0, help="also trace this many steps' device timeline")
     args = ap.parse_args()
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases.split(",")]
@@ -127,7 +149,8 @@ def main() -> None:
         llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head),
                   max_num_steps=max(k for k, _ in cases),
                   synthetic_acceptance=TREE_SYNTHETIC if args.eagle_topk > 1 else SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
-                  max_concurrency=max(c for _, c in cases), max_model_len=4096)
+                  max_concurrency=max(c for _, c in cases), max_model_len=4096,
+                  enforce_eager=args.enforce_eager)
         for num_steps, concurrency in cases:
             profile_case(llm, num_steps, concurrency, args)
 
