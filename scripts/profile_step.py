@@ -1,6 +1,7 @@
 """GPU kernel time per decode step, by kernel, for one engine configuration (dummy weights).
 
     python scripts/profile_step.py --concurrency 1 [--num-steps 3] [--steps 20] [--host]
+    python scripts/profile_step.py --num-steps 5 --eagle-topk 4 --num-draft-tokens 8   # a tree round
 
 Runs the steps eagerly under torch.profiler (kernels inside CUDA graphs are not attributed) and prints each
 kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps.
@@ -20,6 +21,8 @@ from torch.profiler import ProfilerActivity, profile
 from specbench import LLM, SamplingParams
 from specbench.bench.gpu_perf import GraphsOff, random_prompts
 from specbench.models.presets import get_preset
+from specbench.speculation.draft_shape import DraftShape
+from specbench.speculation.synthetic_tree import PUBLISHED_CHAIN_RATES, extend_rates
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 
 
@@ -51,18 +54,24 @@ def main() -> None:
     ap.add_argument("--num-steps", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--top", type=int, default=18)
+    ap.add_argument("--eagle-topk", type=int, default=1, help="with --num-draft-tokens: tree rounds of this shape")
+    ap.add_argument("--num-draft-tokens", type=int, default=0)
     ap.add_argument("--host", action="store_true")
     args = ap.parse_args()
+    if args.num_draft_tokens and not args.num_steps:
+        ap.error("--num-draft-tokens needs --num-steps (the tree's depth)")
     tmp = tempfile.mkdtemp()
     kwargs = {}
     if args.num_steps:
         head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3")
         kwargs = dict(method="eagle3", draft=str(head), max_num_steps=args.num_steps,
-                      synthetic_acceptance=(0.73, 0.52, 0.35, 0.2, 0.1)[: args.num_steps])
+                      synthetic_acceptance=extend_rates(PUBLISHED_CHAIN_RATES, args.num_steps))
     llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
               max_concurrency=args.concurrency, max_model_len=4096, **kwargs)
     prompts = random_prompts(llm.engine.runner.model.config.vocab_size, args.concurrency, 128)
     engine = llm.engine
+    if args.num_draft_tokens:
+        engine.set_draft_shape(DraftShape(args.eagle_topk, args.num_draft_tokens))
     if args.host:
         profile_host(engine, prompts, args)
         return
@@ -83,7 +92,7 @@ def main() -> None:
             per_kernel[event.name][1] += 1
     total_us = sum(t for t, _ in per_kernel.values()) / args.steps
     print(f"device kernel time per step: {total_us / 1e3:.3f} ms over {args.steps} eager steps "
-          f"(concurrency {args.concurrency}, k {args.num_steps})")
+          f"(concurrency {args.concurrency}, k {args.num_steps}, top-{args.eagle_topk}/{args.num_draft_tokens})")
     for name, (t, n) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f}/step  {name[:110]}")
 

@@ -14,6 +14,9 @@ os.environ["SPECBENCH_DEBUG_INVARIANTS"] = "1"
 # tests run interpreted on CPU (those that find triton imported without it rerun in a fresh process).
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    from tests.support.interpreter_patch_cache import install as _install_interpreter_patch_cache
+
+    _install_interpreter_patch_cache()  # a third of an interpreted engine test's time (see the module)
 # Test models are tiny: per-op OpenMP fork/join across the 2 CI cores costs more than it saves
 # (measured 5-10x slower decode steps with 2 threads than with 1).
 torch.set_num_threads(1)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.selftest_rows import assert_selftest_rows
-
 from specbench.check.baseline import measure_acceptance
-from specbench.selftest.runner import run_selftest, selftest_setups
+from specbench.selftest.runner import run_selftest, selftest_coverage, selftest_setups
 from specbench.selftest.tiny import variant_for_seed
+from tests.support.selftest_rows import assert_selftest_rows
 
 SEEDS = (0, 1)
 
@@ -35,4 +34,7 @@ def test_built_eagle_head_drafts_like_its_target_and_needs_its_features(tmp_path
 @pytest.mark.slow  # every fault on EAGLE, 3 seeds: ~45 s on 2 busy cores
 def test_selftest_detects_every_fault_on_eagle_without_false_alarms():
     rows = run_selftest(seeds=SEEDS, methods=("eagle3",))
-    assert_selftest_rows(rows, "eagle3", SEEDS)
+    assert_selftest_rows(rows, "eagle3", SEEDS)  # its tree rows too: clean, the tree mutants on them alone, caught
+    coverage = selftest_coverage(rows, "cpu")
+    assert {"spec.tree_round", "verify.tree", "attention.tree_torch"} <= coverage.taken
+    assert coverage.is_complete, coverage.unexercised

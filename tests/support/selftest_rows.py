@@ -8,7 +8,6 @@ from specbench.faults.catalog import needs_tree_shape, selftest_faults
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 from specbench.selftest.setups import tree_methods
 
-
 # Sampling faults the engine runs barely show and the verifier rows test finds: the last draft row's law left in the
 # bonus residual is invisible when the target drafts for itself (q = p) and small for a draft model's laws.
 ROWS_ONLY = ("bonus-residual-keeps-last-draft",)
@@ -31,6 +30,9 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     assert [r.seed for r in trees] == (list(seeds) if method in tree_methods((method,)) else []), table
     for row in trees:  # every check applies to a tree row, the draft oracle too (check/tree_oracle.py)
         assert not row.detected and [r.name for r in row.results if r.skipped] == [], table
+        assert "tree-round laws" in _result(row, "oracle").detail, table
+    # the tree mutants run on tree rows alone (a chain row has no tree to bend)
+    assert all(r.shape.is_tree for r in rows if r.inject is not None and needs_tree_shape(r.inject)), table
     clean = [r for r in rows if r.inject is None and not r.shape.is_tree]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
