@@ -22,8 +22,8 @@ from specbench import LLM, SamplingParams
 from specbench.bench.gpu_perf import GraphsOff, random_prompts
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.synthetic_tree import PUBLISHED_CHAIN_RATES, extend_rates
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.synthetic_tree import PUBLISHED_CHAIN_RATES, extend_rates
 
 
 def profile_host(engine, prompts, args) -> None:

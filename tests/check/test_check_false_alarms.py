@@ -14,8 +14,7 @@ from specbench.check.battery import CheckContext, run_checks
 from specbench.selftest.reference_baselines import reference_baseline
 from specbench.selftest.runner import selftest_setups
 
-
-BATTERY_SEEDS = range(0, 10)
+BATTERY_SEEDS = range(10)
 EAGLE3_SEEDS = range(10, 20)  # the selftest's clean rows take 20-29
 
 
