@@ -47,6 +47,7 @@ def test_verifier_mutants_caught_on_their_row_type(fault, row_types):
     assert failed == row_types if row_types else failed == {"recovered"} | BONUS, failed
 
 
+@pytest.mark.slow  # ~5 s: the not-slow loop stays under 5 min
 def test_bonus_row_unwarped_is_invisible_at_the_old_setting():
     """At T = 1 without truncation the unwarped law is the right one: no test at that setting can see the bug."""
     mutant = wrap_verifier("bonus-row-unwarped", verify)

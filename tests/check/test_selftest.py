@@ -52,6 +52,7 @@ def test_selftest_detects_every_fault_on_the_draft_lm_without_false_alarms():
     assert flagged >= 3, "most acceptance-only faults drop acceptance beyond what 40-60 drafts can explain"
 
 
+@pytest.mark.slow  # ~5 s: the not-slow loop stays under 5 min
 def test_cli_selftest_prints_the_table_power_and_verdict():
     from specbench.cli.app import app
 

@@ -42,6 +42,7 @@ def test_cuda_only_paths_are_the_declared_ones():
     assert {p.name for p in execution_paths() if p.needs_cuda} == CUDA_ONLY
 
 
+@pytest.mark.slow  # with the next: the torch_rows selftest, ~8 s: the not-slow loop stays under 5 min
 def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
     coverage = selftest_coverage(torch_rows, "cpu", TORCH_CHECKS)
     assert coverage.is_complete, format_coverage(coverage)
@@ -52,6 +53,7 @@ def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
     assert "decode.overlap" in plain.results[0].paths and plain.results[0].passed
 
 
+@pytest.mark.slow  # the torch_rows selftest, ~8 s: the not-slow loop stays under 5 min
 def test_a_registered_path_nothing_records_fails_the_coverage(torch_rows):
     """The failure mode: a new production path the engines never record (no sentinel reaches it)."""
     unrecorded = ExecutionPath("decode.unguarded", "a fast path added without a sentinel", ("cpu",))

@@ -163,6 +163,7 @@ def test_inv_tree_checks_the_verify_flag_and_packed_rows():
         check_tree_positions_and_slots(dataclasses.replace(md, tree=short))
 
 
+@pytest.mark.slow  # ~5 s under the Triton interpreter: the not-slow loop stays under 5 min
 def test_eagle3_tree_draft_steps_on_the_triton_kernel_match_torch(tmp_path, prompt_ids):
     """An EAGLE-3-shaped head (the bench's drafter) drafting trees with its draft steps on the Triton tree kernel
     (tree rows > queries) and on the torch reference: the same greedy tokens and acceptance, graphs on for Triton."""

@@ -178,6 +178,7 @@ def test_an_engine_that_raises_fails_outputs_with_the_crash(gate_pair, tmp_path,
                                                                      ).get("message")
 
 
+@pytest.mark.slow  # ~10 s: the not-slow loop stays under 5 min
 def test_a_speed_only_fault_fails_speed_alone_against_a_reference_with_repeats(gate_pair, tmp_path, monkeypatch,
                                                                               capsys):
     """verify-stall leaves every token exact and makes each round wait 20 ms (several times a tiny round on CPU):

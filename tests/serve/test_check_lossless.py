@@ -65,6 +65,7 @@ def _check(spec_url: str, ref_url: str, *args: str):
                               env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
 
 
+@pytest.mark.slow  # the module's server fixture, ~5 s: the not-slow loop stays under 5 min
 def test_speculative_server_is_lossless_against_a_plain_one(spec_server, tiny_model_dir):
     with _in_process(tiny_model_dir) as ref:
         completions = _check(spec_server, ref.url, "--workload", "gsm8k", "--shots", "1", "--limit", "3")
@@ -73,6 +74,7 @@ def test_speculative_server_is_lossless_against_a_plain_one(spec_server, tiny_mo
     assert chat.exit_code == 0 and "4/4 turns identical" in chat.output and "LOSSLESS" in chat.output
 
 
+@pytest.mark.slow  # the module's server fixture, ~5 s: the not-slow loop stays under 5 min
 def test_a_different_model_is_reported_not_lossless(spec_server, tiny_draft_dir):
     with _in_process(tiny_draft_dir) as other:
         result = _check(spec_server, other.url, "--workload", "gsm8k", "--shots", "1", "--limit", "3")
