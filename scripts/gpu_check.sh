@@ -2,7 +2,8 @@
 # Correctness suite on a CUDA machine (run there from the repo root): fp32 identity, bf16 match rates, the GPU-marked
 # tests. Needs the data dir (SPECBENCH_DATA_DIR) and the GPU image's preinstalled torch/transformers; no network.
 # The four parts run side by side (tiny models: none fills the GPU; the host has the cores), so the whole check fits
-# one device call (PART_TIMEOUT, seconds, caps each part); each part's log is in $OUT, the tail of each is printed when all are done.
+# one device call (PART_TIMEOUT, seconds, caps each part); each part's log is in $OUT, the tail of each is printed
+# when all are done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -60,6 +60,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.num_draft_tokens and not args.num_steps:
         ap.error("--num-draft-tokens needs --num-steps (the tree's depth)")
+    if args.eagle_topk > 1 and not args.num_draft_tokens:
+        ap.error("--eagle-topk needs --num-draft-tokens (the tree's node budget)")
     tmp = tempfile.mkdtemp()
     kwargs = {}
     if args.num_steps:

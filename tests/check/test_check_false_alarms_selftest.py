@@ -19,13 +19,13 @@ from specbench.selftest.runner import (
 
 CLEAN_SEEDS = tuple(range(20, 30))
 
-# The selftest's clean rows over many seeds within ~1 min per ten on 2 CPU cores: every prompt and token (the baseline check
-# compares with the shipped baselines, measured on those), no sampled engine runs (the sampled check skips, saying
+# The selftest's clean rows over many seeds within ~1 min per ten on 2 CPU cores: every prompt and token (the
+# baseline check compares with the shipped baselines, measured on those), no sampled engine runs (the sampled check skips, saying
 # so), no greedy / oracle re-runs with forced preemption, the invariant sweep's real-verification cases only. Kept:
 # greedy (and the reference vs HF transformers), the verifier rows' laws (seeded per seed), the draft oracle, the
 # invariant sweep's real-verification cases, the baseline's Fisher tests, metrics.
 CLEAN_MANY_SEEDS = Budget("clean-many-seeds", None, None, False, False, False,
-                        "the sampled check's engine runs, the preemption re-runs, the forced-acceptance sweep cases")
+                          "the sampled check's engine runs, the preemption re-runs, the forced-acceptance sweep cases")
 
 
 @pytest.mark.slow

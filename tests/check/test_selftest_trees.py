@@ -6,11 +6,8 @@ run on them alone and are caught, and that the tree paths are covered is asserte
 from __future__ import annotations
 
 from specbench.check.budget import BUDGETS
-from specbench.faults.catalog import TREE_MUTANTS
 from specbench.selftest.row_tasks import SeedTask, plan_seed
 from specbench.selftest.setups import TREE_SHAPE, WINDOW_MOE
-
-TREE_FAULTS = tuple(m.fault.name for m in TREE_MUTANTS)
 
 
 def test_tree_rows_are_planned_for_the_tree_drafters_on_the_seed_targets_only(tmp_path):
