@@ -75,6 +75,9 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
                   ("cpu", "cuda"), DRAFTS_TREES),
     ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),
+    ExecutionPath("tree.device_layout", "tree verify input laid out on the device from the drafters' uniform trees, "
+                  "no host read (engine/tree_inputs.py build_uniform_tree_verify_input)", ("cpu", "cuda"),
+                  DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
 )

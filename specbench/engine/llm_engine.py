@@ -58,7 +58,8 @@ class LLMEngine:
         self.step_runner = StepRunner(
             p.runner, p.proposer, p.verify_fn, hooks=p.hooks, paths=p.paths, device=p.device,
             block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
-            synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator)
+            synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator,
+            debug_invariants=config.debug_invariants)
         self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker)
         self.log = StepLog()
         self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)

@@ -32,7 +32,7 @@ class StepRunner:
     def __init__(self, target_runner: TargetRunner, proposer: Proposer | None, verify_fn: Callable, *,
                  hooks: PhaseHooks, paths: PathRecorder, device: torch.device, block_size: int, vocab_size: int,
                  method: str, verifier: str, synthetic_rates: tuple[float, ...] | None,
-                 synthetic_generator: torch.Generator | None) -> None:
+                 synthetic_generator: torch.Generator | None, debug_invariants: bool = False) -> None:
         self.target_runner = target_runner  # the target model's phases over the paged KV cache
         self.proposer = proposer  # None: method none (plain decoding); the engine's one reference to it
         self.verify_fn = verify_fn  # specbench.speculation.verifier.verify or its Triton twin
@@ -40,6 +40,8 @@ class StepRunner:
         self.paths = paths  # the one record of which execution paths this engine took (execution_paths.py)
         self.device = device
         self.block_size = block_size
+        # Debug invariants: device-built layouts (tree verify inputs) also carry host copies for INV-TREE (syncs).
+        self.debug_invariants = debug_invariants
         self.vocab_size = vocab_size
         self._verify_path = f"verify.{verifier}"
         self.proposer_path = proposer_path(method)  # the execution path its rounds record

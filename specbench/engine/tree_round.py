@@ -12,9 +12,10 @@ drafters grow trees from the top-k of their distribution (speculation/tree_build
 accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
 target distribution (proof in tree_verifier.py), whatever the draft's quality.
 
-After the target's forward everything runs on the device (verify, KV compaction over all layers, the path's
-features and logprob rows, the stats' path shape) and the host reads the round once (`finish_tree_round`): the
-accepted counts, tokens and path shape of every request in one tensor.
+The verify input is laid out on the device from the proposal (engine/tree_inputs.py), so the host queues the
+target's verify right behind the draft; after the target's forward everything runs on the device too (verify, KV
+compaction over all layers, the path's features and logprob rows, the stats' path shape) and the host reads the
+round once (`finish_tree_round`): the accepted counts, tokens and path shape of every request in one tensor.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from specbench.device_copy import to_device
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
 from specbench.engine.step_runner import StepRunner
 from specbench.engine.timing import PhaseTimer
-from specbench.engine.tree_inputs import build_tree_verify_input
+from specbench.engine.tree_inputs import build_uniform_tree_verify_input, is_uniform
 from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
@@ -34,7 +35,7 @@ from specbench.speculation.synthetic_tree import synthetic_tree_verify
 from specbench.speculation.tree import DraftTree
 from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
 from specbench.speculation.tree_padded import PaddedTree, pad_tree, path_shape
-from specbench.speculation.tree_propose import TreePlan, proposal_tree, tree_plan
+from specbench.speculation.tree_propose import TreePlan, tree_plan
 from specbench.speculation.tree_stats import path_round_counts
 from specbench.speculation.tree_verifier import TreeVerifyResult
 from specbench.speculation.tree_verify_batched import verify_tree_batched
@@ -70,28 +71,34 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     timer.start("draft")
     proposal = runner.proposer.propose_tree(runner.propose_input(batch, st), plan)
     timer.stop("draft")
-    tree = proposal_tree(proposal)  # built once: the verify input and the verifier both read it
-    inp = build_tree_verify_input(requests, proposal, tree, runner.block_size, runner.device)
+    # DraftsTrees proposers grow every request the same node count (TopKTreeBuilder under one plan), so the verify
+    # input is laid out on the device and queued right behind the draft, with no host read in between.
+    assert is_uniform(proposal), f"a tree proposal with ragged node counts {proposal.num_draft_tokens}"
+    paths.record("tree.device_layout")
+    layout = build_uniform_tree_verify_input(requests, proposal, runner.block_size, runner.device,
+                                             read_back=runner.debug_invariants)
+    inp = layout.inp
     timer.start("target")
     out = runner.target_runner.verify(inp)
     timer.stop("target")
-    committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, tree,
+    committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, layout.tree,
                                                           proposal.num_draft_tokens, inp.md.block_tables, out,
-                                                          needs_features=needs_features)
+                                                          needs_features=needs_features, padded=layout.padded)
     return committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs
 
 
 def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,
                       tree: DraftTree, num_nodes: tuple[int, ...], block_tables: torch.Tensor, out: TargetOutput, *,
-                      needs_features: bool) -> tuple[list[list[int]], int, StepLogprobs | None]:
+                      needs_features: bool, padded: PaddedTree | None = None
+                      ) -> tuple[list[list[int]], int, StepLogprobs | None]:
     """Everything after the target's tree verify, launched on the device with no host read until the round's one
     sync: verify, KV compaction, the path's features and logprob rows, the stats' path shape. Then the host
     bookkeeping per request from that one read. num_nodes [num_reqs]: host copy of tree.num_nodes; block_tables
     [num_reqs, max_num_blocks] int32 on the device (the verify's). (committed tokens per request, accepted drafts
-    in all, logprobs)."""
+    in all, logprobs). `padded`: the tree padded to max(num_nodes) when the caller built it already."""
     paths = runner.paths
     timer.start("sample")
-    padded = pad_tree(tree, max(num_nodes))
+    padded = pad_tree(tree, max(num_nodes)) if padded is None else padded
     if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
         paths.record("verify.synthetic")
         result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),

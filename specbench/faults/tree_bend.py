@@ -31,12 +31,13 @@ def bend_tree_verify_mask(engine, bend: MaskBend) -> None:
             if not is_tree_verify(inp):
                 return verify(inp)
             md, tree = inp.md, inp.md.tree
-            mask = tree.mask_cpu.clone()
+            mask = tree.mask.cpu()  # the device mask: a tree laid out on the device has no host copy unless debug
             cu = md.query_start_loc_cpu
             for r in range(md.num_reqs):
                 a, b = int(cu[r]), int(cu[r + 1])
                 mask[a:b, : b - a] = bend(mask[a:b, : b - a].clone())
-            bent_tree = dataclasses.replace(tree, mask=mask.to(tree.mask.device), mask_cpu=mask)
+            mask_cpu = mask if tree.mask_cpu.shape[0] else tree.mask_cpu  # INV-TREE sees the bent mask where it looks
+            bent_tree = dataclasses.replace(tree, mask=mask.to(tree.mask.device), mask_cpu=mask_cpu, packed=None)
             return verify(dataclasses.replace(inp, md=dataclasses.replace(md, tree=bent_tree)))
         return bent
 

@@ -70,18 +70,38 @@ def pad_tree(tree: DraftTree, width: int | None = None) -> PaddedTree:
         return torch.where(is_node, x.to(device)[flat], fill)
 
     parent = padded(tree.parent, PADDING_PARENT)
+    return _padded_tree(padded(tree.token_ids, PADDING_TOKEN), parent, padded(tree.depth, 0), is_node,
+                        _ancestor_closure(parent, is_node), tree.cu_num_rows[:-1].to(device))
+
+
+def uniform_tree(token_ids: torch.Tensor, parents: torch.Tensor) -> tuple[DraftTree, PaddedTree]:
+    """A round's trees when every request has the same node count (the drafters' TopKTreeBuilder trees), as the
+    flat DraftTree and its padded layout, built on the device with no host read: depths come from the ancestor
+    closure (a node's ancestors, itself included, number depth + 1). token_ids, parents [num_reqs, num_nodes]
+    int64 on the device, parents request-local (-1 = child of the root), each parent before its child (not
+    checked here: that would read the device; tree.validate checks a host copy)."""
+    num_reqs, num_nodes = parents.shape
+    device = parents.device
+    is_node = torch.ones(num_reqs, num_nodes, dtype=torch.bool, device=device)
+    is_ancestor = _ancestor_closure(parents, is_node)
+    depth = is_ancestor.sum(dim=2) - 1
+    counts = torch.full((num_reqs,), num_nodes, dtype=torch.int64, device=device)
+    cu_num_nodes = torch.arange(num_reqs + 1, dtype=torch.int64, device=device) * num_nodes
+    tree = DraftTree(token_ids=token_ids.reshape(-1), parent=parents.reshape(-1), depth=depth.reshape(-1),
+                     num_nodes=counts, cu_num_nodes=cu_num_nodes)
+    first_row = cu_num_nodes[:-1] + torch.arange(num_reqs, dtype=torch.int64, device=device)  # tree.cu_num_rows
+    return tree, _padded_tree(token_ids, parents, depth, is_node, is_ancestor, first_row)
+
+
+def _padded_tree(token_ids: torch.Tensor, parent: torch.Tensor, depth: torch.Tensor, is_node: torch.Tensor,
+                 is_ancestor: torch.Tensor, first_row: torch.Tensor) -> PaddedTree:
+    """The PaddedTree of padded [num_reqs, width] fields: the sibling order derived from the parents."""
+    slot = torch.arange(parent.shape[1], device=parent.device)
     is_earlier = slot[None, :, None] > slot[None, None, :]  # [1, i, j]: j < i
     is_earlier_sibling = (parent[:, :, None] == parent[:, None, :]) & is_earlier & is_node[:, None, :]
-    return PaddedTree(
-        token_ids=padded(tree.token_ids, PADDING_TOKEN),
-        parent=parent,
-        depth=padded(tree.depth, 0),
-        is_node=is_node,
-        is_earlier_sibling=is_earlier_sibling,
-        rank=is_earlier_sibling.sum(dim=2),
-        is_ancestor=_ancestor_closure(parent, is_node),
-        first_row=tree.cu_num_rows[:-1].to(device),
-    )
+    return PaddedTree(token_ids=token_ids, parent=parent, depth=depth, is_node=is_node,
+                      is_earlier_sibling=is_earlier_sibling, rank=is_earlier_sibling.sum(dim=2),
+                      is_ancestor=is_ancestor, first_row=first_row)
 
 
 def _ancestor_closure(parent: torch.Tensor, is_node: torch.Tensor) -> torch.Tensor:  # [num_reqs, width, width]
@@ -153,3 +173,12 @@ def path_shape(tree: PaddedTree, accepted_nodes: torch.Tensor, num_accepted: tor
         return kids, torch.full_like(accepted_nodes, -1)
     ranks = tree.rank.gather(1, accepted_nodes.clamp_min(0))
     return kids, torch.where(column[None, :path_width] < num_accepted[:, None], ranks, -1)
+
+
+def verify_mask(tree: PaddedTree) -> torch.Tensor:  # [num_reqs * (width + 1), width + 1] bool
+    """tree.verify_attention_mask on the device, for trees that fill their width (uniform_tree's): request r's
+    rows r * (width + 1) .. are its root (sees itself) and its nodes (each sees the root, its ancestors and
+    itself)."""
+    mask = torch.nn.functional.pad(tree.is_ancestor, (1, 0, 1, 0), value=False)  # [num_reqs, width + 1, width + 1]
+    mask[:, :, 0] = True
+    return mask.reshape(-1, tree.width + 1)
