@@ -6,6 +6,8 @@
 Runs the steps eagerly under torch.profiler (kernels inside CUDA graphs are not attributed) and prints each
 kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps.
 --host instead profiles the Python step loop (graphs on) with cProfile: where the host time per step goes.
+--gaps (tree rounds, graphs on) times the host's pieces of a round by wall clock, without cProfile's overhead: above
+all the time from the round's one read to the next draft graph's launch, during which the GPU has nothing queued.
 """
 
 from __future__ import annotations
@@ -47,6 +49,63 @@ def profile_host(engine, prompts, args) -> None:
     stats.sort_stats("tottime").print_stats(args.top)
 
 
+def profile_gaps(engine, prompts, args) -> None:
+    """Wall-clock host time per tree round of the pieces around the round's read (graphs on, no profiler)."""
+    import time
+
+    from specbench.engine import tree_round
+    from specbench.speculation.eagle.tree_round_graph import EagleTreeRoundGraphs
+
+    totals: dict[str, float] = defaultdict(float)
+    read_at: list[float] = []
+
+    def timed(name, fn):
+        def run(*a, **k):
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                totals[name] += time.perf_counter() - start
+        return run
+
+    host_round_init = tree_round._HostRound.__init__
+    graph_run = EagleTreeRoundGraphs.run
+
+    def on_read(self, rows):  # _HostRound is built right after the round's one read (.tolist())
+        read_at.append(time.perf_counter())
+        host_round_init(self, rows)
+
+    def on_draft_launch(self, *a, **k):
+        if read_at:
+            totals["read -> next draft graph launch"] += time.perf_counter() - read_at.pop()
+        return timed("draft graph loads + launch", graph_run)(self, *a, **k)
+
+    tree_round._HostRound.__init__ = on_read
+    EagleTreeRoundGraphs.run = on_draft_launch
+    runner = engine.step_runner
+    runner.proposer.propose_tree = timed("propose_tree (catch-up input + launch)", runner.proposer.propose_tree)
+    runner.target_runner.verify = timed("verify launch", runner.target_runner.verify)
+    engine.loop.committer.commit_all = timed("commit", engine.loop.committer.commit_all)
+    engine.loop.scheduler.schedule = timed("schedule", engine.loop.scheduler.schedule)
+    tree_round.build_uniform_tree_verify_input = timed("verify layout launch",
+                                                       tree_round.build_uniform_tree_verify_input)
+    tree_round.finish_tree_round = timed("finish_tree_round (launch + wait + bookkeeping)",
+                                         tree_round.finish_tree_round)
+    for p in prompts:
+        engine.add_request(p, SamplingParams(max_tokens=args.steps * 4 + 40, ignore_eos=True))
+    for _ in range(10):
+        engine.step()
+    totals.clear()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        engine.step()
+    step_ms = (time.perf_counter() - start) / args.steps * 1e3
+    print(f"host wall per round: {step_ms:.3f} ms over {args.steps} rounds (concurrency {args.concurrency}, "
+          f"k {args.num_steps}, top-{args.eagle_topk}/{args.num_draft_tokens}); per round, ms:")
+    for name, total in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"{total / args.steps * 1e3:8.3f}  {name}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="llama-3.1-8b")
@@ -57,7 +116,10 @@ def main() -> None:
     ap.add_argument("--eagle-topk", type=int, default=1, help="with --num-draft-tokens: tree rounds of this shape")
     ap.add_argument("--num-draft-tokens", type=int, default=0)
     ap.add_argument("--host", action="store_true")
+    ap.add_argument("--gaps", action="store_true", help="tree rounds: wall time of the host's pieces of a round")
     args = ap.parse_args()
+    if args.gaps and args.eagle_topk < 2:
+        ap.error("--gaps times tree rounds: give --eagle-topk > 1 with --num-draft-tokens and --num-steps")
     if args.num_draft_tokens and not args.num_steps:
         ap.error("--num-draft-tokens needs --num-steps (the tree's depth)")
     if args.eagle_topk > 1 and not args.num_draft_tokens:
@@ -76,6 +138,9 @@ def main() -> None:
         engine.set_draft_shape(DraftShape(args.eagle_topk, args.num_draft_tokens))
     if args.host:
         profile_host(engine, prompts, args)
+        return
+    if args.gaps:
+        profile_gaps(engine, prompts, args)
         return
     with GraphsOff(engine):
         for i, p in enumerate(prompts):

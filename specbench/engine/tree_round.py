@@ -3,8 +3,9 @@ verify it in one target forward with a tree mask, compact the accepted path's KV
 to the drafter, return the committed tokens.
 
 Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py; execution path
-`spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree_graph.py); the target's tree verify replays the tree graph of its query
-length when CUDA graphs are on (`graph.verify_tree`, engine/model_runner.py), else runs eagerly. The engine takes
+`spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree_graph.py);
+the target's tree verify replays the tree graph of its query length when CUDA graphs are on (`graph.verify_tree`,
+engine/model_runner.py), else runs eagerly. The engine takes
 this path whenever the run's DraftShape is a tree. The verifier is the batched one
 (speculation/tree_verify_batched.py, tested against the torch reference walk of tree_verifier.py): greedy = the
 longest matching path; sampled = recursive rejection over siblings with the deterministic-children rule, since
@@ -32,7 +33,7 @@ from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
 from specbench.speculation.synthetic_tree import synthetic_tree_verify
-from specbench.speculation.tree import DraftTree
+from specbench.speculation.tree import DraftTree, TreeShapeError
 from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
 from specbench.speculation.tree_padded import PaddedTree, pad_tree, path_shape
 from specbench.speculation.tree_propose import TreePlan, tree_plan
@@ -116,7 +117,9 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     num_children, ranks = path_shape(padded, result.accepted_nodes, result.num_accepted)
     tree_depth = torch.where(padded.is_node, padded.depth + 1, 0).amax(dim=1)  # width >= 1 here
     read = _HostRound(torch.cat([result.num_accepted[:, None], tree_depth[:, None], result.output_token_ids,
-                                 result.accepted_nodes, num_children, ranks], dim=1).tolist())  # the round's sync
+                                 result.accepted_nodes, num_children, ranks, _malformed_node(padded)[:, None]],
+                                dim=1).tolist())  # the round's sync
+    read.check_trees()
     committed, accepted_paths, num_accepted = [], [], 0
     for r, request in enumerate(requests):
         n = read.num_accepted(r)
@@ -135,14 +138,31 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     return committed, num_accepted, logprobs
 
 
+def _malformed_node(tree: PaddedTree) -> torch.Tensor:  # [num_reqs] int64, -1 = none
+    """Each request's first node whose parent does not precede it (nor is the root): the drafters' trees never have
+    one, but the verify layout derived the depths on the device without checking (engine/tree_inputs.py), so the
+    round's one read carries this check instead of a read of its own."""
+    slot = torch.arange(tree.width, device=tree.parent.device)
+    is_bad = tree.is_node & ((tree.parent < -1) | (tree.parent >= slot[None, :]))
+    return torch.where(is_bad.any(dim=1), is_bad.long().argmax(dim=1), -1)
+
+
 class _HostRound:
     """The host's copy of one tree round, one row per request: num_accepted, tree depth, output tokens
     [path_width + 1], accepted nodes [path_width], children of the root and path nodes [path_width + 1], path
-    ranks [path_width] (run_tree_round's one read)."""
+    ranks [path_width], the first malformed node or -1 (run_tree_round's one read)."""
 
     def __init__(self, rows: list[list[int]]) -> None:
         self.rows = rows
-        self.path_width = (len(rows[0]) - 4) // 4 if rows else 0
+        self.path_width = (len(rows[0]) - 5) // 4 if rows else 0
+
+    def check_trees(self) -> None:
+        """Refuse the round if a request's tree had a node whose parent does not precede it (a proposer's bug: its
+        depths, positions and mask were wrong)."""
+        for r, row in enumerate(self.rows):
+            if row[-1] >= 0:
+                raise TreeShapeError(f"request {r}: drafted tree node {row[-1]} has a parent that does not precede "
+                                     f"it; the round's verify layout is invalid")
 
     def num_accepted(self, r: int) -> int:
         return self.rows[r][0]

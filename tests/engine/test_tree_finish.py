@@ -28,9 +28,9 @@ from specbench.speculation.synthetic_tree import (
     synthetic_tree_walk,
     tree_table,
 )
-from specbench.speculation.tree import tree_from_parents
+from specbench.speculation.tree import TreeShapeError, tree_from_parents
 from specbench.speculation.tree_kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
-from specbench.speculation.tree_padded import pad_tree, path_shape
+from specbench.speculation.tree_padded import pad_tree, path_shape, uniform_tree
 from specbench.speculation.tree_propose import TreePlan
 from specbench.speculation.tree_verifier import verify_tree
 from specbench.speculation.tree_verify_batched import verify_tree_batched
@@ -185,3 +185,24 @@ def test_finish_tree_round_syncs_once(synthetic, device):
     for r, path in enumerate(proposer.paths):  # the features handed over are the root's and the path's rows
         rows = [cu_rows[r], *(cu_rows[r] + 1 + n for n in path)]
         assert torch.equal(proposer.features[f"r{r}"], out.features[rows])
+
+
+def test_finish_tree_round_refuses_a_tree_whose_parent_follows_its_child():
+    """The device layout derives depths without checking the parents (engine/tree_inputs.py): the round's one read
+    carries the check, and a node whose parent does not precede it stops the round in one clear error."""
+    tree, out, kv, requests, block_tables, table = _round_case(3, 0, "cpu")
+    st = build_sampling_tensors([SamplingParams(temperature=0.0)] * 3, [None] * 3, out.logits.shape[1], "cpu")
+    runner = SimpleNamespace(paths=SimpleNamespace(record=lambda name: None), proposer=_Proposer(),
+                             target_runner=SimpleNamespace(kv_cache=kv), block_size=16, device=torch.device("cpu"),
+                             synthetic_rates=None, synthetic_tree_table=lambda d, k: table, synthetic_generator=None)
+    num_nodes = tuple(tree.num_nodes.tolist())
+    parents = tree.parent.view(3, -1).clone()
+    tokens = tree.token_ids.view(3, -1)
+    clean_tree, clean = uniform_tree(tokens, parents)
+    tree_round.finish_tree_round(runner, requests, st, PhaseTimer(torch.device("cpu")), TreePlan(4, 5, 8), clean_tree,
+                                 num_nodes, block_tables, out, needs_features=False, padded=clean)
+    parents[2, 3] = 6  # node 3's parent after it
+    bad_tree, bad = uniform_tree(tokens, parents)
+    with pytest.raises(TreeShapeError, match="request 2: drafted tree node 3 has a parent that does not precede it"):
+        tree_round.finish_tree_round(runner, requests, st, PhaseTimer(torch.device("cpu")), TreePlan(4, 5, 8),
+                                     bad_tree, num_nodes, block_tables, out, needs_features=False, padded=bad)
