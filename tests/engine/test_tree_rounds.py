@@ -5,12 +5,14 @@ target's law, and methods without trees are refused in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import zip_longest
 
 import pytest
 import torch
 
 from specbench import LLM, SamplingParams
+from specbench.attention.invariants import InvariantViolation
 from specbench.engine import tree_round
 from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape
@@ -60,6 +62,43 @@ def test_greedy_tree_is_token_identical(tiny_pair, prompt_ids, plain, topk, budg
     # the tiny draft is close to the target: trees are accepted beyond their first child
     total = [sum(x) for x in zip_longest(*(o.stats.tree_counts.accepted_per_rank for o in outs), fillvalue=0)]
     assert total[0] > 0 and sum(total[1:]) > 0, total
+
+
+def _positions_off_by_one(build):
+    """The device layout with every node one position early (start + depth: its parent's position), the seed's
+    draft-positions-off-by-one in the tree verify input; the host copies (debug) say the same."""
+    def bent(*args, **kwargs):
+        layout = build(*args, **kwargs)
+        md = layout.inp.md
+        is_node = torch.ones_like(md.positions, dtype=torch.bool)
+        is_node[md.query_start_loc[:-1].long()] = False  # each request's root keeps its position
+        positions = md.positions - is_node.long()
+        cpu = tuple(positions.tolist()) if md.positions_cpu else ()
+        inp = dataclasses.replace(layout.inp, md=dataclasses.replace(md, positions=positions, positions_cpu=cpu))
+        return dataclasses.replace(layout, inp=inp)
+    return bent
+
+
+def test_positions_bent_in_the_device_layout_are_caught(tmp_path, monkeypatch):
+    """A bug inside the device-built verify layout (tree.device_layout) is caught by checks that share no code with
+    it, on the selftest's tiny pair: the greedy output departs from the plain engine's, and INV-TREE (positions
+    recomputed from the mask on the debug read-back) stops the round. (This file's 2-layer pair is too insensitive
+    to a one-position RoPE shift: its greedy output does not change.)"""
+    from specbench.selftest.tiny import build_tiny_pair, random_prompts
+
+    target, draft = build_tiny_pair(tmp_path, seed=0)
+    prompts = random_prompts(4)
+    params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    plain = [list(o.output_token_ids) for o in _llm(target, None).generate(prompts, params)]
+    monkeypatch.setattr(tree_round, "build_uniform_tree_verify_input",
+                        _positions_off_by_one(tree_round.build_uniform_tree_verify_input))
+    quiet = _llm(target, draft, debug_invariants=False)
+    quiet.engine.set_draft_shape(DraftShape(4, 8))
+    assert [list(o.output_token_ids) for o in quiet.generate(prompts, params)] != plain
+    loud = _llm(target, draft)
+    loud.engine.set_draft_shape(DraftShape(4, 8))
+    with pytest.raises(InvariantViolation, match="INV-TREE violated"):
+        loud.generate(prompts[:1], params)
 
 
 def test_chain_shape_after_a_tree_run_is_the_chain_engine(tiny_pair, prompt_ids, plain):
