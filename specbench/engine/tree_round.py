@@ -112,8 +112,7 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     _compact_target_kv(runner.target_runner.kv_cache, block_tables, result,
                        to_device(num_cached, torch.int64, runner.device), runner.block_size)
     path_rows = _path_rows(padded, result)  # [num_reqs, path_width + 1]
-    # [num_reqs] views [path_width + 1, feature_dim]: one unbind, not two indexing ops a request after the read
-    features = out.features[path_rows.reshape(-1)].view(*path_rows.shape, -1).unbind(0) if needs_features else None
+    features = out.features[path_rows.reshape(-1)].view(*path_rows.shape, -1) if needs_features else None
     table = _tree_logprob_table(requests, out.logits, path_rows, result.output_token_ids)
     num_children, ranks = path_shape(padded, result.accepted_nodes, result.num_accepted)
     tree_depth = torch.where(padded.is_node, padded.depth + 1, 0).amax(dim=1)  # width >= 1 here
@@ -125,7 +124,7 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     for r, request in enumerate(requests):
         n = read.num_accepted(r)
         if features is not None:  # the root's and the path's features, in path order: never a rejected branch
-            runner.proposer.add_target_features(request.request_id, num_cached[r], features[r][: n + 1])
+            runner.proposer.add_target_features(request.request_id, num_cached[r], features[r, : n + 1])
         request.num_cached_tokens += n + 1
         request.stats.record_tree_round(num_nodes[r], read.tree_depth(r), n,
                                         path_round_counts(num_nodes[r], read.num_children(r), read.ranks(r)))

@@ -33,7 +33,7 @@ from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sam
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_kv import move_slots
 from specbench.speculation.tree_device import (
-    GrownTree, GrowTree, StepLayout, TreeStepInput, layout_tensors, grow_tree_on_device,
+    GrownTree, GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
 )
 from specbench.speculation.tree_graph import TreeDraftGraphs
 from specbench.speculation.tree_propose import TreePlan, tree_reach
@@ -167,7 +167,8 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         out = self.model(extend.input_ids, extend.md, self.kv_cache, phase="draft_extend")
         root_hidden = out.hidden_states[extend.logits_indices]  # [num_reqs, H]
         prefix_lens = tuple(len(tokens) for tokens in inp.token_ids)
-        prefix, block_tables = layout_tensors(prefix_lens, inp.block_tables, self.device)
+        prefix = to_device(prefix_lens, torch.int64, self.device)
+        block_tables = block_table_tensor(inp.block_tables, self.device)
         graphs = self.tree_graphs.get(plan)
         paths = self.model.attn_backend.paths
         if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):

@@ -58,25 +58,9 @@ RunTreeStep = Callable[[TreeStepInput], torch.Tensor]
 
 def block_table_tensor(block_tables, device: torch.device) -> torch.Tensor:  # [num_reqs, max_num_blocks] int32
     """The batch's block tables padded with block 0 (one host-to-device copy)."""
-    flat, width = _flat_tables(block_tables)
-    return to_device(flat, torch.int32, device).view(len(block_tables), width)
-
-
-def layout_tensors(prefix_lens, block_tables, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(prefix [num_reqs] int64, block_table_tensor [num_reqs, max_num_blocks] int32) of a tree round's StepLayout,
-    in one host-to-device copy: each copy costs the host ~20-40 us, in the window where the GPU waits for the
-    round's draft to be launched."""
-    assert len(prefix_lens) == len(block_tables), "a prefix length and a block table per request"
-    num_reqs = len(block_tables)
-    flat, width = _flat_tables(block_tables)
-    both = to_device([*prefix_lens, *flat], torch.int64, device)
-    return both[:num_reqs], both[num_reqs:].view(num_reqs, width).to(torch.int32)
-
-
-def _flat_tables(block_tables) -> tuple[list[int], int]:
-    """The block tables row-major, each padded with block 0 to the widest (at least 1); that width."""
     width = max((len(b) for b in block_tables), default=0) or 1
-    return [block for blocks in block_tables for block in (*blocks, *(0,) * (width - len(blocks)))], width
+    flat = [block for blocks in block_tables for block in (*blocks, *(0,) * (width - len(blocks)))]
+    return to_device(flat, torch.int32, device).view(len(block_tables), width)
 
 
 class DeviceTreeSteps:

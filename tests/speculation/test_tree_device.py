@@ -12,7 +12,6 @@ from specbench.speculation.tree_builder import TopKTreeBuilder
 from specbench.speculation.tree_device import (
     StepLayout,
     block_table_tensor,
-    layout_tensors,
     grow_tree_on_device,
 )
 from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
@@ -203,10 +202,3 @@ def test_traced_device_path_reads_back_only_at_the_end(monkeypatch):
     trace.finish = finish_after_undo
     grow_tree_on_device(TRACED_PLAN, traced_root(), quiet, fake_step, trace)
     assert reads == ["finish"] and len(recorder.trees) == 3
-
-
-def test_layout_tensors_equal_the_separate_copies():
-    prefix, tables = layout_tensors(PREFIX_LENS, BLOCK_TABLES, torch.device("cpu"))
-    assert prefix.dtype == torch.int64 and prefix.tolist() == list(PREFIX_LENS)
-    want = block_table_tensor(BLOCK_TABLES, torch.device("cpu"))
-    assert tables.dtype == torch.int32 and torch.equal(tables, want)

@@ -32,7 +32,7 @@ from specbench.speculation.eagle.round_input import RequestState, RoundFeatures,
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.step_plan import draft_step_metadata
 from specbench.speculation.tree_device import (
-    GrowTree, StepLayout, TreeStepInput, layout_tensors, grow_tree_on_device,
+    GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
 )
 from specbench.speculation.tree_graph import TreeDraftGraphs
 from specbench.speculation.tree_propose import TreePlan, tree_reach
@@ -174,7 +174,8 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         if missing:
             raise RuntimeError(f"requests {missing} asked for a tree without new target features")
         prefix_lens = tuple(len(tokens) - 1 for tokens in inp.token_ids)
-        prefix, block_tables = layout_tensors(prefix_lens, inp.block_tables, self.device)
+        prefix = to_device(prefix_lens, torch.int64, self.device)
+        block_tables = block_table_tensor(inp.block_tables, self.device)
         round_graphs = self.tree_round_graphs.get(plan)
         if (round_graphs is not None and self._replays_tree_graphs()
                 and round_graphs.fits(feats, prefix_lens, block_tables)):
