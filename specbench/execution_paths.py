@@ -6,9 +6,10 @@ A path is *production* on a device when a default run there takes it (`scripts/b
 attention, verifier and layers; on CUDA also CUDA graphs, rounds drafted ahead, fused projections, the Triton
 verifier and attention. The tree paths (`eagle_topk` > 1, opt-in as in SGLang) count as production where a tree run
 takes them by default (the selftest's tree rows run them). `specbench selftest` fails when a production path of
-its device went unexercised by the engines under test (selftest/coverage.py), so a new fast path cannot land without the sentinel reaching it: add it
-here (or, for a path a proposer's own code decides, to its class's `execution_paths`), record it where the engine
-decides to take it, and make the selftest reach it. speculation/registry.py execution_paths() lists every path.
+its device went unexercised by the engines under test (selftest/coverage.py), so a new fast path cannot land
+without the sentinel reaching it: add it here (or, for a path a proposer's own code decides, to its class's
+`execution_paths`), record it where the engine decides to take it, and make the selftest reach it.
+speculation/registry.py execution_paths() lists every path.
 
 Recording happens at host-side decision points only (a set add; never a device sync). A forward captured in a CUDA
 graph records while it is captured, into the graph's own set; each replay records that set (runtime/cuda_graph.py).

@@ -5,12 +5,11 @@ to the drafter, return the committed tokens.
 Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py; execution path
 `spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree_graph.py);
 the target's tree verify replays the tree graph of its query length when CUDA graphs are on (`graph.verify_tree`,
-engine/model_runner.py), else runs eagerly. The engine takes
-this path whenever the run's DraftShape is a tree. The verifier is the batched one
-(speculation/tree_verify_batched.py, tested against the torch reference walk of tree_verifier.py): greedy = the
-longest matching path; sampled = recursive rejection over siblings with the deterministic-children rule, since
-drafters grow trees from the top-k of their distribution (speculation/tree_builder.py), not from independent draws:
-accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
+engine/model_runner.py), else runs eagerly. The engine takes this path whenever the run's DraftShape is a tree.
+The verifier is the batched one (speculation/tree_verify_batched.py, tested against the torch reference walk of
+tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with the
+deterministic-children rule, since drafters grow trees from the top-k of their distribution
+(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
 target distribution (proof in tree_verifier.py), whatever the draft's quality.
 
 The verify input is laid out on the device from the proposal (engine/tree_inputs.py), so the host queues the

@@ -89,7 +89,7 @@ def uniform_tree(token_ids: torch.Tensor, parents: torch.Tensor) -> tuple[DraftT
     cu_num_nodes = torch.arange(num_reqs + 1, dtype=torch.int64, device=device) * num_nodes
     tree = DraftTree(token_ids=token_ids.reshape(-1), parent=parents.reshape(-1), depth=depth.reshape(-1),
                      num_nodes=counts, cu_num_nodes=cu_num_nodes)
-    first_row = cu_num_nodes[:-1] + torch.arange(num_reqs, dtype=torch.int64, device=device)  # tree.cu_num_rows
+    first_row = cu_num_nodes[:-1] + torch.arange(num_reqs, dtype=torch.int64, device=device)  # tree.cu_num_rows[:-1]
     return tree, _padded_tree(token_ids, parents, depth, is_node, is_ancestor, first_row)
 
 
