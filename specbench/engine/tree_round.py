@@ -9,8 +9,9 @@ engine/model_runner.py), else runs eagerly. The engine takes this path whenever 
 The verifier is the batched one (speculation/tree_verify_batched.py, tested against the torch reference walk of
 tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with the
 deterministic-children rule, since drafters grow trees from the top-k of their distribution
-(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability r(c_j), then removing c_j from r, samples exactly from the
-target distribution (proof in tree_verifier.py), whatever the draft's quality.
+(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
+r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py),
+whatever the draft's quality.
 
 The verify input is laid out on the device from the proposal (engine/tree_inputs.py), so the host queues the
 target's verify right behind the draft; after the target's forward everything runs on the device too (verify, KV
