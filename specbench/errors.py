@@ -2,9 +2,23 @@
 
 Library code raises `SpecbenchError` for such conditions (bad path, mismatched
 vocabulary, malformed data, impossible configuration); the CLI catches it,
-prints the message and exits with status 2. Anything else is a bug and keeps
-its traceback.
+prints the message and exits with status 2. Anything else is a bug: it keeps
+its traceback and exits with status 3 (ExitStatus.CRASHED), never 1, so a CI
+tells a crash of specbench from a regression of what it measured.
 """
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Every command's exit status, declared once (README "Exit status" lists them)."""
+
+    PASSED = 0
+    FAILED = 1  # a check, gate stage or --fail-on rule failed: the engine or server under test regressed
+    USAGE = 2  # a user error: one `error: ...` line; nothing was run or written
+    CRASHED = 3  # specbench itself raised (a bug): the verdict is incomplete; whatever report could be was written
+    INTERRUPTED = 130  # Ctrl-C
+    BROKEN_PIPE = 141  # the reader of stdout went away
 
 
 class SpecbenchError(Exception):

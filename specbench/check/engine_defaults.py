@@ -9,5 +9,13 @@ CHECK_ENGINE_DEFAULTS = {"dtype": "fp32", "device": "cpu", "block_size": 4, "kv_
 
 
 def check_engine(**values) -> EngineConfig:
-    """An EngineConfig with the check defaults under `values`."""
-    return EngineConfig(**{**CHECK_ENGINE_DEFAULTS, **values})
+    """An EngineConfig with the check defaults under `values`; `--device auto` resolved here, once, to the device
+    every engine and reference of the check then shares (a check compares tensors across engines)."""
+    config = EngineConfig(**{**CHECK_ENGINE_DEFAULTS, **values})
+    if config.device != "auto":
+        return config
+    from dataclasses import replace
+
+    from specbench.engine.builder import resolve_device
+
+    return replace(config, device=str(resolve_device("auto")))

@@ -40,8 +40,7 @@ def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], refere
     margins = []
     for prompt, reference, d in zip(prompts, references, positions):
         probs = next(next_token_probs(model, [prompt], [reference[:d + 1]], SamplingParams(temperature=1.0),
-                                      block_size=setup.engine.block_size,
-                                      device=setup.engine.device))  # [1, d + 1, vocab]
+                                      block_size=setup.engine.block_size))  # [1, d + 1, vocab]
         top = probs[0, d].double().topk(2).values
         margins.append(math.log(top[0]) - math.log(top[1]) if top[1] > 0 else math.inf)
     return margins

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.errors import ExitStatus
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -25,3 +27,10 @@ def format_table(results: list[CheckResult], title: str = "") -> str:
         verdict = "SKIP" if r.skipped else ("PASS" if r.passed else "CRASH" if r.is_crashed else "FAIL")
         lines.append(f"{r.name:<{width}}  {verdict}  {r.seconds:6.2f}s  {r.detail}")
     return "\n".join(lines)
+
+
+def check_exit_status(results: list[CheckResult]) -> int:
+    """CRASHED when a check raised (its verdict is missing), else FAILED when one failed, else PASSED."""
+    if any(r.is_crashed for r in results):
+        return ExitStatus.CRASHED
+    return ExitStatus.PASSED if all(r.passed for r in results) else ExitStatus.FAILED

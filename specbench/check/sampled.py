@@ -85,7 +85,7 @@ def _verdict(setup: CheckSetup, model, outs, num_prompts: int, num_samples: int,
 
     def chunks():
         for chunk in next_token_probs(model, [o.prompt_token_ids for o in outs], [tuple(t) for t in tokens], params,
-                                      block_size=setup.engine.block_size, device=setup.engine.device):
+                                      block_size=setup.engine.block_size):
             yield chunk[:, list(positions)]
 
     picked = tokens[:, list(positions)]

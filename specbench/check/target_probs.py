@@ -22,12 +22,12 @@ def next_token_probs(
     params: SamplingParams,
     *,
     block_size: int,
-    device: torch.device | str,
     chunk_tokens: int = 8192,
 ) -> Iterator[torch.Tensor]:
     """Per chunk of sequences, [num_seqs_in_chunk, num_positions, vocab] float32 host probabilities that output
-    token t of each sequence had, given its prompt and outputs 0..t-1."""
-    device = torch.device(device)
+    token t of each sequence had, given its prompt and outputs 0..t-1. On the device the model's weights are on:
+    never a config's device string, which may say `auto`."""
+    device = next(model.parameters()).device
     num_positions = len(outputs[0])
     start = 0
     while start < len(prompts):

@@ -11,7 +11,7 @@ import typer.main
 # typer >= 0.26 (vendored click): every parse error derives from TyperException, with its exit status.
 from typer.exceptions import Abort, Exit, TyperException
 
-from specbench.errors import Interrupted, SpecbenchError
+from specbench.errors import ExitStatus, Interrupted, SpecbenchError
 
 app = typer.Typer(
     name="specbench",
@@ -56,10 +56,10 @@ def main() -> None:
     try:
         with command.make_context("specbench", sys.argv[1:]) as ctx:
             command.invoke(ctx)
-        sys.exit(0)
+        sys.exit(ExitStatus.PASSED)
     except SpecbenchError as exc:
         print(_one_line(f"error: {exc}"), file=sys.stderr)
-        sys.exit(2)
+        sys.exit(ExitStatus.USAGE)
     except Exit as exc:  # --help, or a command's own typer.Exit
         sys.exit(exc.exit_code)
     except TyperException as exc:
@@ -67,10 +67,24 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except Interrupted as exc:
         print(_one_line(f"interrupted: {exc}"), file=sys.stderr)
-        sys.exit(130)
+        sys.exit(ExitStatus.INTERRUPTED)
     except (KeyboardInterrupt, Abort):
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(ExitStatus.INTERRUPTED)
     except BrokenPipeError:  # the reader went away (`specbench ... | head`): nothing left to say to it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush stays quiet
-        sys.exit(141)
+        sys.exit(ExitStatus.BROKEN_PIPE)
+    except Exception as exc:  # noqa: BLE001 - a bug in specbench: its own status, never "failed"
+        _report_crash(exc)
+        sys.exit(ExitStatus.CRASHED)
+
+
+def _report_crash(exc: BaseException) -> None:
+    """The traceback (what a bug report needs), then one line saying this is a crash of specbench itself."""
+    import traceback
+
+    from specbench.check.crash import crash_line
+
+    traceback.print_exception(exc, file=sys.stderr)
+    print(_one_line(f"specbench {crash_line(exc)}: a bug in specbench, not a verdict on what it measured "
+                    f"(exit {int(ExitStatus.CRASHED)})"), file=sys.stderr)

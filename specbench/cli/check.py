@@ -45,7 +45,8 @@ def check(
     engine: dict = None,  # the shared engine option group (options.engine_options), check's own defaults
     fault: object = None,  # --inject (options.engine_options): the fault checked, or None
 ) -> None:
-    """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails.
+    """Lossless greedy + sampled, draft oracle, invariant sweep, acceptance baseline; exit 1 when any check fails,
+    3 when one crashed (its row says what raised, where), 2 on a user error.
 
     With --base-url-spec/--base-url-ref it runs the greedy lossless check against two OpenAI-compatible
     servers instead (the other checks need the embedded engine's internals).
@@ -64,7 +65,7 @@ def check(
     from specbench.check.battery import CheckContext, run_checks
     from specbench.check.budget import resolve_budget
     from specbench.check.prompts import check_prompts
-    from specbench.check.result import format_table
+    from specbench.check.result import check_exit_status, format_table
     from specbench.check.engine_defaults import check_engine
     from specbench.check.setup import CheckSetup
     from specbench.faults import mutant_label
@@ -88,4 +89,4 @@ def check(
     print(format_table(results, title))
     if chosen.skipped:
         print(chosen.skipped)
-    raise typer.Exit(0 if all(r.passed for r in results) else 1)
+    raise typer.Exit(check_exit_status(results))

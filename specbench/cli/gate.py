@@ -91,7 +91,8 @@ def gate(
     fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
     """Lossless greedy, logprobs (top-n and prompt perplexity vs k = 0), accuracy, acceptance per position, speed and crash/empty/truncated outputs in one run:
-    exit 0 when no stage fails, 1 when one does (the report names it), 2 on a user error."""
+    exit 0 when no stage fails, 1 when one does (the report names it), 3 when judging a stage crashed inside specbench
+    (the report is still written and names it), 2 on a user error."""
     import tempfile
     from pathlib import Path
 

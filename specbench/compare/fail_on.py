@@ -9,10 +9,10 @@ from specbench.compare.formatting import delta_text, interval_text, noise_text, 
 from specbench.compare.metrics_catalog import select
 from specbench.compare.noise import MIN_RUNS
 from specbench.compare.verdict import Verdict
-from specbench.errors import SpecbenchError
+from specbench.errors import ExitStatus, SpecbenchError
 
 CONDITIONS = {"regressed": Verdict.REGRESSED}
-EXIT_FAILED = 1  # user errors exit 2
+EXIT_FAILED = ExitStatus.FAILED  # user errors exit ExitStatus.USAGE
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from specbench.compare.run_info import RunInfo, run_info
 from specbench.errors import SpecbenchError
 from specbench.json_file import json_problem
 from specbench.runs.manifest_shape import check_manifest
-from specbench.runs.schema import SCHEMA_VERSION, TABLES
+from specbench.runs.schema import SCHEMA_VERSION
+from specbench.runs.tables import read_run_table
 from specbench.runs.sweep_config import RESULTS_DIR
 
 MANIFEST = "manifest.json"
@@ -97,15 +98,4 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def _read_table(path: Path, table: str) -> pd.DataFrame:
-    file = path / f"{table}.parquet"
-    if not file.is_file():
-        raise SpecbenchError(f"{path}: {file.name} is missing (an incomplete or foreign run directory)")
-    try:
-        frame = pd.read_parquet(file)
-    except Exception as err:  # pyarrow raises several types for a damaged file
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise SpecbenchError(f"{file}: not a readable parquet file ({reason})") from None
-    missing = [name for name, _, _ in TABLES[table] if name not in frame.columns]
-    if missing:
-        raise SpecbenchError(f"{file}: not a specbench {table} table (missing columns: {', '.join(missing[:6])})")
-    return frame
+    return read_run_table(path, table)

@@ -77,9 +77,8 @@ def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, 
     if position is None:
         return TieDiagnosis(UNCLASSIFIED, None, (), "the k = 0 text ends where the k text goes on")
     model = llm.engine.runner.model
-    device = next(model.parameters()).device
     probs = next(next_token_probs(model, [prompt], [ids[:position + 1]], SamplingParams(temperature=1.0),
-                                  block_size=block_size, device=device))  # [1, position + 1, vocab]
+                                  block_size=block_size))  # [1, position + 1, vocab]
     top = probs[0, position].double().topk(2)
     first, second = (float(v) for v in top.values)
     gap = math.log(first) - math.log(second) if second > 0 else math.inf

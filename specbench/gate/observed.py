@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.metrics.accuracy import Accuracy
+from specbench.runs.tables import read_run_table
 
 NORMAL_FINISH = ("stop", "length")
 
@@ -65,8 +66,8 @@ class Observation:
 
 
 def read_observation(run_dir: Path, num_steps: int) -> Observation:
-    cells = pd.read_parquet(run_dir / "cells.parquet")
-    requests = pd.read_parquet(run_dir / "requests.parquet")
+    cells = read_run_table(run_dir, "cells")
+    requests = read_run_table(run_dir, "requests")
     spec_cells = cells[cells["num_steps"] == num_steps].sort_values("repeat")
     first = requests[requests["repeat"] == 0]
     spec = first[first["num_steps"] == num_steps]

@@ -6,10 +6,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.errors import SpecbenchError
+from specbench.errors import ExitStatus, SpecbenchError
 from specbench.gate.stage import StageResult, Status
-
-EXIT_PASSED, EXIT_FAILED = 0, 1  # user errors exit 2 (cli/app.py)
 
 
 @dataclass(frozen=True)
@@ -24,8 +22,15 @@ class GateReport:
         return tuple(s for s in self.stages if s.status is Status.FAIL)
 
     @property
+    def crashed(self) -> tuple[StageResult, ...]:
+        return tuple(s for s in self.stages if s.status is Status.CRASH)
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_FAILED if self.failed else EXIT_PASSED
+        """CRASHED over FAILED: a stage specbench could not judge leaves the verdict incomplete."""
+        if self.crashed:
+            return ExitStatus.CRASHED
+        return ExitStatus.FAILED if self.failed else ExitStatus.PASSED
 
 
 def _cell(text: str) -> str:
@@ -34,6 +39,9 @@ def _cell(text: str) -> str:
 
 def to_markdown(report: GateReport) -> str:
     verdict = "FAIL (" + ", ".join(s.name for s in report.failed) + ")" if report.failed else "PASS"
+    if report.crashed:
+        verdict = "CRASH (" + ", ".join(s.name for s in report.crashed) + ")" + (
+            f", {verdict}" if report.failed else "")
     lines = [f"## specbench gate: {verdict}", "",
              f"{report.title}; reference: {report.reference}; run: {report.run_dir}", "",
              "| stage | status | metric | tolerance | power | reason |",
@@ -48,7 +56,7 @@ def to_markdown(report: GateReport) -> str:
 
 def to_junit(report: GateReport) -> str:
     suite = ET.Element("testsuite", name="specbench gate", tests=str(len(report.stages)),
-                       failures=str(len(report.failed)),
+                       failures=str(len(report.failed)), errors=str(len(report.crashed)),
                        skipped=str(sum(s.status in (Status.SKIP, Status.NOT_AVAILABLE) for s in report.stages)))
     for s in report.stages:
         case = ET.SubElement(suite, "testcase", classname="specbench.gate", name=s.name)
@@ -56,6 +64,9 @@ def to_junit(report: GateReport) -> str:
         if s.status is Status.FAIL:
             failure = ET.SubElement(case, "failure", message=s.reason)
             failure.text = "\n".join((summary, *s.details))
+        elif s.status is Status.CRASH:
+            error = ET.SubElement(case, "error", message=s.reason)
+            error.text = "\n".join((summary, *s.details))
         elif s.status is not Status.PASS:
             ET.SubElement(case, "skipped", message=f"{s.status.value}: {s.reason}")
         else:

@@ -84,16 +84,54 @@ def run_gate(request: GateRequest) -> GateReport:
     if crash is not None:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
-    observation = read_observation(run_dir, request.num_steps)
-    logprobs = _logprobs(config, request.num_steps, run_dir, request.fault) if LOGPROBS in request.stages else None
+    try:
+        observation = read_observation(run_dir, request.num_steps)
+    except SpecbenchError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a bug reading the run back: every stage unjudged, the report written
+        return GateReport(title, _where(request), str(run_dir),
+                          tuple(_crashed(name, err) if name in request.stages else skipped(name) for name in STAGES))
+    logprobs = _guarded(lambda: _logprobs(config, request.num_steps, run_dir, request.fault)) \
+        if LOGPROBS in request.stages else None
     if request.write_reference is not None:
-        write_reference(reference_of(observation, settings, _source(config), _reference_logprobs(logprobs)),
+        write_reference(reference_of(observation, settings, _source(config),
+                                     _reference_logprobs(None if isinstance(logprobs, Exception) else logprobs)),
                         request.write_reference)
-    probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
-    stages = tuple(_stage(name, observation, reference, request, probe, logprobs) if name in request.stages
+    probe = _guarded(lambda: _probe(config, request.tolerances)) if LOSSLESS in request.stages else None
+    stages = tuple(_judged(name, observation, reference, request, probe, logprobs) if name in request.stages
                    else skipped(name) for name in STAGES)
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
+
+
+def _guarded(collect):
+    """collect(), or the exception a bug in it raised (the stages that need it crash; the others are judged)."""
+    try:
+        return collect()
+    except SpecbenchError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        return err
+
+
+def _judged(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
+            probe: Probe | None | Exception, logprobs: _LogprobsSides | None | Exception) -> StageResult:
+    """One stage's verdict; a stage that raises inside specbench is CRASH (what raised, where), not an aborted gate."""
+    needed = {LOSSLESS: probe, LOGPROBS: logprobs}.get(name)
+    if isinstance(needed, Exception):
+        return _crashed(name, needed)
+    try:
+        return _stage(name, observation, reference, request, probe, logprobs)
+    except SpecbenchError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        return _crashed(name, err)
+
+
+def _crashed(name: str, err: BaseException) -> StageResult:
+    from specbench.check.crash import crash_line
+
+    return StageResult(name, Status.CRASH, "-", "-", "-", f"specbench {crash_line(err)} (a bug: no verdict)")
 
 
 def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:

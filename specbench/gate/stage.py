@@ -13,6 +13,7 @@ class Status(enum.Enum):
     FAIL = "FAIL"
     SKIP = "SKIP"  # --skip named it
     NOT_AVAILABLE = "N/A"  # nothing to judge it on (no reference, one repeat, no draft counts): neither pass nor fail
+    CRASH = "CRASH"  # judging it raised inside specbench (a bug): no verdict; the gate exits ExitStatus.CRASHED
 
 
 LOSSLESS, LOGPROBS, ACCURACY, ACCEPTANCE, SPEED, OUTPUTS = (

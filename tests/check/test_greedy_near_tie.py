@@ -41,7 +41,7 @@ def test_the_margin_is_the_targets_top2_logprob_gap(sensitive_pairs):
     from specbench.sampling_params import SamplingParams
 
     probs = next(next_token_probs(plain, [PROMPTS[0]], [reference[0][:5]], SamplingParams(temperature=1.0),
-                                  block_size=setup.engine.block_size, device="cpu"))[0, 4]
+                                  block_size=setup.engine.block_size))[0, 4]
     first, second = sorted(probs.tolist(), reverse=True)[:2]
     assert margins[0] == pytest.approx(math.log(first) - math.log(second), rel=1e-5)
     assert int(probs.argmax()) == reference[0][4]  # greedy chose the top candidate whose margin is measured
