@@ -8,6 +8,7 @@ from typing import Any
 
 from specbench.backends.reasoning import DeltaText, split_delta
 from specbench.backends.server_logprobs import (
+    MalformedLogprobs,
     ServerTokenLogprob,
     parse_logprobs,
     parse_prompt_logprobs,
@@ -98,7 +99,10 @@ class StreamState:
                 raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
             parts = split_delta(choice)
             if choice.get("logprobs") is not None:
-                self.logprobs.extend(parse_logprobs(choice) or ())
+                try:
+                    self.logprobs.extend(parse_logprobs(choice) or ())
+                except MalformedLogprobs as err:  # the request fails alone, its logprobs never half-read
+                    raise StreamFormatError(f"malformed logprobs ({err})") from None
             if choice.get("prompt_logprobs") is not None:
                 self.prompt_logprobs = parse_prompt_logprobs(choice)
             if choice.get("finish_reason") is not None:
