@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from specbench.backends import server_text
 from specbench.runs.deadlines import CACHE_RESET_TIMEOUT_S, INFO_TIMEOUT_S, METRICS_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Answer:
 
     def json(self) -> Any:
         try:
-            return json.loads(self.body)
+            return server_text.loads(self.body)  # lone surrogates replaced: answers are stored and printed
         except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
             raise ServerAnswerError(f"{self.call}: the answer is not JSON ({err})") from None
 

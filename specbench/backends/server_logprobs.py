@@ -63,7 +63,8 @@ def check_parallel(*lists: tuple[str, Sequence[Any]]) -> None:
 
 
 def objects_of(entries: list[Any], name: str) -> list[dict[str, Any]]:
-    """`entries`, each an object, else MalformedLogprobs: a token without one is not dropped in silence (it shifts every later one)."""
+    """`entries`, each an object, else MalformedLogprobs: a token without one is not dropped in silence (that
+    would shift every later one)."""
     bad = next((i for i, e in enumerate(entries) if not isinstance(e, dict)), None)
     if bad is not None:
         raise MalformedLogprobs(f"{name}[{bad}] is {type(entries[bad]).__name__}, not an object")

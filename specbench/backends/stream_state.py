@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.backends import server_text
 from specbench.backends.reasoning import DeltaText, split_delta
 from specbench.backends.server_logprobs import (
     MalformedLogprobs,
@@ -71,7 +72,7 @@ class StreamState:
     def add_event(self, data: str, now: float) -> None:
         """Parse one `data:` payload (not [DONE]) into the state."""
         try:
-            event = json.loads(data)
+            event = server_text.loads(data)  # lone surrogates replaced: the text is stored and printed later
         except json.JSONDecodeError as err:
             raise StreamFormatError(f"not JSON ({err.msg}): {data[:80]!r}") from None
         if not isinstance(event, dict):
