@@ -122,3 +122,34 @@ def test_missing_file_empty_file_and_bare_prefix(tmp_path):
         get_workload("file")
     with pytest.raises(SpecbenchError, match="no option.*num_shots"):
         get_workload(f"file:{_jsonl(tmp_path, ROWS)}", num_shots=2)
+
+
+def test_an_oversized_row_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """A 100 MB line once grew specbench to 12 GB (decoded, parsed and tokenised whole): a JSONL line is read at
+    most MAX_ROW_BYTES + 1 at a time, and a row's text past MAX_ROW_BYTES is refused, in either format."""
+    from specbench.workloads import prompt_file
+
+    monkeypatch.setattr(prompt_file, "MAX_ROW_BYTES", 1000)
+    path = _jsonl(tmp_path, [ROWS[0], {"prompt": "x" * 50_000}, ROWS[1]])
+    reads = []
+    real_open = type(path).open
+
+    def watched_open(self, *args, **kwargs):
+        f = real_open(self, *args, **kwargs)
+        readline = f.readline
+        f.readline = lambda size=-1: reads.append(size) or readline(size)
+        return f
+
+    monkeypatch.setattr(type(path), "open", watched_open)
+    with pytest.raises(SpecbenchError, match=r"^\S*p\.jsonl line 2 is longer than 1000 bytes: a row holds one prompt"):
+        get_workload(f"file:{path}")
+    assert reads and all(0 < size <= 1001 for size in reads)  # every read bounded
+    monkeypatch.undo()
+    monkeypatch.setattr(prompt_file, "MAX_ROW_BYTES", 1000)
+    turns = [{"role": "user", "content": "y" * 400}] * 3  # each message short, the row past the limit
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}, {"messages": turns}]))
+    with pytest.raises(SpecbenchError, match=r"share\.json line 1: field 'messages': holds 1200 bytes of text: more "
+                                             r"than the 1000 a row may hold"):
+        get_workload(f"file:{share}")
+    assert len(get_workload(f"file:{_jsonl(tmp_path, ROWS, 'ok.jsonl')}").rows) == 2
