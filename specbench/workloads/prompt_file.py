@@ -7,6 +7,7 @@ is tokenised: a JSONL line is read at most MAX_ROW_BYTES at a time, and a row's 
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import itertools
 import json
@@ -50,8 +51,10 @@ def read_prompt_file(path: Path) -> tuple[list[PromptRow], str]:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         head = f.read(4096)
-        f.seek(0)
-        if head.lstrip().startswith(b"["):
+        bom = codecs.BOM_UTF8 if head.startswith(codecs.BOM_UTF8) else b""  # Windows editors write one: no JSON
+        digest.update(bom)
+        f.seek(len(bom))
+        if head[len(bom):].lstrip().startswith(b"["):
             raw = f.read()
             digest.update(raw)
             return parse_prompt_file(path, raw), digest.hexdigest()
@@ -61,7 +64,7 @@ def read_prompt_file(path: Path) -> tuple[list[PromptRow], str]:
 
 def parse_prompt_file(path: Path, raw: bytes) -> list[PromptRow]:
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is no JSON: skipped
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{path} is not UTF-8: {err}") from None
     entries = _json_array(path, text) if text.lstrip().startswith("[") else _jsonl(path, text)

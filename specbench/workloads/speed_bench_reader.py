@@ -133,7 +133,7 @@ def _records(file: Path, raw: bytes) -> Iterator[tuple[str, Any]]:
             yield f"row {index}", record
         return
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark (Windows editors write one) is no JSON
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{file}: not UTF-8 ({err})") from None
     for lineno, line in enumerate(text.split("\n"), start=1):

@@ -153,3 +153,29 @@ def test_an_oversized_row_is_refused_before_it_is_read_whole(tmp_path, monkeypat
                                              r"than the 1000 a row may hold"):
         get_workload(f"file:{share}")
     assert len(get_workload(f"file:{_jsonl(tmp_path, ROWS, 'ok.jsonl')}").rows) == 2
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark: JSONL and ShareGPT files (and the sha256 of their bytes)."""
+    import codecs
+
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(codecs.BOM_UTF8 + "".join(json.dumps(r) + "\n" for r in ROWS).encode())
+    data = get_workload(f"file:{jsonl}").load(None, None, seed=0)
+    assert [s.sample_id for s in data.samples] == ["p1", "1"]
+    assert data.files[0].sha256 == hashlib.sha256(jsonl.read_bytes()).hexdigest()
+    share = tmp_path / "bom.json"
+    share.write_bytes(codecs.BOM_UTF8 + json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}]).encode())
+    assert get_workload(f"file:{share}").load(None, None, seed=0).samples[0].turns == ("hi",)
+
+
+def test_data_files_and_json_files_with_a_byte_order_mark_are_read(tmp_path):
+    import codecs
+
+    from specbench.json_file import read_json_object
+    from specbench.workloads.data import _parse_jsonl
+
+    assert _parse_jsonl(codecs.BOM_UTF8 + b'{"a": 1}\n{"a": 2}\n', "x.jsonl") == [(1, {"a": 1}), (2, {"a": 2})]
+    config = tmp_path / "config.json"
+    config.write_bytes(codecs.BOM_UTF8 + b'{"model_type": "llama"}')
+    assert read_json_object(config, "model config") == {"model_type": "llama"}
