@@ -117,7 +117,7 @@ class OpenAIBackend:
                                  f"{self.model!r}")
 
     def start_cell(self, key: CellKey) -> None:
-        pass
+        self._client.start_cell()  # the cell's cache reset and /metrics scrapes share one deadline
 
     def reset_prefix_cache(self) -> CacheReset:
         return self._cache.reset()
