@@ -83,14 +83,39 @@ def draft_anomalies(draft: RequestDraft | None, state: StreamState, asked: Asked
               for name, n in known.items() if n > limit]
     if fatal:
         return tuple(fatal)
-    accepted, drafted, total = draft.num_accepted_tokens, draft.num_draft_tokens, state.completion_tokens
+    accepted, drafted, rounds = draft.num_accepted_tokens, draft.num_draft_tokens, draft.num_draft_rounds
     found = []
     if accepted is not None and drafted is not None and accepted > drafted:
         found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted of {drafted} drafted"))
-    if accepted is not None and total is not None and accepted > total:
+    # NOTE: the usage block is optional (a proxy may drop stream_options): without it the completion is bounded by
+    # what was asked and what streamed, so the check still runs
+    total, what = state.completion_tokens, "completion tokens"
+    if total is None:
+        total, what = _completion_ceiling(state, asked), "completion tokens at most (no usage: max_tokens and text)"
+    if accepted is not None and accepted > total:
         found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted draft tokens for "
-                                                         f"{total} completion tokens"))
+                                                         f"{total} {what}"))
+    per_pos = draft.num_accepted_per_pos  # A_k: position k accepted only where k - 1 was (a histogram's tails)
+    if any(b > a for a, b in zip(per_pos, per_pos[1:])):
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: accepted per position {list(per_pos)} "
+                                                         "grows with the position"))
+    elif per_pos and rounds is not None and per_pos[0] > rounds:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {per_pos[0]} accepted at position 0 in "
+                                                         f"{rounds} rounds"))
+    elif per_pos and accepted is not None and sum(per_pos) != accepted:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: accepted per position sums to "
+                                                         f"{sum(per_pos)}, not the {accepted} accepted"))
     return tuple(found)
+
+
+def _completion_ceiling(state: StreamState, asked: Asked) -> int:
+    """The most completion tokens a response without usage can hold: max_tokens (+ a round's overshoot), and unless
+    ignore_eos, what its text can carry (the bounds response_anomalies calls absurd past)."""
+    ceiling = asked.max_tokens + OVER_MAX_TOKENS_SLACK
+    if not asked.ignore_eos:
+        text_bytes = len("".join(c.emitted for c in state.chunks).encode())
+        ceiling = min(ceiling, TEXT_FACTOR * (text_bytes + 1) + TEXT_SLACK)
+    return ceiling
 
 
 def _usage_mismatches(state: StreamState, cumulative: list[int], tokenizer) -> list[Anomaly]:
