@@ -77,6 +77,10 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None
         text = apply_chat_template(tokenizer, messages)
     except SpecbenchError as err:
         raise BadRequest(str(err), "messages") from None
+    except Exception as err:  # the model's template refusing these messages (jinja raise_exception: roles must
+        # alternate, ...): the request's fault, a 400, never a 500 with a traceback
+        raise BadRequest(f"the model's chat template refuses these messages ({type(err).__name__}: {err})",
+                         "messages") from None
     token_ids = _encode(tokenizer, text, add_special_tokens=False)  # the template rendered BOS & co already
     name = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens

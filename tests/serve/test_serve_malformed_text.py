@@ -102,3 +102,21 @@ def test_a_client_gone_mid_body_leaves_no_traceback(guarded_server, client, serv
     time.sleep(0.5)
     bad = [r for r in server_log if r.levelno >= logging.ERROR or r.exc_info]
     assert bad == [], [r.getMessage() for r in bad]
+
+
+def test_messages_the_chat_template_refuses_are_a_400(client, server_log, monkeypatch):
+    """Templates raise on what they cannot render (jinja's raise_exception: roles must alternate): a 400."""
+    from specbench.serve import protocol
+
+    class TemplateError(Exception):  # jinja2's is no ValueError either
+        pass
+
+    def refuse(tokenizer, messages):
+        raise TemplateError("Conversation roles must alternate user/assistant/user/assistant/...")
+
+    monkeypatch.setattr(protocol, "apply_chat_template", refuse)
+    body = {"messages": [{"role": "assistant", "content": "x"}], "max_tokens": 1}
+    error = assert_error(client.post(CHAT, json=body), 400, "messages")
+    assert error["message"] == ("the model's chat template refuses these messages (TemplateError: Conversation roles "
+                                "must alternate user/assistant/user/assistant/...)")
+    assert [r for r in server_log if r.levelno >= logging.ERROR] == []
