@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from itertools import zip_longest
 
 from specbench.backends.spec_counters import SpecCounters
 from specbench.backends.stream_state import StreamState
@@ -154,8 +155,10 @@ def counters_backwards(before: SpecCounters | None, after: SpecCounters | None) 
     down = [f"{name} {getattr(before, name):g} -> {getattr(after, name):g}" for name in names
             if getattr(before, name) is not None and getattr(after, name) is not None
             and getattr(after, name) < getattr(before, name)]
+    # a position missing from one scrape is at 0 there (a position that vanished went down to 0)
     positions = [f"accepted at position {k} {b:g} -> {a:g}" for k, (b, a) in
-                 enumerate(zip(before.num_accepted_per_pos, after.num_accepted_per_pos)) if a < b]
+                 enumerate(zip_longest(before.num_accepted_per_pos, after.num_accepted_per_pos, fillvalue=0.0))
+                 if a < b]
     return tuple(Anomaly(AnomalyKind.COUNTER_BACKWARDS, f"{after.source} {what}") for what in down + positions)
 
 

@@ -109,3 +109,15 @@ def test_prompt_logprobs_of_another_length_than_the_reference_fail():
     result = logprobs_stage(now, LogprobsRun("k=0", (LogprobsSample("0", out, full),)),
                             LogprobsTolerance(0.3, 0.02, 0.0, 0.1, "test"))
     assert result.status is Status.FAIL and "1 prompt(s) with logprobs of another length" in result.reason, result
+
+
+def test_a_per_position_counter_that_vanishes_between_scrapes_went_backwards():
+    from specbench.backends.anomalies import counters_backwards
+    from specbench.backends.spec_counters import SpecCounters
+
+    before = SpecCounters("vllm", 10.0, 30.0, 17.0, (10.0, 5.0, 2.0), 100.0)
+    after = SpecCounters("vllm", 12.0, 36.0, 20.0, (12.0, 6.0), 110.0)  # position 2 gone: 2 -> 0
+    assert [str(a) for a in counters_backwards(before, after)] == [
+        "counter_backwards: vllm accepted at position 2 2 -> 0"]
+    grown = SpecCounters("vllm", 12.0, 36.0, 20.0, (12.0, 6.0, 2.0, 1.0), 110.0)  # a new position counts from 0
+    assert counters_backwards(before, grown) == ()
