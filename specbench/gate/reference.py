@@ -97,7 +97,8 @@ def _logprobs_run(doc: dict[str, Any]) -> LogprobsRun:
         LogprobsSample(str(s["sample_id"]), tuple(_token(e) for e in s["output"]),
                        None if s["prompt"] is None else tuple(None if e is None else _token(e) for e in s["prompt"]))
         for s in doc["samples"])
-    return LogprobsRun(str(doc["label"]), samples, str(doc["missing"]))
+    return LogprobsRun(str(doc["label"]), samples, str(doc["missing"]),
+                       tuple(str(m) for m in doc.get("malformed") or ()))  # absent before malformed was recorded
 
 
 def _token(doc: dict[str, Any]) -> ServerTokenLogprob:

@@ -121,3 +121,21 @@ def test_a_per_position_counter_that_vanishes_between_scrapes_went_backwards():
         "counter_backwards: vllm accepted at position 2 2 -> 0"]
     grown = SpecCounters("vllm", 12.0, 36.0, 20.0, (12.0, 6.0, 2.0, 1.0), 110.0)  # a new position counts from 0
     assert counters_backwards(before, grown) == ()
+
+
+def test_a_reference_keeps_its_malformed_logprobs(tmp_path):
+    """A reference recorded from a server with malformed logprobs fails the stage it is compared in, read back."""
+    from specbench.backends.server_logprobs import ServerTokenLogprob as T
+    from specbench.gate.logprobs_collect import LogprobsRun, LogprobsSample
+    from specbench.gate.logprobs_stage import LogprobsTolerance, logprobs_stage
+    from specbench.gate.reference import GateSettings, read_reference, reference_of, write_reference
+    from tests.gate.test_gate_stages import _observation
+
+    sample = LogprobsSample("0", (T("a", -0.1, (("a", -0.1),)),), None)
+    run = LogprobsRun("k=0", (sample,), malformed=("sample 1: 7 logprobs.tokens, 2 logprobs.token_logprobs",))
+    path = tmp_path / "ref.json"
+    write_reference(reference_of(_observation(), GateSettings("gsm8k", 4, 1, 16, 2, 1), "server", run), path)
+    reference = read_reference(path).logprobs
+    assert reference == run
+    result = logprobs_stage(LogprobsRun("k=2", (sample,)), reference, LogprobsTolerance(0.3, 0.02, 0.0, 0.1, "t"))
+    assert result.status is Status.FAIL and "malformed logprobs response(s) from the reference" in result.reason
