@@ -166,7 +166,7 @@ def counters_backwards(before: SpecCounters | None, after: SpecCounters | None) 
 class ResponseTotals:
     """What a cell's successful responses reported, summed (None: no response reported it)."""
 
-    num_generated: int | None  # usage.completion_tokens
+    num_generated: int | None  # usage.completion_tokens; without usage, the chunks with text (>= 1 token each)
     num_draft_tokens: int | None  # per-response draft counts (llama.cpp timings, ...)
     num_accepted_tokens: int | None
 
@@ -179,7 +179,10 @@ class ResponseTotals:
             known = [v for v in values if v is not None]
             return sum(known) if known else None
 
-        return cls(total([item.output.stats.num_output_tokens for item in ok if item.is_usage_reported]),
+        # NOTE: usage is optional (a proxy may drop stream_options): a response without it still generated at least
+        # one token per emission (a chunk with text), so the counter check keeps a floor to compare with
+        return cls(total([item.output.stats.num_output_tokens if item.is_usage_reported else
+                          len(item.output.stats.emission_times) for item in ok]),
                    total([d.num_draft_tokens for d in drafts]), total([d.num_accepted_tokens for d in drafts]))
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 from typer.testing import CliRunner
 
@@ -42,9 +42,11 @@ def _event(body: dict) -> str:
 
 def _app(behaviours: tuple[str, ...]) -> Starlette:
     counter = itertools.count()
+    served = [0]
 
     async def completions(request):
         spec = SPECS[behaviours[next(counter) % len(behaviours)]]
+        served[0] += 1
 
         async def events():
             for word in WORDS:
@@ -59,7 +61,12 @@ def _app(behaviours: tuple[str, ...]) -> Starlette:
     async def models(request):
         return JSONResponse({"data": [{"id": "fake"}]})
 
-    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]), Route("/v1/models", models)])
+    async def metrics(request):  # one generated token counted per request: fewer than the 3 chunks of text each
+        n = served[0]
+        return PlainTextResponse(f"vllm:spec_decode_num_drafts_total {2 * n}\nvllm:generation_tokens_total {n}\n")
+
+    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]), Route("/v1/models", models),
+                             Route("/metrics", metrics)])
 
 
 def test_draft_counts_without_usage_are_checked(tmp_path):
@@ -74,6 +81,11 @@ def test_draft_counts_without_usage_are_checked(tmp_path):
         result = CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"})
     assert result.exit_code == 0, result.output
     requests = pd.read_parquet(tmp_path / "nousage" / "requests.parquet").sort_values("request_index")
+    (cell,) = pd.read_parquet(tmp_path / "nousage" / "cells.parquet").to_dict("records")
+    # the counter check keeps a floor without usage: each successful response's 3 chunks of text
+    num_ok = int(requests["error"].isna().sum())
+    assert list(cell["window_anomalies"]) == [f"counter_mismatch: vllm counted {len(SPECS)} generated tokens in the "
+                                              f"window, the responses report {3 * num_ok}"]
     rows = dict(zip(behaviours, requests.to_dict("records")))
     assert not any(r["is_usage_reported"] for r in rows.values())
     clean = rows["clean"]
