@@ -1,8 +1,8 @@
 """Parse a user prompt file: JSONL rows (`prompt` or chat `messages`) or ShareGPT JSON (`conversations`).
 
 Every malformed row is one SpecbenchError naming the file, the line and the field. Rows are bounded before anything
-is tokenised: a JSONL line is read at most MAX_ROW_BYTES at a time, and a row's text past MAX_ROW_BYTES is refused
-(one 100 MB line would otherwise be decoded, parsed and tokenised whole: gigabytes).
+is tokenised: a JSONL line is read at most MAX_ROW_BYTES (workloads/base.py) at a time, and a row's text past it is
+refused (one 100 MB line would otherwise be decoded, parsed and tokenised whole: gigabytes).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from typing import Any, BinaryIO
 
 from specbench.errors import SpecbenchError
 from specbench.json_file import json_problem
+from specbench.workloads import base
 
 DEFAULT_CATEGORY = "file"
 MAX_TOKENS = 2**24  # far above any model's context; a larger per-row max_tokens is a typo or hostile
-# A row's text: 1M tokens (past any model's context) is ~4 MB of UTF-8; twice that is no prompt but a mistake
-MAX_ROW_BYTES = 8 << 20
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
                   "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant"}
@@ -93,13 +92,13 @@ def _jsonl_lines(path: Path, f: BinaryIO, digest) -> list[tuple[int, Any]]:
     after reading MAX_ROW_BYTES + 1 of its bytes, never whole."""
     entries = []
     for lineno in itertools.count(1):
-        raw = f.readline(MAX_ROW_BYTES + 1)
+        raw = f.readline(base.MAX_ROW_BYTES + 1)
         if not raw:
             return entries
         digest.update(raw)
-        if len(raw) > MAX_ROW_BYTES:
-            raise SpecbenchError(f"{path} line {lineno} is longer than {MAX_ROW_BYTES} bytes: a row holds one prompt "
-                                 f"(at most {MAX_ROW_BYTES} bytes of text)")
+        if len(raw) > base.MAX_ROW_BYTES:
+            raise SpecbenchError(f"{path} line {lineno} is longer than {base.MAX_ROW_BYTES} bytes: a row holds one "
+                                 f"prompt (at most {base.MAX_ROW_BYTES} bytes of text)")
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -174,8 +173,9 @@ def _row(entry: Any, index: int, line: int) -> PromptRow:
     else:
         system, turns = _conversation(entry[kind], kind)
     num_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in (*turns, system or ""))
-    if num_bytes > MAX_ROW_BYTES:  # checked before anything is tokenised (ShareGPT rows are read whole)
-        raise FieldError(kind, f"holds {num_bytes} bytes of text: more than the {MAX_ROW_BYTES} a row may hold")
+    if num_bytes > base.MAX_ROW_BYTES:  # checked before anything is tokenised (ShareGPT rows are read whole)
+        raise FieldError(kind, f"holds {num_bytes} bytes of text: more than the {base.MAX_ROW_BYTES} a row may "
+                               "hold")
     return PromptRow(
         row_id=_row_id(entry, index),
         line=line,

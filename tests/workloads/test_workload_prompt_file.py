@@ -127,9 +127,9 @@ def test_missing_file_empty_file_and_bare_prefix(tmp_path):
 def test_an_oversized_row_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
     """A 100 MB line once grew specbench to 12 GB (decoded, parsed and tokenised whole): a JSONL line is read at
     most MAX_ROW_BYTES + 1 at a time, and a row's text past MAX_ROW_BYTES is refused, in either format."""
-    from specbench.workloads import prompt_file
+    from specbench.workloads import base
 
-    monkeypatch.setattr(prompt_file, "MAX_ROW_BYTES", 1000)
+    monkeypatch.setattr(base, "MAX_ROW_BYTES", 1000)
     path = _jsonl(tmp_path, [ROWS[0], {"prompt": "x" * 50_000}, ROWS[1]])
     reads = []
     real_open = type(path).open
@@ -145,7 +145,7 @@ def test_an_oversized_row_is_refused_before_it_is_read_whole(tmp_path, monkeypat
         get_workload(f"file:{path}")
     assert reads and all(0 < size <= 1001 for size in reads)  # every read bounded
     monkeypatch.undo()
-    monkeypatch.setattr(prompt_file, "MAX_ROW_BYTES", 1000)
+    monkeypatch.setattr(base, "MAX_ROW_BYTES", 1000)
     turns = [{"role": "user", "content": "y" * 400}] * 3  # each message short, the row past the limit
     share = tmp_path / "share.json"
     share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}, {"messages": turns}]))
