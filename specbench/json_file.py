@@ -40,7 +40,7 @@ def json_problem(err: Exception) -> str:
 def read_json_file(path: Path, what: str = "JSON file") -> Any:
     """The JSON value in `path`; `what` says what the file is for ("model config")."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a leading byte-order mark is no JSON: skipped
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{what} {path} is not UTF-8 text: {err.reason}") from None
     except OSError as err:

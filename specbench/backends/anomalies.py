@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from itertools import zip_longest
 
 from specbench.backends.spec_counters import SpecCounters
 from specbench.backends.stream_state import StreamState
@@ -83,14 +84,39 @@ def draft_anomalies(draft: RequestDraft | None, state: StreamState, asked: Asked
               for name, n in known.items() if n > limit]
     if fatal:
         return tuple(fatal)
-    accepted, drafted, total = draft.num_accepted_tokens, draft.num_draft_tokens, state.completion_tokens
+    accepted, drafted, rounds = draft.num_accepted_tokens, draft.num_draft_tokens, draft.num_draft_rounds
     found = []
     if accepted is not None and drafted is not None and accepted > drafted:
         found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted of {drafted} drafted"))
-    if accepted is not None and total is not None and accepted > total:
+    # NOTE: the usage block is optional (a proxy may drop stream_options): without it the completion is bounded by
+    # what was asked and what streamed, so the check still runs
+    total, what = state.completion_tokens, "completion tokens"
+    if total is None:
+        total, what = _completion_ceiling(state, asked), "completion tokens at most (no usage: max_tokens and text)"
+    if accepted is not None and accepted > total:
         found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {accepted} accepted draft tokens for "
-                                                         f"{total} completion tokens"))
+                                                         f"{total} {what}"))
+    per_pos = draft.num_accepted_per_pos  # A_k: position k accepted only where k - 1 was (a histogram's tails)
+    if any(b > a for a, b in zip(per_pos, per_pos[1:])):
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: accepted per position {list(per_pos)} "
+                                                         "grows with the position"))
+    elif per_pos and rounds is not None and per_pos[0] > rounds:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: {per_pos[0]} accepted at position 0 in "
+                                                         f"{rounds} rounds"))
+    elif per_pos and accepted is not None and sum(per_pos) != accepted:
+        found.append(Anomaly(AnomalyKind.DRAFT_MISMATCH, f"{draft.source}: accepted per position sums to "
+                                                         f"{sum(per_pos)}, not the {accepted} accepted"))
     return tuple(found)
+
+
+def _completion_ceiling(state: StreamState, asked: Asked) -> int:
+    """The most completion tokens a response without usage can hold: max_tokens (+ a round's overshoot), and unless
+    ignore_eos, what its text can carry (the bounds response_anomalies calls absurd past)."""
+    ceiling = asked.max_tokens + OVER_MAX_TOKENS_SLACK
+    if not asked.ignore_eos:
+        text_bytes = len("".join(c.emitted for c in state.chunks).encode())
+        ceiling = min(ceiling, TEXT_FACTOR * (text_bytes + 1) + TEXT_SLACK)
+    return ceiling
 
 
 def _usage_mismatches(state: StreamState, cumulative: list[int], tokenizer) -> list[Anomaly]:
@@ -129,8 +155,10 @@ def counters_backwards(before: SpecCounters | None, after: SpecCounters | None) 
     down = [f"{name} {getattr(before, name):g} -> {getattr(after, name):g}" for name in names
             if getattr(before, name) is not None and getattr(after, name) is not None
             and getattr(after, name) < getattr(before, name)]
+    # a position missing from one scrape is at 0 there (a position that vanished went down to 0)
     positions = [f"accepted at position {k} {b:g} -> {a:g}" for k, (b, a) in
-                 enumerate(zip(before.num_accepted_per_pos, after.num_accepted_per_pos)) if a < b]
+                 enumerate(zip_longest(before.num_accepted_per_pos, after.num_accepted_per_pos, fillvalue=0.0))
+                 if a < b]
     return tuple(Anomaly(AnomalyKind.COUNTER_BACKWARDS, f"{after.source} {what}") for what in down + positions)
 
 
@@ -138,7 +166,7 @@ def counters_backwards(before: SpecCounters | None, after: SpecCounters | None) 
 class ResponseTotals:
     """What a cell's successful responses reported, summed (None: no response reported it)."""
 
-    num_generated: int | None  # usage.completion_tokens
+    num_generated: int | None  # usage.completion_tokens; without usage, the chunks with text (>= 1 token each)
     num_draft_tokens: int | None  # per-response draft counts (llama.cpp timings, ...)
     num_accepted_tokens: int | None
 
@@ -151,7 +179,10 @@ class ResponseTotals:
             known = [v for v in values if v is not None]
             return sum(known) if known else None
 
-        return cls(total([item.output.stats.num_output_tokens for item in ok if item.is_usage_reported]),
+        # NOTE: usage is optional (a proxy may drop stream_options): a response without it still generated at least
+        # one token per emission (a chunk with text), so the counter check keeps a floor to compare with
+        return cls(total([item.output.stats.num_output_tokens if item.is_usage_reported else
+                          len(item.output.stats.emission_times) for item in ok]),
                    total([d.num_draft_tokens for d in drafts]), total([d.num_accepted_tokens for d in drafts]))
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import httpx
 
+from specbench.backends import server_text
 from specbench.backends.request_body import HttpRequest
 from specbench.backends.sse import DONE, sse_data
 from specbench.backends.stream_state import StreamFormatError, StreamState
@@ -69,8 +69,8 @@ def _error_text(body: bytes) -> str:
     """The message of an OpenAI-style error body, else its first line."""
     text = body.decode("utf-8", "replace").strip()
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = server_text.loads(text)
+    except ValueError:
         return text.splitlines()[0][:200] if text else ""
     error = data.get("error", data) if isinstance(data, dict) else data
     message = error.get("message") if isinstance(error, dict) else None

@@ -124,6 +124,7 @@ class LaunchingBackend:
         if (key.num_steps, key.draft_shape) != (self._num_steps, self._shape):
             self._stop()
             self._launch(key.num_steps, key.draft_shape)
+        self._live().start_cell(key)
 
     def reset_prefix_cache(self) -> CacheReset:
         return self._live().reset_prefix_cache()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.backends.deadline import DeadlineClient, ServerAnswerError
+from specbench.backends.server_logprobs import MalformedLogprobs, check_parallel, objects_of
 from specbench.runs.deadlines import REQUEST_TIMEOUT_S
 
 NEAR_TIE_MARGIN = 0.1  # nats between the top-2 log-probabilities at the divergent token
@@ -47,22 +48,24 @@ def classify(margin: float | None, threshold: float = NEAR_TIE_MARGIN) -> str:
 
 
 def parse_logprobs(choice: dict[str, Any]) -> list[TokenTop] | None:
+    """Raises MalformedLogprobs (server_logprobs.py) where the lists disagree in length or an entry is no object."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
         return None
     content = logprobs.get("content")
     if isinstance(content, list):
         out = []
-        for entry in content:
+        for entry in objects_of(content, "logprobs.content"):
             top = tuple((str(t.get("token", "")), float(t["logprob"])) for t in entry.get("top_logprobs") or ()
                         if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float)))
             out.append(TokenTop(str(entry.get("token", "")), tuple(sorted(top, key=lambda p: -p[1]))))
         return out
     tokens, tops = logprobs.get("tokens"), logprobs.get("top_logprobs")
     if isinstance(tokens, list) and isinstance(tops, list):
+        check_parallel(("logprobs.tokens", tokens), ("logprobs.top_logprobs", tops))  # else positions shift
         return [TokenTop(str(token), tuple(sorted(((str(k), float(v)) for k, v in (top or {}).items()),
                                                   key=lambda p: -p[1])))
-                for token, top in zip(tokens, tops)]
+                for token, top in zip(tokens, tops, strict=True)]
     return None
 
 
@@ -84,7 +87,10 @@ def diagnose(client: DeadlineClient, model: str, prompt: str, ref_text: str, spe
     if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
         return TieDiagnosis(UNCLASSIFIED, None, (), "logprobs probe failed (unexpected answer: no choices[0] object)")
     choice = choices[0]
-    tokens = parse_logprobs(choice)
+    try:
+        tokens = parse_logprobs(choice)
+    except MalformedLogprobs as err:
+        return TieDiagnosis(UNCLASSIFIED, None, (), f"the reference server's logprobs are malformed ({err})")
     if not tokens:
         return TieDiagnosis(UNCLASSIFIED, None, (), "the reference server returned no logprobs")
     position = cut

@@ -117,7 +117,7 @@ class OpenAIBackend:
                                  f"{self.model!r}")
 
     def start_cell(self, key: CellKey) -> None:
-        pass
+        self._client.start_cell()  # the cell's cache reset and /metrics scrapes share one deadline
 
     def reset_prefix_cache(self) -> CacheReset:
         return self._cache.reset()
@@ -174,7 +174,13 @@ class OpenAIBackend:
         # Chat-template prompts go to /v1/chat/completions (the server renders the template); plain ones as text.
         is_chat = bool(turn.prompt.messages) and not turn.prompt.add_special_tokens
         state, error = await run_request(client, build_request(turn, self.model, chat=is_chat), self.timeout_s)
-        return self._finished(turn, index, id_prefix, state, None if error is None else redact(error, self._api_key))
+        try:
+            return self._finished(turn, index, id_prefix, state,
+                                  None if error is None else redact(error, self._api_key))
+        except (ValueError, TypeError, LookupError, ArithmeticError) as err:  # a response no check foresaw
+            # fails alone: the sweep and the cell in flight go on, this request an error row without its numbers
+            why = redact(f"unreadable: {type(err).__name__}: {err}", self._api_key)
+            return self._finished(turn, index, id_prefix, StreamState(send_time=state.send_time), why)
 
     def _finished(self, turn: Turn, index: int, id_prefix: str, state: StreamState, error: str | None):
         tokenizer = self.tokenizer if self.can_tokenize else None

@@ -2,6 +2,9 @@
 `top_logprobs`), OpenAI chat (`content[]`, which llama-server also uses on /v1/completions), llama-server's native
 `completion_probabilities` (logprob or, with post_sampling_probs, prob form) and vLLM's `prompt_logprobs`.
 
+Lists the server sends side by side (`tokens` / `token_logprobs` / `top_logprobs`) must agree in length, and every
+entry must be an object: pairing them to the shortest list would compare 2 tokens of 7 and pass (MalformedLogprobs).
+
 Values are kept as sent: a server that reports 0.0 for every token (llama.cpp #27972; a speculating llama-server
 sends 0.0 without alternatives for accepted draft tokens) is read as 0.0, and is_degenerate_logprobs says so.
 """
@@ -20,6 +23,10 @@ MIN_TOKENS_FOR_VERDICT = 4
 MASS_SLACK = 1e-3  # listed candidates may sum past probability 1 by float rounding only
 
 
+class MalformedLogprobs(ValueError):
+    """A logprobs block whose parts disagree: read as it is, it would silently drop tokens."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerTokenLogprob:
     token: str
@@ -29,20 +36,39 @@ class ServerTokenLogprob:
 
 
 def parse_logprobs(choice: dict[str, Any]) -> list[ServerTokenLogprob] | None:
-    """A choice's (or stream chunk choice's) `logprobs` in any OpenAI-style shape; None when it carries none."""
+    """A choice's (or stream chunk choice's) `logprobs` in any OpenAI-style shape; None when it carries none.
+    Raises MalformedLogprobs when its parallel lists differ in length or an entry is not an object."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
         return None
     content = logprobs.get("content")
     if isinstance(content, list):
-        return [_content_entry(e, "logprob", "top_logprobs") for e in content if isinstance(e, dict)]
+        return [_content_entry(e, "logprob", "top_logprobs") for e in objects_of(content, "logprobs.content")]
     tokens, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
     if isinstance(tokens, list):
         values = values if isinstance(values, list) else [None] * len(tokens)
         tops = tops if isinstance(tops, list) else [None] * len(tokens)
+        check_parallel(("logprobs.tokens", tokens), ("logprobs.token_logprobs", values),
+                       ("logprobs.top_logprobs", tops))
         return [ServerTokenLogprob(str(token), _number(value), _sorted(_dict_top(top)))
-                for token, value, top in zip(tokens, values, tops)]
+                for token, value, top in zip(tokens, values, tops, strict=True)]
     return None
+
+
+def check_parallel(*lists: tuple[str, Sequence[Any]]) -> None:
+    """Raise MalformedLogprobs unless the named lists, sent as one entry per token, have one length."""
+    lengths = {len(values) for _, values in lists}
+    if len(lengths) > 1:
+        raise MalformedLogprobs(", ".join(f"{len(values)} {name}" for name, values in lists))
+
+
+def objects_of(entries: list[Any], name: str) -> list[dict[str, Any]]:
+    """`entries`, each an object, else MalformedLogprobs: a token without one is not dropped in silence (that
+    would shift every later one)."""
+    bad = next((i for i, e in enumerate(entries) if not isinstance(e, dict)), None)
+    if bad is not None:
+        raise MalformedLogprobs(f"{name}[{bad}] is {type(entries[bad]).__name__}, not an object")
+    return entries
 
 
 def parse_llamacpp_native(body: dict[str, Any]) -> list[ServerTokenLogprob] | None:
@@ -52,9 +78,7 @@ def parse_llamacpp_native(body: dict[str, Any]) -> list[ServerTokenLogprob] | No
     if not isinstance(entries, list):
         return None
     out = []
-    for e in entries:
-        if not isinstance(e, dict):
-            continue
+    for e in objects_of(entries, "completion_probabilities"):
         if "prob" in e or "top_probs" in e:
             entry = _content_entry(e, "prob", "top_probs")
             out.append(ServerTokenLogprob(entry.token, _log(entry.logprob), tuple((t, _log(p)) for t, p in entry.top),

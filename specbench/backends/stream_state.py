@@ -6,8 +6,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.backends import server_text
 from specbench.backends.reasoning import DeltaText, split_delta
 from specbench.backends.server_logprobs import (
+    MalformedLogprobs,
     ServerTokenLogprob,
     parse_logprobs,
     parse_prompt_logprobs,
@@ -70,7 +72,7 @@ class StreamState:
     def add_event(self, data: str, now: float) -> None:
         """Parse one `data:` payload (not [DONE]) into the state."""
         try:
-            event = json.loads(data)
+            event = server_text.loads(data)  # lone surrogates replaced: the text is stored and printed later
         except json.JSONDecodeError as err:
             raise StreamFormatError(f"not JSON ({err.msg}): {data[:80]!r}") from None
         if not isinstance(event, dict):
@@ -98,7 +100,10 @@ class StreamState:
                 raise StreamFormatError(f"choice is not an object: {data[:80]!r}")
             parts = split_delta(choice)
             if choice.get("logprobs") is not None:
-                self.logprobs.extend(parse_logprobs(choice) or ())
+                try:
+                    self.logprobs.extend(parse_logprobs(choice) or ())
+                except MalformedLogprobs as err:  # the request fails alone, its logprobs never half-read
+                    raise StreamFormatError(f"malformed logprobs ({err})") from None
             if choice.get("prompt_logprobs") is not None:
                 self.prompt_logprobs = parse_prompt_logprobs(choice)
             if choice.get("finish_reason") is not None:

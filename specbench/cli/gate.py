@@ -98,12 +98,15 @@ def gate(
 
     from specbench.config import EngineConfig
     from specbench.errors import SpecbenchError
-    from specbench.gate.report import to_junit, to_markdown, write_text
+    from specbench.gate.report import check_output_path, to_junit, to_markdown, write_text
     from specbench.gate.runner import GateRequest, run_gate
     from specbench.gate.stage import check_requested, parse_skip
     from specbench.gate.tolerances import Tolerances
     from specbench.runs.sweep_config import SweepConfig, default_method
 
+    for flag, path in (("--write-reference", write_reference), ("--report-md", report_md), ("--junit", junit)):
+        if path:
+            check_output_path(path, flag)  # before the gate runs: not minutes later, with nothing written
     if base_url and server_cmd:
         raise SpecbenchError("--base-url gates a running server, --server-cmd launches one: pass one of them")
     is_server = bool(base_url or server_cmd)

@@ -12,7 +12,12 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.backends.server_logprobs import ServerTokenLogprob, parse_logprobs, parse_prompt_logprobs
+from specbench.backends.server_logprobs import (
+    MalformedLogprobs,
+    ServerTokenLogprob,
+    parse_logprobs,
+    parse_prompt_logprobs,
+)
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault
 
@@ -33,6 +38,9 @@ class LogprobsRun:
     label: str  # "k=0", "k=3", "k=2 server (no k = 0 run)"
     samples: tuple[LogprobsSample, ...] | None
     missing: str = ""  # why samples is None
+    # responses whose logprobs do not hold together (lists of unequal length, fewer entries than tokens): the stage
+    # fails on them; they are left out of `samples`, which would compare only what happened to be sent
+    malformed: tuple[str, ...] = ()
 
 
 def _first_turns(config: SweepConfig, tokenizer, tokenize: bool, num_steps: int):
@@ -92,7 +100,7 @@ def server_logprobs(config: SweepConfig, label: str) -> LogprobsRun:
     client = DeadlineClient(backend.root, auth_headers(api_key_from_env(config.api_key_env)))
     model, timeout = backend.model, backend.timeout_s
     backend.close()
-    samples = []
+    samples, malformed = [], []
     is_prompt_asked = True
     for turn in turns:
         body = {"model": model, "prompt": turn.prompt.text, "max_tokens": turn.params.max_tokens,
@@ -111,12 +119,29 @@ def server_logprobs(config: SweepConfig, label: str) -> LogprobsRun:
             return LogprobsRun(label, None, f"the logprobs request failed: {err}")
         choices = doc.get("choices") if isinstance(doc, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        output = parse_logprobs(choice)
+        try:
+            output = parse_logprobs(choice)
+            short = None if output is None else _fewer_than_generated(output, doc)
+            if short:
+                raise MalformedLogprobs(short)
+        except MalformedLogprobs as err:
+            malformed.append(f"sample {turn.sample.sample_id}: {err}")
+            continue
         if output is None:
             return LogprobsRun(label, None, "the server returns no logprobs (`logprobs` in /v1/completions)")
         prompt = parse_prompt_logprobs(choice) or parse_prompt_logprobs(doc)
         samples.append(LogprobsSample(turn.sample.sample_id, tuple(output), None if prompt is None else tuple(prompt)))
-    return LogprobsRun(label, tuple(samples))
+    return LogprobsRun(label, tuple(samples), malformed=tuple(malformed))
+
+
+def _fewer_than_generated(output: list[ServerTokenLogprob], doc: dict) -> str | None:
+    """Why the logprobs cover fewer tokens than the usage says were generated (one spared: an end-of-sequence
+    token a server may count without listing), else None."""
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    generated = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(generated, int) and not isinstance(generated, bool) and len(output) < generated - 1:
+        return f"logprobs for {len(output)} tokens, usage.completion_tokens {generated}"
+    return None
 
 
 def launched_logprobs(config: SweepConfig, num_steps: int, log_dir: Path) -> LogprobsRun:

@@ -18,7 +18,9 @@ floor(off_fraction x N) of their N compared tokens are off (batch-shape noise of
 atol defaults by dtype: fp32 engines FP32_ATOL, 16-bit engines and servers (dtype unknown) HALF_ATOL (vs k = 0 only:
 the invariants compare values of one row, to INVARIANT_ATOL).
 Power: any per-token error > atol on more than the allowed count of the N tokens compared; nothing after a
-divergence. N/A (not FAIL) when the server sends no logprobs, or no reference logprobs exist.
+divergence. N/A (not FAIL) when the server sends no logprobs, or no reference logprobs exist; FAIL when a response's
+logprobs do not hold together (parallel lists of unequal length, fewer entries than generated tokens, a prompt's
+logprobs of another length than the reference's): the tokens sent would pass for all of them.
 """
 
 from __future__ import annotations
@@ -158,16 +160,21 @@ def compare_outputs(now: Sequence[LogprobsSample], ref: Sequence[LogprobsSample]
 
 
 def compare_prompts(now: Sequence[LogprobsSample], ref: Sequence[LogprobsSample],
-                    tol: LogprobsTolerance) -> tuple[_Compared, list[str], float]:
-    """Prompt tokens compared one by one, and per prompt perplexity; (comparison, ppl failures, largest ppl rdiff)."""
+                    tol: LogprobsTolerance) -> tuple[_Compared, list[str], float, list[str]]:
+    """Prompt tokens compared one by one, and per prompt perplexity; (comparison, ppl failures, largest ppl rdiff,
+    prompts whose logprobs differ in length from the reference's: one prompt, one length, else tokens went missing)."""
     by_id = {s.sample_id: s for s in ref}
     num = num_off = 0
-    max_diff, worst_ppl, details, ppl_fail = 0.0, 0.0, [], []
+    max_diff, worst_ppl, details, ppl_fail, uneven = 0.0, 0.0, [], [], []
     for s in now:
         r = by_id.get(s.sample_id)
         if r is None or s.prompt is None or r.prompt is None:
             continue
-        pairs = [(a, b) for a, b in zip(s.prompt, r.prompt)
+        if len(s.prompt) != len(r.prompt):
+            uneven.append(f"sample {s.sample_id}: logprobs for {len(s.prompt)} prompt tokens, {len(r.prompt)} in the "
+                          "reference")
+            continue
+        pairs = [(a, b) for a, b in zip(s.prompt, r.prompt, strict=True)
                  if a is not None and b is not None and a.logprob is not None and b.logprob is not None]
         for i, (a, b) in enumerate(pairs):
             diff = abs(a.logprob - b.logprob)
@@ -186,7 +193,7 @@ def compare_prompts(now: Sequence[LogprobsSample], ref: Sequence[LogprobsSample]
             if rdiff > tol.ppl_rtol:
                 ppl_fail.append(f"sample {s.sample_id} prompt perplexity {ppl:.4g} vs {ppl_ref:.4g} "
                                 f"({ppl / ppl_ref - 1:+.2%})")
-    return _Compared(num, num_off, max_diff, tuple(details)), ppl_fail, worst_ppl
+    return _Compared(num, num_off, max_diff, tuple(details)), ppl_fail, worst_ppl, uneven
 
 
 def logprobs_stage(now: LogprobsRun | None, reference: LogprobsRun | None, tol: LogprobsTolerance) -> StageResult:
@@ -199,10 +206,17 @@ def logprobs_stage(now: LogprobsRun | None, reference: LogprobsRun | None, tol: 
     violations = invariant_violations(samples, INVARIANT_ATOL)
     num_tokens = sum(len(s.output) for s in samples)
     failures = [f"{len(violations)} invariant violation(s)"] if violations else []
-    details = violations[:SHOW]
+    if now.malformed:  # never a pass on the tokens that happened to be sent
+        failures.insert(0, f"{len(now.malformed)} malformed logprobs response(s)")
+    details = [*now.malformed[:SHOW], *violations[:SHOW]]
     parts = [f"{num_tokens} output tokens, {len(violations)} invariant violations"]
+    if now.malformed:
+        parts.append(f"{len(now.malformed)} response(s) with malformed logprobs")
     powers = [f"invariants on every token ({num_tokens} output)"]
     ref_samples = None if reference is None else reference.samples
+    if reference is not None and reference.malformed:
+        failures.append(f"{len(reference.malformed)} malformed logprobs response(s) from the reference")
+        details += reference.malformed[:SHOW]
     if ref_samples is None:
         parts.append("no reference logprobs" + ("" if reference is None else f" ({reference.missing})"))
     else:
@@ -216,7 +230,10 @@ def logprobs_stage(now: LogprobsRun | None, reference: LogprobsRun | None, tol: 
         elif out.num == 0:
             failures.append("no output token compared")
         details += notes[:SHOW]
-        prompts, ppl_fail, worst = compare_prompts(samples, ref_samples, tol)
+        prompts, ppl_fail, worst, uneven = compare_prompts(samples, ref_samples, tol)
+        if uneven:
+            failures.append(f"{len(uneven)} prompt(s) with logprobs of another length than the reference's")
+            details += uneven[:SHOW]
         if prompts.num:
             parts.append(f"prompts: {prompts.num_off}/{prompts.num} tokens off, max |diff| {prompts.max_diff:.2g},"
                          f" worst ppl {worst:.2%}")

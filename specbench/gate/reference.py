@@ -18,6 +18,7 @@ from specbench.backends.server_logprobs import ServerTokenLogprob
 from specbench.errors import SpecbenchError
 from specbench.gate.logprobs_collect import LogprobsRun, LogprobsSample
 from specbench.gate.observed import GreedyOutput, Observation, RequestAcceptance, SpeedSamples
+from specbench.gate.report import write_text
 from specbench.json_file import json_kind, read_json_object
 from specbench.metrics.accuracy import Accuracy
 
@@ -62,10 +63,7 @@ def reference_of(observation: Observation, settings: GateSettings, source: str,
 def write_reference(reference: GateReference, path: Path) -> None:
     doc = {"format": FORMAT, "version": VERSION, **dataclasses.asdict(reference)}
     doc["accuracy"] = None if reference.accuracy is None else reference.accuracy._asdict()
-    try:
-        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
-    except OSError as err:
-        raise SpecbenchError(f"cannot write the gate reference {path}: {err.strerror or err}") from None
+    write_text(path, json.dumps(doc, indent=1) + "\n", "gate reference")  # whole or not at all
 
 
 def read_reference(path: Path) -> GateReference:
@@ -99,7 +97,8 @@ def _logprobs_run(doc: dict[str, Any]) -> LogprobsRun:
         LogprobsSample(str(s["sample_id"]), tuple(_token(e) for e in s["output"]),
                        None if s["prompt"] is None else tuple(None if e is None else _token(e) for e in s["prompt"]))
         for s in doc["samples"])
-    return LogprobsRun(str(doc["label"]), samples, str(doc["missing"]))
+    return LogprobsRun(str(doc["label"]), samples, str(doc["missing"]),
+                       tuple(str(m) for m in doc.get("malformed") or ()))  # absent before malformed was recorded
 
 
 def _token(doc: dict[str, Any]) -> ServerTokenLogprob:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,8 +78,30 @@ def to_junit(report: GateReport) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_text(path: str | Path, text: str, what: str) -> None:
-    try:
-        Path(path).write_text(text)
+def check_output_path(path: str | Path, flag: str) -> None:
+    """Before any work: a file can be written at `path` (its directory exists and takes a new file, and it is no
+    directory). Raises SpecbenchError, one line naming `flag`: a gate that ran for minutes must not fail at the end."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise SpecbenchError(f"{flag} {path}: is a directory")
+    if not target.parent.is_dir():
+        raise SpecbenchError(f"{flag} {path}: no directory {target.parent}")
+    try:  # a real file, not os.access: root passes every access check, a read-only mount does not
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".check"):
+            pass
     except OSError as err:
+        raise SpecbenchError(f"{flag} {path}: cannot write in {target.parent} ({err.strerror or err})") from None
+    if target.exists() and not os.access(target, os.W_OK):
+        raise SpecbenchError(f"{flag} {path}: the file is not writable")
+
+
+def write_text(path: str | Path, text: str, what: str) -> None:
+    """`text` into `path` whole or not at all (written beside it, then renamed over it)."""
+    target = Path(path).expanduser()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
         raise SpecbenchError(f"cannot write the {what} {path}: {err.strerror or err}") from None

@@ -5,6 +5,8 @@ estimate, and the stage says N/A rather than pass or fail on noise."""
 
 from __future__ import annotations
 
+import math
+
 from specbench.compare.metrics_catalog import select
 from specbench.compare.noise import MIN_RUNS, run_evidence
 from specbench.compare.verdict import Verdict, decide
@@ -16,7 +18,10 @@ METRICS = ("output_throughput", "tpot_median")
 
 
 def _values(samples: SpeedSamples, name: str) -> tuple[float, ...]:
-    return samples.output_throughput if name == "output_throughput" else samples.tpot_median_s
+    """The finite values: a repeat that measured nothing (NaN, as a reference file may hold) is no repeat, and
+    counted as one it would let a single value through to a verdict that has no spread to judge by."""
+    values = samples.output_throughput if name == "output_throughput" else samples.tpot_median_s
+    return tuple(v for v in values if math.isfinite(v))
 
 
 def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: Tolerances,

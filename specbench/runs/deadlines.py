@@ -10,3 +10,6 @@ READY_PROBE_TIMEOUT_S = 2.0  # one readiness probe of a launched server (polled 
 INFO_TIMEOUT_S = 10.0  # each of /v1/models, /version, /props (once per server)
 METRICS_TIMEOUT_S = 10.0  # one /metrics scrape (two per cell)
 CACHE_RESET_TIMEOUT_S = 60.0  # one prefix-cache reset POST (a server may finish running requests first)
+# A cell's side calls together (its cache reset, the /metrics scrapes at both ends of its window): each honours its
+# own deadline, and this bounds their sum (at least the longest single deadline)
+CELL_SIDE_TIMEOUT_S = 60.0

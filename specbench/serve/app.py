@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 import specbench
 from specbench.serve.config import ServeConfig
@@ -57,6 +58,8 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None) -> Fas
             return error_response(str(err), 413, headers={"connection": "close"})
         except BadRequest as err:
             return error_response(str(err), 400, err.param)
+        except ClientDisconnect:  # gone mid-body: nobody reads an answer, and a disconnect is no server error
+            return Response(status_code=CLIENT_CLOSED)
         if gen.model is not None and gen.model != model_name:
             return error_response(f"the model {gen.model!r} does not exist", 404, "model")
         events: asyncio.Queue[Event] = asyncio.Queue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -24,6 +25,7 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (low
 # No request field needs more (tools' JSON schemas, which are refused anyway, nest a dozen levels); deeper bodies
 # are hostile. Python's json raises RecursionError near 1000 levels, which is refused the same way.
 MAX_JSON_DEPTH = 64
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins escaped pairs: what is left is lone
 
 
 class BadRequest(Exception):
@@ -75,6 +77,10 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None
         text = apply_chat_template(tokenizer, messages)
     except SpecbenchError as err:
         raise BadRequest(str(err), "messages") from None
+    except Exception as err:  # the model's template refusing these messages (jinja raise_exception: roles must
+        # alternate, ...): the request's fault, a 400, never a 500 with a traceback
+        raise BadRequest(f"the model's chat template refuses these messages ({type(err).__name__}: {err})",
+                         "messages") from None
     token_ids = _encode(tokenizer, text, add_special_tokens=False)  # the template rendered BOS & co already
     name = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
@@ -97,6 +103,11 @@ def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
         raise BadRequest(f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
+    where = _lone_surrogate_at(data)
+    if where is not None:  # JSON may escape one ("\ud800"); no tokenizer or UTF-8 encoder takes it
+        param = _param(where)
+        raise BadRequest(f"{repr(param) if param else 'the request body'} is not valid Unicode (a lone surrogate, "
+                         "as \\ud800)", param)
     try:
         body = model.model_validate(data)
     except ValidationError as err:
@@ -135,6 +146,25 @@ def _param(loc: tuple) -> str | None:
             break
         parts.append(str(part))
     return ".".join(parts) or None
+
+
+def _lone_surrogate_at(data: dict) -> tuple | None:
+    """The location (keys and indices) of the first string, key or value, holding a lone surrogate; None if none.
+    Iterative, as _is_deeper_than; the depth is already bounded."""
+    stack: list[tuple[object, tuple]] = [(data, ())]
+    while stack:
+        value, loc = stack.pop()
+        if isinstance(value, str):
+            if LONE_SURROGATE.search(value):
+                return loc
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                if LONE_SURROGATE.search(key):
+                    return (*loc, key)
+                stack.append((child, (*loc, key)))
+        elif isinstance(value, list):
+            stack.extend((child, (*loc, i)) for i, child in enumerate(value))
+    return None
 
 
 def _is_deeper_than(data: object, max_depth: int) -> bool:
@@ -194,7 +224,10 @@ def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, 
 def _encode(tokenizer, text: str, *, add_special_tokens: bool) -> tuple[int, ...]:
     if tokenizer is None:
         raise BadRequest("this model has no tokenizer: send token ids", "prompt")
-    ids = tuple(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+    try:
+        ids = tuple(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+    except (ValueError, TypeError, OverflowError) as err:  # what a tokenizer refuses is the request's fault: 400
+        raise BadRequest(f"the prompt cannot be tokenised ({type(err).__name__}: {err})", "prompt") from None
     if not ids:
         raise BadRequest("empty prompt", "prompt")
     return ids

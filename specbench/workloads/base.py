@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from specbench.workloads.data import DataSource
 
 INVALID_ANSWER = "[invalid]"  # lm-eval's regex-filter fallback when nothing matches
+# The most text one row of a user's prompt file may hold, checked before anything is tokenised: 1M tokens (past
+# any model's context) is ~4 MB of UTF-8; twice that is no prompt but a mistake (one 100 MB line took 12 GB)
+MAX_ROW_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ groups categories.parquet.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
@@ -16,7 +15,7 @@ from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import DataFile, LoadedData, Message, Prompt, Sample, Score, Tokenizer
 from specbench.workloads.chat import render_conversation, replay_next_turn
 from specbench.workloads.data import DataSource
-from specbench.workloads.prompt_file import PromptRow, parse_prompt_file
+from specbench.workloads.prompt_file import PromptRow, read_prompt_file
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_TEMPERATURE = 0.0
@@ -32,14 +31,13 @@ class PromptFileWorkload:
         if not self.path.is_file():
             raise SpecbenchError(f"--workload file:{path}: no such file")
         self.max_tokens = max_tokens
-        self.raw = self.path.read_bytes()
-        self.rows = parse_prompt_file(self.path, self.raw)
+        self.rows, self.sha256 = read_prompt_file(self.path)  # bounded: rows are checked before any tokenising
         # Chat template on by default when the file holds conversations (as for mt_bench).
         self.is_chat = not all(row.is_raw_prompt for row in self.rows)
 
     def load(self, source: DataSource, limit: int | None, seed: int) -> LoadedData:
         samples = tuple(_sample(row) for row in self.rows)
-        data_file = DataFile(str(self.path), hashlib.sha256(self.raw).hexdigest(), len(samples))
+        data_file = DataFile(str(self.path), self.sha256, len(samples))
         return LoadedData(samples[:limit] if limit is not None else samples, (data_file,), f"file:{self.path}")
 
     def first_prompt(self, sample: Sample, tokenizer: Tokenizer | None, *, chat_template: bool) -> Prompt:

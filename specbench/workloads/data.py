@@ -111,7 +111,7 @@ def read_rows(
 
 def _parse_jsonl(raw: bytes, where: str) -> list[tuple[int, Any]]:
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark (Windows editors write one) is no JSON
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{where} is not UTF-8: {err}") from None
     rows = []

@@ -1,19 +1,25 @@
 """Parse a user prompt file: JSONL rows (`prompt` or chat `messages`) or ShareGPT JSON (`conversations`).
 
-Every malformed row is one SpecbenchError naming the file, the line and the field.
+Every malformed row is one SpecbenchError naming the file, the line and the field. Rows are bounded before anything
+is tokenised: a JSONL line is read at most MAX_ROW_BYTES (workloads/base.py) at a time, and a row's text past it is
+refused (one 100 MB line would otherwise be decoded, parsed and tokenised whole: gigabytes).
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
+import itertools
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from specbench.errors import SpecbenchError
 from specbench.json_file import json_problem
+from specbench.workloads import base
 
 DEFAULT_CATEGORY = "file"
 MAX_TOKENS = 2**24  # far above any model's context; a larger per-row max_tokens is a typo or hostile
@@ -39,12 +45,32 @@ class FieldError(ValueError):
         super().__init__(f"field {field!r}: {problem}")
 
 
+def read_prompt_file(path: Path) -> tuple[list[PromptRow], str]:
+    """(rows, the file's sha256). JSONL is read line by line, each line bounded; a JSON array (ShareGPT) whole."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        head = f.read(4096)
+        bom = codecs.BOM_UTF8 if head.startswith(codecs.BOM_UTF8) else b""  # Windows editors write one: no JSON
+        digest.update(bom)
+        f.seek(len(bom))
+        if head[len(bom):].lstrip().startswith(b"["):
+            raw = f.read()
+            digest.update(raw)
+            return parse_prompt_file(path, raw), digest.hexdigest()
+        entries = _jsonl_lines(path, f, digest)
+    return _rows(path, entries), digest.hexdigest()
+
+
 def parse_prompt_file(path: Path, raw: bytes) -> list[PromptRow]:
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is no JSON: skipped
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{path} is not UTF-8: {err}") from None
     entries = _json_array(path, text) if text.lstrip().startswith("[") else _jsonl(path, text)
+    return _rows(path, entries)
+
+
+def _rows(path: Path, entries: list[tuple[int, Any]]) -> list[PromptRow]:
     rows = []
     for index, (line, entry) in enumerate(entries):
         try:
@@ -61,18 +87,42 @@ def parse_prompt_file(path: Path, raw: bytes) -> list[PromptRow]:
     return rows
 
 
+def _jsonl_lines(path: Path, f: BinaryIO, digest) -> list[tuple[int, Any]]:
+    """JSONL rows read one bounded line at a time (`digest` fed every byte): a line past MAX_ROW_BYTES is refused
+    after reading MAX_ROW_BYTES + 1 of its bytes, never whole."""
+    entries = []
+    for lineno in itertools.count(1):
+        raw = f.readline(base.MAX_ROW_BYTES + 1)
+        if not raw:
+            return entries
+        digest.update(raw)
+        if len(raw) > base.MAX_ROW_BYTES:
+            raise SpecbenchError(f"{path} line {lineno} is longer than {base.MAX_ROW_BYTES} bytes: a row holds one "
+                                 f"prompt (at most {base.MAX_ROW_BYTES} bytes of text)")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise SpecbenchError(f"{path} is not UTF-8: line {lineno}: {err}") from None
+        entries += _jsonl_entry(path, line, lineno)
+
+
 def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
     entries = []
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            entries.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as err:
-            raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {err.msg}") from None
-        except (RecursionError, ValueError) as err:  # nested too deeply; an integer too long to convert
-            raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {json_problem(err)}") from None
+        entries += _jsonl_entry(path, line, lineno)
     return entries
+
+
+def _jsonl_entry(path: Path, line: str, lineno: int) -> list[tuple[int, Any]]:
+    """[(lineno, the line's JSON)], [] for a blank line."""
+    if not line.strip():
+        return []
+    try:
+        return [(lineno, json.loads(line))]
+    except json.JSONDecodeError as err:
+        raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {err.msg}") from None
+    except (RecursionError, ValueError) as err:  # nested too deeply; an integer too long to convert
+        raise SpecbenchError(f"malformed JSON in {path} line {lineno}: {json_problem(err)}") from None
 
 
 def _json_array(path: Path, text: str) -> list[tuple[int, Any]]:
@@ -122,6 +172,10 @@ def _row(entry: Any, index: int, line: int) -> PromptRow:
         turns = (prompt,)
     else:
         system, turns = _conversation(entry[kind], kind)
+    num_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in (*turns, system or ""))
+    if num_bytes > base.MAX_ROW_BYTES:  # checked before anything is tokenised (ShareGPT rows are read whole)
+        raise FieldError(kind, f"holds {num_bytes} bytes of text: more than the {base.MAX_ROW_BYTES} a row may "
+                               "hold")
     return PromptRow(
         row_id=_row_id(entry, index),
         line=line,

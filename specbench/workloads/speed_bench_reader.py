@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from specbench.errors import SpecbenchError
+from specbench.workloads import base
 from specbench.workloads.base import DataFile
 from specbench.workloads.speed_bench_layout import (
     DATA_SUFFIXES,
@@ -133,7 +134,7 @@ def _records(file: Path, raw: bytes) -> Iterator[tuple[str, Any]]:
             yield f"row {index}", record
         return
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark (Windows editors write one) is no JSON
     except UnicodeDecodeError as err:
         raise SpecbenchError(f"{file}: not UTF-8 ({err})") from None
     for lineno, line in enumerate(text.split("\n"), start=1):
@@ -177,6 +178,10 @@ def _row(record: Any, split: str, where: str) -> SpeedBenchRow:
         if not spec.is_value(value):
             raise SpecbenchError(f"{where}: field {spec.name!r} is {_short(value)}, expected {spec.expected}")
     turns = tuple(record["turns"])
+    num_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in turns)
+    if num_bytes > base.MAX_ROW_BYTES:  # checked before anything is tokenised
+        raise SpecbenchError(f"{where}: field 'turns' holds {num_bytes} bytes of text: more than the "
+                             f"{base.MAX_ROW_BYTES} a row may hold")
     if turns[0].startswith(PLACEHOLDER_PREFIX):
         raise SpecbenchError(f"{where}: field 'turns' holds the hub's placeholder text, not the prompts; "
                              f"{PREPARE_HINT}")

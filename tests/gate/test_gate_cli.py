@@ -34,11 +34,28 @@ def _row(out: str, stage: str) -> list[str]:
     (["--base-url", "http://127.0.0.1:9", "--server-cmd", "x {port}"], "pass one of them"),
     (["--reference", "/nonexistent/ref.json", "--target", "x"], "cannot read gate reference /nonexistent/ref.json"),
     (["-k", "0"], "the gate needs k >= 1"),
+    # output paths are checked before anything runs (`--target x` would fail later, loading no model)
+    (["--junit", "/nonexistent/dir/gate.xml", "--target", "x"], "--junit /nonexistent/dir/gate.xml: no directory "
+                                                                "/nonexistent/dir"),
+    (["--report-md", "/nonexistent/r.md", "--target", "x"], "--report-md /nonexistent/r.md: no directory"),
+    (["--write-reference", "/nonexistent/ref.json", "--target", "x"], "--write-reference /nonexistent/ref.json: "
+                                                                      "no directory /nonexistent"),
 ])
 def test_user_errors_exit_2_with_one_line(args, message, monkeypatch, capsys, tmp_path):
     code, _out, err = run_gate_cli([*args, "--results-dir", str(tmp_path)], monkeypatch, capsys)
     assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert not list(tmp_path.iterdir())
+
+
+def test_an_output_path_that_is_a_directory_is_refused_before_the_gate_runs(monkeypatch, capsys, tmp_path):
+    from specbench.gate.report import write_text
+
+    results = tmp_path / "results"
+    code, _out, err = run_gate_cli(["--junit", str(tmp_path), "--target", "x", "--results-dir", str(results)],
+                                   monkeypatch, capsys)
+    assert code == 2 and err == f"error: --junit {tmp_path}: is a directory\n" and not results.exists()
+    write_text(tmp_path / "r.md", "whole\n", "markdown report")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.md"] and (tmp_path / "r.md").read_text() == "whole\n"
 
 
 # --- a server launched per k (the stdlib stand-in for llama-server) -------------------------------------------------

@@ -4,6 +4,7 @@ reason."""
 from __future__ import annotations
 
 import json
+import math
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -103,6 +104,26 @@ def test_speed_is_na_on_one_repeat_and_judges_with_compare_on_several():
     assert slow.status is Status.FAIL and "output_throughput regressed" in slow.reason
     assert "tpot_median regressed" in slow.reason
     assert speed_stage(ref, None, T, 3).status is Status.NOT_AVAILABLE
+
+
+def test_speed_at_exactly_the_minimum_of_two_repeats_a_side():
+    """--repeats 2, the documented minimum, judged without timing anything: fixed per-repeat values."""
+    from specbench.compare.noise import MIN_RUNS
+
+    assert MIN_RUNS == 2
+    ref = SpeedSamples((100.0, 102.0), (0.0100, 0.0102))
+    same = speed_stage(SpeedSamples((101.0, 99.0), (0.0101, 0.0099)), ref, T, 3)
+    assert same.status is Status.PASS and "repeats now 2, ref 2" in same.metric, same
+    assert "smallest change called: output_throughput ±" in same.power
+    slow = speed_stage(SpeedSamples((70.0, 71.0), (0.0140, 0.0142)), ref, T, 3)
+    assert slow.status is Status.FAIL and "output_throughput regressed -30" in slow.reason, slow
+    assert "tpot_median regressed" in slow.reason
+    for now, reference in ((SpeedSamples((70.0,), (0.014,)), ref), (ref, SpeedSamples((70.0,), (0.014,)))):
+        one_side = speed_stage(now, reference, T, 3)
+        assert one_side.status is Status.NOT_AVAILABLE and "needs >= 2 repeats a side" in one_side.reason
+    # a repeat that measured nothing (NaN throughput) leaves one: no verdict rather than one on a single value
+    nan = speed_stage(SpeedSamples((70.0, math.nan), (0.014, math.nan)), ref, T, 3)
+    assert nan.status is Status.NOT_AVAILABLE, nan
 
 
 def _observation(problems=(), num_requests=4) -> Observation:

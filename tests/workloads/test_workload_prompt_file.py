@@ -122,3 +122,60 @@ def test_missing_file_empty_file_and_bare_prefix(tmp_path):
         get_workload("file")
     with pytest.raises(SpecbenchError, match="no option.*num_shots"):
         get_workload(f"file:{_jsonl(tmp_path, ROWS)}", num_shots=2)
+
+
+def test_an_oversized_row_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """A 100 MB line once grew specbench to 12 GB (decoded, parsed and tokenised whole): a JSONL line is read at
+    most MAX_ROW_BYTES + 1 at a time, and a row's text past MAX_ROW_BYTES is refused, in either format."""
+    from specbench.workloads import base
+
+    monkeypatch.setattr(base, "MAX_ROW_BYTES", 1000)
+    path = _jsonl(tmp_path, [ROWS[0], {"prompt": "x" * 50_000}, ROWS[1]])
+    reads = []
+    real_open = type(path).open
+
+    def watched_open(self, *args, **kwargs):
+        f = real_open(self, *args, **kwargs)
+        readline = f.readline
+        f.readline = lambda size=-1: reads.append(size) or readline(size)
+        return f
+
+    monkeypatch.setattr(type(path), "open", watched_open)
+    with pytest.raises(SpecbenchError, match=r"^\S*p\.jsonl line 2 is longer than 1000 bytes: a row holds one prompt"):
+        get_workload(f"file:{path}")
+    assert reads and all(0 < size <= 1001 for size in reads)  # every read bounded
+    monkeypatch.undo()
+    monkeypatch.setattr(base, "MAX_ROW_BYTES", 1000)
+    turns = [{"role": "user", "content": "y" * 400}] * 3  # each message short, the row past the limit
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}, {"messages": turns}]))
+    with pytest.raises(SpecbenchError, match=r"share\.json line 1: field 'messages': holds 1200 bytes of text: more "
+                                             r"than the 1000 a row may hold"):
+        get_workload(f"file:{share}")
+    assert len(get_workload(f"file:{_jsonl(tmp_path, ROWS, 'ok.jsonl')}").rows) == 2
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark: JSONL and ShareGPT files (and the sha256 of their bytes)."""
+    import codecs
+
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(codecs.BOM_UTF8 + "".join(json.dumps(r) + "\n" for r in ROWS).encode())
+    data = get_workload(f"file:{jsonl}").load(None, None, seed=0)
+    assert [s.sample_id for s in data.samples] == ["p1", "1"]
+    assert data.files[0].sha256 == hashlib.sha256(jsonl.read_bytes()).hexdigest()
+    share = tmp_path / "bom.json"
+    share.write_bytes(codecs.BOM_UTF8 + json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}]).encode())
+    assert get_workload(f"file:{share}").load(None, None, seed=0).samples[0].turns == ("hi",)
+
+
+def test_data_files_and_json_files_with_a_byte_order_mark_are_read(tmp_path):
+    import codecs
+
+    from specbench.json_file import read_json_object
+    from specbench.workloads.data import _parse_jsonl
+
+    assert _parse_jsonl(codecs.BOM_UTF8 + b'{"a": 1}\n{"a": 2}\n', "x.jsonl") == [(1, {"a": 1}), (2, {"a": 2})]
+    config = tmp_path / "config.json"
+    config.write_bytes(codecs.BOM_UTF8 + b'{"model_type": "llama"}')
+    assert read_json_object(config, "model config") == {"model_type": "llama"}

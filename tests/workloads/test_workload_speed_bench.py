@@ -176,3 +176,13 @@ def test_throughput_rows_keep_their_tier(tmp_path):
     data = _load(write_parquet(tmp_path / "t.parquet", THROUGHPUT_ROWS), split="throughput_32k",
                  categories=("high_entropy",))
     assert [(s.sample_id, s.category) for s in data.samples] == [("t3", "high_entropy")]
+
+
+def test_a_row_past_the_size_limit_is_refused_before_tokenising(tmp_path, monkeypatch):
+    from specbench.workloads import base
+
+    monkeypatch.setattr(base, "MAX_ROW_BYTES", 1000)
+    path = write_jsonl(tmp_path / "test.jsonl", [row("q1", "math", "x" * 600), row("q2", "math", "y" * 1001)])
+    with pytest.raises(SpecbenchError, match=r"test\.jsonl line 2: field 'turns' holds 1001 bytes of text: more than "
+                                             r"the 1000 a row may hold"):
+        _load(path)
