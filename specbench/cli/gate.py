@@ -87,6 +87,7 @@ def gate(
     server_cmd: sweep_option("server_cmd") = None,
     server_baseline_cmd: sweep_option("server_baseline_cmd") = None,
     server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
+    quiet: sweep_option("quiet") = False,
     engine: dict = None,  # the shared engine option group (options.engine_options)
     fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
@@ -123,7 +124,7 @@ def gate(
                         results_dir=results_dir or tempfile.mkdtemp(prefix="specbench-gate-"))
     report = run_gate(GateRequest(sweep, num_steps, chosen, tolerances,
                                   Path(reference) if reference else None,
-                                  Path(write_reference) if write_reference else None, fault))
+                                  Path(write_reference) if write_reference else None, fault, quiet))
     markdown = to_markdown(report)
     print(markdown, end="")
     if report_md:

@@ -9,6 +9,7 @@ from typer.core import TyperCommand
 
 from specbench.check.names import CHECKS
 from specbench.cli.app import app
+from specbench.cli.sweep_options import sweep_option
 
 
 class _FaultListHelp(TyperCommand):
@@ -45,6 +46,7 @@ def selftest(
                                              "where the window and MoE faults run")] = True,
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
+    quiet: sweep_option("quiet") = False,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
@@ -56,6 +58,7 @@ def selftest(
         false_alarms,
         format_mutation_table,
         method_label,
+        row_progress,
         selftest_coverage,
         selftest_ok,
         timed_selftest,
@@ -64,7 +67,7 @@ def selftest(
     seed_list = parse_int_ranges(seeds, "--seeds") if seeds else default_seeds(device)
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
-                                   device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
+                                   device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
                                    window_moe=window_moe, trees=trees)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
@@ -91,20 +94,6 @@ def selftest(
     ok = selftest_ok(rows) and coverage.is_complete
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
-
-
-def _progress(row) -> None:
-    """One line per finished row on stderr, so a long run shows where it is (the table comes at the end)."""
-    import sys
-
-    from specbench.selftest.runner import method_label
-
-    verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
-        "detected" if row.detected else "MISSED")
-    seconds = sum(r.seconds for r in row.results)
-    target = f" {row.target}" if row.target else ""
-    print(f"  {method_label(row)} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
-          flush=True)
 
 
 def _jobs(text: str) -> int | None:

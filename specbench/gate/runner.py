@@ -24,6 +24,7 @@ from specbench.gate.speed_stage import speed_stage
 from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
                                   skipped)
 from specbench.gate.tolerances import Tolerances
+from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault, mutant_label
 
@@ -37,14 +38,16 @@ class GateRequest:
     reference: Path | None = None  # compare against this file
     write_reference: Path | None = None  # record this run as the reference
     fault: EngineFault | None = None  # the fault sweep.inject names, applied to the embedded engine (test machinery)
+    quiet: bool = False  # no progress on stderr: neither the sweep's (plan, cells) nor the gate's phases
 
 
 def gate_sweep_config(request: GateRequest) -> SweepConfig:
-    """Greedy, no warmup requests measured; k = 0 beside k where the gate controls k (embedded, --server-cmd)."""
+    """Greedy, no warmup requests measured; k = 0 beside k where the gate controls k (embedded, --server-cmd); its
+    plan and cells on stderr unless quiet (the sweep's own progress: the gate's longest phase)."""
     config = request.sweep
     fixed_server = config.base_url is not None and config.server_cmd is None
     steps = (request.num_steps,) if fixed_server or request.num_steps == 0 else (0, request.num_steps)
-    return dataclasses.replace(config, temperature=(0.0,), num_steps=steps, speedup=False, quiet=True)
+    return dataclasses.replace(config, temperature=(0.0,), num_steps=steps, speedup=False, quiet=request.quiet)
 
 
 def settings_of(config: SweepConfig, num_steps: int) -> GateSettings:
@@ -68,6 +71,10 @@ def run_gate(request: GateRequest) -> GateReport:
         check_matches(reference, settings, request.reference)
     crash = None
     planned = Path(config.results_dir).expanduser() / str(config.run_id)
+    progress = PhaseProgress("gate", 1 + (LOGPROBS in request.stages) + (LOSSLESS in request.stages)
+                             + len(request.stages), quiet=request.quiet)
+    sweep_phase = f"sweep (k={', '.join(map(str, config.num_steps))}, {config.limit or 'all'} prompts)"
+    progress.start(sweep_phase)
     try:
         run_dir = run_sweep(config, calibrate=False, fault=request.fault).run_dir
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
@@ -80,20 +87,37 @@ def run_gate(request: GateRequest) -> GateReport:
         from specbench.check.crash import crash_line
 
         run_dir, crash = planned, crash_line(err)
+    progress.done(sweep_phase, "crashed" if crash else "")
     title = f"{_source(config)}, k={request.num_steps}, {config.workload}"
     if crash is not None:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
     observation = read_observation(run_dir, request.num_steps)
-    logprobs = _logprobs(config, request.num_steps, run_dir, request.fault) if LOGPROBS in request.stages else None
+    logprobs = None
+    if LOGPROBS in request.stages:
+        progress.start("logprobs at k and k = 0")
+        logprobs = _logprobs(config, request.num_steps, run_dir, request.fault)
+        progress.done("logprobs at k and k = 0")
     if request.write_reference is not None:
         write_reference(reference_of(observation, settings, _source(config), _reference_logprobs(logprobs)),
                         request.write_reference)
-    probe = _probe(config, request.tolerances) if LOSSLESS in request.stages else None
-    stages = tuple(_stage(name, observation, reference, request, probe, logprobs) if name in request.stages
-                   else skipped(name) for name in STAGES)
+    probe = None
+    if LOSSLESS in request.stages:
+        progress.start("near-tie probe")
+        probe = _probe(config, request.tolerances)
+        progress.done("near-tie probe")
+    stages = tuple(_judged(name, observation, reference, request, probe, logprobs, progress)
+                   if name in request.stages else skipped(name) for name in STAGES)
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
+
+
+def _judged(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
+            probe: Probe | None, logprobs: _LogprobsSides | None, progress: PhaseProgress) -> StageResult:
+    progress.start(f"stage {name}")
+    result = _stage(name, observation, reference, request, probe, logprobs)
+    progress.done(f"stage {name}", result.status.value)
+    return result
 
 
 def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:
