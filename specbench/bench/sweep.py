@@ -21,6 +21,7 @@ from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
+from specbench.bench.sampling_split import GroupSummary, group_summaries
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.validate import check_fault, validate_config
 from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
@@ -44,6 +45,9 @@ class SweepReport:
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
     plan: SweepPlan | None = None  # what was announced before the first cell
     target_architecture: str = "-"  # the manifest's target, in words (backends/target_record.py)
+    # acceptance and agreement per sampling mode (greedy / sampled, where a cell mixes them) and per category, with
+    # request counts and intervals (bench/sampling_split.py)
+    groups: tuple[GroupSummary, ...] = ()
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
@@ -161,7 +165,8 @@ def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[Cel
     done = [key.cell_id for key in grid if key.cell_id in store.completed()]
     cells = tuple(row for cell_id in done for row in store.rows("cells", cell_id))
     categories = tuple(row for cell_id in done for row in store.rows("categories", cell_id))
-    return SweepReport(run_dir, config, cells, categories, num_run, len(grid) - num_run)
+    groups = tuple(group_summaries([row for cell_id in done for row in store.rows("requests", cell_id)]))
+    return SweepReport(run_dir, config, cells, categories, num_run, len(grid) - num_run, groups=groups)
 
 
 def _effective_sampling(planner: TurnPlanner, sample, config: SweepConfig, key: CellKey, chat_template: bool) -> dict:

@@ -93,12 +93,12 @@ def _pooled_acceptance(cells: pd.DataFrame) -> pd.DataFrame:
         weights = [float(r["num_draft_rounds"]) for r in records]
         row = {"temperature": temperature, "num_steps": int(num_steps)}
         for column in ("acceptance_length", *(f"accept_rate_pos_{k}" for k in range(1, int(num_steps) + 1))):
-            row[column], row[f"{column}_ci"] = _weighted_mean_ci([cell_value(r, column) for r in records], weights)
+            row[column], row[f"{column}_ci"] = weighted_mean_ci([cell_value(r, column) for r in records], weights)
         rows.append(row)
     return pd.DataFrame(rows, columns=["temperature", "num_steps", "acceptance_length"] if not rows else None)
 
 
-def _weighted_mean_ci(values: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
+def weighted_mean_ci(values: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
     """The rounds-weighted mean of the cells' values and the half-width of its 95% t-interval: each cell (one
     concurrency, one repeat) is one measurement of the same acceptance; the ratio estimator's variance is
     sum w_i^2 (x_i - mean)^2 / (sum w)^2 x n / (n - 1) (NaN with fewer than MIN_INTERVAL_SAMPLES cells)."""
