@@ -94,6 +94,8 @@ class LaunchingBackend:
         for sample in samples:
             planner.first_turn(sample, settings)
 
+    server_fault = None  # its servers start after the manifest is written (one per k group): not read
+
     def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
         return {
             "backend": {

@@ -13,6 +13,7 @@ from specbench.bench.sampling_split import format_group_summaries, mixed_samplin
 from specbench.bench.summary_table import format_summary
 from specbench.bench.sweep import SweepReport
 from specbench.compare.crossover import format_crossovers
+from specbench.runtime.hooks import mutant_label
 
 
 def format_report(report: SweepReport, width: int | None = None) -> str:
@@ -26,7 +27,8 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     head = (
         f"{config.workload} | method {','.join(methods)} | {where}"
         + (f" | label {config.label}" if config.label else "")
-        + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
+        + (f" | {mutant_label(report.fault_injected)} (fault injected: not a real result)"
+           if report.fault_injected else "")
         + (
             f" | SYNTHETIC ACCEPTANCE {','.join(map(str, engine.synthetic_acceptance))} (forced: output not lossless)"
             if engine.synthetic_acceptance

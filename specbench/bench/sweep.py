@@ -48,6 +48,7 @@ class SweepReport:
     # acceptance and agreement per sampling mode (greedy / sampled, where a cell mixes them) and per category, with
     # request counts and intervals (bench/sampling_split.py)
     groups: tuple[GroupSummary, ...] = ()
+    fault_injected: str | None = None  # the manifest's: the run's --inject, or what its server says it runs with
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
@@ -110,7 +111,8 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
     recommendations = write_recommendations(run_dir, config.optimize) if config.has_choices else []
     target = (manifest.get("models") or {}).get("target") or {}
     return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
-                               plan=plan, target_architecture=label_from_entry(target.get("architecture")))
+                               plan=plan, target_architecture=label_from_entry(target.get("architecture")),
+                               fault_injected=manifest.get("fault_injected"))
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:

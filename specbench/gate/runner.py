@@ -75,8 +75,10 @@ def run_gate(request: GateRequest) -> GateReport:
                              + len(request.stages), quiet=request.quiet)
     sweep_phase = f"sweep (k={', '.join(map(str, config.num_steps))}, {config.limit or 'all'} prompts)"
     progress.start(sweep_phase)
+    fault_injected = config.inject  # or, after the sweep, what the server under test says it runs with
     try:
-        run_dir = run_sweep(config, calibrate=False, fault=request.fault).run_dir
+        swept = run_sweep(config, calibrate=False, fault=request.fault)
+        run_dir, fault_injected = swept.run_dir, swept.fault_injected
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
         run_dir, crash = planned, str(err)
     except SpecbenchError as err:
@@ -88,7 +90,7 @@ def run_gate(request: GateRequest) -> GateReport:
 
         run_dir, crash = planned, crash_line(err)
     progress.done(sweep_phase, "crashed" if crash else "")
-    title = f"{_source(config)}, k={request.num_steps}, {config.workload}"
+    title = f"{_source(config, fault_injected)}, k={request.num_steps}, {config.workload}"
     if crash is not None:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
@@ -99,8 +101,8 @@ def run_gate(request: GateRequest) -> GateReport:
         logprobs = _logprobs(config, request.num_steps, run_dir, request.fault)
         progress.done("logprobs at k and k = 0")
     if request.write_reference is not None:
-        write_reference(reference_of(observation, settings, _source(config), _reference_logprobs(logprobs)),
-                        request.write_reference)
+        write_reference(reference_of(observation, settings, _source(config, fault_injected),
+                                     _reference_logprobs(logprobs)), request.write_reference)
     probe = None
     if LOSSLESS in request.stages:
         progress.start("near-tie probe")
@@ -203,13 +205,15 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
     raise AssertionError(name)
 
 
-def _source(config: SweepConfig) -> str:
+def _source(config: SweepConfig, fault_injected: str | None = None) -> str:
+    """What was gated; a mutant (the run's --inject, or a server that says it runs one) carries the marker every table
+    of a mutant run carries."""
+    inject = f" {mutant_label(fault_injected or config.inject)}" if fault_injected or config.inject else ""
     if config.server_cmd is not None:
-        return f"server command {config.server_cmd!r}"
+        return f"server command {config.server_cmd!r}{inject}"
     if config.base_url is not None:
-        return f"server {config.base_url}"
+        return f"server {config.base_url}{inject}"
     e = config.engine
-    inject = f" {mutant_label(config.inject)}" if config.inject else ""  # the marker every table of a mutant run carries
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 
