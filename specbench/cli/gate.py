@@ -78,9 +78,9 @@ def gate(
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="gate this OpenAI-compatible server (its k "
                                                     "is fixed: the k = 0 outputs come from --reference)",
                                                     rich_help_panel=o.SERVER)] = None,
-    server_model: Annotated[Optional[str], typer.Option("--server-model", help="model to request (default: the "
-                                                        "server's first /v1/models entry)",
-                                                        rich_help_panel=o.SERVER)] = None,
+    server_model: sweep_option("server_model") = None,  # --model, as in sweep
+    server_model_alias: Annotated[Optional[str], typer.Option("--server-model", hidden=True,
+                                                              help="old name of --model")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="variable holding the API key",
                                                        rich_help_panel=o.SERVER)] = None,
     request_timeout: sweep_option("request_timeout") = deadlines.REQUEST_TIMEOUT_S,
@@ -107,6 +107,7 @@ def gate(
     if base_url and server_cmd:
         raise SpecbenchError("--base-url gates a running server, --server-cmd launches one: pass one of them")
     is_server = bool(base_url or server_cmd)
+    server_model = server_model or server_model_alias
     if ctx.get_parameter_source("method").name in ("DEFAULT", "DEFAULT_MAP"):
         engine = {**engine, "method": "none" if base_url else default_method(engine["draft"])}
     skipped = parse_skip(skip)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from typer.core import TyperCommand
 
 from specbench.check.names import CHECKS
@@ -13,14 +14,27 @@ from specbench.cli.sweep_options import sweep_option
 
 
 class _FaultListHelp(TyperCommand):
-    """Help that ends with the fault names (the catalog imports torch, so only when help is shown)."""
+    """Help that ends with every fault, one line each: what it breaks and which check should catch it (declared
+    beside each fault: faults/fault.py; the catalog imports torch, so only when help is shown)."""
 
     def format_help(self, ctx, formatter) -> None:
-        from specbench.faults.catalog import fault_names
-
         if "Faults (--faults" not in (self.help or ""):
-            self.help = f"{self.help}\n\nFaults (--faults here, --inject elsewhere): {', '.join(fault_names())}."
+            self.help = f"{self.help}\n\nFaults (--faults here, --inject elsewhere):\n" + "\n".join(
+                escape(line) for line in fault_help_lines())
         super().format_help(ctx, formatter)
+
+
+def fault_help_lines() -> list[str]:
+    from specbench.faults import FAULTS
+
+    return [fault.help_line for fault in FAULTS.values()]
+
+
+def _list_faults(value: bool) -> None:
+    """--list-faults: the faults, one line each, and exit (before any option is checked)."""
+    if value:
+        print("\n".join(fault_help_lines()))
+        raise typer.Exit(0)
 
 
 @app.command(cls=_FaultListHelp)
@@ -47,6 +61,9 @@ def selftest(
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
     quiet: sweep_option("quiet") = False,
+    list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "
+                                              "should catch it) and exit", callback=_list_faults,
+                                              is_eager=True)] = False,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
