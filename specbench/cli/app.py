@@ -39,7 +39,9 @@ def _root(
     version: Annotated[bool, typer.Option("--version", help="print the version and exit", callback=_print_version,
                                           is_eager=True)] = False,
 ) -> None:
-    pass
+    from specbench.runs.environment import quiet_bars_off_terminal
+
+    quiet_bars_off_terminal(sys.stderr.isatty())  # before any command imports transformers or the hub
 
 
 def _register() -> None:
