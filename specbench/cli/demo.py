@@ -26,7 +26,7 @@ def demo(
     results_dir: Annotated[str, typer.Option("--results-dir")] = RESULTS_DIR,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ) -> None:
-    from specbench.bench.demo import demo_config
+    from specbench.bench.demo import demo_config, demo_headline
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
 
@@ -36,5 +36,8 @@ def demo(
         quiet=quiet,
     )
     report = run_sweep(config)
+    headline = demo_headline(report.cells)  # agreement first: accuracy says little on a model that scores ~0
+    if headline:
+        print("\n".join(headline) + "\n")
     print(format_report(report))
     print(f"demo finished in {time.perf_counter() - start:.0f} s")
