@@ -99,8 +99,9 @@ def _pooled_acceptance(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def weighted_mean_ci(values: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
-    """The rounds-weighted mean of the cells' values and the half-width of its 95% t-interval: each cell (one
-    concurrency, one repeat) is one measurement of the same acceptance; the ratio estimator's variance is
+    """The rounds-weighted mean of the values and the half-width of its 95% t-interval: each value (a cell: one
+    concurrency, one repeat; or a request: bench/sampling_split.py) is one measurement of the same acceptance, weighed
+    by its draft rounds; the ratio estimator's variance is
     sum w_i^2 (x_i - mean)^2 / (sum w)^2 x n / (n - 1) (NaN with fewer than MIN_INTERVAL_SAMPLES cells)."""
     x, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
     mean = float((w * x).sum() / w.sum())

@@ -72,8 +72,8 @@ def run_gate(request: GateRequest) -> GateReport:
     crash = None
     planned = Path(config.results_dir).expanduser() / str(config.run_id)
     progress = PhaseProgress("gate", 1 + (LOGPROBS in request.stages) + (LOSSLESS in request.stages)
-                             + len(request.stages), quiet=request.quiet)
-    sweep_phase = f"sweep (k={', '.join(map(str, config.num_steps))}, {config.limit or 'all'} prompts)"
+                             + len(request.stages), quiet=request.quiet, estimate=False)
+    sweep_phase = f"sweep (k={','.join(map(str, config.num_steps))}; {config.limit or 'all'} prompts)"
     progress.start(sweep_phase)
     fault_injected = config.inject  # or, after the sweep, what the server under test says it runs with
     try:
@@ -116,7 +116,7 @@ def run_gate(request: GateRequest) -> GateReport:
 
 def _judged(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
             probe: Probe | None, logprobs: _LogprobsSides | None, progress: PhaseProgress) -> StageResult:
-    progress.start(f"stage {name}")
+    progress.start(f"stage {name}", announce=False)  # judging a stage takes a moment: its verdict line is enough
     result = _stage(name, observation, reference, request, probe, logprobs)
     progress.done(f"stage {name}", result.status.value)
     return result
@@ -208,7 +208,8 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
 def _source(config: SweepConfig, fault_injected: str | None = None) -> str:
     """What was gated; a mutant (the run's --inject, or a server that says it runs one) carries the marker every table
     of a mutant run carries."""
-    inject = f" {mutant_label(fault_injected or config.inject)}" if fault_injected or config.inject else ""
+    fault = fault_injected or config.inject
+    inject = f" {mutant_label(fault)}" if fault else ""
     if config.server_cmd is not None:
         return f"server command {config.server_cmd!r}{inject}"
     if config.base_url is not None:

@@ -22,8 +22,11 @@ class PhaseProgress:
     (`total=None`: selftest rows, chosen as the clean rows finish) `selftest row 7 ...: detected in 2s; elapsed 40s`."""
 
     def __init__(self, command: str, total: int | None, *, quiet: bool, file: TextIO | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, estimate: bool = True) -> None:
+        """`estimate`: say what is left (phases of like size: checks); off where one phase dwarfs the rest (the
+        gate's sweep)."""
         self.command, self.total, self.quiet, self.clock = command, total, quiet, clock
+        self.estimate = estimate
         self.file = file
         self.start_s = clock()
         self.phase_start_s = self.start_s
@@ -37,9 +40,11 @@ class PhaseProgress:
         index = self.num_done + 1
         return f"{index}/{self.total}" if self.total else str(index)
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, *, announce: bool = True) -> None:
+        """`announce`: print the start line (off for phases over in a moment: their end line is enough)."""
         self.phase_start_s = self.clock()
-        self._print(f"{self.command} {self._position()} {name} ...")
+        if announce:
+            self._print(f"{self.command} {self._position()} {name} ...")
 
     def done(self, name: str, verdict: str = "", *, seconds: float | None = None) -> None:
         """`seconds`: the phase's own time where it ran elsewhere (a selftest worker); else since start()."""
@@ -49,7 +54,7 @@ class PhaseProgress:
         self.num_done += 1
         elapsed = now - self.start_s
         left = ""
-        if self.total and self.num_done < self.total:
+        if self.estimate and self.total and self.num_done < self.total:
             left = f", about {format_elapsed(elapsed / self.num_done * (self.total - self.num_done))} left"
         said = f": {verdict}" if verdict else ""
         self._print(f"{self.command} {position} {name}{said} in {format_elapsed(taken)}; elapsed "

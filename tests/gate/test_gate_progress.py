@@ -13,7 +13,7 @@ def test_gate_reports_its_phases_on_stderr_and_quiet_silences_them(gate_pair, tm
             "--results-dir", str(tmp_path)]
     code, out, err = run_gate_cli(args, monkeypatch, capsys)
     assert code == 0, out + err
-    assert re.search(r"^gate 1/2 sweep \(k=0, 2, 2 prompts\) \.\.\.$", err, re.M), err
+    assert re.search(r"^gate 1/2 sweep \(k=0,2; 2 prompts\) \.\.\.$", err, re.M), err
     assert re.search(r"^cell 2/2 \S+ done in \d+s; elapsed", err, re.M), err  # the sweep's own lines, no terminal
     assert re.search(r"^gate 2/2 stage outputs: PASS in \d+s; elapsed \d+s$", err, re.M), err
     code, out, err = run_gate_cli([*args, "--quiet"], monkeypatch, capsys)
