@@ -105,7 +105,7 @@ def shared_legend(figure: Figure) -> None:
 def add_note(figure: Figure, note: str) -> None:
     """A line under the figure's title (e.g. why no interval is drawn): inside the canvas, wrapped by fit_titles."""
     if note:
-        figure.suptitle(f"{figure.get_suptitle()}\n({note})", fontsize=13)
+        figure.suptitle(f"{figure.get_suptitle()}\n{note}", fontsize=13)
 
 
 def no_data(ax: Axes, what: str) -> None:
@@ -116,8 +116,10 @@ def no_data(ax: Axes, what: str) -> None:
 
 def fit_titles(figure: Figure) -> None:
     """Wrap the figure title and every panel title that is wider than its room (the figure, or its panel), so
-    none is cut at the edge of the PNG; layout is recomputed around the wrapped lines."""
+    none is cut at the edge of the PNG; each of a title's own lines (a note under it) is wrapped apart; layout is
+    recomputed around the wrapped lines."""
     canvas = FigureCanvasAgg(figure)
+    originals: dict[int, str] = {}  # each wrapped text as it was set, its own line breaks kept
     for _ in range(4):  # wrapping changes the layout, which changes the room: settle in a few passes
         canvas.draw()
         renderer = canvas.get_renderer()
@@ -128,10 +130,11 @@ def fit_titles(figure: Figure) -> None:
         for text, room in texts:
             width = text.get_window_extent(renderer).width
             if width > room:
-                flat = " ".join(text.get_text().split())
+                original = originals.setdefault(id(text), text.get_text())
                 longest = max(len(line) for line in text.get_text().split("\n"))  # the line that sets the width
                 chars = max(12, int(longest * room / width) - 1)
-                text.set_text(textwrap.fill(flat, chars))
+                lines = original.split("\n")
+                text.set_text("\n".join(textwrap.fill(" ".join(line.split()), chars) for line in lines))
                 changed = True
         if not changed:
             return

@@ -51,7 +51,8 @@ def test_every_plot_kind_fits_its_canvas_and_keeps_intervals_possible(tmp_path):
 
 
 def test_one_colour_per_run_and_one_marker_per_k(tmp_path):
-    figure = {f.name: f.figure for f in plot_runs(plot_fixture_runs(tmp_path, repeats=1))}["throughput_tpot_vs_concurrency"]
+    figures = {f.name: f.figure for f in plot_runs(plot_fixture_runs(tmp_path, repeats=1))}
+    figure = figures["throughput_tpot_vs_concurrency"]
     lines = [line for line in figure.axes[0].get_lines() if "k=" in line.get_label()]
     by_run: dict[str, set] = {}
     by_k: dict[str, set] = {}
