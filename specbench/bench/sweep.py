@@ -106,6 +106,9 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
             if config.resume is None and not store.completed():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
+        if not manifest.get("fault_injected") and backend.server_fault:  # servers launched per k said so only now
+            manifest = {**manifest, "fault_injected": backend.server_fault}
+            write_json(run_dir / MANIFEST, manifest, run_dir)
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if config.has_choices else []
