@@ -59,7 +59,7 @@ def check(
             raise SpecbenchError("a server-pair check needs both --base-url-spec and --base-url-ref")
         # the rest: check-lossless's own defaults
         check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, data_dir=data_dir,
-                          max_tokens=max_tokens, api_key_env=api_key_env)
+                          max_tokens=max_tokens, api_key_env=api_key_env, quiet=quiet)
         return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
     from specbench.check.battery import CheckContext, run_checks

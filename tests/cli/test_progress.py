@@ -57,3 +57,24 @@ def test_check_prints_a_line_per_check_and_quiet_silences_them(tmp_path):
     assert re.search(r"^check 2/2 baseline: SKIP in \d+s; elapsed \d+s$", result.stderr, re.M), result.stderr
     quiet = run_main(*args, "--quiet")
     assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_check_lossless_prints_a_line_per_server_and_quiet_silences_them(tmp_path):
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from tests.support.tiny_models import data_dir
+
+    stand_in = Path(__file__).resolve().parents[1] / "backends" / "stand_in_server.py"
+    template = " ".join([shlex.quote(sys.executable), shlex.quote(str(stand_in)), "--port {port}",
+                         "--num-steps {num_steps}"])
+    args = ["check-lossless", "--server-cmd", template, "-k", "2", "--server-log-dir", str(tmp_path / "logs"),
+            "--data-dir", str(data_dir()), "--shots", "0", "--num-prompts", "2", "--max-tokens", "4"]
+    result = run_main(*args)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert re.search(r"^check-lossless 1/2 speculative server \(2 prompts\) in \d+s; elapsed \d+s, about \d+s left$",
+                     result.stderr, re.M), result.stderr
+    assert re.search(r"^check-lossless 2/2 reference server \(2 prompts\) in \d+s", result.stderr, re.M)
+    quiet = run_main(*args, "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
