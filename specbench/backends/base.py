@@ -47,6 +47,11 @@ class BenchBackend(Protocol):
     def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
         """Backend-specific manifest.json keys: backend, device, models, proposer, engine_config, kv_pool."""
 
+    @property
+    def server_fault(self) -> str | None:
+        """The fault the server measured says it runs with (specbench serve --inject: /version `fault`); None for
+        the embedded engine (its fault is the run's own --inject) and servers that say none."""
+
     def check_resume(self, run_dir: Path, manifest: dict[str, Any]) -> None:
         """Raise SpecbenchError when a resumed run would measure something else (weights, server model)."""
 

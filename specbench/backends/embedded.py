@@ -55,6 +55,8 @@ class EmbeddedBackend:
     ) -> None:
         check_prompts_fit(self.engine, planner, samples, config, settings)
 
+    server_fault = None  # no server: the run's own --inject is its fault
+
     def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
         engine = self.engine
         proposer = engine.proposer

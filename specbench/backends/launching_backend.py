@@ -84,6 +84,7 @@ class LaunchingBackend:
         self.tokenizer, self.can_tokenize = local_tokenizer_of(config)
         self._server: ServerProcess | None = None
         self._client: OpenAIBackend | None = None
+        self._faults: set[str] = set()  # what the launched servers' /version said they run with
         self._num_steps: int | None = None
         self._shape: DraftShape | None = None
 
@@ -93,6 +94,12 @@ class LaunchingBackend:
             raise SpecbenchError(f"workload {config.workload} has no samples")
         for sample in samples:
             planner.first_turn(sample, settings)
+
+    @property
+    def server_fault(self) -> str | None:
+        """The faults the servers launched so far say they run with (/version), joined; None before the first
+        launch (the manifest then takes it once the cells ran: bench/sweep.py)."""
+        return "+".join(sorted(self._faults)) or None
 
     def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
         return {
@@ -171,6 +178,8 @@ class LaunchingBackend:
             raise ServerLaunchFailed(
                 f"the launched server (num-steps {num_steps}{shape_suffix(shape)}): {err}") from None
         self._num_steps, self._shape = num_steps, shape
+        if self._client.info.fault:
+            self._faults.add(self._client.info.fault)
         info = {"argv": list(server.argv), "port": server.port, "model": self._client.model,
                 "models": list(self._client.info.models), "version": self._client.info.version}
         (logs / f"{name}.json").write_text(json.dumps(info, indent=2) + "\n")

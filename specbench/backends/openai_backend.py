@@ -84,6 +84,10 @@ class OpenAIBackend:
         for sample in samples:  # renders every first turn: template problems surface before anything is written
             planner.first_turn(sample, settings)
 
+    @property
+    def server_fault(self) -> str | None:
+        return self.info.fault
+
     def manifest_entries(self, config: SweepConfig) -> dict[str, Any]:
         url = public_url(self.root)
         return {

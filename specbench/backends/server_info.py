@@ -4,7 +4,8 @@ Every call runs under its deadline (deadline.py); an answer of the wrong shape i
 
 Its speculative config, where it tells (read only to label a drafting server's cells, never to decide whether it
 drafts: that is whether its counters move, runs/drafting.py):
-- specbench serve: /version `speculative` = {"method", "num_steps"} (specbench/serve/app.py).
+- specbench serve: /version `speculative` = {"method", "num_steps"} and `fault` (the injected fault's name, or null:
+  a mutant server's runs record it as their `fault_injected`) (specbench/serve/app.py).
 - llama.cpp server: /props `default_generation_settings.params` `speculative.n_max` (the longest draft; its
   `speculative.types` names the method in newer builds).
 - vLLM, SGLang: no endpoint says it; k is then read from the /metrics per-position labels (server_acceptance.py).
@@ -57,6 +58,12 @@ class ServerInfo:
     @property
     def speculation(self) -> ServerSpeculation | None:
         return speculation_of(self.probe.version, self.probe.props)
+
+    @property
+    def fault(self) -> str | None:
+        """The fault a `specbench serve --inject` server runs with (its /version `fault`); None: a real engine, or
+        a server that does not say."""
+        return _text((self.version or {}).get("fault"))
 
 
 def speculation_of(version: dict | None, props: dict | None) -> ServerSpeculation | None:

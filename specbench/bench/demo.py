@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from specbench.config import EngineConfig
+from specbench.runs.records import Row, is_null
 from specbench.runs.sweep_config import RESULTS_DIR, SweepConfig
 
 DEMO_LIMIT = 4  # GSM8K test questions
@@ -40,3 +43,34 @@ def demo_config(
         results_dir=results_dir,
         quiet=quiet,
     )
+
+
+# At or below this GSM8K accuracy (flexible-extract, k = 0) a few questions cannot show speculation moving it: the
+# demo's default model (135M) scores 0 %, so the demo leads with agreement instead.
+UNINFORMATIVE_ACCURACY = 0.05
+
+
+def demo_headline(cells: Sequence[Row]) -> list[str]:
+    """The demo's first lines: same text as k = 0 per speculative grid point (what a lossless engine must keep at
+    temperature 0), then accuracy, said to be uninformative where the model scores ~0."""
+    speculative = sorted((r for r in cells if r["num_steps"] and not is_null(r.get("agreement_text"))),
+                         key=lambda r: (r["concurrency"], r["num_steps"]))
+    points = []
+    for r in speculative:
+        same = round(r["agreement_text"] * r["agreement_num_pairs"])
+        points.append(f"c={r['concurrency']} k={r['num_steps']} {same}/{r['agreement_num_pairs']}")
+    lines = []
+    if points:
+        lines.append("same text as k=0 (greedy: lossless speculation keeps every output): " + ", ".join(points))
+    baseline = [r for r in cells if r["num_steps"] == 0 and r.get("accuracy_n")]
+    if baseline:
+        accuracy = sum(r["accuracy_flexible"] for r in baseline) / len(baseline)
+        n = baseline[0]["accuracy_n"]
+        if accuracy <= UNINFORMATIVE_ACCURACY:
+            lines.append(f"GSM8K accuracy at k=0: {accuracy:.0%} of {n} questions: this model cannot solve GSM8K, so "
+                         "its accuracy cannot show speculation changing answers; read the agreement above (a larger "
+                         "--target makes accuracy informative)")
+        else:
+            lines.append(f"GSM8K accuracy at k=0: {accuracy:.0%} of {n} questions (flexible-extract; per k in the "
+                         "table)")
+    return lines

@@ -7,18 +7,10 @@ from collections.abc import Sequence
 from specbench.bench.drift import DRIFT_TOLERANCE
 from specbench.bench.speedup_bound import SPEEDUP_BOUND_TOLERANCE
 from specbench.runs.records import Row
+from specbench.runs.speedup_flags import DRIFT_MARK, IMPLAUSIBLE_MARK
 from specbench.runs.sweep_config import SweepConfig
 
-IMPLAUSIBLE_MARK = "(!)"  # above what its acceptance allows
-DRIFT_MARK = "(~)"  # within the baseline drift of its group
 MAX_NAMED = 4  # cells named per warning line
-
-
-def speedup_mark(rows: Sequence[Row]) -> str:
-    """The marks of a grid point (one row per repeat): flagged when any repeat is."""
-    marks = [mark for column, mark in (("is_speedup_implausible", IMPLAUSIBLE_MARK), ("is_drift_suspect", DRIFT_MARK))
-             if any(r.get(column) is True for r in rows)]
-    return "".join(f" {mark}" for mark in marks)
 
 
 def num_flagged(cells: Sequence[Row]) -> int:

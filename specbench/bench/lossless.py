@@ -17,6 +17,7 @@ from specbench.bench.validate import validate_config
 from specbench.errors import SpecbenchError
 from specbench.runs.cell_key import CellKey
 from specbench.runs.finished_turn import FinishedTurn
+from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.preflight import workload_options
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runs.turns import TurnPlanner
@@ -82,10 +83,12 @@ class LosslessReport:
         return self.is_lossless if strict else self.num_divergent == 0
 
 
-def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float = NEAR_TIE_MARGIN) -> LosslessReport:
+def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float = NEAR_TIE_MARGIN,
+                   progress: PhaseProgress | None = None) -> LosslessReport:
     """`spec`/`ref`: openai-backend configs (base_url, model, api key, workload, limit, max tokens, concurrency);
     temperature is forced to 0 and no warmup runs. Multi-turn samples ask turn t+1 with each side's own answer.
-    Each mismatch of a text prompt is diagnosed on the reference server (near_tie.py)."""
+    Each mismatch of a text prompt is diagnosed on the reference server (near_tie.py). `progress`: a line on stderr
+    as each side starts and ends (the CLI's)."""
     from specbench.backends.openai_backend import OpenAIBackend
     from specbench.workloads import get_workload
     from specbench.workloads.data import resolve_data_source
@@ -98,7 +101,10 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float =
     key = CellKey(0, 0.0, max(spec.concurrency), spec.num_steps[0])
     chat_template = workload.is_chat if spec.chat_template is None else spec.chat_template
     results = []
-    for config in (spec, ref):
+    for config, side in ((spec, "speculative server"), (ref, "reference server")):
+        phase = f"{side} ({len(samples)} prompts)"
+        if progress is not None:
+            progress.start(phase)
         backend = OpenAIBackend(config)
         try:
             planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
@@ -110,11 +116,13 @@ def check_lossless(spec: SweepConfig, ref: SweepConfig, near_tie_margin: float =
                 pairs = _diagnosed(_pairs(samples, *results), results[1], backend, near_tie_margin)
         finally:
             backend.close()
+        if progress is not None:
+            progress.done(phase)
     return LosslessReport(spec.base_url or "", ref.base_url or "", pairs)
 
 
-def check_lossless_launched(config: SweepConfig, log_dir: Path,
-                            near_tie_margin: float = NEAR_TIE_MARGIN) -> LosslessReport:
+def check_lossless_launched(config: SweepConfig, log_dir: Path, near_tie_margin: float = NEAR_TIE_MARGIN,
+                            progress: PhaseProgress | None = None) -> LosslessReport:
     """`config.server_cmd` launched twice: at `config.num_steps` (the speculative side) and at 0 (the reference,
     `server_baseline_cmd` or the preset's); both are stopped afterwards, logs in `log_dir`."""
     from specbench.backends.launching_backend import start_server
@@ -132,7 +140,7 @@ def check_lossless_launched(config: SweepConfig, log_dir: Path,
             return dataclasses.replace(config, base_url=server.url, server_cmd=None, server_baseline_cmd=None,
                                        num_steps=(k,))
 
-        return check_lossless(side(servers[0], num_steps), side(servers[1], 0), near_tie_margin)
+        return check_lossless(side(servers[0], num_steps), side(servers[1], 0), near_tie_margin, progress)
     finally:
         for server in servers:
             server.stop()

@@ -45,7 +45,9 @@ def build_manifest(
         "method": config.engine.method,
         # Forced per-position acceptance rates: outputs are NOT lossless when set (performance work only).
         "synthetic_acceptance": list(config.engine.synthetic_acceptance or ()) or None,
-        "fault_injected": config.inject,  # None for a real run; a mutant's name otherwise (specbench.faults)
+        # None for a real run; a mutant's name otherwise (specbench.faults): the run's --inject, or the fault a
+        # `specbench serve --inject` server says it runs with (its /version)
+        "fault_injected": config.inject or backend.server_fault,
         "workload": {
             "name": workload.name,
             "version": workload.version,

@@ -11,12 +11,9 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
+from specbench.runs.phase_progress import format_elapsed as _duration
+
 REQUEST_LINE_INTERVAL_S = 30.0  # without a terminal: a long cell says how far it is at most this often
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 class Progress:

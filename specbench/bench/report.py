@@ -1,4 +1,5 @@
-"""What a sweep prints at the end: the summary table, per-category acceptance, where the results are."""
+"""What a sweep prints at the end: the summary table, acceptance and agreement per sampling mode and category, where
+the results are."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cac
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
-from specbench.bench.summary_table import format_categories, format_summary
+from specbench.bench.sampling_split import format_group_summaries, mixed_sampling_note
+from specbench.bench.summary_table import format_summary
 from specbench.bench.sweep import SweepReport
 from specbench.compare.crossover import format_crossovers
+from specbench.runtime.hooks import mutant_label
 
 
 def format_report(report: SweepReport, width: int | None = None) -> str:
@@ -24,7 +27,8 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     head = (
         f"{config.workload} | method {','.join(methods)} | {where}"
         + (f" | label {config.label}" if config.label else "")
-        + (f" | MUTANT[{config.inject}] (fault injected: not a real result)" if config.inject else "")
+        + (f" | {mutant_label(report.fault_injected)} (fault injected: not a real result)"
+           if report.fault_injected else "")
         + (
             f" | SYNTHETIC ACCEPTANCE {','.join(map(str, engine.synthetic_acceptance))} (forced: output not lossless)"
             if engine.synthetic_acceptance
@@ -36,9 +40,8 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         + (f" | METRICS INCONSISTENT in {n} cells" if (n := len(inconsistent_cells(report.cells))) else "")
     )
     warnings = flag_lines(report.cells, config) + check_lines(report.cells)
-    parts = [head, format_summary(report.cells, width), "\n".join(warnings), "\n".join(histogram_lines(report.cells))]
-    if len({row["category"] for row in report.categories}) > 1:
-        parts.append(format_categories(report.categories, width))
+    parts = [head, format_summary(report.cells, width), mixed_sampling_note(report.groups), "\n".join(warnings),
+             "\n".join(histogram_lines(report.cells)), format_group_summaries(report.groups)]
     parts.append(format_recommendations(list(report.recommendations)))
     parts.append(format_crossovers(report.cells))
     parts.append("\n".join(prefix_cache_lines(report.cells)))

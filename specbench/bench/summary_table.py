@@ -7,7 +7,6 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specbench.bench.flag_notes import speedup_mark
 from specbench.metrics.metric_spec import Resampling, SummaryRow
 from specbench.metrics.specs import (
     ACCEPTANCE_LENGTH,
@@ -23,6 +22,7 @@ from specbench.metrics.specs import (
 from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row
+from specbench.runs.speedup_flags import speedup_mark
 
 Cell = Callable[[Sequence[Row]], str]  # formats one grid point from its rows (one per repeat)
 
@@ -63,7 +63,7 @@ def _per_index(family: str) -> Cell:
 
 
 def _speedup(column: str, digits: int) -> Cell:
-    """Marked where flagged (bench/flag_notes.py): such a speedup is shown, not vouched for."""
+    """Marked where flagged (runs/speedup_flags.py): such a speedup is shown, not vouched for."""
 
     def fmt(rows: Sequence[Row]) -> str:
         value = _num(column, digits=digits)(rows)

@@ -21,6 +21,7 @@ from specbench.bench.progress import Progress
 from specbench.bench.recommend import Recommendation, write_recommendations
 from specbench.bench.resume import check_same_data, resume_config
 from specbench.bench.run_dir import create_run_dir, plan_run_dir
+from specbench.bench.sampling_split import GroupSummary, group_summaries
 from specbench.bench.store import MANIFEST, RunStore, WriteFailed, write_json
 from specbench.bench.validate import check_fault, validate_config
 from specbench.errors import Interrupted, ServerLaunchFailed, SpecbenchError
@@ -44,6 +45,10 @@ class SweepReport:
     recommendations: tuple[Recommendation, ...] = ()  # best k per grid point (sweeps with several num-steps)
     plan: SweepPlan | None = None  # what was announced before the first cell
     target_architecture: str = "-"  # the manifest's target, in words (backends/target_record.py)
+    # acceptance and agreement per sampling mode (greedy / sampled, where a cell mixes them) and per category, with
+    # request counts and intervals (bench/sampling_split.py)
+    groups: tuple[GroupSummary, ...] = ()
+    fault_injected: str | None = None  # the manifest's: the run's --inject, or what its server says it runs with
 
 
 def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
@@ -101,12 +106,16 @@ def run_sweep(config: SweepConfig, explicit: Collection[str] | None = None,
             if config.resume is None and not store.completed():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
+        if not manifest.get("fault_injected") and backend.server_fault:  # servers launched per k said so only now
+            manifest = {**manifest, "fault_injected": backend.server_fault}
+            write_json(run_dir / MANIFEST, manifest, run_dir)
     finally:
         backend.close()
     recommendations = write_recommendations(run_dir, config.optimize) if config.has_choices else []
     target = (manifest.get("models") or {}).get("target") or {}
     return dataclasses.replace(_report(run_dir, config, store, grid, num_run), recommendations=tuple(recommendations),
-                               plan=plan, target_architecture=label_from_entry(target.get("architecture")))
+                               plan=plan, target_architecture=label_from_entry(target.get("architecture")),
+                               fault_injected=manifest.get("fault_injected"))
 
 
 def _run_missing_cells(backend, planner, samples, grid, config, chat_template, workload, store: RunStore) -> int:
@@ -161,7 +170,8 @@ def _report(run_dir: Path, config: SweepConfig, store: RunStore, grid: tuple[Cel
     done = [key.cell_id for key in grid if key.cell_id in store.completed()]
     cells = tuple(row for cell_id in done for row in store.rows("cells", cell_id))
     categories = tuple(row for cell_id in done for row in store.rows("categories", cell_id))
-    return SweepReport(run_dir, config, cells, categories, num_run, len(grid) - num_run)
+    groups = tuple(group_summaries([row for cell_id in done for row in store.rows("requests", cell_id)]))
+    return SweepReport(run_dir, config, cells, categories, num_run, len(grid) - num_run, groups=groups)
 
 
 def _effective_sampling(planner: TurnPlanner, sample, config: SweepConfig, key: CellKey, chat_template: bool) -> dict:

@@ -20,6 +20,7 @@ from specbench.check.rows import check_rows
 from specbench.check.sampled import check_sampled
 from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
+from specbench.runs.phase_progress import PhaseProgress
 
 
 @dataclass(frozen=True)
@@ -51,17 +52,25 @@ CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = 
 assert tuple(CHECK_FUNCTIONS) == CHECKS, "check/names.py lists every check once, in table order"
 
 
-def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: CheckContext | None = None
-               ) -> list[CheckResult]:
+def run_checks(setup: CheckSetup, checks: tuple[str, ...] = CHECKS, context: CheckContext | None = None,
+               progress: PhaseProgress | None = None) -> list[CheckResult]:
     """Every check runs with debug invariants off except the invariant sweep, so each one's detection is its own
     (each engine's EngineConfig.debug_invariants, set by check/setup.build_llm whatever the environment says).
-    A check that raises inside the engine is a failing `crashed: ...` row; the others still run."""
+    A check that raises inside the engine is a failing `crashed: ...` row; the others still run. `progress`: a line
+    on stderr as each check starts and ends (the CLI's; a notebook or the selftest passes none)."""
     unknown = set(checks) - set(CHECKS)
     if unknown:
         raise SpecbenchError(f"unknown check(s) {', '.join(sorted(unknown))}; supported: {', '.join(CHECKS)}")
     ctx = context or CheckContext()
     setup = ctx.budget.apply(setup)
-    return [_run_one(name, setup, ctx) for name in checks]
+    results = []
+    for name in checks:
+        if progress is not None:
+            progress.start(name)
+        results.append(_run_one(name, setup, ctx))
+        if progress is not None:
+            progress.done(name, results[-1].verdict)
+    return results
 
 
 def _run_one(name: str, setup: CheckSetup, ctx: CheckContext) -> CheckResult:

@@ -19,13 +19,16 @@ class CheckResult:
     # Execution paths (execution_paths.py) the engines under test took in this check; reference engines excluded.
     paths: frozenset[str] = frozenset()
 
+    @property
+    def verdict(self) -> str:
+        return "SKIP" if self.skipped else ("PASS" if self.passed else "CRASH" if self.is_crashed else "FAIL")
+
 
 def format_table(results: list[CheckResult], title: str = "") -> str:
     lines = [title] if title else []
     width = max((len(r.name) for r in results), default=5)
     for r in results:
-        verdict = "SKIP" if r.skipped else ("PASS" if r.passed else "CRASH" if r.is_crashed else "FAIL")
-        lines.append(f"{r.name:<{width}}  {verdict}  {r.seconds:6.2f}s  {r.detail}")
+        lines.append(f"{r.name:<{width}}  {r.verdict}  {r.seconds:6.2f}s  {r.detail}")
     return "\n".join(lines)
 
 

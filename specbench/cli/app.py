@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 import typer.main
@@ -13,18 +14,34 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from specbench.errors import ExitStatus, Interrupted, SpecbenchError
 
+HELP = ("Benchmark and regression-test speculative decoding. New here? Run `specbench demo` first: a small real "
+        "sweep on the default model.")
+
 app = typer.Typer(
     name="specbench",
-    help="Benchmark and regression-test speculative decoding.",
+    help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
 
 
-@app.callback()
-def _root() -> None:
-    """Benchmark and regression-test speculative decoding."""
+def _print_version(value: bool) -> None:
+    if value:
+        from specbench import __version__
+
+        print(f"specbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback(help=HELP)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit", callback=_print_version,
+                                          is_eager=True)] = False,
+) -> None:
+    from specbench.runs.environment import quiet_bars_off_terminal
+
+    quiet_bars_off_terminal(sys.stderr.isatty())  # before any command imports transformers or the hub
 
 
 def _register() -> None:

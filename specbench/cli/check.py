@@ -10,7 +10,7 @@ from specbench.check.engine_defaults import CHECK_ENGINE_DEFAULTS
 from specbench.check.names import CHECKS
 from specbench.cli import options as o
 from specbench.cli.app import app
-from specbench.cli.sweep_options import DataDir
+from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.config import ENGINE_OPTION_NAMES
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
 
@@ -42,6 +42,7 @@ def check(
                                                         "non-speculative reference server's root URL")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="server pair: variable holding the "
                                                        "API key")] = None,
+    quiet: sweep_option("quiet") = False,
     engine: dict = None,  # the shared engine option group (options.engine_options), check's own defaults
     fault: object = None,  # --inject (options.engine_options): the fault checked, or None
 ) -> None:
@@ -59,7 +60,7 @@ def check(
             raise SpecbenchError("a server-pair check needs both --base-url-spec and --base-url-ref")
         # the rest: check-lossless's own defaults
         check_server_pair(base_url_spec=base_url_spec, base_url_ref=base_url_ref, data_dir=data_dir,
-                          max_tokens=max_tokens, api_key_env=api_key_env)
+                          max_tokens=max_tokens, api_key_env=api_key_env, quiet=quiet)
         return
     from specbench.check.baseline import load_baseline, measure_acceptance, save_baseline as save
     from specbench.check.battery import CheckContext, run_checks
@@ -69,6 +70,7 @@ def check(
     from specbench.check.engine_defaults import check_engine
     from specbench.check.setup import CheckSetup
     from specbench.faults import mutant_label
+    from specbench.runs.phase_progress import PhaseProgress
     from specbench.runs.sweep_config import default_method
 
     if ctx.get_parameter_source("method").name in ("DEFAULT", "DEFAULT_MAP"):
@@ -83,7 +85,7 @@ def check(
     names = tuple(c.strip() for c in checks.split(",") if c.strip())
     ctx = CheckContext(baseline=load_baseline(baseline) if baseline else None, baseline_alpha=baseline_alpha,
                        budget=chosen, baseline_source=baseline or "")
-    results = run_checks(setup, names, ctx)
+    results = run_checks(setup, names, ctx, PhaseProgress("check", len(names), quiet=quiet))
     title = (f"specbench check: {engine['method']} k={num_steps} {engine['dtype']} budget {budget} "
              f"{mutant_label(inject)}").rstrip()
     print(format_table(results, title))

@@ -48,13 +48,17 @@ def check_lossless(
     method: Annotated[str, typer.Option("--method", help="--server-cmd: {method}")] = "draft",
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="--server-cmd: k of the speculative server "
                                            "(the reference runs k = 0)")] = 3,
+    quiet: sweep_option("quiet") = False,
 ) -> None:
     """Exit 0 when every greedy turn is identical on both servers or differs only by near-tied argmaxes (--strict:
     identical), 1 on a divergent or unclassified mismatch or a failed request."""
     from specbench.bench.lossless import check_lossless as run_check
     from specbench.bench.lossless import format_lossless
     from specbench.config import EngineConfig
+    from specbench.runs.phase_progress import PhaseProgress
     from specbench.runs.sweep_config import SweepConfig
+
+    progress = PhaseProgress("check-lossless", 2, quiet=quiet)
 
     def side(url: str, model: str | None) -> SweepConfig:
         return SweepConfig(workload=workload, data_dir=data_dir, limit=limit, shots=shots, chat_template=chat_template,
@@ -77,12 +81,12 @@ def check_lossless(
                                      engine=EngineConfig(target=target, draft=draft, method=method,
                                                          tokenizer=tokenizer),
                                      num_steps=(num_steps,), speedup=False)
-        report = check_lossless_launched(config, logs, near_tie_margin)
+        report = check_lossless_launched(config, logs, near_tie_margin, progress)
         print(f"server logs: {logs}")
     elif not (base_url_spec and base_url_ref):
         raise SpecbenchError("check-lossless needs --base-url-spec and --base-url-ref, or --server-cmd")
     else:
-        report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref), near_tie_margin)
+        report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref), near_tie_margin, progress)
     print(format_lossless(report, show))
     if not report.passes(strict):
         raise typer.Exit(1)

@@ -10,7 +10,7 @@ import typer
 from specbench.bench.demo import DEMO_LIMIT, DEMO_MAX_TOKENS, DEMO_SHOTS, DEMO_SUMMARY
 from specbench.cli import options as o
 from specbench.cli.app import app
-from specbench.cli.sweep_options import DataDir
+from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.runs.sweep_config import RESULTS_DIR
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
@@ -24,9 +24,9 @@ def demo(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max new tokens per question")] = DEMO_MAX_TOKENS,
     data_dir: DataDir = None,
     results_dir: Annotated[str, typer.Option("--results-dir")] = RESULTS_DIR,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    quiet: sweep_option("quiet") = False,
 ) -> None:
-    from specbench.bench.demo import demo_config
+    from specbench.bench.demo import demo_config, demo_headline
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
 
@@ -36,5 +36,8 @@ def demo(
         quiet=quiet,
     )
     report = run_sweep(config)
+    headline = demo_headline(report.cells)  # agreement first: accuracy says little on a model that scores ~0
+    if headline:
+        print("\n".join(headline) + "\n")
     print(format_report(report))
     print(f"demo finished in {time.perf_counter() - start:.0f} s")

@@ -78,15 +78,16 @@ def gate(
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="gate this OpenAI-compatible server (its k "
                                                     "is fixed: the k = 0 outputs come from --reference)",
                                                     rich_help_panel=o.SERVER)] = None,
-    server_model: Annotated[Optional[str], typer.Option("--server-model", help="model to request (default: the "
-                                                        "server's first /v1/models entry)",
-                                                        rich_help_panel=o.SERVER)] = None,
+    server_model: sweep_option("server_model") = None,  # --model, as in sweep
+    server_model_alias: Annotated[Optional[str], typer.Option("--server-model", hidden=True,
+                                                              help="old name of --model")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="variable holding the API key",
                                                        rich_help_panel=o.SERVER)] = None,
     request_timeout: sweep_option("request_timeout") = deadlines.REQUEST_TIMEOUT_S,
     server_cmd: sweep_option("server_cmd") = None,
     server_baseline_cmd: sweep_option("server_baseline_cmd") = None,
     server_ready_timeout: sweep_option("server_ready_timeout") = deadlines.SERVER_READY_TIMEOUT_S,
+    quiet: sweep_option("quiet") = False,
     engine: dict = None,  # the shared engine option group (options.engine_options)
     fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
 ) -> None:
@@ -110,6 +111,7 @@ def gate(
     if base_url and server_cmd:
         raise SpecbenchError("--base-url gates a running server, --server-cmd launches one: pass one of them")
     is_server = bool(base_url or server_cmd)
+    server_model = server_model or server_model_alias
     if ctx.get_parameter_source("method").name in ("DEFAULT", "DEFAULT_MAP"):
         engine = {**engine, "method": "none" if base_url else default_method(engine["draft"])}
     skipped = parse_skip(skip)
@@ -127,7 +129,7 @@ def gate(
                         results_dir=results_dir or tempfile.mkdtemp(prefix="specbench-gate-"))
     report = run_gate(GateRequest(sweep, num_steps, chosen, tolerances,
                                   Path(reference) if reference else None,
-                                  Path(write_reference) if write_reference else None, fault))
+                                  Path(write_reference) if write_reference else None, fault, quiet))
     markdown = to_markdown(report)
     print(markdown, end="")
     if report_md:

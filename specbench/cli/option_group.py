@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from specbench.config import FIELD_DEFAULT, field_default
 
@@ -46,7 +47,9 @@ class OptionGroup:
             hint = Optional[str]  # noqa: UP045 (typer reads the annotation)
         else:
             hint = typing.get_type_hints(self.config)[name]
-        option = typer.Option(self.flag(name), *meta["aliases"], help=meta["help"], rich_help_panel=self.panels[name])
+        # help is printed through Rich markup: brackets escaped, or `specbench-cli[flashinfer]` loses `[flashinfer]`
+        option = typer.Option(self.flag(name), *meta["aliases"], help=meta["help"] and escape(meta["help"]),
+                              rich_help_panel=self.panels[name])
         return Annotated[hint, option]
 
     def parameters(self, defaults: Mapping[str, Any] | None = None) -> list[inspect.Parameter]:

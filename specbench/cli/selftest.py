@@ -5,21 +5,36 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from typer.core import TyperCommand
 
 from specbench.check.names import CHECKS
 from specbench.cli.app import app
+from specbench.cli.sweep_options import sweep_option
 
 
 class _FaultListHelp(TyperCommand):
-    """Help that ends with the fault names (the catalog imports torch, so only when help is shown)."""
+    """Help that ends with every fault, one line each: what it breaks and which check should catch it (declared
+    beside each fault: faults/fault.py; the catalog imports torch, so only when help is shown)."""
 
     def format_help(self, ctx, formatter) -> None:
-        from specbench.faults.catalog import fault_names
-
         if "Faults (--faults" not in (self.help or ""):
-            self.help = f"{self.help}\n\nFaults (--faults here, --inject elsewhere): {', '.join(fault_names())}."
+            self.help = f"{self.help}\n\nFaults (--faults here, --inject elsewhere):\n" + "\n".join(
+                escape(line) for line in fault_help_lines())
         super().format_help(ctx, formatter)
+
+
+def fault_help_lines() -> list[str]:
+    from specbench.faults import FAULTS
+
+    return [fault.help_line for fault in FAULTS.values()]
+
+
+def _list_faults(value: bool) -> None:
+    """--list-faults: the faults, one line each, and exit (before any option is checked)."""
+    if value:
+        print("\n".join(fault_help_lines()))
+        raise typer.Exit(0)
 
 
 @app.command(cls=_FaultListHelp)
@@ -45,6 +60,10 @@ def selftest(
                                              "where the window and MoE faults run")] = True,
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
+    quiet: sweep_option("quiet") = False,
+    list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "
+                                              "should catch it) and exit", callback=_list_faults,
+                                              is_eager=True)] = False,
 ) -> None:
     """Mutation table (fault x check -> detected, seconds) and coverage table (execution path x check); exit 1 if a
     fault is missed, the clean engine fails, or a production path of the device went unexercised."""
@@ -56,6 +75,7 @@ def selftest(
         false_alarms,
         format_mutation_table,
         method_label,
+        row_progress,
         selftest_coverage,
         selftest_ok,
         timed_selftest,
@@ -64,7 +84,7 @@ def selftest(
     seed_list = parse_int_ranges(seeds, "--seeds") if seeds else default_seeds(device)
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
-                                   device=device, on_row=_progress, jobs=_jobs(jobs) or default_jobs(device),
+                                   device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
                                    window_moe=window_moe, trees=trees)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
@@ -91,20 +111,6 @@ def selftest(
     ok = selftest_ok(rows) and coverage.is_complete
     print(f"selftest {'passed' if ok else 'FAILED'} in {seconds:.0f} s")
     raise typer.Exit(0 if ok else 1)
-
-
-def _progress(row) -> None:
-    """One line per finished row on stderr, so a long run shows where it is (the table comes at the end)."""
-    import sys
-
-    from specbench.selftest.runner import method_label
-
-    verdict = ("FALSE ALARM" if row.detected else "ok") if row.inject is None else (
-        "detected" if row.detected else "MISSED")
-    seconds = sum(r.seconds for r in row.results)
-    target = f" {row.target}" if row.target else ""
-    print(f"  {method_label(row)} seed {row.seed}{target} {row.inject or 'clean'}: {verdict} ({seconds:.1f} s)", file=sys.stderr,
-          flush=True)
 
 
 def _jobs(text: str) -> int | None:

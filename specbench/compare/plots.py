@@ -46,7 +46,8 @@ def mark_engine_notes(figures: Sequence[NamedFigure], runs: Sequence[Run]) -> No
     """A mutant (or synthetic-acceptance) run is no measurement of the real engine: every title says so."""
     notes = sorted({run.info.engine_note for run in runs if run.info.engine_note})
     for named in figures if notes else ():
-        named.figure.suptitle(f"{named.figure.get_suptitle()}, includes {' '.join(notes)}", fontsize=13)
+        title, newline, note = named.figure.get_suptitle().partition("\n")  # the mark on the title's own line
+        named.figure.suptitle(f"{title}, includes {' '.join(notes)}{newline}{note}", fontsize=13)
 
 
 def write_plots(runs: Sequence[Run], out_dir: str | Path) -> list[Path]:

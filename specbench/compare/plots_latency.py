@@ -1,5 +1,6 @@
-"""Throughput, TPOT and TTFT against concurrency: a row per temperature, a line per (run, num-steps); error bars:
-the 95% interval of the mean over repeats (runs with --repeats >= 2)."""
+"""Throughput, TPOT and TTFT against concurrency: a row per temperature, a line per (run, num-steps) (the run's colour,
+k's marker); error bars: the 95% ratio interval of the mean over repeats (plot_data: never below 0; none with fewer
+than MIN_INTERVAL_SAMPLES repeats, which the title then says)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 
-from specbench.compare.plot_data import RunSeries, temperatures
+from specbench.compare.plot_data import RunSeries, interval_note, min_repeats, temperatures
 from specbench.compare.plot_style import (
     NamedFigure,
+    add_note,
     axes_grid,
     concurrency_axis,
+    interval_yerr,
+    line_style,
     new_figure,
     no_data,
-    run_style,
     shared_legend,
-    step_color,
     temperature_title,
 )
 from specbench.metrics.metric_spec import MetricSpec
@@ -42,14 +44,12 @@ def _lines(ax: Axes, series: Sequence[RunSeries], temperature: float, panel: Pan
             if group.empty:
                 continue
             concurrencies.update(int(c) for c in group["concurrency"])
-            ci = group.get(f"{column}_ci")  # 95% interval over repeats; none with one repeat
-            yerr = None if ci is None or ci.isna().all() else ci.fillna(0) * scale
-            color = step_color(int(num_steps), all_steps)
-            ax.plot(group["concurrency"], group[column] * scale, label=f"{run.label} · k={num_steps}",
-                    color=color, **run_style(index))
+            style = line_style(index, int(num_steps), all_steps)
+            ax.plot(group["concurrency"], group[column] * scale, label=f"{run.label} · k={num_steps}", **style)
+            yerr = interval_yerr(group[column], group[f"{column}_low"], group[f"{column}_high"])
             if yerr is not None:
-                ax.errorbar(group["concurrency"], group[column] * scale, yerr=yerr, fmt="none", ecolor=color,
-                            capsize=3)
+                ax.errorbar(group["concurrency"], group[column] * scale, yerr=yerr * scale, fmt="none",
+                            ecolor=style["color"], capsize=3)
     if not concurrencies:
         no_data(ax, "data")
         return
@@ -66,6 +66,7 @@ def _figure(series: Sequence[RunSeries], name: str, title: str, panels: Sequence
             _lines(ax, series, temperature, panel)
             ax.set_title(f"{panel[2].split(' (')[0]}, {temperature_title(temperature)}")
     shared_legend(figure)
+    add_note(figure, interval_note(min_repeats(series)))
     return NamedFigure(name, figure)
 
 

@@ -12,16 +12,16 @@ import pandas as pd
 
 from specbench.compare.crossover import Crossover, crossovers
 from specbench.compare.loading import Run
-from specbench.compare.plot_data import RunSeries, temperatures
+from specbench.compare.plot_data import MIN_INTERVAL_SAMPLES, RunSeries, interval_note, temperatures
 from specbench.compare.plot_style import (
     NamedFigure,
+    add_note,
     axes_grid,
     concurrency_axis,
+    line_style,
     new_figure,
     no_data,
-    run_style,
     shared_legend,
-    step_color,
     temperature_title,
 )
 from specbench.compare.matching import DEFAULT_TEMPERATURE
@@ -49,9 +49,10 @@ def pareto_figure(series: Sequence[RunSeries]) -> NamedFigure:
         for index, run in enumerate(series):
             points = pareto_points(run)
             for num_steps, group in points[points["temperature"] == temperature].groupby("num_steps"):
-                color = step_color(int(num_steps), all_steps)
-                ax.plot(group["tokens_per_s_per_user"], group["output_throughput"], color=color,
-                        label=f"{run.label} · k={num_steps}", **run_style(index))
+                style = line_style(index, int(num_steps), all_steps)
+                color = style["color"]
+                ax.plot(group["tokens_per_s_per_user"], group["output_throughput"],
+                        label=f"{run.label} · k={num_steps}", **style)
                 for x, y, c in zip(group["tokens_per_s_per_user"], group["output_throughput"], group["concurrency"]):
                     ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
                 drawn = True
@@ -70,14 +71,16 @@ def run_crossovers(run: Run) -> list[Crossover]:
 
 
 def speedup_concurrency_figure(runs: Sequence[Run], labels: Sequence[str]) -> NamedFigure | None:
-    """Speedup vs concurrency per k: geometric mean over repeats, 95% t-interval bars, the crossover marked;
-    None when no run has speedups at two concurrencies."""
+    """Speedup vs concurrency per k: geometric mean over repeats, 95% t-interval bars (ratio intervals: never below
+    0; drawn from MIN_INTERVAL_SAMPLES repeats, the title says when some have fewer), the crossover marked; None when
+    no run has speedups at two concurrencies."""
     found = [(label, c) for run, label in zip(runs, labels) for c in run_crossovers(run)]
     if not found:
         return None
     temps = sorted({DEFAULT_TEMPERATURE if math.isnan(c.temperature) else c.temperature for _, c in found})
     figure = new_figure(1, len(temps), "Speedup vs k=0 by concurrency (95% interval over repeats; | crossover)",
                         panel_size=(5.4, 4.0))
+    fewest = min(p.num_repeats for _, c in found for p in c.points)
     all_steps = sorted({c.num_steps for _, c in found})
     run_index = {label: i for i, label in enumerate(dict.fromkeys(label for label, _ in found))}
     for ax, temperature in zip(axes_grid(figure, len(temps))[0], temps):
@@ -86,13 +89,13 @@ def speedup_concurrency_figure(runs: Sequence[Run], labels: Sequence[str]) -> Na
             t = DEFAULT_TEMPERATURE if math.isnan(crossover.temperature) else crossover.temperature
             if t != temperature:
                 continue
-            color = step_color(crossover.num_steps, all_steps)
+            style = line_style(run_index[label], crossover.num_steps, all_steps)
+            color = style["color"]
             cs = [p.concurrency for p in crossover.points]
             ys = np.array([p.speedup for p in crossover.points])
             concurrencies.update(cs)
-            ax.plot(cs, ys, color=color, label=f"{label} · k={crossover.num_steps}{crossover.shape}",
-                    **run_style(run_index[label]))
-            if all(p.low is not None for p in crossover.points):
+            ax.plot(cs, ys, label=f"{label} · k={crossover.num_steps}{crossover.shape}", **style)
+            if all(p.low is not None and p.num_repeats >= MIN_INTERVAL_SAMPLES for p in crossover.points):
                 yerr = np.array([[y - p.low, p.high - y] for y, p in zip(ys, crossover.points)]).T
                 ax.errorbar(cs, ys, yerr=yerr, fmt="none", ecolor=color, capsize=3)
             if crossover.concurrency is not None:
@@ -101,4 +104,5 @@ def speedup_concurrency_figure(runs: Sequence[Run], labels: Sequence[str]) -> Na
         concurrency_axis(ax, sorted(concurrencies))
         ax.set(ylabel="speedup (x)", title=temperature_title(temperature))
     shared_legend(figure)
+    add_note(figure, interval_note(fewest))
     return NamedFigure("speedup_vs_concurrency", figure)

@@ -19,7 +19,8 @@ from specbench.speculation.sampling import logits_to_probs, sample_from_probs
 
 class BonusResidualKeepsLastDraft(VerifierMutant):
     fault = Fault("bonus-residual-keeps-last-draft", "after full acceptance the bonus token is sampled from "
-                  "(p - q_last)+: the last draft row's law is left in the bonus residual", "", "sampling", Proposer)
+                  "(p - q_last)+: the last draft row's law is left in the bonus residual", "", "sampling", Proposer,
+                  caught_by="rows (too small a shift for sampled)")
 
     def wrap_verifier(self, verify_fn: Callable) -> Callable:
         def verify(target_logits, draft_token_ids, num_draft_tokens, draft_probs, st):

@@ -11,9 +11,27 @@ from specbench.speculation.capabilities import Proposer
 
 
 @dataclass(frozen=True)
+class Layer:
+    """What the faults of a layer break, and which check should catch them (selftest --list-faults)."""
+
+    breaks: str
+    caught_by: str
+
+
+LAYERS: dict[str, Layer] = {
+    "draft": Layer("lowers acceptance only", "oracle, baseline"),
+    "target": Layer("corrupts the output", "greedy"),
+    "sampling": Layer("corrupts sampled output only", "sampled"),
+    "metrics": Layer("corrupts recorded statistics only", "metrics"),
+    "logprobs": Layer("corrupts reported logprobs only", "gate's logprobs stage, not the selftest"),
+    "speed": Layer("slows speculation only", "gate's speed stage, not the selftest"),
+}
+
+
+@dataclass(frozen=True)
 class Fault:
     name: str
-    description: str
+    description: str  # what it breaks, in one line
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
     layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
     # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only), "speed"
@@ -23,6 +41,16 @@ class Fault:
     hosts: type[Proposer] | None
     path: str = ""  # the fast production path it bends (issue 25's path names); "" = a phase-hook mutant
     is_plain_hosted: bool = False  # the plain engine (method none) hosts it too
+    caught_by: str = ""  # the check that should catch it where its layer's (LAYERS) is not the one
+
+    @property
+    def catcher(self) -> str:
+        return self.caught_by or LAYERS[self.layer].caught_by
+
+    @property
+    def help_line(self) -> str:
+        """`name: what it breaks (layer: what that means; caught by: check)`, one line per fault in help."""
+        return f"{self.name}: {self.description} ({LAYERS[self.layer].breaks}; caught by {self.catcher})"
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -44,4 +72,4 @@ class Mutant(PhaseHooks):
         needs nothing here."""
 
 
-__all__ = ["Fault", "Mutant", "mutant_label"]
+__all__ = ["LAYERS", "Fault", "Layer", "Mutant", "mutant_label"]

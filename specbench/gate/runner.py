@@ -24,6 +24,7 @@ from specbench.gate.speed_stage import speed_stage
 from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
                                   skipped)
 from specbench.gate.tolerances import Tolerances
+from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault, mutant_label
 
@@ -37,14 +38,16 @@ class GateRequest:
     reference: Path | None = None  # compare against this file
     write_reference: Path | None = None  # record this run as the reference
     fault: EngineFault | None = None  # the fault sweep.inject names, applied to the embedded engine (test machinery)
+    quiet: bool = False  # no progress on stderr: neither the sweep's (plan, cells) nor the gate's phases
 
 
 def gate_sweep_config(request: GateRequest) -> SweepConfig:
-    """Greedy, no warmup requests measured; k = 0 beside k where the gate controls k (embedded, --server-cmd)."""
+    """Greedy, no warmup requests measured; k = 0 beside k where the gate controls k (embedded, --server-cmd); its
+    plan and cells on stderr unless quiet (the sweep's own progress: the gate's longest phase)."""
     config = request.sweep
     fixed_server = config.base_url is not None and config.server_cmd is None
     steps = (request.num_steps,) if fixed_server or request.num_steps == 0 else (0, request.num_steps)
-    return dataclasses.replace(config, temperature=(0.0,), num_steps=steps, speedup=False, quiet=True)
+    return dataclasses.replace(config, temperature=(0.0,), num_steps=steps, speedup=False, quiet=request.quiet)
 
 
 def settings_of(config: SweepConfig, num_steps: int) -> GateSettings:
@@ -68,8 +71,14 @@ def run_gate(request: GateRequest) -> GateReport:
         check_matches(reference, settings, request.reference)
     crash = None
     planned = Path(config.results_dir).expanduser() / str(config.run_id)
+    progress = PhaseProgress("gate", 1 + (LOGPROBS in request.stages) + (LOSSLESS in request.stages)
+                             + len(request.stages), quiet=request.quiet, estimate=False)
+    sweep_phase = f"sweep (k={','.join(map(str, config.num_steps))}; {config.limit or 'all'} prompts)"
+    progress.start(sweep_phase)
+    fault_injected = config.inject  # or, after the sweep, what the server under test says it runs with
     try:
-        run_dir = run_sweep(config, calibrate=False, fault=request.fault).run_dir
+        swept = run_sweep(config, calibrate=False, fault=request.fault)
+        run_dir, fault_injected = swept.run_dir, swept.fault_injected
     except ServerLaunchFailed as err:  # the server under test died before it was ready, or during a cell
         run_dir, crash = planned, str(err)
     except SpecbenchError as err:
@@ -80,7 +89,8 @@ def run_gate(request: GateRequest) -> GateReport:
         from specbench.check.crash import crash_line
 
         run_dir, crash = planned, crash_line(err)
-    title = f"{_source(config)}, k={request.num_steps}, {config.workload}"
+    progress.done(sweep_phase, "crashed" if crash else "")
+    title = f"{_source(config, fault_injected)}, k={request.num_steps}, {config.workload}"
     if crash is not None:
         return GateReport(title, "not written: the run crashed" if request.write_reference else _where(request),
                           str(run_dir) if run_dir.is_dir() else "-", crashed_stages(crash, request.stages))
@@ -91,15 +101,22 @@ def run_gate(request: GateRequest) -> GateReport:
     except Exception as err:  # noqa: BLE001 - a bug reading the run back: every stage unjudged, the report written
         return GateReport(title, _where(request), str(run_dir),
                           tuple(_crashed(name, err) if name in request.stages else skipped(name) for name in STAGES))
-    logprobs = _guarded(lambda: _logprobs(config, request.num_steps, run_dir, request.fault)) \
-        if LOGPROBS in request.stages else None
+    logprobs = None
+    if LOGPROBS in request.stages:
+        progress.start("logprobs at k and k = 0")
+        logprobs = _guarded(lambda: _logprobs(config, request.num_steps, run_dir, request.fault))
+        progress.done("logprobs at k and k = 0")
     if request.write_reference is not None:
-        write_reference(reference_of(observation, settings, _source(config),
+        write_reference(reference_of(observation, settings, _source(config, fault_injected),
                                      _reference_logprobs(None if isinstance(logprobs, Exception) else logprobs)),
                         request.write_reference)
-    probe = _guarded(lambda: _probe(config, request.tolerances)) if LOSSLESS in request.stages else None
-    stages = tuple(_judged(name, observation, reference, request, probe, logprobs) if name in request.stages
-                   else skipped(name) for name in STAGES)
+    probe = None
+    if LOSSLESS in request.stages:
+        progress.start("near-tie probe")
+        probe = _guarded(lambda: _probe(config, request.tolerances))
+        progress.done("near-tie probe")
+    stages = tuple(_judged(name, observation, reference, request, probe, logprobs, progress)
+                   if name in request.stages else skipped(name) for name in STAGES)
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 
@@ -115,17 +132,22 @@ def _guarded(collect):
 
 
 def _judged(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
-            probe: Probe | None | Exception, logprobs: _LogprobsSides | None | Exception) -> StageResult:
+            probe: Probe | None | Exception, logprobs: _LogprobsSides | None | Exception,
+            progress: PhaseProgress) -> StageResult:
     """One stage's verdict; a stage that raises inside specbench is CRASH (what raised, where), not an aborted gate."""
+    progress.start(f"stage {name}", announce=False)  # judging a stage takes a moment: its verdict line is enough
     needed = {LOSSLESS: probe, LOGPROBS: logprobs}.get(name)
     if isinstance(needed, Exception):
-        return _crashed(name, needed)
-    try:
-        return _stage(name, observation, reference, request, probe, logprobs)
-    except SpecbenchError:
-        raise
-    except Exception as err:  # noqa: BLE001
-        return _crashed(name, err)
+        result = _crashed(name, needed)
+    else:
+        try:
+            result = _stage(name, observation, reference, request, probe, logprobs)
+        except SpecbenchError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            result = _crashed(name, err)
+    progress.done(f"stage {name}", result.status.value)
+    return result
 
 
 def _crashed(name: str, err: BaseException) -> StageResult:
@@ -217,13 +239,16 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
     raise AssertionError(name)
 
 
-def _source(config: SweepConfig) -> str:
+def _source(config: SweepConfig, fault_injected: str | None = None) -> str:
+    """What was gated; a mutant (the run's --inject, or a server that says it runs one) carries the marker every table
+    of a mutant run carries."""
+    fault = fault_injected or config.inject
+    inject = f" {mutant_label(fault)}" if fault else ""
     if config.server_cmd is not None:
-        return f"server command {config.server_cmd!r}"
+        return f"server command {config.server_cmd!r}{inject}"
     if config.base_url is not None:
-        return f"server {config.base_url}"
+        return f"server {config.base_url}{inject}"
     e = config.engine
-    inject = f" {mutant_label(config.inject)}" if config.inject else ""  # the marker every table of a mutant run carries
     return f"embedded {e.target} {e.method}{' ' + e.draft if e.draft else ''}{inject}"
 
 

@@ -17,6 +17,19 @@ if TYPE_CHECKING:  # torch is imported only where a device is described: HTTP ru
 _PACKAGES = ("torch", "triton", "transformers", "numpy", "pandas", "pyarrow", "tokenizers", "gguf")
 
 
+# Off a terminal these third-party bars write one long carriage-return line per update into a log (transformers'
+# "Converting and de-quantizing GGUF tensors...", hub downloads); both libraries read them when first imported.
+QUIET_BARS_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+def quiet_bars_off_terminal(is_tty: bool) -> None:
+    """Without a terminal on stderr (CI logs, `| tee`), turn third-party progress bars off before those libraries
+    load (tqdm reads TQDM_* at import; our own bars pass `disable` themselves); a variable the user set wins."""
+    if not is_tty:
+        for name, value in QUIET_BARS_ENV.items():
+            os.environ.setdefault(name, value)
+
+
 def package_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": platform.python_version(), "specbench": specbench.__version__}
     for name in _PACKAGES:

@@ -25,6 +25,8 @@ from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import selftest_faults, window_moe_faults
+from specbench.faults.fault import LAYERS
+from specbench.runs.phase_progress import PhaseProgress
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.parallel import run_parallel
 from specbench.selftest.row_tasks import (
@@ -54,8 +56,8 @@ __all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "fo
 
 
 # Fault layers whose bugs leave tokens and statistics exact: what they corrupt, and the gate stage that sees it.
-GATE_ONLY_LAYERS = {"logprobs": ("corrupts reported logprobs only", "logprobs"), "speed": ("slows speculation only",
-                                                                                          "speed")}
+# Faults the selftest cannot see (tokens and statistics stay exact): layer -> the gate stage that does.
+GATE_ONLY_LAYERS = {"logprobs": "logprobs", "speed": "speed"}
 
 
 def run_selftest(
@@ -84,7 +86,7 @@ def run_selftest(
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
     unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
-        what, stage = GATE_ONLY_LAYERS[unseen[0].layer]
+        what, stage = LAYERS[unseen[0].layer].breaks, GATE_ONLY_LAYERS[unseen[0].layer]
         raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
                              f"`specbench gate` (its {stage} stage) does")
     if not seeds:
@@ -136,13 +138,31 @@ def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHE
     lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
         cells = "".join(f"{_cell(r):>{w}}" for r, w in zip(row.results, widths))
-        if row.inject is None:
-            verdict = "ok" if not row.detected else "FALSE ALARM"
-        else:
-            verdict = "detected" if row.detected else "MISSED"
         lines.append(f"{method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
-                     f"{row.inject or 'clean':<28}{cells}   {verdict}")
+                     f"{row.inject or 'clean':<28}{cells}   {row_verdict(row)}")
     return "\n".join(lines)
+
+
+def row_verdict(row: SelftestRow) -> str:
+    if row.inject is None:
+        return "ok" if not row.detected else "FALSE ALARM"
+    return "detected" if row.detected else "MISSED"
+
+
+def row_progress(quiet: bool) -> Callable[[SelftestRow], None] | None:
+    """run_selftest's `on_row` for a command line: a line per finished row on stderr in the sweep's style
+    (runs/phase_progress.py; the number of rows is known only as the clean rows finish), so a long run shows where
+    it is (the table comes at the end); None when quiet."""
+    if quiet:
+        return None
+    progress = PhaseProgress("selftest row", None, quiet=False)
+
+    def on_row(row: SelftestRow) -> None:
+        target = f" {row.target}" if row.target else ""
+        progress.done(f"{method_label(row)} seed {row.seed}{target} {row.inject or 'clean'}", row_verdict(row),
+                      seconds=sum(r.seconds for r in row.results))
+
+    return on_row
 
 
 def method_label(row: SelftestRow) -> str:

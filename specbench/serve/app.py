@@ -24,7 +24,8 @@ from specbench.serve.responses import ResponseKind
 CLIENT_CLOSED = 499  # status of a response nobody reads (nginx's convention); never reaches a client
 
 
-def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None) -> FastAPI:
+def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault: str | None = None) -> FastAPI:
+    """`fault`: the name of the fault injected into the engine (/version and /metrics say it), None for a real one."""
     model_name = config.model_name
     # The engine thread decodes with the engine's tokenizer; HTTP handlers stream with their own copy and parse
     # with the parser threads' copies (fast tokenizers are not safe to share across threads).
@@ -116,14 +117,16 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None) -> Fas
         # Its speculative config, so a client that was not told can label what it measures (server_info.py).
         config = loop.engine.config
         speculative = {"method": config.method, "num_steps": config.max_num_steps if config.method != "none" else 0}
-        return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative})
+        # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine
+        return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative,
+                             "fault": fault})
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         refusal = denied(request) if config.is_probe_auth else None
         if refusal is not None:
             return refusal
-        return PlainTextResponse(loop.counters.render(model_name), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(loop.counters.render(model_name, fault), media_type="text/plain; version=0.0.4")
 
     return app
 

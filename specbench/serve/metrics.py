@@ -60,8 +60,9 @@ class ServerCounters:
         with self.lock:
             self.num_running, self.num_waiting = num_running, num_waiting
 
-    def render(self, model_name: str) -> str:
-        """Prometheus text format 0.0.4: HELP/TYPE per family, counters exposed as `<name>_total`."""
+    def render(self, model_name: str, fault: str | None = None) -> str:
+        """Prometheus text format 0.0.4: HELP/TYPE per family, counters exposed as `<name>_total`; `fault`: the
+        injected fault's name (`specbench:fault_injected{fault="..."} 1`), None for a real engine."""
         label = f'model_name="{_escape(model_name)}"'
         with self.lock:
             families = [
@@ -93,6 +94,10 @@ class ServerCounters:
             for extra, value in samples:
                 labels = ",".join(part for part in (label, extra) if part)
                 lines.append(f"{full}{suffix}{{{labels}}} {float(value)}")
+        if fault is not None:  # a mutant says so to every scraper: an info gauge whose label names the fault
+            full = f"{PREFIX}:fault_injected"
+            lines += [f"# HELP {full} The engine runs with an injected fault (--inject): not a real result.",
+                      f"# TYPE {full} gauge", f'{full}{{{label},fault="{_escape(fault)}"}} 1.0']
         return "\n".join(lines) + "\n"
 
 

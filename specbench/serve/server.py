@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from specbench.backends.credentials import api_key_from_env
 from specbench.errors import SpecbenchError
-from specbench.runtime.hooks import EngineFault
+from specbench.runtime.hooks import EngineFault, mutant_label
 from specbench.serve.app import build_app
 from specbench.serve.config import ServeConfig
 from specbench.serve.engine_loop import EngineLoop
@@ -62,12 +62,11 @@ def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     # uvicorn re-raises the signal that stopped it once it has shut down: with these handlers that is a no-op
     # (not a KeyboardInterrupt traceback, nor a death by SIGTERM before the engine thread is stopped).
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    fault_name = None if fault is None else fault.name
     try:
-        app = build_app(loop, config, api_key)
+        app = build_app(loop, config, api_key, fault_name)
         server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=5)
-        print(f"specbench serve: {config.model_name} on http://{host}:{sock.getsockname()[1]} "
-              f"(method {config.engine.method}, k={config.engine.max_num_steps}; "
-              f"{'API key required' if api_key else 'no authentication'})", flush=True)
+        print(startup_line(config, host, sock.getsockname()[1], api_key is not None, fault_name), flush=True)
         server.run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
@@ -75,6 +74,13 @@ def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
         loop.stop()
         sock.close()
     print("specbench serve: stopped", flush=True)
+
+
+def startup_line(config: ServeConfig, host: str, port: int, is_authenticated: bool, fault: str | None) -> str:
+    """What `specbench serve` prints once it listens; a fault-injected engine says so first thing."""
+    mutant = f"{mutant_label(fault)} (fault injected: not a real result) " if fault else ""
+    return (f"specbench serve: {mutant}{config.model_name} on http://{host}:{port} (method {config.engine.method}, "
+            f"k={config.engine.max_num_steps}; {'API key required' if is_authenticated else 'no authentication'})")
 
 
 @dataclass
@@ -106,7 +112,7 @@ def start_server(config: ServeConfig, host: str = DEFAULT_HOST, port: int = 0, e
     sock = _bind(host, port)
     loop = EngineLoop(engine if engine is not None else _engine(config, fault))
     loop.start()
-    app = build_app(loop, config, api_key)
+    app = build_app(loop, config, api_key, None if fault is None else fault.name)
     server = _uvicorn_server(app, loop, config.log_level, timeout_graceful_shutdown=2)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="specbench-serve", daemon=True)
     thread.start()

@@ -4,7 +4,8 @@ llama.cpp's `timings.draft_n/draft_n_accepted`, `llamacpp:` counters on /metrics
 Every round drafts --num-steps tokens and accepts min(num_steps, 2); the text is the same for every k (lossless).
 Test hooks: --startup-delay, --exit-code (die before listening), --ignore-sigterm, --spawn-child (a grandchild that
 must not outlive the server), --pid-file (pids appended, one per line), --launch-log (one line per launch),
---die-at-num-steps K (the server launched for k = K exits with status 3 on its first completion request).
+--die-at-num-steps K (the server launched for k = K exits with status 3 on its first completion request), --fault
+NAME (/version says the server runs that injected fault, as `specbench serve --inject NAME` does).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--pid-file", default=None)
     parser.add_argument("--launch-log", default=None)
     parser.add_argument("--die-at-num-steps", type=int, default=None)
+    parser.add_argument("--fault", default=None)
     args = parser.parse_args()
     print(f"stand-in starting on port {args.port} with num_steps={args.num_steps}", flush=True)
     if args.launch_log:
@@ -60,7 +62,7 @@ def main() -> None:
     time.sleep(args.startup_delay)
     counters = Counters()
     handler = type("Handler", (Handler,), {"num_steps": args.num_steps, "counters": counters,
-                                           "is_dying": args.die_at_num_steps == args.num_steps})
+                                           "is_dying": args.die_at_num_steps == args.num_steps, "fault": args.fault})
     ThreadingHTTPServer(("127.0.0.1", args.port), handler).serve_forever()
 
 
@@ -68,6 +70,7 @@ class Handler(BaseHTTPRequestHandler):
     num_steps = 0
     counters: Counters
     is_dying = False  # exit mid-sweep, as a server that crashed (out of memory, a fatal error) does
+    fault: str | None = None  # the injected fault /version names (None: no /version)
 
     def log_message(self, format, *args) -> None:  # one line per request into the server log
         print(f"stand-in: {self.command} {self.path}", flush=True)
@@ -79,6 +82,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json({"object": "list", "data": [{"id": "stand-in", "object": "model"}]})
         elif self.path == "/props":
             self._json({"build_info": "stand-in"})
+        elif self.path == "/version" and self.fault:
+            self._json({"version": "stand-in", "fault": self.fault})
         elif self.path == "/metrics":
             self._text(self._metrics())
         else:

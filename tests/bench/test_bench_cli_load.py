@@ -61,7 +61,7 @@ def test_prompt_file_runs_with_categories_turns_and_the_data_hash(file_run, prom
     (data_file,) = manifest["workload"]["data_files"]
     assert data_file["sha256"] == hashlib.sha256(prompt_file.read_bytes()).hexdigest()
     assert manifest["workload"]["data_source"] == f"file:{prompt_file}" and manifest["workload"]["data_sha256"]
-    assert "acceptance length / rate per category" in output and "story" in output
+    assert "per sampling mode and category" in output and "story" in output
 
 
 def test_goodput_columns_follow_the_requests(file_run):

@@ -25,7 +25,7 @@ def test_sweep_over_a_local_copy_records_each_category(tiny_model_dir, tmp_path)
             "--num-prompts", "0", "--results-dir", str(tmp_path / "res"), "--run-id", "sb", *COMMON]
     result = CliRunner().invoke(app, args, env={"HF_HUB_OFFLINE": "1"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "acceptance length / rate per category" in result.output and "coding" in result.output
+    assert "per sampling mode and category" in result.output and "coding" in result.output
     run = tmp_path / "res" / "sb"
     requests = pd.read_parquet(run / "requests.parquet")
     # 2 cells x (q1, q3, q4 one turn + q2 two turns); writing is not selected

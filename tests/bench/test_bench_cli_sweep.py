@@ -208,7 +208,10 @@ def test_mtbench_preset_asks_turn_two_after_turn_one(tiny_model_dir, tmp_path):
                    "--data-dir", str(data_dir()), "--limit", "12", "--max-tokens", "4", "--concurrency", "4",
                    "--device", "cpu", "--kv-cache-gb", "0.02", "--results-dir", str(tmp_path), "--run-id", "mt",
                    "--warmup", "0", "--quiet"])
-    assert "acceptance length / rate per category" in result.output and "roleplay" in result.output
+    assert "per sampling mode and category" in result.output and "roleplay" in result.output
+    # greedy and sampled categories apart, with counts: the summary's pooled agreement is flagged as such
+    assert "greedy (t=0)" in result.output and "sampled (t>0)" in result.output, result.output
+    assert "the summary's agreement rows pool both" in result.output, result.output
     requests = pd.read_parquet(tmp_path / "mt" / "requests.parquet")
     assert len(requests) == 2 * 12 * 2  # 2 cells x 12 questions x 2 turns
     assert requests["temperature"].isna().all()  # FastChat's per-category temperatures

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from specbench.bench.drift import DRIFT_TOLERANCE, drift_columns, drift_fraction, is_drift_suspect, is_probed
-from specbench.bench.flag_notes import DRIFT_MARK, IMPLAUSIBLE_MARK, flag_lines, num_flagged
+from specbench.bench.flag_notes import flag_lines, num_flagged
+from specbench.runs.speedup_flags import DRIFT_MARK, IMPLAUSIBLE_MARK
 from specbench.bench.speedup_bound import (
     SPEEDUP_BOUND_TOLERANCE,
     bound_columns,

@@ -200,10 +200,10 @@ def _build() -> dict[str, Any]:
         raise _Captured({"config": flat(config),
                          "explicit": None if explicit is None else sorted(explicit)})
 
-    def fake_check(spec, ref, margin):
+    def fake_check(spec, ref, margin, progress=None):  # progress: stderr lines, no part of what runs
         raise _Captured({"configs": [flat(spec), flat(ref)], "margin": _value(margin)})
 
-    def fake_launched(config, logs, margin):
+    def fake_launched(config, logs, margin, progress=None):
         raise _Captured({"configs": [flat(config)], "logs": str(logs), "margin": _value(margin)})
 
     saved = bench_sweep.run_sweep, lossless.check_lossless, lossless.check_lossless_launched

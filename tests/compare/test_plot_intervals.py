@@ -13,22 +13,23 @@ from specbench.compare.results_dir import find_results_dir
 from tests.support.compare_fixtures import RunSpec, write_run
 
 
-def test_repeat_spread_gives_an_interval_and_one_repeat_none(tmp_path):
+def test_repeat_spread_gives_a_ratio_interval_and_too_few_repeats_none(tmp_path):
     noisy = load_run(write_run(tmp_path, "noisy", RunSpec("noisy", repeats=3, repeat_noise=0.2, num_requests=8)))
-    single = load_run(write_run(tmp_path, "single", RunSpec("single", num_requests=8)))
-    noisy_cells, single_cells = (s.cells for s in run_series([noisy, single]))
-    ci = noisy_cells["output_throughput_ci"]
-    assert (ci > 0).all() and (ci < noisy_cells["output_throughput"]).all()
-    # the half-width is the t-interval of the mean of the three repeats' values
+    pair = load_run(write_run(tmp_path, "pair", RunSpec("pair", repeats=2, repeat_noise=0.2, num_requests=8)))
+    noisy_cells, pair_cells = (s.cells for s in run_series([noisy, pair]))
+    low, high, mean = (noisy_cells[f"output_throughput{s}"] for s in ("_low", "_high", ""))
+    assert (low > 0).all() and (low < mean).all() and (mean < high).all()
+    # the interval is the mean times exp(-/+ the t-interval half-width of the three repeats' mean log value)
     first = noisy.cells[(noisy.cells["concurrency"] == 1) & (noisy.cells["num_steps"] == 0)]["output_throughput"]
-    expected = 4.302653 * first.std(ddof=1) / np.sqrt(3)
+    half = 4.302653 * np.log(first).std(ddof=1) / np.sqrt(3)
     row = noisy_cells[(noisy_cells["concurrency"] == 1) & (noisy_cells["num_steps"] == 0)]
-    assert np.isclose(row["output_throughput_ci"].iloc[0], expected, rtol=1e-5)
-    assert single_cells["output_throughput_ci"].isna().all()
+    assert np.isclose(row["output_throughput_low"].iloc[0], first.mean() * np.exp(-half), rtol=1e-5)
+    assert np.isclose(row["output_throughput_high"].iloc[0], first.mean() * np.exp(half), rtol=1e-5)
+    assert pair_cells["output_throughput_low"].isna().all()  # 2 repeats: t = 12.7 would swamp the data
 
 
 def test_latency_points_have_error_bars_and_mutants_are_marked(tmp_path):
-    clean = load_run(write_run(tmp_path, "clean", RunSpec("clean", repeats=2, repeat_noise=0.2, num_requests=8,
+    clean = load_run(write_run(tmp_path, "clean", RunSpec("clean", repeats=3, repeat_noise=0.2, num_requests=8,
                                                           concurrencies=(1,), num_steps=(0,))))
     mutant = load_run(write_run(tmp_path, "mut", RunSpec("mut", num_requests=8, concurrencies=(1,), num_steps=(0,),
                                                          manifest={"fault_injected": "draft-kv-slice"})))
@@ -41,10 +42,10 @@ def test_latency_points_have_error_bars_and_mutants_are_marked(tmp_path):
     assert not any("clean MUTANT" in label for label in labels)
     containers = figure.axes[0].containers  # error bars for clean's repeats; none for the single repeat
     assert len(containers) == 1 and containers[0].has_yerr
-    segments = containers[0].lines[2][0].get_segments()  # one vertical bar per concurrency: mean -/+ interval
+    segments = containers[0].lines[2][0].get_segments()  # one vertical bar per concurrency: low to high
     series = run_series([clean, mutant])[0].cells
-    half = segments[0][1][1] - segments[0][0][1]
-    assert np.isclose(half, 2 * series["output_throughput_ci"].iloc[0])
+    assert np.isclose(segments[0][0][1], series["output_throughput_low"].iloc[0])
+    assert np.isclose(segments[0][1][1], series["output_throughput_high"].iloc[0])
 
 
 def test_results_dir_is_found_from_the_repo_root_and_from_notebooks(tmp_path):

@@ -164,3 +164,20 @@ def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
         manifest[key] = {**manifest[key], **value} if isinstance(value, dict) else value
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return run_dir
+
+
+def plot_fixture_runs(tmp_path: Path, repeats: int) -> list:
+    """Two loaded runs (one flagged speedup in the second), k in {0, 2, 4}, concurrency 1 and 4: every plot kind
+    (tests/compare/test_plot_readability.py; scripts/plot_samples.py draws docs/plots/ from them)."""
+    specs = [RunSpec("before", repeats=repeats, repeat_noise=0.3, num_requests=6, num_steps=(0, 2, 4),
+                     concurrencies=(1, 4)),
+             RunSpec("after-with-a-rather-long-label", speed=1.3, repeats=repeats, repeat_noise=0.3, num_requests=6,
+                     num_steps=(0, 2, 4), concurrencies=(1, 4), accept_prob=0.8, answer_seed=1,
+                     is_correct=lambda i: i % 10 < 1)]
+    from specbench.compare.loading import load_run  # compare's reader: only the plot tests need it
+
+    runs = [load_run(write_run(tmp_path, f"r{repeats}-{s.label}", s)) for s in specs]
+    cells = runs[1].cells
+    flagged = (cells["num_steps"] == 4) & (cells["concurrency"] == 4)
+    cells["is_speedup_implausible"] = flagged.astype(object).where(flagged, None)
+    return runs
