@@ -25,7 +25,7 @@ def results(tmp_path_factory):
     repeated = dict(repeats=3, repeat_noise=0.01, num_requests=20)  # speed verdicts need repeats on both sides
     write_run(root, "base3", RunSpec("before3", **repeated))
     write_run(root, "slower3", RunSpec("slower3", speed=1 / 1.2, timing_seed=1, **repeated))
-    write_run(root, "wrong", RunSpec("wrong", is_correct=lambda i: i % 10 < 5, answer_seed=1))
+    write_run(root, "wrong", RunSpec("wrong", is_correct=lambda i: i % 10 < 5, answer_seed=1, is_lossless=False))
     write_run(root, "other_c", RunSpec("other_c", concurrencies=(1, 8)))
     write_run(root, "other_device", RunSpec("other_device", manifest={"device": {"name": "other-cpu"}}))
     write_run(root, "other_workload", RunSpec("other_workload", workload="random"))
