@@ -5,6 +5,7 @@ from __future__ import annotations
 from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
 from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cache_lines
+from specbench.bench.correctness_notes import correctness_lines
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
@@ -36,7 +37,8 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         + (f" | METRICS INCONSISTENT in {n} cells" if (n := len(inconsistent_cells(report.cells))) else "")
     )
     warnings = flag_lines(report.cells, config) + check_lines(report.cells)
-    parts = [head, format_summary(report.cells, width), "\n".join(warnings), "\n".join(histogram_lines(report.cells))]
+    parts = [head, "\n".join(correctness_lines(report.cells)), format_summary(report.cells, width), "\n".join(warnings),
+             "\n".join(histogram_lines(report.cells))]
     if len({row["category"] for row in report.categories}) > 1:
         parts.append(format_categories(report.categories, width))
     parts.append(format_recommendations(list(report.recommendations)))
