@@ -30,7 +30,7 @@ def _root() -> None:
 def _register() -> None:
     # Commands register on import.
     from specbench.cli import (  # noqa: F401
-        bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
+        ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
     )
 
 

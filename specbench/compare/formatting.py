@@ -15,7 +15,7 @@ def value_text(metric: Metric, value: float | None) -> str:
     return MISSING if value is None else f"{value * metric.scale:.{metric.digits}f}"
 
 
-def _signed(metric: Metric, value: float) -> str:
+def signed_text(metric: Metric, value: float) -> str:
     if metric.delta is Delta.RELATIVE:
         return f"{100 * value:+.1f}%"
     return f"{value * metric.scale:+.1f}"
@@ -26,14 +26,14 @@ def delta_text(row: MetricDelta) -> str:
         if row.before is None or row.after is None:
             return MISSING
         return "from 0" if row.before == 0 and row.after != 0 else "-"
-    text = _signed(row.metric, row.delta)
+    text = signed_text(row.metric, row.delta)
     return text if row.metric.delta is Delta.RELATIVE else f"{text} pp"
 
 
 def interval_text(metric: Metric, interval: Interval | None) -> str:
     if interval is None:
         return "-"
-    body = f"[{_signed(metric, interval.low)}, {_signed(metric, interval.high)}]"
+    body = f"[{signed_text(metric, interval.low)}, {signed_text(metric, interval.high)}]"
     return body if metric.delta is Delta.RELATIVE else f"{body} pp"
 
 
@@ -63,7 +63,7 @@ def load_text(row: MetricDelta) -> str:
     """Speed rows: the load evidence beside the verdict: the k = 0 control cells' move and the drift probes."""
     parts = []
     if row.control_delta is not None:
-        parts.append(f"k=0 {_signed(row.metric, row.control_delta)}")
+        parts.append(f"k=0 {signed_text(row.metric, row.control_delta)}")
     if row.probe_sd is not None:
         parts.append(f"drift sd {100 * row.probe_sd:.0f}%")
     return ", ".join(parts) or "no load control"
