@@ -57,7 +57,7 @@ def inside_run_lines(comparison: Comparison) -> list[str]:
 def load_line(comparison: Comparison) -> str:
     moves = [r.control_delta for r in comparison.rows
              if r.metric == OUTPUT_THROUGHPUT and r.key.num_steps == 0 and r.control_delta is not None]
-    control = (f"k=0 control throughput moved {min(moves):+.0%}..{max(moves):+.0%} between the runs"
+    control = (f"k=0 control throughput moved {min(moves):+.1%}..{max(moves):+.1%} between the runs"
                if moves else "no k=0 control measured in both runs with repeats")
     return f"load: {drift_text(comparison.drift)}; {control} (speed verdicts net of it: 'within drift')"
 
