@@ -297,8 +297,9 @@ def test_compare_fits_120_columns_by_default_and_wide_shows_every_column(results
 def test_compare_leads_with_correctness_then_the_ratios_inside_each_run(results, monkeypatch, capsys):
     code, out, _ = _compare(results, "base", "wrong", monkeypatch=monkeypatch, capsys=capsys)
     lines = out.splitlines()
-    assert " ".join(line.strip() for line in lines[1:3]).startswith("CORRECTNESS REGRESSION: gsm8k draft k=2 temperature=0 c=1: greedy "
-                                           "outputs differ from k=0 after the change (same text 1.000 -> ")
+    head = " ".join(line.strip() for line in lines[1:3])
+    assert head.startswith("CORRECTNESS REGRESSION: gsm8k draft k=2 temperature=0 c=1: greedy outputs differ from "
+                           "k=0 after the change (same text 1.000 -> ")
     ratios = lines.index("ratios inside each run (robust to the runs' different loads):")
     assert ratios < min(i for i, line in enumerate(lines) if line.startswith("gsm8k · draft"))
     assert "Speedup vs k=0 (x)" in out and "not comparable" in out  # the broken cells' speed rows
