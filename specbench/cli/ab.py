@@ -4,6 +4,7 @@ the engine's options; side B is A with the --b-* options applied."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -37,7 +38,6 @@ def ab(
     paired ratios: a verdict that survives a loaded machine, where two separate runs cannot."""
     from specbench.bench.ab import AbSide, format_ab, run_ab
     from specbench.compare.fail_on import EXIT_FAILED
-    from specbench.errors import SpecbenchError
     from specbench.faults import injection
 
     config, _ = sweep_config(ctx, options, engine, fault)
@@ -48,10 +48,11 @@ def ab(
     b_fault = injection(b_inject)
     b_config = dataclasses.replace(config, engine=b_engine, inject=b_inject,
                                    num_steps=config.num_steps if b_num_steps is None else (b_num_steps,))
-    if b_config == config:
-        raise SpecbenchError("ab: side B equals side A: give --b-inject, --b-draft, --b-method or --b-num-steps")
     a_label = config.label or f"{config.engine.method} k={config.num_steps[0]}"
     b_label = f"{b_engine.method} k={b_config.num_steps[0]}" + (f" MUTANT[{b_inject}]" if b_inject else "")
+    if b_config == config:  # an A/A run: how often this machine's noise alone gets a verdict (it should not)
+        print("ab: side B equals side A (no --b-* option): an A/A calibration run", file=sys.stderr)
+        b_label += " (A/A)"
     report = run_ab(AbSide(a_label, config, fault), AbSide(b_label, b_config, b_fault))
     print(format_ab(report))
     if fail_on_regressed and "regressed" in report.verdicts:
