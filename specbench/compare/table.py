@@ -23,7 +23,7 @@ from specbench.compare.formatting import (
     verdict_text,
 )
 from specbench.compare.headline import headline
-from specbench.compare.metrics_catalog import Metric
+from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric
 from specbench.compare.run_info import settings_text
 
 COLUMNS_PER_CONCURRENCY = 7  # wide and Markdown; the console's default drops MDE and Noise
@@ -123,13 +123,30 @@ def render_console(comparison: Comparison, width: int | None = None, wide: bool 
         labels = [m.title for m, _ in block.rows]
         cells = [[c for r in row_cells for c in _cells(r, m, markdown=False, wide=wide)]
                  for m, row_cells in block.rows]
+        load = "" if wide else _block_load(block)  # wide: the Noise column carries it on every row
         for chunk in _fit(block, labels, cells, width, comparison.options.confidence, wide):
-            parts += ["", block.title, chunk]
+            parts += ["", block.title] + ([textwrap.fill(load, width, subsequent_indent="    ")] if load else [])
+            parts.append(chunk)
     unmatched = _unmatched(comparison)
     if unmatched:
         parts += ["", "Unmatched cells (N/A above):"] + [f"  {line}" for line in unmatched]
     parts += ["", f"Verdicts: {verdict_counts(comparison)}.", textwrap.fill(console_note(comparison), width)]
     return "\n".join(parts)
+
+
+def _block_load(block: Block) -> str:
+    """The load evidence the block's speed verdicts were judged beside, on its title line (the narrow table has
+    no Noise column)."""
+    controls, probe = {}, None
+    for metric, rows in block.rows:
+        for row in rows:
+            if row is not None and row.metric.name == OUTPUT_THROUGHPUT.name and row.control_delta is not None:
+                controls[row.key.concurrency] = row.control_delta
+            if row is not None and row.probe_sd is not None:
+                probe = row.probe_sd
+    parts = [f"k=0 throughput {d:+.1%} (c={c})" for c, d in controls.items()]
+    parts += [f"drift sd {probe:.0%}"] if probe is not None else []
+    return f"speed judged beside the load: {', '.join(parts)}" if parts else ""
 
 
 def _fit(block: Block, labels: list[str], cells: list[list[str]], width: int, confidence: float,
