@@ -59,3 +59,9 @@ def run_groups(keys: Sequence[CellKey]) -> list[list[CellKey]]:
         else:
             groups.append([key])
     return groups
+
+
+def interleaved_sides(repeat: int) -> tuple[str, str]:
+    """`specbench ab`: which engine runs first in a repeat: A then B on even repeats, B then A on odd ones (ABBA),
+    as the speculative k's alternate above, so a steady trend of the load lands on both engines alike."""
+    return ("b", "a") if repeat % 2 else ("a", "b")

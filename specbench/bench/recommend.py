@@ -17,6 +17,7 @@ from specbench.compare.cell_estimates import RunEstimates
 from specbench.compare.loading import Run, load_run
 from specbench.compare.matching import DEFAULT_TEMPERATURE, MatchKey
 from specbench.compare.metrics_catalog import BASE_METRICS, OUTPUT_THROUGHPUT, Metric
+from specbench.metrics.specs import over_repeats
 from specbench.runs.schema import RECOMMENDATION_COLUMNS
 
 RECOMMENDATIONS = "recommendations.parquet"
@@ -94,11 +95,18 @@ def _recommendation(run_id: str, point: tuple, optimize: str, metric: Metric, ra
         runner_up_eagle_topk=runner_key.eagle_topk,
         runner_up_draft_token_budget=runner_key.draft_token_budget or None,
         runner_up_value=runner.point,
-        ratio=best.point / runner.point if runner.point else math.nan,
+        ratio=_ratio(best, runner),
         ratio_low=interval.low if interval else None,
         ratio_high=interval.high if interval else None,
         is_distinguishable=(interval.low > 1 or interval.high < 1) if interval else None,
     )
+
+
+def _ratio(best, runner) -> float:
+    """The ratio of the two candidates' geometric means over repeats (metrics/specs.over_repeats): against k = 0,
+    the speedup the summary table prints."""
+    high, low = over_repeats(best.repeat_points), over_repeats(runner.repeat_points)
+    return high / low if high is not None and low else math.nan
 
 
 def write_recommendations(run_dir: Path, optimize: str) -> list[Recommendation]:

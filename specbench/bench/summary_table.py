@@ -16,6 +16,7 @@ from specbench.metrics.specs import (
     SUMMARY_ROWS,
     SUMMARY_TREE_ROWS,
     depth_metric,
+    over_repeats,
     position_metric,
     rank_metric,
 )
@@ -63,11 +64,12 @@ def _per_index(family: str) -> Cell:
 
 
 def _speedup(column: str, digits: int) -> Cell:
-    """Marked where flagged (runs/speedup_flags.py): such a speedup is shown, not vouched for."""
+    """The geometric mean over repeats, marked where flagged (runs/speedup_flags.py): such a speedup is shown, not
+    vouched for."""
 
     def fmt(rows: Sequence[Row]) -> str:
-        value = _num(column, digits=digits)(rows)
-        return value + (speedup_mark(rows) if value != "-" else "")
+        value = over_repeats([r.get(column) for r in rows])  # the one definition (metrics/specs.py)
+        return "-" if value is None else f"{value:.{digits}f}" + speedup_mark(rows)
 
     return fmt
 

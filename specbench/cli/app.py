@@ -47,7 +47,7 @@ def _root(
 def _register() -> None:
     # Commands register on import.
     from specbench.cli import (  # noqa: F401
-        bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
+        ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
     )
 
 

@@ -26,8 +26,12 @@ def compare(
                                                "--output suffix, else console)")] = None,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="write the table to FILE")] = None,
     fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="regressed[:metric,...]: exit 1 when a "
-                                                   "(named) metric regressed beyond noise (speed metrics need "
-                                                   ">= 2 repeats a side; without, a note, not a failure)")] = None,
+                                                   "(named) metric regressed beyond noise, could not be judged "
+                                                   "(speed metrics need >= 2 repeats a side), or greedy outputs "
+                                                   "differ from k=0 after the change; a speed change within the "
+                                                   "runs' load drift is a note")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="every column (MDE, noise and load per row), no width "
+                                       "limit (default: 120 columns)")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="runs differing in workload, data, model, dtype, "
                                          "device or a setting that changes what is measured (shots, max tokens, "
                                          "prompt count, ...) are an error, not a warning")] = False,
@@ -59,20 +63,24 @@ def compare(
         print(f"WARNING: the runs differ in {d.field} ({d.before} vs {d.after}): deltas may reflect that, "
               "not the change under test (--strict makes this an error)", file=sys.stderr)
     if output:
-        path = write_output(render(comparison, chosen), output)
-        print(render(comparison, "console", console_width()), end="")
+        path = write_output(render(comparison, chosen, wide=wide), output)
+        print(render(comparison, "console", console_width(), wide), end="")
         print(f"wrote {path}")
     else:
-        print(render(comparison, chosen, console_width()), end="")
+        print(render(comparison, chosen, console_width(), wide), end="")
     if show_changed:
         print(format_changed(changed_answers(*runs), show_changed))
     if plots:
         for path in write_plots(runs, plots):
             print(f"wrote {path}")
     if gate is not None:
-        for note in gate.unjudged(comparison):
+        for note in gate.drift_notes(comparison):
             print(note, file=sys.stderr)
+        failures = gate.correctness(comparison) + gate.unjudged(comparison)
+        for line in failures:
+            print(line, file=sys.stderr)
         offending = gate.offending(comparison)
         if offending:
             print(failure_report(fail_on, offending), file=sys.stderr)
+        if offending or failures:
             raise typer.Exit(EXIT_FAILED)

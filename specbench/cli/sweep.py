@@ -29,6 +29,17 @@ def sweep(
     from specbench.bench.plan import confirm_plan
     from specbench.bench.report import format_report
     from specbench.bench.sweep import run_sweep
+
+    config, explicit = sweep_config(ctx, options, engine, fault)
+    report = run_sweep(config, explicit=explicit,
+                       confirm=lambda plan: confirm_plan(plan, assume_yes=yes, is_interactive=sys.stdin.isatty()),
+                       fault=fault)
+    print(format_report(report))
+
+
+def sweep_config(ctx: typer.Context, options: dict, engine: dict, fault: object):
+    """The SweepConfig the sweep's options describe (defaults resolved as `sweep` documents them), and the names
+    of the fields the user set."""
     from specbench.runs.sweep_config import (
         FLAT_NAMES, SweepConfig, default_limit, default_method, default_num_steps, default_repeats,
     )
@@ -56,10 +67,7 @@ def sweep(
     fields = set(FLAT_NAMES)
     # Preset commands fix some fields (no option for them): on --resume those must match the run like explicit ones.
     explicit = {name for name in ctx.params if _is_explicit(ctx, name)} | (fields - set(ctx.params))
-    report = run_sweep(SweepConfig.from_flat({**values, **fixed}), explicit=explicit & fields,
-                       confirm=lambda plan: confirm_plan(plan, assume_yes=yes, is_interactive=sys.stdin.isatty()),
-                       fault=fault)
-    print(format_report(report))
+    return SweepConfig.from_flat({**values, **fixed}), explicit & fields
 
 
 def _is_explicit(ctx: typer.Context, name: str) -> bool:

@@ -15,7 +15,7 @@ from specbench.compare.bootstrap import (
     rng_for,
 )
 from specbench.compare.cell_level import cell_level_estimate
-from specbench.compare.draws import Draw, random_draw
+from specbench.compare.draws import Draw, identity_draw, random_draw
 from specbench.compare.estimators import estimator_of
 from specbench.compare.loading import Run
 from specbench.compare.matching import MatchKey, cell_ids_by_key
@@ -24,6 +24,9 @@ from specbench.compare.paired import question_means, request_outcomes
 from specbench.compare.request_sample import RequestSample
 from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.drafting import is_baseline_cell
+from specbench.runs.greedy_divergence import same_text
+
+MIN_POOLED_REQUESTS = 2  # a bootstrap over fewer requests has nothing to resample
 
 
 class RunEstimates:
@@ -32,6 +35,7 @@ class RunEstimates:
     def __init__(self, run: Run, side: str, num_resamples: int, seed: int) -> None:
         self.run, self.side, self.num_resamples, self.seed = run, side, num_resamples, seed
         self._samples: dict[tuple[MatchKey, int], tuple[RequestSample, Draw]] = {}
+        self._pooled_samples: dict[MatchKey, tuple[RequestSample, Draw]] = {}
 
     @cached_property
     def cells(self) -> dict[MatchKey, dict[int, str]]:
@@ -77,9 +81,35 @@ class RunEstimates:
         rng = rng_for(self.seed, self.side, key, metric.name, "repeats")
         if metric.cell_column is not None and not self._has_request_counts(key):
             return self._cell_level(metric.cell_column, key, rng)
+        if metric.resampling is Resampling.ROUNDS:
+            return self._pooled(metric, key)
         if metric.resampling is not Resampling.SPEEDUP:
             return combine_repeats([self._replicates(metric, key, r) for r in sorted(self.cells[key])], rng)
         return combine_repeats(self._speedup_repeats(key), rng)
+
+    def _pooled(self, metric: Metric, key: MatchKey) -> Estimate:
+        """Acceptance: the requests of all repeats pooled into one sample, each request a cluster of its rounds.
+        Acceptance depends on the requests, not on the machine's load, so the repeats are more of the same
+        requests: pooled, every request counts, and no minimum per repeat leaves a collapse without a verdict."""
+        repeats = sorted(self.cells[key])
+        points = tuple(self._replicates(metric, key, r).point for r in repeats)
+        if key not in self._pooled_samples:
+            frames = [self.requests(self.cells[key][r]) for r in repeats]
+            sample = RequestSample.of(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+            rng = rng_for(self.seed, self.side, key, "pooled")
+            self._pooled_samples[key] = (sample, random_draw(sample, self.num_resamples, rng))
+        sample, draw = self._pooled_samples[key]
+        if sample.num_requests < MIN_POOLED_REQUESTS:
+            replicates = None
+        else:
+            replicates = estimator_of(metric)(sample, draw)
+        point = float(estimator_of(metric)(sample, identity_draw(sample))[0])
+        return Estimate(None if np.isnan(point) else point, replicates, sample.num_requests, len(repeats), points)
+
+    def same_text(self, key: MatchKey) -> float | None:
+        """Greedy cells: the mean over repeats of exact-text agreement with k = 0 (runs/greedy_divergence.py)."""
+        values = [v for c in self.cells.get(key, {}).values() if (v := same_text(self._cell_rows[c])) is not None]
+        return float(np.mean(values)) if values else None
 
     def _has_request_counts(self, key: MatchKey) -> bool:
         """Some request of the cell carries per-request draft counts (engine, or the server's response bodies)."""

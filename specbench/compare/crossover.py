@@ -1,9 +1,10 @@
 """Where speculation stops paying: the concurrency above which a k's speedup over k = 0 falls below 1.
 
 Per (workload, method, temperature, k > 0) and concurrency c: the speedup s_c is the geometric mean of the
-repeats' speedups (cells.parquet `speedup`), and its interval the Student t interval of the mean log speedup over
-the repeats, exponentiated (compare/noise.py's run-to-run noise model: only repeats measure the noise of a speed
-ratio; with fewer than MIN_RUNS repeats, or no spread between them, there is no interval).
+repeats' speedups (cells.parquet `speedup`; metrics/specs.over_repeats, the one definition), and its interval
+the Student t interval of the mean log speedup over the repeats, exponentiated (compare/noise.py's run-to-run
+noise model: only repeats measure the noise of a speed ratio; with fewer than MIN_RUNS repeats, or no spread
+between them, there is no interval).
 
 The crossover c* is where log s crosses 0 going down, linear in log c between the last concurrency that pays
 (s >= 1) and the first that does not: the first such crossing (the lowest concurrency where it stops paying).
@@ -22,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from specbench.compare.noise import MIN_RUNS
+from specbench.metrics.specs import over_repeats
 from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row, is_null
 
@@ -65,7 +67,7 @@ def speedup_point(concurrency: int, speedups: Sequence[float]) -> SpeedupPoint:
     if len(logs) >= MIN_RUNS and float(logs.std(ddof=1)) > 0:
         half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1)) * float(logs.std(ddof=1)) / math.sqrt(len(logs))
         low, high = math.exp(mean - half), math.exp(mean + half)
-    return SpeedupPoint(concurrency, math.exp(mean), low, high, len(logs))
+    return SpeedupPoint(concurrency, over_repeats(speedups), low, high, len(logs))
 
 
 def first_crossing(concurrencies: Sequence[int], speedups: Sequence[float]) -> float:

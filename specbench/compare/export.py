@@ -51,6 +51,8 @@ def record(row: MetricDelta) -> dict[str, Any]:
         "num_after": row.num_after,
         "num_runs_before": row.num_runs_before,
         "num_runs_after": row.num_runs_after,
+        "control_delta": _number(row.control_delta),
+        "probe_sd": _number(row.probe_sd),
     }
 
 
@@ -78,6 +80,9 @@ def render_json(comparison: Comparison) -> str:
         "options": asdict(comparison.options),
         "unmatched": {"only_before": [k.describe() for k in m.only_before],
                       "only_after": [k.describe() for k in m.only_after]},
+        "correctness": [{"cell": d.key.describe(), "same_text_before": d.before, "same_text_after": d.after,
+                         "is_regression": d.is_regression} for d in comparison.divergences],
+        "drift": asdict(comparison.drift),
         "rows": [record(row) for row in comparison.rows],
     }
     return json.dumps(doc, indent=2) + "\n"

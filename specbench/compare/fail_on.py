@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.compare.comparison import Comparison, MetricDelta
-from specbench.compare.formatting import delta_text, interval_text, noise_text, value_text
+from specbench.compare.formatting import delta_text, interval_text, load_text, noise_text, value_text
 from specbench.compare.metrics_catalog import select
 from specbench.compare.noise import MIN_RUNS
-from specbench.compare.verdict import Verdict
+from specbench.compare.verdict import JUDGED, Verdict
 from specbench.errors import ExitStatus, SpecbenchError
 
 CONDITIONS = {"regressed": Verdict.REGRESSED}
@@ -29,19 +29,43 @@ class FailOn:
         return [r for r in self._gated(comparison) if r.verdict is self.verdict]
 
     def unjudged(self, comparison: Comparison) -> list[str]:
-        """One note per gated speed metric that got no verdict for want of repeats: it does not fail the gate
-        (nothing says it regressed beyond run-to-run noise), but the gate did not check it either."""
+        """One "not judged" line per gated metric that got no verdict in some cell: a gate that could not check
+        a metric fails (exit EXIT_FAILED), never passes silently."""
         cells: dict[str, list[MetricDelta]] = {}
         for r in self._gated(comparison):
-            if r.verdict is Verdict.NO_RUN_ESTIMATE:
+            if r.verdict not in JUDGED:
                 cells.setdefault(r.metric.name, []).append(r)
-        notes = []
+        lines = []
         for name, rows in cells.items():
-            single = [r for r in rows if min(r.num_runs_before, r.num_runs_after) < MIN_RUNS]
-            why = "1 run per side" if single else "no spread between repeats"
-            notes.append(f"note: --fail-on: {name}: no run-to-run estimate ({why}) in {len(rows)} cell(s), not "
-                         f"checked; rerun the sweeps with --repeats >= {MIN_RUNS}")
+            lines.append(f"--fail-on: {name}: not judged in {len(rows)} cell(s): {_why(rows)}")
+        return lines
+
+    def drift_notes(self, comparison: Comparison) -> list[str]:
+        """Gated speed rows beyond the repeats' noise that the k = 0 control cells moved alike: not a failure (two
+        runs cannot tell that from a change of load), and said so."""
+        notes = []
+        for r in self._gated(comparison):
+            if r.verdict is Verdict.WITHIN_DRIFT:
+                notes.append(f"note: --fail-on: {r.key.describe()} {r.metric.name} {delta_text(r)} is within drift "
+                             f"({load_text(r)}): not failed; for a verdict on this change run `specbench ab`, "
+                             "which alternates both engines in one invocation")
         return notes
+
+    def correctness(self, comparison: Comparison) -> list[str]:
+        """Greedy cells whose outputs the change made differ from k = 0: a correctness regression fails any gate."""
+        return [f"--fail-on: CORRECTNESS: {d.key.describe()}: greedy outputs differ from k=0 after the change "
+                f"(same text {d.after:.3f})" for d in comparison.divergences if d.is_regression]
+
+
+def _why(rows: list[MetricDelta]) -> str:
+    verdicts = {r.verdict for r in rows}
+    if Verdict.NOT_COMPARABLE in verdicts:
+        return "outputs differ from k=0 (not comparable)"
+    if Verdict.NO_RUN_ESTIMATE in verdicts:
+        single = any(min(r.num_runs_before, r.num_runs_after) < MIN_RUNS for r in rows)
+        why = "1 run per side" if single else "no spread between repeats"
+        return f"no run-to-run estimate ({why}); rerun the sweeps with --repeats >= {MIN_RUNS} or use `specbench ab`"
+    return "a side is missing or has no interval"
 
 
 def _positions(comparison: Comparison) -> int:

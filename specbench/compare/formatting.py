@@ -15,7 +15,7 @@ def value_text(metric: Metric, value: float | None) -> str:
     return MISSING if value is None else f"{value * metric.scale:.{metric.digits}f}"
 
 
-def _signed(metric: Metric, value: float) -> str:
+def signed_text(metric: Metric, value: float) -> str:
     if metric.delta is Delta.RELATIVE:
         return f"{100 * value:+.1f}%"
     return f"{value * metric.scale:+.1f}"
@@ -23,15 +23,17 @@ def _signed(metric: Metric, value: float) -> str:
 
 def delta_text(row: MetricDelta) -> str:
     if row.delta is None:
-        return MISSING if row.before is None or row.after is None else "-"
-    text = _signed(row.metric, row.delta)
+        if row.before is None or row.after is None:
+            return MISSING
+        return "from 0" if row.before == 0 and row.after != 0 else "-"
+    text = signed_text(row.metric, row.delta)
     return text if row.metric.delta is Delta.RELATIVE else f"{text} pp"
 
 
 def interval_text(metric: Metric, interval: Interval | None) -> str:
     if interval is None:
         return "-"
-    body = f"[{_signed(metric, interval.low)}, {_signed(metric, interval.high)}]"
+    body = f"[{signed_text(metric, interval.low)}, {signed_text(metric, interval.high)}]"
     return body if metric.delta is Delta.RELATIVE else f"{body} pp"
 
 
@@ -43,6 +45,8 @@ def verdict_text(row: MetricDelta, emphasis: bool = False) -> str:
         return "**improved**" if emphasis else "improved"
     if verdict is Verdict.NO_RUN_ESTIMATE:
         return "n/a (1 run)" if min(row.num_runs_before, row.num_runs_after) < MIN_RUNS else "n/a (no run spread)"
+    if verdict is Verdict.NOT_COMPARABLE:
+        return "not comparable" if not emphasis else "not comparable: outputs differ"
     return verdict.value
 
 
@@ -55,15 +59,26 @@ def mde_text(row: MetricDelta) -> str:
     return f"±{row.mde * row.metric.scale:.1f} pp"
 
 
+def load_text(row: MetricDelta) -> str:
+    """Speed rows: the load evidence beside the verdict: the k = 0 control cells' move and the drift probes."""
+    parts = []
+    if row.control_delta is not None:
+        parts.append(f"k=0 {signed_text(row.metric, row.control_delta)}")
+    if row.probe_sd is not None:
+        parts.append(f"drift sd {100 * row.probe_sd:.0f}%")
+    return ", ".join(parts) or "no load control"
+
+
 def noise_text(row: MetricDelta) -> str:
-    """What the verdict is judged against: runs (with their spread), requests, or paired questions."""
+    """What the verdict is judged against: runs (with their spread and the load evidence), requests, or paired
+    questions."""
     if row.basis is NoiseBasis.RUNS:
         runs = f"{row.num_runs_before}+{row.num_runs_after} runs"
         if row.run_spread is None:
             return runs
         scale = 100 if row.metric.delta is Delta.RELATIVE else row.metric.scale
         unit = "%" if row.metric.delta is Delta.RELATIVE else " pp"
-        return f"{runs} sd {row.run_spread * scale:.1f}{unit}"
+        return f"{runs} sd {row.run_spread * scale:.1f}{unit}; {load_text(row)}"
     if row.basis is NoiseBasis.QUESTIONS:
         return f"{row.num_before} q paired"
     return f"{row.num_before}+{row.num_after} req"
@@ -79,20 +94,24 @@ def statistics_note(comparison: Comparison) -> str:
     level = f"{100 * o.confidence:g}%"
     threshold = f" and |delta| >= {o.min_change:g} (% or pp)" if o.min_change else ""
     return (
+        "Correctness first: a greedy (temperature 0) speculative cell whose outputs differ from k=0 is a "
+        "correctness regression; its speed and acceptance rows are 'not comparable'. "
         "Delta: after / before - 1 (accuracy, agreement, good requests: after - before, in percentage points). "
         f"The {level} CI printed is the one that decides the verdict: improved / REGRESSED exactly when it excludes "
-        f"0{threshold}, by each metric's direction of goodness. Noise: speed metrics (throughput, latency, goodput, "
+        f"0{threshold}, by each metric's direction of goodness. Speed metrics (throughput, latency, goodput, "
         f"speedup) vary from run to run, so they are judged on runs: with >= {MIN_RUNS} repeats a side, a Student t "
-        "interval over the per-repeat values, the two sides' between-run variances pooled (delta method for "
-        "relative deltas; 'sd' = the pooled between-run standard deviation); with one run a side (or no spread "
-        "between repeats) there is no run-to-run estimate and no verdict ('n/a (1 run)': rerun the sweeps with "
-        "--repeats >= 2; the request bootstrap, blind to run-to-run noise, is in the CSV/JSON as ci_bootstrap_*). "
-        "Acceptance: percentile bootstrap over requests as clusters of their draft rounds, then repeats "
-        f"({o.num_resamples} resamples, seed {o.seed}). Accuracy and agreement: paired "
-        "bootstrap over the questions both runs answered (exact sign test p in the CSV/JSON, for reference). MDE: "
-        "the smallest |delta| the test could call with this noise (half-width of the interval; paired: at least the "
-        "smallest one-way change of questions the bootstrap can call). n/a: a side is missing or has too few "
-        f"requests (< 5 per cell and < 3 repeats). About {100 * (1 - o.confidence):g}% of unchanged rows are "
+        "interval of the log ratio of the geometric means over repeats (symmetric in log space, never past -100%), "
+        "its variance the repeats' spread ('sd') plus the drift probes' ('drift sd'); a change the k=0 control "
+        "cells made too is the load's ('k=0': their move between the runs) and is 'within drift', not a verdict: "
+        "ratios inside one run (speedup, acceptance, tokens per emission) are the robust signal, and `specbench "
+        "ab` alternates two engines in one invocation for a verdict on absolute speed. With one run a side (or no "
+        "spread between repeats) there is no run-to-run estimate and no verdict ('n/a (1 run)'; the request "
+        "bootstrap, blind to run-to-run noise, is in the CSV/JSON as ci_bootstrap_*). Speedup: the geometric mean "
+        "of the per-repeat speedups. Acceptance: percentile bootstrap over the requests of all repeats pooled, "
+        f"each a cluster of its draft rounds ({o.num_resamples} resamples, seed {o.seed}); from 0: judged on the "
+        "difference. Accuracy and agreement: paired bootstrap over the questions both runs answered (exact sign "
+        "test p in the CSV/JSON, for reference). MDE: the smallest |delta| the test could call with this noise. "
+        f"n/a: a side is missing or has too few requests. About {100 * (1 - o.confidence):g}% of unchanged rows are "
         "flagged by chance: gate CI on a few metrics (--fail-on regressed:METRIC,...)."
     )
 
@@ -101,9 +120,10 @@ def console_note(comparison: Comparison) -> str:
     o = comparison.options
     return (
         f"Delta: after/before - 1 (accuracy, agreement: points). CI ({100 * o.confidence:g}%) decides the verdict. "
-        f"Speed metrics: pooled t over repeats (>= {MIN_RUNS} a side; else n/a (1 run): use --repeats); acceptance: "
-        f"bootstrap over requests ({o.num_resamples} resamples); accuracy/agreement: paired bootstrap over "
-        "questions. MDE: smallest detectable |delta|. n/a: missing side or < 5 requests."
+        f"Speed: t on log ratios over repeats (>= {MIN_RUNS} a side) plus drift; 'within drift': the k=0 control "
+        "moved alike (load, not the change: use `specbench ab`). Acceptance: bootstrap over pooled requests "
+        f"({o.num_resamples} resamples); accuracy/agreement: paired bootstrap over questions. --wide or --format "
+        "md|csv|json for MDE, noise and load per row."
     )
 
 
@@ -111,4 +131,4 @@ def verdict_counts(comparison: Comparison) -> str:
     counts = {v: 0 for v in Verdict}
     for row in comparison.rows:
         counts[row.verdict] += 1
-    return ", ".join(f"{n} {v.value}" for v, n in counts.items())
+    return ", ".join(f"{n} {v.value}" for v, n in counts.items() if n) or "none"

@@ -26,18 +26,18 @@ def choose_format(fmt: str | None, output: str | Path | None) -> str:
 
 
 def console_width() -> int | None:
-    """The terminal's width when writing to one; None (no wrapping) for pipes and files."""
+    """The terminal's width when writing to one; None (the table's default width) for pipes and files."""
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
-def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
+def render(comparison: Comparison, fmt: str, width: int | None = None, wide: bool = False) -> str:
     if fmt == "md":
         return render_markdown(comparison)
     if fmt == "csv":
         return render_csv(comparison)
     if fmt == "json":
         return render_json(comparison)
-    return render_console(comparison, width) + "\n"
+    return render_console(comparison, width, wide) + "\n"
 
 
 def write_output(text: str, output: str | Path) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +97,27 @@ def measurement_settings(manifest: dict[str, Any]) -> tuple[tuple[str, str], ...
     return tuple(out)
 
 
-def settings_text(info: RunInfo) -> str:
-    return ", ".join(f"{name}={value}" for name, value in info.settings)
+def _defaults() -> dict[str, set[str]]:
+    """Each measurement setting's default values as the manifest renders them (`sweep`'s and the sampling
+    parameters' defaults; None: the workload's own, stored as "default" or as the value it resolved to)."""
+    from specbench.runs.sweep_config import SweepConfig
+    from specbench.sampling_params import SamplingParams
+
+    out: dict[str, set[str]] = {name: {"default", "-", "[]", "()", "None"} for name in MEASUREMENT_SETTINGS}
+    for cls in (SweepConfig, SamplingParams):
+        for f in fields(cls):
+            if f.name in out and f.default is not MISSING and f.default is not None:
+                out[f.name] |= {_text(f.default), _text(float(f.default)) if isinstance(f.default, int)
+                                and not isinstance(f.default, bool) else _text(f.default)}
+    return out
+
+
+def settings_text(info: RunInfo, other: RunInfo | None = None) -> str:
+    """The settings worth reading: those not at their defaults, and those that differ from `other`'s."""
+    defaults, theirs = _defaults(), dict(other.settings) if other is not None else {}
+    shown = [(name, value) for name, value in info.settings
+             if value not in defaults.get(name, set()) or (other is not None and theirs.get(name) != value)]
+    return ", ".join(f"{name}={value}" for name, value in shown) or "all at their defaults"
 
 
 def _engine_note(manifest: dict[str, Any]) -> str:

@@ -1,5 +1,7 @@
 """The seed-004 layout: per (workload, method, num-steps, tree shape, temperature) one table, a row per metric and, per
-concurrency, Before / After / Delta / CI / Verdict / MDE / Noise columns. Rendered as Markdown or as aligned console text."""
+concurrency, Before / After / Delta / CI / Verdict (and, wide or Markdown, MDE / Noise) columns, after the headline
+(compare/headline.py: correctness first). Rendered as Markdown or as aligned console text: DEFAULT_WIDTH columns
+unless --wide."""
 
 from __future__ import annotations
 
@@ -20,10 +22,13 @@ from specbench.compare.formatting import (
     verdict_counts,
     verdict_text,
 )
-from specbench.compare.metrics_catalog import Metric
+from specbench.compare.headline import headline
+from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric
 from specbench.compare.run_info import settings_text
 
-COLUMNS_PER_CONCURRENCY = 7
+COLUMNS_PER_CONCURRENCY = 7  # wide and Markdown; the console's default drops MDE and Noise
+NARROW_COLUMNS = 5
+DEFAULT_WIDTH = 120  # a terminal, a CI log, a PR comment: the console table fits this unless --wide
 
 
 @dataclass(frozen=True)
@@ -53,19 +58,19 @@ def blocks(comparison: Comparison) -> list[Block]:
     return out
 
 
-def _cells(row: MetricDelta | None, metric: Metric, markdown: bool) -> list[str]:
+def _cells(row: MetricDelta | None, metric: Metric, markdown: bool, wide: bool = True) -> list[str]:
     if row is None:
-        return [MISSING, MISSING, MISSING, "-", "n/a", "-", "-"]
-    return [value_text(metric, row.before), value_text(metric, row.after), delta_text(row),
-            interval_text(metric, row.interval), verdict_text(row, emphasis=markdown), mde_text(row),
-            noise_text(row)]
+        return [MISSING, MISSING, MISSING, "-", "n/a", "-", "-"][:COLUMNS_PER_CONCURRENCY if wide else NARROW_COLUMNS]
+    out = [value_text(metric, row.before), value_text(metric, row.after), delta_text(row),
+           interval_text(metric, row.interval), verdict_text(row, emphasis=markdown)]
+    return out + [mde_text(row), noise_text(row)] if wide else out
 
 
-def _header(concurrencies: tuple[int, ...], confidence: float) -> list[str]:
+def _header(concurrencies: tuple[int, ...], confidence: float, wide: bool = True) -> list[str]:
     level = f"{100 * confidence:g}% CI"
     out = ["Metric"]
     for c in concurrencies:
-        out += [f"Before (c={c})", f"After (c={c})", "Delta", level, "Verdict", "MDE", "Noise"]
+        out += [f"Before (c={c})", f"After (c={c})", "Delta", level, "Verdict", *(("MDE", "Noise") if wide else ())]
     return out
 
 
@@ -77,8 +82,11 @@ def _unmatched(comparison: Comparison) -> list[str]:
 
 
 def _preamble(comparison: Comparison, width: int = 1_000_000) -> list[str]:
-    settings = textwrap.fill(f"settings: {settings_text(comparison.before)}", width, subsequent_indent="  ")
-    lines = [f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}", settings]
+    """Correctness and the inside-run ratios first (headline.py), then what the runs were and how they differ."""
+    fill = lambda text: textwrap.fill(text, width, subsequent_indent="    ")  # noqa: E731
+    settings = fill(f"settings: {settings_text(comparison.before, comparison.after)}")
+    lines = [fill(f"Before: {run_text(comparison.before)}  After: {run_text(comparison.after)}")]
+    lines += [fill(line) for line in headline(comparison)] + [settings]
     if comparison.before.target_architecture != "-":
         lines.append(f"target: {comparison.before.target_architecture}")
     for d in comparison.differences:
@@ -89,7 +97,7 @@ def _preamble(comparison: Comparison, width: int = 1_000_000) -> list[str]:
 
 def render_markdown(comparison: Comparison) -> str:
     parts = [f"## specbench compare: {run_text(comparison.before)} → {run_text(comparison.after)}", ""]
-    differences = _preamble(comparison)[1:]
+    differences = [line.replace("\n", " ") for line in _preamble(comparison)[1:]]
     parts += [f"- {line}" for line in differences] + [""] if differences else []
     for block in blocks(comparison):
         header = _header(block.concurrencies, comparison.options.confidence)
@@ -106,15 +114,19 @@ def render_markdown(comparison: Comparison) -> str:
     return "\n".join(parts)
 
 
-def render_console(comparison: Comparison, width: int | None = None) -> str:
-    """Aligned text; with a width, concurrencies that do not fit continue in a second table below."""
-    width = width or 1_000_000
+def render_console(comparison: Comparison, width: int | None = None, wide: bool = False) -> str:
+    """Aligned text in `width` columns (DEFAULT_WIDTH; wide: no limit, with the MDE and Noise columns);
+    concurrencies that do not fit continue in a further table below."""
+    width = 1_000_000 if wide else min(width or DEFAULT_WIDTH, DEFAULT_WIDTH)
     parts = _preamble(comparison, width)
     for block in blocks(comparison):
         labels = [m.title for m, _ in block.rows]
-        cells = [[c for r in row_cells for c in _cells(r, m, markdown=False)] for m, row_cells in block.rows]
-        for chunk in _fit(block, labels, cells, width, comparison.options.confidence):
-            parts += ["", block.title, chunk]
+        cells = [[c for r in row_cells for c in _cells(r, m, markdown=False, wide=wide)]
+                 for m, row_cells in block.rows]
+        load = "" if wide else _block_load(block)  # wide: the Noise column carries it on every row
+        for chunk in _fit(block, labels, cells, width, comparison.options.confidence, wide):
+            parts += ["", block.title] + ([textwrap.fill(load, width, subsequent_indent="    ")] if load else [])
+            parts.append(chunk)
     unmatched = _unmatched(comparison)
     if unmatched:
         parts += ["", "Unmatched cells (N/A above):"] + [f"  {line}" for line in unmatched]
@@ -122,12 +134,28 @@ def render_console(comparison: Comparison, width: int | None = None) -> str:
     return "\n".join(parts)
 
 
-def _fit(block: Block, labels: list[str], cells: list[list[str]], width: int, confidence: float) -> list[str]:
-    header = _header(block.concurrencies, confidence)
+def _block_load(block: Block) -> str:
+    """The load evidence the block's speed verdicts were judged beside, on its title line (the narrow table has
+    no Noise column)."""
+    controls, probe = {}, None
+    for metric, rows in block.rows:
+        for row in rows:
+            if row is not None and row.metric.name == OUTPUT_THROUGHPUT.name and row.control_delta is not None:
+                controls[row.key.concurrency] = row.control_delta
+            if row is not None and row.probe_sd is not None:
+                probe = row.probe_sd
+    parts = [f"k=0 throughput {d:+.1%} (c={c})" for c, d in controls.items()]
+    parts += [f"drift sd {probe:.0%}"] if probe is not None else []
+    return f"speed judged beside the load: {', '.join(parts)}" if parts else ""
+
+
+def _fit(block: Block, labels: list[str], cells: list[list[str]], width: int, confidence: float,
+         wide: bool = True) -> list[str]:
+    header = _header(block.concurrencies, confidence, wide)
+    per = COLUMNS_PER_CONCURRENCY if wide else NARROW_COLUMNS
     columns = [[header[0]] + labels] + [[header[1 + j]] + [row[j] for row in cells] for j in range(len(header) - 1)]
     widths = [max(map(len, column)) for column in columns]
-    group_width = [sum(widths[1 + COLUMNS_PER_CONCURRENCY * i: 1 + COLUMNS_PER_CONCURRENCY * (i + 1)]) +
-                   2 * COLUMNS_PER_CONCURRENCY for i in range(len(block.concurrencies))]
+    group_width = [sum(widths[1 + per * i: 1 + per * (i + 1)]) + 2 * per for i in range(len(block.concurrencies))]
     chunks, current, used = [], [], widths[0]
     for i, group in enumerate(group_width):
         if current and used + group > width:
@@ -138,7 +166,7 @@ def _fit(block: Block, labels: list[str], cells: list[list[str]], width: int, co
     chunks.append(current)
     out = []
     for chunk in chunks:
-        picked = [0] + [1 + COLUMNS_PER_CONCURRENCY * i + j for i in chunk for j in range(COLUMNS_PER_CONCURRENCY)]
+        picked = [0] + [1 + per * i + j for i in chunk for j in range(per)]
         lines = []
         for r in range(len(columns[0])):
             texts = [columns[j][r].ljust(widths[j]) if j == 0 else columns[j][r].rjust(widths[j]) for j in picked]

@@ -35,6 +35,7 @@ from specbench.faults.prompt_logprobs_shift import PromptLogprobsShift
 from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
+from specbench.faults.slow_step import SlowStep
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
 from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
@@ -127,8 +128,9 @@ TREE_MUTANTS: tuple[type[Mutant], ...] = (
     TreeDraftSeesSibling,
 )
 
-# Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check.
-SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall,)
+# Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check; slow-step (k = 0
+# slowed too) is `specbench ab`'s.
+SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
                + LOGPROBS_MUTANTS + SPEED_MUTANTS)

@@ -1,5 +1,5 @@
 """Stage `speed`: output throughput and median TPOT at k against the reference's, judged as `compare` judges speed:
-the run-to-run t interval of the relative delta over the repeats (compare/noise.run_evidence) and compare's verdict
+the run-to-run t interval of the log ratio over the repeats (compare/noise.run_evidence) and compare's verdict
 (compare/verdict.decide). Fails on a `regressed` verdict; with fewer than 2 repeats on a side there is no run-to-run
 estimate, and the stage says N/A rather than pass or fail on noise."""
 
@@ -13,6 +13,7 @@ from specbench.compare.verdict import Verdict, decide
 from specbench.gate.observed import SpeedSamples
 from specbench.gate.stage import SPEED, StageResult, Status
 from specbench.gate.tolerances import Tolerances
+from specbench.metrics.specs import over_repeats
 
 METRICS = ("output_throughput", "tpot_median")
 
@@ -38,8 +39,8 @@ def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: T
             unjudged.append(metric.name)
             continue
         evidence = run_evidence(before, after, metric.delta, t.confidence)
-        mean_b, mean_a = sum(before) / len(before), sum(after) / len(after)
-        delta = mean_a / mean_b - 1 if mean_b else None
+        mean_b, mean_a = over_repeats(before), over_repeats(after)  # the interval is of their log ratio
+        delta = mean_a / mean_b - 1 if mean_b and mean_a else None
         verdict = decide(delta, evidence, metric.higher_is_better, t.speed_min_change / 100)
         shown = f"{delta:+.1%}" if delta is not None else "n/a"
         parts.append(f"{metric.name} {shown} ({verdict.value})")

@@ -12,7 +12,8 @@ count not yet summed, add that count to metrics/pooled.py.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -100,6 +101,15 @@ GOODPUT_METRICS: tuple[MetricSpec, ...] = (REQUEST_GOODPUT, OUTPUT_GOODPUT, GOOD
 
 SPEEDUP = MetricSpec("speedup", "Speedup vs k=0", "x", 1.0, 3, Direction.HIGHER, Resampling.SPEEDUP,
                      Delta.RELATIVE, "speedup", "output_throughput / baseline output_throughput", needs_drafts=True)
+
+
+def over_repeats(values: Sequence[float | None]) -> float | None:
+    """THE way a grid point's repeats combine into one speed value or speed ratio: the geometric mean of the
+    positive finite per-repeat values (None: none). Speed varies multiplicatively (a load, a clock), and with it
+    one speedup has one value wherever it is printed: the geometric mean of the per-repeat speedups is the ratio
+    of the geometric means of the per-repeat throughputs (sweep summary, best-k line, crossover, compare)."""
+    logs = [math.log(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
 
 
 def _paired(name: str, label: str, outcome: str, group: str, doc: str, needs_drafts: bool = False) -> MetricSpec:

@@ -24,8 +24,9 @@ def results(tmp_path_factory):
     write_run(root, "slower", RunSpec("slower", speed=1 / 1.2, timing_seed=1))
     repeated = dict(repeats=3, repeat_noise=0.01, num_requests=20)  # speed verdicts need repeats on both sides
     write_run(root, "base3", RunSpec("before3", **repeated))
-    write_run(root, "slower3", RunSpec("slower3", speed=1 / 1.2, timing_seed=1, **repeated))
-    write_run(root, "wrong", RunSpec("wrong", is_correct=lambda i: i % 10 < 5, answer_seed=1))
+    write_run(root, "slower3", RunSpec("slower3", speed=1 / 1.2, baseline_speed=1.0, timing_seed=1, **repeated))
+    write_run(root, "uniform3", RunSpec("uniform3", speed=1 / 1.2, timing_seed=1, **repeated))
+    write_run(root, "wrong", RunSpec("wrong", is_correct=lambda i: i % 10 < 5, answer_seed=1, is_lossless=False))
     write_run(root, "other_c", RunSpec("other_c", concurrencies=(1, 8)))
     write_run(root, "other_device", RunSpec("other_device", manifest={"device": {"name": "other-cpu"}}))
     write_run(root, "other_workload", RunSpec("other_workload", workload="random"))
@@ -53,39 +54,49 @@ def _compare(results, before, after, *extra, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
-    "before, after, fail_on, code, offending",
+    "before, after, fail_on, code, offending, unjudged",
     [
-        ("base", "wrong", "regressed", 1, ("GSM8K Accuracy", "Same Answer as k=0", "Same Text as k=0")),
-        ("base", "wrong", "regressed:accuracy_flexible", 1, ("GSM8K Accuracy flexible-extract",)),
-        ("base", "wrong", "regressed:output_throughput,latency", 0, None),
-        ("base", "faster", "regressed", 0, None),
-        ("base", "slower", "regressed:output_throughput", 0, None),  # one run a side: a note, not a failure
-        ("base3", "slower3", "regressed:output_throughput", 1, ("Output Throughput",)),
-        ("base", "slower", "regressed:accuracy", 0, None),
+        ("base", "wrong", "regressed", 1, ("GSM8K Accuracy", "Same Answer as k=0", "Same Text as k=0"), True),
+        ("base", "wrong", "regressed:accuracy_flexible", 1, ("GSM8K Accuracy flexible-extract",), False),
+        ("base", "faster", "regressed:accuracy,agreement", 0, None, False),
+        ("base", "faster", "regressed", 1, None, True),  # one run a side: speed not judged is a failure
+        ("base", "slower", "regressed:output_throughput", 1, None, True),
+        ("base3", "slower3", "regressed:output_throughput", 1, ("Output Throughput",), False),
+        ("base3", "uniform3", "regressed:output_throughput", 0, None, False),  # the control moved alike: drift
+        ("base", "slower", "regressed:accuracy", 0, None, False),
     ],
 )
-def test_fail_on_exits_non_zero_exactly_when_a_named_metric_regressed(results, before, after, fail_on, code,
-                                                                       offending, monkeypatch, capsys):
+def test_fail_on_exits_non_zero_exactly_when_a_named_metric_regressed_or_was_not_judged(
+        results, before, after, fail_on, code, offending, unjudged, monkeypatch, capsys):
     got, out, err = _compare(results, before, after, "--fail-on", fail_on, monkeypatch=monkeypatch, capsys=capsys)
     assert got == code, err
     assert "Output Throughput (tok/s)" in out  # the table is printed either way
-    notes = [line for line in err.splitlines() if line.startswith("note: --fail-on: ")]
-    gates_speed = fail_on == "regressed" or "output_throughput" in fail_on
-    assert bool(notes) == (gates_speed and before == "base")  # single runs: speed metrics were not checked
-    if notes:
-        assert any(n.startswith("note: --fail-on: output_throughput: no run-to-run estimate (1 run per side) in 4 "
-                                "cell(s), not checked; rerun the sweeps with --repeats >= 2") for n in notes)
-    report = [line for line in err.splitlines() if line not in notes]
+    lines = err.splitlines()
+    not_judged = [line for line in lines if "not judged" in line]
+    assert bool(not_judged) == unjudged
+    if unjudged:
+        why = "outputs differ from k=0" if after == "wrong" else "no run-to-run estimate (1 run per side)"
+        assert any(line.startswith(f"--fail-on: output_throughput: not judged in 4 cell(s): {why}")
+                   for line in not_judged)
+    correctness = [line for line in lines if line.startswith("--fail-on: CORRECTNESS: ")]
+    assert bool(correctness) == (after == "wrong")  # its greedy outputs differ from k=0: fails any gate
+    drift = [line for line in lines if line.startswith("note: --fail-on: ")]
+    assert bool(drift) == (after == "uniform3")
+    if drift:
+        assert all("is within drift (k=0 " in line and "not failed" in line and "specbench ab" in line
+                   for line in drift)
+    report = [line for line in lines if line not in not_judged + correctness + drift]
     if offending:
         header, *rows = report
         assert f"--fail-on {fail_on}:" in header and f"(exit {code})" in header
         assert rows and all(any(name in row for name in offending) for row in rows)
         if fail_on == "regressed":
             assert len(rows) == out.count("REGRESSED")
+        elif before == "base3":
+            assert len(rows) == 2  # the k = 2 cells: the k = 0 control did not move
+            assert all("3+3 runs sd" in row and "k=0 " in row for row in rows)  # the load beside the verdict
         else:
             assert len(rows) == 4  # one per cell (2 concurrencies x 2 num-steps)
-            if before == "base3":
-                assert all("3+3 runs sd" in row for row in rows)  # judged on the spread between runs
     else:
         assert not report
 
@@ -145,7 +156,10 @@ def test_measurement_settings_make_runs_incomparable(results, monkeypatch, capsy
     assert code == 0
     assert "WARNING: the runs differ in shots (default vs 1)" in err
     assert "WARNING: the runs differ in max_tokens (256 vs 64)" in err
-    assert "settings: workload=gsm8k, limit=40, shots=default, chat_template=False, max_tokens=256" in out
+    # Only what differs from the defaults or between the runs (workload=gsm8k, top_p=1.0, ... are defaults).
+    (settings,) = [line for line in out.splitlines() if line.startswith("settings: ")]
+    assert settings.startswith("settings: limit=40, shots=default, chat_template=False, max_tokens=256")
+    assert "workload=" not in settings and "top_p" not in settings and "request_rate" not in settings
     assert "WARNING: not comparable: shots: default -> 1" in out
     code, out, err = _compare(results, "base", "other_shots", "--strict", "--fail-on", "regressed",
                               monkeypatch=monkeypatch, capsys=capsys)
@@ -270,6 +284,29 @@ def test_ambiguous_label_is_refused(results, tmp_path, monkeypatch, capsys):
     assert code == 2 and "label 'before' names 2 runs" in err
 
 
+def test_compare_fits_120_columns_by_default_and_wide_shows_every_column(results, monkeypatch, capsys):
+    """Piped (no terminal), the table used to run ~230 columns wide; the details are behind --wide."""
+    code, out, _ = _compare(results, "base3", "slower3", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and max(map(len, out.splitlines())) <= 120
+    assert "Verdict  MDE" not in out and "Noise" not in out
+    code, wide, _ = _compare(results, "base3", "slower3", "--wide", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and max(map(len, wide.splitlines())) > 120 and "MDE" in wide and "Noise" in wide
+    assert "3+3 runs sd" in wide and "k=0 " in wide  # the load evidence beside every speed verdict
+
+
+def test_compare_leads_with_correctness_then_the_ratios_inside_each_run(results, monkeypatch, capsys):
+    code, out, _ = _compare(results, "base", "wrong", monkeypatch=monkeypatch, capsys=capsys)
+    lines = out.splitlines()
+    head = " ".join(line.strip() for line in lines[1:3])
+    assert head.startswith("CORRECTNESS REGRESSION: gsm8k draft k=2 temperature=0 c=1: greedy outputs differ from "
+                           "k=0 after the change (same text 1.000 -> ")
+    ratios = lines.index("ratios inside each run (robust to the runs' different loads):")
+    assert ratios < min(i for i, line in enumerate(lines) if line.startswith("gsm8k · draft"))
+    assert "Speedup vs k=0 (x)" in out and "not comparable" in out  # the broken cells' speed rows
+    code, out, _ = _compare(results, "base3", "slower3", monkeypatch=monkeypatch, capsys=capsys)
+    assert out.splitlines()[1] == "correctness: greedy outputs equal k=0 in all 2 greedy speculative cell(s)"
+
+
 def test_console_table_wraps_to_the_terminal_width(results):
     from specbench.compare.comparison import CompareOptions, compare_runs
     from specbench.compare.loading import load_run
@@ -278,7 +315,7 @@ def test_console_table_wraps_to_the_terminal_width(results):
     comparison = compare_runs(load_run(results / "base"), load_run(results / "faster"),
                               CompareOptions(metrics=("throughput",), num_resamples=200))
     text = render_console(comparison, width=120)
-    assert max(len(line) for line in text.splitlines() if not line.startswith(("Before:", "differs:"))) <= 120
+    assert max(len(line) for line in text.splitlines()) <= 120
     assert text.count("gsm8k · draft · k=0 · temperature 0") == 2  # c=4 continues in a second table
 
 

@@ -85,6 +85,9 @@ def test_estimators_reproduce_the_stored_cell_metrics(tmp_path):
             stored = cells.loc[list(repeats.values()), _stored_column(metric.name)].astype(float).mean()
             if metric.resampling is Resampling.PAIRED:
                 value, _ = estimates.outcomes(metric, key)
+            elif metric.resampling is Resampling.ROUNDS:  # the point pools the repeats' requests; each repeat's own
+                points = estimates.estimate(metric, key).repeat_points
+                value = None if np.isnan(points).all() else float(np.nanmean(points))
             else:
                 value = estimates.estimate(metric, key).point
             if metric.group == "tree":  # chains: N/A in the cells and in compare alike
@@ -140,7 +143,8 @@ def test_draw_windows_keep_the_tail_of_a_single_wave(tmp_path):
 
 def test_run_interval_is_the_pooled_t_test():
     """Absolute deltas: the interval excludes 0 exactly when Student's two-sample t test rejects; relative deltas:
-    the same test on values divided by each side's mean; one repeat or no spread: no interval."""
+    the same test on the logs (the interval is exp of the log-ratio interval, minus 1); one repeat or no spread: no
+    interval."""
     rng = np.random.default_rng(5)
     for _ in range(40):
         before, after = rng.normal(10, 1, rng.integers(2, 6)), rng.normal(10.8, 1, rng.integers(2, 6))
@@ -149,7 +153,10 @@ def test_run_interval_is_the_pooled_t_test():
         assert (evidence.interval.low > 0 or evidence.interval.high < 0) == (p < 0.05)
         assert evidence.mde == pytest.approx((evidence.interval.high - evidence.interval.low) / 2)
         relative = run_evidence(before, after, Delta.RELATIVE, 0.95)
-        assert relative.interval.low < after.mean() / before.mean() - 1 < relative.interval.high
+        log_p = stats.ttest_ind(np.log(after), np.log(before), equal_var=True).pvalue
+        assert (relative.interval.low > 0 or relative.interval.high < 0) == (log_p < 0.05)
+        ratio = np.exp(np.log(after).mean() - np.log(before).mean())  # of the geometric means
+        assert relative.interval.low < ratio - 1 < relative.interval.high and relative.interval.low > -1
     assert run_evidence([1.0], [1.0, 2.0], Delta.RELATIVE, 0.95).interval is None
     flat = run_evidence([3.0, 3.0], [4.0, 4.0], Delta.RELATIVE, 0.95)
     assert flat.interval is None and flat.spread == 0

@@ -30,6 +30,8 @@ from specbench.runs.schema import SCHEMA_VERSION
 class RunSpec:
     label: str
     speed: float = 1.0  # every duration divided by this
+    baseline_speed: float | None = None  # the k = 0 cells' speed instead (None: `speed`): a change to speculation
+    drift: float | None = None  # baseline_drift of every probed group (None: not probed)
     noise: float = 0.03  # lognormal sigma of each request's pace
     repeat_noise: float = 0.0  # lognormal sigma of a whole repeat's pace
     timing_seed: int = 0
@@ -37,6 +39,7 @@ class RunSpec:
     acceptance_seed: int = 0
     is_correct: Callable[[int], bool] = lambda i: i % 10 < 8
     answer_seed: int = 0  # wrong answers differ between runs with different seeds
+    is_lossless: bool = True  # a wrong answer is the same at every k (False: it depends on k: outputs differ)
     concurrencies: Sequence[int] = (1, 4)
     temperatures: Sequence[float] = (0.0,)
     num_steps: Sequence[int] = (0, 2)
@@ -69,7 +72,8 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
     k, c, repeat = keys["num_steps"], keys["concurrency"], keys["repeat"]
     timing = _rng(spec.timing_seed, cell)
     pace = float(np.exp(_rng(spec.timing_seed, "repeat", repeat).normal(0, spec.repeat_noise)))
-    step_s = 0.01 * (1 + 0.25 * k) * (1 + 0.1 * c) * pace / spec.speed
+    speed = spec.baseline_speed if k == 0 and spec.baseline_speed is not None else spec.speed
+    step_s = 0.01 * (1 + 0.25 * k) * (1 + 0.1 * c) * pace / speed
     slots = [0.0] * c
     rows = []
     for i in range(spec.num_requests):
@@ -80,11 +84,11 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
         tokens = [1] + ([a + 1 for a in accepted] if k else [1] * (spec.output_len - 1))
         tokens[-1] -= sum(tokens) - spec.output_len
         gaps = step_s * factor * np.exp(timing.normal(0, spec.noise, len(tokens)))
-        gaps[0] = 0.02 * factor / spec.speed
+        gaps[0] = 0.02 * factor / speed
         times = list(arrival + np.cumsum(gaps))
         slots[slot] = times[-1]
         correct = spec.is_correct(i)
-        wrong = str(7 + _rng(spec.answer_seed, i, k).integers(1, 50))
+        wrong = str(7 + _rng(spec.answer_seed, i, 0 if spec.is_lossless else k).integers(1, 50))
         answer = "42" if correct else wrong
         rows.append({
             **keys, "request_id": f"{cell}/{i}", "request_index": i, "sample_id": str(i),
@@ -145,6 +149,8 @@ def write_run(results_dir: Path, run_id: str, spec: RunSpec) -> Path:
                     tables["cells"].append(cell_row(keys, extra, cell_metrics_from_rows(rows), rows,
                                                     f"r{repeat}-t{temperature:g}-c{c}-k0", baseline_rows,
                                                     num_positions))
+                    if spec.drift is not None:
+                        tables["cells"][-1]["baseline_drift"] = spec.drift
                     tables["requests"] += rows
                     tables["categories"] += category_rows(keys, rows, num_positions)
     for name, rows in tables.items():
