@@ -111,6 +111,9 @@ EXAMPLES: dict[str, Example] = {
     "specbench compare before after --fail-on regressed:acceptance_length,accuracy_flexible": Example(
         "compare before after --fail-on regressed:acceptance_length,accuracy_flexible --results-dir {results}",
         stdout_has="Acceptance"),
+    "specbench ab --target ./llama --draft ./small -k 3 -n 20 --repeats 6 --b-inject slow-step": Example(
+        "ab --target {target} --draft {draft} -k 3 -n 2 --repeats 2 --b-inject slow-step --max-tokens 4 --shots 1 "
+        "--data-dir {data}", stdout_has="slow-step"),
     "specbench plot results/<run-a> results/<run-b> --out-dir plots/": Example(
         "plot {before} {after} --out-dir {ws}/plots/", stdout_has="png"),
     "specbench gate --target ./llama --draft ./small -k 3 -n 50 --repeats 3 --write-reference gate-ref.json": Example(
