@@ -235,7 +235,10 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
         return speed_stage(observation.speed, None if reference is None else reference.speed, t,
                            request.num_steps)
     if name == OUTPUTS:
-        return outputs_stage(observation)
+        baseline = observation.baseline_outputs
+        if baseline is None and reference is not None:
+            baseline = reference.greedy_outputs
+        return outputs_stage(observation, baseline)
     raise AssertionError(name)
 
 

@@ -185,3 +185,18 @@ def test_stage_names_are_checked():
     assert check_requested(f"outputs,{LOGPROBS}") == (LOGPROBS, "outputs")
     with pytest.raises(SpecbenchError, match="out of range"):
         Tolerances(acceptance_rtol=-1)
+
+
+def test_an_empty_output_that_k0_gave_too_is_the_models_answer_not_a_failure():
+    from specbench.gate.observed import GreedyOutput
+
+    empty_both = [OutputProblem("r0-k0", "1", 0, "empty", "finish reason stop, 1 output tokens"),
+                  OutputProblem("r0-k2", "1", 0, "empty", "finish reason stop, 1 output tokens")]
+    baseline = (GreedyOutput("0", 0, "42"), GreedyOutput("1", 0, ""))
+    result = outputs_stage(_observation(empty_both), baseline)
+    assert result.status is Status.PASS and "2 empty at k = 0 too" in result.reason
+    assert all("the model's own answer" in line for line in result.details)
+    # empty at k only (k = 0 answered): speculation or the server lost the text
+    only_k = [OutputProblem("r0-k2", "0", 0, "empty", "finish reason stop, 1 output tokens")]
+    assert outputs_stage(_observation(only_k), baseline).status is Status.FAIL
+    assert outputs_stage(_observation(empty_both)).status is Status.FAIL  # no k = 0 outputs to excuse it
