@@ -208,7 +208,8 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
     if name == ACCURACY:
         return accuracy_stage(observation.accuracy, None if reference is None else reference.accuracy, t)
     if name == ACCEPTANCE:
-        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t)
+        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t,
+                                request.num_steps, observation.server_speculation)
     if name == SPEED:
         return speed_stage(observation.speed, None if reference is None else reference.speed, t,
                            request.num_steps)

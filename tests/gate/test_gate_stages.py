@@ -70,28 +70,44 @@ def _requests(rates: tuple[float, ...], num_rounds: int = 400, n: int = 4) -> tu
 
 def test_acceptance_passes_the_reference_and_fails_a_drop_by_length_and_position():
     ref = _requests((0.8, 0.6, 0.4))
-    assert acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T).status is Status.PASS
-    dropped = acceptance_stage(_requests((0.8, 0.6, 0.2)), ref, T)  # AL 2.8 -> 2.6: -7%, inside rtol 0.1
+    assert acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3).status is Status.PASS
+    dropped = acceptance_stage(_requests((0.8, 0.6, 0.2)), ref, T, 3)  # AL 2.8 -> 2.6: -7%, inside rtol 0.1
     assert dropped.status is Status.FAIL and "pos 3 dropped" in dropped.reason and "AL" not in dropped.reason
     assert "(ref 2.800, -7.1%)" in dropped.metric
-    collapsed = acceptance_stage(_requests((0.3, 0.1, 0.0)), ref, T)
+    collapsed = acceptance_stage(_requests((0.3, 0.1, 0.0)), ref, T, 3)
     assert collapsed.status is Status.FAIL and "beyond ±10%" in collapsed.reason
 
 
 def test_acceptance_is_two_sided_on_length_and_the_floor_option_replaces_the_test():
     ref = _requests((0.5, 0.3, 0.1))
-    inflated = acceptance_stage(_requests((0.9, 0.8, 0.7)), ref, T)
+    inflated = acceptance_stage(_requests((0.9, 0.8, 0.7)), ref, T, 3)
     assert inflated.status is Status.FAIL and "AL +" in inflated.reason
     floor = Tolerances(acceptance_floor=0.95)
     small = _requests((0.49, 0.3, 0.1))  # 98% of the reference at pos 1
-    assert acceptance_stage(small, ref, floor).status is Status.PASS
-    low = acceptance_stage(_requests((0.45, 0.3, 0.1)), ref, floor)  # 90%
+    assert acceptance_stage(small, ref, floor, 3).status is Status.PASS
+    low = acceptance_stage(_requests((0.45, 0.3, 0.1)), ref, floor, 3)  # 90%
     assert low.status is Status.FAIL and "pos 1 rate 0.450 < 0.95 x 0.500" in low.reason
 
 
-def test_acceptance_is_na_without_reference_or_counts():
-    assert acceptance_stage(_requests((0.5,)), None, T).status is Status.NOT_AVAILABLE
-    assert acceptance_stage(None, _requests((0.5,)), T).status is Status.NOT_AVAILABLE
+def test_acceptance_is_na_without_a_reference_and_fails_without_counts_against_one():
+    assert acceptance_stage(_requests((0.5,)), None, T, 1).status is Status.NOT_AVAILABLE
+    assert acceptance_stage(None, None, T, 1).status is Status.NOT_AVAILABLE
+    # the reference drafted; this run has no draft counts at all: nothing was measured at k, never a silent N/A
+    off = acceptance_stage(None, _requests((0.5,)), T, 1)
+    assert off.status is Status.FAIL and "speculation off?" in off.reason
+
+
+def test_acceptance_fails_when_the_server_says_it_does_not_speculate_at_k():
+    from specbench.backends.server_info import ServerSpeculation
+
+    ref = _requests((0.8, 0.6, 0.4))
+    for told in (ServerSpeculation("none", 0, "/version"), ServerSpeculation(None, 0, "/props")):
+        off = acceptance_stage(None, None, T, 3, told)  # no reference needed: the server's own word contradicts -k
+        assert off.status is Status.FAIL and "speculation off?" in off.reason and "-k 3" in off.reason
+    other_k = acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3, ServerSpeculation("ngram", 2, "/version"))
+    assert other_k.status is Status.FAIL and "num_steps 2" in other_k.reason and "gate with -k 2" in other_k.reason
+    agrees = acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3, ServerSpeculation("ngram", 3, "/version"))
+    assert agrees.status is Status.PASS
 
 
 def test_speed_is_na_on_one_repeat_and_judges_with_compare_on_several():
