@@ -12,6 +12,7 @@ from pathlib import Path
 from specbench.errors import ServerLaunchFailed, SpecbenchError
 from specbench.gate.acceptance_stage import acceptance_stage
 from specbench.gate.accuracy_stage import accuracy_stage
+from specbench.gate.comparability import unless_outputs_differ
 from specbench.gate.logprobs_collect import LogprobsRun
 from specbench.gate.logprobs_stage import logprobs_stage, logprobs_tolerance
 from specbench.gate.lossless_stage import Probe, lossless_stage
@@ -98,8 +99,8 @@ def run_gate(request: GateRequest) -> GateReport:
                                      _reference_logprobs(None if isinstance(logprobs, Exception) else logprobs)),
                         request.write_reference)
     probe = _guarded(lambda: _probe(config, request.tolerances)) if LOSSLESS in request.stages else None
-    stages = tuple(_judged(name, observation, reference, request, probe, logprobs) if name in request.stages
-                   else skipped(name) for name in STAGES)
+    stages = unless_outputs_differ(tuple(_judged(name, observation, reference, request, probe, logprobs)
+                                         if name in request.stages else skipped(name) for name in STAGES))
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 

@@ -201,3 +201,22 @@ def test_stage_names_are_checked():
     assert check_requested(f"outputs,{LOGPROBS}") == (LOGPROBS, "outputs")
     with pytest.raises(SpecbenchError, match="out of range"):
         Tolerances(acceptance_rtol=-1)
+
+
+def test_acceptance_and_speed_are_withheld_when_lossless_failed():
+    from specbench.gate.comparability import unless_outputs_differ
+    from specbench.gate.stage import ACCEPTANCE, LOSSLESS, SPEED, StageResult
+
+    def stage(name, status, reason="ok"):
+        return StageResult(name, status, "AL 2.4 (ref 2.0, +21%)", "-", "-", reason)
+
+    judged = (stage(LOSSLESS, Status.FAIL), stage(ACCEPTANCE, Status.PASS), stage(SPEED, Status.PASS))
+    lossless, acceptance, speed = unless_outputs_differ(judged)
+    assert lossless == judged[0]
+    for withheld in (acceptance, speed):
+        assert withheld.status is Status.NOT_AVAILABLE and "not comparable: outputs differ" in withheld.reason
+        assert "+21%" not in withheld.metric
+    clean = (stage(LOSSLESS, Status.PASS), stage(ACCEPTANCE, Status.PASS), stage(SPEED, Status.PASS))
+    assert unless_outputs_differ(clean) == clean
+    off = (stage(LOSSLESS, Status.FAIL), stage(ACCEPTANCE, Status.FAIL, "... speculation off?"))
+    assert unless_outputs_differ(off) == off  # not speculating fails whatever the outputs did
