@@ -62,6 +62,17 @@ def test_accuracy_fails_a_drop_beyond_tolerance_and_noise_only():
     assert accuracy_stage(Accuracy(0.3, 0.05, 0.3, 0.05, 100), None, T).status is Status.NOT_AVAILABLE
 
 
+def test_accuracy_at_zero_has_an_interval_and_no_power_claim_it_cannot_keep():
+    """Issue 40: the default model scores 0: the gate printed 0.000±0.000 and claimed to detect a drop >= 0.020
+    against a reference of 0, where no drop is possible."""
+    zero = accuracy_stage(Accuracy(0.0, 0.0, 0.0, 0.0, 6), Accuracy(0.0, 0.0, 0.0, 0.0, 6), T)
+    assert zero.status is Status.PASS and "0.000 [0.000, 0.390]" in zero.metric and "±0.000" not in zero.metric
+    assert zero.power.startswith("N/A: no drop that large is possible") and "detects" not in zero.power
+    # a perfect reference: a stderr of 0 would call any drop beyond accuracy_drop real; the interval does not
+    assert accuracy_stage(Accuracy(0.9, 0.12, 0.9, 0.12, 10), Accuracy(1.0, 0.0, 1.0, 0.0, 10),
+                          T).status is Status.PASS
+
+
 def _requests(rates: tuple[float, ...], num_rounds: int = 400, n: int = 4) -> tuple[RequestAcceptance, ...]:
     """n requests; position k accepted in rate_k of the rounds (drafted every round)."""
     return tuple(RequestAcceptance(str(i), 0, num_rounds, (num_rounds,) * len(rates),
