@@ -50,7 +50,8 @@ def test_a_clean_server_passes_and_a_faulty_one_fails_lossless(gate_pair, tmp_pa
     # The probe asks the server for logprobs (serve computes them from the target): each mismatch is classified by
     # the target's top-2 margin there, and the fault's are far from ties.
     assert "[divergent, margin " in out and "[unclassified: " not in out
-    assert _status(out, "acceptance") == "FAIL"  # from the server's /metrics counters: the fault rejects drafts
+    # the outputs differ from the baseline: acceptance (from the server's /metrics counters) is not comparable
+    assert _status(out, "acceptance") == "N/A" and "not comparable: outputs differ" in out
 
 
 def test_a_server_that_does_not_speculate_fails_the_gate(gate_pair, tmp_path, monkeypatch, capsys):
