@@ -2,7 +2,9 @@
 another k) judges the wrong system, so each rule below is a FAIL with "speculation off?" in its reason:
 
 1. The server's own word (backends/server_info.py: specbench serve's /version, llama.cpp's /props) says k = 0,
-   method none, or another k than -k.
+   method none, or another k than -k. llama.cpp's `speculative.types` is a per-request default that reads "none"
+   on some builds that do draft, so server_info never reports it as a method; its `speculative.n_max` is judged.
+   vLLM and SGLang say nothing: rule 2 and the acceptance counters judge them.
 2. The reference was measured with draft counts (acceptance) and this run has none: nothing drafted, or the server
    stopped reporting it; either way acceptance cannot have been measured, so the gate must not pass it as N/A.
 """
