@@ -57,7 +57,7 @@ def forced_preemption_overrides(setup: CheckSetup, tokenizer, max_num_steps: int
     preempted; never smaller than what the longest request needs alone (it must be able to finish). `tokenizer`:
     the engine's, for text prompts (sized by their characters, a pool held them all with room to grow: issue 40's
     "with forced preemption (0 preemptions)"). Where the prompts cannot overfill any pool (one prompt; a windowed
-    target releasing blocks as it goes), the run still preempts nothing: preemption_gap says so."""
+    target releasing blocks as it goes), the run still preempts nothing: preemption_coverage says so."""
     def blocks(num_tokens: int) -> int:
         return -(-num_tokens // setup.engine.block_size)
 
