@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from specbench.backends.base import BenchBackend
     from specbench.runs.turns import Turn
 
+# what the estimate cannot know: it is measured once, before the run, and the machine may be busier later
+ESTIMATE_CAVEAT = "measured at plan time: other load on the machine can make the run longer"
 MAX_CALIBRATION_CONCURRENCY = 8  # a batch this wide is timed too; wider cells are assumed no faster per token
 
 
@@ -101,8 +103,11 @@ def _seconds_per_token(backend: BenchBackend, turns: Sequence[Turn], concurrency
 
 def estimate_seconds(config: SweepConfig, num_requests: int, num_tokens_per_cell: int, calibration: Calibration,
                      cells_todo_concurrency: Sequence[int]) -> float:
-    """Upper bound: every request runs to its max tokens and is prefilled alone, k > 0 cells as fast as k = 0,
-    warmup included. `cells_todo_concurrency`: the concurrency of every cell left to run."""
+    """An estimate, not a bound: every request runs to its max tokens and is prefilled alone, k > 0 cells as fast as
+    k = 0, warmup included, at the rates measured at plan time. Those long-side assumptions do not make it a bound:
+    load that arrives later (other jobs on a shared machine or GPU) slows every cell, and under load runs took up
+    to 2.3x the plan (issue 40: 12m23s planned, 28m16s run). `cells_todo_concurrency`: the concurrency of every cell
+    left to run."""
     from specbench.bench.warmup import WARMUP_MAX_TOKENS
 
     return sum((num_tokens_per_cell + config.num_warmup(c) * WARMUP_MAX_TOKENS) * calibration.seconds_per_token(c)
@@ -124,12 +129,13 @@ def make_plan(config: SweepConfig, *, num_prompts: int, num_requests: int, max_t
         estimate, basis, requests = None, no_calibration_reason, num_requests
     else:
         estimate = estimate_seconds(config, num_requests, num_tokens_per_cell, calibration, cells_todo_concurrency)
-        basis = (f"upper bound: every request to its max tokens at the measured "
+        basis = (f"an estimate, not a bound: every request to its max tokens at the measured "
                  f"{1 / calibration.seconds_per_token_c1:.1f} tok/s (c=1)"
                  + (f", {1 / calibration.seconds_per_token_wide:.1f} tok/s (c={calibration.concurrency})"
                     if calibration.concurrency > 1 else "")
                  + (f", {calibration.prefill_s:.2f} s per prompt prefill" if calibration.prefill_s else "")
-                 + f" from {calibration.num_requests} calibration requests; speculation not counted")
+                 + f" from {calibration.num_requests} calibration requests; speculation not counted; "
+                 + ESTIMATE_CAVEAT)
         requests = num_requests
     return SweepPlan(
         workload=config.workload, num_prompts=num_prompts, num_requests_per_cell=requests,
@@ -162,7 +168,7 @@ def format_plan(plan: SweepPlan) -> str:
         prompts += " (default sample; --num-prompts N, or 0 for all)"
     requests = ("bounded by --duration" if plan.num_requests_per_cell is None
                 else f"{plan.num_requests_per_cell} requests")
-    estimate = "unknown" if plan.estimate_s is None else f"about {format_duration(plan.estimate_s)}"
+    estimate = "unknown" if plan.estimate_s is None else f"~{format_duration(plan.estimate_s)}"
     lines = [
         f"plan: {plan.num_cells_todo} of {plan.num_cells} cells"
         + (f"  [MUTANT: --inject {plan.inject}]" if plan.is_mutant else ""),
@@ -179,9 +185,10 @@ def format_plan(plan: SweepPlan) -> str:
 
 def plan_line(plan: SweepPlan) -> str:
     """The plan in one line (logs, notebooks)."""
-    estimate = "?" if plan.estimate_s is None else format_duration(plan.estimate_s)
+    estimate = ("time unknown" if plan.estimate_s is None else
+                f"~{format_duration(plan.estimate_s)} (estimate, not a bound)")
     return (f"plan: {plan.num_cells_todo} cells, {plan.num_prompts} prompts, {plan.method} k "
-            f"{_values(plan.grid_num_steps)}, {plan.repeats} repeats, about {estimate}")
+            f"{_values(plan.grid_num_steps)}, {plan.repeats} repeats, {estimate}")
 
 
 def print_plan(plan: SweepPlan, *, quiet: bool = False, file: TextIO | None = None) -> None:

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from specbench.metrics.accuracy import format_accuracy
 from specbench.metrics.metric_spec import Resampling, SummaryRow
 from specbench.metrics.specs import (
     ACCEPTANCE_LENGTH,
@@ -76,16 +77,17 @@ def _speedup(column: str, digits: int) -> Cell:
 
 def _accuracy(column: str, digits: int) -> Cell:
     def fmt(rows: Sequence[Row]) -> str:
-        value, stderr = _mean(rows, column), _mean(rows, f"{column}_stderr")
+        # repeats re-ask the same prompts: the interval is over one repeat's prompts, not their pooled count
+        value, n = _mean(rows, column), _mean(rows, "accuracy_n")
         if value is None:
             return "-"
-        return f"{value:.{digits}f}" + (f"±{stderr:.{digits}f}" if stderr is not None else "")
+        return format_accuracy(value, None if n is None else round(n), digits)
 
     return fmt
 
 
 def _cell(row: SummaryRow) -> Cell:
-    """Speedup carries its flag mark, accuracy its stderr, the per-position row one rate per draft position."""
+    """Speedup carries its flag mark, accuracy its 95% interval, the per-position row one rate per draft position."""
     metric = row.metric
     if metric is None:
         return _per_index(row.family)

@@ -8,7 +8,8 @@ import time
 from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, classify
 from specbench.check.reference import ReferenceCrossCheck, build_reference_llm
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
+from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
+                                   preemption_coverage, prompt_list)
 from specbench.sampling_params import SamplingParams
 
 
@@ -81,13 +82,18 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
     disagreement fails the check, since then the reference is no oracle."""
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
-    passed, detail = _verdict(setup, build_llm(setup).generate(prompt_list(setup), greedy_params(setup)), reference)
+    llm = build_llm(setup)
+    passed, detail = _verdict(setup, llm.generate(prompt_list(setup), greedy_params(setup)), reference)
+    tokenizer = llm.tokenizer
+    del llm  # one engine at a time
     if cross_check is not None:
         passed = passed and cross_check.is_agreed
         detail += f"; {cross_check.detail}"
     if preemption:
-        preempting = build_llm(setup, **forced_preemption_overrides(setup))
+        preempting = build_llm(setup, **forced_preemption_overrides(setup, tokenizer))
         p_passed, p_detail = _verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
-        passed = passed and p_passed
-        detail += f"; with forced preemption ({num_preemptions(preempting)} preemptions): {p_detail}"
+        coverage = preemption_coverage(preempting)
+        passed = passed and p_passed and not coverage.is_missing
+        detail += (f"; with forced preemption ({num_preemptions(preempting)} preemptions): {p_detail}"
+                   + (f"; {coverage.note}" if coverage.note else ""))
     return CheckResult("greedy", passed, detail, time.perf_counter() - start)

@@ -36,7 +36,9 @@ def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
             yield (f"{mode} acceptance, concurrency {concurrency}",
                    {"synthetic_acceptance": rates, "max_concurrency": concurrency}, NUM_STEPS, prompts[:concurrency])
     yield "real verification, concurrency 4", {}, NUM_STEPS, prompts
-    yield "preemption, real verification", forced_preemption_overrides(swept, max(NUM_STEPS)), (3,), prompts
+    # sized once a tokenizer is at hand (text prompts are measured in tokens): the engine of the case before it
+    yield ("preemption, real verification", lambda tokenizer: forced_preemption_overrides(swept, tokenizer,
+                                                                                         max(NUM_STEPS)), (3,), prompts)
 
 
 def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:
@@ -51,6 +53,7 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     params = SamplingParams(max_tokens=min(setup.max_tokens, MAX_TOKENS), ignore_eos=True)
     num_runs = 0
     preempted = 0
+    tokenizer = None  # the engines' (every case builds on the same target)
     modes = _graph_modes(setup)
     cases = [(eager, case) for case in _sweep_cases(setup, full_sweep) for eager in modes]
     for enforce_eager, (label, overrides, ks, prompts) in cases:
@@ -58,7 +61,10 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
         run_setup = setup
         if not enforce_eager:  # built for the largest k so that every k has captured graphs
             run_setup = setup.with_engine(max_num_steps=max(ks))
+        if callable(overrides):
+            overrides = overrides(tokenizer)
         llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
+        tokenizer = llm.tokenizer
         for k in ks:
             llm.engine.set_num_steps(k)
             try:

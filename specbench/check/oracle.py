@@ -18,7 +18,8 @@ from specbench.check.eagle_oracle import compare_eagle_records
 from specbench.check.greedy import greedy_params
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.result import CheckResult
-from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, num_preemptions, prompt_list
+from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
+                                   preemption_coverage, prompt_list)
 from specbench.check.tree_oracle import TREE_ROUND, compare_tree_records, mismatch_kind
 from specbench.llm import LLM
 from specbench.speculation.capabilities import ConsumesTargetFeatures, RecordsDraftLogits
@@ -70,9 +71,10 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         return CheckResult("oracle", True, f"no draft oracle for method {setup.engine.method!r} (no draft model)",
                            time.perf_counter() - start, skipped=True)
     rtol = FP32_RTOL if setup.engine.dtype == "fp32" else BF16_RTOL
-    num, bad, preempted = 0, [], 0
-    runs = ({}, forced_preemption_overrides(setup)) if preemption else ({},)  # as configured, then preempting
+    num, bad, preempted, coverage = 0, [], 0, None
     reference = build_reference_drafting_llm(setup.engine)
+    # as configured, then preempting
+    runs = ({}, forced_preemption_overrides(setup, reference.tokenizer)) if preemption else ({},)
     ref_proposer = reference.engine.proposer
     if setup.draft_shape.is_tree and isinstance(ref_proposer, MultiModuleMtpProposer) and len(ref_proposer.modules) > 1:
         return CheckResult("oracle", True, "no tree oracle for several MTP modules: their tree steps reuse module 0 "
@@ -82,7 +84,8 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         llm = build_llm(setup, **overrides)
         run_num, run_bad = record_and_compare(llm, reference, prompt_list(setup), greedy_params(setup), rtol)
         num, bad = num + run_num, bad + [f"{line}{' (preempting run)' if overrides else ''}" for line in run_bad]
-        preempted += num_preemptions(llm)
+        if overrides:
+            preempted, coverage = num_preemptions(llm), preemption_coverage(llm)
     by_kind: dict[str, int] = defaultdict(int)
     for line in bad:
         by_kind[mismatch_kind(line) if TREE_ROUND in line else f"step {line.split(' step ')[1].split()[0]}"] += 1
@@ -93,7 +96,10 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         detail = (f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}, "
                   f"x (1 + step) along an EAGLE/MTP chain")
     detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
+    if coverage is not None and coverage.note:
+        detail += f"; {coverage.note}"
     if bad:
         kinds = ", ".join(f"{k}: {c}" for k, c in sorted(by_kind.items()))
         detail += f"; mismatches by {'kind' if setup.draft_shape.is_tree else 'step'} ({kinds}); first: {bad[0]}"
-    return CheckResult("oracle", not bad and num > 0, detail, time.perf_counter() - start)
+    return CheckResult("oracle", not bad and num > 0 and not (coverage and coverage.is_missing),
+                       detail, time.perf_counter() - start)

@@ -20,7 +20,8 @@ from specbench.check.sampled_stats import (
     CellTest, SampledVerdict, category_of, category_probs, cell_test, choose_categories, combine,
 )
 from specbench.check.reference import build_reference_llm
-from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
+from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, preemption_coverage,
+                                   prompt_list)
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
 from specbench.sampling_params import SamplingParams
@@ -40,15 +41,18 @@ SELF_DRAFT_MIN_ACCEPTANCE = {"fp32": 0.999, "bf16": 0.95}  # p = q up to roundin
 
 
 def _sample(setup: CheckSetup, prompts: list, num_samples: int, params: SamplingParams, salt: int = 0,
-            preempting: bool = False):
+            preempting: bool = False, tokenizer=None):
     """One wave (fewest steps) of num_samples seeded requests per prompt; `preempting`: with a KV pool that admits
-    the wave's prompts but not their growth, so requests are preempted and recomputed mid-sampling."""
+    the wave's prompts but not their growth, so requests are preempted and recomputed mid-sampling (`tokenizer`, the
+    engine's, sizes text prompts). Returns (outputs, whether it preempted: None unless preempting)."""
     batch = [p for p in prompts for _ in range(num_samples)]
     base = setup.engine.seed * SEED_STRIDE + 1 + salt * len(batch)
     per_request = [replace(params, seed=base + i) for i in range(len(batch))]
     wave = replace(setup, prompts=tuple(batch), max_tokens=params.max_tokens).with_engine(max_concurrency=len(batch))
-    overrides = forced_preemption_overrides(wave) if preempting else {}
-    return build_llm(setup, max_concurrency=len(batch), **overrides).generate(batch, per_request)
+    overrides = forced_preemption_overrides(wave, tokenizer) if preempting else {}
+    llm = build_llm(setup, max_concurrency=len(batch), **overrides)
+    outs = llm.generate(batch, per_request)
+    return outs, preemption_coverage(llm) if preempting else None
 
 
 def _cell_tests(chunks, tokens: np.ndarray, num_prompts: int, num_samples: int) -> list[CellTest]:
@@ -126,7 +130,7 @@ def _self_draft_run(setup: CheckSetup, model, prompts: list, num_samples: int, p
     (seeded), so setups that reduce to the same run (every method's clean setup on one target) share it."""
     key = repr((setup, prompts, num_samples, params, positions))
     if key not in _SELF_DRAFT_RUNS:
-        outs = _sample(setup, prompts, num_samples, params, salt=1)
+        outs, _ = _sample(setup, prompts, num_samples, params, salt=1)
         drafted = sum(sum(o.stats.num_drafted_per_pos) for o in outs)
         accepted = sum(sum(o.stats.num_accepted_per_pos) for o in outs)
         if len(_SELF_DRAFT_RUNS) > 64:  # bounded: a long selftest keeps only recent runs
@@ -146,10 +150,11 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
                            "verifier's row types)", time.perf_counter() - start, skipped=True)
     prompts = prompt_list(setup)[:num_prompts]
     run = replace(params, max_tokens=num_positions)
-    outs = _sample(setup, prompts, num_samples, run, preempting=True)
+    reference = build_reference_llm(setup.engine)  # the reference target (check/reference.py)
+    model = reference.engine.runner.model
+    outs, coverage = _sample(setup, prompts, num_samples, run, preempting=True, tokenizer=reference.tokenizer)
     num_preempted = sum(o.stats.num_preemptions for o in outs)
     mixed_positions = tuple(range(num_positions))
-    model = build_reference_llm(setup.engine).engine.runner.model  # the reference target (check/reference.py)
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
 
     # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
@@ -161,11 +166,11 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     min_acceptance = SELF_DRAFT_MIN_ACCEPTANCE.get(setup.engine.dtype, SELF_DRAFT_MIN_ACCEPTANCE["bf16"])
 
     p_value = min(1.0, 2 * min(mixed.p_value, bonus.p_value))  # Bonferroni over the two runs
-    passed = p_value >= ALPHA and acceptance >= min_acceptance
+    passed = p_value >= ALPHA and acceptance >= min_acceptance and not coverage.is_missing
     detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
               f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA} (Bonferroni over 2 runs): "
               f"p {p_value:.3g}. {setup.engine.method} drafts ({setup.draft_shape.label()}) with forced preemption "
-              f"({num_preempted} preemptions), positions "
+              f"({num_preempted} preemptions{'; ' + coverage.note if coverage.note else ''}), positions "
               f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. "
               f"Forced full acceptance (target drafts for itself"
               f"{', as chains' if setup.draft_shape.is_tree else ''}): {accepted}/{drafted} drafts accepted (needs >= "

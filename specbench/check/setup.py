@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from specbench.check.path_log import PathLog
 from specbench.config import EngineConfig
@@ -51,17 +52,46 @@ def prompt_list(setup: CheckSetup) -> list:
     return [p if isinstance(p, str) else list(p) for p in setup.prompts]
 
 
-def forced_preemption_overrides(setup: CheckSetup, max_num_steps: int | None = None) -> dict:
+def forced_preemption_overrides(setup: CheckSetup, tokenizer, max_num_steps: int | None = None) -> dict:
     """Engine overrides whose KV pool admits a full batch of prompts but not their growth, so running requests are
-    preempted; never smaller than what the longest request needs alone (it must be able to finish)."""
+    preempted; never smaller than what the longest request needs alone (it must be able to finish). `tokenizer`:
+    the engine's, for text prompts (sized by their characters, a pool held them all with room to grow: issue 40's
+    "with forced preemption (0 preemptions)"). Where the prompts cannot overfill any pool (one prompt; a windowed
+    target releasing blocks as it goes), the run still preempts nothing: preemption_coverage says so."""
     def blocks(num_tokens: int) -> int:
         return -(-num_tokens // setup.engine.block_size)
 
+    lengths = [num_prompt_tokens(p, tokenizer) for p in setup.prompts]
     extra = setup.max_tokens + (max_num_steps or setup.engine.max_num_steps) + 1
-    alone = max(blocks(len(p) + extra) for p in setup.prompts) + 1
-    batch = sum(sorted(blocks(len(p) + 1) for p in setup.prompts)[: setup.engine.max_concurrency]) + 1
+    alone = max(blocks(n + extra) for n in lengths) + 1
+    batch = sum(sorted(blocks(n + 1) for n in lengths)[: setup.engine.max_concurrency]) + 1
     return {"num_kv_blocks": max(alone, batch)}
+
+
+def num_prompt_tokens(prompt, tokenizer) -> int:
+    """A prompt's length in tokens: token ids as given, text encoded as LLMEngine.encode does."""
+    if not isinstance(prompt, str):
+        return len(prompt)
+    return len(tokenizer(prompt, add_special_tokens=True)["input_ids"])
 
 
 def num_preemptions(llm: LLM) -> int:
     return sum(s.num_preempted for s in llm.engine.step_stats)
+
+
+class PreemptionCoverage(NamedTuple):
+    is_missing: bool  # the run was meant to preempt, could have, and did not: the check row fails
+    note: str  # for the row's detail; "" when it preempted
+
+
+def preemption_coverage(llm: LLM) -> PreemptionCoverage:
+    """Did a run meant to force preemption preempt? A check that says "with forced preemption" and passes without
+    one preemption claims coverage it did not get. An engine releasing blocks outside its attention windows
+    (every target layer windowed, no draft KV: engine/scheduler.py) holds about a window per request however long
+    it grows, so no pool forces it: that is said, not failed."""
+    if num_preemptions(llm) > 0:
+        return PreemptionCoverage(False, "")
+    if llm.engine.scheduler.kv_windows:
+        return PreemptionCoverage(False, "no pool can force preemption here (every layer windowed: blocks are "
+                                         "released as requests grow): preemption not covered")
+    return PreemptionCoverage(True, "the forced-preemption run preempted nothing: preemption not covered (FAIL)")

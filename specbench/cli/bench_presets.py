@@ -63,7 +63,7 @@ app.command("gsm8k")(
         "gsm8k",
         {"shots": GSM8K_NUM_SHOTS, "limit": 0},  # the accuracy command: the full test split
         f"GSM8K (lm-eval gsm8k v3: {GSM8K_NUM_SHOTS}-shot, greedy, {GSM8K_MAX_TOKENS} tokens) sweep; prints "
-        "strict/flexible accuracy ± stderr.",
+        "strict/flexible accuracy with its 95% interval.",
         hidden=OTHER_WORKLOADS,
         helps={"limit": ALL_PROMPTS_HELP.format(how=" test questions"), "shots": "few-shot examples"},
     )

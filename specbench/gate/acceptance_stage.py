@@ -6,6 +6,8 @@
 2. A one-sided floor per position: rate_k = A_k / D_k must not be lower than the reference's, by a one-sided Fisher
    exact test on the pooled counts at alpha / k (Bonferroni) (check/acceptance_test.py). With --acceptance-floor F
    (TensorRT-LLM's style, e.g. 0.95), instead: rate_k >= F x reference rate_k on the point estimates.
+Before either rule, the run must have speculated at k (gate/speculation_check.py): the server's own config against
+-k, and draft counts present wherever the reference has them; otherwise FAIL ("speculation off?"), never N/A.
 Power: the Fisher test's smallest drop found with 80% probability, per position. Rounds are treated as independent
 draws, which per-request clustering makes optimistic: the per-request samples are kept in the file for that reason.
 """
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specbench.backends.server_info import ServerSpeculation
 from specbench.check.acceptance_test import DETECT_POWER, position_tests
 from specbench.gate.observed import RequestAcceptance
+from specbench.gate.speculation_check import counts_missing, declared_mismatch
 from specbench.gate.stage import ACCEPTANCE, StageResult, Status
 from specbench.gate.tolerances import Tolerances
 
@@ -37,11 +41,14 @@ def acceptance_length(requests: Sequence[RequestAcceptance]) -> float | None:
 
 
 def acceptance_stage(now: Sequence[RequestAcceptance] | None, reference: Sequence[RequestAcceptance] | None,
-                     tolerances: Tolerances) -> StageResult:
+                     tolerances: Tolerances, num_steps: int, server: ServerSpeculation | None = None) -> StageResult:
     t = tolerances
     floor = (f"rate_k >= {t.acceptance_floor:g} x ref" if t.acceptance_floor is not None else
              f"per-position one-sided Fisher exact, alpha {t.acceptance_alpha:g} (Bonferroni)")
     rule = f"|AL/AL_ref - 1| <= {t.acceptance_rtol:g}; {floor}"
+    off = declared_mismatch(server, num_steps) or counts_missing(now is not None, bool(reference))
+    if off is not None:
+        return StageResult(ACCEPTANCE, Status.FAIL, "no speculation at k" if now is None else "-", rule, "-", off)
     if reference is None:
         return StageResult(ACCEPTANCE, Status.NOT_AVAILABLE, "-", rule, "-", "no reference acceptance (--reference "
                            "from a run at the same k)")

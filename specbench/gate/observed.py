@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.backends.server_info import ServerSpeculation
+from specbench.json_file import read_json_object
 from specbench.metrics.accuracy import Accuracy
 from specbench.runs.tables import read_run_table
 
@@ -63,6 +65,8 @@ class Observation:
     speed: SpeedSamples
     problems: tuple[OutputProblem, ...]  # every cell and repeat
     num_requests: int  # every cell and repeat, failed ones included
+    # an HTTP server's own speculative config as the manifest recorded it (backends/server_info.py); None: not said
+    server_speculation: ServerSpeculation | None = None
 
 
 def read_observation(run_dir: Path, num_steps: int) -> Observation:
@@ -81,7 +85,17 @@ def read_observation(run_dir: Path, num_steps: int) -> Observation:
         speed=SpeedSamples(_finite(spec_cells["output_throughput"]), _finite(spec_cells["tpot_s_median"])),
         problems=tuple(p for row in requests.to_dict("records") if (p := _problem(row)) is not None),
         num_requests=len(requests),
+        server_speculation=_server_speculation(run_dir),
     )
+
+
+def _server_speculation(run_dir: Path) -> ServerSpeculation | None:
+    manifest = read_json_object(run_dir / "manifest.json", "run manifest")
+    server = (manifest.get("backend") or {}).get("server") or {}
+    told = server.get("speculative") if isinstance(server, dict) else None
+    if not isinstance(told, dict):
+        return None
+    return ServerSpeculation(told.get("method"), told.get("num_steps"), str(told.get("source")))
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from pathlib import Path
 from specbench.errors import ServerLaunchFailed, SpecbenchError
 from specbench.gate.acceptance_stage import acceptance_stage
 from specbench.gate.accuracy_stage import accuracy_stage
+from specbench.gate.comparability import unless_outputs_differ
 from specbench.gate.logprobs_collect import LogprobsRun
 from specbench.gate.logprobs_stage import logprobs_stage, logprobs_tolerance
 from specbench.gate.lossless_stage import Probe, lossless_stage
@@ -115,8 +116,8 @@ def run_gate(request: GateRequest) -> GateReport:
         progress.start("near-tie probe")
         probe = _guarded(lambda: _probe(config, request.tolerances))
         progress.done("near-tie probe")
-    stages = tuple(_judged(name, observation, reference, request, probe, logprobs, progress)
-                   if name in request.stages else skipped(name) for name in STAGES)
+    stages = unless_outputs_differ(tuple(_judged(name, observation, reference, request, probe, logprobs, progress)
+                                         if name in request.stages else skipped(name) for name in STAGES))
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 
@@ -230,7 +231,8 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
     if name == ACCURACY:
         return accuracy_stage(observation.accuracy, None if reference is None else reference.accuracy, t)
     if name == ACCEPTANCE:
-        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t)
+        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t,
+                                request.num_steps, observation.server_speculation)
     if name == SPEED:
         return speed_stage(observation.speed, None if reference is None else reference.speed, t,
                            request.num_steps)

@@ -1,4 +1,10 @@
-"""GSM8K accuracy with lm-eval's stderr, and answer agreement with the no-speculation baseline cell."""
+"""GSM8K accuracy with lm-eval's stderr, its interval, and answer agreement with the no-speculation baseline cell.
+
+The interval every report prints (sweep and gsm8k summaries, the gate) is `accuracy_interval`: the Wilson score
+interval (Wilson 1927; Brown, Cai & DasGupta 2001 recommend it over the normal one for small n). Unlike mean +-
+stderr it stays meaningful at 0 and 1: at 0 of 6 correct the stderr is 0 (`0.000±0.000`, as if certain) while the
+95% Wilson interval is [0, 0.39].
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,37 @@ class Accuracy(NamedTuple):
     flexible: float | None
     flexible_stderr: float | None
     n: int
+
+
+Z_95 = 1.959964  # two-sided 95% normal quantile
+
+
+def accuracy_interval(fraction: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion `fraction` over `n` trials (n >= 1), clipped to [0, 1]."""
+    if n < 1:
+        raise ValueError("accuracy_interval needs n >= 1")
+    z2 = z * z
+    center = (fraction + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(fraction * (1 - fraction) / n + z2 / (4 * n * n))
+    # at 0 (1) the lower (upper) end is exactly 0 (1); rounding would leave 1e-17
+    low = 0.0 if fraction <= 0 else max(0.0, center - half)
+    high = 1.0 if fraction >= 1 else min(1.0, center + half)
+    return low, high
+
+
+def interval_stderr(fraction: float, n: int) -> float:
+    """A standard error that stays > 0 at 0 and 1: the 95% Wilson interval's width / (2 x 1.96)."""
+    low, high = accuracy_interval(fraction, n)
+    return (high - low) / (2 * Z_95)
+
+
+def format_accuracy(fraction: float, n: int | None, digits: int = 3) -> str:
+    """'0.000 [0.000, 0.390]': the accuracy and its 95% Wilson interval (the value alone without a count)."""
+    value = f"{fraction:.{digits}f}"
+    if not n or n < 1:
+        return value
+    low, high = accuracy_interval(fraction, n)
+    return f"{value} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 class AnswerAgreement(NamedTuple):

@@ -65,8 +65,9 @@ A_k = rounds whose draft position k (1-based) was accepted (accepting k implies 
 
 Comparisons, always against the num-steps=0 (no speculation) cell of the same (concurrency, temperature):
 - speedup = output throughput / baseline output throughput.
-- accuracy (GSM8K) = mean exact_match under strict-match and flexible-extract, each +- stderr =
-  sample std (ddof=1) / sqrt(n) (lm-eval's mean_stderr; undefined for n < 2).
+- accuracy (GSM8K) = mean exact_match under strict-match and flexible-extract, stored with its stderr =
+  sample std (ddof=1) / sqrt(n) (lm-eval's mean_stderr; undefined for n < 2), printed with its 95% Wilson score
+  interval (metrics/accuracy.accuracy_interval: meaningful at 0 and 1, where the stderr is 0).
 - answer agreement = fraction of paired requests whose normalised extracted answers are equal (strict and
   flexible separately), and fraction whose full completion texts are identical.
 """

@@ -149,6 +149,21 @@ def test_a_draft_side_fault_keeps_lossless_and_fails_acceptance(gate_pair, clean
     assert "dropped" in _row(out, "acceptance")[5]
 
 
+def test_an_output_breaking_fault_withholds_acceptance_and_speed(gate_pair, clean_reference, tmp_path, monkeypatch,
+                                                                capsys):
+    """Issue 40: a bonus token from the wrong logits row read as acceptance +21% "improved"; once the outputs differ
+    from k = 0, acceptance and speed measure a broken engine and say so instead of passing."""
+    monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")
+    code, out, err = run_gate_cli([*engine_args(gate_pair), "--reference", str(clean_reference), "--inject",
+                                   "bonus-from-wrong-row", "--results-dir", str(tmp_path), "--skip", "logprobs"],
+                                  monkeypatch, capsys)
+    assert code == 1, out + err
+    assert out.startswith("## specbench gate: FAIL (lossless)") and _row(out, "lossless")[1] == "FAIL"
+    for stage in ("acceptance", "speed"):
+        assert _row(out, stage)[1] == "N/A" and "not comparable: outputs differ" in _row(out, stage)[5], out
+        assert "improved" not in _row(out, stage)[2]
+
+
 def test_an_accuracy_drop_against_the_reference_fails_accuracy(gate_pair, clean_reference, tmp_path, monkeypatch,
                                                              capsys):
     """Tiny random models score 0 on GSM8K, so the drop is made on the reference side: a reference that scored

@@ -12,18 +12,18 @@ from tests.gate.conftest import run_gate_cli
 from tests.support.tiny_models import data_dir
 
 
-def _server(pair, inject: str | None = None):
+def _server(pair, inject: str | None = None, method: str = "draft", k: int = 2):
     from specbench.config import EngineConfig
     from specbench.faults import injection
     from specbench.serve import ServeConfig, start_server
 
-    engine = EngineConfig(target=str(pair.target), method="draft", draft=str(pair.draft), device="cpu",
-                          kv_cache_gb=0.05, max_num_steps=2)
+    engine = EngineConfig(target=str(pair.target), method=method, draft=str(pair.draft) if method == "draft" else None,
+                          device="cpu", kv_cache_gb=0.05, max_num_steps=k)
     return start_server(ServeConfig(engine, served_model_name="tiny"), fault=injection(inject))
 
 
-def _args(url: str, tmp_path) -> list[str]:
-    return ["--base-url", url, "-k", "2", "--data-dir", str(data_dir()), "--num-prompts", "4", "--shots", "1",
+def _args(url: str, tmp_path, k: int = 2) -> list[str]:
+    return ["--base-url", url, "-k", str(k), "--data-dir", str(data_dir()), "--num-prompts", "4", "--shots", "1",
             "--max-tokens", "12", "--results-dir", str(tmp_path / "results")]
 
 
@@ -50,4 +50,21 @@ def test_a_clean_server_passes_and_a_faulty_one_fails_lossless(gate_pair, tmp_pa
     # The probe asks the server for logprobs (serve computes them from the target): each mismatch is classified by
     # the target's top-2 margin there, and the fault's are far from ties.
     assert "[divergent, margin " in out and "[unclassified: " not in out
-    assert _status(out, "acceptance") == "FAIL"  # from the server's /metrics counters: the fault rejects drafts
+    # the outputs differ from the baseline: acceptance (from the server's /metrics counters) is not comparable
+    assert _status(out, "acceptance") == "N/A" and "not comparable: outputs differ" in out
+
+
+def test_a_server_that_does_not_speculate_fails_the_gate(gate_pair, tmp_path, monkeypatch, capsys):
+    """Issue 40: `specbench serve` with method none (its /version: num_steps 0) gated with -k 3 against a reference
+    from a k = 3 n-gram server passed (acceptance N/A, speed "improved"); the gate must say speculation is off."""
+    ref = tmp_path / "ref.json"
+    with _server(gate_pair, method="ngram", k=3) as ngram:
+        code, out, err = run_gate_cli([*_args(ngram.url, tmp_path, 3), "--write-reference", str(ref)], monkeypatch,
+                                      capsys)
+    assert code == 0, out + err
+    with _server(gate_pair, method="none", k=0) as plain:
+        code, out, err = run_gate_cli([*_args(plain.url, tmp_path, 3), "--reference", str(ref)], monkeypatch, capsys)
+    assert code == 1, out + err
+    assert out.startswith("## specbench gate: FAIL (") and _status(out, "acceptance") == "FAIL"
+    row = next(line for line in out.splitlines() if line.startswith("| acceptance |"))
+    assert "speculation off?" in row and "num_steps 0" in row and "-k 3" in row

@@ -62,6 +62,17 @@ def test_accuracy_fails_a_drop_beyond_tolerance_and_noise_only():
     assert accuracy_stage(Accuracy(0.3, 0.05, 0.3, 0.05, 100), None, T).status is Status.NOT_AVAILABLE
 
 
+def test_accuracy_at_zero_has_an_interval_and_no_power_claim_it_cannot_keep():
+    """Issue 40: the default model scores 0: the gate printed 0.000±0.000 and claimed to detect a drop >= 0.020
+    against a reference of 0, where no drop is possible."""
+    zero = accuracy_stage(Accuracy(0.0, 0.0, 0.0, 0.0, 6), Accuracy(0.0, 0.0, 0.0, 0.0, 6), T)
+    assert zero.status is Status.PASS and "0.000 [0.000, 0.390]" in zero.metric and "±0.000" not in zero.metric
+    assert zero.power.startswith("N/A: no drop that large is possible") and "detects" not in zero.power
+    # a perfect reference: a stderr of 0 would call any drop beyond accuracy_drop real; the interval does not
+    assert accuracy_stage(Accuracy(0.9, 0.12, 0.9, 0.12, 10), Accuracy(1.0, 0.0, 1.0, 0.0, 10),
+                          T).status is Status.PASS
+
+
 def _requests(rates: tuple[float, ...], num_rounds: int = 400, n: int = 4) -> tuple[RequestAcceptance, ...]:
     """n requests; position k accepted in rate_k of the rounds (drafted every round)."""
     return tuple(RequestAcceptance(str(i), 0, num_rounds, (num_rounds,) * len(rates),
@@ -70,28 +81,44 @@ def _requests(rates: tuple[float, ...], num_rounds: int = 400, n: int = 4) -> tu
 
 def test_acceptance_passes_the_reference_and_fails_a_drop_by_length_and_position():
     ref = _requests((0.8, 0.6, 0.4))
-    assert acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T).status is Status.PASS
-    dropped = acceptance_stage(_requests((0.8, 0.6, 0.2)), ref, T)  # AL 2.8 -> 2.6: -7%, inside rtol 0.1
+    assert acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3).status is Status.PASS
+    dropped = acceptance_stage(_requests((0.8, 0.6, 0.2)), ref, T, 3)  # AL 2.8 -> 2.6: -7%, inside rtol 0.1
     assert dropped.status is Status.FAIL and "pos 3 dropped" in dropped.reason and "AL" not in dropped.reason
     assert "(ref 2.800, -7.1%)" in dropped.metric
-    collapsed = acceptance_stage(_requests((0.3, 0.1, 0.0)), ref, T)
+    collapsed = acceptance_stage(_requests((0.3, 0.1, 0.0)), ref, T, 3)
     assert collapsed.status is Status.FAIL and "beyond ±10%" in collapsed.reason
 
 
 def test_acceptance_is_two_sided_on_length_and_the_floor_option_replaces_the_test():
     ref = _requests((0.5, 0.3, 0.1))
-    inflated = acceptance_stage(_requests((0.9, 0.8, 0.7)), ref, T)
+    inflated = acceptance_stage(_requests((0.9, 0.8, 0.7)), ref, T, 3)
     assert inflated.status is Status.FAIL and "AL +" in inflated.reason
     floor = Tolerances(acceptance_floor=0.95)
     small = _requests((0.49, 0.3, 0.1))  # 98% of the reference at pos 1
-    assert acceptance_stage(small, ref, floor).status is Status.PASS
-    low = acceptance_stage(_requests((0.45, 0.3, 0.1)), ref, floor)  # 90%
+    assert acceptance_stage(small, ref, floor, 3).status is Status.PASS
+    low = acceptance_stage(_requests((0.45, 0.3, 0.1)), ref, floor, 3)  # 90%
     assert low.status is Status.FAIL and "pos 1 rate 0.450 < 0.95 x 0.500" in low.reason
 
 
-def test_acceptance_is_na_without_reference_or_counts():
-    assert acceptance_stage(_requests((0.5,)), None, T).status is Status.NOT_AVAILABLE
-    assert acceptance_stage(None, _requests((0.5,)), T).status is Status.NOT_AVAILABLE
+def test_acceptance_is_na_without_a_reference_and_fails_without_counts_against_one():
+    assert acceptance_stage(_requests((0.5,)), None, T, 1).status is Status.NOT_AVAILABLE
+    assert acceptance_stage(None, None, T, 1).status is Status.NOT_AVAILABLE
+    # the reference drafted; this run has no draft counts at all: nothing was measured at k, never a silent N/A
+    off = acceptance_stage(None, _requests((0.5,)), T, 1)
+    assert off.status is Status.FAIL and "speculation off?" in off.reason
+
+
+def test_acceptance_fails_when_the_server_says_it_does_not_speculate_at_k():
+    from specbench.backends.server_info import ServerSpeculation
+
+    ref = _requests((0.8, 0.6, 0.4))
+    for told in (ServerSpeculation("none", 0, "/version"), ServerSpeculation(None, 0, "/props")):
+        off = acceptance_stage(None, None, T, 3, told)  # no reference needed: the server's own word contradicts -k
+        assert off.status is Status.FAIL and "speculation off?" in off.reason and "-k 3" in off.reason
+    other_k = acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3, ServerSpeculation("ngram", 2, "/version"))
+    assert other_k.status is Status.FAIL and "num_steps 2" in other_k.reason and "gate with -k 2" in other_k.reason
+    agrees = acceptance_stage(_requests((0.8, 0.6, 0.4)), ref, T, 3, ServerSpeculation("ngram", 3, "/version"))
+    assert agrees.status is Status.PASS
 
 
 def test_speed_is_na_on_one_repeat_and_judges_with_compare_on_several():
@@ -200,3 +227,22 @@ def test_an_empty_output_that_k0_gave_too_is_the_models_answer_not_a_failure():
     only_k = [OutputProblem("r0-k2", "0", 0, "empty", "finish reason stop, 1 output tokens")]
     assert outputs_stage(_observation(only_k), baseline).status is Status.FAIL
     assert outputs_stage(_observation(empty_both)).status is Status.FAIL  # no k = 0 outputs to excuse it
+
+
+def test_acceptance_and_speed_are_withheld_when_lossless_failed():
+    from specbench.gate.comparability import unless_outputs_differ
+    from specbench.gate.stage import ACCEPTANCE, LOSSLESS, SPEED, StageResult
+
+    def stage(name, status, reason="ok"):
+        return StageResult(name, status, "AL 2.4 (ref 2.0, +21%)", "-", "-", reason)
+
+    judged = (stage(LOSSLESS, Status.FAIL), stage(ACCEPTANCE, Status.PASS), stage(SPEED, Status.PASS))
+    lossless, acceptance, speed = unless_outputs_differ(judged)
+    assert lossless == judged[0]
+    for withheld in (acceptance, speed):
+        assert withheld.status is Status.NOT_AVAILABLE and "not comparable: outputs differ" in withheld.reason
+        assert "+21%" not in withheld.metric
+    clean = (stage(LOSSLESS, Status.PASS), stage(ACCEPTANCE, Status.PASS), stage(SPEED, Status.PASS))
+    assert unless_outputs_differ(clean) == clean
+    off = (stage(LOSSLESS, Status.FAIL), stage(ACCEPTANCE, Status.FAIL, "... speculation off?"))
+    assert unless_outputs_differ(off) == off  # not speculating fails whatever the outputs did

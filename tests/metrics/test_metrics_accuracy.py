@@ -48,3 +48,19 @@ def test_answer_agreement_without_scores_and_misaligned_inputs():
     assert (result.strict, result.flexible, result.text) == (None, None, 0.5)
     with pytest.raises(ValueError, match="equal length"):
         answer_agreement([None], [None, None], ["a"], ["a"])
+
+
+def test_the_accuracy_interval_stays_meaningful_at_0_and_1():
+    """Issue 40: 0 of n correct printed 0.000±0.000 (a binomial stderr of 0, as if certain); the Wilson interval
+    keeps a width there, and agrees with the normal one in the middle."""
+    from specbench.metrics.accuracy import accuracy_interval, format_accuracy, interval_stderr
+
+    low, high = accuracy_interval(0.0, 6)
+    assert low == 0.0 and high == pytest.approx(0.390, abs=1e-3)
+    low, high = accuracy_interval(1.0, 6)
+    assert high == 1.0 and low == pytest.approx(0.610, abs=1e-3)
+    low, high = accuracy_interval(0.5, 400)  # large n: close to 0.5 +- 1.96 x 0.025
+    assert (low, high) == (pytest.approx(0.451, abs=1e-3), pytest.approx(0.549, abs=1e-3))
+    assert interval_stderr(0.0, 6) > 0.09 and interval_stderr(0.5, 400) == pytest.approx(0.025, abs=1e-3)
+    assert format_accuracy(0.0, 6) == "0.000 [0.000, 0.390]"
+    assert format_accuracy(0.25, None) == "0.250"
