@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import torch
 
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, slot_of
+from specbench.attention.tree_mask import check_tree_positions_and_slots
 
-
-class InvariantViolation(AssertionError):
-    pass
+__all__ = ["InvariantViolation", "check_kernel_fields", "check_metadata", "check_positions_and_slots",
+           "check_step_against_requests"]
 
 
 def check_metadata(md: AttentionMetadata, where: str = "") -> None:
@@ -37,8 +38,6 @@ def check_metadata(md: AttentionMetadata, where: str = "") -> None:
 def check_positions_and_slots(md: AttentionMetadata, where: str = "") -> None:
     """INV-0 and INV-SLOT: the metadata against itself (a tree forward: INV-TREE, attention/tree_mask.py)."""
     if md.tree is not None:
-        from specbench.attention.tree_mask import check_tree_positions_and_slots  # it imports this module
-
         check_tree_positions_and_slots(md, where)
         return
     cu = md.query_start_loc_cpu

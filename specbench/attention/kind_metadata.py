@@ -11,14 +11,19 @@ Backends read a layer's kind metadata through its methods, never by its type: `k
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import ClassVar, Protocol
 
 import torch
 
 from specbench.errors import SpecbenchError
 
-if TYPE_CHECKING:
-    from specbench.attention.kinds import AttentionKind
+
+class BuildingKind(Protocol):
+    """What a kind's metadata, and a backend reading it, know of the kind that built it. Every `AttentionKind`
+    (kinds.py) is one; declared here, narrower, because kinds.py builds these metadata and imports this module."""
+
+    name: ClassVar[str]
+    is_full: ClassVar[bool]
 
 
 class KeyWindow(Protocol):
@@ -32,7 +37,7 @@ class KeyWindow(Protocol):
 class KindMetadata:
     """Base of every kind's metadata."""
 
-    kind: AttentionKind  # the kind whose builder made it
+    kind: BuildingKind  # the kind whose builder made it
 
     def key_window(self) -> KeyWindow | None:
         """What a masking kernel (torch reference, Triton) needs to attend this layer; None: plain causal. A kind
@@ -57,7 +62,7 @@ class WindowMetadata(KindMetadata):
     @property
     def sliding_window(self) -> int:
         """w: a query at position p sees keys max(0, p - w + 1) .. p (window.py)."""
-        return self.kind.window
+        return self.kind.window  # built by a window kind (kinds.py: SlidingWindowAttention)
 
     def key_window(self) -> KeyWindow | None:
         return self

@@ -14,19 +14,33 @@ every draft step; nothing is edited in place between phases.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.attention.kind_metadata import KeyWindow, KindMetadata
 from specbench.device_copy import host_tensor, tensor_to_device
 
-if TYPE_CHECKING:
-    from specbench.attention.tree_mask import TreeMask
-
-
 # slot_mapping value of a padding query: its K/V is not stored (fixed-shape batches for CUDA graphs).
 PADDING_SLOT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TreeMask:
+    """The tree part of a tree forward's metadata (its layout and INV-TREE: tree_mask.py)."""
+
+    mask: torch.Tensor  # [num_tokens, max_tree_rows] bool (device): query t sees tree row i of its request
+    mask_cpu: torch.Tensor  # [num_tokens, max_tree_rows] bool, host copy (reference paths, debug checks)
+    num_tree_rows: tuple[int, ...]  # [num_reqs] the last num_tree_rows[r] keys of request r are its tree rows
+    # Every request's tree rows are exactly this forward's queries (a tree verify: what the Triton kernel takes);
+    # False for a tree draft step, whose tree rows outnumber its queries.
+    is_verify: bool = False
+    # [num_tokens, ceil(max_tree_rows / 32)] int32, the mask packed for the Triton kernel (kernels/tree_attention.py
+    # pack_tree_mask) once per forward: a CUDA graph's static buffer, filled before each replay. None: the backend
+    # packs `mask` itself.
+    packed: torch.Tensor | None = None
+    # [num_reqs] int32 (device) num_tree_rows for the Triton kernel of a tree draft step; None for a tree verify
+    # (its tree rows are its queries).
+    tree_rows: torch.Tensor | None = None
 
 
 @dataclass(frozen=True, slots=True)

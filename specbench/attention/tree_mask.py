@@ -1,4 +1,5 @@
-"""The tree part of a forward's attention metadata: which of its request's tree rows each query sees.
+"""The tree part of a forward's attention metadata: which of its request's tree rows each query sees (`TreeMask`,
+declared beside AttentionMetadata in metadata.py; built and checked here).
 
 A tree forward (a tree verify, or a tree draft step) stores its request's *tree rows* as the last
 `num_tree_rows[r]` keys of request r, in row order; its queries are the last `num_query[r]` of those rows. Every
@@ -14,29 +15,12 @@ its *storage* position, not of its RoPE position.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 
-from specbench.attention.invariants import InvariantViolation
-from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, build_metadata, slot_of
-
-
-@dataclass(frozen=True, slots=True)
-class TreeMask:
-    mask: torch.Tensor  # [num_tokens, max_tree_rows] bool (device): query t sees tree row i of its request
-    mask_cpu: torch.Tensor  # [num_tokens, max_tree_rows] bool, host copy (reference paths, debug checks)
-    num_tree_rows: tuple[int, ...]  # [num_reqs] the last num_tree_rows[r] keys of request r are its tree rows
-    # Every request's tree rows are exactly this forward's queries (a tree verify: what the Triton kernel takes);
-    # False for a tree draft step, whose tree rows outnumber its queries.
-    is_verify: bool = False
-    # [num_tokens, ceil(max_tree_rows / 32)] int32, the mask packed for the Triton kernel (kernels/tree_attention.py
-    # pack_tree_mask) once per forward: a CUDA graph's static buffer, filled before each replay. None: the backend
-    # packs `mask` itself.
-    packed: torch.Tensor | None = None
-    # [num_reqs] int32 (device) num_tree_rows for the Triton kernel of a tree draft step; None for a tree verify
-    # (its tree rows are its queries).
-    tree_rows: torch.Tensor | None = None
+from specbench.attention.invariant_violation import InvariantViolation
+# TreeMask is declared beside AttentionMetadata (its `tree` field); the tree callers import it from here too.
+from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, TreeMask, build_metadata, slot_of
 
 
 def build_tree_metadata(

@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.cli.sweep import sweep_config
 from specbench.cli.sweep_options import sweep_options
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
@@ -60,4 +59,3 @@ def ab(
 
 
 ab = o.engine_options({"method": DEFAULT_HELP_METHOD})(sweep_options()(ab))
-app.command("ab")(ab)

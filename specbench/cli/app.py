@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 import typer.main
@@ -12,6 +13,9 @@ import typer.main
 # typer >= 0.26 (vendored click): every parse error derives from TyperException, with its exit status.
 from typer.exceptions import Abort, Exit, TyperException
 
+from specbench.cli import (
+    ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
+)
 from specbench.errors import ExitStatus, Interrupted, SpecbenchError
 
 HELP = ("Benchmark and regression-test speculative decoding. New here? Run `specbench demo` first: a small real "
@@ -44,11 +48,28 @@ def _root(
     quiet_bars_off_terminal(sys.stderr.isatty())  # before any command imports transformers or the hub
 
 
+# Every command, in the order `specbench --help` lists them: (name, function, typer's other command settings). The
+# command modules only define functions; this list registers them, so no command module imports this one back.
+COMMANDS: tuple[tuple[str, Callable[..., Any], dict[str, Any]], ...] = (
+    ("sweep", sweep.sweep, {}),
+    ("ab", ab.ab, {}),
+    ("gsm8k", bench_presets.gsm8k, {}),
+    ("mtbench", bench_presets.mtbench, {}),
+    ("check", check.check, {}),
+    ("check-lossless", check_lossless.check_lossless, {}),
+    ("compare", compare.compare, {}),
+    ("demo", demo.demo, {"help": demo.HELP}),
+    ("gate", gate.gate, {}),
+    ("generate", generate.generate, {}),
+    ("plot", plot.plot, {}),
+    ("selftest", selftest.selftest, {"cls": selftest.FaultListHelp}),
+    ("serve", serve.serve, {}),
+)
+
+
 def _register() -> None:
-    # Commands register on import.
-    from specbench.cli import (  # noqa: F401
-        ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
-    )
+    for name, function, settings in COMMANDS:
+        app.command(name, **settings)(function)
 
 
 _register()

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 from typer.models import OptionInfo
 
-from specbench.cli.app import app
 from specbench.cli.sweep import sweep
 from specbench.workloads.gsm8k import MAX_TOKENS as GSM8K_MAX_TOKENS
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
@@ -58,23 +57,19 @@ OTHER_WORKLOADS = ("input_len", "output_len", "speed_bench_data", "speed_bench_s
 ALL_PROMPTS_HELP = "prompts per cell: the first N{how}; 0 = all"
 
 
-app.command("gsm8k")(
-    preset(
-        "gsm8k",
-        {"shots": GSM8K_NUM_SHOTS, "limit": 0},  # the accuracy command: the full test split
-        f"GSM8K (lm-eval gsm8k v3: {GSM8K_NUM_SHOTS}-shot, greedy, {GSM8K_MAX_TOKENS} tokens) sweep; prints "
-        "strict/flexible accuracy with its 95% interval.",
-        hidden=OTHER_WORKLOADS,
-        helps={"limit": ALL_PROMPTS_HELP.format(how=" test questions"), "shots": "few-shot examples"},
-    )
+gsm8k = preset(
+    "gsm8k",
+    {"shots": GSM8K_NUM_SHOTS, "limit": 0},  # the accuracy command: the full test split
+    f"GSM8K (lm-eval gsm8k v3: {GSM8K_NUM_SHOTS}-shot, greedy, {GSM8K_MAX_TOKENS} tokens) sweep; prints "
+    "strict/flexible accuracy with its 95% interval.",
+    hidden=OTHER_WORKLOADS,
+    helps={"limit": ALL_PROMPTS_HELP.format(how=" test questions"), "shots": "few-shot examples"},
 )
-app.command("mtbench")(
-    preset(
-        "mt_bench",
-        {"temperature": "default", "limit": 0},
-        "MT-Bench (80 questions x 2 turns, FastChat per-category temperatures unless --temperature) sweep; "
-        "prints acceptance and agreement per category and for its greedy and sampled requests apart.",
-        hidden=(*OTHER_WORKLOADS, "shots"),
-        helps={"limit": ALL_PROMPTS_HELP.format(how=" (a seeded sample across categories)")},
-    )
+mtbench = preset(
+    "mt_bench",
+    {"temperature": "default", "limit": 0},
+    "MT-Bench (80 questions x 2 turns, FastChat per-category temperatures unless --temperature) sweep; "
+    "prints acceptance and agreement per category and for its greedy and sampled requests apart.",
+    hidden=(*OTHER_WORKLOADS, "shots"),
+    helps={"limit": ALL_PROMPTS_HELP.format(how=" (a seeded sample across categories)")},
 )

@@ -9,7 +9,6 @@ import typer
 from specbench.check.engine_defaults import CHECK_ENGINE_DEFAULTS
 from specbench.check.names import CHECKS
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.config import ENGINE_OPTION_NAMES
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
@@ -21,7 +20,6 @@ CHECK_DEFAULTS = {**{k: v for k, v in CHECK_ENGINE_DEFAULTS.items() if k in ENGI
                   "device": "auto", "kv_cache_gb": 0.5, "method": DEFAULT_HELP_METHOD}
 
 
-@app.command()
 @o.engine_options(CHECK_DEFAULTS)
 def check(
     ctx: typer.Context,

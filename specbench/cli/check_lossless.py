@@ -7,13 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN
-from specbench.cli.app import app
 from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.errors import SpecbenchError
 from specbench.runs import deadlines
 
 
-@app.command("check-lossless")
 def check_lossless(
     base_url_spec: Annotated[Optional[str], typer.Option("--base-url-spec", help="speculative server root")] = None,
     base_url_ref: Annotated[Optional[str], typer.Option("--base-url-ref", help="reference (non-speculative) server "

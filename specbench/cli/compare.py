@@ -7,13 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from specbench.cli.app import app
 from specbench.runs.sweep_config import RESULTS_DIR
 
 RunArg = Annotated[str, typer.Argument(help="run directory, or the run id or --label of a run in --results-dir")]
 
 
-@app.command()
 def compare(
     before: RunArg,
     after: RunArg,

@@ -9,13 +9,14 @@ import typer
 
 from specbench.bench.demo import DEMO_LIMIT, DEMO_MAX_TOKENS, DEMO_SHOTS, DEMO_SUMMARY
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.runs.sweep_config import RESULTS_DIR
 from specbench.workloads.gsm8k import NUM_SHOTS as GSM8K_NUM_SHOTS
 
+# The command's help text (cli/app.py registers the command with it).
+HELP = f"{DEMO_SUMMARY}: results/<run-id>/ and a summary table."
 
-@app.command(help=f"{DEMO_SUMMARY}: results/<run-id>/ and a summary table.")
+
 def demo(
     target: o.option_type("target") = "default",
     limit: Annotated[int, typer.Option("--num-prompts", "--limit", "-n", help="GSM8K questions")] = DEMO_LIMIT,

@@ -8,7 +8,6 @@ import typer
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.cli.sweep_options import DataDir, sweep_option
 from specbench.runs import deadlines
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
@@ -16,7 +15,6 @@ from specbench.runs.sweep_config import DEFAULT_HELP_METHOD
 GATE = "Gate"
 
 
-@app.command()
 @o.engine_options({"method": DEFAULT_HELP_METHOD, "device": "auto"})
 def gate(
     ctx: typer.Context,

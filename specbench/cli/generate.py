@@ -8,10 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.cli import options as o
-from specbench.cli.app import app
 
 
-@app.command()
 @o.engine_options()
 def generate(
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", "-p", help="prompt text (repeatable)")] = None,

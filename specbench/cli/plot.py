@@ -6,11 +6,9 @@ from typing import Annotated
 
 import typer
 
-from specbench.cli.app import app
 from specbench.runs.sweep_config import RESULTS_DIR
 
 
-@app.command()
 def plot(
     runs: Annotated[list[str], typer.Argument(help="run directories, or run ids or --labels of runs in "
                                               "--results-dir")],

@@ -9,11 +9,10 @@ from rich.markup import escape
 from typer.core import TyperCommand
 
 from specbench.check.names import CHECKS
-from specbench.cli.app import app
 from specbench.cli.sweep_options import sweep_option
 
 
-class _FaultListHelp(TyperCommand):
+class FaultListHelp(TyperCommand):
     """Help that ends with every fault, one line each: what it breaks and which check should catch it (declared
     beside each fault: faults/fault.py; the catalog imports torch, so only when help is shown)."""
 
@@ -37,7 +36,6 @@ def _list_faults(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.command(cls=_FaultListHelp)
 def selftest(
     seeds: Annotated[str, typer.Option("--seeds", help="comma list of seeds and ranges (0-29, 0-3,7): one clean row "
                                        "per seed and method (false-alarm check); default 0,1 on CPU, 0-2 on CUDA "

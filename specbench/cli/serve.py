@@ -7,11 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.serve.config import ServeConfig  # pure: imports without the `serve` extra
 
 
-@app.command()
 @o.engine_options()
 def serve(
     host: Annotated[str, typer.Option("--host", help="address to bind; the default 127.0.0.1 is reachable from this "

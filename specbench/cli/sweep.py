@@ -10,7 +10,6 @@ import sys
 import typer
 
 from specbench.cli import options as o
-from specbench.cli.app import app
 from specbench.cli.sweep_options import Yes, sweep_options
 from specbench.runs.sweep_config import DEFAULT_HELP_METHOD, DEFAULT_SWEEP_NUM_STEPS, EMBEDDED
 
@@ -76,4 +75,3 @@ def _is_explicit(ctx: typer.Context, name: str) -> bool:
 
 
 sweep = o.engine_options({"method": DEFAULT_HELP_METHOD})(sweep_options()(sweep))
-app.command("sweep")(sweep)

@@ -24,7 +24,9 @@ from specbench.gate.report import GateReport
 from specbench.gate.speed_stage import speed_stage
 from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
                                   skipped)
+from specbench.gate.stage_interface import LogprobsSides, Stage, StageInputs
 from specbench.gate.tolerances import Tolerances
+from specbench.registry import Registry
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault, mutant_label
@@ -133,7 +135,7 @@ def _guarded(collect):
 
 
 def _judged(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
-            probe: Probe | None | Exception, logprobs: _LogprobsSides | None | Exception,
+            probe: Probe | None | Exception, logprobs: LogprobsSides | None | Exception,
             progress: PhaseProgress) -> StageResult:
     """One stage's verdict; a stage that raises inside specbench is CRASH (what raised, where), not an aborted gate."""
     progress.start(f"stage {name}", announce=False)  # judging a stage takes a moment: its verdict line is enough
@@ -178,21 +180,15 @@ def _where(request: GateRequest) -> str:
     return where
 
 
-@dataclass(frozen=True)
-class _LogprobsSides:
-    now: LogprobsRun  # at k
-    baseline: LogprobsRun | None  # k = 0 of this run; None where the gate does not control k (--base-url)
-
-
-def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path, fault: EngineFault | None) -> _LogprobsSides:
+def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path, fault: EngineFault | None) -> LogprobsSides:
     """Ask for logprobs at k and, where the gate sets k, at k = 0 (logprobs_collect.py); `fault` bends the embedded
     engine at k only."""
     from specbench.gate.logprobs_collect import embedded_logprobs, launched_logprobs, server_logprobs
 
     if config.is_embedded:
-        return _LogprobsSides(embedded_logprobs(config, num_steps, fault), embedded_logprobs(config, 0))
+        return LogprobsSides(embedded_logprobs(config, num_steps, fault), embedded_logprobs(config, 0))
     if config.server_cmd is None:
-        return _LogprobsSides(server_logprobs(config, f"k={num_steps} server"), None)
+        return LogprobsSides(server_logprobs(config, f"k={num_steps} server"), None)
     sides = []
     for k in (num_steps, 0):
         try:
@@ -200,11 +196,11 @@ def _logprobs(config: SweepConfig, num_steps: int, run_dir: Path, fault: EngineF
         except ServerLaunchFailed as err:  # it launched for the sweep: say why, as N/A, the outputs stage judged
             sides.append(LogprobsRun(f"k={k}", None, f"the k={k} server did not launch again: {err}"))
         if sides[0].samples is None:  # no logprobs at k: nothing to compare a k = 0 launch with
-            return _LogprobsSides(sides[0], None)
-    return _LogprobsSides(*sides)
+            return LogprobsSides(sides[0], None)
+    return LogprobsSides(*sides)
 
 
-def _reference_logprobs(sides: _LogprobsSides | None) -> LogprobsRun | None:
+def _reference_logprobs(sides: LogprobsSides | None) -> LogprobsRun | None:
     if sides is None:
         return None
     if sides.baseline is not None:
@@ -213,35 +209,86 @@ def _reference_logprobs(sides: _LogprobsSides | None) -> LogprobsRun | None:
 
 
 def _stage(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
-           probe: Probe | None, logprobs: _LogprobsSides | None) -> StageResult:
-    t = request.tolerances
-    if name == LOSSLESS:
+           probe: Probe | None, logprobs: LogprobsSides | None) -> StageResult:
+    inputs = StageInputs(observation, reference, request.tolerances, request.sweep, request.num_steps, probe, logprobs)
+    return GATE_STAGES.create(name).judge(inputs)
+
+
+# Name -> stage (the Stage protocol, gate/stage_interface.py); an unknown name fails listing the registered ones. Each
+# stage below is a thin adapter: it picks its part of the inputs and calls its rule (gate/<name>_stage.py).
+GATE_STAGES: Registry[Stage] = Registry("gate stage")
+
+
+def _register(cls: type[Stage]) -> type[Stage]:
+    GATE_STAGES.register(cls.name)(cls)
+    return cls
+
+
+@_register
+class LosslessStage:
+    name = LOSSLESS
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        observation, reference = inputs.observation, inputs.reference
         if observation.baseline_outputs is not None:
-            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run", t, probe)
+            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run",
+                                  inputs.tolerances, inputs.probe)
         greedy = None if reference is None else reference.greedy_outputs
         source = "" if reference is None else f"reference file, {reference.greedy_source}"
-        return lossless_stage(observation.spec_outputs, greedy, source, t, probe)
-    if name == LOGPROBS:
+        return lossless_stage(observation.spec_outputs, greedy, source, inputs.tolerances, inputs.probe)
+
+
+@_register
+class LogprobsStage:
+    name = LOGPROBS
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        logprobs, reference = inputs.logprobs, inputs.reference
         assert logprobs is not None
         baseline = logprobs.baseline
         if baseline is None and reference is not None:
             baseline = reference.logprobs and dataclasses.replace(
                 reference.logprobs, label=f"reference file, {reference.logprobs.label}")
-        return logprobs_stage(logprobs.now, baseline, logprobs_tolerance(t, request.sweep))
-    if name == ACCURACY:
-        return accuracy_stage(observation.accuracy, None if reference is None else reference.accuracy, t)
-    if name == ACCEPTANCE:
-        return acceptance_stage(observation.acceptance, None if reference is None else reference.acceptance, t,
-                                request.num_steps, observation.server_speculation)
-    if name == SPEED:
-        return speed_stage(observation.speed, None if reference is None else reference.speed, t,
-                           request.num_steps)
-    if name == OUTPUTS:
-        baseline = observation.baseline_outputs
-        if baseline is None and reference is not None:
-            baseline = reference.greedy_outputs
-        return outputs_stage(observation, baseline)
-    raise AssertionError(name)
+        return logprobs_stage(logprobs.now, baseline, logprobs_tolerance(inputs.tolerances, inputs.sweep))
+
+
+@_register
+class AccuracyStage:
+    name = ACCURACY
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.accuracy
+        return accuracy_stage(inputs.observation.accuracy, reference, inputs.tolerances)
+
+
+@_register
+class AcceptanceStage:
+    name = ACCEPTANCE
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.acceptance
+        return acceptance_stage(inputs.observation.acceptance, reference, inputs.tolerances, inputs.num_steps,
+                                inputs.observation.server_speculation)
+
+
+@_register
+class SpeedStage:
+    name = SPEED
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.speed
+        return speed_stage(inputs.observation.speed, reference, inputs.tolerances, inputs.num_steps)
+
+
+@_register
+class OutputsStage:
+    name = OUTPUTS
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        baseline = inputs.observation.baseline_outputs
+        if baseline is None and inputs.reference is not None:
+            baseline = inputs.reference.greedy_outputs
+        return outputs_stage(inputs.observation, baseline)
 
 
 def _source(config: SweepConfig, fault_injected: str | None = None) -> str:

@@ -39,15 +39,36 @@ from specbench.models.moe_forward import moe_forward
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
     from specbench.attention.metadata import AttentionMetadata
+    from specbench.attention.score_params import ScoreParams
     from specbench.kv.kv_cache import KVCache
-    from specbench.models.llama import SelfAttention
+
+
+class AttentionLayer(Protocol):
+    """What this path reads of a block's attention: llama.SelfAttention (declared here, since llama.py runs this
+    path and imports this module)."""
+
+    layer_idx: int  # index of this layer's K/V in the KVCache
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    q_size: int
+    qkv_proj: nn.Linear  # rows: [q; k; v]
+    o_proj: nn.Linear
+    q_norm: nn.Module | None  # RMSNorm (Qwen3) or OffsetRMSNorm (Gemma-3); None: no q/k norm
+    k_norm: nn.Module | None
+    fused_policy: str  # fused_kernels.UsesFusedKernels
+
+    def score_params(self) -> ScoreParams: ...
+
+    def attend(self, qkv: torch.Tensor, cos_sin: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
+               backend: AttentionBackend) -> torch.Tensor: ...
 
 
 class Block(Protocol):
     """What this path reads of a block: DecoderLayer, and the EAGLE-3 head's first layer."""
 
     input_layernorm: nn.Module  # RMSNorm, or nn.Identity in EAGLE-1's first layer (the stream is projected as is)
-    self_attn: SelfAttention
+    self_attn: AttentionLayer
     post_attention_layernorm: RMSNorm
     mlp: GatedMLP | MoeMLP
 
@@ -85,22 +106,22 @@ def _is_fused_mlp(mlp: nn.Module) -> bool:
     return isinstance(mlp, GatedMLP) and mlp.activation == "silu"
 
 
-def _has_bias(attn: SelfAttention) -> bool:
+def _has_bias(attn: AttentionLayer) -> bool:
     return attn.qkv_proj.bias is not None or attn.o_proj.bias is not None
 
 
-def _stores_rope(attn: SelfAttention, num_tokens: int) -> bool:
+def _stores_rope(attn: AttentionLayer, num_tokens: int) -> bool:
     # Qwen3's q/k norm sits between the projection and RoPE: no RoPE in the projection then.
     return attn.q_norm is None and fused_kernels.rope_store_fits(num_tokens, attn.head_dim)
 
 
-def _norms_qk(attn: SelfAttention) -> bool:
+def _norms_qk(attn: AttentionLayer) -> bool:
     # Plain RMSNorm over each head (Qwen3); Gemma's offset norms take the eager chain.
     return type(attn.q_norm) is RMSNorm and type(attn.k_norm) is RMSNorm and attn.head_dim % 2 == 0
 
 
 def project_and_attend(
-    attn: SelfAttention,
+    attn: AttentionLayer,
     x: torch.Tensor,  # [num_tokens, in_size] qkv_proj's input (before the norm when norm_weight is given)
     cos_sin: torch.Tensor,  # [num_tokens, 2, head_dim] fp32
     kv_cache: KVCache,

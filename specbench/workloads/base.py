@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from specbench.sampling_params import SamplingParams
-
-if TYPE_CHECKING:
-    from specbench.workloads.data import DataSource
 
 INVALID_ANSWER = "[invalid]"  # lm-eval's regex-filter fallback when nothing matches
 # The most text one row of a user's prompt file may hold, checked before anything is tokenised: 1M tokens (past
@@ -75,6 +73,15 @@ class Score:
     flexible_normalized: str
     is_strict_match: bool
     is_flexible_match: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DataSource:
+    """Where a workload reads its data files (resolved by `workloads.data.resolve_data_source`)."""
+
+    data_dir: Path | None  # None: fall back to the Hugging Face hub where a workload has a hub id
+    origin: str  # "--data-dir" | DATA_DIR_ENV (data.py) | "../shared/data" | "hub"
+    searched: tuple[str, ...] = ()  # hub: where local data was looked for first, for the error when the hub fails
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from specbench.errors import SpecbenchError
-from specbench.workloads.base import DataFile
+# DataSource is declared with the other boundary types (base.py, Workload.load's argument); its callers import it
+# from here too.
+from specbench.workloads.base import DataFile, DataSource
 
 DATA_DIR_ENV = "SPECBENCH_DATA_DIR"
 # The checkout this module runs from (editable installs; for a wheel the candidate below simply does not exist).
@@ -22,13 +24,6 @@ T = TypeVar("T")
 
 class RowError(ValueError):
     """Raised by row parsers; `read_rows` adds the file and line."""
-
-
-@dataclass(frozen=True, slots=True)
-class DataSource:
-    data_dir: Path | None  # None: fall back to the Hugging Face hub where a workload has a hub id
-    origin: str  # "--data-dir" | DATA_DIR_ENV | "../shared/data" | "hub"
-    searched: tuple[str, ...] = ()  # hub: where local data was looked for first, for the error when the hub fails
 
 
 @dataclass(frozen=True, slots=True)
