@@ -20,7 +20,7 @@ def test_fast_budget_states_what_it_skipped(sensitive_pairs, tmp_path):
     base = tmp_path / "fast.json"
     result = _check(pair, "--budget", "fast", "--save-baseline", str(base))
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # the table (progress lines go to stderr)
     assert "budget fast" in lines[1] and BUDGETS["fast"].skipped in lines
     verdicts = {line.split()[0]: line.split()[1] for line in lines[2:] if line.split() and line.split()[0] in
                 ("greedy", "sampled", "rows", "oracle", "invariants", "baseline")}
