@@ -50,8 +50,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"faults", "llm", "metrics"},
     # The package root: __version__ (read by runs and serve) and the lazy facade `specbench.LLM`.
     {"specbench"},
-    # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation.
-    {"generate", "runs"},
+    # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation; `perf`: the GPU
+    # benchmark harness of scripts/bench_*.py (BENCHMARKS.md), timing models and proposers through the root's `LLM`.
+    # No command imports `perf`, and it imports no sweep: it sits as low as the root it drives, apart from `bench`.
+    {"generate", "perf", "runs"},
     # `backends` run a sweep's cells on the embedded engine or a server; `compare` reads stored runs.
     {"backends", "compare"},
     # `bench` drives backends and reuses compare's estimators; `check` is the oracle battery; `serve` the HTTP server.
