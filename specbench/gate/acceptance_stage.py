@@ -18,6 +18,7 @@ from specbench.check.acceptance_test import DETECT_POWER, position_tests
 from specbench.gate.observed import RequestAcceptance
 from specbench.gate.stage import ACCEPTANCE, StageResult, Status
 from specbench.gate.tolerances import Tolerances
+from specbench.metrics import definitions
 
 
 def pooled(requests: Sequence[RequestAcceptance]) -> tuple[int, list[int], list[int]]:
@@ -33,7 +34,7 @@ def pooled(requests: Sequence[RequestAcceptance]) -> tuple[int, list[int], list[
 
 def acceptance_length(requests: Sequence[RequestAcceptance]) -> float | None:
     rounds, _, accepted = pooled(requests)
-    return None if rounds == 0 else 1 + sum(accepted) / rounds
+    return None if rounds == 0 else definitions.acceptance_length(sum(accepted), rounds)
 
 
 def acceptance_stage(now: Sequence[RequestAcceptance] | None, reference: Sequence[RequestAcceptance] | None,
