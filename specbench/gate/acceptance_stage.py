@@ -4,7 +4,7 @@
    verify rounds with drafts) within a relative tolerance of the reference's: |AL / AL_ref - 1| <= rtol (vLLM's
    style; two-sided: acceptance far above the reference is a broken measurement or verifier too).
 2. A one-sided floor per position: rate_k = A_k / D_k must not be lower than the reference's, by a one-sided Fisher
-   exact test on the pooled counts at alpha / k (Bonferroni) (check/acceptance_test.py). With --acceptance-floor F
+   exact test on the pooled counts at alpha / k (Bonferroni) (check/acceptance_drop.py). With --acceptance-floor F
    (TensorRT-LLM's style, e.g. 0.95), instead: rate_k >= F x reference rate_k on the point estimates.
 Power: the Fisher test's smallest drop found with 80% probability, per position. Rounds are treated as independent
 draws, which per-request clustering makes optimistic: the per-request samples are kept in the file for that reason.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.check.acceptance_test import DETECT_POWER, position_tests
+from specbench.check.acceptance_drop import DETECT_POWER, position_tests
 from specbench.gate.observed import RequestAcceptance
 from specbench.gate.stage import ACCEPTANCE, StageResult, Status
 from specbench.gate.tolerances import Tolerances
