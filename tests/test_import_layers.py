@@ -284,6 +284,13 @@ def test_only_the_fault_callers_import_the_faults():
     assert "check" in importers  # the scan sees the callers that do
 
 
+def test_no_product_unit_imports_the_gpu_benchmark_harness():
+    """`perf` is run by scripts/bench_*.py alone: a command that needs one of its pieces moves that piece out of it."""
+    _, _, edges = _real_graph()
+    importers = {source for source, target in edges if target == "perf"}
+    assert not importers, {s: [i.describe() for i in edges[(s, "perf")]] for s in importers}
+
+
 def test_product_code_imports_no_test_machinery():
     _, found, _ = _real_graph()
     hits = [imp.describe() for imp in found if imp.target.split(".")[0] in TEST_ONLY_MODULES]
