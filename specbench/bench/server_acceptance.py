@@ -66,7 +66,7 @@ def server_acceptance(counters: SpecCounters | None, note: str | None, num_posit
     per_pos = counters.num_accepted_per_pos
     row["server_accepted_per_pos"] = list(per_pos) if per_pos else None
     if per_pos:
-        rates = [a / rounds for a in per_pos] if rounds else []
+        rates = [definitions.position_acceptance_rate(a, rounds) for a in per_pos] if rounds else []
         from_positions = 1.0 + sum(rates)
         row["acceptance_length_from_positions"] = from_positions
         row["is_acceptance_consistent"] = math.isclose(

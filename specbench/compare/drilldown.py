@@ -57,7 +57,8 @@ def acceptance_by_category(run: Run) -> pd.DataFrame:
                "num_requests": len(group), "num_draft_rounds": rounds,
                "acceptance_length": definitions.acceptance_length(accepted, rounds) if has_rounds else np.nan,
                "acceptance_rate": definitions.acceptance_rate(accepted, drafted) if drafted > 0 else np.nan}
-        row.update({f"p_{k + 1}": per_pos[k] / rounds if has_rounds else np.nan for k in range(int(num_steps))})
+        row.update({f"p_{k + 1}": definitions.position_acceptance_rate(per_pos[k], rounds) if has_rounds else np.nan
+                    for k in range(int(num_steps))})
         rows.append(row)
     return pd.DataFrame(rows)
 

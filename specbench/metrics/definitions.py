@@ -91,6 +91,11 @@ def acceptance_rate(num_accepted_tokens, num_draft_tokens):
     return num_accepted_tokens / num_draft_tokens
 
 
+def position_acceptance_rate(num_accepted_at_position, num_draft_rounds):
+    """p_k = A_k / D: rounds accepting draft position k (1-based) per round (unconditional)."""
+    return num_accepted_at_position / num_draft_rounds
+
+
 def tokens_per_emission(num_output_tokens, num_emissions):
     """N / m: output tokens per emission (speculative steps emit accepted + 1 at once)."""
     return num_output_tokens / num_emissions

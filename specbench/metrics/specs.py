@@ -146,7 +146,8 @@ def position_metric(position: int) -> MetricSpec:
     return MetricSpec(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2, Direction.HIGHER,
                       Resampling.ROUNDS, Delta.RELATIVE, "acceptance", POSITION_DOC,
                       column_name=POSITION_COLUMN.format(k=position), needs_drafts=True,
-                      pooled=lambda p: ratio(p.num_accepted_at(position), p.num_draft_rounds))
+                      pooled=lambda p: where_positive(definitions.position_acceptance_rate,
+                                                      p.num_accepted_at(position), p.num_draft_rounds))
 
 
 # Tree drafts (--eagle-topk > 1; counts: speculation/tree_stats.py). The mean acceptance length per round is
