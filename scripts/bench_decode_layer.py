@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from specbench.bench.gpu_perf import copy_bandwidth_gbps
-from specbench.bench.graph_timing import graphed_ms
+from specbench.perf.gpu_perf import copy_bandwidth_gbps
+from specbench.perf.graph_timing import graphed_ms
 
 from specbench.kernels.activation import silu_and_mul
 from specbench.kernels.gemv import GemvConfig, default_config, gemv

@@ -6,9 +6,9 @@ EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton 
     python scripts/bench_gpu.py --suite tree --concurrency 1,16 --out results/bench_tree    # issue 28: trees
 
 `--suite dense` (the default) is the Llama-shaped run above; `--suite moe` runs the MoE targets (Qwen3-30B-A3B- and
-gpt-oss-20b-shaped: specbench/bench/moe_perf.py) with a floor of the bytes each step actually reads; `--suite tree`
+gpt-oss-20b-shaped: specbench/perf/moe_perf.py) with a floor of the bytes each step actually reads; `--suite tree`
 runs plain, the EAGLE-3 chain (k = 3) and EAGLE-3 trees (SGLang's topk 4 / 8 tokens / 5 steps, and topk 2 / 6 / 3)
-on one engine, each at its calibrated synthetic acceptance (specbench/bench/tree_perf.py states the definition);
+on one engine, each at its calibrated synthetic acceptance (specbench/perf/tree_perf.py states the definition);
 `--suite all` runs all three.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from specbench import LLM
-from specbench.bench.gpu_perf import GraphsOff, copy_bandwidth_gbps, measure_decode, weight_bytes
+from specbench.perf.gpu_perf import GraphsOff, copy_bandwidth_gbps, measure_decode, weight_bytes
 from specbench.models.presets import get_preset
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 
@@ -117,7 +117,7 @@ def flashinfer_section(res: Results, args, bw: float) -> None:
 
 
 def hf_section(res: Results, args) -> None:
-    from specbench.bench.hf_baseline import run_hf_baseline
+    from specbench.perf.hf_baseline import run_hf_baseline
 
     runs = [("dynamic", False, args.concurrency)]
     if not args.skip_hf_static:
@@ -132,7 +132,7 @@ def hf_section(res: Results, args) -> None:
 
 
 def tree_section(res: Results, args, bw: float, head_dir: Path) -> None:
-    from specbench.bench.tree_perf import ENGINE_RATES, MAX_STEPS, tree_suite
+    from specbench.perf.tree_perf import ENGINE_RATES, MAX_STEPS, tree_suite
 
     t0 = time.perf_counter()
     llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
@@ -147,7 +147,7 @@ def tree_section(res: Results, args, bw: float, head_dir: Path) -> None:
 
 
 def moe_section(res: Results, args, bw: float) -> None:
-    from specbench.bench.moe_perf import MoeRun, moe_suite
+    from specbench.perf.moe_perf import MoeRun, moe_suite
 
     run = MoeRun(concurrency=tuple(args.concurrency), prompt_len=args.prompt_len, output_len=args.output_len,
                  kv_cache_gb=args.kv_cache_gb, max_model_len=args.max_model_len, synthetic_acceptance=SYNTHETIC,
@@ -160,7 +160,7 @@ def moe_section(res: Results, args, bw: float) -> None:
 
 
 def main() -> None:
-    from specbench.bench.moe_targets import TARGET_NAMES
+    from specbench.perf.moe_targets import TARGET_NAMES
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--suite", choices=("dense", "moe", "tree", "all"), default="dense",
@@ -208,7 +208,7 @@ def main() -> None:
             tree_section(res, args, bw, head_dir)
     if args.suite in ("moe", "all"):
         moe_section(res, args, bw)
-    from specbench.bench.gpu_table import render
+    from specbench.perf.gpu_table import render
 
     table = render(res.data)
     (res.out / "bench.md").write_text(table)

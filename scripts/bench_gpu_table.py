@@ -1,4 +1,4 @@
-"""Render bench_gpu.py's JSON as the BENCHMARKS.md tables (specbench/bench/gpu_table.py).
+"""Render bench_gpu.py's JSON as the BENCHMARKS.md tables (specbench/perf/gpu_table.py).
 
     python scripts/bench_gpu_table.py results/bench_gpu/bench.json
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from specbench.bench.gpu_table import render
+from specbench.perf.gpu_table import render
 
 if __name__ == "__main__":
     print(render(json.loads(open(sys.argv[1]).read())))

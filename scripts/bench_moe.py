@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.bench.moe_shapes import TINY_SHAPES, real_shapes
+from specbench.perf.moe_shapes import TINY_SHAPES, real_shapes
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_config import MoeConfig
 
@@ -82,7 +82,7 @@ def make_layers(config: MoeConfig, num_layers: int, device: torch.device, dtype:
 def timed_ms(fn, num_calls: int, device: torch.device, is_graphed: bool) -> float:
     with torch.no_grad():
         if device.type == "cuda" and is_graphed:
-            from specbench.bench.graph_timing import graphed_ms
+            from specbench.perf.graph_timing import graphed_ms
 
             return graphed_ms(fn, num_calls)
         return time_eager_ms(fn, num_calls, device)
@@ -159,7 +159,7 @@ def main() -> None:
     copy_gbps = None
     header = f"torch {torch.__version__}, triton {triton.__version__}"
     if device.type == "cuda":
-        from specbench.bench.gpu_perf import copy_bandwidth_gbps
+        from specbench.perf.gpu_perf import copy_bandwidth_gbps
 
         copy_gbps = copy_bandwidth_gbps()
         header = f"device {torch.cuda.get_device_name()}, copy bandwidth {copy_gbps:.0f} GB/s, " + header

@@ -29,8 +29,8 @@ from specbench.kernels.moe_tiles import (
     token_bucket,
 )
 
-from specbench.bench.graph_timing import graphed_ms
-from specbench.bench.moe_shapes import TINY_SHAPES, real_shapes
+from specbench.perf.graph_timing import graphed_ms
+from specbench.perf.moe_shapes import TINY_SHAPES, real_shapes
 from specbench.models.moe_config import MoeConfig
 
 SHAPES = real_shapes()
@@ -118,7 +118,7 @@ def bytes_per_expert(layer: Layer) -> tuple[int, int]:
 
 
 def time_us(fn, num_calls: int, device: torch.device) -> float:
-    """Per-call us of fn(0) .. fn(num_calls - 1): a CUDA graph of them, replayed (bench/graph_timing.py); off CUDA
+    """Per-call us of fn(0) .. fn(num_calls - 1): a CUDA graph of them, replayed (perf/graph_timing.py); off CUDA
     (the interpreter's crash run) wall time, meaningless as a timing."""
     if device.type == "cuda":
         return 1e3 * graphed_ms(fn, num_calls)
@@ -277,7 +277,7 @@ def main() -> None:
     copy_gbps = None
     header = f"torch {torch.__version__}, triton {triton.__version__}, {args.layers} layers"
     if device.type == "cuda":
-        from specbench.bench.gpu_perf import copy_bandwidth_gbps
+        from specbench.perf.gpu_perf import copy_bandwidth_gbps
 
         copy_gbps = copy_bandwidth_gbps()
         header = f"device {torch.cuda.get_device_name()}, copy bandwidth {copy_gbps:.0f} GB/s, " + header

@@ -27,8 +27,8 @@ import triton
 
 from specbench.attention import build_metadata, create_backend
 from specbench.attention.backend import UncheckedBackend
-from specbench.bench.gpu_perf import copy_bandwidth_gbps
-from specbench.bench.graph_timing import graphed_ms
+from specbench.perf.gpu_perf import copy_bandwidth_gbps
+from specbench.perf.graph_timing import graphed_ms
 from specbench.kv.kv_cache import KVCache
 from specbench.models import DecoderLM, decode_gemv, fused_kernels, get_preset
 from specbench.models.moe import MoeMLP

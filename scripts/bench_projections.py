@@ -14,8 +14,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from specbench.bench.gpu_perf import copy_bandwidth_gbps
-from specbench.bench.graph_timing import graphed_ms
+from specbench.perf.gpu_perf import copy_bandwidth_gbps
+from specbench.perf.graph_timing import graphed_ms
 
 SHAPES = {"qkv": (6144, 4096), "o_proj": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.bench.gpu_perf import random_prompts
+from specbench.perf.gpu_perf import random_prompts
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head

@@ -9,6 +9,7 @@ from pathlib import Path
 from specbench.config import EngineConfig
 from specbench.engine.outputs import RequestOutput
 from specbench.errors import SpecbenchError
+from specbench.metrics import definitions
 from specbench.metrics.acceptance import AcceptanceMetrics
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runtime.hooks import EngineFault
@@ -119,7 +120,7 @@ def format_acceptance(report: GenerateReport) -> str:
 def print_generation(report: GenerateReport) -> None:
     for i, out in enumerate(report.outputs):
         s = out.stats
-        al = 1 + s.num_accepted_tokens / s.num_draft_rounds if s.num_draft_rounds else 1.0
+        al = definitions.acceptance_length(s.num_accepted_tokens, s.num_draft_rounds) if s.num_draft_rounds else 1.0
         print(f"--- [{i}] {len(out.output_token_ids)} tokens, finish={out.finish_reason}, acceptance length {al:.2f}")
         print(out.text if out.text is not None else list(out.output_token_ids))
     print("---")

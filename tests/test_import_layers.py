@@ -54,8 +54,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"faults", "llm", "metrics"},
     # The package root: __version__ (read by runs and serve) and the lazy facade `specbench.LLM`.
     {"specbench"},
-    # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation.
-    {"generate", "runs"},
+    # `runs`: sweep config, cell keys, rows, schema, environment; `generate`: one-shot generation; `perf`: the GPU
+    # benchmark harness of scripts/bench_*.py (BENCHMARKS.md), timing models and proposers through the root's `LLM`.
+    # No command imports `perf`, and it imports no sweep: it sits as low as the root it drives, apart from `bench`.
+    {"generate", "perf", "runs"},
     # `backends` run a sweep's cells on the embedded engine or a server; `compare` reads stored runs.
     {"backends", "compare"},
     # `bench` drives backends and reuses compare's estimators; `check` is the oracle battery; `serve` the HTTP server.
@@ -339,6 +341,13 @@ def test_only_the_fault_callers_import_the_faults():
     assert importers <= FAULT_CALLERS, {s: [i.describe() for i in edges[(s, "faults")]] for s in importers
                                         - FAULT_CALLERS}
     assert "check" in importers  # the scan sees the callers that do
+
+
+def test_no_product_unit_imports_the_gpu_benchmark_harness():
+    """`perf` is run by scripts/bench_*.py alone: a command that needs one of its pieces moves that piece out of it."""
+    _, _, edges = _real_graph()
+    importers = {source for source, target in edges if target == "perf"}
+    assert not importers, {s: [i.describe() for i in edges[(s, "perf")]] for s in importers}
 
 
 def test_product_code_imports_no_test_machinery():

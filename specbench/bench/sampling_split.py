@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.compare.plot_data import weighted_mean_ci
+from specbench.metrics import definitions
 from specbench.metrics.proportion import wilson_interval
 from specbench.runs.cell_key import shape_text
 from specbench.runs.records import Row, is_null
@@ -58,7 +59,7 @@ def _summary(point: str, group: str, rows: Sequence[Row], baseline: dict[tuple, 
                and not is_null(r.get("num_accepted_tokens"))]
     al = interval = None
     if drafted:
-        values = [1 + r["num_accepted_tokens"] / r["num_draft_rounds"] for r in drafted]
+        values = [definitions.acceptance_length(r["num_accepted_tokens"], r["num_draft_rounds"]) for r in drafted]
         al, half = weighted_mean_ci(values, [float(r["num_draft_rounds"]) for r in drafted])
         interval = None if math.isnan(half) else (max(1.0, al - half), al + half)
     pairs = [(r["output_text"] or "", baseline[_baseline_key(r)]) for r in rows if _baseline_key(r) in baseline]

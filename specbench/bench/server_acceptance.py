@@ -9,6 +9,7 @@ from typing import Any
 
 from specbench.backends.server_info import ServerSpeculation
 from specbench.backends.spec_counters import SpecCounters
+from specbench.metrics import definitions
 from specbench.metrics.definitions import ACCEPTANCE_LENGTH_RTOL
 from specbench.runs.drafting import UNKNOWN_METHOD
 from specbench.runs.records import Row, cell_metrics_from_rows, has_draft_stats, is_success
@@ -59,13 +60,13 @@ def server_acceptance(counters: SpecCounters | None, note: str | None, num_posit
     row.update(
         num_draft_tokens=None if drafted is None else round(drafted),
         num_accepted_tokens=round(accepted),
-        acceptance_rate=accepted / drafted if drafted else None,
-        acceptance_length=1.0 + accepted / rounds if rounds else 1.0,
+        acceptance_rate=definitions.acceptance_rate(accepted, drafted) if drafted else None,
+        acceptance_length=definitions.acceptance_length(accepted, rounds) if rounds else 1.0,
     )
     per_pos = counters.num_accepted_per_pos
     row["server_accepted_per_pos"] = list(per_pos) if per_pos else None
     if per_pos:
-        rates = [a / rounds for a in per_pos] if rounds else []
+        rates = [definitions.position_acceptance_rate(a, rounds) for a in per_pos] if rounds else []
         from_positions = 1.0 + sum(rates)
         row["acceptance_length_from_positions"] = from_positions
         row["is_acceptance_consistent"] = math.isclose(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specbench.bench.acceptance_drift import acceptance_windows, drift_test_columns
+from specbench.metrics import definitions
 from specbench.metrics.request_acceptance import QUANTILES, acceptance_histogram, acceptance_quantiles
 from specbench.runs.records import Row, has_draft_stats, is_success, request_acceptance_length
 
@@ -59,4 +60,4 @@ def _loop_columns(ok: Sequence[Row], num_steps: int) -> Row:
 
 def _pooled_length(rows: Sequence[Row]) -> float | None:
     rounds = sum(int(r["num_draft_rounds"]) for r in rows)
-    return 1.0 + sum(int(r["num_accepted_tokens"]) for r in rows) / rounds if rounds else None
+    return definitions.acceptance_length(sum(int(r["num_accepted_tokens"]) for r in rows), rounds) if rounds else None

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from specbench.check.acceptance_test import PositionTest, position_tests
+from specbench.check.acceptance_drop import PositionTest, position_tests
 from specbench.check.greedy import greedy_params
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, prompt_list

@@ -24,6 +24,7 @@ from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_over
                                    prompt_list)
 from specbench.check.target_probs import next_token_probs
 from specbench.faults import resolve_fault
+from specbench.metrics import definitions
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.draft_shape import CHAIN
 
@@ -162,7 +163,7 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     bonus_run = replace(params, max_tokens=setup.engine.max_num_steps + 2)
     accepted, drafted, bonus = _self_draft_run(self_draft_setup(setup), model, prompts, num_samples, bonus_run,
                                                bonus_positions)
-    acceptance = accepted / max(drafted, 1)
+    acceptance = definitions.acceptance_rate(accepted, max(drafted, 1))
     min_acceptance = SELF_DRAFT_MIN_ACCEPTANCE.get(setup.engine.dtype, SELF_DRAFT_MIN_ACCEPTANCE["bf16"])
 
     p_value = min(1.0, 2 * min(mixed.p_value, bonus.p_value))  # Bonferroni over the two runs

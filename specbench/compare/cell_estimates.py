@@ -22,6 +22,7 @@ from specbench.compare.matching import MatchKey, cell_ids_by_key
 from specbench.compare.metrics_catalog import OUTPUT_THROUGHPUT, Metric, Resampling
 from specbench.compare.paired import question_means, request_outcomes
 from specbench.compare.request_sample import RequestSample
+from specbench.metrics import definitions
 from specbench.runs.cell_acceptance import cell_value
 from specbench.runs.drafting import is_baseline_cell
 from specbench.runs.greedy_divergence import same_text
@@ -130,8 +131,8 @@ class RunEstimates:
             cell = self._replicates(OUTPUT_THROUGHPUT, key, repeat)
             base = self._replicates(OUTPUT_THROUGHPUT, key.baseline, repeat)
             with np.errstate(divide="ignore", invalid="ignore"):
-                out.append(RepeatReplicates(cell.point / base.point, cell.replicates / base.replicates,
-                                            cell.num_requests))
+                out.append(RepeatReplicates(definitions.speedup(cell.point, base.point),
+                                            definitions.speedup(cell.replicates, base.replicates), cell.num_requests))
         return out
 
     def outcomes(self, metric: Metric, key: MatchKey) -> tuple[float | None, pd.Series]:

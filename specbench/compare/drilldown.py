@@ -7,6 +7,7 @@ import pandas as pd
 
 from specbench.compare.loading import Run
 from specbench.compare.matching import DEFAULT_TEMPERATURE, format_temperature
+from specbench.metrics import definitions
 
 CELL = ["workload", "method", "num_steps", "temperature", "concurrency", "repeat"]
 QUESTION = ["sample_id", "turn"]
@@ -54,9 +55,10 @@ def acceptance_by_category(run: Run) -> pd.DataFrame:
         has_rounds = rounds > 0  # False for NaN
         row = {"num_steps": num_steps, "temperature": temperature, "category": category,
                "num_requests": len(group), "num_draft_rounds": rounds,
-               "acceptance_length": 1 + accepted / rounds if has_rounds else np.nan,
-               "acceptance_rate": accepted / drafted if drafted > 0 else np.nan}
-        row.update({f"p_{k + 1}": per_pos[k] / rounds if has_rounds else np.nan for k in range(int(num_steps))})
+               "acceptance_length": definitions.acceptance_length(accepted, rounds) if has_rounds else np.nan,
+               "acceptance_rate": definitions.acceptance_rate(accepted, drafted) if drafted > 0 else np.nan}
+        row.update({f"p_{k + 1}": definitions.position_acceptance_rate(per_pos[k], rounds) if has_rounds else np.nan
+                    for k in range(int(num_steps))})
         rows.append(row)
     return pd.DataFrame(rows)
 

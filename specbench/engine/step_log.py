@@ -12,9 +12,9 @@ class StepLog:
         self._step_index = 0
         self._last_read_time: float = 0.0  # perf_counter when the host last read a step's tokens
 
-    def record(self, timer: PhaseTimer, start: float, end: float, phase: str, num_reqs: int, num_tokens: int,
-               num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int, *,
-               read_time: float, is_overlapped: bool = False) -> None:
+    def record(self, timer: PhaseTimer, *, start: float, end: float, phase: str, num_reqs: int, num_tokens: int,
+               num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int, read_time: float,
+               is_overlapped: bool = False) -> None:
         """One StepStats row. A step launched before the previous one was read back (overlapped) counts from that
         read-back, when the host could first work on it: the steps of a steady batch then add up to its wall time."""
         first = max(start, self._last_read_time) if is_overlapped else start

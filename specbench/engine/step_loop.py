@@ -59,13 +59,11 @@ class StepLoop:
         timer = PhaseTimer(self.device)
         st = self.runner.sampling_tensors(batch.requests)
         if batch.is_prefill:
-            committed, num_drafted, num_accepted, num_tokens, logprobs = self.runner.prefill(
-                batch.requests, st, timer, needs_features=self.needs_features)
+            result = self.runner.prefill(batch.requests, st, timer, needs_features=self.needs_features)
         elif is_tree_round(self.scheduler.draft_shape, self.runner.proposer, batch):  # synchronous, eager
             plan = round_plan(self.scheduler.draft_shape, self.scheduler.num_steps, self.scheduler.max_model_len,
                               batch.requests)
-            committed, num_drafted, num_accepted, num_tokens, logprobs = run_tree_round(
-                self.runner, batch, st, timer, plan, needs_features=self.needs_features)
+            result = run_tree_round(self.runner, batch, st, timer, plan, needs_features=self.needs_features)
         else:
             proposal = self.runner.propose(batch, st, timer)
             launch = self.runner.launch_verify(batch.requests, proposal, st, timer)
@@ -74,14 +72,14 @@ class StepLoop:
                 return [], inflight
             self.paths.record("decode.sync" if proposal is None else "spec.sync_round")
             output_rows, accepted = launch.rows()
-            committed, num_drafted, num_accepted, num_tokens = self.runner.read_verify(
-                launch, output_rows, accepted, hands_features=self.needs_features)
-            logprobs = launch.logprobs
+            result = self.runner.read_verify(launch, output_rows, accepted, hands_features=self.needs_features)
         emit_time = time.perf_counter()
-        finished = self.committer.commit_all(batch.requests, committed, emit_time, logprobs)
-        self.log.record(timer, start, time.perf_counter(), "prefill" if batch.is_prefill else "decode",
-                        len(batch.requests), num_tokens, num_drafted, num_accepted, len(batch.preempted),
-                        self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+        finished = self.committer.commit_all(batch.requests, result.committed, emit_time, result.logprobs)
+        self.log.record(timer, start=start, end=time.perf_counter(),
+                        phase="prefill" if batch.is_prefill else "decode", num_reqs=len(batch.requests),
+                        num_tokens=result.num_scheduled_tokens, num_drafted=result.num_drafted,
+                        num_accepted=result.num_accepted, num_preempted=len(batch.preempted),
+                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
         return finished, None
 
     def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
@@ -129,8 +127,9 @@ class StepLoop:
         finished = self.committer.commit_all(step.batch.requests, [row[:1] for row in output_rows], emit_time,
                                              step.launch.logprobs)
         num_reqs = len(step.batch.requests)
-        self.log.record(step.timer, step.start_time, emit_time, "decode", num_reqs, num_reqs, 0, 0,
-                        len(step.batch.preempted), step.num_free_blocks, read_time=emit_time, is_overlapped=True)
+        self.log.record(step.timer, start=step.start_time, end=emit_time, phase="decode", num_reqs=num_reqs,
+                        num_tokens=num_reqs, num_drafted=0, num_accepted=0, num_preempted=len(step.batch.preempted),
+                        num_free_blocks=step.num_free_blocks, read_time=emit_time, is_overlapped=True)
         return finished
 
     # ---- overlapped speculative rounds -----------------------------------------------------
@@ -166,11 +165,12 @@ class StepLoop:
         # What each request's tokens are once verified, also for one that a stop condition ends now.
         live = [r for r, request in enumerate(launch.requests) if request.status is RequestStatus.RUNNING]
         self.runner.confirm_ahead(launch, output_rows, accepted, live)
-        committed, num_drafted, num_accepted, num_tokens = self.runner.read_verify(launch, output_rows, accepted,
-                                                                                   hands_features=False)
-        finished = self.committer.commit_all(launch.requests, committed, emit_time, launch.logprobs)
-        self.log.record(previous.timer, previous.start_time, emit_time, "decode", len(launch.requests), num_tokens,
-                        num_drafted, num_accepted, previous.num_preempted, previous.num_free_blocks,
+        result = self.runner.read_verify(launch, output_rows, accepted, hands_features=False)
+        finished = self.committer.commit_all(launch.requests, result.committed, emit_time, result.logprobs)
+        self.log.record(previous.timer, start=previous.start_time, end=emit_time, phase="decode",
+                        num_reqs=len(launch.requests), num_tokens=result.num_scheduled_tokens,
+                        num_drafted=result.num_drafted, num_accepted=result.num_accepted,
+                        num_preempted=previous.num_preempted, num_free_blocks=previous.num_free_blocks,
                         read_time=emit_time, is_overlapped=True)
         rows = [r for r, request in enumerate(launch.requests) if request.status is RequestStatus.RUNNING]
         if not rows:
@@ -194,10 +194,12 @@ class StepLoop:
         if inflight is not None:
             return [], inflight
         output_rows, accepted = launch.rows()
-        committed, num_drafted, num_accepted, num_tokens = self.runner.read_verify(
-            launch, output_rows, accepted, hands_features=self.needs_features)
+        result = self.runner.read_verify(launch, output_rows, accepted, hands_features=self.needs_features)
         emit_time = time.perf_counter()
-        finished = self.committer.commit_all(requests, committed, emit_time, launch.logprobs)
-        self.log.record(timer, now, emit_time, "decode", len(requests), num_tokens, num_drafted, num_accepted, 0,
-                        self.scheduler.block_manager.num_free_blocks, read_time=emit_time, is_overlapped=True)
+        finished = self.committer.commit_all(requests, result.committed, emit_time, result.logprobs)
+        self.log.record(timer, start=now, end=emit_time, phase="decode", num_reqs=len(requests),
+                        num_tokens=result.num_scheduled_tokens, num_drafted=result.num_drafted,
+                        num_accepted=result.num_accepted, num_preempted=0,
+                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time,
+                        is_overlapped=True)
         return finished, None

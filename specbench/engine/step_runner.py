@@ -5,6 +5,7 @@ about which requests run (the scheduler does) and commits nothing to their outpu
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -24,6 +25,18 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, sample
 from specbench.speculation.synthetic import conditional_rates, synthetic_verify
 from specbench.speculation.synthetic_tree import engine_table
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """A step read back on the host (a prefill, a verify, a tree round): what the committer commits and the step log
+    records."""
+
+    committed: list[list[int]]  # [num_reqs][num_new] host ints: each request's tokens to commit, in batch order
+    num_drafted: int  # draft tokens proposed over the batch (0 for a prefill or a plain decode step)
+    num_accepted: int  # of those, accepted
+    num_scheduled_tokens: int  # tokens the target's forward ran over
+    logprobs: StepLogprobs | None  # the emitted tokens' target logprobs, when a request asked
 
 
 class StepRunner:
@@ -89,8 +102,8 @@ class StepRunner:
         self._sampling_cache = None
 
     def prefill(self, requests: tuple[Request, ...], st: SamplingTensors, timer: PhaseTimer, *,
-                needs_features: bool):
-        """Run the prompts; (committed tokens per request, 0 drafted, 0 accepted, tokens, logprobs).
+                needs_features: bool) -> StepResult:
+        """Run the prompts: each request's first token, nothing drafted.
         `needs_features`: the proposer consumes target features (handed over here, where they are produced)."""
         inp = build_prefill_input(requests, self.block_size, self.device)
         timer.start("target")
@@ -116,7 +129,7 @@ class StepRunner:
             if needs_features:  # handed to the proposer where produced: it owns them until free()
                 self.proposer.add_target_features(request.request_id, 0, out.features[offset : offset + num])
             offset += num
-        return [[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens, logprobs
+        return StepResult([[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens, logprobs)
 
     def propose(self, batch: ScheduledBatch, st: SamplingTensors, timer: PhaseTimer) -> DraftProposal | None:
         """The proposer's drafts for a decode batch, or None when it asks for none (plain decoding)."""
@@ -166,8 +179,8 @@ class StepRunner:
                             tuple(r.num_cached_tokens for r in requests), result.output_token_ids,
                             result.num_accepted, out.features, host_rows, copied, logprobs)
 
-    def read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, hands_features: bool):
-        """Advance each request by its verified tokens; (committed tokens per request, drafted, accepted, tokens).
+    def read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, hands_features: bool) -> StepResult:
+        """Advance each request by its verified tokens (logprobs: the launch's).
         `hands_features`: the proposer consumes target features and no round drafted ahead from this verify on the
         device consumed them already."""
         requests, proposal = launch.requests, launch.proposal
@@ -185,7 +198,7 @@ class StepRunner:
             committed.append(output_rows[r][:num_new])
         if proposal is not None:
             self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
-        return committed, sum(num_drafts), sum(accepted), launch.num_scheduled_tokens
+        return StepResult(committed, sum(num_drafts), sum(accepted), launch.num_scheduled_tokens, launch.logprobs)
 
     def draft_ahead(self, batch: ScheduledBatch, launch: VerifyLaunch) -> tuple[torch.Tensor, PhaseTimer] | None:
         """Enqueue the next round's drafting from `launch`'s outputs still on the device (the step loop reserved its

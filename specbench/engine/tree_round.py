@@ -25,7 +25,7 @@ import torch
 
 from specbench.device_copy import to_device
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
-from specbench.engine.step_runner import StepRunner
+from specbench.engine.step_runner import StepResult, StepRunner
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.tree_inputs import build_uniform_tree_verify_input, is_uniform
 from specbench.runtime.phases import TargetOutput
@@ -58,15 +58,15 @@ def round_plan(shape: DraftShape, num_steps: int, max_model_len: int, requests) 
 
 
 def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan, *,
-                   needs_features: bool):
-    """(committed tokens per request, drafted, accepted, scheduled tokens, logprobs) of one tree round."""
+                   needs_features: bool) -> StepResult:
+    """One tree round, read back (a plain step for a batch with a request at the context limit)."""
     requests = batch.requests
     paths = runner.paths
     if not all(batch.num_draft_tokens) or plan.depth == 0:  # a request at the context limit: a plain step
         paths.record("decode.sync")
         launch = runner.launch_verify(requests, None, st, timer)
         output_rows, accepted = launch.rows()
-        return (*runner.read_verify(launch, output_rows, accepted, hands_features=needs_features), launch.logprobs)
+        return runner.read_verify(launch, output_rows, accepted, hands_features=needs_features)
     paths.record("spec.tree_round")
     paths.record(runner.proposer_path)
     timer.start("draft")
@@ -85,7 +85,7 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, layout.tree,
                                                           proposal.num_draft_tokens, inp.md.block_tables, out,
                                                           needs_features=needs_features, padded=layout.padded)
-    return committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs
+    return StepResult(committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs)
 
 
 def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,

@@ -4,7 +4,7 @@
    verify rounds with drafts) within a relative tolerance of the reference's: |AL / AL_ref - 1| <= rtol (vLLM's
    style; two-sided: acceptance far above the reference is a broken measurement or verifier too).
 2. A one-sided floor per position: rate_k = A_k / D_k must not be lower than the reference's, by a one-sided Fisher
-   exact test on the pooled counts at alpha / k (Bonferroni) (check/acceptance_test.py). With --acceptance-floor F
+   exact test on the pooled counts at alpha / k (Bonferroni) (check/acceptance_drop.py). With --acceptance-floor F
    (TensorRT-LLM's style, e.g. 0.95), instead: rate_k >= F x reference rate_k on the point estimates.
 Before either rule, the run must have speculated at k (gate/speculation_check.py): the server's own config against
 -k, and draft counts present wherever the reference has them; otherwise FAIL ("speculation off?"), never N/A.
@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specbench.backends.server_info import ServerSpeculation
-from specbench.check.acceptance_test import DETECT_POWER, position_tests
+from specbench.check.acceptance_drop import DETECT_POWER, position_tests
 from specbench.gate.observed import RequestAcceptance
 from specbench.gate.speculation_check import counts_missing, declared_mismatch
 from specbench.gate.stage import ACCEPTANCE, StageResult, Status
 from specbench.gate.tolerances import Tolerances
+from specbench.metrics import definitions
 
 
 def pooled(requests: Sequence[RequestAcceptance]) -> tuple[int, list[int], list[int]]:
@@ -37,7 +38,7 @@ def pooled(requests: Sequence[RequestAcceptance]) -> tuple[int, list[int], list[
 
 def acceptance_length(requests: Sequence[RequestAcceptance]) -> float | None:
     rounds, _, accepted = pooled(requests)
-    return None if rounds == 0 else 1 + sum(accepted) / rounds
+    return None if rounds == 0 else definitions.acceptance_length(sum(accepted), rounds)
 
 
 def acceptance_stage(now: Sequence[RequestAcceptance] | None, reference: Sequence[RequestAcceptance] | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specbench.metrics import definitions
 from specbench.metrics.acceptance import AcceptanceMetrics
 from specbench.metrics.distribution import Distribution
 from specbench.metrics.pooled import Pooled
@@ -127,4 +128,4 @@ def speedup(cell: CellMetrics, baseline_cell: CellMetrics) -> float | None:
     """Output-throughput ratio against the num-steps=0 cell of the same (concurrency, temperature)."""
     if cell.output_throughput is None or not baseline_cell.output_throughput:
         return None
-    return cell.output_throughput / baseline_cell.output_throughput
+    return definitions.speedup(cell.output_throughput, baseline_cell.output_throughput)

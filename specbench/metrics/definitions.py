@@ -73,3 +73,35 @@ Comparisons, always against the num-steps=0 (no speculation) cell of the same (c
 """
 
 ACCEPTANCE_LENGTH_RTOL = 1e-9  # tolerance of the AL == 1 + sum p_k consistency check
+
+
+# The formulas of the declared metrics (metrics/specs.py), written once: each spec's pooled computation and every
+# consumer of a count pair (a request, a row, a server's counters, the gate's pool) call these, on numbers or numpy
+# arrays alike. Each takes a positive denominator: what a value without one reads (None, NaN, 1.0) is the caller's.
+# metrics/recompute.py alone does not call them, on purpose: it is the independent second computation.
+# NOTE: a leaf (no imports), so that request_metrics.py, which pooled.py and the specs read, can call them too.
+
+
+def acceptance_length(num_accepted_tokens, num_draft_rounds):
+    """AL = 1 + A / D: tokens emitted per verify round, the bonus / recovered token included."""
+    return 1.0 + num_accepted_tokens / num_draft_rounds
+
+
+def acceptance_rate(num_accepted_tokens, num_draft_tokens):
+    """A / T_d: accepted draft tokens over proposed ones."""
+    return num_accepted_tokens / num_draft_tokens
+
+
+def position_acceptance_rate(num_accepted_at_position, num_draft_rounds):
+    """p_k = A_k / D: rounds accepting draft position k (1-based) per round (unconditional)."""
+    return num_accepted_at_position / num_draft_rounds
+
+
+def tokens_per_emission(num_output_tokens, num_emissions):
+    """N / m: output tokens per emission (speculative steps emit accepted + 1 at once)."""
+    return num_output_tokens / num_emissions
+
+
+def speedup(output_throughput, baseline_output_throughput):
+    """Output throughput over the num-steps=0 cell's of the same (concurrency, temperature)."""
+    return output_throughput / baseline_output_throughput

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +16,13 @@ def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """numerator / denominator where denominator > 0, else NaN (undefined: no window, no drafts, ...)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+
+
+def where_positive(formula: Callable[[np.ndarray, np.ndarray], np.ndarray], numerator: np.ndarray,
+                   denominator: np.ndarray) -> np.ndarray:
+    """formula(numerator, denominator) where denominator > 0, else NaN (a formula of metrics/definitions.py)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, formula(numerator, np.where(denominator > 0, denominator, 1.0)), np.nan)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 Written from definitions.py alone (no code shared with cell_metrics.py / request_metrics.py / acceptance.py), so an
 accounting bug in either shows up as a disagreement: `consistency_columns` compares the cell row with this
 recomputation and checks the raw records' invariants (sum_k A_k = A, A_k non-increasing, A <= T_d, ...).
+NOTE: independent on purpose: it writes its formulas out again (1 + A / D, A / T_d, ...) instead of calling
+definitions.py's, which every other consumer calls; a wrong formula there then disagrees with this one.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.engine.stats import RequestStats
+from specbench.metrics import definitions
 from specbench.speculation.tree_stats import TreeAcceptanceCounts
 
 
@@ -34,13 +35,13 @@ class RequestMetrics:
         """1 + A_i / D_i; None without draft rounds."""
         if self.num_draft_rounds == 0:
             return None
-        return 1.0 + self.num_accepted_tokens / self.num_draft_rounds
+        return definitions.acceptance_length(self.num_accepted_tokens, self.num_draft_rounds)
 
     @property
     def acceptance_rate(self) -> float | None:
         if self.num_draft_tokens == 0:
             return None
-        return self.num_accepted_tokens / self.num_draft_tokens
+        return definitions.acceptance_rate(self.num_accepted_tokens, self.num_draft_tokens)
 
     @classmethod
     def from_stats(cls, stats: RequestStats, num_output_tokens: int | None = None) -> RequestMetrics:
@@ -64,7 +65,7 @@ class RequestMetrics:
             tpot_s=tpot,
             e2e_s=e2e,
             itl_s=tuple(b - a for a, b in zip(times, times[1:])),
-            tokens_per_emission=num_tokens / len(times) if times else None,
+            tokens_per_emission=definitions.tokens_per_emission(num_tokens, len(times)) if times else None,
             num_draft_rounds=stats.num_draft_rounds,
             num_draft_tokens=stats.num_draft_tokens,
             num_accepted_tokens=stats.num_accepted_tokens,

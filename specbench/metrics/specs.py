@@ -2,11 +2,12 @@
 it, and its computation. The schema docs (runs/schema.py), the compare catalog (compare/metrics_catalog.py), the
 sweep's summary table (bench/summary_table.py) and the plots' axis labels read these; CellMetrics and compare's
 estimators both evaluate `pooled` (metrics/pooled.py), so a cell's value and its bootstrap replicates are one
-computation. Definitions: metrics/definitions.py.
+computation. Definitions, and the formulas every other consumer calls too: metrics/definitions.py.
 
 A new metric column: declare it here (a `MetricSpec`, in `BASE_METRICS` or a sibling, plus a `SummaryRow` to show
 it in the sweep summary), name its column in runs/schema.py's CELL_COLUMNS, and, only if it needs a per-request
-count not yet summed, add that count to metrics/pooled.py.
+count not yet summed, add that count to metrics/pooled.py. A formula that code outside the spec computes too (per
+request, from a row, from a server's counters) is written once in metrics/definitions.py and called from both.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specbench.metrics import definitions
 from specbench.metrics.metric_spec import (
     Delta,
     Direction,
@@ -25,7 +27,7 @@ from specbench.metrics.metric_spec import (
     Resampling,
     SummaryRow,
 )
-from specbench.metrics.pooled import Pooled, ratio
+from specbench.metrics.pooled import Pooled, ratio, where_positive
 
 
 def _per_second(count: Callable[[Pooled], np.ndarray]) -> Callable[[Pooled], np.ndarray]:
@@ -37,7 +39,8 @@ def _acceptance_length(p: Pooled) -> np.ndarray:
     per-request counts are unknown (HTTP)."""
     rounds = p.num_draft_rounds
     no_drafts = np.where(np.isnan(rounds), np.nan, 1.0)
-    return np.where(rounds > 0, 1.0 + ratio(p.num_accepted_tokens, rounds), no_drafts)
+    return np.where(rounds > 0, where_positive(definitions.acceptance_length, p.num_accepted_tokens, rounds),
+                    no_drafts)
 
 
 def _throughput(name: str, label: str, unit: str, doc: str, count: Callable[[Pooled], np.ndarray],
@@ -62,10 +65,12 @@ TOTAL_THROUGHPUT = _throughput("total_throughput", "Total Token Throughput", "to
                                lambda p: p.num_prompt_tokens + p.num_output_tokens)
 TOKENS_PER_EMISSION = MetricSpec(
     "tokens_per_emission", "Tokens per Emission", "", 1.0, 3, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
-    "acceptance", "pooled output tokens / emissions", pooled=lambda p: ratio(p.num_output_tokens, p.num_emissions))
+    "acceptance", "pooled output tokens / emissions",
+    pooled=lambda p: where_positive(definitions.tokens_per_emission, p.num_output_tokens, p.num_emissions))
 ACCEPTANCE_RATE = MetricSpec(
     "acceptance_rate", "Acceptance Rate", "%", 100.0, 2, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
-    "acceptance", "A / T_d; null without drafts", pooled=lambda p: ratio(p.num_accepted_tokens, p.num_draft_tokens),
+    "acceptance", "A / T_d; null without drafts",
+    pooled=lambda p: where_positive(definitions.acceptance_rate, p.num_accepted_tokens, p.num_draft_tokens),
     needs_drafts=True)
 ACCEPTANCE_LENGTH = MetricSpec(
     "acceptance_length", "Acceptance Length", "", 1.0, 4, Direction.HIGHER, Resampling.ROUNDS, Delta.RELATIVE,
@@ -99,6 +104,7 @@ GOOD_REQUEST_FRACTION = _goodput("good_request_fraction", "Good Requests", "%", 
                                  lambda p: ratio(p.num_good_requests, p.num_requests))
 GOODPUT_METRICS: tuple[MetricSpec, ...] = (REQUEST_GOODPUT, OUTPUT_GOODPUT, GOOD_REQUEST_FRACTION)
 
+# Computed from two cells, not pooled counts: definitions.speedup (CellMetrics' speedup, compare's replicates).
 SPEEDUP = MetricSpec("speedup", "Speedup vs k=0", "x", 1.0, 3, Direction.HIGHER, Resampling.SPEEDUP,
                      Delta.RELATIVE, "speedup", "output_throughput / baseline output_throughput", needs_drafts=True)
 
@@ -140,7 +146,8 @@ def position_metric(position: int) -> MetricSpec:
     return MetricSpec(f"accept_pos_{position}", f"Acceptance Rate pos {position}", "%", 100.0, 2, Direction.HIGHER,
                       Resampling.ROUNDS, Delta.RELATIVE, "acceptance", POSITION_DOC,
                       column_name=POSITION_COLUMN.format(k=position), needs_drafts=True,
-                      pooled=lambda p: ratio(p.num_accepted_at(position), p.num_draft_rounds))
+                      pooled=lambda p: where_positive(definitions.position_acceptance_rate,
+                                                      p.num_accepted_at(position), p.num_draft_rounds))
 
 
 # Tree drafts (--eagle-topk > 1; counts: speculation/tree_stats.py). The mean acceptance length per round is

@@ -15,7 +15,7 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_moe import REFUSED_ARCHITECTURES, moe_from_hf
+from specbench.models.moe_from_hf import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
 from specbench.models.moe_config import MoeConfig

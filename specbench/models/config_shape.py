@@ -77,7 +77,7 @@ class HFConfigShape(_Shape):
     layer_types: list[str] | None = None  # per layer "full_attention" | "sliding_attention" (models/config_attention.py)
     dtype: str | None = None
     torch_dtype: str | None = None
-    # Mixture of experts (Qwen3-MoE; models/config_moe.py reads them). transformers < 5 writes `num_experts`,
+    # Mixture of experts (Qwen3-MoE; models/moe_from_hf.py reads them). transformers < 5 writes `num_experts`,
     # transformers 5 `num_local_experts` (as Mixtral always did).
     num_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None
     num_local_experts: Annotated[int, Field(ge=0, le=MAX_NUM_EXPERTS)] | None = None

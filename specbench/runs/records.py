@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from specbench.engine.stats import RequestStats, StepStats
+from specbench.metrics import definitions
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.goodput import SloBounds
 from specbench.metrics.loops import loop_columns
@@ -125,7 +126,7 @@ def request_acceptance_length(row: Mapping[str, Any]) -> float | None:
     """1 + A_i / D_i; None without draft rounds or per-request counts."""
     if not has_draft_stats(row) or not row["num_draft_rounds"]:
         return None
-    return 1.0 + row["num_accepted_tokens"] / row["num_draft_rounds"]
+    return definitions.acceptance_length(row["num_accepted_tokens"], row["num_draft_rounds"])
 
 
 def is_success(row: Mapping[str, Any]) -> bool:

@@ -1,4 +1,4 @@
-"""Grid parsing and order, config validation and round trip, arrival schedules, resume config merging."""
+"""Grid parsing and order, config validation and round trip, resume config merging."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import dataclasses
 import json
 import math
 
-import numpy as np
 import pytest
 
-from specbench.bench.arrivals import arrival_offsets
 from specbench.bench.grid import build_grid, run_groups
 from specbench.bench.resume import resume_config
 from specbench.bench.validate import validate_config
@@ -97,19 +95,6 @@ def test_config_round_trips_through_json():
     assert SweepConfig.from_dict(stored) == config
     finite = dataclasses.replace(config, request_rate=2.5)
     assert SweepConfig.from_dict(json.loads(json.dumps(finite.to_dict()))) == finite
-
-
-def test_arrivals():
-    assert arrival_offsets(3, math.inf, 1.0, seed=0) == [0.0, 0.0, 0.0]
-    offsets = arrival_offsets(4000, 10.0, 1.0, seed=1)
-    gaps = np.diff(offsets)
-    assert offsets[0] == 0.0 and np.all(gaps >= 0)
-    assert gaps.mean() == pytest.approx(0.1, rel=0.08)
-    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.1)  # exponential: cv 1
-    bursty = np.diff(arrival_offsets(4000, 10.0, 0.25, seed=1))
-    assert bursty.mean() == pytest.approx(0.1, rel=0.15)
-    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.15)  # gamma shape a: cv 1/sqrt(a)
-    assert arrival_offsets(50, 10.0, 1.0, seed=3) == arrival_offsets(50, 10.0, 1.0, seed=3)
 
 
 def _write_run(tmp_path, config: SweepConfig):

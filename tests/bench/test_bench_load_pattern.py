@@ -26,6 +26,20 @@ def test_fixed_rate_matches_the_mean_gap_and_count():
     assert list(LoadPattern(math.inf, 1.0, None, None, None).offsets(3, seed=0)) == [0.0, 0.0, 0.0]
 
 
+def test_fixed_rate_gaps_are_gamma_with_burstiness_as_shape():
+    """Gamma gaps of mean 1 / rate: shape 1 is a Poisson process (cv 1), shape a has cv 1 / sqrt(a); a seed
+    fixes the schedule."""
+    def gaps(burstiness: float) -> np.ndarray:
+        offsets = list(LoadPattern(10.0, burstiness, None, None, None).offsets(4000, seed=1))
+        return np.diff(offsets)
+    poisson, bursty = gaps(1.0), gaps(0.25)
+    assert np.all(poisson >= 0) and np.all(bursty >= 0)
+    assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.1)
+    assert bursty.mean() == pytest.approx(0.1, rel=0.15)
+    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.15)
+    pattern = LoadPattern(10.0, 1.0, None, None, None)
+    assert list(pattern.offsets(50, seed=3)) == list(pattern.offsets(50, seed=3))
+
 def test_linear_ramp_by_request_index_goes_from_start_to_end_rate():
     pattern = LoadPattern(math.inf, 1.0, None, 2.0, 20.0)
     assert pattern.is_ramp and pattern.is_scheduled

@@ -38,7 +38,7 @@ from specbench.kernels.moe_tiles import (
     token_bucket,
 )
 
-from specbench.bench.moe_shapes import real_shapes
+from specbench.perf.moe_shapes import real_shapes
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_config import MoeConfig
 from specbench.models.moe_routing import ExpertRouting

@@ -1,5 +1,5 @@
 """scripts/bench_gpu.py's `moe` suite: MoE targets at real shapes (dummy weights) against the floor of the bytes each
-step actually reads (specbench/bench/moe_floor.py), verify against decode, an EAGLE-3-shaped head with synthetic
+step actually reads (specbench/perf/moe_floor.py), verify against decode, an EAGLE-3-shaped head with synthetic
 acceptance, and HF transformers generate on the same shapes.
 
 Per target, one engine (EAGLE-3 head loaded; plain rows run at k = 0):
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from specbench.bench.gpu_perf import DecodeRow, measure_decode, weight_bytes
-from specbench.bench.moe_floor import ModelBytes, StepBytes, mean_step_bytes, model_bytes
-from specbench.bench.moe_routing_probe import ExpertCounts, probe_active_experts
-from specbench.bench.moe_targets import MoeBenchTarget, resolve_target
+from specbench.perf.gpu_perf import DecodeRow, measure_decode, weight_bytes
+from specbench.perf.moe_floor import ModelBytes, StepBytes, mean_step_bytes, model_bytes
+from specbench.perf.moe_routing_probe import ExpertCounts, probe_active_experts
+from specbench.perf.moe_targets import MoeBenchTarget, resolve_target
 
 VERIFY_STEPS = 3  # k: a verify forward takes k + 1 tokens per request
 VERIFY_CONCURRENCIES = (1, 16)
@@ -139,7 +139,7 @@ def engine_rows(put, target: MoeBenchTarget, run: MoeRun, bandwidth_gbps: float,
 
 
 def hf_rows(put, target: MoeBenchTarget, run: MoeRun) -> None:
-    from specbench.bench.hf_baseline import run_hf_baseline
+    from specbench.perf.hf_baseline import run_hf_baseline
     from specbench.models.loader import parse_dtype
 
     out = run_hf_baseline(target.config, batch_sizes=list(run.concurrency), prompt_len=run.prompt_len,

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from specbench import LLM
-from specbench.bench import moe_targets
-from specbench.bench.gpu_table import render
-from specbench.bench.hf_baseline import build_hf_model, hf_gpt_oss_config, hf_qwen3_moe_config
-from specbench.bench.moe_floor import ModelBytes, mean_decode_context, mean_step_bytes, model_bytes
-from specbench.bench.moe_perf import MoeRun, moe_suite
-from specbench.bench.moe_routing_probe import probe_active_experts
-from specbench.bench.moe_targets import cut_layers, gpt_oss_20b_standin, resolve_target
+from specbench.perf import moe_targets
+from specbench.perf.gpu_table import render
+from specbench.perf.hf_baseline import build_hf_model, hf_gpt_oss_config, hf_qwen3_moe_config
+from specbench.perf.moe_floor import ModelBytes, mean_decode_context, mean_step_bytes, model_bytes
+from specbench.perf.moe_perf import MoeRun, moe_suite
+from specbench.perf.moe_routing_probe import probe_active_experts
+from specbench.perf.moe_targets import cut_layers, gpt_oss_20b_standin, resolve_target
 from specbench.errors import SpecbenchError
 from specbench.models.moe_config import MoeConfig
 from specbench.models.presets import get_preset

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specbench.bench.moe_table import render_moe
-from specbench.bench.tree_table import render_tree
+from specbench.perf.moe_table import render_moe
+from specbench.perf.tree_table import render_tree
 
 
 def _row(cells) -> str:

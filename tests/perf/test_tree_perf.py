@@ -1,4 +1,4 @@
-"""The GPU benchmark's tree rows (bench/tree_perf.py, bench/tree_table.py) on CPU with a tiny dummy target and
+"""The GPU benchmark's tree rows (perf/tree_perf.py, perf/tree_table.py) on CPU with a tiny dummy target and
 EAGLE-3 head: every row runs on one engine at its own rates, tree rows take tree rounds with synthetic verify, the
 calibrated acceptance lengths are the documented ones, and the table prints the definition and the targets."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from specbench import LLM
-from specbench.bench.gpu_table import render
-from specbench.bench.tree_perf import (
+from specbench.perf.gpu_table import render
+from specbench.perf.tree_perf import (
     ENGINE_RATES,
     MAX_STEPS,
     TREE_SETTINGS,

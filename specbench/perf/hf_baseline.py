@@ -1,6 +1,6 @@
 """HuggingFace transformers `generate` on specbench's dummy model shapes: the baseline specbench is compared with.
 
-`python -m specbench.bench.hf_baseline --preset llama-3.1-8b --batch-sizes 1,16,64 --cache dynamic --json OUT`
+`python -m specbench.perf.hf_baseline --preset llama-3.1-8b --batch-sizes 1,16,64 --cache dynamic --json OUT`
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def format_table(results: list[HFBaselineResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specbench.bench.hf_baseline", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m specbench.perf.hf_baseline", description=__doc__)
     parser.add_argument("--preset", default="llama-3.1-8b")
     parser.add_argument("--batch-sizes", default="1,16,64", help="comma-separated")
     parser.add_argument("--prompt-len", type=int, default=128)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from specbench.bench.gpu_perf import DecodeRow, measure_decode
+from specbench.perf.gpu_perf import DecodeRow, measure_decode
 from specbench.speculation.draft_shape import CHAIN, DraftShape
 from specbench.speculation.synthetic_tree import (
     DEFAULT_RANK_DECAY,

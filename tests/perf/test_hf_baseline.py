@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from specbench.bench.hf_baseline import (
+from specbench.perf.hf_baseline import (
     build_hf_model,
     greedy_generate,
     hf_llama_config,

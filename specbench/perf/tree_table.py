@@ -1,9 +1,9 @@
-"""The tree rows of scripts/bench_gpu.py (bench/tree_perf.py) as a BENCHMARKS.md table, with issue 28's speed
+"""The tree rows of scripts/bench_gpu.py (perf/tree_perf.py) as a BENCHMARKS.md table, with issue 28's speed
 targets met or missed (missing sections are skipped)."""
 
 from __future__ import annotations
 
-from specbench.bench.tree_perf import TARGETS
+from specbench.perf.tree_perf import TARGETS
 
 DEFINITION = ("Synthetic acceptance (forced, output NOT lossless). Chain: draft i accepted at the unconditional rate "
               "p_i. Tree: the rank-r child (among siblings, by the drafter's score) at depth d of a node on the true "

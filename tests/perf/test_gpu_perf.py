@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specbench import LLM
-from specbench.bench.gpu_perf import GraphsOff, measure_decode
-from specbench.bench.gpu_table import render
+from specbench.perf.gpu_perf import GraphsOff, measure_decode
+from specbench.perf.gpu_table import render
 from specbench.models.presets import get_preset
 from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
 

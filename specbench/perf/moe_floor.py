@@ -5,11 +5,11 @@ A step reads
 - every dense weight once: attention, norms, routers, dense MLPs, shared experts, the LM head;
 - of an untied embedding table only the rows of the step's tokens (a tied table is the LM head: read whole);
 - of each MoE layer only the experts the step's tokens were routed to, counted from the router's own choices
-  (specbench/bench/moe_routing_probe.py): the distinct experts of that layer in that step;
+  (specbench/perf/moe_routing_probe.py): the distinct experts of that layer in that step;
 - the K/V of every request, within each layer's window.
 Writes (the step's own K/V rows, activations) are left out: kilobytes against gigabytes.
 
-The dense rows' floor (specbench/bench/gpu_perf.py) counts every weight, the embedding table included; on a MoE
+The dense rows' floor (specbench/perf/gpu_perf.py) counts every weight, the embedding table included; on a MoE
 target that would count experts nobody reads, so these rows use this one.
 """
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.bench.gpu_perf import GraphsOff, random_prompts
+from specbench.perf.gpu_perf import GraphsOff, random_prompts
 from specbench.sampling_params import SamplingParams
 
 
