@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from specbench.check.path_log import PathLog
+from specbench.check.result import NOT_COVERED
 from specbench.config import EngineConfig
 from specbench.faults import injection
 from specbench.llm import LLM
@@ -80,7 +81,7 @@ def num_preemptions(llm: LLM) -> int:
 
 
 class PreemptionCoverage(NamedTuple):
-    is_missing: bool  # the run was meant to preempt, could have, and did not: the check row fails
+    is_missing: bool  # the run was meant to preempt and did not: the row says so (NOT_COVERED), it does not fail
     note: str  # for the row's detail; "" when it preempted
 
 
@@ -93,5 +94,7 @@ def preemption_coverage(llm: LLM) -> PreemptionCoverage:
         return PreemptionCoverage(False, "")
     if llm.engine.scheduler.kv_windows:
         return PreemptionCoverage(False, "no pool can force preemption here (every layer windowed: blocks are "
-                                         "released as requests grow): preemption not covered")
-    return PreemptionCoverage(True, "the forced-preemption run preempted nothing: preemption not covered (FAIL)")
+                                         f"released as requests grow): {NOT_COVERED}")
+    return PreemptionCoverage(True, f"the forced-preemption run preempted nothing (too few or too short requests to "
+                                    f"overfill a pool each can finish in: more --max-tokens): {NOT_COVERED}")
+

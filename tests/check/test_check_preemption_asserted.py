@@ -1,6 +1,7 @@
 """Issue 40: `specbench check` printed "with forced preemption (0 preemptions)" and passed. Its prompts are text, and
 the forced-preemption pool was sized by their characters, so it held every request with room to grow. The pool is
-now sized in tokens, and a run meant to force preemption that preempted nothing fails its check row, saying so."""
+now sized in tokens, and a run meant to force preemption that preempted nothing says so in its row and in a warning
+under the table (not a failure: the engine did nothing wrong; the harness could not create the condition)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,15 @@ def test_text_prompts_are_sized_in_tokens_so_the_pool_preempts(sensitive_pairs):
     assert result.passed and num > 0, result.detail
 
 
-def test_a_forced_preemption_run_without_a_preemption_fails_the_row(sensitive_pairs):
+def test_a_forced_preemption_run_without_a_preemption_says_it_is_not_covered(sensitive_pairs):
+    from specbench.check.result import format_table
+
     one = _text_setup(sensitive_pairs(0), prompts=("Natalia sold clips to 48 of her friends.",))
     result = check_greedy(one)  # one request alone: no pool it can finish in can preempt it
-    assert not result.passed, result.detail
-    assert "with forced preemption (0 preemptions)" in result.detail and "preemption not covered" in result.detail
-    assert "1/1 requests identical" in result.detail  # the outputs are fine: the coverage claim is what fails
+    assert result.passed, result.detail  # the outputs are fine
+    assert "with forced preemption (0 preemptions)" in result.detail and "preemption NOT covered" in result.detail
+    assert "1/1 requests identical" in result.detail
+    assert format_table([result]).splitlines()[-1].startswith("WARNING: preemption NOT covered in greedy")
 
 
 def test_a_windowed_plain_engine_says_preemption_is_not_covered_without_failing(tmp_path):
@@ -42,4 +46,4 @@ def test_a_windowed_plain_engine_says_preemption_is_not_covered_without_failing(
     result = check_greedy(setup)
     assert result.passed, result.detail
     assert "(0 preemptions)" in result.detail and "every layer windowed" in result.detail
-    assert "preemption not covered" in result.detail
+    assert "preemption NOT covered" in result.detail
