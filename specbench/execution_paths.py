@@ -74,7 +74,7 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
                   "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)",
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/verify/tree.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),
     ExecutionPath("tree.device_layout", "tree verify input laid out on the device from the drafters' uniform trees, "
                   "no host read (engine/tree_inputs.py build_uniform_tree_verify_input)", ("cpu", "cuda"),
@@ -116,10 +116,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "tree verify and draft steps on the torch backend)", ("cpu",), DRAFTS_TREES),
     ExecutionPath("attention.tree_triton", "tree-masked attention of tree verifies and tree draft steps, Triton "
                   "bitmask kernel (kernels/tree_attention.py)", ("cuda",), DRAFTS_TREES),
-    ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
+    ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verify/chain.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
-    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "
-                  "trees per (depth, rank) (speculation/synthetic_tree.py; --synthetic-acceptance, not lossless)",
+    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic/chain.py) and "
+                  "trees per (depth, rank) (speculation/synthetic/tree.py; --synthetic-acceptance, not lossless)",
                   (), SPECULATIVE),
 )
 

@@ -72,7 +72,7 @@ FAULT_CALLERS = frozenset({"check", "selftest", "cli"})
 
 @dataclass(frozen=True)
 class Import:
-    source: str  # importing module, e.g. "specbench.speculation.verify_triton"
+    source: str  # importing module, e.g. "specbench.speculation.verify.chain_triton"
     target: str  # imported module or name, e.g. "specbench.kernels.verify_kernels"
     path: str  # file, relative to the repo root
     line: int
@@ -163,7 +163,7 @@ def walk(repo: Path = REPO) -> tuple[set[str], list[Import]]:
 
 
 def unit_of(name: str, units: set[str]) -> str | None:
-    """specbench.speculation.eagle.proposer -> spec; specbench -> specbench (the root); outside specbench -> None."""
+    """specbench.speculation.tree.kv -> speculation; specbench -> specbench (the root); outside specbench -> None."""
     parts = name.split(".")
     if parts[0] != "specbench":
         return None
@@ -337,12 +337,12 @@ def test_the_generic_request_carries_no_proposer_state():
 
 
 def test_kernels_and_their_launchers_import_no_private_helpers():
-    """The Triton code (kernels/ and every module that launches it, e.g. speculation/verify_triton.py) shares the torch
-    reference's helpers through their public names."""
+    """The Triton code (kernels/ and every module that launches it, e.g. speculation/verify/chain_triton.py) shares
+    the torch reference's helpers through their public names."""
     modules, found, _ = _real_graph()
     launchers = {imp.source for imp in found if imp.target.startswith("specbench.kernels")}
     hits = [imp.describe() for imp in found
             if imp.source in launchers | {m for m in modules if m.startswith("specbench.kernels")}
             and imp.target.startswith("specbench.") and imp.target.rsplit(".", 1)[-1].startswith("_")]
-    assert "specbench.speculation.verify_triton" in launchers
+    assert "specbench.speculation.verify.chain_triton" in launchers
     assert not hits, hits

@@ -16,7 +16,7 @@ import torch
 from specbench.check.fresh_forward import fresh_cache, query_metadata
 from specbench.check.target_features import TargetFeatureCache
 from specbench.speculation.draft_records import DraftStepRecord, group_rounds
-from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
+from specbench.speculation.drafters.mtp.multi_module import MultiModuleMtpProposer
 
 
 def eagle_prefix(proposer, committed: tuple[int, ...], features: torch.Tensor, num_extra: int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
 from specbench.speculation.capabilities import HasDraftKV
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 
 class CatchupSeesRejected(Mutant):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, recapture_draft_graphs, wrap_method
 from specbench.models import decode_gemv
-from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
 
 class FusedHeadRopeShift(PathMutant):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.engine.stats import RequestStats
-from specbench.speculation.tree_stats import TreeAcceptanceCounts
+from specbench.speculation.verify.tree_stats import TreeAcceptanceCounts
 
 
 @dataclass(frozen=True, slots=True)

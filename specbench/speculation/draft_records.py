@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from specbench.speculation.tree_records import TreeRoundRecord
+    from specbench.speculation.tree.records import TreeRoundRecord
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class DraftStepRecord:
 @dataclass
 class DraftRecorder:
     """Collects the draft steps of one engine run, in the order the proposer drafted them (the oracle owns it): chain
-    rounds' steps, and tree rounds whole (speculation/tree_records.py)."""
+    rounds' steps, and tree rounds whole (speculation/tree/records.py)."""
 
     steps: list[DraftStepRecord] = field(default_factory=list)
     trees: list[TreeRoundRecord] = field(default_factory=list)

@@ -6,7 +6,7 @@ from specbench import LLM
 from specbench.bench.gpu_perf import GraphsOff, measure_decode
 from specbench.bench.gpu_table import render
 from specbench.models.presets import get_preset
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 
 def test_measure_decode_and_table(tmp_path):

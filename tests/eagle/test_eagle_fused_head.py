@@ -23,9 +23,9 @@ from specbench.speculation.registry import path_names  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import get_preset  # noqa: E402
 from specbench.models.fused_kernels import set_policy  # noqa: E402
-from specbench.speculation.eagle.config import EAGLE1, EAGLE3_SPECULATORS, EagleHeadConfig  # noqa: E402
-from specbench.speculation.eagle.head import EagleHead, HeadShape  # noqa: E402
-from specbench.speculation.mtp.head import MtpHead, mtp_head_config  # noqa: E402
+from specbench.speculation.drafters.eagle.config import EAGLE1, EAGLE3_SPECULATORS, EagleHeadConfig  # noqa: E402
+from specbench.speculation.drafters.eagle.head import EagleHead, HeadShape  # noqa: E402
+from specbench.speculation.drafters.mtp.head import MtpHead, mtp_head_config  # noqa: E402
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 12
