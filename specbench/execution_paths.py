@@ -70,7 +70,8 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/step_loop.py)",
                   ("cpu", "cuda"), SPECULATIVE),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD, needs_cuda=True),
+                  "(engine/step_loop.py, speculation/drafters/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD,
+                  needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
                   "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),

@@ -1,5 +1,5 @@
-"""Draft heads on the fused projections (speculation/eagle/fused_head.py) == the eager heads (fp32, interpreted on
-CPU): EAGLE-3 (both residual conventions), EAGLE-1 (biased fc, identity first norm) and MTP, over a catch-up of
+"""Draft heads on the fused projections (speculation/drafters/eagle/fused_head.py) == the eager heads (fp32, interpreted
+on CPU): EAGLE-3 (both residual conventions), EAGLE-1 (biased fc, identity first norm) and MTP, over a catch-up of
 several queries then one-query draft steps, for one request and a batch of two; the outputs and the K/V the
 heads leave in their caches agree, and the fused run records `eagle.fused_head` (the eager one never)."""
 

@@ -48,20 +48,20 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
     # The EAGLE round machinery's paths (MTP runs the target's MTP module through it: a subclass).
     execution_paths = (
         ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
-                      "(speculation/eagle/proposer.py)", ("cpu", "cuda")),
+                      "(speculation/drafters/eagle/proposer.py)", ("cpu", "cuda")),
         ExecutionPath("eagle.step_graph", "EAGLE draft step of a phase-by-phase round replayed from a CUDA graph "
-                      "(speculation/eagle/proposer.py)", ("cuda",), needs_cuda=True),
+                      "(speculation/drafters/eagle/proposer.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.fused_head", "draft head's input side on the fused projections: EAGLE-3's fc and "
                       "2H-wide first layer (paired norms, q/k/v + RoPE + K/V store), EAGLE-1's fc, MTP's eh_proj "
-                      "(speculation/eagle/fused_head.py)", ("cuda",)),
+                      "(speculation/drafters/eagle/fused_head.py)", ("cuda",)),
         ExecutionPath("eagle.tree_graph", "EAGLE tree draft (root top-k, every draft step over the frontier, the budget "
                       "cut) replayed from one CUDA graph per batch bucket and tree plan, after an eager catch-up "
                       "(speculation/tree/graph.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.tree_round_graph", "whole EAGLE tree round (catch-up padded to depth + 1, then the tree "
                       "draft) replayed from one CUDA graph per batch bucket and tree plan "
-                      "(speculation/eagle/tree_round_graph.py)", ("cuda",), needs_cuda=True),
+                      "(speculation/drafters/eagle/tree_round_graph.py)", ("cuda",), needs_cuda=True),
         ExecutionPath("eagle.round_graph", "whole EAGLE round replayed from one CUDA graph, input built on the host "
-                      "(speculation/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
+                      "(speculation/drafters/eagle/round_graph.py)", ("cuda",), needs_cuda=True),
     )
 
     def __init__(self, loaded: LoadedEagleHead, block_size: int, device: torch.device,

@@ -1,4 +1,5 @@
-"""The MTP module as a draft head with its own paged KV: the EAGLE proposer's interface (speculation/eagle/head.py).
+"""The MTP module as a draft head with its own paged KV: the EAGLE proposer's interface
+(speculation/drafters/eagle/head.py).
 
 One step at position p: x = eh_proj([enorm(embedding of the token at p + 1); hnorm(hidden at p)]) (embedding first,
 as DeepSeek-V3, GLM-4.5 and Qwen3-Next store eh_proj / fc), then one decoder layer of the target's shapes (MoE when
@@ -44,7 +45,8 @@ def mtp_head_config(target: ModelConfig, num_modules: int = 1) -> MtpHeadConfig:
 
 class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
     """Parameters start uninitialized (meta -> empty): the loader fills them. Its fused policy (set_policy) covers
-    eh_proj and its norms (speculation/eagle/fused_head.py); the decoder layer takes decode_gemv like the target's."""
+    eh_proj and its norms (speculation/drafters/eagle/fused_head.py); the decoder layer takes decode_gemv like the
+    target's."""
 
     is_eagle3 = False  # the EAGLE round graphs' question: the catch-up buffer holds H-wide hidden states
 

@@ -22,7 +22,7 @@ DUMMY_SEED_OFFSET = 1_000_003  # the dummy module's weights never replay the dum
 class LoadedMtpHead:
     head: MtpHead  # module 0 (the catch-up's and draft step 0's)
     checkpoint: MtpCheckpoint | None  # module 0's; None: a dummy target's random module
-    num_modules: int  # modules the target config declares, all run (speculation/mtp/multi_module.py)
+    num_modules: int  # modules the target config declares, all run (speculation/drafters/mtp/multi_module.py)
     modules: tuple[MtpHead, ...] = ()  # [num_modules] module i at index i (modules[0] is head); () = (head,)
     method: str = "mtp"
     # The target's final normed hidden state, as transformers' MTP generation, vLLM and SGLang feed it.
