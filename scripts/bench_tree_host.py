@@ -41,7 +41,7 @@ from specbench.speculation.synthetic.tree import (
 from specbench.speculation.tree.draft_tree import DraftTree, tree_from_parents
 from specbench.speculation.tree.kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
 from specbench.speculation.tree.padded import pad_tree
-from specbench.speculation.tree.propose import TreePlan
+from specbench.speculation.tree.plan import TreePlan
 from specbench.speculation.verify.tree_stats import round_counts
 from specbench.speculation.verify.tree import TreeVerifyResult, verify_tree
 from specbench.speculation.verify.tree_batched import verify_tree_batched

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.speculation.tree.records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 Branch = tuple[int, ...]  # drafter-vocabulary tokens from the root's child down to a node; () = the root
 

@@ -18,7 +18,7 @@ import torch
 
 from specbench.check.eagle_oracle import eagle_chain_step, eagle_prefix
 from specbench.check.fresh_forward import fresh_cache, query_metadata
-from specbench.speculation.tree.records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 Branch = tuple[int, ...]  # drafter-vocabulary tokens from the root's child down to a node; () = the root
 

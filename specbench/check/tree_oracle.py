@@ -20,7 +20,7 @@ from specbench.check.target_features import TargetFeatureCache
 from specbench.check.tree_choice import choice_errors, shape_errors
 from specbench.check.tree_laws import draft_lm_laws, eagle_laws
 from specbench.speculation.capabilities import ConsumesTargetFeatures
-from specbench.speculation.tree.records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 TREE_ROUND = " tree round at position "  # every mismatch line names its round so (check/oracle.py tallies kinds)
 

@@ -36,7 +36,7 @@ from specbench.speculation.synthetic.tree import synthetic_tree_verify
 from specbench.speculation.tree.draft_tree import DraftTree, TreeShapeError
 from specbench.speculation.tree.kv import move_slots_all_layers, padded_path_moves
 from specbench.speculation.tree.padded import PaddedTree, pad_tree, path_shape
-from specbench.speculation.tree.propose import TreePlan, tree_plan
+from specbench.speculation.tree.plan import TreePlan, tree_plan
 from specbench.speculation.verify.tree_stats import path_round_counts
 from specbench.speculation.verify.tree import TreeVerifyResult
 from specbench.speculation.verify.tree_batched import verify_tree_batched

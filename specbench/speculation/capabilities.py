@@ -27,7 +27,7 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 if TYPE_CHECKING:
     from specbench.runtime.cuda_graph import GraphPlan
     from specbench.speculation.draft_records import DraftRecorder
-    from specbench.speculation.tree.propose import TreePlan
+    from specbench.speculation.tree.plan import TreePlan
 
 
 class Proposer(ABC):

@@ -32,7 +32,8 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.speculation.capabilities import DraftsAhead, DraftsTrees, Proposer
 from specbench.speculation.drafters.draft_model import DraftModelProposer, load_draft_proposer
 from specbench.speculation.drafters.eagle.proposer import EagleProposer, load_eagle_proposer
-from specbench.speculation.drafters.mtp.proposer import MtpProposer, load_mtp_proposer
+from specbench.speculation.drafters.mtp.loader import load_mtp_proposer
+from specbench.speculation.drafters.mtp.proposer import MtpProposer
 from specbench.speculation.drafters.ngram import NgramProposer
 
 if TYPE_CHECKING:

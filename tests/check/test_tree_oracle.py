@@ -30,12 +30,9 @@ from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import LAYER_INDEX, build_mtp_target
 from specbench.speculation.draft_records import DraftRecorder
-from specbench.speculation.tree.device import (
-    StepLayout,
-    block_table_tensor,
-    grow_tree_on_device,
-)
-from specbench.speculation.tree.propose import TreePlan
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan
 from specbench.speculation.tree.records import TreeRoundTrace
 
 VOCAB = 7

@@ -12,7 +12,8 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 from specbench import LLM
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.speculation.drafters.eagle import proposer as eagle_proposer
-from specbench.speculation.tree.propose import TreePlan, grow_tree_reference
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 
 PLANS = [TreePlan(4, 4, 8), TreePlan(2, 3, 6), TreePlan(3, 2, 9)]
 

@@ -15,7 +15,7 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 from specbench import LLM, SamplingParams
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree.propose import tree_plan
+from specbench.speculation.tree.plan import tree_plan
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 VARIANT = "eagle3-speculators"

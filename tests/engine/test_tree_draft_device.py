@@ -12,7 +12,8 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 from specbench import LLM
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.speculation.drafters import draft_model
-from specbench.speculation.tree.propose import TreePlan, grow_tree_reference
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 
 
 def _llm(tiny_pair, **kw) -> LLM:

@@ -13,7 +13,7 @@ from specbench import LLM, SamplingParams
 from specbench.attention.invariants import InvariantViolation
 from specbench.faults.catalog import injection
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree.propose import tree_plan
+from specbench.speculation.tree.plan import tree_plan
 from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -11,7 +11,8 @@ from specbench.runtime.cuda_graph import GraphPlan
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 from specbench.speculation.drafters.eagle import proposer as eagle_proposer
-from specbench.speculation.tree.propose import TreePlan, grow_tree_reference
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 PLAN = TreePlan(4, 3, 8)

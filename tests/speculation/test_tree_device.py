@@ -9,12 +9,10 @@ import torch
 
 from specbench.speculation.draft_records import DraftRecorder
 from specbench.speculation.tree.builder import TopKTreeBuilder
-from specbench.speculation.tree.device import (
-    StepLayout,
-    block_table_tensor,
-    grow_tree_on_device,
-)
-from specbench.speculation.tree.propose import TreePlan, grow_tree_reference
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 from specbench.speculation.tree.records import TreeRoundTrace
 
 VOCAB = 11

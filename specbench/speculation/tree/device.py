@@ -10,7 +10,6 @@ prefix, its fed ancestors and itself; its RoPE position is prefix + s - 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,40 +19,11 @@ from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.attention.tree_mask import TreeMask
 from specbench.device_copy import to_device
 from specbench.speculation.tree.builder import Frontier, PaddedTree, TopKTreeBuilder
+from specbench.speculation.tree.plan import TreePlan, max_nodes
+from specbench.speculation.tree.step import GrownTree, RunTreeStep, StepLayout, TreeStepInput
 
 if TYPE_CHECKING:
     from specbench.speculation.tree.records import TreeRoundTrace
-
-
-@dataclass(frozen=True, slots=True)
-class StepLayout:
-    """Where a batch's tree rows go: fixed per round, read by every draft step."""
-
-    prefix: torch.Tensor  # [num_reqs] int64 (device), committed draft positions before the tree rows
-    block_tables: torch.Tensor  # [num_reqs, max_num_blocks] int32 (device)
-    block_size: int
-    max_seq_len: int  # host bound on every position the round reaches (RoPE tables; a graph's captured bound)
-    # [num_reqs] bool (device): False for a CUDA graph's padding request (writes nothing); None = every request real
-    is_real: torch.Tensor | None = None
-    # Host views for the metadata's host copies (eager rounds: the reference backends and the debug invariants read
-    # them); None inside a graph, whose metadata has none (runtime/cuda_graph.py StaticBuffers.metadata).
-    prefix_lens: tuple[int, ...] | None = None
-    read_back: bool = False  # debug invariants: copy the device-derived positions, slots and mask to the host (syncs)
-
-
-@dataclass(frozen=True, slots=True)
-class TreeStepInput:
-    """What a drafter runs at draft step `step` (1 <= step < depth), on either path (host reference or device)."""
-
-    step: int
-    frontier: Frontier  # the nodes fed this step, [num_reqs, num_frontier] each
-    md: AttentionMetadata  # num_reqs x num_frontier queries over the tree rows fed so far
-    parent_row: torch.Tensor  # [num_reqs, num_frontier] int64 tree row of each node's parent, -1 = the root
-    first_row: int  # the tree row of frontier node 0 (rows first_row .. first_row + num_frontier - 1)
-
-
-# run_step(inp) -> draft log-probs at each frontier node [num_reqs, num_frontier, V]
-RunTreeStep = Callable[[TreeStepInput], torch.Tensor]
 
 
 def block_table_tensor(block_tables, device: torch.device) -> torch.Tensor:  # [num_reqs, max_num_blocks] int32
@@ -149,24 +119,13 @@ def _host_copies(layout: StepLayout, positions: torch.Tensor, slots: torch.Tenso
                        tuple(map(tuple, layout.block_tables.tolist())), mask.cpu())
 
 
-@dataclass(frozen=True, slots=True)
-class GrownTree:
-    """One round's trees, every request the same node count (TopKTreeBuilder), in the drafter's vocabulary."""
-
-    token_ids: torch.Tensor  # [num_reqs, num_kept] int64, node order (parents first)
-    parent: torch.Tensor  # [num_reqs, num_kept] int64, request-local parent node, -1 = child of the root
-    fed_row: torch.Tensor  # [num_reqs, num_kept] int64 tree row a draft step fed the node at, -1 = never fed
-
-
-def grow_tree_on_device(plan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep,
+def grow_tree_on_device(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, run_step: RunTreeStep,
                         trace: TreeRoundTrace | None = None) -> GrownTree:
     """tree.propose.grow_tree on the device: the root's top-k children, then `plan.depth - 1` draft steps over the
     frontier, then the budget cut, all with fixed-shape device ops (`run_step` must add no sync either for the round
     to be capturable). `root_log_probs` [num_reqs, V]; token ids are the drafter's vocabulary. `trace`: the draft
     oracle's recording of an eager round (speculation/tree/records.py: device copies per step, one read back at the
     end), None unless a recorder is attached: a graph's capture and production rounds pass None."""
-    from specbench.speculation.tree.propose import max_nodes
-
     num_reqs = root_log_probs.shape[0]
     device = root_log_probs.device
     builder = TopKTreeBuilder(num_reqs, plan.topk, plan.num_draft_tokens, device)
@@ -186,8 +145,3 @@ def grow_tree_on_device(plan, root_log_probs: torch.Tensor, layout: StepLayout, 
     if trace is not None:
         trace.finish(root_log_probs, grown)
     return grown
-
-
-# grow(plan, root_log_probs, layout, run_step, trace): grow_tree_on_device, or tree.propose.grow_tree_reference (the
-# host reference tests run in its place)
-GrowTree = Callable[..., GrownTree]

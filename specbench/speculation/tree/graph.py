@@ -19,8 +19,8 @@ import torch
 
 from specbench.execution_paths import PathRecorder
 from specbench.runtime.cuda_graph import GraphPlan, batch_buckets, capture_graph
-from specbench.speculation.tree.device import StepLayout
-from specbench.speculation.tree.propose import TreePlan, kv_rows
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan, kv_rows
 
 # draft(roots, layout) -> the round's outputs, each [bucket, ...]; `roots` [bucket, width] each; must not sync
 TreeDraftFn = Callable[[tuple[torch.Tensor, ...], StepLayout], tuple[torch.Tensor, ...]]

@@ -1,64 +1,27 @@
-"""What a tree round drafts and where the drafter's own steps store and see their nodes.
+"""Growing a round's trees on the host, and tree proposals as DraftTrees.
 
-`TreePlan`: a round's tree shape from the run's DraftShape and k (tree depth = k draft steps; node budget
-`num_draft_tokens`, default every candidate the steps create, as DraftShape defines None). `TreeSteps`: the
-frontier nodes a drafter feeds in one round, built on the host: the readable reference of the device path the
-drafters run (tree/device.py: the same rows, masks, positions and slots by tensor ops, capturable in a CUDA
-graph). Draft step s (1 <= s < depth) feeds the frontier chosen by step
+`TreeSteps`: the frontier nodes a drafter feeds in one round, built on the host: the readable reference of the device
+path the drafters run (tree/device.py: the same rows, masks, positions and slots by tensor ops, capturable in a CUDA
+graph). Draft step s (1 <= s < depth, plan.py) feeds the frontier chosen by step
 s - 1 (its nodes all sit at depth s - 1) as `topk` queries per request; their KV is stored as *tree rows* right
 after the drafter's committed prefix, in feed order (row i at prefix + i: scratch the next catch-up overwrites, or
 moved into place when accepted), and each query sees the prefix, its fed ancestors and itself, never a sibling or
 cousin (attention/tree_mask.py). The RoPE position of a step-s query is prefix + s - 1, the position its token has
 on its own branch: the same attention a chain along that branch computes.
-
-KV a tree round writes beyond the newest committed token (`kv_rows`): the target's verify stores the root and
-`num_draft_tokens` nodes at newest .. newest + num_draft_tokens; the drafter's tree rows reach
-prefix - 1 + (depth - 1) * topk, prefix being newest + 1 (draft LM) or newest (EAGLE/MTP).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.tree_mask import build_tree_metadata
-from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.proposer import DraftProposal
 from specbench.speculation.tree.draft_tree import DraftTree, tree_from_parents
 from specbench.speculation.tree.builder import Frontier, TopKTreeBuilder
-from specbench.speculation.tree.device import GrownTree, RunTreeStep, StepLayout, TreeStepInput
+from specbench.speculation.tree.plan import TreePlan
 from specbench.speculation.tree.records import TreeRoundTrace
-
-
-@dataclass(frozen=True, slots=True)
-class TreePlan:
-    topk: int  # children per frontier node and frontier size per step
-    depth: int  # draft steps, = the deepest a path can go (<= k)
-    num_draft_tokens: int  # nodes kept per request (the root excluded)
-
-
-def max_nodes(topk: int, depth: int) -> int:
-    """Candidates a TopKTreeBuilder creates in `depth` steps: topk on the root, then topk * topk per step."""
-    return topk + (depth - 1) * topk * topk if depth > 0 else 0
-
-
-def tree_plan(shape: DraftShape, num_steps: int) -> TreePlan:
-    every = max_nodes(shape.eagle_topk, num_steps)
-    budget = every if shape.num_draft_tokens is None else min(shape.num_draft_tokens, every)
-    return TreePlan(shape.eagle_topk, num_steps, budget)
-
-
-def kv_rows(plan: TreePlan) -> int:
-    """KV positions after the newest committed token a tree round of `plan` may write (target or drafter)."""
-    return max(plan.num_draft_tokens, (plan.depth - 1) * plan.topk)
-
-
-def tree_reach(plan: TreePlan) -> int:
-    """Positions past a drafter's committed prefix its tree draft steps reach: RoPE positions up to depth - 1,
-    stored tree rows up to (depth - 1) * topk (the bound of the steps' max_seq_len)."""
-    return max(plan.depth, (plan.depth - 1) * plan.topk)
+from specbench.speculation.tree.step import GrownTree, RunTreeStep, StepLayout, TreeStepInput
 
 
 def proposal_from_tree(tree: DraftTree) -> DraftProposal:

@@ -1,6 +1,7 @@
-"""What the draft oracle records of a tree round (check/tree_oracle.py): per request, the tree the drafter kept, the
-frontier nodes it fed (their branches, as the builder names them; the parent row each draft step was handed; the tree
-rows the step's mask let each see), and its log-probs at the root and at every fed node.
+"""How a tree round is recorded for the draft oracle (check/tree_oracle.py): per request a `TreeRoundRecord`
+(draft_records.py), the tree the drafter kept, the frontier nodes it fed (their branches, as the builder names them; the
+parent row each draft step was handed; the tree rows the step's mask let each see), and its log-probs at the root and at
+every fed node.
 
 `TreeRoundTrace` is the observer a proposer hands to the tree growth (tree.device.grow_tree_on_device, the device
 path production runs; the host reference tree.propose.grow_tree_reference takes it too) only while a recorder is
@@ -16,31 +17,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specbench.speculation.draft_records import DraftRecorder
+from specbench.speculation.draft_records import DraftRecorder, TreeRoundRecord
 
 if TYPE_CHECKING:
     from specbench.speculation.proposer import ProposeInput
-    from specbench.speculation.tree.device import GrownTree, TreeStepInput
-    from specbench.speculation.tree.propose import TreePlan
-
-
-@dataclass(frozen=True)
-class TreeRoundRecord:
-    """One request's tree round as the drafter produced it. Token ids are the drafter's vocabulary (what its
-    log-probs index); a branch is the tokens from the root's child down to a node."""
-
-    request_id: str
-    token_ids: tuple[int, ...]  # committed tokens; the newest (the tree's root) last
-    topk: int  # the round's plan: children per frontier node, frontier size per step
-    depth: int  # draft steps (the deepest a path can go)
-    num_draft_tokens: int  # node budget
-    node_token_ids: tuple[int, ...]  # [num_nodes] the kept tree, node order
-    parents: tuple[int, ...]  # [num_nodes] request-local parent node index, -1 = the root
-    fed_branches: tuple[tuple[int, ...], ...]  # [num_fed] branch of each fed node, in feed (tree row) order
-    fed_parent_rows: tuple[int, ...]  # [num_fed] the tree row of its parent the draft step was handed (-1: root)
-    fed_sees: tuple[tuple[int, ...], ...]  # [num_fed] the tree rows the draft step's mask lets each row see
-    root_log_probs: torch.Tensor  # [draft_vocab] float32 host: the drafter's log-probs after the committed tokens
-    fed_log_probs: torch.Tensor  # [num_fed, draft_vocab] float32 host: its log-probs at each fed node
+    from specbench.speculation.tree.plan import TreePlan
+    from specbench.speculation.tree.step import GrownTree, TreeStepInput
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,10 @@ from specbench.speculation.drafters.eagle.round_input import (
 )
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.drafters.step_plan import draft_step_metadata
-from specbench.speculation.tree.device import (
-    GrowTree, StepLayout, TreeStepInput, block_table_tensor, grow_tree_on_device,
-)
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import GrowTree, StepLayout, TreeStepInput
 from specbench.speculation.tree.graph import TreeDraftGraphs
-from specbench.speculation.tree.propose import TreePlan, tree_reach
+from specbench.speculation.tree.plan import TreePlan, tree_reach
 from specbench.speculation.tree.records import TreeRoundTrace, tree_trace
 
 

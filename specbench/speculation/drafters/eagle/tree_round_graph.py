@@ -11,9 +11,10 @@ import torch
 from specbench.runtime.cuda_graph import GraphPlan, GraphShape, StaticBuffers
 from specbench.speculation.drafters.eagle.round_graph import RoundInput
 from specbench.speculation.drafters.eagle.round_input import RoundFeatures
-from specbench.speculation.tree.device import StepLayout, grow_tree_on_device
+from specbench.speculation.tree.device import grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
 from specbench.speculation.tree.graph import TreeDraftGraphs
-from specbench.speculation.tree.propose import TreePlan
+from specbench.speculation.tree.plan import TreePlan
 
 
 class EagleTreeRoundGraphs:

@@ -1,4 +1,5 @@
-"""Load the target checkpoint's own MTP module as the `mtp` proposer's head (no --draft: the target ships it)."""
+"""Load the target checkpoint's own MTP module as the `mtp` proposer's head, and the proposer around it (no --draft:
+the target ships it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from specbench.models.partial_rotary import permuted_for_rope
 from specbench.speculation.drafters.eagle.loader import FINAL_HIDDEN
 from specbench.speculation.drafters.mtp.checkpoint import LAYER_INDEX, MtpCheckpoint, read_mtp_checkpoint
 from specbench.speculation.drafters.mtp.head import MtpHead, mtp_head_config
+from specbench.speculation.drafters.mtp.multi_module import MultiModuleMtpProposer
+from specbench.speculation.drafters.mtp.proposer import MtpProposer
 
 DUMMY_SEED_OFFSET = 1_000_003  # the dummy module's weights never replay the dummy target's stream
 
@@ -99,3 +102,16 @@ def _fill(head: MtpHead, ckpt: MtpCheckpoint) -> None:
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise SpecbenchError(f"{ckpt.path}: the {ckpt.dialect} MTP module {ckpt.module} lacks {missing[0]!r}{more}")
+
+
+def load_mtp_proposer(ctx) -> MtpProposer:
+    """The `mtp` proposer of a ProposerContext (speculation/registry.py): one module, or several chained."""
+    cfg = ctx.config
+    if cfg.draft:
+        raise SpecbenchError("method 'mtp' drafts with the target checkpoint's own MTP module; drop --draft")
+    loaded = load_mtp_head(ctx.target, attn_backend=ctx.attn_backend, dtype=ctx.dtype, device=ctx.device,
+                           allow_pickle=cfg.allow_pickle, seed=cfg.seed, fused_kernels=cfg.fused_kernels)
+    if loaded.num_modules > 1:
+        return MultiModuleMtpProposer(loaded, cfg.block_size, ctx.device, ctx.hooks,
+                                      debug_invariants=cfg.debug_invariants)
+    return MtpProposer(loaded, cfg.block_size, ctx.device, ctx.hooks, debug_invariants=cfg.debug_invariants)
