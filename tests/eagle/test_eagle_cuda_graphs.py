@@ -55,7 +55,7 @@ def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monk
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata", debug_invariants=False)
-    assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
+    assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.draft_graphs.steps.num_replays > 0
 
 
 def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir, prompt_ids, monkeypatch):

@@ -28,6 +28,7 @@ from specbench.speculation.capabilities import (
     CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
+from specbench.speculation.drafters.draft_graphs import DraftGraphs
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, logits_to_probs, sample_from_probs
 from specbench.speculation.drafters.step_plan import draft_step_metadata
@@ -91,11 +92,8 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         self._state: dict[str, _DraftState] = {}
         self.hooks = hooks
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
-        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
-        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
-        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
+        self.draft_graphs = DraftGraphs(hooks)  # draft-step graphs, the graph plan, the pause (draft_graphs.py)
         self.debug_invariants = debug_invariants  # the engine's: INV-REQ on every draft step
-        self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
         self.tree_graphs: dict[TreePlan, TreeDraftGraphs] = {}  # plan -> tree draft graphs (prepare_tree_draft_graphs)
 
     def kv_cache_spec(self) -> KVCacheSpec:
@@ -110,7 +108,7 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             return logits.argmax(dim=-1), None
         probs = logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
         ids = torch.where(st.is_greedy, logits.argmax(dim=-1), sample_from_probs(probs, st.generators))
-        return ids, probs  # the draft's vocabulary is the target's (checked at load)
+        return ids, self.hooks.draft_probs(logits, probs)  # the draft's vocabulary is the target's (checked at load)
 
     @torch.inference_mode()
     def propose(self, inp: ProposeInput) -> DraftProposal:
@@ -171,7 +169,8 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         block_tables = block_table_tensor(inp.block_tables, self.device)
         graphs = self.tree_graphs.get(plan)
         paths = self.model.attn_backend.paths
-        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
+        is_replayed = graphs is not None and self.draft_graphs.replays_trees(self._recorder is not None)
+        if is_replayed and graphs.fits(block_tables, prefix_lens):
             paths.record("draft.tree_graph")
             grown = GrownTree(*graphs.run((root_hidden,), prefix, block_tables))
         else:
@@ -208,14 +207,14 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
     def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
         """Capture the tree draft of `plan` for every batch bucket (once per plan; a no-op until CUDA graphs are
         enabled, for a plan without draft steps, or for hooks that draft phase by phase)."""
-        if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
+        if not self.draft_graphs.captures_tree(plan, self.tree_graphs):
             return
 
         def draft(roots, layout):
             grown = self.draft_tree(plan, roots[0], layout, grow_tree_on_device, check_metadata=False)
             return grown.token_ids, grown.parent, grown.fed_row
 
-        graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=1,
+        graphs = TreeDraftGraphs(draft, plan, self.draft_graphs.plan, num_roots=1,
                                  root_width=self.model.config.hidden_size, root_dtype=self.model.dtype,
                                  paths=self.model.attn_backend.paths)
         graphs.capture()
@@ -308,45 +307,33 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
         return DraftStepInput(step=j, input_ids=draft_ids[row_idx, j - 1], md=md, hidden_states=None, row_of_request=row_idx)
 
     def _step_logits(self, step: DraftStepInput) -> torch.Tensor:  # [num_reqs_in_step, draft_vocab] fp32
-        shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
         paths = self.model.attn_backend.paths
-        if shape is not None:
-            paths.record("draft.step_graph")
-            return self.step_graphs.replay(shape, step.input_ids, step.md, where=f"draft_step_{step.step}")[0]
-        paths.record("draft.eager_step")
-        out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{step.step}")
-        return self.model.compute_logits(out.hidden_states)
+
+        def eager() -> tuple[torch.Tensor]:
+            paths.record("draft.eager_step")
+            out = self.model(step.input_ids, step.md, self.kv_cache, phase=f"draft_step_{step.step}")
+            return (self.model.compute_logits(out.hidden_states),)
+
+        return self.draft_graphs.run_step(step.md, step.input_ids, None, eager, where=f"draft_step_{step.step}",
+                                          paths=paths, graph_path="draft.step_graph")[0]
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.runtime.cuda_graph import CudaGraphRunner
-
-        self._graph_plan = plan
         self.model.reserve_rope(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
             out = self.model(input_ids, md, self.kv_cache, phase="draft_step", check_metadata=False)
             return (self.model.compute_logits(out.hidden_states),)
 
-        self.step_graphs = CudaGraphRunner(forward, plan, name="draft_step", max_query_len=1,
-                                           check_metadata=self.model.attn_backend.begin_forward,
-                                           paths=self.model.attn_backend.paths)
-        self.step_graphs.capture(1)
+        self.draft_graphs.enable(plan, forward, name="draft_step",
+                                 check_metadata=self.model.attn_backend.begin_forward,
+                                 paths=self.model.attn_backend.paths)
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Nothing per k: every draft-decode step is one query per request, captured by enable_cuda_graphs."""
 
-    def _replays_tree_graphs(self) -> bool:
-        """Tree rounds may replay their graphs: not paused, no hooks that draft phase by phase, and no oracle
-        recorder attached (it records the eager run of the code the graphs captured: tree/records.py)."""
-        return not self._is_tree_paused and not self.hooks.eager_drafting and self._recorder is None
-
     def pause_step_graphs(self, is_paused: bool) -> None:
-        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
-        if is_paused and self.step_graphs is not None:
-            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
-        elif not is_paused and self._paused_step_graphs is not None:
-            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
+        self.draft_graphs.pause(is_paused)  # tree rounds draft eagerly too while paused (their graphs are kept)
 
     def attach_recorder(self, recorder: DraftRecorder | None) -> None:
         """Chain steps are recorded on whichever path drafts them (step graphs included); tree rounds skip their
@@ -366,12 +353,14 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             state = self._state.get(request_id)
             if state is None or state.num_written <= state.newest:
                 continue
+            self.hooks.draft_kv_written(request_id, state.num_written)
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached
 
     def free(self, request_id: str) -> None:
-        self._state.pop(request_id, None)
+        if not self.hooks.keeps_draft_state(request_id):
+            self._state.pop(request_id, None)
 
     def describe(self) -> dict[str, object]:
         cfg = self.model.config

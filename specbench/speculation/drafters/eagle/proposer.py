@@ -24,6 +24,7 @@ from specbench.speculation.capabilities import (
     CapturesDraftGraphs, CapturesTreeDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
+from specbench.speculation.drafters.draft_graphs import DraftGraphs
 from specbench.speculation.drafters.eagle.loader import LoadedEagleHead
 from specbench.speculation.drafters.eagle.ahead import AheadRecording, AheadState
 from specbench.speculation.drafters.eagle.round_graph import EagleRoundGraphs
@@ -78,10 +79,7 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         # checked against the device's (round_input.py, ahead.py).
         self.debug_invariants = debug_invariants
         self._recorder: DraftRecorder | None = None  # the draft oracle's (attach_recorder); None = off
-        self.step_graphs = None  # specbench.runtime.cuda_graph.CudaGraphRunner for draft-decode steps, or None
-        self._paused_step_graphs = None  # step_graphs while pause_step_graphs(True) holds them
-        self._is_tree_paused = False  # pause_step_graphs(True): tree rounds skip their graphs
-        self._graph_plan = None  # GraphPlan once CUDA graphs are enabled
+        self.draft_graphs = DraftGraphs(hooks)  # draft-step graphs, the graph plan, the pause (draft_graphs.py)
         self.round_graphs: dict[int, EagleRoundGraphs] = {}  # k -> whole-round graphs (unless hooks draft eagerly)
         # plan -> tree round graphs: the whole round, and the tree draft after an eager catch-up
         self.tree_round_graphs: dict[TreePlan, EagleTreeRoundGraphs] = {}
@@ -178,7 +176,8 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         prefix = to_device(prefix_lens, torch.int64, self.device)
         block_tables = block_table_tensor(inp.block_tables, self.device)
         round_graphs = self.tree_round_graphs.get(plan)
-        if (round_graphs is not None and self._replays_tree_graphs()
+        is_recording = self._recorder is not None
+        if (round_graphs is not None and self.draft_graphs.replays_trees(is_recording)
                 and round_graphs.fits(feats, prefix_lens, block_tables)):
             self.head.attn_backend.paths.record("eagle.tree_round_graph")
             states = [self.request_state(request_id) for request_id in inp.request_ids]
@@ -194,7 +193,8 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
         root_logits_input = out.logits_input[extend.logits_indices]  # [num_reqs, H]
         graphs = self.tree_graphs.get(plan)
-        if graphs is not None and self._replays_tree_graphs() and graphs.fits(block_tables, prefix_lens):
+        if (graphs is not None and self.draft_graphs.replays_trees(is_recording)
+                and graphs.fits(block_tables, prefix_lens)):
             self.head.attn_backend.paths.record("eagle.tree_graph")
             draft_ids, parents = graphs.run((root_hidden, root_logits_input), prefix, block_tables)
         else:
@@ -238,18 +238,19 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         """Capture the tree rounds of `plan` for every batch bucket, once per plan (a no-op until CUDA graphs are
         enabled, for a plan without draft steps, or for hooks that draft phase by phase): the whole round with its
         catch-up (tree_round_graph.py), and the tree draft alone for rounds whose catch-up is longer."""
-        if self._graph_plan is None or plan.depth < 2 or plan in self.tree_graphs or self.hooks.eager_drafting:
+        if not self.draft_graphs.captures_tree(plan, self.tree_graphs):
             return
 
         def draft(roots, layout):
             return self.draft_tree(plan, *roots, layout, grow_tree_on_device, check_metadata=False)
 
         # one pool for both: they replay one at a time and their outputs are copied out at once
-        pool = torch.cuda.graph_pool_handle() if self._graph_plan.device.type == "cuda" else None
-        graphs = TreeDraftGraphs(draft, plan, self._graph_plan, num_roots=2,
+        graph_plan = self.draft_graphs.plan
+        pool = torch.cuda.graph_pool_handle() if graph_plan.device.type == "cuda" else None
+        graphs = TreeDraftGraphs(draft, plan, graph_plan, num_roots=2,
                                  root_width=self.head.config.layer.hidden_size, root_dtype=self.head.dtype,
                                  paths=self.head.attn_backend.paths, pool=pool)
-        round_graphs = EagleTreeRoundGraphs(self, plan, self._graph_plan, pool=pool)
+        round_graphs = EagleTreeRoundGraphs(self, plan, graph_plan, pool=pool)
         round_graphs.graphs.capture()
         graphs.capture()
         self.tree_graphs[plan] = graphs
@@ -295,40 +296,25 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
 
     def _run_step(self, step: DraftStepInput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(next hidden [n, H], logits input [n, H], draft ids [n]) of one draft-decode step."""
-        shape = None if self.step_graphs is None else self.step_graphs.shape_for(step.md)
-        if shape is None:
-            return self._step_forward(step.input_ids, step.hidden_states, step.md, f"eagle_step_{step.step}")
-        self.head.attn_backend.paths.record("eagle.step_graph")
-        return self.step_graphs.replay(shape, step.input_ids, step.md, step.hidden_states,
-                                       where=f"eagle_step_{step.step}")
+        where = f"eagle_step_{step.step}"
+        return self.draft_graphs.run_step(
+            step.md, step.input_ids, step.hidden_states,
+            lambda: self._step_forward(step.input_ids, step.hidden_states, step.md, where),
+            where=where, paths=self.head.attn_backend.paths, graph_path="eagle.step_graph")
 
     def enable_cuda_graphs(self, plan) -> None:
         """Capture draft-decode steps (one query per request) for every batch bucket of `plan` (a GraphPlan)."""
-        from specbench.runtime.cuda_graph import CudaGraphRunner
-
-        self._graph_plan = plan
         self.head.rotary.reserve(plan.max_positions, plan.device)
 
         def forward(input_ids, md, hidden):
             return self._step_forward(input_ids, hidden, md, "eagle_step", check_metadata=False)
 
-        self.step_graphs = CudaGraphRunner(forward, plan, name="eagle_step", max_query_len=1,
-                                           check_metadata=self.head.attn_backend.begin_forward,
-                                           paths=self.head.attn_backend.paths,
-                                           hidden_size=self.head.config.layer.hidden_size, hidden_dtype=self.head.dtype)
-        self.step_graphs.capture(1)
-
-    def _replays_tree_graphs(self) -> bool:
-        """Tree rounds may replay their graphs: not paused, no hooks that draft phase by phase, and no oracle
-        recorder attached (it records the eager run of the code the graphs captured: tree/records.py)."""
-        return not self._is_tree_paused and not self.hooks.eager_drafting and self._recorder is None
+        self.draft_graphs.enable(plan, forward, name="eagle_step", check_metadata=self.head.attn_backend.begin_forward,
+                                 paths=self.head.attn_backend.paths, hidden_size=self.head.config.layer.hidden_size,
+                                 hidden_dtype=self.head.dtype)
 
     def pause_step_graphs(self, is_paused: bool) -> None:
-        self._is_tree_paused = is_paused  # tree rounds draft eagerly too while paused (their graphs are kept)
-        if is_paused and self.step_graphs is not None:
-            self._paused_step_graphs, self.step_graphs = self.step_graphs, None
-        elif not is_paused and self._paused_step_graphs is not None:
-            self.step_graphs, self._paused_step_graphs = self._paused_step_graphs, None
+        self.draft_graphs.pause(is_paused)  # tree rounds draft eagerly too while paused (their graphs are kept)
 
     def _build_extend(self, inp: ProposeInput, feats: RoundFeatures, caught_up: list[int]) -> DraftExtendInput:
         input_ids: list[int] = []
@@ -397,9 +383,9 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture whole-round graphs for k = num_steps (once per k; a no-op until graphs are enabled)."""
-        if self._graph_plan is None or num_steps < 2 or num_steps in self.round_graphs:
+        if self.draft_graphs.plan is None or num_steps < 2 or num_steps in self.round_graphs:
             return
-        graphs = EagleRoundGraphs(self, num_steps, self._graph_plan, self.head.attn_backend.begin_forward)
+        graphs = EagleRoundGraphs(self, num_steps, self.draft_graphs.plan, self.head.attn_backend.begin_forward)
         graphs.capture()
         self.round_graphs[num_steps] = graphs
 
