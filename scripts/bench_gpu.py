@@ -31,7 +31,7 @@ import torch
 from specbench import LLM
 from specbench.perf.gpu_perf import GraphsOff, copy_bandwidth_gbps, measure_decode, weight_bytes
 from specbench.models.presets import get_preset
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 SYNTHETIC = (0.73, 0.52, 0.35)  # Llama-3.1-8B + EAGLE-3 on MT-Bench, k = 3 (acceptance length 2.60)
 

@@ -27,8 +27,8 @@ from specbench.models.config import RopeScaling
 from specbench.models.layers import RMSNorm, RotaryEmbedding
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.verifier import verify
-from specbench.speculation.verify_triton import verify_triton
+from specbench.speculation.verify.chain import verify
+from specbench.speculation.verify.chain_triton import verify_triton
 from tests.support.kernel_testing import random_paged_batch
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, HIDDEN, VOCAB, NUM_LAYERS = 32, 8, 128, 16, 4096, 128256, 32

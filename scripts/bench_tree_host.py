@@ -31,20 +31,20 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.phases import TargetOutput
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.synthetic_tree import (
+from specbench.speculation.synthetic.tree import (
     DEFAULT_RANK_DECAY,
     SGLANG_SETTING_RATES,
     expected_tree,
     synthetic_tree_verify,
     tree_table,
 )
-from specbench.speculation.tree import DraftTree, tree_from_parents
-from specbench.speculation.tree_kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
-from specbench.speculation.tree_padded import pad_tree
-from specbench.speculation.tree_propose import TreePlan
-from specbench.speculation.tree_stats import round_counts
-from specbench.speculation.tree_verifier import TreeVerifyResult, verify_tree
-from specbench.speculation.tree_verify_batched import verify_tree_batched
+from specbench.speculation.tree.draft_tree import DraftTree, tree_from_parents
+from specbench.speculation.tree.kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
+from specbench.speculation.tree.padded import pad_tree
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.verify.tree_stats import round_counts
+from specbench.speculation.verify.tree import TreeVerifyResult, verify_tree
+from specbench.speculation.verify.tree_batched import verify_tree_batched
 
 TOPK, NUM_DRAFT_TOKENS, DEPTH = 4, 8, 5
 BLOCK_SIZE = 16

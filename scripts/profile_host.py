@@ -29,7 +29,7 @@ from specbench import LLM, SamplingParams
 from specbench.perf.gpu_perf import random_prompts
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 SYNTHETIC = (0.73, 0.52, 0.35)
 TREE_SYNTHETIC = (0.8, 0.64, 0.512, 0.4096, 0.32768)  # bench_gpu.py --suite tree's top-4/8 k=5 rates

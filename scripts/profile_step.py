@@ -24,8 +24,8 @@ from specbench import LLM, SamplingParams
 from specbench.perf.gpu_perf import GraphsOff, random_prompts
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
-from specbench.speculation.synthetic_tree import PUBLISHED_CHAIN_RATES, extend_rates
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.synthetic.tree import PUBLISHED_CHAIN_RATES, extend_rates
 
 
 def profile_host(engine, prompts, args) -> None:
@@ -54,7 +54,7 @@ def profile_gaps(engine, prompts, args) -> None:
     import time
 
     from specbench.engine import tree_round
-    from specbench.speculation.eagle.tree_round_graph import EagleTreeRoundGraphs
+    from specbench.speculation.drafters.eagle.tree_round_graph import EagleTreeRoundGraphs
 
     totals: dict[str, float] = defaultdict(float)
     read_at: list[float] = []

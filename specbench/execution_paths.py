@@ -70,11 +70,12 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("spec.sync_round", "speculative round read back before the next is drafted (engine/step_loop.py)",
                   ("cpu", "cuda"), SPECULATIVE),
     ExecutionPath("eagle.ahead", "EAGLE round drafted on the device from a verify not read back yet "
-                  "(engine/step_loop.py, speculation/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD, needs_cuda=True),
+                  "(engine/step_loop.py, speculation/drafters/eagle/ahead.py)", ("cuda",), DRAFTS_AHEAD,
+                  needs_cuda=True),
     ExecutionPath("spec.tree_round", "tree-drafted round (eagle_topk > 1), synchronous: no drafting ahead, draft "
                   "steps eager; the tree verify replays graph.verify_tree when captured (engine/tree_round.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),
-    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/tree_verifier.py)",
+    ExecutionPath("verify.tree", "tree verification, torch reference walk (speculation/verify/tree.py)",
                   ("cpu", "cuda"), DRAFTS_TREES),
     ExecutionPath("tree.device_layout", "tree verify input laid out on the device from the drafters' uniform trees, "
                   "no host read (engine/tree_inputs.py build_uniform_tree_verify_input)", ("cpu", "cuda"),
@@ -116,10 +117,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "tree verify and draft steps on the torch backend)", ("cpu",), DRAFTS_TREES),
     ExecutionPath("attention.tree_triton", "tree-masked attention of tree verifies and tree draft steps, Triton "
                   "bitmask kernel (kernels/tree_attention.py)", ("cuda",), DRAFTS_TREES),
-    ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verifier.py)", ("cpu",)),
+    ExecutionPath("verify.torch", "verification / sampling, torch reference (speculation/verify/chain.py)", ("cpu",)),
     ExecutionPath("verify.triton", "verification / sampling, Triton kernel (kernels/verify.py)", ("cuda",)),
-    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic.py) and "
-                  "trees per (depth, rank) (speculation/synthetic_tree.py; --synthetic-acceptance, not lossless)",
+    ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic/chain.py) and "
+                  "trees per (depth, rank) (speculation/synthetic/tree.py; --synthetic-acceptance, not lossless)",
                   (), SPECULATIVE),
 )
 

@@ -70,10 +70,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"__main__"},
 ))
 
-# Left out of the module-level cycle test (test_no_cycle_between_modules). Remove once speculation/ has no cycles: its
-# tree files and mtp/ are being untangled on another branch. Leaving these modules out hides no other cycle: the units
-# form none (test_no_cycle_between_units), so a module cycle through speculation lies wholly inside it.
-CYCLE_TEST_EXCLUDED_PREFIXES = ("specbench.speculation",)
+# Left out of the module-level cycle test (test_no_cycle_between_modules): nothing. Every module of every unit is in it.
+CYCLE_TEST_EXCLUDED_PREFIXES: tuple[str, ...] = ()
 
 TEST_ONLY_MODULES = ("tests", "pytest", "hypothesis")  # never imported by product code
 # The fault mutants are test machinery: only the commands that inject them (check, selftest, the CLI's --inject)
@@ -83,7 +81,7 @@ FAULT_CALLERS = frozenset({"check", "selftest", "cli"})
 
 @dataclass(frozen=True)
 class Import:
-    source: str  # importing module, e.g. "specbench.speculation.verify_triton"
+    source: str  # importing module, e.g. "specbench.speculation.verify.chain_triton"
     target: str  # imported module or name, e.g. "specbench.kernels.verify_kernels"
     path: str  # file, relative to the repo root
     line: int
@@ -174,7 +172,7 @@ def walk(repo: Path = REPO) -> tuple[set[str], list[Import]]:
 
 
 def unit_of(name: str, units: set[str]) -> str | None:
-    """specbench.speculation.eagle.proposer -> spec; specbench -> specbench (the root); outside specbench -> None."""
+    """specbench.speculation.tree.kv -> speculation; specbench -> specbench (the root); outside specbench -> None."""
     parts = name.split(".")
     if parts[0] != "specbench":
         return None
@@ -437,12 +435,12 @@ def test_the_generic_request_carries_no_proposer_state():
 
 
 def test_kernels_and_their_launchers_import_no_private_helpers():
-    """The Triton code (kernels/ and every module that launches it, e.g. speculation/verify_triton.py) shares the torch
-    reference's helpers through their public names."""
+    """The Triton code (kernels/ and every module that launches it, e.g. speculation/verify/chain_triton.py) shares
+    the torch reference's helpers through their public names."""
     modules, found, _ = _real_graph()
     launchers = {imp.source for imp in found if imp.target.startswith("specbench.kernels")}
     hits = [imp.describe() for imp in found
             if imp.source in launchers | {m for m in modules if m.startswith("specbench.kernels")}
             and imp.target.startswith("specbench.") and imp.target.rsplit(".", 1)[-1].startswith("_")]
-    assert "specbench.speculation.verify_triton" in launchers
+    assert "specbench.speculation.verify.chain_triton" in launchers
     assert not hits, hits

@@ -16,7 +16,7 @@ import torch
 from specbench.check.fresh_forward import fresh_cache, query_metadata
 from specbench.check.target_features import TargetFeatureCache
 from specbench.speculation.draft_records import DraftStepRecord, group_rounds
-from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
+from specbench.speculation.drafters.mtp.multi_module import MultiModuleMtpProposer
 
 
 def eagle_prefix(proposer, committed: tuple[int, ...], features: torch.Tensor, num_extra: int):
@@ -62,8 +62,8 @@ def recompute_eagle_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
 @torch.inference_mode()
 def recompute_mtp_chain_logits(proposer, token_ids: tuple[int, ...], num_steps: int,
                                features: torch.Tensor) -> list[torch.Tensor]:
-    """Several MTP modules (speculation/mtp/multi_module.py), recomputed the way transformers' MtpModel runs them:
-    each module m < min(num_steps, num_modules) in one dense pass over the whole sequence, positions
+    """Several MTP modules (speculation/drafters/mtp/multi_module.py), recomputed the way transformers' MtpModel runs
+    them: each module m < min(num_steps, num_modules) in one dense pass over the whole sequence, positions
     0 .. newest - 1 + m, token q + 1 and module m - 1's output at q - 1 at position q (the target's hidden at q for
     module 0; zero at q = 0); step m is its last row. Steps past the module count chain one query each on the last
     module's pass. Fresh caches, nothing the engine wrote."""

@@ -24,7 +24,7 @@ from specbench.check.tree_oracle import TREE_ROUND, compare_tree_records, mismat
 from specbench.llm import LLM
 from specbench.speculation.capabilities import ConsumesTargetFeatures, RecordsDraftLogits
 from specbench.speculation.draft_records import DraftRecorder, group_rounds
-from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
+from specbench.speculation.drafters.mtp.multi_module import MultiModuleMtpProposer
 from specbench.speculation.registry import methods_with
 
 FP32_RTOL = 1e-4  # of the logits' max magnitude

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from specbench.check.fresh_forward import fresh_sequence
-from specbench.speculation.eagle.loader import FINAL_HIDDEN
+from specbench.speculation.drafters.eagle.loader import FINAL_HIDDEN
 
 
 @torch.inference_mode()

@@ -1,5 +1,5 @@
 """What a drafted tree must be, from first principles, given the drafter's law at each node (the tree oracle's
-structural checks; written apart from speculation/tree_builder.py, which they judge).
+structural checks; written apart from speculation/tree/builder.py, which they judge).
 
 The rule (issue 28, SGLang's EAGLE tree): a node's score is the sum of the log-probs along its branch. Step 0 creates
 the root's top-k tokens as candidates; the k best candidates of a step form its frontier, which the next draft step
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.speculation.tree_records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 Branch = tuple[int, ...]  # drafter-vocabulary tokens from the root's child down to a node; () = the root
 

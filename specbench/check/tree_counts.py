@@ -1,8 +1,9 @@
-"""The metrics check's tree part: a request's tree counts (speculation/tree_stats.py, merged per request) against its
-own raw records, from the definitions alone: every tree round is one draft round with one acceptance length and one
-tree size; the lengths add up to the accepted tokens, the sizes to the drafted ones; the path reaches depth d in
-exactly the rounds whose length exceeds d (the per-depth and per-position counters); a rank is accepted once per
-accepted node; and nothing is accepted that was not offered. Chain requests (no tree counts) have nothing to check."""
+"""The metrics check's tree part: a request's tree counts (speculation/verify/tree_stats.py, merged per request)
+against its own raw records, from the definitions alone: every tree round is one draft round with one acceptance
+length and one tree size; the lengths add up to the accepted tokens, the sizes to the drafted ones; the path reaches
+depth d in exactly the rounds whose length exceeds d (the per-depth and per-position counters); a rank is accepted
+once per accepted node; and nothing is accepted that was not offered. Chain requests (no tree counts) have nothing to
+check."""
 
 from __future__ import annotations
 

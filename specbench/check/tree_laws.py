@@ -6,7 +6,7 @@ chain, with the chain oracles' cache-free forwards (a fresh private KV, causal a
 mask, no tree rows, nothing a tree draft step ran. The committed prefix is computed once per round; a run along a
 branch gives the laws of all its prefixes, so only the fed branches no other fed branch extends are run.
 - draft LM: a dense prefill over the committed tokens, then the branch's tokens after them; the law is the
-  log-softmax over the target's ids (the drafter ranks children there: speculation/draft_model.py).
+  log-softmax over the target's ids (the drafter ranks children there: speculation/drafters/draft_model.py).
 - EAGLE / EAGLE-3 / one-module MTP: the head over the target features of the committed prefix, then its chain along
   the branch, one query per node fed the head's own previous hidden (check/eagle_oracle.py's building blocks), over
   the head's draft vocabulary.
@@ -18,7 +18,7 @@ import torch
 
 from specbench.check.eagle_oracle import eagle_chain_step, eagle_prefix
 from specbench.check.fresh_forward import fresh_cache, query_metadata
-from specbench.speculation.tree_records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 Branch = tuple[int, ...]  # drafter-vocabulary tokens from the root's child down to a node; () = the root
 

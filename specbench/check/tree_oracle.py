@@ -1,4 +1,4 @@
-"""Check 3 on tree rounds: every recorded tree round (speculation/tree_records.py) against the drafter recomputed
+"""Check 3 on tree rounds: every recorded tree round (speculation/tree/records.py) against the drafter recomputed
 cache-free along each node's branch (check/tree_laws.py), in three parts:
 - law: the log-probs the drafter recorded at the root and at each fed node equal the recomputed law (compared up to
   a constant, i.e. as logits; tolerance rtol x max(1, max |logit|), the chain oracle's, and for a head chaining its
@@ -20,7 +20,7 @@ from specbench.check.target_features import TargetFeatureCache
 from specbench.check.tree_choice import choice_errors, shape_errors
 from specbench.check.tree_laws import draft_lm_laws, eagle_laws
 from specbench.speculation.capabilities import ConsumesTargetFeatures
-from specbench.speculation.tree_records import TreeRoundRecord
+from specbench.speculation.draft_records import TreeRoundRecord
 
 TREE_ROUND = " tree round at position "  # every mismatch line names its round so (check/oracle.py tallies kinds)
 

@@ -46,7 +46,7 @@ class EngineParts:
     kv_pool_note: str  # how the pool was sized, for the manifest
     attention_backend: str  # resolved name
     verifier: str  # resolved name
-    verify_fn: Callable  # specbench.speculation.verifier.verify or its Triton twin
+    verify_fn: Callable  # specbench.speculation.verify.chain.verify or its Triton twin
     paths: PathRecorder  # which execution paths this engine took (execution_paths.py); the backend records too
     hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
@@ -95,10 +95,10 @@ def _flashinfer_or_fallback(device: torch.device) -> str:
 
 def select_verifier(name: str) -> Callable:
     if name == "triton":
-        from specbench.speculation.verify_triton import verify_triton
+        from specbench.speculation.verify.chain_triton import verify_triton
 
         return verify_triton
-    from specbench.speculation.verifier import verify
+    from specbench.speculation.verify.chain import verify
 
     return verify
 

@@ -12,7 +12,7 @@ from specbench.engine.request import Request
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.engine.tree_inputs import build_tree_verify_input
 from specbench.speculation.proposer import DraftProposal
-from specbench.speculation.tree_propose import proposal_tree
+from specbench.speculation.tree.propose import proposal_tree
 
 
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:

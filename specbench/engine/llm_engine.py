@@ -28,7 +28,7 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.capabilities import CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, Proposer
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree_propose import tree_plan
+from specbench.speculation.tree.plan import tree_plan
 from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 

@@ -19,7 +19,7 @@ from specbench.attention.window import num_blocks_outside_windows
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
 from specbench.speculation.draft_shape import CHAIN
-from specbench.speculation.tree_propose import kv_rows, tree_plan
+from specbench.speculation.tree.plan import kv_rows, tree_plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,7 @@ class Scheduler:
     @property
     def num_round_positions(self) -> int:
         """KV positions a decode round writes after the newest token: k for a chain, a tree's nodes or its
-        drafter's tree rows, whichever reach further (speculation/tree_propose.py)."""
+        drafter's tree rows, whichever reach further (speculation/tree/plan.py)."""
         if self.draft_shape.is_tree and self.num_steps > 0:
             return kv_rows(tree_plan(self.draft_shape, self.num_steps))
         return self.num_steps

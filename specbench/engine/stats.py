@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specbench.speculation.tree_stats import TreeAcceptanceCounts, merge
+from specbench.speculation.verify.tree_stats import TreeAcceptanceCounts, merge
 
 
 @dataclass(slots=True)

@@ -23,8 +23,8 @@ from specbench.runtime.hooks import PhaseHooks
 from specbench.speculation.capabilities import Proposer
 from specbench.speculation.proposer import DraftProposal, ProposeInput
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, sample
-from specbench.speculation.synthetic import conditional_rates, synthetic_verify
-from specbench.speculation.synthetic_tree import engine_table
+from specbench.speculation.synthetic.chain import conditional_rates, synthetic_verify
+from specbench.speculation.synthetic.tree import engine_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class StepRunner:
                  synthetic_generator: torch.Generator | None, debug_invariants: bool = False) -> None:
         self.target_runner = target_runner  # the target model's phases over the paged KV cache
         self.proposer = proposer  # None: method none (plain decoding); the engine's one reference to it
-        self.verify_fn = verify_fn  # specbench.speculation.verifier.verify or its Triton twin
+        self.verify_fn = verify_fn  # specbench.speculation.verify.chain.verify or its Triton twin
         self.hooks = hooks
         self.paths = paths  # the one record of which execution paths this engine took (execution_paths.py)
         self.device = device
@@ -60,7 +60,7 @@ class StepRunner:
         self.proposer_path = proposer_path(method)  # the execution path its rounds record
         # Forced acceptance (--synthetic-acceptance): the unconditional per-position rates, else None. Chains verify
         # against [k] P(accept draft j | drafts before it accepted); trees against the (depth, rank) table of
-        # speculation/synthetic_tree.py, built per tree shape.
+        # speculation/synthetic/tree.py, built per tree shape.
         self.synthetic_generator = synthetic_generator
         self.set_synthetic_rates(synthetic_rates)
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
@@ -74,7 +74,7 @@ class StepRunner:
 
     def synthetic_tree_table(self, depth: int, topk: int) -> torch.Tensor:
         """[depth, topk] conditional acceptance per (depth, sibling rank) of a tree round under --synthetic-acceptance
-        (synthetic_tree.engine_table); built once per shape, on the device."""
+        (synthetic.tree.engine_table); built once per shape, on the device."""
         if self.synthetic_rates is None:
             raise RuntimeError("synthetic_tree_table needs --synthetic-acceptance")
         key = (depth, topk)

@@ -3,7 +3,7 @@
 Request r feeds its root (the newest committed token, at position num_cached) and then its nodes in node order;
 node i sits at position num_cached + 1 + depth[i] but is stored at num_cached + 1 + i (its tree row), and sees the
 cached prefix, the root, its ancestors and itself (attention/tree_mask.py). After verification the accepted
-path's KV is moved to its positions (speculation/tree_kv.py, engine/tree_round.py).
+path's KV is moved to its positions (speculation/tree/kv.py, engine/tree_round.py).
 
 Two builders of the same input: `build_tree_verify_input` lays it out on the host from the tree's host copy (the
 readable reference; ragged trees), `build_uniform_tree_verify_input` on the device from the proposal's tensors
@@ -25,8 +25,8 @@ from specbench.device_copy import to_device
 from specbench.engine.request import Request
 from specbench.runtime.phases import VerifyInput
 from specbench.speculation.proposer import DraftProposal
-from specbench.speculation.tree import DraftTree, validate, verify_attention_mask
-from specbench.speculation.tree_padded import PaddedTree, uniform_tree, verify_mask
+from specbench.speculation.tree.draft_tree import DraftTree, validate, verify_attention_mask
+from specbench.speculation.tree.padded import PaddedTree, uniform_tree, verify_mask
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,14 @@ verify it in one target forward with a tree mask, compact the accepted path's KV
 to the drafter, return the committed tokens.
 
 Tree rounds run on the synchronous path only: no round drafted ahead (engine/step_loop.py; execution path
-`spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree_graph.py);
+`spec.tree_round`); the drafter's steps replay its tree draft graphs where captured (speculation/tree/graph.py);
 the target's tree verify replays the tree graph of its query length when CUDA graphs are on (`graph.verify_tree`,
 engine/model_runner.py), else runs eagerly. The engine takes this path whenever the run's DraftShape is a tree.
-The verifier is the batched one (speculation/tree_verify_batched.py, tested against the torch reference walk of
-tree_verifier.py): greedy = the longest matching path; sampled = recursive rejection over siblings with the
+The verifier is the batched one (speculation/verify/tree_batched.py, tested against the torch reference walk of
+verify/tree.py): greedy = the longest matching path; sampled = recursive rejection over siblings with the
 deterministic-children rule, since drafters grow trees from the top-k of their distribution
-(speculation/tree_builder.py), not from independent draws: accepting child c_j with the residual's probability
-r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in tree_verifier.py),
+(speculation/tree/builder.py), not from independent draws: accepting child c_j with the residual's probability
+r(c_j), then removing c_j from r, samples exactly from the target distribution (proof in verify/tree.py),
 whatever the draft's quality.
 
 The verify input is laid out on the device from the proposal (engine/tree_inputs.py), so the host queues the
@@ -32,14 +32,14 @@ from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.sampling import SamplingTensors
-from specbench.speculation.synthetic_tree import synthetic_tree_verify
-from specbench.speculation.tree import DraftTree, TreeShapeError
-from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
-from specbench.speculation.tree_padded import PaddedTree, pad_tree, path_shape
-from specbench.speculation.tree_propose import TreePlan, tree_plan
-from specbench.speculation.tree_stats import path_round_counts
-from specbench.speculation.tree_verifier import TreeVerifyResult
-from specbench.speculation.tree_verify_batched import verify_tree_batched
+from specbench.speculation.synthetic.tree import synthetic_tree_verify
+from specbench.speculation.tree.draft_tree import DraftTree, TreeShapeError
+from specbench.speculation.tree.kv import move_slots_all_layers, padded_path_moves
+from specbench.speculation.tree.padded import PaddedTree, pad_tree, path_shape
+from specbench.speculation.tree.plan import TreePlan, tree_plan
+from specbench.speculation.verify.tree_stats import path_round_counts
+from specbench.speculation.verify.tree import TreeVerifyResult
+from specbench.speculation.verify.tree_batched import verify_tree_batched
 
 
 def is_tree_round(shape: DraftShape, proposer, batch) -> bool:
@@ -188,7 +188,7 @@ class _HostRound:
 
 def _compact_target_kv(kv, block_tables: torch.Tensor, result: TreeVerifyResult, num_cached: torch.Tensor,
                        block_size: int) -> None:
-    """Move the accepted path's target KV from its tree rows to its positions (speculation/tree_kv.py), over every
+    """Move the accepted path's target KV from its tree rows to its positions (speculation/tree/kv.py), over every
     layer in two launches, with no host read. block_tables [num_reqs, max_num_blocks] int32 and num_cached
     [num_reqs] int64 (the root's position) on the device."""
     if result.accepted_nodes.shape[1] == 0:

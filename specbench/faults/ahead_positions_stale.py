@@ -15,7 +15,7 @@ import torch
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
-from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
 
 class AheadPositionsStale(PathMutant):

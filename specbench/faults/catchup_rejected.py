@@ -5,7 +5,7 @@ from __future__ import annotations
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
 from specbench.speculation.capabilities import HasDraftKV
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 
 class CatchupSeesRejected(Mutant):
@@ -16,24 +16,16 @@ class CatchupSeesRejected(Mutant):
         self._written_end: dict[str, int] = {}  # request -> end of the draft KV its last round wrote
 
     def install(self, engine) -> None:
-        """Learn where each round's draft KV ends from the proposer's own methods: a draft LM knows it when the
-        round is verified (its bookkeeping, before the trim), an EAGLE head when its drafting returns (the last
-        step saw newest + k - 1 keys). Drafting is eager under a mutant, so every round goes through propose."""
+        """Learn where each round's draft KV ends: a draft LM says it when the round is verified (draft_kv_written,
+        before its trim), an EAGLE head's ends where its drafting returns (the last step saw newest + k - 1 keys).
+        Drafting is eager under a mutant, so every round goes through propose."""
         proposer = engine.proposer
         wrap_method(proposer, "free", self._forgetting)
-        if isinstance(proposer, DraftModelProposer):
-            wrap_method(proposer, "on_verified", lambda on_verified: self._before_trim(proposer, on_verified))
-        else:
+        if not isinstance(proposer, DraftModelProposer):
             wrap_method(proposer, "propose", self._after_drafting)
 
-    def _before_trim(self, proposer, on_verified):
-        def recording(request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
-            for request_id in request_ids:
-                state = proposer._state.get(request_id)  # a mutant reaches into what it corrupts
-                if state is not None and state.num_written > state.newest:
-                    self._written_end[request_id] = state.num_written
-            on_verified(request_ids, num_accepted)
-        return recording
+    def draft_kv_written(self, request_id: str, end: int) -> None:
+        self._written_end[request_id] = end
 
     def _after_drafting(self, propose):
         def recording(inp):

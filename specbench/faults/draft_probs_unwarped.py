@@ -6,21 +6,15 @@ top-p truncate; greedy output is untouched.
 
 from __future__ import annotations
 
+import torch
+
 from specbench.faults.fault import Fault, Mutant
-from specbench.faults.path_mutant import wrap_method
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 
 class DraftProbsUnwarped(Mutant):
     fault = Fault("draft-probs-unwarped", "the draft LM hands the verifier unwarped draft probs (tokens drawn warped)",
                   "", "sampling", DraftModelProposer)
 
-    def install(self, engine) -> None:
-        wrap_method(engine.proposer, "_draft_tokens", _unwarped)
-
-
-def _unwarped(draft_tokens):
-    def draft(logits, st):  # logits [n, vocab]
-        ids, probs = draft_tokens(logits, st)  # probs: None when every request is greedy
-        return ids, None if probs is None else logits.float().softmax(-1)
-    return draft
+    def draft_probs(self, logits: torch.Tensor, probs: torch.Tensor | None) -> torch.Tensor | None:
+        return None if probs is None else logits.float().softmax(-1)  # logits [n, vocab]

@@ -1,8 +1,8 @@
 """eagle.fused_head: the draft head's fused first layer rotates one-query forwards one position on (seed class:
 off-by-one positions).
 
-On the fused head (speculation/eagle/fused_head.py) the first layer's q/k/v projection rotates q and k and stores
-K/V itself. Here a forward with one query per request (every draft step, and a one-position catch-up) takes each
+On the fused head (speculation/drafters/eagle/fused_head.py) the first layer's q/k/v projection rotates q and k and
+stores K/V itself. Here a forward with one query per request (every draft step, and a one-position catch-up) takes each
 token's cos/sin row one position on, as a RoPE table indexed by the sequence length instead of the position would:
 the step's query and the K it stores sit one position off the catch-up's K in the head's cache. Drafts change,
 greedy output stays the target's (the verifier rejects what is drafted wrong); only the draft oracle, which
@@ -14,7 +14,7 @@ from __future__ import annotations
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, recapture_draft_graphs, wrap_method
 from specbench.models import decode_gemv
-from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
 
 class FusedHeadRopeShift(PathMutant):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specbench.faults.fault import Fault, Mutant
-from specbench.speculation.mtp.proposer import MtpProposer
+from specbench.speculation.drafters.mtp.proposer import MtpProposer
 
 
 class MtpHiddenWrongPosition(Mutant):

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
-from specbench.speculation.ngram import NgramProposer
+from specbench.speculation.drafters.ngram import NgramProposer
 
 
 class NgramContinuationLate(PathMutant):

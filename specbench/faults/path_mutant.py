@@ -43,7 +43,7 @@ def recapture_draft_graphs(engine) -> None:
     """The EAGLE / MTP proposer's draft-step and whole-round graphs were captured through the clean head while the
     engine was built: capture them again through the bent one (none off CUDA)."""
     proposer = engine.proposer
-    plan = proposer._graph_plan
+    plan = proposer.draft_graphs.plan
     if plan is None:
         return
     round_ks = sorted(proposer.round_graphs)

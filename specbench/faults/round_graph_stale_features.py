@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, wrap_method
-from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
 
 class RoundGraphStaleFeatures(PathMutant):

@@ -22,7 +22,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN, ScoreParams
 from specbench.faults.fault import Fault, Mutant
 from specbench.kv.kv_cache import KVCache
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 
 class SinksDroppedInDraft(Mutant):

@@ -4,7 +4,7 @@ the frontier after it) change. The target still verifies whatever tree it is han
 the sampled law too; only acceptance drops. The tree draft oracle (check/tree_oracle.py) sees it as a law mismatch
 at the node; INV-TREE too, when debug invariants are on (the node sees one tree row more than its depth).
 
-Bent from outside, on the device tree path users run (speculation/tree_device.py): the drafter's own forward (the
+Bent from outside, on the device tree path users run (speculation/tree/device.py): the drafter's own forward (the
 draft LM's model, the EAGLE / MTP head) gets the bent mask whenever its metadata is a tree draft step's (not the
 verify layout); tree verifies, catch-ups and chain rounds are untouched. The bend is fixed-shape tensor ops on the
 device mask (no host read), so it acts alike in an eager round (what the oracle records: a recorder makes tree rounds
@@ -22,7 +22,7 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
 from specbench.speculation.capabilities import DraftsTrees
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 
 class TreeDraftSeesSibling(Mutant):
@@ -47,7 +47,7 @@ class TreeDraftSeesSibling(Mutant):
 
 def _bend(md: AttentionMetadata) -> AttentionMetadata:
     """A tree draft step's metadata with each query also seeing the row before its own when that row's query has the
-    same parent (every request feeds the same number of queries, its newest tree rows: tree_device.py)."""
+    same parent (every request feeds the same number of queries, its newest tree rows: tree/device.py)."""
     if md.tree is None or md.tree.is_verify:
         return md
     num_reqs, num_query = len(md.tree.num_tree_rows), md.max_query_len

@@ -1,8 +1,8 @@
 """verify.triton: the Triton verifier reads a fully accepted request's bonus token from the previous request's
 last logits row (seed class: off by one, in the per-request row offsets).
 
-Only the Triton verifier (speculation/verify_triton.py) is bent; an engine on the torch verifier is left clean. Request 0
-and requests with a rejection are right, so the bug shows only when a later request accepts all its drafts.
+Only the Triton verifier (speculation/verify/chain_triton.py) is bent; an engine on the torch verifier is left clean.
+Request 0 and requests with a rejection are right, so the bug shows only when a later request accepts all its drafts.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import dataclasses
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.window_bend import bend_layer_kinds
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
-CATCH_UP = "draft_extend"  # the draft LM's catch-up phase (speculation/draft_model.py)
+CATCH_UP = "draft_extend"  # the draft LM's catch-up phase (speculation/drafters/draft_model.py)
 
 
 class WindowMissingInCatchup(Mutant):

@@ -14,7 +14,7 @@ import dataclasses
 from specbench.attention.metadata import AttentionMetadata
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.window_bend import bend_layer_kinds
-from specbench.speculation.draft_model import DraftModelProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer
 
 _STEP = "draft_step_"  # the draft LM's eager step phases: draft_step_1, draft_step_2, ...
 

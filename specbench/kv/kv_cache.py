@@ -1,7 +1,7 @@
 """Paged KV pool tensors: one K and one V tensor per layer, shared block ids.
 
 Every layer's K and V are views of one allocation, `storage` [2, num_layers, num_blocks, block_size, heads, dim],
-so a copy between slots can cover all layers in one launch (speculation/tree_kv.py). Each view is contiguous, as
+so a copy between slots can cover all layers in one launch (speculation/tree/kv.py). Each view is contiguous, as
 the attention kernels expect.
 """
 

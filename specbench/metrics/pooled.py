@@ -85,7 +85,7 @@ def _padded(rows: list[list[int]], known: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TreeRequestCounts:
-    """Per-request tree counts (speculation/tree_stats.py): zeros for a request that drafted chains only."""
+    """Per-request tree counts (speculation/verify/tree_stats.py): zeros for a request that drafted chains only."""
 
     num_rounds: np.ndarray  # [num_requests] tree request-rounds
     num_nodes: np.ndarray  # [num_requests] drafted tree nodes, summed over rounds

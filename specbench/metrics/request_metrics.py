@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from specbench.engine.stats import RequestStats
 from specbench.metrics import definitions
-from specbench.speculation.tree_stats import TreeAcceptanceCounts
+from specbench.speculation.verify.tree_stats import TreeAcceptanceCounts
 
 
 @dataclass(frozen=True, slots=True)

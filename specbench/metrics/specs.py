@@ -150,7 +150,7 @@ def position_metric(position: int) -> MetricSpec:
                                                       p.num_accepted_at(position), p.num_draft_rounds))
 
 
-# Tree drafts (--eagle-topk > 1; counts: speculation/tree_stats.py). The mean acceptance length per round is
+# Tree drafts (--eagle-topk > 1; counts: speculation/verify/tree_stats.py). The mean acceptance length per round is
 # ACCEPTANCE_LENGTH (1 + A / D over tree rounds too); these add the tree's size and where its path went. Undefined
 # (N/A) for chain cells: no request drafted a tree.
 TREE_SIZE = MetricSpec(

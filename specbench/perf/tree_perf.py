@@ -1,12 +1,12 @@
 """Tree rows of the GPU benchmark (scripts/bench_gpu.py --suite tree, issue 28's speed targets): plain, the EAGLE-3
 chain and EAGLE-3 trees on one engine, each at its own synthetic acceptance, and the targets met or missed.
 
-Synthetic acceptance for trees (speculation/synthetic_tree.py): per depth d and sibling rank r, the chance that the
+Synthetic acceptance for trees (speculation/synthetic/tree.py): per depth d and sibling rank r, the chance that the
 rank-r child of a node on the true path is the true token, given that no lower-ranked child was, is
 c_{d+1} * 0.5 ** r (c = the chain's conditional rates). A random-weight head scores its candidates almost uniformly,
 so the trees it drafts are wide and shallow, unlike a trained head's; the measured tokens/step of a tree row is that
 of the dummy's shapes. The *calibrated* tokens/step is the exact expected acceptance length of the tree a drafter
-whose scores follow the law would draft (synthetic_tree.expected_tree): a round costs the same whatever its shape
+whose scores follow the law would draft (synthetic.tree.expected_tree): a round costs the same whatever its shape
 (same number of nodes verified, same draft steps), so calibrated tok/s = concurrency * calibrated tokens/step /
 measured step time. The tree targets are judged on the calibrated speedup; both are printed.
 """
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from specbench.perf.gpu_perf import DecodeRow, measure_decode
 from specbench.speculation.draft_shape import CHAIN, DraftShape
-from specbench.speculation.synthetic_tree import (
+from specbench.speculation.synthetic.tree import (
     DEFAULT_RANK_DECAY,
     PUBLISHED_CHAIN_RATES,
     SGLANG_SETTING,

@@ -8,7 +8,7 @@ from specbench.perf.tree_perf import TARGETS
 DEFINITION = ("Synthetic acceptance (forced, output NOT lossless). Chain: draft i accepted at the unconditional rate "
               "p_i. Tree: the rank-r child (among siblings, by the drafter's score) at depth d of a node on the true "
               "path is the true token with probability c_{d+1} * 0.5^r given that no lower-ranked sibling was "
-              "(c = the chain's conditional rates p_i / p_{i-1}; speculation/synthetic_tree.py). The random-weight "
+              "(c = the chain's conditional rates p_i / p_{i-1}; speculation/synthetic/tree.py). The random-weight "
               "head drafts wide shallow trees, so 'tok/step measured' is the dummy's; 'tok/step calibrated' is the "
               "exact expected acceptance length of the tree a head following the law drafts (expected_tree), "
               "and 'speedup calibrated' = calibrated tok/step / step ms over plain decode tok/s: a round costs "

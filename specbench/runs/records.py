@@ -13,15 +13,16 @@ from specbench.metrics.goodput import SloBounds
 from specbench.metrics.loops import loop_columns
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runs.finished_turn import ENGINE_COUNTS, FinishedTurn
-from specbench.speculation.tree_stats import TreeAcceptanceCounts
+from specbench.speculation.verify.tree_stats import TreeAcceptanceCounts
 from specbench.workloads.base import Score, Workload
 
 Row = dict[str, Any]
 SCORE_FIELDS = tuple(f.name for f in dataclasses.fields(Score))
 
 
-# A request's tree counts (speculation/tree_stats.py), null for chains: the totals, then the per-depth and per-rank
-# lists. Per-round acceptance lengths are `accepted_per_round`; per-round tree sizes are not kept (their sum is).
+# A request's tree counts (speculation/verify/tree_stats.py), null for chains: the totals, then the per-depth and
+# per-rank lists. Per-round acceptance lengths are `accepted_per_round`; per-round tree sizes are not kept (their sum
+# is).
 TREE_TOTALS = ("tree_num_rounds", "tree_num_accepted", "tree_num_nodes")
 TREE_LISTS = ("tree_offered_per_depth", "tree_accepted_per_depth", "tree_offered_per_rank", "tree_accepted_per_rank")
 DRAFT_COLUMNS = ("num_draft_rounds", "num_draft_tokens", "num_accepted_tokens", "num_drafted_per_pos",

@@ -275,7 +275,7 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("accepted_per_round", pa.list_(I64), "[num_draft_rounds] accepted drafts per round"),
     ("acceptance_length", F64, "1 + num_accepted_tokens / num_draft_rounds; null without draft rounds"),
     ("tree_num_rounds", I64, "tree drafts (eagle_topk > 1): rounds that verified a tree (this and the next six "
-     "null for chains and over HTTP; speculation/tree_stats.py)"),
+     "null for chains and over HTTP; speculation/verify/tree_stats.py)"),
     ("tree_num_accepted", I64, "draft tokens accepted on tree rounds"),
     ("tree_num_nodes", I64, "drafted tree nodes, summed over rounds (root excluded)"),
     ("tree_offered_per_depth", pa.list_(I64), "[max_depth] rounds whose accepted path reached depth d - 1 with a "

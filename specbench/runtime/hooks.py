@@ -62,6 +62,22 @@ class PhaseHooks:
         """Step j's metadata; hidden [num_reqs_in_step, H] is what the step is fed (EAGLE), None for a draft LM."""
         return md
 
+    def draft_probs(self, logits: torch.Tensor, probs: torch.Tensor | None) -> torch.Tensor | None:
+        """Draft LM: the draft law it hands the verifier for the rows it just drafted: probs [n, target_vocab] warped
+        as the tokens were drawn (temperature, top-k, top-p) from logits [n, draft_vocab]; None when every request is
+        greedy."""
+        return probs
+
+    # ---- the draft LM's drafting state ------------------------------------------------------------
+    def draft_kv_written(self, request_id: str, end: int) -> None:
+        """Draft LM, on_verified: the request's last round wrote its draft KV up to position `end` (exclusive),
+        rejected drafts included, before the proposer trims its bookkeeping to the accepted ones."""
+
+    def keeps_draft_state(self, request_id: str) -> bool:
+        """Draft LM, free: whether the proposer keeps the request's drafting state (its draft-KV bookkeeping) although
+        the request finished or was preempted (clean hooks: never)."""
+        return False
+
     # ---- target -----------------------------------------------------------------------------
     def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
                             block_size: int) -> list[int] | None:

@@ -25,10 +25,10 @@ KV_CACHE_GB = 0.025
 SEED_TARGET = ""  # a setup's target: "" = the seed's own tiny target (its variant cycles with the seed)
 # Methods run on the sliding-window + MoE target (tiny_window_moe.py). The others cannot take it as their setups are:
 # the EAGLE-1 / EAGLE-3 heads are built from a dense target layer's weights (tiny_eagle*.py), an MTP module refuses
-# windowed targets (speculation/mtp/head.py), and n-gram's target is a copying variant of the biased one whatever
-# the seed's target (drafters.py), so its row would repeat the seed's (a copying variant of this target, content
-# heads silenced, sees 3 keys inside its 4-key window: tried, the target-side window bugs then passed the plain row's
-# greedy check). The window bugs' hosts are the draft LM (the draft-side ones) and every method's verify (the
+# windowed targets (speculation/drafters/mtp/head.py), and n-gram's target is a copying variant of the biased one
+# whatever the seed's target (drafters.py), so its row would repeat the seed's (a copying variant of this target,
+# content heads silenced, sees 3 keys inside its 4-key window: tried, the target-side window bugs then passed the plain
+# row's greedy check). The window bugs' hosts are the draft LM (the draft-side ones) and every method's verify (the
 # target-side ones, the plain row's too).
 WINDOW_MOE_METHODS = ("draft",)
 TARGETS = (SEED_TARGET, WINDOW_MOE)

@@ -30,8 +30,8 @@ from specbench.selftest.tiny import (
     positional_query_bias,
     target_shape,
 )
-from specbench.speculation.eagle.config import EAGLE3_SPECULATORS
-from specbench.speculation.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
+from specbench.speculation.drafters.eagle.config import EAGLE3_SPECULATORS
+from specbench.speculation.drafters.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
 FEATURE_LAYERS = (0,)  # HF hidden_states indices the head reads: the target's input embeddings
 # After the embedding copies (hidden / head_dim heads: 4 for the 16-wide variants, 2 for the 32-wide one), the head's

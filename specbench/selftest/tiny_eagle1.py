@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from specbench.speculation.eagle.config import EAGLE1
-from specbench.speculation.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
+from specbench.speculation.drafters.eagle.config import EAGLE1
+from specbench.speculation.drafters.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
 FEATURE_GAIN = 0.04  # fc weight on the target feature (RMS 1), next to the embedding's identity
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specbench.speculation.mtp.checkpoint import LAYER_INDEX, MTP_PREFIX
+from specbench.speculation.drafters.mtp.checkpoint import LAYER_INDEX, MTP_PREFIX
 
 HIDDEN_GAIN = 0.04  # eh_proj weight on hnorm(hidden) (RMS 1), next to the embedding's identity: small, as the
 # EAGLE-1 head's, so fp32 rounding in the target features stays far inside the oracle's tolerance

@@ -27,7 +27,7 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 if TYPE_CHECKING:
     from specbench.runtime.cuda_graph import GraphPlan
     from specbench.speculation.draft_records import DraftRecorder
-    from specbench.speculation.tree_propose import TreePlan
+    from specbench.speculation.tree.plan import TreePlan
 
 
 class Proposer(ABC):
@@ -122,7 +122,7 @@ class RecordsDraftLogits(Proposer):
 
 class DraftsTrees(Proposer):
     """Drafts a tree of candidates per request (eagle_topk > 1), not only a chain: top-k children of the best frontier
-    nodes per draft step, cut to a node budget (speculation/tree_builder.py, tree_propose.py, tree_device.py). Tree
+    nodes per draft step, cut to a node budget (speculation/tree/builder.py, tree/propose.py, tree/device.py). Tree
     rounds run synchronously (engine/tree_round.py); their draft steps on the device, from CUDA graphs where the
     class also declares CapturesTreeDraftGraphs."""
 

@@ -1,15 +1,12 @@
-"""What the draft oracle records from a proposer's drafting: a recorder the oracle hands to `attach_recorder`."""
+"""What the draft oracle records from a proposer's drafting: chain steps (`DraftStepRecord`) and tree rounds
+(`TreeRoundRecord`, traced by tree/records.py), into the recorder the oracle hands to `attach_recorder`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from specbench.speculation.tree_records import TreeRoundRecord
 
 
 @dataclass(frozen=True)
@@ -22,10 +19,29 @@ class DraftStepRecord:
     logits: torch.Tensor  # [draft_vocab] float32 on the host
 
 
+@dataclass(frozen=True)
+class TreeRoundRecord:
+    """One request's tree round as the drafter produced it. Token ids are the drafter's vocabulary (what its
+    log-probs index); a branch is the tokens from the root's child down to a node."""
+
+    request_id: str
+    token_ids: tuple[int, ...]  # committed tokens; the newest (the tree's root) last
+    topk: int  # the round's plan: children per frontier node, frontier size per step
+    depth: int  # draft steps (the deepest a path can go)
+    num_draft_tokens: int  # node budget
+    node_token_ids: tuple[int, ...]  # [num_nodes] the kept tree, node order
+    parents: tuple[int, ...]  # [num_nodes] request-local parent node index, -1 = the root
+    fed_branches: tuple[tuple[int, ...], ...]  # [num_fed] branch of each fed node, in feed (tree row) order
+    fed_parent_rows: tuple[int, ...]  # [num_fed] the tree row of its parent the draft step was handed (-1: root)
+    fed_sees: tuple[tuple[int, ...], ...]  # [num_fed] the tree rows the draft step's mask lets each row see
+    root_log_probs: torch.Tensor  # [draft_vocab] float32 host: the drafter's log-probs after the committed tokens
+    fed_log_probs: torch.Tensor  # [num_fed, draft_vocab] float32 host: its log-probs at each fed node
+
+
 @dataclass
 class DraftRecorder:
     """Collects the draft steps of one engine run, in the order the proposer drafted them (the oracle owns it): chain
-    rounds' steps, and tree rounds whole (speculation/tree_records.py)."""
+    rounds' steps, and tree rounds whole (speculation/tree/records.py)."""
 
     steps: list[DraftStepRecord] = field(default_factory=list)
     trees: list[TreeRoundRecord] = field(default_factory=list)

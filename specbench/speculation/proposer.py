@@ -25,5 +25,5 @@ class DraftProposal:
     num_draft_tokens: tuple[int, ...]  # [num_reqs] may be fewer than asked (n-gram finds no match)
     draft_probs: torch.Tensor | None  # [num_reqs, max_num_draft, vocab] or None for deterministic drafts
     # [num_reqs, max_num_draft] int64 request-local parent of each draft, -1 = the root (the newest committed
-    # token), padded with -1; None = a chain (parent i - 1). Set only by tree rounds (speculation/tree_propose.py).
+    # token), padded with -1; None = a chain (parent i - 1). Set only by tree rounds (speculation/tree/propose.py).
     parents: torch.Tensor | None = None

@@ -30,10 +30,11 @@ from specbench.execution_paths import (
 from specbench.registry import Registry
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.speculation.capabilities import DraftsAhead, DraftsTrees, Proposer
-from specbench.speculation.draft_model import DraftModelProposer, load_draft_proposer
-from specbench.speculation.eagle.proposer import EagleProposer, load_eagle_proposer
-from specbench.speculation.mtp.proposer import MtpProposer, load_mtp_proposer
-from specbench.speculation.ngram import NgramProposer
+from specbench.speculation.drafters.draft_model import DraftModelProposer, load_draft_proposer
+from specbench.speculation.drafters.eagle.proposer import EagleProposer, load_eagle_proposer
+from specbench.speculation.drafters.mtp.loader import load_mtp_proposer
+from specbench.speculation.drafters.mtp.proposer import MtpProposer
+from specbench.speculation.drafters.ngram import NgramProposer
 
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
@@ -149,7 +150,7 @@ def execution_path(name: str) -> ExecutionPath:
 
 
 def _source(cls: type) -> str:
-    """A class's file as the path descriptions write it: speculation/ngram.py."""
+    """A class's file as the path descriptions write it: speculation/drafters/ngram.py."""
     return cls.__module__.removeprefix("specbench.").replace(".", "/") + ".py"
 
 

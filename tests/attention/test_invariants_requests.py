@@ -11,7 +11,7 @@ from specbench.attention.invariants import (
     InvariantViolation, check_kernel_fields, check_positions_and_slots, check_step_against_requests,
 )
 from specbench.faults import build_hooks
-from specbench.speculation.step_plan import draft_step_metadata
+from specbench.speculation.drafters.step_plan import draft_step_metadata
 
 TABLES = [(3, 7, 1, 9, 4, 2), (5, 0, 8, 6, 11, 10)]
 NEWEST = [9, 14]  # committed length - 1 per request

@@ -20,7 +20,7 @@ from specbench.config import EngineConfig
 from specbench.runs.cell_key import CellKey, shape_text
 from specbench.runs.sweep_config import SweepConfig
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree_stats import TreeAcceptanceCounts
+from specbench.speculation.verify.tree_stats import TreeAcceptanceCounts
 from tests.support.cli_run import main_exit
 from tests.support.tiny_models import data_dir
 
@@ -101,7 +101,7 @@ BUDGET = 3
 
 
 def _tree_counts(accepted_per_round: list[int], depth: int = 2) -> TreeAcceptanceCounts:
-    """What a top-2 tree of BUDGET nodes and `depth` levels would report for these accepted lengths (tree_stats'
+    """What a top-2 tree of BUDGET nodes and `depth` levels would report for these accepted lengths (tree_stats.py's
     rules): every node of the path below the last level offers both ranks; the path goes through the best child
     except at its last step, which took the runner-up."""
     counts = TreeAcceptanceCounts(offered_per_depth=[0] * depth, accepted_per_depth=[0] * depth,

@@ -35,7 +35,7 @@ def test_gpu_oracle_checks_graphed_and_drafted_ahead_rounds(eagle3_cuda_setup):
 
 
 def test_gpu_invariant_sweep_compares_rounds_drafted_ahead(eagle3_cuda_setup, monkeypatch):
-    from specbench.speculation.eagle import ahead
+    from specbench.speculation.drafters.eagle import ahead
 
     monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS", raising=False)
     compared = []

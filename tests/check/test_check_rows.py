@@ -12,7 +12,7 @@ from specbench.check.rows import ROWS_ALPHA, ROWS_POWER, TV_SHIFT, WARPING, row_
 from specbench.check.warp_reference import warp
 from specbench.faults import wrap_verifier
 from specbench.speculation.sampling import logits_to_probs
-from specbench.speculation.verifier import VerifyResult, verify
+from specbench.speculation.verify.chain import VerifyResult, verify
 
 CPU = torch.device("cpu")
 OLD_SETTING = Warping(temperature=1.0, top_k=-1, top_p=1.0)  # the only setting the sampled check used to cover

@@ -16,7 +16,7 @@ from specbench.check.rows import (
 from specbench.check.setup import CheckSetup
 from specbench.config import EngineConfig
 from specbench.faults import wrap_verifier
-from specbench.speculation.verifier import verify
+from specbench.speculation.verify.chain import verify
 
 
 def _bonus_p_and_power(is_last_draft_likeliest: bool) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""The tree draft oracle (check/tree_oracle.py): tree rounds recorded whole (speculation/tree_records.py), every law
+"""The tree draft oracle (check/tree_oracle.py): tree rounds recorded whole (speculation/tree/records.py), every law
 recomputed cache-free along its branch, the tree's shape and top-k choice checked from first principles.
 
 - the structural checks (check/tree_choice.py) on a round grown by the device path (grow_tree_on_device) over known
@@ -30,13 +30,10 @@ from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import LAYER_INDEX, build_mtp_target
 from specbench.speculation.draft_records import DraftRecorder
-from specbench.speculation.tree_device import (
-    StepLayout,
-    block_table_tensor,
-    grow_tree_on_device,
-)
-from specbench.speculation.tree_propose import TreePlan
-from specbench.speculation.tree_records import TreeRoundTrace
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.records import TreeRoundTrace
 
 VOCAB = 7
 METHODS = tree_methods(("draft", "eagle", "eagle3", "mtp"))

@@ -33,7 +33,7 @@ def test_gpu_tree_oracle_passes_clean_and_catches_a_draft_step_seeing_a_sibling(
     (clean,) = run_checks(setup, ("oracle",))  # the battery's way: with the paths its engines took
     assert clean.passed and not clean.skipped and "tree-round laws" in clean.detail, clean.detail
     assert "spec.tree_round" in clean.paths, sorted(clean.paths)
-    # recorded on the device path run eagerly: a recorder makes tree rounds skip their graphs (tree_records.py)
+    # recorded on the device path run eagerly: a recorder makes tree rounds skip their graphs (tree/records.py)
     assert not clean.paths & {"eagle.tree_graph", "eagle.tree_round_graph", "draft.tree_graph"}, sorted(clean.paths)
     assert clean.paths & {"eagle.eager", "draft.eager_step"}, sorted(clean.paths)
     bent = check_oracle(setup.with_inject("tree-draft-sees-sibling"), preemption=False)

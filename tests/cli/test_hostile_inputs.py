@@ -262,7 +262,7 @@ EAGLE_CASES = [
 @pytest.mark.parametrize("name, content, expected", EAGLE_CASES, ids=[c[0] for c in EAGLE_CASES])
 def test_bad_eagle_head_config_is_one_error(name, content, expected, tmp_path):
     from specbench.errors import SpecbenchError
-    from specbench.speculation.eagle.checkpoint import read_checkpoint
+    from specbench.speculation.drafters.eagle.checkpoint import read_checkpoint
 
     head = tmp_path / name
     _write_config(head, content)  # no weights: the config must be refused first

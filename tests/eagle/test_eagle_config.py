@@ -7,9 +7,9 @@ import pytest
 from specbench.config import parse_layer_ids
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
-from specbench.speculation.eagle.aux_layers import resolve_aux_layers
-from specbench.speculation.eagle.checkpoint import canonical_name, file_name_for
-from specbench.speculation.eagle.config import (
+from specbench.speculation.drafters.eagle.aux_layers import resolve_aux_layers
+from specbench.speculation.drafters.eagle.checkpoint import canonical_name, file_name_for
+from specbench.speculation.drafters.eagle.config import (
     EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS, HIDDEN_STATES_INDEX, LAYER_OUTPUT, AuxLayerSpec, parse_head_config,
 )
 

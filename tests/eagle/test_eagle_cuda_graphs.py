@@ -55,14 +55,14 @@ def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monk
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     engine, _ = run(target, head, prompt_ids[:3], graphs=True, inject="stale-draft-metadata", debug_invariants=False)
-    assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.step_graphs.num_replays > 0
+    assert engine.proposer.round_graphs[3].num_replays == 0 and engine.proposer.draft_graphs.steps.num_replays > 0
 
 
 def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir, prompt_ids, monkeypatch):
     # The graph derives each draft step's metadata from the catch-up's: an off-by-one there (seed 000's class)
     # must be caught by comparing against the host's reference build.
     from specbench.attention.invariants import InvariantViolation
-    from specbench.speculation.eagle.round_graph import EagleRoundGraphs
+    from specbench.speculation.drafters.eagle.round_graph import EagleRoundGraphs
 
     derive = EagleRoundGraphs._derive_step_metadata
     monkeypatch.setattr(EagleRoundGraphs, "_derive_step_metadata",
@@ -143,7 +143,7 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
 
 def shift_steps_of_rounds_drafted_ahead(monkeypatch) -> None:
     """Rounds built on the device (run_ahead) derive each draft step's metadata one position off."""
-    from specbench.speculation.eagle.round_graph import EagleRoundGraphs
+    from specbench.speculation.drafters.eagle.round_graph import EagleRoundGraphs
 
     derive, run_ahead = EagleRoundGraphs._derive_step_metadata, EagleRoundGraphs.run_ahead
 
@@ -170,7 +170,7 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
     from specbench.attention.invariants import InvariantViolation
     from specbench.check.setup import CheckSetup, build_llm
     from specbench.config import EngineConfig
-    from specbench.speculation.eagle import ahead
+    from specbench.speculation.drafters.eagle import ahead
 
     monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")
     variant = "eagle3-native-flat"

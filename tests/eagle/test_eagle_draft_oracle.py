@@ -21,8 +21,8 @@ from specbench.attention.metadata import build_metadata
 from specbench.execution_paths import PathRecorder
 from specbench.kv.kv_cache import KVCache
 from specbench.models.loader import load_model
-from specbench.speculation.eagle.loader import load_eagle_head
-from specbench.speculation.eagle.proposer import EagleProposer
+from specbench.speculation.drafters.eagle.loader import load_eagle_head
+from specbench.speculation.drafters.eagle.proposer import EagleProposer
 from specbench.speculation.proposer import ProposeInput
 from specbench.speculation.registry import path_names
 from specbench.speculation.sampling import build_sampling_tensors

@@ -1,5 +1,5 @@
-"""Draft heads on the fused projections (speculation/eagle/fused_head.py) == the eager heads (fp32, interpreted on
-CPU): EAGLE-3 (both residual conventions), EAGLE-1 (biased fc, identity first norm) and MTP, over a catch-up of
+"""Draft heads on the fused projections (speculation/drafters/eagle/fused_head.py) == the eager heads (fp32, interpreted
+on CPU): EAGLE-3 (both residual conventions), EAGLE-1 (biased fc, identity first norm) and MTP, over a catch-up of
 several queries then one-query draft steps, for one request and a batch of two; the outputs and the K/V the
 heads leave in their caches agree, and the fused run records `eagle.fused_head` (the eager one never)."""
 
@@ -23,9 +23,9 @@ from specbench.speculation.registry import path_names  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import get_preset  # noqa: E402
 from specbench.models.fused_kernels import set_policy  # noqa: E402
-from specbench.speculation.eagle.config import EAGLE1, EAGLE3_SPECULATORS, EagleHeadConfig  # noqa: E402
-from specbench.speculation.eagle.head import EagleHead, HeadShape  # noqa: E402
-from specbench.speculation.mtp.head import MtpHead, mtp_head_config  # noqa: E402
+from specbench.speculation.drafters.eagle.config import EAGLE1, EAGLE3_SPECULATORS, EagleHeadConfig  # noqa: E402
+from specbench.speculation.drafters.eagle.head import EagleHead, HeadShape  # noqa: E402
+from specbench.speculation.drafters.mtp.head import MtpHead, mtp_head_config  # noqa: E402
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 12

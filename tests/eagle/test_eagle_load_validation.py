@@ -13,7 +13,7 @@ from specbench.attention import create_backend
 from specbench.errors import SpecbenchError
 from specbench.models.layers import rope_inv_freq
 from specbench.models.loader import load_model
-from specbench.speculation.eagle.loader import load_eagle_head
+from specbench.speculation.drafters.eagle.loader import load_eagle_head
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""EAGLE trees drafted on the device (speculation/tree_device.py) against the host reference (tree_propose.grow_tree)
+"""EAGLE trees drafted on the device (speculation/tree/device.py) against the host reference (tree.propose.grow_tree)
 from the same engine state: identical trees and identical draft KV rows written; and the tree draft graphs' static
-buffers (speculation/tree_graph.py, rerun off CUDA: everything but the capture itself) against eager, padding
+buffers (speculation/tree/graph.py, rerun off CUDA: everything but the capture itself) against eager, padding
 requests included. tests/eagle/test_eagle_tree_graphs.py replays real CUDA graphs."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 from specbench import LLM
 from specbench.runtime.cuda_graph import GraphPlan
-from specbench.speculation.eagle import proposer as eagle_proposer
-from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
+from specbench.speculation.drafters.eagle import proposer as eagle_proposer
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 
 PLANS = [TreePlan(4, 4, 8), TreePlan(2, 3, 6), TreePlan(3, 2, 9)]
 

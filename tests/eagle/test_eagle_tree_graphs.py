@@ -1,6 +1,6 @@
-"""EAGLE tree drafts replayed from CUDA graphs on a CUDA default engine (speculation/tree_graph.py: eagle.tree_graph,
-the draft after an eager catch-up; speculation/eagle/tree_round_graph.py: eagle.tree_round_graph, the whole round):
-one graph per batch bucket for the run's TreePlan, captured by set_draft_shape; a replay
+"""EAGLE tree drafts replayed from CUDA graphs on a CUDA default engine (speculation/tree/graph.py: eagle.tree_graph,
+the draft after an eager catch-up; speculation/drafters/eagle/tree_round_graph.py: eagle.tree_round_graph, the whole
+round): one graph per batch bucket for the run's TreePlan, captured by set_draft_shape; a replay
 drafts the trees eager drafting drafts (same tokens, parents and draft KV from the same state), a graphed engine's
 greedy fp32 output and acceptance equal the enforce-eager engine's (ragged requests: smaller buckets as they finish),
 and a new plan captures its own graphs. Fails loudly on a sync inside the capture (capture_graph's sync debug mode).
@@ -15,7 +15,7 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 from specbench import LLM, SamplingParams
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree_propose import tree_plan
+from specbench.speculation.tree.plan import tree_plan
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 VARIANT = "eagle3-speculators"

@@ -66,7 +66,7 @@ def test_graph_replays_match_eager(tiny_pair, prompts, method):
     assert got == expected
     assert graphed.engine.runner.graphs.num_replays > 0
     if method == "draft":
-        assert graphed.engine.proposer.step_graphs.num_replays > 0
+        assert graphed.engine.proposer.draft_graphs.steps.num_replays > 0
 
 
 @pytest.mark.slow  # ~10 s on CPU
@@ -103,7 +103,7 @@ def test_gpu_default_engine_uses_graphs_and_matches_enforce_eager(tiny_pair, pro
     expected = [list(o.output_token_ids) for o in eager.generate(prompt_ids, params)]
     assert got == expected
     assert graphed.engine.runner.graphs.num_replays > 0
-    assert graphed.engine.proposer.step_graphs.num_replays > 0
+    assert graphed.engine.proposer.draft_graphs.steps.num_replays > 0
 
     ragged = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (20, 33, 41, 27, 48)]
     got = [list(o.output_token_ids) for o in graphed.generate(prompt_ids[:5], ragged)]

@@ -1,5 +1,5 @@
-"""The draft LM's trees drafted on the device (speculation/tree_device.py) against the host reference
-(tree_propose.grow_tree) from the same engine state: identical trees and draft KV; and on_tree_verified keeps the
+"""The draft LM's trees drafted on the device (speculation/tree/device.py) against the host reference
+(tree.propose.grow_tree) from the same engine state: identical trees and draft KV; and on_tree_verified keeps the
 accepted path's fed rows (found from the device's fed rows, one read per round) exactly as the branch lookup of the
 reference would."""
 
@@ -11,8 +11,9 @@ from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 from specbench import LLM
 from specbench.runtime.cuda_graph import GraphPlan
-from specbench.speculation import draft_model
-from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
+from specbench.speculation.drafters import draft_model
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 
 
 def _llm(tiny_pair, **kw) -> LLM:

@@ -1,4 +1,4 @@
-"""Draft-LM tree drafts replayed from CUDA graphs (speculation/tree_graph.py, execution path draft.tree_graph) on a
+"""Draft-LM tree drafts replayed from CUDA graphs (speculation/tree/graph.py, execution path draft.tree_graph) on a
 CUDA default engine: a replay drafts the trees eager drafting drafts (same tokens, parents, fed rows and draft KV
 from the same state), and a graphed engine's greedy fp32 output and acceptance equal the enforce-eager engine's, for
 two plans, ragged requests included; the draft-side tree mutant's bend is captured in them. CUDA only: tests/engine/test_tree_draft_device.py runs the static-buffer logic
@@ -13,7 +13,7 @@ from specbench import LLM, SamplingParams
 from specbench.attention.invariants import InvariantViolation
 from specbench.faults.catalog import injection
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.tree_propose import tree_plan
+from specbench.speculation.tree.plan import tree_plan
 from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

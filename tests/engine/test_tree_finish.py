@@ -20,7 +20,7 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.phases import TargetOutput
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.synthetic_tree import (
+from specbench.speculation.synthetic.tree import (
     DEFAULT_RANK_DECAY,
     SGLANG_SETTING_RATES,
     expected_tree,
@@ -28,12 +28,12 @@ from specbench.speculation.synthetic_tree import (
     synthetic_tree_walk,
     tree_table,
 )
-from specbench.speculation.tree import TreeShapeError, tree_from_parents
-from specbench.speculation.tree_kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
-from specbench.speculation.tree_padded import pad_tree, path_shape, uniform_tree
-from specbench.speculation.tree_propose import TreePlan
-from specbench.speculation.tree_verifier import verify_tree
-from specbench.speculation.tree_verify_batched import verify_tree_batched
+from specbench.speculation.tree.draft_tree import TreeShapeError, tree_from_parents
+from specbench.speculation.tree.kv import accepted_path_moves, apply_moves, move_slots_all_layers, padded_path_moves
+from specbench.speculation.tree.padded import pad_tree, path_shape, uniform_tree
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.verify.tree import verify_tree
+from specbench.speculation.verify.tree_batched import verify_tree_batched
 from tests.support.trees import random_round, random_trees
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),

@@ -25,7 +25,7 @@ from specbench.engine.model_runner import tree_graph_plan  # noqa: E402
 from specbench.kernels.tree_attention import pack_tree_mask  # noqa: E402
 from specbench.runtime.cuda_graph import GraphPlan, GraphShape, StaticBuffers  # noqa: E402
 from specbench.speculation.draft_shape import DraftShape  # noqa: E402
-from specbench.speculation.tree import tree_from_parents, verify_attention_mask  # noqa: E402
+from specbench.speculation.tree.draft_tree import tree_from_parents, verify_attention_mask  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PARENTS = [[-1, -1, 0, 1], [-1, 0, 0, 2]]  # two requests, 4 nodes each: 5 verify rows per request
@@ -168,7 +168,7 @@ def test_eagle3_tree_draft_steps_on_the_triton_kernel_match_torch(tmp_path, prom
     """An EAGLE-3-shaped head (the bench's drafter) drafting trees with its draft steps on the Triton tree kernel
     (tree rows > queries) and on the torch reference: the same greedy tokens and acceptance, graphs on for Triton."""
     from specbench.models.presets import get_preset
-    from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+    from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
     head = write_dummy_eagle3_head(get_preset("tiny-llama"), tmp_path / "head", draft_vocab_size=512)
     runs, engines = [], []

@@ -14,8 +14,8 @@ from specbench.attention.invariants import check_metadata
 from specbench.attention.tree_mask import check_tree_positions_and_slots
 from specbench.engine.tree_inputs import build_tree_verify_input, build_uniform_tree_verify_input, is_uniform
 from specbench.speculation.proposer import DraftProposal
-from specbench.speculation.tree import TreeShapeError, tree_from_parents
-from specbench.speculation.tree_padded import pad_tree
+from specbench.speculation.tree.draft_tree import TreeShapeError, tree_from_parents
+from specbench.speculation.tree.padded import pad_tree
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                                               reason="needs a CUDA device")])]

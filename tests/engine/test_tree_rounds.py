@@ -18,7 +18,7 @@ from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.proposer import ProposeInput
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.tree_propose import TreePlan
+from specbench.speculation.tree.plan import TreePlan
 
 MAX_TOKENS = 24
 PREEMPTING_KV_BLOCKS = 30  # 4 concurrent requests of up to 40 + 24 + tree rows do not fit blocks of 4

@@ -14,7 +14,7 @@ from specbench.check.engine_defaults import check_engine
 from specbench.check.reference import build_reference_llm
 from specbench.check.sampled import ALPHA, SAMPLED_PARAMS, _verdict
 from specbench.check.setup import CheckSetup
-from specbench.speculation import tree_verify_batched
+from specbench.speculation.verify import tree_batched as tree_verify_batched
 from specbench.speculation.draft_shape import DraftShape
 
 NUM_SAMPLES = 400
@@ -52,7 +52,7 @@ def _stale_sibling_accept(child_probs: torch.Tensor, tree) -> torch.Tensor:
 
 
 def test_a_stale_residual_fails_the_same_test(tiny_pair, prompt_ids, monkeypatch):
-    # the engine verifies with the batched rule (speculation/tree_verify_batched.py)
+    # the engine verifies with the batched rule (speculation/verify/tree_batched.py)
     monkeypatch.setattr(tree_verify_batched, "sibling_accept_probs", _stale_sibling_accept)
     verdict, _ = _tree_verdict(tiny_pair, prompt_ids)
     assert verdict.p_value < ALPHA, verdict

@@ -12,7 +12,7 @@ from specbench import LLM, SamplingParams
 from specbench.engine import tree_round
 from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape
-from specbench.speculation.synthetic_tree import engine_table, expected_acceptance_length
+from specbench.speculation.synthetic.tree import engine_table, expected_acceptance_length
 
 NUM_STEPS = 3
 

@@ -27,12 +27,9 @@ from specbench.selftest.row_tasks import SelftestRow, due_faults
 from specbench.selftest.setups import TREE_SHAPE, selftest_setups, tree_methods
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.registry import methods_with
-from specbench.speculation.tree_device import (
-    StepLayout,
-    block_table_tensor,
-    grow_tree_on_device,
-)
-from specbench.speculation.tree_propose import TreePlan
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan
 
 NAMES = [m.fault.name for m in TREE_MUTANTS]
 METHODS = ("draft", "eagle3")  # a draft LM (its own tree KV kept) and a head fed target features

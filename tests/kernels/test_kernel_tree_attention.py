@@ -22,7 +22,7 @@ from specbench.kernels.tree_attention import pack_tree_mask, tree_attention
 from specbench.attention.torch_ref import TorchPagedAttention
 from specbench.attention.tree_torch_ref import tree_attention_reference
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
-from specbench.speculation.tree import DraftTree, tree_from_parents, verify_attention_mask
+from specbench.speculation.tree.draft_tree import DraftTree, tree_from_parents, verify_attention_mask
 from tests.support.kernel_testing import (
     PagedBatch,
     poisoned_allocations,

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON
 
 from specbench.sampling_params import SamplingParams  # noqa: E402
 from specbench.speculation.sampling import build_sampling_tensors, make_generator  # noqa: E402
-from specbench.speculation.verifier import verify  # noqa: E402
-from specbench.speculation.verify_triton import verify_triton  # noqa: E402
+from specbench.speculation.verify.chain import verify  # noqa: E402
+from specbench.speculation.verify.chain_triton import verify_triton  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

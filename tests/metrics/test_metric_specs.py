@@ -80,7 +80,7 @@ def test_cell_values_and_identity_estimates_are_one_computation():
 
 
 def _tree_rows(rows: list[dict]) -> list[dict]:
-    """The fixture's requests as if each round had verified a top-2 tree (counts per tree_stats' rules: made up,
+    """The fixture's requests as if each round had verified a top-2 tree (counts per tree_stats.py's rules: made up,
     different per request, so sums and ratios are not trivially equal)."""
     out = []
     for i, row in enumerate(rows):

@@ -19,8 +19,8 @@ from tests.support.kernel_testing import kernels_runnable_here  # noqa: E402
 from specbench.kv.kv_cache import KVCache  # noqa: E402
 from specbench.models import DecoderLM, decode_gemv, get_preset  # noqa: E402
 from specbench.models import fused_kernels as fused  # noqa: E402
-from specbench.speculation.eagle import fused_head  # noqa: E402
-from specbench.speculation.eagle.head import EagleHead  # noqa: E402
+from specbench.speculation.drafters.eagle import fused_head  # noqa: E402
+from specbench.speculation.drafters.eagle.head import EagleHead  # noqa: E402
 
 RERUN_REASON = "triton was imported before TRITON_INTERPRET=1; test_interpreted_tests_pass_in_a_fresh_process"
 runnable = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)

@@ -13,8 +13,8 @@ import torch
 from tests.support.eagle_heads import HeadVariant, acceptance_per_pos, fitted_tensors, run_engine, write_head
 from tests.support.tiny_models import build_tiny_model, gsm8k_questions, load_tiny_tokenizer
 
-from specbench.speculation.eagle.config import EAGLE3_SPECULATORS
-from specbench.speculation.eagle.writer import HeadFormat
+from specbench.speculation.drafters.eagle.config import EAGLE3_SPECULATORS
+from specbench.speculation.drafters.eagle.writer import HeadFormat
 from tests.support.hf_greedy import hf_greedy_outputs
 
 MAX_TOKENS = 24  # run_engine's

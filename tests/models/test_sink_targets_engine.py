@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.speculation.eagle.config import EAGLE1, EAGLE3_SPECULATORS
-from specbench.speculation.eagle.writer import HeadFormat
+from specbench.speculation.drafters.eagle.config import EAGLE1, EAGLE3_SPECULATORS
+from specbench.speculation.drafters.eagle.writer import HeadFormat
 from tests.support.eagle_heads import HeadVariant, unfitted_tensors, write_head
 from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 from tests.support.sink_models import build_sink_target

@@ -14,8 +14,8 @@ from tests.support.window_models import WindowTarget, build_window_target
 from specbench import LLM, SamplingParams
 from specbench.attention.kinds import SlidingWindowAttention
 from specbench.models.loader import load_model
-from specbench.speculation.eagle.config import EAGLE1
-from specbench.speculation.eagle.writer import HeadFormat
+from specbench.speculation.drafters.eagle.config import EAGLE1
+from specbench.speculation.drafters.eagle.writer import HeadFormat
 
 MAX_TOKENS = 20
 # Too few 4-token blocks for 4 concurrent requests of up to 33 + 20 + k + 1 tokens: forces preemption.

@@ -11,7 +11,7 @@ from specbench.errors import SpecbenchError
 from specbench.models.presets import get_preset
 from specbench.selftest.tiny import build_tiny_pair
 from specbench.selftest.tiny_mtp import build_mtp_target
-from specbench.speculation.mtp.checkpoint import (
+from specbench.speculation.drafters.mtp.checkpoint import (
     LAYER_INDEX,
     MTP_PREFIX,
     canonical_name,

@@ -14,7 +14,7 @@ from specbench.check.reference import build_reference_drafting_llm
 from specbench.errors import SpecbenchError
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import LAYER_INDEX, MTP_PREFIX, build_mtp_target
-from specbench.speculation.mtp.multi_module import MultiModuleMtpProposer
+from specbench.speculation.drafters.mtp.multi_module import MultiModuleMtpProposer
 
 MAX_TOKENS = 16
 PREEMPTING_KV_BLOCKS = 14  # as tests/mtp/test_mtp_engine.py: 4 requests of up to 30 + 16 + k tokens do not fit

@@ -1,4 +1,4 @@
-"""MTP trees drafted on the device (speculation/tree_device.py, the EAGLE proposer's code) against the host reference,
+"""MTP trees drafted on the device (speculation/tree/device.py, the EAGLE proposer's code) against the host reference,
 and through the tree draft graphs' static buffers (rerun off CUDA; tests/eagle/test_eagle_tree_graphs.py replays
 real graphs): identical trees and draft KV from the same engine state."""
 
@@ -10,8 +10,9 @@ from specbench import LLM
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.selftest.tiny import build_tiny_pair, random_prompts
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
-from specbench.speculation.eagle import proposer as eagle_proposer
-from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
+from specbench.speculation.drafters.eagle import proposer as eagle_proposer
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
 from tests.support.tree_checks import assert_same_tree_round, propose_first_tree
 
 PLAN = TreePlan(4, 3, 8)

@@ -6,7 +6,7 @@ from specbench import LLM
 from specbench.perf.gpu_perf import GraphsOff, measure_decode
 from specbench.perf.gpu_table import render
 from specbench.models.presets import get_preset
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 
 def test_measure_decode_and_table(tmp_path):
@@ -23,10 +23,10 @@ def test_measure_decode_and_table(tmp_path):
     with GraphsOff(llm.engine):
         assert llm.engine.runner.graphs is None
     proposer, fake = llm.engine.proposer, object()  # captured step graphs (CPU: none, so a stand-in)
-    proposer.step_graphs = fake
+    proposer.draft_graphs.steps = fake
     with GraphsOff(llm.engine):
-        assert proposer.step_graphs is None
-    assert proposer.step_graphs is fake
+        assert proposer.draft_graphs.steps is None
+    assert proposer.draft_graphs.steps is fake
     data = {"device": "cpu", "torch": "x", "cuda": None, "sections": {
         "copy_bandwidth_gbps": 100.0, "plain_c1": plain.to_dict(), "eagle3_c1": eagle.to_dict()}}
     table = render(data)

@@ -19,7 +19,7 @@ from specbench.perf.moe_targets import cut_layers, gpt_oss_20b_standin, resolve_
 from specbench.errors import SpecbenchError
 from specbench.models.moe_config import MoeConfig
 from specbench.models.presets import get_preset
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 BYTES = ModelBytes(dense_bytes=1000, embedding_row_bytes=10, expert_bytes=(100, 200), kv_bytes_per_token=2,
                    windows=(None, 4))

@@ -18,13 +18,13 @@ from specbench.perf.tree_perf import (
 )
 from specbench.errors import SpecbenchError
 from specbench.models.presets import get_preset
-from specbench.speculation.eagle.dummy import write_dummy_eagle3_head
-from specbench.speculation.synthetic_tree import PUBLISHED_CHAIN_RATES
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
+from specbench.speculation.synthetic.tree import PUBLISHED_CHAIN_RATES
 
 
 def test_calibrated_lengths_are_the_documented_ones():
     by_name = {s.name: s for s in TREE_SETTINGS}
-    assert calibrated_acceptance_length(by_name["sglang"]) == pytest.approx(3.90, abs=0.005)  # synthetic_tree docs
+    assert calibrated_acceptance_length(by_name["sglang"]) == pytest.approx(3.90, abs=0.005)  # synthetic/tree.py docs
     assert chain_acceptance_length(PUBLISHED_CHAIN_RATES, 3) == pytest.approx(2.60)
     # the small tree at the chain's rates beats the k = 3 chain it extends
     assert calibrated_acceptance_length(by_name["small"]) > chain_acceptance_length(PUBLISHED_CHAIN_RATES, 3)

@@ -123,7 +123,7 @@ def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):
 def test_execution_paths_take_their_methods_from_the_classes():
     """execution_paths.py sits below the proposers (a leaf: attention and the graph runner record paths); its paths
     name method groups and the proposer classes declare their own paths, and the registry resolves both."""
-    from specbench.speculation.eagle.proposer import EagleProposer
+    from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
     by_name = {p.name: p for p in registry.execution_paths()}
     for method in registry.speculative_methods():  # the engine records proposer.<method> every drafted round

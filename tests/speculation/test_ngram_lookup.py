@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.speculation.ngram_lookup import propose_ngram
+from specbench.speculation.drafters.ngram_lookup import propose_ngram
 
 
 def _propose(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 3) -> list[int]:

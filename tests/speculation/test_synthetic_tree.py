@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from specbench.speculation.synthetic import synthetic_verify
-from specbench.speculation.synthetic_tree import (
+from specbench.speculation.synthetic.chain import synthetic_verify
+from specbench.speculation.synthetic.tree import (
     DEFAULT_RANK_DECAY,
     PUBLISHED_CHAIN_RATES,
     SGLANG_SETTING,
@@ -21,7 +21,7 @@ from specbench.speculation.synthetic_tree import (
     synthetic_tree_verify,
     tree_table,
 )
-from specbench.speculation.tree import sibling_rank, tree_from_chain, tree_from_parents
+from specbench.speculation.tree.draft_tree import sibling_rank, tree_from_chain, tree_from_parents
 
 VOCAB = 11
 # depth 0: three children of the root; depth 1: two under node 0, one under node 1; depth 2: one under node 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specbench.speculation.tree import (
+from specbench.speculation.tree.draft_tree import (
     DraftTree,
     TreeShapeError,
     ancestor_mask,

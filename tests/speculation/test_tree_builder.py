@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from specbench.speculation.tree import validate
-from specbench.speculation.tree_builder import TopKTreeBuilder
+from specbench.speculation.tree.draft_tree import validate
+from specbench.speculation.tree.builder import TopKTreeBuilder
 
 
 def log_probs(*rows: list[float]) -> torch.Tensor:  # one request: [1, num_frontier, V]

@@ -1,4 +1,4 @@
-"""The device tree draft (speculation/tree_device.py) against the host reference (tree_propose.grow_tree): from the
+"""The device tree draft (speculation/tree/device.py) against the host reference (tree.propose.grow_tree): from the
 same draft scores, identical trees, parent rows, fed rows and per-step metadata (positions, slots, key counts, tree
 mask), with no host work per node; finish_on_device against finish."""
 
@@ -8,14 +8,12 @@ import pytest
 import torch
 
 from specbench.speculation.draft_records import DraftRecorder
-from specbench.speculation.tree_builder import TopKTreeBuilder
-from specbench.speculation.tree_device import (
-    StepLayout,
-    block_table_tensor,
-    grow_tree_on_device,
-)
-from specbench.speculation.tree_propose import TreePlan, grow_tree_reference
-from specbench.speculation.tree_records import TreeRoundTrace
+from specbench.speculation.tree.builder import TopKTreeBuilder
+from specbench.speculation.tree.device import block_table_tensor, grow_tree_on_device
+from specbench.speculation.tree.step import StepLayout
+from specbench.speculation.tree.plan import TreePlan
+from specbench.speculation.tree.propose import grow_tree_reference
+from specbench.speculation.tree.records import TreeRoundTrace
 
 VOCAB = 11
 BLOCK_SIZE = 4

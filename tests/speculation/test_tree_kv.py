@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specbench.speculation.tree import tree_from_parents
-from specbench.speculation.tree_kv import accepted_path_moves, apply_moves
+from specbench.speculation.tree.draft_tree import tree_from_parents
+from specbench.speculation.tree.kv import accepted_path_moves, apply_moves
 from tests.support.trees import random_round
 
 BLOCK_SIZE = 4
@@ -66,7 +66,7 @@ def test_padded_plan_over_all_layers_equals_the_reference_per_layer():
     accepted_path_moves + apply_moves layer by layer, on random paths whose destinations overlap other moves'
     sources; then a layer swapped out of the storage takes the per-layer fallback with the same result."""
     from specbench.kv.kv_cache import KVCache, KVCacheSpec
-    from specbench.speculation.tree_kv import move_slots_all_layers, padded_path_moves
+    from specbench.speculation.tree.kv import move_slots_all_layers, padded_path_moves
 
     gen = torch.Generator().manual_seed(0)
     num_overlapping = 0
@@ -89,7 +89,7 @@ def test_padded_plan_over_all_layers_equals_the_reference_per_layer():
 
 def test_padded_plan_writes_only_path_slots():
     """Non-moves are root self-copies: every slot outside the real destinations keeps its value."""
-    from specbench.speculation.tree_kv import padded_path_moves
+    from specbench.speculation.tree.kv import padded_path_moves
 
     block_tables = [[5, 1, 7, 8], [0, 3, 2, 4], [6, 9, 10, 11]]
     accepted = torch.tensor([[1, 4, 5], [0, 1, -1], [-1, -1, -1]])

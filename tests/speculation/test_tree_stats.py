@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from specbench.speculation.tree import tree_from_parents
-from specbench.speculation.tree_stats import merge, round_counts
-from specbench.speculation.tree_verifier import TreeVerifyResult
+from specbench.speculation.tree.draft_tree import tree_from_parents
+from specbench.speculation.verify.tree_stats import merge, round_counts
+from specbench.speculation.verify.tree import TreeVerifyResult
 
 
 def _result(paths: list[list[int]], max_depth: int) -> TreeVerifyResult:

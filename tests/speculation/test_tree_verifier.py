@@ -18,16 +18,16 @@ import torch
 from scipy import stats
 
 from specbench.sampling_params import SamplingParams
-from specbench.speculation import tree_verifier
+from specbench.speculation.verify import tree as tree_verifier
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.tree import DraftTree, tree_from_chain, tree_from_parents
-from specbench.speculation.tree_verifier import (
+from specbench.speculation.tree.draft_tree import DraftTree, tree_from_chain, tree_from_parents
+from specbench.speculation.verify.tree import (
     SiblingStep,
     path_distribution,
     sibling_step,
     verify_tree,
 )
-from specbench.speculation.verifier import verify
+from specbench.speculation.verify.chain import verify
 
 VOCAB = 4
 ALPHA = 1e-3

@@ -11,14 +11,14 @@ import torch
 from scipy import stats
 
 from specbench.sampling_params import SamplingParams
-from specbench.speculation import tree_verify_batched
+from specbench.speculation.verify import tree_batched as tree_verify_batched
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.synthetic_tree import synthetic_tree_verify, synthetic_tree_walk, tree_table
-from specbench.speculation.tree import ancestor_mask, tree_from_parents
-from specbench.speculation.tree_padded import pad_tree, path_shape
-from specbench.speculation.tree_stats import path_round_counts, round_counts
-from specbench.speculation.tree_verifier import TreeVerifyResult, path_distribution, verify_tree
-from specbench.speculation.tree_verify_batched import verify_tree_batched
+from specbench.speculation.synthetic.tree import synthetic_tree_verify, synthetic_tree_walk, tree_table
+from specbench.speculation.tree.draft_tree import ancestor_mask, tree_from_parents
+from specbench.speculation.tree.padded import pad_tree, path_shape
+from specbench.speculation.verify.tree_stats import path_round_counts, round_counts
+from specbench.speculation.verify.tree import TreeVerifyResult, path_distribution, verify_tree
+from specbench.speculation.verify.tree_batched import verify_tree_batched
 from tests.support.trees import random_trees
 
 ALPHA = 1e-3

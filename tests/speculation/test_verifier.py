@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 import pytest
 import torch
 
-import specbench.speculation.verifier as verifier_module
+import specbench.speculation.verify.chain as verifier_module
 from specbench.sampling_params import SamplingParams
 from specbench.speculation.sampling import SamplingTensors, build_sampling_tensors, logits_to_probs, make_generator
-from specbench.speculation.verifier import verify
+from specbench.speculation.verify.chain import verify
 
 P_VALUE = 1e-3
 

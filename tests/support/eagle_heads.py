@@ -4,7 +4,7 @@ Each head is fitted once to its target (eagle_heads_fit.py) and cached under <re
 keyed by the fitting recipe and the target's weights. Variants then write the same fitted tensors in
 their on-disk format: EAGLE-1 (.bin or safetensors, with/without fc bias), EAGLE-3 native (`midlayer.*`,
 LlamaForCausalLMEagle3, nested eagle_config or top-level aux ids) and EAGLE-3 speculators, through the
-library's one head writer (specbench.speculation.eagle.writer) that the selftest's head and the dummy head use too.
+library's one head writer (speculation/drafters/eagle/writer.py) that the selftest's head and the dummy head use too.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from tests.support.eagle_heads_fit import FitRecipe, fit_head, random_head_tenso
 from safetensors.torch import load_file, save_file
 from tests.support.tiny_models import REPO_ROOT, build_tiny_model
 
-from specbench.speculation.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
-from specbench.speculation.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
+from specbench.speculation.drafters.eagle.config import EAGLE1, EAGLE3_NATIVE, EAGLE3_SPECULATORS
+from specbench.speculation.drafters.eagle.writer import HeadFormat, HeadLayout, write_eagle_head
 
 MAX_TOKENS = 24
 # 26 blocks of 4 tokens cannot hold 4 concurrent requests of up to 40 + 24 + k tokens: forces preemption.

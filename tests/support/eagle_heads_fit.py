@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from specbench.attention.metadata import build_metadata
 from specbench.kv.kv_cache import KVCache
 from specbench.models.config import ModelConfig
-from specbench.speculation.eagle.config import EAGLE1, HIDDEN_STATES_INDEX, AuxLayerSpec, EagleHeadConfig
-from specbench.speculation.eagle.head import EagleHead, HeadShape
+from specbench.speculation.drafters.eagle.config import EAGLE1, HIDDEN_STATES_INDEX, AuxLayerSpec, EagleHeadConfig
+from specbench.speculation.drafters.eagle.head import EagleHead, HeadShape
 
 
 @dataclass(frozen=True)

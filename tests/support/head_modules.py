@@ -8,8 +8,8 @@ import torch
 
 from specbench.attention import create_backend
 from specbench.models import get_preset
-from specbench.speculation.eagle.config import EAGLE1, EAGLE3_NATIVE, EagleHeadConfig
-from specbench.speculation.eagle.head import EagleHead, HeadShape
+from specbench.speculation.drafters.eagle.config import EAGLE1, EAGLE3_NATIVE, EagleHeadConfig
+from specbench.speculation.drafters.eagle.head import EagleHead, HeadShape
 
 
 def randomize(module: torch.nn.Module, seed: int) -> None:

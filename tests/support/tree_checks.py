@@ -8,10 +8,10 @@ import torch
 
 from specbench import SamplingParams
 from specbench.speculation.draft_records import DraftRecorder
-from specbench.speculation.eagle import proposer as eagle_proposer
+from specbench.speculation.drafters.eagle import proposer as eagle_proposer
 from specbench.speculation.proposer import ProposeInput
 from specbench.speculation.sampling import build_sampling_tensors
-from specbench.speculation.tree_propose import TreePlan
+from specbench.speculation.tree.plan import TreePlan
 
 
 def _first_round_input(llm, prompt, num_draft: int) -> ProposeInput:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.speculation.tree import DraftTree, tree_from_parents
+from specbench.speculation.tree.draft_tree import DraftTree, tree_from_parents
 
 
 def random_trees(gen: torch.Generator, num_reqs: int, max_nodes: int, vocab: int) -> DraftTree:

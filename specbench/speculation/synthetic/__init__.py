@@ -1,0 +1,1 @@
+"""Synthetic acceptance: forced acceptance rates for chains and trees (performance work, not lossless)."""
