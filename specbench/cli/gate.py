@@ -1,4 +1,4 @@
-"""`specbench gate`: one CI command, one exit code (0 pass, 1 a stage failed, 2 user error), one report."""
+"""`specbench gate`: one CI command, one exit code (0 pass, 1 a stage failed, 2 user error, 3 crashed), one report."""
 
 from __future__ import annotations
 
