@@ -181,8 +181,10 @@ def judge_estimates(metric: Metric, key: MatchKey, before: Estimate, after: Esti
         # From 0 (an acceptance that had collapsed): no ratio, so the difference's interval decides.
         evidence = bootstrap_evidence(basis, percentile_interval(after.replicates - before.replicates,
                                                                   options.confidence))
+        # The difference's interval (stored units) is the one that decides: kept as the row's bootstrap interval.
         return _row(metric, key, before.point, after.point, None, evidence, options,
-                    (before.num_requests, after.num_requests), num_runs, from_zero=after.point - before.point)
+                    (before.num_requests, after.num_requests), num_runs, bootstrap=evidence.interval,
+                    from_zero=after.point - before.point)
     else:
         evidence = bootstrap_evidence(basis, bootstrap)
     return _row(metric, key, before.point, after.point, delta, evidence, options,

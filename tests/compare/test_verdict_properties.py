@@ -51,13 +51,19 @@ def estimates(draw) -> Estimate:
 def _check_equivalence(row: MetricDelta, options: CompareOptions) -> None:
     """Beyond noise <=> the printed interval excludes 0 and |delta| >= min_change; its side gives the label."""
     interval = row.interval
-    excludes = interval is not None and (interval.low > 0 or interval.high < 0)
     large = row.delta is not None and abs(row.delta) >= options.min_change / 100
+    from_zero = row.delta is None and row.before == 0 and row.bootstrap_interval is not None
+    if from_zero:
+        # from 0 (a collapsed acceptance): no ratio; the difference's interval decides, any size of change counts
+        interval, large = row.bootstrap_interval, True
+    excludes = interval is not None and (interval.low > 0 or interval.high < 0)
     assert (row.verdict in CALLED) == (excludes and large), row
     if row.verdict in CALLED:
         assert (row.verdict is Verdict.IMPROVED) == ((interval.low > 0) == row.metric.higher_is_better)
     if row.verdict is Verdict.WITHIN_NOISE:
         assert interval is not None
+    if from_zero:  # no MDE on a ratio that has no base
+        return
     assert (row.mde is None) == (interval is None)
     if row.mde is not None:
         assert row.mde >= options.min_change / 100
@@ -82,7 +88,8 @@ def test_estimated_metrics_verdict_matches_interval(metric, before, after, optio
             assert row.interval.low < row.delta < row.interval.high  # never a zero-width speed interval
             assert row.run_spread > 0
     else:
-        assert metric.group in ("acceptance", "tree") and row.bootstrap_interval is None  # round-resampled counts
+        assert metric.group in ("acceptance", "tree")  # round-resampled counts
+        assert row.bootstrap_interval is None or (row.before == 0 and row.delta is None)  # from 0: the difference's
 
 
 @st.composite
