@@ -26,8 +26,7 @@ from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, slot_of
 from specbench.attention.tree_mask import check_tree_positions_and_slots
 
-__all__ = ["InvariantViolation", "check_kernel_fields", "check_metadata", "check_positions_and_slots",
-           "check_step_against_requests"]
+__all__ = ["check_kernel_fields", "check_metadata", "check_positions_and_slots", "check_step_against_requests"]
 
 
 def check_metadata(md: AttentionMetadata, where: str = "") -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.kinds import AttentionKind
 from specbench.attention.metadata import AttentionMetadata
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.kind_metadata import FullAttentionMetadata, KindMetadata, WindowMetadata
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.window import check_window, first_visible_keys

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import ScoreParams
 from specbench.attention.torch_ref import paged_attention_reference

@@ -19,7 +19,7 @@ import dataclasses
 import torch
 
 from specbench.attention.invariant_violation import InvariantViolation
-# TreeMask is declared beside AttentionMetadata (its `tree` field); the tree callers import it from here too.
+# TreeMask is declared beside AttentionMetadata (its `tree` field): import it from specbench.attention.metadata.
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, TreeMask, build_metadata, slot_of
 
 

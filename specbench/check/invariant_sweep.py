@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.sampling_params import SamplingParams

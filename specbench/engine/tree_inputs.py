@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import build_metadata
-from specbench.attention.tree_mask import TreeMask, build_tree_metadata
+from specbench.attention.tree_mask import build_tree_metadata
+from specbench.attention.metadata import TreeMask
 from specbench.device_copy import to_device
 from specbench.engine.request import Request
 from specbench.runtime.phases import VerifyInput

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import AttentionMetadata
-from specbench.attention.tree_mask import TreeMask
+from specbench.attention.metadata import TreeMask
 from specbench.execution_paths import PathRecorder
 
 # Batch-size buckets: every size up to 4, then powers of two to 16, then steps of 16.

@@ -14,7 +14,7 @@ from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import DataFile, LoadedData, Message, Prompt, Sample, Score, Tokenizer
 from specbench.workloads.chat import render_conversation, replay_next_turn
-from specbench.workloads.data import DataSource
+from specbench.workloads.base import DataSource
 from specbench.workloads.prompt_file import PromptRow, read_prompt_file
 
 DEFAULT_MAX_TOKENS = 256

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from specbench.errors import SpecbenchError
-# DataSource is declared with the other boundary types (base.py, Workload.load's argument); its callers import it
-# from here too.
 from specbench.workloads.base import DataFile, DataSource
 
 DATA_DIR_ENV = "SPECBENCH_DATA_DIR"

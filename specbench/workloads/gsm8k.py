@@ -10,7 +10,8 @@ from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import FewShotExample, LoadedData, Message, Prompt, Sample, Score, Tokenizer
 from specbench.workloads.chat import apply_chat_template
-from specbench.workloads.data import DataFileSpec, DataSource, HubSplit, RowError, field, read_rows
+from specbench.workloads.data import DataFileSpec, HubSplit, RowError, field, read_rows
+from specbench.workloads.base import DataSource
 from specbench.workloads.gsm8k_scoring import score_completion, truncate_at_stop
 
 TEST_FILE = DataFileSpec("gsm8k/test.jsonl", HubSplit("openai/gsm8k", "main", "test"))

@@ -10,7 +10,8 @@ from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import LoadedData, Message, Prompt, Sample, Score, Tokenizer
 from specbench.workloads.chat import render_conversation, replay_next_turn
-from specbench.workloads.data import DataFileSpec, DataSource, RowError, field, read_rows
+from specbench.workloads.data import DataFileSpec, RowError, field, read_rows
+from specbench.workloads.base import DataSource
 
 
 class Question(NamedTuple):

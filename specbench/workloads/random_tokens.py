@@ -9,7 +9,7 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import LoadedData, Prompt, Sample, Score, Tokenizer
-from specbench.workloads.data import DataSource
+from specbench.workloads.base import DataSource
 
 
 class RandomTokensWarning(UserWarning):

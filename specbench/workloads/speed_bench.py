@@ -11,7 +11,8 @@ from pathlib import Path
 
 from specbench.errors import SpecbenchError
 from specbench.workloads.base import LoadedData, Sample
-from specbench.workloads.data import DATA_DIR_ENV, DataSource
+from specbench.workloads.data import DATA_DIR_ENV
+from specbench.workloads.base import DataSource
 from specbench.workloads.questions import ChatQuestionWorkload, sample_across_categories
 from specbench.workloads.speed_bench_layout import (
     DEFAULT_DIR_NAME,

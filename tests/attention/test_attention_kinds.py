@@ -9,7 +9,7 @@ import pytest
 import torch
 from tests.support.window_batches import expected_visible_average, position_revealing_batch, window_batch
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.kind_invariants import check_layer_kinds
 from specbench.attention.kind_metadata import FullAttentionMetadata, WindowMetadata
 from specbench.attention.kinds import ATTENTION_KINDS, FullAttention, SlidingWindowAttention

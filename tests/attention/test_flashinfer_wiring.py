@@ -16,7 +16,7 @@ from tests.support import fake_flashinfer  # noqa: E402
 
 from specbench.attention import create_backend  # noqa: E402
 from specbench.attention import flashinfer_backend  # noqa: E402
-from specbench.attention.invariants import InvariantViolation  # noqa: E402
+from specbench.attention.invariant_violation import InvariantViolation  # noqa: E402
 from specbench.attention.metadata import build_metadata  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
 from tests.support.kernel_testing import random_paged_batch  # noqa: E402

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from specbench.attention.invariants import InvariantViolation, check_metadata
+from specbench.attention.invariants import check_metadata
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.metadata import build_metadata, slot_of
 
 CPU = torch.device("cpu")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.invariants import (
-    InvariantViolation, check_kernel_fields, check_positions_and_slots, check_step_against_requests,
+    check_kernel_fields, check_positions_and_slots, check_step_against_requests,
 )
 from specbench.faults import build_hooks
 from specbench.speculation.drafters.step_plan import draft_step_metadata

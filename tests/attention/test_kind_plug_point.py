@@ -24,7 +24,7 @@ from tests.support.window_batches import window_batch
 from specbench import LLM, SamplingParams
 from specbench.attention import flashinfer_backend
 from specbench.attention.backend import create_backend
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.kind_metadata import KindMetadata
 from specbench.attention.kinds import ATTENTION_KINDS, HF_LAYER_TYPES, FullAttention, SlidingWindowAttention
 from specbench.attention.kinds import register_kind

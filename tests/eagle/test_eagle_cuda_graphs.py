@@ -61,7 +61,7 @@ def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monk
 def test_a_wrongly_derived_step_fails_the_debug_invariants(target_dir, head_dir, prompt_ids, monkeypatch):
     # The graph derives each draft step's metadata from the catch-up's: an off-by-one there (seed 000's class)
     # must be caught by comparing against the host's reference build.
-    from specbench.attention.invariants import InvariantViolation
+    from specbench.attention.invariant_violation import InvariantViolation
     from specbench.speculation.drafters.eagle.round_graph import EagleRoundGraphs
 
     derive = EagleRoundGraphs._derive_step_metadata
@@ -132,7 +132,7 @@ def test_a_wrongly_derived_step_in_a_round_drafted_ahead_fails_the_debug_invaria
     # Only rounds built on the device (run_ahead) derive a shifted step: the check at read-back must catch it.
     if DEVICE == "cuda":
         pytest.skip("the shift is chosen per replay, and a captured CUDA graph replays what it captured")
-    from specbench.attention.invariants import InvariantViolation
+    from specbench.attention.invariant_violation import InvariantViolation
 
     shift_steps_of_rounds_drafted_ahead(monkeypatch)
     monkeypatch.delenv("SPECBENCH_DEBUG_INVARIANTS")  # the engine's option alone turns the checks on
@@ -167,7 +167,7 @@ def test_check_engines_compare_rounds_drafted_ahead_under_the_invariant_sweeps_s
     # The invariant sweep's engines (check/setup.build_llm(invariants=True)) compare every round drafted ahead with
     # the host's reference build, whatever the environment says. Before, the switch was an environment variable
     # set only while build_llm built the engine, and the ahead/round-input code read it later: off (issue 25).
-    from specbench.attention.invariants import InvariantViolation
+    from specbench.attention.invariant_violation import InvariantViolation
     from specbench.check.setup import CheckSetup, build_llm
     from specbench.config import EngineConfig
     from specbench.speculation.drafters.eagle import ahead

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.faults.catalog import injection
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.tree.plan import tree_plan

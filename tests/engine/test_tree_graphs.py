@@ -150,7 +150,7 @@ def test_inv_tree_checks_the_verify_flag_and_packed_rows():
     against the layout, and the packed words' row count against the queries."""
     import dataclasses
 
-    from specbench.attention.invariants import InvariantViolation
+    from specbench.attention.invariant_violation import InvariantViolation
     from specbench.attention.tree_mask import check_tree_positions_and_slots
 
     md = _tree_md()

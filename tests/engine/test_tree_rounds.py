@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.engine import tree_round
 from specbench.errors import SpecbenchError
 from specbench.speculation.draft_shape import DraftShape

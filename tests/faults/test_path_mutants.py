@@ -185,7 +185,7 @@ def test_ahead_positions_stale_costs_acceptance_of_rounds_drafted_ahead(eagle_pa
     assert clean == reference and bent == reference and clean_ahead > 0 and bent_ahead > 0
     assert bent_accepted < clean_accepted, (bent_accepted, clean_accepted)
     # The device-vs-host comparison of rounds drafted ahead sees it, once the debug invariants are on for the run.
-    from specbench.attention.invariants import InvariantViolation
+    from specbench.attention.invariant_violation import InvariantViolation
 
     monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")
     with pytest.raises(InvariantViolation, match=r"\(ahead\)"):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specbench import LLM, SamplingParams
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.faults import FAULTS
 from specbench.faults.catalog import SINK_MUTANTS, injection, selftest_faults

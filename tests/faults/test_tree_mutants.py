@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.greedy import greedy_params, reference_outputs
 from specbench.check.result import CheckResult
 from specbench.check.setup import build_llm, prompt_list

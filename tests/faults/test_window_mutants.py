@@ -12,7 +12,7 @@ from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 from tests.support.window_models import build_window_target
 
 from specbench import LLM, SamplingParams
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.faults import FAULTS
 from specbench.faults.catalog import WINDOW_MUTANTS, injection, selftest_faults, window_moe_faults

@@ -17,7 +17,7 @@ from tests.support.tiny_models import gsm8k_questions, load_tiny_tokenizer  # no
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.attention import build_metadata, create_backend  # noqa: E402
-from specbench.attention.invariants import InvariantViolation  # noqa: E402
+from specbench.attention.invariant_violation import InvariantViolation  # noqa: E402
 from specbench.kv.kv_cache import KVCache, KVCacheSpec  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

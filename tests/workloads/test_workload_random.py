@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.workloads.data import DataSource
+from specbench.workloads.base import DataSource
 from specbench.workloads.random_tokens import RandomTokensWarning, RandomTokensWorkload
 
 NO_DATA = DataSource(None, "hub")

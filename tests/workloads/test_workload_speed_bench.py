@@ -9,7 +9,7 @@ import pytest
 
 from specbench.errors import SpecbenchError
 from specbench.workloads import get_workload
-from specbench.workloads.data import DataSource
+from specbench.workloads.base import DataSource
 from specbench.workloads.speed_bench_layout import PLACEHOLDER_PREFIX
 from tests.support.speed_bench_files import (
     ARROW_SCHEMA,

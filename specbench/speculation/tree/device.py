@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
-from specbench.attention.tree_mask import TreeMask
+from specbench.attention.metadata import TreeMask
 from specbench.device_copy import to_device
 from specbench.speculation.tree.builder import Frontier, PaddedTree, TopKTreeBuilder
 from specbench.speculation.tree.plan import TreePlan, max_nodes

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.attention.invariants import InvariantViolation
+from specbench.attention.invariant_violation import InvariantViolation
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.runtime.cuda_graph import GraphShape, StaticBuffers, batch_buckets, capture_graph
 
