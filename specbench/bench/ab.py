@@ -9,6 +9,7 @@ and settings; what differs is the engine (fault, draft, method, k). Nothing is w
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
 from collections.abc import Callable
@@ -86,6 +87,20 @@ def check_sides(a: AbSide, b: AbSide) -> None:
         raise SpecbenchError("ab: --repeats must be >= 2 (the verdict is a paired interval over the repeats)")
 
 
+def share_device(a: AbSide, b: AbSide) -> AbSide:
+    """Side A, sized to leave the device's memory for B: two embedded engines live in one process, and an engine
+    sized by --gpu-memory-utilization takes that share of the card's memory minus what is in use when it is built, so
+    B, built second, found no room for one KV block on an H100. A gets half the share; B, built next, about the
+    same (the share minus what A took). Explicit KV sizes (--kv-cache-gb, num_kv_blocks) are kept as given."""
+    if a.config.backend != "embedded" or b.config.backend != "embedded":
+        return a
+    engine = a.config.engine
+    if engine.kv_cache_gb is not None or engine.num_kv_blocks is not None:
+        return a
+    half = dataclasses.replace(engine, gpu_memory_utilization=engine.gpu_memory_utilization / 2)
+    return dataclasses.replace(a, config=dataclasses.replace(a.config, engine=half))
+
+
 def run_ab(a: AbSide, b: AbSide, on_cell: Callable[[str], None] | None = None) -> AbReport:
     from specbench.backends import create_backend
     from specbench.workloads import get_workload
@@ -98,6 +113,7 @@ def run_ab(a: AbSide, b: AbSide, on_cell: Callable[[str], None] | None = None) -
     on_cell = on_cell or (lambda line: None if config.quiet else print(line, file=sys.stderr))
     values: dict[tuple, list[float | None]] = {}
     texts: dict[tuple, list[str | None]] = {}
+    a = share_device(a, b)
     with tempfile.TemporaryDirectory(prefix="specbench-ab-") as scratch:  # a launched server's log goes here
         backends = {"a": create_backend(a.config, Path(scratch) / "a", a.fault)}
         try:

@@ -70,3 +70,20 @@ def test_sides_alternate_abba_and_must_measure_the_same_prompts():
     with pytest.raises(SpecbenchError, match="--repeats must be >= 2"):
         one = SweepConfig(engine=ngram, num_steps=(2,), repeats=1, limit=4)
         check_sides(AbSide("a", one), AbSide("b", one))
+
+
+def test_two_embedded_engines_share_the_device_memory():
+    """On an H100 side B (built second) found no room for one KV block: side A had taken the whole
+    --gpu-memory-utilization share. A now takes half of it; explicit KV sizes and servers are kept as given."""
+    from specbench.bench.ab import share_device
+
+    engine = EngineConfig(target="default")
+    a = AbSide("A", SweepConfig(engine=engine))
+    b = AbSide("B", SweepConfig(engine=engine))
+    shared = share_device(a, b)
+    assert shared.config.engine.gpu_memory_utilization == pytest.approx(engine.gpu_memory_utilization / 2)
+    assert b.config.engine.gpu_memory_utilization == engine.gpu_memory_utilization
+    sized = AbSide("A", SweepConfig(engine=EngineConfig(target="default", kv_cache_gb=1.0)))
+    assert share_device(sized, b) is sized
+    server = AbSide("A", SweepConfig(engine=engine, backend="openai", base_url="http://127.0.0.1:1"))
+    assert share_device(server, b) is server
