@@ -47,20 +47,11 @@ def _load(config: SweepConfig) -> _CleanTarget:
     import dataclasses
 
     from specbench import LLM
-    from specbench.bench.cell_runner import turn_settings
-    from specbench.runs.cell_key import CellKey
-    from specbench.runs.preflight import workload_options
-    from specbench.runs.turns import TurnPlanner
-    from specbench.workloads import get_workload
-    from specbench.workloads.data import resolve_data_source
+    from specbench.verification.first_turns import first_turns
 
     llm = LLM(dataclasses.replace(config.engine, method="none", draft=None, max_num_steps=0))
-    workload = get_workload(config.workload, **workload_options(config))
-    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
-    planner = TurnPlanner(workload, llm.tokenizer, tokenize=True)
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), 0), chat_template)
-    return _CleanTarget(llm, {(s.sample_id, 0): planner.first_turn(s, settings).token_ids for s in samples})
+    planned = first_turns(config, llm.tokenizer, tokenize=True)
+    return _CleanTarget(llm, {(t.sample.sample_id, 0): t.token_ids for t in planned.turns})
 
 
 def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,

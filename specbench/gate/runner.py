@@ -317,23 +317,16 @@ def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
     from specbench.backends.deadline import DeadlineClient
     from specbench.backends.near_tie import diagnose
     from specbench.backends.openai_backend import OpenAIBackend
-    from specbench.bench.cell_runner import turn_settings
-    from specbench.runs.cell_key import CellKey
-    from specbench.runs.preflight import workload_options
-    from specbench.runs.turns import TurnPlanner
-    from specbench.workloads import get_workload
-    from specbench.workloads.data import resolve_data_source
+    from specbench.verification.first_turns import first_turns
 
-    workload = get_workload(config.workload, **workload_options(config))
-    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
     backend = OpenAIBackend(config)
-    planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), config.num_steps[0]), chat_template)
-    prompts = {s.sample_id: planner.first_turn(s, settings).prompt for s in samples}
-    client = DeadlineClient(backend.root, auth_headers(backend.api_key))
-    model, timeout = backend.model, backend.timeout_s
-    backend.close()
+    try:
+        planned = first_turns(config, backend.tokenizer, tokenize=backend.can_tokenize)
+        client = DeadlineClient(backend.root, auth_headers(backend.api_key))
+        model, timeout = backend.model, backend.timeout_s
+    finally:
+        backend.close()
+    prompts = {turn.sample.sample_id: turn.prompt for turn in planned.turns}
 
     def probe(sample_id: str, turn: int, ref_text: str, spec_text: str):
         from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis
