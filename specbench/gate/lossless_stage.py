@@ -8,21 +8,41 @@ Pass: every prompt answered on both sides and no divergent mismatch (--strict: n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
-from specbench.backends.near_tie import TieDiagnosis
+from specbench.backends.near_tie import NEAR_TIE_MARGIN
 from specbench.gate.observed import GreedyOutput
 from specbench.gate.stage import LOSSLESS, StageResult, Status
-from specbench.gate.tolerances import Tolerances
+from specbench.gate.stage_interface import Probe, StageInputs
+from specbench.gate.stage_options import StageOptions, tolerance
 from specbench.verification.lossless import each, judge_lossless, paired_by_key
 
 SHOW = 5
-# (sample_id, turn, k = 0 text, k text) -> diagnosis at the first divergent character
-Probe = Callable[[str, int, str, str], TieDiagnosis]
+
+
+@dataclass(frozen=True)
+class LosslessOptions(StageOptions):
+    near_tie_margin: float = tolerance(NEAR_TIE_MARGIN, "lossless: a mismatch whose top-2 logprob margin is below "
+                                       "this many nats is a near-tie", ok=lambda v: v >= 0)
+    strict: bool = tolerance(False, "lossless: near-ties fail too")
+
+
+class LosslessStage:
+    name = LOSSLESS
+    options = LosslessOptions
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        observation, reference, options = inputs.observation, inputs.reference, inputs.options(LosslessOptions)
+        if observation.baseline_outputs is not None:
+            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run", options,
+                                  inputs.probe)
+        greedy = None if reference is None else reference.greedy_outputs
+        source = "" if reference is None else f"reference file, {reference.greedy_source}"
+        return lossless_stage(observation.spec_outputs, greedy, source, options, inputs.probe)
 
 
 def lossless_stage(spec: tuple[GreedyOutput, ...], baseline: tuple[GreedyOutput, ...] | None, baseline_source: str,
-                   tolerances: Tolerances, probe: Probe | None) -> StageResult:
+                   tolerances: LosslessOptions, probe: Probe | None) -> StageResult:
     rule = ("identical text on every prompt" if tolerances.strict else
             f"no divergent mismatch (near-tie: top-2 margin < {tolerances.near_tie_margin:g} nats"
             f"{'' if probe else '; no logprobs probe here, so every mismatch counts as divergent'})")

@@ -10,23 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import ServerLaunchFailed, SpecbenchError
-from specbench.gate.acceptance_stage import acceptance_stage
-from specbench.gate.accuracy_stage import accuracy_stage
 from specbench.gate.comparability import unless_outputs_differ
 from specbench.gate.logprobs_collect import LogprobsRun
-from specbench.gate.logprobs_stage import logprobs_stage, logprobs_tolerance
-from specbench.gate.lossless_stage import Probe, lossless_stage
 from specbench.gate.observed import Observation, read_observation
-from specbench.gate.outputs_stage import outputs_stage
 from specbench.gate.reference import (GateReference, GateSettings, check_matches, read_reference, reference_of,
                                       write_reference)
 from specbench.gate.report import GateReport
-from specbench.gate.speed_stage import speed_stage
-from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
-                                  skipped)
-from specbench.gate.stage_interface import LogprobsSides, Stage, StageInputs
+from specbench.gate.stage import LOGPROBS, LOSSLESS, OUTPUTS, StageResult, Status, skipped
+from specbench.gate.stage_interface import LogprobsSides, Probe, StageInputs
+from specbench.gate.stages import GATE_STAGES, STAGES
 from specbench.gate.tolerances import Tolerances
-from specbench.registry import Registry
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault, mutant_label
@@ -212,83 +205,6 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
            probe: Probe | None, logprobs: LogprobsSides | None) -> StageResult:
     inputs = StageInputs(observation, reference, request.tolerances, request.sweep, request.num_steps, probe, logprobs)
     return GATE_STAGES.create(name).judge(inputs)
-
-
-# Name -> stage (the Stage protocol, gate/stage_interface.py); an unknown name fails listing the registered ones. Each
-# stage below is a thin adapter: it picks its part of the inputs and calls its rule (gate/<name>_stage.py).
-GATE_STAGES: Registry[Stage] = Registry("gate stage")
-
-
-def _register(cls: type[Stage]) -> type[Stage]:
-    GATE_STAGES.register(cls.name)(cls)
-    return cls
-
-
-@_register
-class LosslessStage:
-    name = LOSSLESS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        observation, reference = inputs.observation, inputs.reference
-        if observation.baseline_outputs is not None:
-            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run",
-                                  inputs.tolerances, inputs.probe)
-        greedy = None if reference is None else reference.greedy_outputs
-        source = "" if reference is None else f"reference file, {reference.greedy_source}"
-        return lossless_stage(observation.spec_outputs, greedy, source, inputs.tolerances, inputs.probe)
-
-
-@_register
-class LogprobsStage:
-    name = LOGPROBS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        logprobs, reference = inputs.logprobs, inputs.reference
-        assert logprobs is not None
-        baseline = logprobs.baseline
-        if baseline is None and reference is not None:
-            baseline = reference.logprobs and dataclasses.replace(
-                reference.logprobs, label=f"reference file, {reference.logprobs.label}")
-        return logprobs_stage(logprobs.now, baseline, logprobs_tolerance(inputs.tolerances, inputs.sweep))
-
-
-@_register
-class AccuracyStage:
-    name = ACCURACY
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.accuracy
-        return accuracy_stage(inputs.observation.accuracy, reference, inputs.tolerances)
-
-
-@_register
-class AcceptanceStage:
-    name = ACCEPTANCE
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.acceptance
-        return acceptance_stage(inputs.observation.acceptance, reference, inputs.tolerances, inputs.num_steps,
-                                inputs.observation.server_speculation)
-
-
-@_register
-class SpeedStage:
-    name = SPEED
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.speed
-        return speed_stage(inputs.observation.speed, reference, inputs.tolerances, inputs.num_steps)
-
-
-@_register
-class OutputsStage:
-    name = OUTPUTS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        baseline = inputs.observation.baseline_outputs
-        if baseline is None and inputs.reference is not None:
-            baseline = inputs.reference.greedy_outputs
-        return outputs_stage(inputs.observation, baseline)
 
 
 def _source(config: SweepConfig, fault_injected: str | None = None) -> str:
