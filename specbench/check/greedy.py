@@ -11,7 +11,7 @@ from specbench.check.result import CheckResult
 from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
                                    preemption_coverage, prompt_list)
 from specbench.sampling_params import SamplingParams
-from specbench.verification.lossless import OutputPair, first_divergence, judge_lossless
+from specbench.verification.lossless import OutputPair, judge_lossless
 
 
 def greedy_params(setup: CheckSetup) -> SamplingParams:
