@@ -90,17 +90,14 @@ def _diagnosis(ref_turns: Sequence[FinishedTurn], backend, margin: float):
     """A mismatch of a text prompt diagnosed on the reference server (chat ones stay unclassified)."""
     from specbench.backends.credentials import auth_headers
     from specbench.backends.deadline import DeadlineClient
-    from specbench.backends.near_tie import UNCLASSIFIED, diagnose
+    from specbench.backends.near_tie import diagnose_turn
 
     prompts = {(i.turn.sample.sample_id, i.turn.turn_index): i.turn.prompt for i in ref_turns}
     client = DeadlineClient(backend.root, auth_headers(backend.api_key))  # each probe: one completion, deadlined
 
     def probe(pair: OutputPair) -> TieDiagnosis:
-        prompt = prompts[(pair.sample_id, pair.turn)]
-        if prompt.messages and not prompt.add_special_tokens:
-            return TieDiagnosis(UNCLASSIFIED, None, (), "chat prompt: no text continuation to probe")
-        return diagnose(client, backend.model, prompt.text, pair.ref or "", pair.spec or "", margin,
-                        backend.timeout_s)
+        return diagnose_turn(client, backend.model, prompts[(pair.sample_id, pair.turn)], pair.ref or "",
+                             pair.spec or "", margin, backend.timeout_s, "chat prompt: no text continuation to probe")
 
     return each(probe)
 

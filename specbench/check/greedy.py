@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN, TieDiagnosis, classify
@@ -29,16 +28,11 @@ def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], refere
                        positions: list[int]) -> list[float]:
     """Per diverged request: the clean target's top-2 log-probability margin (nats) at its first divergent position,
     given the prompt and the reference's own prefix (dense forward of the reference target, the setup's dtype)."""
-    from specbench.check.target_probs import next_token_probs
+    from specbench.check.near_tie_margin import top_two
 
     model = build_reference_llm(setup.engine).engine.runner.model
-    margins = []
-    for prompt, reference, d in zip(prompts, references, positions):
-        probs = next(next_token_probs(model, [prompt], [reference[:d + 1]], SamplingParams(temperature=1.0),
-                                      block_size=setup.engine.block_size))  # [1, d + 1, vocab]
-        top = probs[0, d].double().topk(2).values
-        margins.append(math.log(top[0]) - math.log(top[1]) if top[1] > 0 else math.inf)
-    return margins
+    return [top_two(model, prompt, reference, d, block_size=setup.engine.block_size).margin
+            for prompt, reference, d in zip(prompts, references, positions)]
 
 
 def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple[bool, str]:

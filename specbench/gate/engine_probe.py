@@ -10,7 +10,6 @@ re-tokenisation moves it).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -56,8 +55,7 @@ def _load(config: SweepConfig) -> _CleanTarget:
 
 def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,
               block_size: int) -> TieDiagnosis:
-    from specbench.check.target_probs import next_token_probs
-    from specbench.sampling_params import SamplingParams
+    from specbench.check.near_tie_margin import top_two
 
     diverge = next((i for i, (a, b) in enumerate(zip(ref_text, spec_text)) if a != b),
                    min(len(ref_text), len(spec_text)))
@@ -67,11 +65,6 @@ def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, 
     position = next((i for i in range(len(ids)) if len(tokenizer.decode(ids[:i + 1])) > diverge), None)
     if position is None:
         return TieDiagnosis(UNCLASSIFIED, None, (), "the k = 0 text ends where the k text goes on")
-    model = llm.engine.runner.model
-    probs = next(next_token_probs(model, [prompt], [ids[:position + 1]], SamplingParams(temperature=1.0),
-                                  block_size=block_size))  # [1, position + 1, vocab]
-    top = probs[0, position].double().topk(2)
-    first, second = (float(v) for v in top.values)
-    gap = math.log(first) - math.log(second) if second > 0 else math.inf
-    candidates = tuple(tokenizer.decode([int(t)]) for t in top.indices)
-    return TieDiagnosis(classify(gap, threshold), gap, candidates, None)
+    top = top_two(llm.engine.runner.model, prompt, ids, position, block_size=block_size)
+    candidates = tuple(tokenizer.decode([t]) for t in top.token_ids)
+    return TieDiagnosis(classify(top.margin, threshold), top.margin, candidates, None)

@@ -231,7 +231,7 @@ def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
         return None
     from specbench.backends.credentials import auth_headers
     from specbench.backends.deadline import DeadlineClient
-    from specbench.backends.near_tie import diagnose
+    from specbench.backends.near_tie import diagnose_turn
     from specbench.backends.openai_backend import OpenAIBackend
     from specbench.verification.first_turns import first_turns
 
@@ -245,11 +245,8 @@ def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
     prompts = {turn.sample.sample_id: turn.prompt for turn in planned.turns}
 
     def probe(sample_id: str, turn: int, ref_text: str, spec_text: str):
-        from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis
-
-        prompt = prompts.get(sample_id)
-        if turn != 0 or prompt is None or (prompt.messages and not prompt.add_special_tokens):
-            return TieDiagnosis(UNCLASSIFIED, None, (), "chat or later-turn prompt: no text continuation to probe")
-        return diagnose(client, model, prompt.text, ref_text, spec_text, tolerances.near_tie_margin, timeout)
+        return diagnose_turn(client, model, prompts.get(sample_id) if turn == 0 else None, ref_text, spec_text,
+                             tolerances.near_tie_margin, timeout,
+                             "chat or later-turn prompt: no text continuation to probe")
 
     return probe
