@@ -60,6 +60,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"generate", "perf", "runs"},
     # `backends` run a sweep's cells on the embedded engine or a server; `compare` reads stored runs.
     {"backends", "compare"},
+    # `verification`: what a correct speculative engine or server must do (first turns, the lossless rule), once
+    # for every front end above it (check, check-lossless in bench, gate).
+    {"verification"},
     # `bench` drives backends and reuses compare's estimators; `check` is the oracle battery; `serve` the HTTP server.
     {"bench", "check", "serve"},
     # The check battery against every fault; `gate` (the CI command: a sweep read back and judged in stages).

@@ -18,6 +18,7 @@ from typing import Any
 from specbench.backends.deadline import DeadlineClient, ServerAnswerError
 from specbench.backends.server_logprobs import MalformedLogprobs, check_parallel, objects_of
 from specbench.runs.deadlines import REQUEST_TIMEOUT_S
+from specbench.workloads.base import Prompt
 
 NEAR_TIE_MARGIN = 0.1  # nats between the top-2 log-probabilities at the divergent token
 NEAR_TIE = "near-tie"
@@ -102,3 +103,12 @@ def diagnose(client: DeadlineClient, model: str, prompt: str, ref_text: str, spe
             margin = token.top[0][1] - token.top[1][1]
             return TieDiagnosis(classify(margin, threshold), margin, (token.top[0][0], token.top[1][0]), None)
     return TieDiagnosis(UNCLASSIFIED, None, (), "the probe did not reach the divergent position")
+
+
+def diagnose_turn(client: DeadlineClient, model: str, prompt: Prompt | None, ref_text: str, spec_text: str,
+                  threshold: float, deadline_s: float, unprobed: str) -> TieDiagnosis:
+    """diagnose() for a turn's prompt. A chat prompt (the server renders its template) has no text continuation to
+    extend, and a turn whose prompt is not known cannot be asked again: unclassified, `unprobed` saying why."""
+    if prompt is None or (prompt.messages and not prompt.add_special_tokens):
+        return TieDiagnosis(UNCLASSIFIED, None, (), unprobed)
+    return diagnose(client, model, prompt.text, ref_text, spec_text, threshold, deadline_s)

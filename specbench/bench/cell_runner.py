@@ -18,7 +18,7 @@ from specbench.engine.stats import StepStats
 from specbench.runs.cell_key import CellKey
 from specbench.runs.finished_turn import FinishedTurn
 from specbench.runs.sweep_config import SweepConfig
-from specbench.runs.turns import Turn, TurnPlanner, TurnSettings
+from specbench.runs.turns import Turn, TurnPlanner, TurnSettings, turn_settings
 from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:
@@ -41,18 +41,6 @@ class CellRun:
     server_speculation: ServerSpeculation | None = None  # HTTP: the server's speculative config, where it says it
     window_anomalies: tuple[str, ...] = ()  # HTTP: "kind: detail" of the window's counter checks
     prefix_cache: PrefixCacheWindow = EMBEDDED  # the server's prefix-cache hit rate over the window
-
-
-def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
-    return TurnSettings(
-        temperature=key.temperature,
-        max_tokens=config.max_tokens,
-        top_p=config.top_p,
-        top_k=config.top_k,
-        chat_template=chat_template,
-        seed=config.engine.seed,
-        repeat=key.repeat,
-    )
 
 
 def run_cell(

@@ -16,13 +16,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specbench.bench.cell_runner import turn_settings
 from specbench.metrics.cell_metrics import CellMetrics
 from specbench.metrics.request_metrics import RequestMetrics
 from specbench.runs.cell_key import CellKey
 from specbench.runs.records import Row
 from specbench.runs.sweep_config import SweepConfig
-from specbench.runs.turns import TurnPlanner
+from specbench.runs.turns import TurnPlanner, turn_settings
 from specbench.workloads.base import Sample
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.bench.cell_failure import discard_if_empty, kept_and_next
-from specbench.bench.cell_runner import run_cell, turn_settings
+from specbench.bench.cell_runner import run_cell
 from specbench.bench.cell_tables import cell_tables
 from specbench.bench.drift import drift_columns, drift_fraction, is_probed, run_probe
 from specbench.bench.grid import build_grid, run_groups
@@ -30,7 +30,7 @@ from specbench.runs.preflight import workload_options
 from specbench.runs.records import Row
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runs.target_architecture import label_from_entry
-from specbench.runs.turns import TurnPlanner
+from specbench.runs.turns import TurnPlanner, turn_settings
 from specbench.runtime.hooks import EngineFault
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import time
 
-from specbench.backends.near_tie import NEAR_TIE, NEAR_TIE_MARGIN, classify
+from specbench.backends.near_tie import NEAR_TIE_MARGIN, TieDiagnosis, classify
 from specbench.check.reference import ReferenceCrossCheck, build_reference_llm
 from specbench.check.result import CheckResult
 from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
                                    preemption_coverage, prompt_list)
 from specbench.sampling_params import SamplingParams
+from specbench.verification.lossless import OutputPair, judge_lossless
 
 
 def greedy_params(setup: CheckSetup) -> SamplingParams:
@@ -24,55 +24,52 @@ def reference_outputs(setup: CheckSetup) -> list[tuple[int, ...]]:
     return [o.output_token_ids for o in outs]
 
 
-def first_divergence(got: tuple[int, ...], expected: tuple[int, ...]) -> int | None:
-    for i, (a, b) in enumerate(zip(got, expected)):
-        if a != b:
-            return i
-    return None if len(got) == len(expected) else min(len(got), len(expected))
-
-
 def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], references: list[tuple[int, ...]],
                        positions: list[int]) -> list[float]:
     """Per diverged request: the clean target's top-2 log-probability margin (nats) at its first divergent position,
     given the prompt and the reference's own prefix (dense forward of the reference target, the setup's dtype)."""
-    from specbench.check.target_probs import next_token_probs
+    from specbench.check.near_tie_margin import top_two
 
     model = build_reference_llm(setup.engine).engine.runner.model
-    margins = []
-    for prompt, reference, d in zip(prompts, references, positions):
-        probs = next(next_token_probs(model, [prompt], [reference[:d + 1]], SamplingParams(temperature=1.0),
-                                      block_size=setup.engine.block_size))  # [1, d + 1, vocab]
-        top = probs[0, d].double().topk(2).values
-        margins.append(math.log(top[0]) - math.log(top[1]) if top[1] > 0 else math.inf)
-    return margins
+    return [top_two(model, prompt, reference, d, block_size=setup.engine.block_size).margin
+            for prompt, reference, d in zip(prompts, references, positions)]
 
 
 def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple[bool, str]:
     """fp32: every request identical. bf16/fp16: batched verify and single-token decode may flip a near-tied argmax,
-    so each first divergence is classified by the clean target's top-2 margin there; only divergent ones fail."""
-    divergences = [(i, first_divergence(o.output_token_ids, ref)) for i, (o, ref) in enumerate(zip(outs, reference))]
-    diverged = [(i, d) for i, d in divergences if d is not None]
+    so each first divergence is classified by the clean target's top-2 margin there; only divergent ones fail
+    (verification/lossless.py's rule; a request is a pair keyed by its index)."""
+    pairs = [OutputPair(str(i), 0, tuple(o.output_token_ids), tuple(ref))
+             for i, (o, ref) in enumerate(zip(outs, reference))]
     total = sum(len(r) for r in reference)
-    matched = sum(len(r) if d is None else d for r, (_, d) in zip(reference, divergences))
+    matched = sum(len(r) if p.first_divergence is None else p.first_divergence for r, p in zip(reference, pairs))
     rate = matched / max(total, 1)
+    exact = setup.engine.dtype == "fp32"
+    result = judge_lossless(pairs, None if exact else lambda mismatched: _margins(setup, outs, mismatched))
+    diverged = result.mismatches
     detail = f"{len(outs) - len(diverged)}/{len(outs)} requests identical, match rate {rate:.3f}"
-    if setup.engine.dtype == "fp32" or not diverged:
-        detail += ", exact identity" + (" (fp32)" if setup.engine.dtype == "fp32" else "")
+    if exact or not diverged:
+        detail += ", exact identity" + (" (fp32)" if exact else "")
         if diverged:
-            detail += "; first divergence: " + ", ".join(f"req {i} @ {d}" for i, d in diverged[:8])
+            detail += "; first divergence: " + ", ".join(f"req {p.sample_id} @ {p.first_divergence}"
+                                                         for p in diverged[:8])
         return not diverged, detail
-    # A divergence past a reference's end (length mismatch) has no token to compare: it counts as divergent.
-    comparable = [(i, d) for i, d in diverged if d < len(reference[i])]
-    margins = dict(zip((i for i, _ in comparable), divergence_margins(
-        setup, [outs[i].prompt_token_ids for i, _ in comparable], [reference[i] for i, _ in comparable],
-        [d for _, d in comparable])))
-    verdicts = [(i, d, margins.get(i)) for i, d in diverged]
-    num_near = sum(classify(m) == NEAR_TIE for _, _, m in verdicts)
-    detail += (f", {setup.engine.dtype}: {num_near} near-tie / {len(verdicts) - num_near} divergent (top-2 margin < "
-               f"{NEAR_TIE_MARGIN:g} nats is a near-tie); first divergence: "
-               + ", ".join(f"req {i} @ {d} {classify(m)}" + (f" {m:.3f}" if m is not None else "")
-                           for i, d, m in verdicts[:8]))
-    return num_near == len(verdicts), detail
+    detail += (f", {setup.engine.dtype}: {result.num_near_ties} near-tie / {result.num_divergent} divergent (top-2 "
+               f"margin < {NEAR_TIE_MARGIN:g} nats is a near-tie); first divergence: "
+               + ", ".join(f"req {p.sample_id} @ {p.first_divergence} {p.diagnosis.verdict}"
+                           + (f" {p.diagnosis.margin:.3f}" if p.diagnosis.margin is not None else "")
+                           for p in diverged[:8]))
+    return result.num_divergent == 0, detail
+
+
+def _margins(setup: CheckSetup, outs, mismatched: list[OutputPair]) -> list[TieDiagnosis]:
+    """Each mismatch's verdict from its top-2 margin (one reference model for them all). A divergence past a
+    reference's end (length mismatch) has no token to compare: no margin, so unclassified, so divergent."""
+    comparable = [p for p in mismatched if p.first_divergence < len(p.ref)]
+    margins = dict(zip((p.sample_id for p in comparable), divergence_margins(
+        setup, [outs[int(p.sample_id)].prompt_token_ids for p in comparable], [p.ref for p in comparable],
+        [p.first_divergence for p in comparable])))
+    return [TieDiagnosis(classify(m), m, (), None) for m in (margins.get(p.sample_id) for p in mismatched)]
 
 
 def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None,

@@ -86,5 +86,5 @@ def check_lossless(
     else:
         report = run_check(side(base_url_spec, model_spec), side(base_url_ref, model_ref), near_tie_margin, progress)
     print(format_lossless(report, show))
-    if not report.passes(strict):
+    if not report.result.passes(strict):
         raise typer.Exit(1)

@@ -78,17 +78,20 @@ _COMPUTED_DEFAULTS = frozenset(
 
 
 def group_options(group: OptionGroup, into: str, defaults: dict[str, Any] | None = None, *, first: bool = False,
-                  parse: Callable[[dict[str, Any]], Any] | None = None
+                  after: str | None = None, parse: Callable[[dict[str, Any]], Any] | None = None
                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command taking `<into>: dict` (field values of the options given) with `group`'s options, after
-    the command's own (`first`: before them, after its typer.Context); `parse`: option values -> field values
-    (default: the group's own parsing)."""
+    the command's own (`first`: before them, after its typer.Context; `after`: right after its option of that
+    name); `parse`: option values -> field values (default: the group's own parsing)."""
     to_fields = parse or group.parse
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
         own = [p for p in sig.parameters.values() if p.name != into]
-        head = [p for p in own[:1] if p.name == "ctx"] if first else own
+        if after is not None:
+            head = own[:[p.name for p in own].index(after) + 1]
+        else:
+            head = [p for p in own[:1] if p.name == "ctx"] if first else own
 
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:

@@ -203,6 +203,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         max_model_len=max_model_len,
         kv_windows=releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None),
     )
+    scheduler.hooks = hooks
     feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()
     runner = TargetRunner(target.model, target_kv, feature_layers)
     graphs_note = enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len)

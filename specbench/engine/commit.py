@@ -11,12 +11,14 @@ from specbench.engine.request import Request, RequestStatus
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.engine.token_logprob import TokenLogprob
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 
 class Committer:
     def __init__(self, scheduler: Scheduler, free_draft_state: Callable[[str], None],
-                 stop_checker: StopChecker) -> None:
+                 stop_checker: StopChecker, hooks: PhaseHooks = NO_HOOKS) -> None:
         self.scheduler = scheduler
+        self.hooks = hooks  # the test harness's seam: what a request reports of its tokens' logprobs
         self.free_draft_state = free_draft_state  # StepRunner.free: a finished request's draft state goes too
         self.stop_checker = stop_checker
         self.requests: dict[str, Request] = {}  # every unfinished request, by id
@@ -33,6 +35,7 @@ class Committer:
             if request.status is not RequestStatus.RUNNING:
                 continue
             token_logprobs = None if logprobs is None else logprobs.for_request(r, tokens)
+            token_logprobs = self.hooks.committed_logprobs(token_logprobs)
             reason = self._commit(request, tokens, emit_time, token_logprobs)
             if reason is not None:
                 finished.append(self._finish(request, reason))

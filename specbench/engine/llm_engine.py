@@ -60,7 +60,7 @@ class LLMEngine:
             block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
             synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator,
             debug_invariants=config.debug_invariants)
-        self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker)
+        self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker, p.hooks)
         self.log = StepLog()
         self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)
         self._cpu_threads = CpuThreads(config.cpu_threads)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from specbench.attention.window import num_blocks_outside_windows
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
+from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.speculation.draft_shape import CHAIN
 from specbench.speculation.tree.plan import kv_rows, tree_plan
 
@@ -33,6 +34,8 @@ class ScheduledBatch:
 
 
 class Scheduler:
+    hooks: PhaseHooks = NO_HOOKS  # the test harness's seam (runtime/hooks.py); the builder hands over the engine's
+
     def __init__(
         self,
         block_manager: BlockManager,
@@ -187,6 +190,7 @@ class Scheduler:
         return max(0, min(self.num_steps, room))
 
     def _preempt(self, request: Request) -> None:
+        self.hooks.preempting(request)
         self.running.remove(request)
         self._free(request)
         request.num_cached_tokens = 0

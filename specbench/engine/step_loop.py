@@ -114,6 +114,7 @@ class StepLoop:
                              newest_token_ids: torch.Tensor | None) -> InflightDecode:
         """Enqueue one plain decode step and its token copy; nothing here waits for the device."""
         timer = PhaseTimer(self.device)
+        newest_token_ids = self.runner.hooks.plain_decode_launch(batch.requests, newest_token_ids)
         launch = self.runner.launch_verify(batch.requests, None, self.runner.sampling_tensors(batch.requests), timer,
                                            newest_token_ids)
         for request in batch.requests:

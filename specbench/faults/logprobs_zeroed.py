@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from specbench.engine.token_logprob import TokenLogprob
 from specbench.faults.fault import Fault, Mutant
-from specbench.faults.path_mutant import wrap_method
 from specbench.speculation.capabilities import Proposer
 
 
@@ -20,13 +19,7 @@ class LogprobsZeroed(Mutant):
     fault = Fault("logprobs-zeroed", "accepted draft tokens report logprob 0.0 without alternatives", "",
                   "logprobs", Proposer)
 
-    def install(self, engine) -> None:
-        def make_commit(commit):
-            def zeroing_commit(request, tokens, emit_time, token_logprobs=None):
-                if token_logprobs is not None and len(token_logprobs) > 1:
-                    token_logprobs = [TokenLogprob(e.token_id, 0.0, 1, ()) for e in token_logprobs[:-1]] + [
-                        token_logprobs[-1]]
-                return commit(request, tokens, emit_time, token_logprobs)
-            return zeroing_commit
-
-        wrap_method(engine.committer, "_commit", make_commit)
+    def committed_logprobs(self, token_logprobs: list[TokenLogprob] | None) -> list[TokenLogprob] | None:
+        if token_logprobs is not None and len(token_logprobs) > 1:
+            return [TokenLogprob(e.token_id, 0.0, 1, ()) for e in token_logprobs[:-1]] + [token_logprobs[-1]]
+        return token_logprobs

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from specbench.faults.fault import Fault
-from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.faults.path_mutant import PathMutant
 
 
 class OverlapStaleInput(PathMutant):
@@ -18,19 +18,13 @@ class OverlapStaleInput(PathMutant):
                   "002 (stale state reused)", "target", None, path="decode.overlap", is_plain_hosted=True)
 
     def __init__(self) -> None:
-        self._launched: list[torch.Tensor] = []  # [num_reqs] next-token column of the last two launches, oldest first
+        # [num_reqs] the tokens the last lookahead launch was really fed: the output of the step before the one in
+        # flight, which is what the next launch gets instead of the newest
+        self._fed: torch.Tensor | None = None
 
-    def install(self, engine) -> None:
-        def make(launch):
-            def stale_launch(batch, start, newest_token_ids):
-                fed = newest_token_ids
-                if newest_token_ids is None:  # a synchronous launch starts a new chain of lookahead steps
-                    self._launched.clear()
-                elif len(self._launched) == 2 and self._launched[0].shape == newest_token_ids.shape:
-                    fed = self._launched[0]
-                step = launch(batch, start, fed)
-                self._launched = [*self._launched[-1:], step.launch.output_token_ids[:, 0]]
-                return step
-            return stale_launch
-
-        wrap_method(engine.loop, "_launch_plain_decode", make)
+    def plain_decode_launch(self, requests, newest_token_ids: torch.Tensor | None) -> torch.Tensor | None:
+        if newest_token_ids is None:  # a synchronous launch starts a new chain of lookahead steps
+            self._fed = None
+            return None
+        stale, self._fed = self._fed, newest_token_ids
+        return stale if stale is not None and stale.shape == newest_token_ids.shape else newest_token_ids

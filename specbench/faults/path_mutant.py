@@ -1,9 +1,12 @@
 """The base of the mutants that bend a fast production path (issue 25): overlapped steps, rounds drafted ahead,
 whole-round graphs, fused projections, the Triton verifier, the n-gram proposer, preemption.
 
-Production code calls no hook for them: `install` runs once on the built engine and wraps a method or a function
-reference held by that engine's own objects (engine, model layers, proposer, scheduler, round graphs), so a clean
-engine pays nothing and the production path stays exactly what users run. Drafting is left as production runs it
+Most bend from outside: `install` runs once on the built engine and wraps a public method or a function reference
+held by that engine's own objects (engine, model layers, proposer, round graphs), so a clean engine pays nothing and
+the production path stays exactly what users run. Where the bug sits inside the engine's own step (what an
+overlapped launch is fed, what preemption leaves), production calls a named host-side hook there instead
+(`PATH_HOOKS`, runtime/hooks.py; identity for a clean engine) and the mutant overrides it: no mutant patches a
+private method. Drafting is left as production runs it
 (whole-round graphs, rounds drafted ahead): forcing eager drafting would hide the very paths these bugs live on.
 """
 
@@ -16,10 +19,7 @@ from specbench.faults.fault import Mutant
 
 
 class PathMutant(Mutant):
-    eager_drafting = False
-
-    def install(self, engine) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must bend its path in install()")
+    eager_drafting = False  # it bends its path in install() or through PATH_HOOKS
 
 
 def wrap_method(obj: Any, name: str, make: Callable[[Callable], Callable]) -> None:
@@ -33,10 +33,7 @@ def recapture_target_graphs(engine) -> None:
     graphs = engine.runner.graphs
     if graphs is None or not graphs.is_graph:
         return
-    query_lens = sorted({shape.query_len for shape in graphs._graphs})  # what the builder captured
-    graphs._graphs.clear()
-    for query_len in query_lens:
-        graphs.capture(query_len)
+    graphs.recapture()  # every query length the builder captured
 
 
 def recapture_draft_graphs(engine) -> None:

@@ -11,7 +11,7 @@ rounds resume correctly.
 from __future__ import annotations
 
 from specbench.faults.fault import Fault
-from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.faults.path_mutant import PathMutant
 
 
 class PreemptStaleComputed(PathMutant):
@@ -22,22 +22,13 @@ class PreemptStaleComputed(PathMutant):
     def __init__(self) -> None:
         self._saved: dict[str, int] = {}  # request id -> num_cached_tokens when it was preempted
 
-    def install(self, engine) -> None:
-        def make_preempt(preempt):
-            def saving_preempt(request):
-                if request.num_cached_tokens:
-                    self._saved[request.request_id] = request.num_cached_tokens
-                preempt(request)
-            return saving_preempt
+    def preempting(self, request) -> None:
+        if request.num_cached_tokens:
+            self._saved[request.request_id] = request.num_cached_tokens
 
-        def make_launch(launch):
-            def restoring_launch(batch, start, newest_token_ids):
-                for request in batch.requests:
-                    saved = self._saved.pop(request.request_id, None)
-                    if saved is not None and request.num_cached_tokens == request.num_tokens - 1:  # resumed
-                        request.num_cached_tokens = saved
-                return launch(batch, start, newest_token_ids)
-            return restoring_launch
-
-        wrap_method(engine.scheduler, "_preempt", make_preempt)
-        wrap_method(engine.loop, "_launch_plain_decode", make_launch)
+    def plain_decode_launch(self, requests, newest_token_ids):
+        for request in requests:
+            saved = self._saved.pop(request.request_id, None)
+            if saved is not None and request.num_cached_tokens == request.num_tokens - 1:  # resumed
+                request.num_cached_tokens = saved
+        return newest_token_ids

@@ -15,14 +15,35 @@ draws, which per-request clustering makes optimistic: the per-request samples ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from specbench.backends.server_info import ServerSpeculation
-from specbench.check.acceptance_drop import DETECT_POWER, position_tests
 from specbench.gate.observed import RequestAcceptance
 from specbench.gate.speculation_check import counts_missing, declared_mismatch
 from specbench.gate.stage import ACCEPTANCE, StageResult, Status
-from specbench.gate.tolerances import Tolerances
+from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stage_options import StageOptions, tolerance
 from specbench.metrics import definitions
+
+
+@dataclass(frozen=True)
+class AcceptanceOptions(StageOptions):
+    acceptance_rtol: float = tolerance(0.1, "acceptance: allowed |AL/AL_ref - 1|", ok=lambda v: v >= 0)
+    acceptance_alpha: float = tolerance(0.01, "acceptance: false-alarm rate of the per-position drop test",
+                                        ok=lambda v: 0 < v < 1)
+    acceptance_floor: float | None = tolerance(None, "acceptance: instead of the test, rate_k >= FLOOR x reference "
+                                               "rate_k (TensorRT-LLM: 0.95)", ok=lambda v: v is None or 0 < v <= 1,
+                                               need="must be in (0, 1], e.g. 0.95")
+
+
+class AcceptanceStage:
+    name = ACCEPTANCE
+    options = AcceptanceOptions
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.acceptance
+        return acceptance_stage(inputs.observation.acceptance, reference, inputs.options(AcceptanceOptions),
+                                inputs.num_steps, inputs.observation.server_speculation)
 
 
 def pooled(requests: Sequence[RequestAcceptance]) -> tuple[int, list[int], list[int]]:
@@ -42,7 +63,11 @@ def acceptance_length(requests: Sequence[RequestAcceptance]) -> float | None:
 
 
 def acceptance_stage(now: Sequence[RequestAcceptance] | None, reference: Sequence[RequestAcceptance] | None,
-                     tolerances: Tolerances, num_steps: int, server: ServerSpeculation | None = None) -> StageResult:
+                     tolerances: AcceptanceOptions, num_steps: int,
+                     server: ServerSpeculation | None = None) -> StageResult:
+    # scipy's Fisher test, imported when a stage is judged: the gate's command line reads this module's options
+    from specbench.check.acceptance_drop import DETECT_POWER, position_tests
+
     t = tolerances
     floor = (f"rate_k >= {t.acceptance_floor:g} x ref" if t.acceptance_floor is not None else
              f"per-position one-sided Fisher exact, alpha {t.acceptance_alpha:g} (Bonferroni)")

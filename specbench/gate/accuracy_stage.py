@@ -11,15 +11,34 @@ accuracy cannot fall under 0), and the claim is then N/A.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from specbench.gate.stage import ACCURACY, StageResult, Status
-from specbench.gate.tolerances import Tolerances
+from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stage_options import StageOptions, tolerance
 from specbench.metrics.accuracy import Accuracy, format_accuracy, interval_stderr
 
 Z_POWER = 0.8416  # standard normal quantile of 80% power
 
 
-def accuracy_stage(now: Accuracy | None, reference: Accuracy | None, tolerances: Tolerances) -> StageResult:
+@dataclass(frozen=True)
+class AccuracyOptions(StageOptions):
+    accuracy_drop: float = tolerance(0.02, "accuracy: allowed drop (fraction) beyond 1.645 x the combined stderr",
+                                     ok=lambda v: 0 <= v <= 1)
+    # one-sided 95% normal quantile on the combined stderr (a constant of the rule, named in the report)
+    accuracy_z: float = tolerance(1.645, None, cli=False)
+
+
+class AccuracyStage:
+    name = ACCURACY
+    options = AccuracyOptions
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.accuracy
+        return accuracy_stage(inputs.observation.accuracy, reference, inputs.options(AccuracyOptions))
+
+
+def accuracy_stage(now: Accuracy | None, reference: Accuracy | None, tolerances: AccuracyOptions) -> StageResult:
     t = tolerances
     rule = (f"drop <= {t.accuracy_drop:.3f} + {t.accuracy_z:g} x combined stderr (strict and flexible; stderr from "
             "the 95% Wilson interval)")

@@ -10,7 +10,6 @@ re-tokenisation moves it).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,26 +46,16 @@ def _load(config: SweepConfig) -> _CleanTarget:
     import dataclasses
 
     from specbench import LLM
-    from specbench.bench.cell_runner import turn_settings
-    from specbench.runs.cell_key import CellKey
-    from specbench.runs.preflight import workload_options
-    from specbench.runs.turns import TurnPlanner
-    from specbench.workloads import get_workload
-    from specbench.workloads.data import resolve_data_source
+    from specbench.verification.first_turns import first_turns
 
     llm = LLM(dataclasses.replace(config.engine, method="none", draft=None, max_num_steps=0))
-    workload = get_workload(config.workload, **workload_options(config))
-    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
-    planner = TurnPlanner(workload, llm.tokenizer, tokenize=True)
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), 0), chat_template)
-    return _CleanTarget(llm, {(s.sample_id, 0): planner.first_turn(s, settings).token_ids for s in samples})
+    planned = first_turns(config, llm.tokenizer, tokenize=True)
+    return _CleanTarget(llm, {(t.sample.sample_id, 0): t.token_ids for t in planned.turns})
 
 
 def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, threshold: float,
               block_size: int) -> TieDiagnosis:
-    from specbench.check.target_probs import next_token_probs
-    from specbench.sampling_params import SamplingParams
+    from specbench.check.near_tie_margin import top_two
 
     diverge = next((i for i, (a, b) in enumerate(zip(ref_text, spec_text)) if a != b),
                    min(len(ref_text), len(spec_text)))
@@ -76,11 +65,6 @@ def _diagnose(llm: LLM, prompt: tuple[int, ...], ref_text: str, spec_text: str, 
     position = next((i for i in range(len(ids)) if len(tokenizer.decode(ids[:i + 1])) > diverge), None)
     if position is None:
         return TieDiagnosis(UNCLASSIFIED, None, (), "the k = 0 text ends where the k text goes on")
-    model = llm.engine.runner.model
-    probs = next(next_token_probs(model, [prompt], [ids[:position + 1]], SamplingParams(temperature=1.0),
-                                  block_size=block_size))  # [1, position + 1, vocab]
-    top = probs[0, position].double().topk(2)
-    first, second = (float(v) for v in top.values)
-    gap = math.log(first) - math.log(second) if second > 0 else math.inf
-    candidates = tuple(tokenizer.decode([int(t)]) for t in top.indices)
-    return TieDiagnosis(classify(gap, threshold), gap, candidates, None)
+    top = top_two(llm.engine.runner.model, prompt, ids, position, block_size=block_size)
+    candidates = tuple(tokenizer.decode([t]) for t in top.token_ids)
+    return TieDiagnosis(classify(top.margin, threshold), top.margin, candidates, None)

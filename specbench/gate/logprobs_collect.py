@@ -20,6 +20,7 @@ from specbench.backends.server_logprobs import (
 )
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault
+from specbench.verification.first_turns import first_turns
 
 TOP_N = 5  # top-n asked for each output and prompt token (OpenAI's completions allow up to 5)
 
@@ -43,22 +44,6 @@ class LogprobsRun:
     malformed: tuple[str, ...] = ()
 
 
-def _first_turns(config: SweepConfig, tokenizer, tokenize: bool, num_steps: int):
-    from specbench.bench.cell_runner import turn_settings
-    from specbench.runs.cell_key import CellKey
-    from specbench.runs.preflight import workload_options
-    from specbench.runs.turns import TurnPlanner
-    from specbench.workloads import get_workload
-    from specbench.workloads.data import resolve_data_source
-
-    workload = get_workload(config.workload, **workload_options(config))
-    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
-    planner = TurnPlanner(workload, tokenizer, tokenize=tokenize)
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), num_steps), chat_template)
-    return [planner.first_turn(s, settings) for s in samples]
-
-
 def embedded_logprobs(config: SweepConfig, num_steps: int, fault: EngineFault | None = None) -> LogprobsRun:
     """The embedded engine at k = num_steps (bent by `fault`, the run's --inject), or its clean target alone at
     k = 0 (`fault` must be None then)."""
@@ -72,7 +57,7 @@ def embedded_logprobs(config: SweepConfig, num_steps: int, fault: EngineFault | 
     else:
         engine = dataclasses.replace(engine, max_num_steps=num_steps)
     llm = LLM(engine, fault=fault)
-    turns = _first_turns(config, llm.tokenizer, True, num_steps)
+    turns = first_turns(config, llm.tokenizer, tokenize=True).turns
     params = [dataclasses.replace(t.params, temperature=0.0, logprobs=TOP_N, prompt_logprobs=TOP_N) for t in turns]
     outputs = llm.generate([list(t.token_ids) for t in turns], params)
 
@@ -96,7 +81,7 @@ def server_logprobs(config: SweepConfig, label: str) -> LogprobsRun:
     from specbench.backends.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend(config)
-    turns = _first_turns(config, backend.tokenizer, False, 0)
+    turns = first_turns(config, backend.tokenizer, tokenize=False).turns
     client = DeadlineClient(backend.root, auth_headers(api_key_from_env(config.api_key_env)))
     model, timeout = backend.model, backend.timeout_s
     backend.close()

@@ -25,14 +25,17 @@ logprobs of another length than the reference's): the tokens sent would pass for
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.backends.server_logprobs import ServerTokenLogprob
 from specbench.gate.logprobs_collect import TOP_N, LogprobsRun, LogprobsSample
+from specbench.gate.lossless_stage import LosslessOptions
 from specbench.gate.stage import LOGPROBS, StageResult, Status
-from specbench.gate.tolerances import Tolerances
+from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stage_options import StageOptions, tolerance
 from specbench.runs.sweep_config import SweepConfig
 
 FP32_ATOL = 2e-3  # nats: fp32 verify (k + 1 rows) vs single-row decode differ by summation order only
@@ -47,6 +50,34 @@ ZERO_GAP = 15.0  # nats: float32 log_softmax gives exactly 0.0 only when every o
 MASS_SLACK = 1e-3
 UNDECODABLE = "\ufffd"  # what a token holding part of a UTF-8 character decodes to
 SHOW = 5
+
+
+@dataclass(frozen=True)
+class LogprobsOptions(StageOptions):
+    logprobs_atol: float | None = tolerance(None, "logprobs: allowed |diff| per token, nats (default: 0.002 for an "
+                                            "fp32 engine, 0.3 for 16-bit engines and servers)",
+                                            ok=lambda v: v is None or v > 0)
+    logprobs_ppl_rtol: float | None = tolerance(None, "logprobs: allowed |ppl/ppl_ref - 1| per prompt (default: "
+                                                "0.001 fp32, 0.02 otherwise)", ok=lambda v: v is None or v > 0)
+    logprobs_off_fraction: float = tolerance(0.01, "logprobs: fraction of compared tokens allowed beyond "
+                                             "--logprobs-atol", ok=lambda v: 0 <= v < 1)
+
+
+class LogprobsStage:
+    name = LOGPROBS
+    options = LogprobsOptions
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        logprobs, reference = inputs.logprobs, inputs.reference
+        assert logprobs is not None
+        baseline = logprobs.baseline
+        if baseline is None and reference is not None:
+            baseline = reference.logprobs and dataclasses.replace(
+                reference.logprobs, label=f"reference file, {reference.logprobs.label}")
+        # the divergence a logprobs comparison stops at is judged by the lossless stage's near-tie margin
+        tolerance = logprobs_tolerance(inputs.options(LogprobsOptions),
+                                       inputs.options(LosslessOptions).near_tie_margin, inputs.sweep)
+        return logprobs_stage(logprobs.now, baseline, tolerance)
 
 
 @dataclass(frozen=True)
@@ -256,7 +287,8 @@ def logprobs_stage(now: LogprobsRun | None, reference: LogprobsRun | None, tol: 
     return StageResult(LOGPROBS, Status.PASS, metric, rule, power, "within tolerance", tuple(details))
 
 
-def logprobs_tolerance(tolerances: Tolerances, config: SweepConfig) -> LogprobsTolerance:
+def logprobs_tolerance(tolerances: LogprobsOptions, near_tie_margin: float,
+                       config: SweepConfig) -> LogprobsTolerance:
     """The stage's tolerance: --logprobs-atol / --logprobs-ppl-rtol where given, else by the engine's dtype (an fp32
     engine: FP32_*; a 16-bit one, or a server whose dtype the gate cannot know: HALF_*)."""
     if not config.is_embedded:
@@ -273,4 +305,4 @@ def logprobs_tolerance(tolerances: Tolerances, config: SweepConfig) -> LogprobsT
     num_given = (tolerances.logprobs_atol is not None) + (tolerances.logprobs_ppl_rtol is not None)
     if num_given:
         basis = "as given" if num_given == 2 else basis + ", partly as given"
-    return LogprobsTolerance(atol, rtol, tolerances.logprobs_off_fraction, tolerances.near_tie_margin, basis)
+    return LogprobsTolerance(atol, rtol, tolerances.logprobs_off_fraction, near_tie_margin, basis)

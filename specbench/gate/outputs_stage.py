@@ -10,8 +10,21 @@ from collections.abc import Sequence
 
 from specbench.gate.observed import NORMAL_FINISH, GreedyOutput, Observation, OutputProblem
 from specbench.gate.stage import OUTPUTS, StageResult, Status
+from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stage_options import StageOptions
 
 SHOW = 5
+
+
+class OutputsStage:
+    name = OUTPUTS
+    options = StageOptions  # no tolerance: every request must succeed
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        baseline = inputs.observation.baseline_outputs
+        if baseline is None and inputs.reference is not None:
+            baseline = inputs.reference.greedy_outputs
+        return outputs_stage(inputs.observation, baseline)
 
 
 def outputs_stage(observation: Observation, baseline: Sequence[GreedyOutput] | None = None) -> StageResult:

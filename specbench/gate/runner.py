@@ -10,23 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import ServerLaunchFailed, SpecbenchError
-from specbench.gate.acceptance_stage import acceptance_stage
-from specbench.gate.accuracy_stage import accuracy_stage
 from specbench.gate.comparability import unless_outputs_differ
 from specbench.gate.logprobs_collect import LogprobsRun
-from specbench.gate.logprobs_stage import logprobs_stage, logprobs_tolerance
-from specbench.gate.lossless_stage import Probe, lossless_stage
 from specbench.gate.observed import Observation, read_observation
-from specbench.gate.outputs_stage import outputs_stage
 from specbench.gate.reference import (GateReference, GateSettings, check_matches, read_reference, reference_of,
                                       write_reference)
 from specbench.gate.report import GateReport
-from specbench.gate.speed_stage import speed_stage
-from specbench.gate.stage import (ACCEPTANCE, ACCURACY, LOGPROBS, LOSSLESS, OUTPUTS, SPEED, STAGES, StageResult, Status,
-                                  skipped)
-from specbench.gate.stage_interface import LogprobsSides, Stage, StageInputs
+from specbench.gate.stage import LOGPROBS, LOSSLESS, OUTPUTS, StageResult, Status, skipped
+from specbench.gate.stage_interface import LogprobsSides, Probe, StageInputs
+from specbench.gate.stages import GATE_STAGES, STAGES
 from specbench.gate.tolerances import Tolerances
-from specbench.registry import Registry
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.hooks import EngineFault, mutant_label
@@ -214,83 +207,6 @@ def _stage(name: str, observation: Observation, reference: GateReference | None,
     return GATE_STAGES.create(name).judge(inputs)
 
 
-# Name -> stage (the Stage protocol, gate/stage_interface.py); an unknown name fails listing the registered ones. Each
-# stage below is a thin adapter: it picks its part of the inputs and calls its rule (gate/<name>_stage.py).
-GATE_STAGES: Registry[Stage] = Registry("gate stage")
-
-
-def _register(cls: type[Stage]) -> type[Stage]:
-    GATE_STAGES.register(cls.name)(cls)
-    return cls
-
-
-@_register
-class LosslessStage:
-    name = LOSSLESS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        observation, reference = inputs.observation, inputs.reference
-        if observation.baseline_outputs is not None:
-            return lossless_stage(observation.spec_outputs, observation.baseline_outputs, "k=0 of this run",
-                                  inputs.tolerances, inputs.probe)
-        greedy = None if reference is None else reference.greedy_outputs
-        source = "" if reference is None else f"reference file, {reference.greedy_source}"
-        return lossless_stage(observation.spec_outputs, greedy, source, inputs.tolerances, inputs.probe)
-
-
-@_register
-class LogprobsStage:
-    name = LOGPROBS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        logprobs, reference = inputs.logprobs, inputs.reference
-        assert logprobs is not None
-        baseline = logprobs.baseline
-        if baseline is None and reference is not None:
-            baseline = reference.logprobs and dataclasses.replace(
-                reference.logprobs, label=f"reference file, {reference.logprobs.label}")
-        return logprobs_stage(logprobs.now, baseline, logprobs_tolerance(inputs.tolerances, inputs.sweep))
-
-
-@_register
-class AccuracyStage:
-    name = ACCURACY
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.accuracy
-        return accuracy_stage(inputs.observation.accuracy, reference, inputs.tolerances)
-
-
-@_register
-class AcceptanceStage:
-    name = ACCEPTANCE
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.acceptance
-        return acceptance_stage(inputs.observation.acceptance, reference, inputs.tolerances, inputs.num_steps,
-                                inputs.observation.server_speculation)
-
-
-@_register
-class SpeedStage:
-    name = SPEED
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        reference = None if inputs.reference is None else inputs.reference.speed
-        return speed_stage(inputs.observation.speed, reference, inputs.tolerances, inputs.num_steps)
-
-
-@_register
-class OutputsStage:
-    name = OUTPUTS
-
-    def judge(self, inputs: StageInputs) -> StageResult:
-        baseline = inputs.observation.baseline_outputs
-        if baseline is None and inputs.reference is not None:
-            baseline = inputs.reference.greedy_outputs
-        return outputs_stage(inputs.observation, baseline)
-
-
 def _source(config: SweepConfig, fault_injected: str | None = None) -> str:
     """What was gated; a mutant (the run's --inject, or a server that says it runs one) carries the marker every table
     of a mutant run carries."""
@@ -315,32 +231,22 @@ def _probe(config: SweepConfig, tolerances: Tolerances) -> Probe | None:
         return None
     from specbench.backends.credentials import auth_headers
     from specbench.backends.deadline import DeadlineClient
-    from specbench.backends.near_tie import diagnose
+    from specbench.backends.near_tie import diagnose_turn
     from specbench.backends.openai_backend import OpenAIBackend
-    from specbench.bench.cell_runner import turn_settings
-    from specbench.runs.cell_key import CellKey
-    from specbench.runs.preflight import workload_options
-    from specbench.runs.turns import TurnPlanner
-    from specbench.workloads import get_workload
-    from specbench.workloads.data import resolve_data_source
+    from specbench.verification.first_turns import first_turns
 
-    workload = get_workload(config.workload, **workload_options(config))
-    samples = workload.load(resolve_data_source(config.data_dir), config.limit, config.engine.seed).samples
     backend = OpenAIBackend(config)
-    planner = TurnPlanner(workload, backend.tokenizer, tokenize=backend.can_tokenize)
-    chat_template = workload.is_chat if config.chat_template is None else config.chat_template
-    settings = turn_settings(config, CellKey(0, 0.0, max(config.concurrency), config.num_steps[0]), chat_template)
-    prompts = {s.sample_id: planner.first_turn(s, settings).prompt for s in samples}
-    client = DeadlineClient(backend.root, auth_headers(backend.api_key))
-    model, timeout = backend.model, backend.timeout_s
-    backend.close()
+    try:
+        planned = first_turns(config, backend.tokenizer, tokenize=backend.can_tokenize)
+        client = DeadlineClient(backend.root, auth_headers(backend.api_key))
+        model, timeout = backend.model, backend.timeout_s
+    finally:
+        backend.close()
+    prompts = {turn.sample.sample_id: turn.prompt for turn in planned.turns}
 
     def probe(sample_id: str, turn: int, ref_text: str, spec_text: str):
-        from specbench.backends.near_tie import UNCLASSIFIED, TieDiagnosis
-
-        prompt = prompts.get(sample_id)
-        if turn != 0 or prompt is None or (prompt.messages and not prompt.add_special_tokens):
-            return TieDiagnosis(UNCLASSIFIED, None, (), "chat or later-turn prompt: no text continuation to probe")
-        return diagnose(client, model, prompt.text, ref_text, spec_text, tolerances.near_tie_margin, timeout)
+        return diagnose_turn(client, model, prompts.get(sample_id) if turn == 0 else None, ref_text, spec_text,
+                             tolerances.near_tie_margin, timeout,
+                             "chat or later-turn prompt: no text continuation to probe")
 
     return probe

@@ -6,16 +6,30 @@ estimate, and the stage says N/A rather than pass or fail on noise."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from specbench.compare.metrics_catalog import select
-from specbench.compare.noise import MIN_RUNS, run_evidence
-from specbench.compare.verdict import Verdict, decide
 from specbench.gate.observed import SpeedSamples
 from specbench.gate.stage import SPEED, StageResult, Status
-from specbench.gate.tolerances import Tolerances
+from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stage_options import StageOptions, tolerance
 from specbench.metrics.specs import over_repeats
 
 METRICS = ("output_throughput", "tpot_median")
+
+
+@dataclass(frozen=True)
+class SpeedOptions(StageOptions):
+    speed_min_change: float = tolerance(5.0, "speed: smallest change (%) called a regression", ok=lambda v: v >= 0)
+    confidence: float = tolerance(0.95, None, ok=lambda v: 0 < v < 1, cli=False)  # of the run-to-run interval
+
+
+class SpeedStage:
+    name = SPEED
+    options = SpeedOptions
+
+    def judge(self, inputs: StageInputs) -> StageResult:
+        reference = None if inputs.reference is None else inputs.reference.speed
+        return speed_stage(inputs.observation.speed, reference, inputs.options(SpeedOptions), inputs.num_steps)
 
 
 def _values(samples: SpeedSamples, name: str) -> tuple[float, ...]:
@@ -25,8 +39,13 @@ def _values(samples: SpeedSamples, name: str) -> tuple[float, ...]:
     return tuple(v for v in values if math.isfinite(v))
 
 
-def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: Tolerances,
+def speed_stage(now: SpeedSamples, reference: SpeedSamples | None, tolerances: SpeedOptions,
                 num_steps: int) -> StageResult:
+    # compare's estimators (scipy), imported when a stage is judged: the gate's command line reads this module's options
+    from specbench.compare.metrics_catalog import select
+    from specbench.compare.noise import MIN_RUNS, run_evidence
+    from specbench.compare.verdict import Verdict, decide
+
     t = tolerances
     rule = (f"compare's verdict: regressed = {t.confidence:.0%} run-to-run interval excludes 0 and "
             f"|change| >= {t.speed_min_change:g}%")

@@ -6,9 +6,14 @@ import dataclasses
 import hashlib
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specbench.sampling_params import SamplingParams
 from specbench.workloads.base import Prompt, Sample, Workload
+
+if TYPE_CHECKING:
+    from specbench.runs.cell_key import CellKey
+    from specbench.runs.sweep_config import SweepConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,19 @@ class TurnSettings:
     chat_template: bool
     seed: int  # run seed; request seeds derive from (seed, repeat, sample, turn)
     repeat: int
+
+
+def turn_settings(config: SweepConfig, key: CellKey, chat_template: bool) -> TurnSettings:
+    """A cell's turn settings: the sweep's budget and sampling knobs at the cell's temperature and repeat."""
+    return TurnSettings(
+        temperature=key.temperature,
+        max_tokens=config.max_tokens,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        chat_template=chat_template,
+        seed=config.engine.seed,
+        repeat=key.repeat,
+    )
 
 
 class TurnPlanner:

@@ -286,6 +286,14 @@ class CudaGraphRunner:
             if shape not in self._graphs:
                 self._capture(shape)
 
+    def recapture(self) -> None:
+        """Capture again every query length captured so far, through the forward as it is now (a test harness that
+        bent the forward after the engine was built: specbench.faults.path_mutant.recapture_target_graphs)."""
+        query_lens = sorted({shape.query_len for shape in self._graphs})
+        self._graphs.clear()
+        for query_len in query_lens:
+            self.capture(query_len)
+
     @torch.inference_mode()
     def _capture(self, shape: GraphShape) -> None:
         buf = self.buffers

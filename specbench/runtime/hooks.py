@@ -89,8 +89,26 @@ class PhaseHooks:
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
         return None
 
+    def plain_decode_launch(self, requests: tuple[object, ...],
+                            newest_token_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """As a plain decode step is launched (engine/step_loop.py): the tokens it is fed, [num_reqs] on the device
+        (the step in flight's own output; None: a synchronous launch, fed from the host). `requests` are the
+        engine's, their computed-token counts as the step reads them (a hook may bend those too)."""
+        return newest_token_ids
+
+    def preempting(self, request: object) -> None:
+        """The scheduler is about to preempt `request` (the engine's): its KV freed, its computed tokens reset."""
+
+    def committed_logprobs(self, token_logprobs: list | None) -> list | None:
+        """What one request reports for the tokens one step commits to it ([num_tokens] of the engine's
+        TokenLogprob; None when it asked for none)."""
+        return token_logprobs
+
 
 NO_HOOKS = PhaseHooks()
+# The hooks production calls on its fast paths (overlapped plain decoding, preemption): the only ones a path mutant
+# (specbench.faults.path_mutant) may override, since they leave drafting as production runs it.
+PATH_HOOKS = frozenset({"plain_decode_launch", "preempting"})
 
 
 class EngineFault(Protocol):

@@ -12,12 +12,12 @@ from tests.support.cli_run import run_main
 
 
 def test_a_stage_that_raises_is_crash_and_the_reports_are_written(gate_pair, tmp_path, monkeypatch, capsys):
-    import specbench.gate.runner as runner
+    import specbench.gate.accuracy_stage as accuracy
 
     def explode(*args, **kwargs):
         raise AttributeError("'float' object has no attribute 'strip'")
 
-    monkeypatch.setattr(runner, "accuracy_stage", explode)
+    monkeypatch.setattr(accuracy, "accuracy_stage", explode)
     junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
     code, out, err = run_gate_cli([*engine_args(gate_pair), "--results-dir", str(tmp_path / "runs"),
                                    "--stages", "accuracy,outputs", "--junit", str(junit), "--report-md", str(md)],

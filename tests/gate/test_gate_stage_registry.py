@@ -1,4 +1,4 @@
-"""The gate finds its stages by name (gate/runner.py GATE_STAGES, the Stage protocol of gate/stage_interface.py):
+"""The gate finds its stages by name (gate/stages.py GATE_STAGES, the Stage protocol of gate/stage_interface.py):
 every stage the gate runs is registered under its name, an unknown name fails listing the registered ones, and a stage
 judged through the registry is its rule applied to its part of the inputs."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from specbench.errors import SpecbenchError
 from specbench.gate.observed import GreedyOutput, SpeedSamples
-from specbench.gate.runner import GATE_STAGES
 from specbench.gate.speed_stage import speed_stage
-from specbench.gate.stage import ACCURACY, LOSSLESS, OUTPUTS, SPEED, STAGES, Status
+from specbench.gate.stage import ACCURACY, LOSSLESS, OUTPUTS, SPEED, Status
 from specbench.gate.stage_interface import StageInputs
+from specbench.gate.stages import GATE_STAGES, STAGE_TYPES, STAGES
 from specbench.gate.tolerances import Tolerances
 from specbench.runs.sweep_config import SweepConfig
 
@@ -43,3 +43,29 @@ def test_a_stage_judges_its_part_of_the_inputs():
     assert GATE_STAGES.create(ACCURACY).judge(_inputs(observation)).status is Status.NOT_AVAILABLE
     assert GATE_STAGES.create(SPEED).judge(_inputs(observation)) == speed_stage(observation.speed, None, T, 2)
     assert GATE_STAGES.create(OUTPUTS).judge(_inputs(observation)).status is Status.PASS
+
+
+def test_every_stage_option_is_a_tolerance_and_a_gate_option():
+    """A stage's options are declared once, on the stage (gate/stage_options.py): listing the stage in gate/stages.py
+    puts them in Tolerances, checks their bounds and gives the gate its command-line options."""
+    import dataclasses
+
+    import typer.main
+
+    from specbench.cli.app import app
+    from specbench.gate.tolerances import CLI_NAMES
+
+    tolerance_fields = {f.name for f in dataclasses.fields(Tolerances)}
+    gate_options = {p.name for p in typer.main.get_command(app).commands["gate"].params}
+    for stage in STAGE_TYPES:
+        for f in dataclasses.fields(stage.options):
+            assert f.name in tolerance_fields, f"{stage.name}: {f.name}"
+            assert (f.name in gate_options) == f.metadata["cli"] == (f.name in CLI_NAMES), f"{stage.name}: {f.name}"
+        assert isinstance(T, stage.options)  # what StageInputs.options hands each stage
+
+
+def test_a_tolerance_out_of_bounds_names_its_flag():
+    with pytest.raises(SpecbenchError, match=r"--acceptance-alpha 1: out of range"):
+        Tolerances(acceptance_alpha=1)
+    with pytest.raises(SpecbenchError, match=r"--acceptance-floor 0: must be in \(0, 1\]"):
+        Tolerances(acceptance_floor=0)

@@ -19,7 +19,8 @@ from specbench.gate.outputs_stage import outputs_stage
 from specbench.gate.reference import GateSettings, check_matches, read_reference, reference_of, write_reference
 from specbench.gate.report import GateReport, to_junit, to_markdown
 from specbench.gate.speed_stage import speed_stage
-from specbench.gate.stage import LOGPROBS, STAGES, Status, check_requested, parse_skip
+from specbench.gate.stage import LOGPROBS, Status
+from specbench.gate.stages import STAGES, check_requested, parse_skip
 from specbench.gate.tolerances import Tolerances
 from specbench.metrics.accuracy import Accuracy
 
