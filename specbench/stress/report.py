@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specbench.errors import ExitStatus
 from specbench.stress.conditions import NotRun
-from specbench.stress.verdict import ConditionVerdict, explain, smallest_failing
+from specbench.stress.verdict import ConditionVerdict, Verdict, explain, smallest_failing
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,19 @@ class StressReport:
         return [v for v in self.verdicts if v.is_failure]
 
     @property
+    def is_speculation_off(self) -> bool:
+        """Nothing drafted in any condition with speculation on, where the counts are known."""
+        return bool(self.verdicts) and all(v.verdict is Verdict.NO_DRAFTS for v in self.verdicts)
+
+    @property
     def exit_code(self) -> int:
-        return ExitStatus.FAILED if self.failing else ExitStatus.PASSED
+        return ExitStatus.FAILED if self.failing or self.is_speculation_off else ExitStatus.PASSED
 
     def headline(self) -> str:
+        if self.is_speculation_off:
+            k = self.verdicts[0].run.on.num_steps
+            return (f"FAIL: nothing drafted in any of {len(self.verdicts)} conditions with speculation on (k={k}): "
+                    "speculation silently off")
         if not self.failing:
             return f"PASS: no corruption in {len(self.verdicts)} conditions"
         smallest = smallest_failing(list(self.verdicts))
