@@ -146,16 +146,41 @@ def run_side(side: Side, condition: Condition, settings: StressSettings) -> tupl
     return run, num_tokens, exact
 
 
+def _work(condition: Condition, settings: StressSettings) -> float:
+    """Tokens a condition's side processes (passes x requests x (prompt + answer)): what its time scales with."""
+    passes = 1 if condition.cache == "cold" else 2
+    return passes * condition.num_requests * (condition.prompt_tokens + settings.max_tokens)
+
+
+def plan_lines(conditions: tuple[Condition, ...], not_run, off: Side, on: Side,
+               settings: StressSettings) -> list[str]:
+    """The plan, printed before anything runs."""
+    num_requests = sum(c.num_requests * (1 if c.cache == "cold" else 2) for c in conditions)
+    lines = [f"stress plan: {len(conditions)} conditions x 2 sides ({off.label}, {on.label}): {2 * num_requests} "
+             f"requests, prompts up to {max((c.prompt_tokens for c in conditions), default=0)} tokens, "
+             f"{settings.max_tokens} tokens per answer"]
+    lines += [f"  {c.name}: {c.describe()} - {c.why}" for c in conditions]
+    lines += [f"  not run: {n.name}: {n.why}" for n in not_run]
+    return lines
+
+
 def run_matrix(conditions: tuple[Condition, ...], off: Side, on: Side, settings: StressSettings,
                progress: Callable[[str], None] = lambda line: None) -> tuple[ConditionRun, ...]:
     """Every condition on both sides. All of one side runs before the other where the sides share a backend that
     relaunches to change k (fewer restarts); each condition's prompts are the same on both."""
     runs: dict[str, dict[str, tuple]] = {c.name: {} for c in conditions}
+    total = 2 * sum(_work(c, settings) for c in conditions)
+    done, began = 0.0, time.perf_counter()
     for side in (off, on):
         for c in conditions:
             start = time.perf_counter()
             progress(f"stress: {c.name} ({c.describe()}) at {side.label}")
             runs[c.name][side.label] = (*run_side(side, c, settings), time.perf_counter() - start)
+            if done == 0.0:  # after the first condition: the rest scaled by their tokens (a guess, said so)
+                seconds = (time.perf_counter() - began) * (total / _work(c, settings) - 1)
+                progress(f"stress: about {seconds / 60:.1f} min more (a guess: the first condition's time scaled "
+                         "by tokens)")
+            done += _work(c, settings)
     out = []
     for c in conditions:
         (off_run, num_tokens, exact, t_off), (on_run, _, _, t_on) = runs[c.name][off.label], runs[c.name][on.label]

@@ -16,7 +16,7 @@ from specbench.runtime.cuda_graph import batch_buckets
 from specbench.runtime.hooks import EngineFault
 from specbench.stress.conditions import Condition, NotRun, ServerShape, default_matrix
 from specbench.stress.report import StressReport
-from specbench.stress.runner import BackendSlot, Side, StressSettings, run_matrix
+from specbench.stress.runner import BackendSlot, Side, StressSettings, plan_lines, run_matrix
 from specbench.stress.verdict import JUDGES, judge
 
 # A server's CUDA-graph batch sizes when it does not say (vLLM's and SGLang's defaults start 1, 2, 4, 8, then 16s).
@@ -127,7 +127,10 @@ def run_stress(request: StressRequest) -> StressReport:
             if not request.quiet:
                 print(line, file=sys.stderr, flush=True)
 
-        runs = run_matrix(conditions, off, on, StressSettings(request.max_tokens, request.seed), progress)
+        settings = StressSettings(request.max_tokens, request.seed)
+        for line in plan_lines(conditions, not_run, off, on, settings):
+            progress(line)
+        runs = run_matrix(conditions, off, on, settings, progress)
     finally:
         for side in (off, on):
             side.slot.close()
