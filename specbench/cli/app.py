@@ -14,7 +14,7 @@ import typer.main
 from typer.exceptions import Abort, Exit, TyperException
 
 from specbench.cli import (
-    ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, sweep,
+    ab, bench_presets, check, check_lossless, compare, demo, gate, generate, plot, selftest, serve, stress, sweep,
 )
 from specbench.errors import ExitStatus, Interrupted, SpecbenchError
 
@@ -64,6 +64,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any], dict[str, Any]], ...] = (
     ("plot", plot.plot, {}),
     ("selftest", selftest.selftest, {"cls": selftest.FaultListHelp}),
     ("serve", serve.serve, {}),
+    ("stress", stress.stress, {}),
 )
 
 

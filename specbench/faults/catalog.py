@@ -13,6 +13,7 @@ from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
 from specbench.faults.catchup_rejected import CatchupSeesRejected
+from specbench.faults.conditional import CONDITIONAL_MUTANTS
 from specbench.faults.draft_kv_slice import DraftKvSlice
 from specbench.faults.draft_max_seq_len_stale import DraftMaxSeqLenStale
 from specbench.faults.draft_positions import DraftPositionsOffByOne
@@ -132,8 +133,12 @@ TREE_MUTANTS: tuple[type[Mutant], ...] = (
 # slowed too) is `specbench ab`'s.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 
+# Only under one condition the gentle gate never creates (layer "stress"): `specbench stress` is their check
+# (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
+STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
+
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
-               + LOGPROBS_MUTANTS + SPEED_MUTANTS)
+               + LOGPROBS_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")

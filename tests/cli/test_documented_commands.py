@@ -130,6 +130,13 @@ EXAMPLES: dict[str, Example] = {
     "specbench gate --base-url http://127.0.0.1:8000 -k 3 --reference gate-ref.json": Example(
         "gate --base-url {server} -k 2 --reference {server_ref} -n 4 --max-tokens 8 --shots 1 --data-dir {data}",
         stdout_has="specbench gate: PASS"),
+    "specbench stress --target ./llama --draft ./small -k 3": Example(
+        "stress --target {target} --draft {draft} -k 3 --num-requests 2 --max-tokens 4 --conditions gentle,"
+        "concurrency-8", stdout_has="specbench stress: PASS"),
+    "specbench stress --base-url http://127.0.0.1:8000 --baseline-url http://127.0.0.1:8001 -k 3 "
+    "--window-tokens 4096": Example(
+        "", skip="needs a speculating server and its speculation-off twin: tests/stress/test_stress_server.py runs "
+                 "it against two specbench serve"),
     "specbench check": Example(
         # the default target (SmolLM2-135M) through every check takes 15-20 min on 2 cores; here the default model
         # and --device auto through greedy (its near-tie probe: test_check_device_auto.py runs sampled's on the tiny
