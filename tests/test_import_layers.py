@@ -65,9 +65,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"verification"},
     # `bench` drives backends and reuses compare's estimators; `check` is the oracle battery; `serve` the HTTP server.
     {"bench", "check", "serve"},
-    # The check battery against every fault; `gate` (the CI command: a sweep read back and judged in stages);
-    # `stress` (speculation on vs off over the conditions bugs need, on backends: the gate's stress stage).
-    {"gate", "selftest", "stress"},
+    # `stress`: speculation on vs off over the conditions bugs need, on backends (the gate's stress stage).
+    {"stress"},
+    # The check battery against every fault; `gate` (the CI command: a sweep read back and judged in stages).
+    {"gate", "selftest"},
     # The CLI only parses arguments and calls the library below it.
     {"cli"},
     # `python -m specbench`.

@@ -18,7 +18,7 @@ from specbench.gate.reference import (GateReference, GateSettings, check_matches
 from specbench.gate.report import GateReport
 from specbench.gate.stage import LOGPROBS, LOSSLESS, OUTPUTS, StageResult, Status, skipped
 from specbench.gate.stage_interface import LogprobsSides, Probe, StageInputs
-from specbench.gate.stages import GATE_STAGES, STAGES
+from specbench.gate.stages import GATE_STAGES, listed
 from specbench.gate.tolerances import Tolerances
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.runs.sweep_config import SweepConfig
@@ -96,7 +96,7 @@ def run_gate(request: GateRequest) -> GateReport:
         raise
     except Exception as err:  # noqa: BLE001 - a bug reading the run back: every stage unjudged, the report written
         return GateReport(title, _where(request), str(run_dir),
-                          tuple(_crashed(name, err) if name in request.stages else skipped(name) for name in STAGES))
+                          tuple(_crashed(name, err) if name in request.stages else skipped(name) for name in listed(request.stages)))
     logprobs = None
     if LOGPROBS in request.stages:
         progress.start("logprobs at k and k = 0")
@@ -112,7 +112,7 @@ def run_gate(request: GateRequest) -> GateReport:
         probe = _guarded(lambda: _probe(config, request.tolerances))
         progress.done("near-tie probe")
     stages = unless_outputs_differ(tuple(_judged(name, observation, reference, request, probe, logprobs, progress)
-                                         if name in request.stages else skipped(name) for name in STAGES))
+                                         if name in request.stages else skipped(name) for name in listed(request.stages)))
     where = _where(request) + ("" if reference is None else f" (measured on {reference.source})")
     return GateReport(f"{title} x {len(observation.spec_outputs)} prompts", where, str(run_dir), stages)
 
@@ -155,7 +155,7 @@ def _crashed(name: str, err: BaseException) -> StageResult:
 def crashed_stages(crash: str, chosen: tuple[str, ...]) -> tuple[StageResult, ...]:
     """The run stopped on a failed server or request: the outputs stage fails with why; nothing else was judged."""
     out = []
-    for name in STAGES:
+    for name in listed(chosen):
         if name not in chosen and name != OUTPUTS:
             out.append(skipped(name))
         elif name == OUTPUTS:  # a crash fails the gate even with --skip outputs: nothing else could be judged
@@ -203,7 +203,8 @@ def _reference_logprobs(sides: LogprobsSides | None) -> LogprobsRun | None:
 
 def _stage(name: str, observation: Observation, reference: GateReference | None, request: GateRequest,
            probe: Probe | None, logprobs: LogprobsSides | None) -> StageResult:
-    inputs = StageInputs(observation, reference, request.tolerances, request.sweep, request.num_steps, probe, logprobs)
+    inputs = StageInputs(observation, reference, request.tolerances, request.sweep, request.num_steps, probe, logprobs,
+                         request.fault)
     return GATE_STAGES.create(name).judge(inputs)
 
 

@@ -17,6 +17,7 @@ from specbench.backends.near_tie import TieDiagnosis
 from specbench.gate.stage_options import StageOptions
 
 if TYPE_CHECKING:
+    from specbench.runtime.hooks import EngineFault
     from specbench.gate.logprobs_collect import LogprobsRun
     from specbench.gate.observed import Observation
     from specbench.gate.reference import GateReference
@@ -45,6 +46,7 @@ class StageInputs:
     num_steps: int  # k gated
     probe: Probe | None = None  # the near-tie probe (lossless; collected only when that stage runs)
     logprobs: LogprobsSides | None = None  # logprobs at k and k = 0 (collected only when the logprobs stage runs)
+    fault: EngineFault | None = None  # the gate's --inject, for a stage that builds engines of its own (stress)
 
     def options(self, kind: type[Options]) -> Options:
         """This stage's options: the gate's Tolerances derives from every stage's options class."""

@@ -13,9 +13,10 @@ from specbench.gate.lossless_stage import LosslessStage
 from specbench.gate.outputs_stage import OutputsStage
 from specbench.gate.speed_stage import SpeedStage
 from specbench.gate.stage_interface import Stage
+from specbench.gate.stress_stage import StressStage
 from specbench.registry import Registry
 
-STAGE_TYPES: tuple[type[Stage], ...] = (
+DEFAULT_STAGE_TYPES: tuple[type[Stage], ...] = (  # what runs without --stages
     LosslessStage,
     LogprobsStage,
     AccuracyStage,
@@ -23,7 +24,11 @@ STAGE_TYPES: tuple[type[Stage], ...] = (
     SpeedStage,
     OutputsStage,
 )
+# Asked for by name only (--stages ...,stress): each runs minutes more than the rest together.
+OPT_IN_STAGE_TYPES: tuple[type[Stage], ...] = (StressStage,)
+STAGE_TYPES = DEFAULT_STAGE_TYPES + OPT_IN_STAGE_TYPES
 STAGES: tuple[str, ...] = tuple(stage.name for stage in STAGE_TYPES)  # run in this order
+DEFAULT_STAGES: tuple[str, ...] = tuple(stage.name for stage in DEFAULT_STAGE_TYPES)
 
 # Name -> stage (the Stage protocol, gate/stage_interface.py); an unknown name fails listing the registered ones.
 GATE_STAGES: Registry[Stage] = Registry("gate stage")
@@ -41,11 +46,16 @@ def parse_skip(text: str | None) -> frozenset[str]:
 
 
 def check_requested(only: str | None) -> tuple[str, ...]:
-    """--stages: the stages to run (default all)."""
+    """--stages: the stages to run (default: DEFAULT_STAGES)."""
     if only is None:
-        return STAGES
+        return DEFAULT_STAGES
     names = tuple(n.strip() for n in only.split(",") if n.strip())
     for name in names:
         if name not in STAGES:
             raise SpecbenchError(f"--stages {name}: unknown stage; stages: {', '.join(STAGES)}")
     return tuple(s for s in STAGES if s in names)
+
+
+def listed(chosen: tuple[str, ...]) -> tuple[str, ...]:
+    """The report's rows, in run order: every default stage (SKIP where not chosen) and each opt-in stage chosen."""
+    return tuple(s for s in STAGES if s in DEFAULT_STAGES or s in chosen)
