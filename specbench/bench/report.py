@@ -7,6 +7,7 @@ from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
 from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cache_lines
 from specbench.bench.correctness_notes import correctness_lines
+from specbench.bench.speculation_notes import speculation_lines
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
 from specbench.bench.recommend import format_recommendations
@@ -40,7 +41,7 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
         + (f" | {num_flagged(report.cells)} speedups flagged" if num_flagged(report.cells) else "")
         + (f" | METRICS INCONSISTENT in {n} cells" if (n := len(inconsistent_cells(report.cells))) else "")
     )
-    warnings = flag_lines(report.cells, config) + check_lines(report.cells)
+    warnings = flag_lines(report.cells, config) + speculation_lines(report.cells) + check_lines(report.cells)
     parts = [head, "\n".join(correctness_lines(report.cells)), format_summary(report.cells, width),
              mixed_sampling_note(report.groups), "\n".join(warnings), "\n".join(histogram_lines(report.cells)),
              format_group_summaries(report.groups)]
