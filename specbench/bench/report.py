@@ -7,6 +7,7 @@ from specbench.backends.credentials import public_url
 from specbench.bench.backend_notes import backend_notes
 from specbench.bench.check_notes import check_lines, histogram_lines, prefix_cache_lines
 from specbench.bench.correctness_notes import correctness_lines
+from specbench.bench.acceptance_notes import acceptance_definition_lines
 from specbench.bench.speculation_notes import speculation_lines
 from specbench.bench.flag_notes import flag_lines, inconsistent_cells, num_flagged
 from specbench.bench.load_notes import load_notes
@@ -48,6 +49,7 @@ def format_report(report: SweepReport, width: int | None = None) -> str:
     parts.append(format_recommendations(list(report.recommendations)))
     parts.append(format_crossovers(report.cells))
     parts.append("\n".join(prefix_cache_lines(report.cells)))
+    parts.append("\n".join(acceptance_definition_lines(report.cells)))
     notes = backend_notes(report.cells) + load_notes(report.cells)
     if notes:
         parts.append("\n".join(f"note: {line}" for line in notes))

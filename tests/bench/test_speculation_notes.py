@@ -33,3 +33,19 @@ def test_slower_is_not_claimed_on_drift_or_broken_outputs_or_within_jitter():
              _cell("broken", speedup=0.8, agreement_text=0.5),  # outputs differ: correctness leads, not speed
              _cell("unknown", speedup=None)]
     assert speculation_lines(cells) == []
+
+
+def test_acceptance_definitions_side_by_side_and_a_warning_when_they_part():
+    from specbench.bench.acceptance_notes import acceptance_definition_lines
+
+    def cell(pooled, per_request, repeat=0):
+        return {"cell_id": f"r{repeat}", "num_steps": 2, "temperature": 0.0, "concurrency": 4,
+                "acceptance_length": pooled, "acceptance_length_per_request": per_request, "acceptance_rate": 0.4,
+                "cond_accept_rate_pos_1": 0.6, "cond_accept_rate_pos_2": None}
+    lines = acceptance_definition_lines([cell(1.8, 1.82), cell(1.8, 1.78, 1), {"num_steps": 0}])
+    assert lines[-1] == ("  t=0 c=4 k=2: AL pooled 1.800, per-request mean 1.800, rate A/T_d 40.0%, conditional per "
+                         "position 60% -")
+    assert not any(line.startswith("WARNING") for line in lines)
+    apart = acceptance_definition_lines([cell(1.8, 2.2)])
+    assert apart[0].startswith("WARNING: pooled and per-request acceptance lengths differ by > 5% (t=0 c=4 k=2 "
+                               "pooled 1.800 vs per-request 2.200)")
