@@ -24,3 +24,18 @@ def test_chunked_rows_pass_clean_and_catch_every_chunk_mutant():
                        ("eagle3", "chunk-positions-shifted"), ("eagle3", "chunk-logits-row-shifted"),
                        ("eagle3", "chunk-feature-start-lost")}
     assert "draft chunked" in table
+
+
+def test_chunked_rows_are_planned_last_on_the_seed_targets_only(tmp_path):
+    from specbench.check.budget import BUDGETS
+    from specbench.selftest.row_tasks import SeedTask, plan_seed
+    from specbench.selftest.setups import CHUNKED_OPTIONS, WINDOW_MOE
+
+    rows = plan_seed(SeedTask(str(tmp_path), 0, ("ngram", "draft"), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
+                              trees=False)).clean_rows
+    assert [(r.method, r.chunked) for r in rows] == [("none", False), ("ngram", False), ("draft", False),
+                                                     ("ngram", True), ("draft", True)]
+    assert all(getattr(rows[-1].setup.engine, k) == v for k, v in CHUNKED_OPTIONS.items())
+    window = plan_seed(SeedTask(str(tmp_path), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
+                                WINDOW_MOE)).clean_rows
+    assert not any(r.chunked for r in window)
