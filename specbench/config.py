@@ -156,7 +156,7 @@ class EngineConfig:
         "then prompt chunks)", bounds=Range(1, 2**24))
     # Chunked prefill (Scheduler.schedule_mixed, engine/mixed_step.py): long prompts split into chunks that share a
     # step with the running requests' decode/verify tokens, so a long prompt's arrival no longer stalls every running
-    # request for a whole prefill. Off by default: the whole-prompt prefill step stays the reference every earlier run used.
+    # request for a whole prefill. Off by default: the whole-prompt prefill step stays what every earlier run used.
     enable_chunked_prefill: bool = option(
         False, "split prompts into chunks that share a step with running requests' decode/verify tokens, within "
         "--max-num-batched-tokens (vLLM's name; --no-chunked-prefill: a whole-prompt prefill step)",
