@@ -176,3 +176,20 @@ def test_chunking_off_keeps_whole_prompt_prefill():
     scheduler.add(request)
     batch = scheduler.schedule(0.0)
     assert batch.is_prefill and batch.requests == (request,) and batch.chunks == ()
+
+
+def test_a_partially_prefilled_request_is_preempted_before_a_decoding_one():
+    scheduler = Scheduler(BlockManager(4, 4), max_concurrency=4, max_num_batched_tokens=5, num_steps=2,
+                          max_model_len=256, enable_chunked_prefill=True)
+    decoding, prefilling = _request("decoding", 5), _request("prefilling", 4)
+    scheduler.add(decoding)
+    assert scheduler.schedule(0.0).chunks == (PrefillChunk(decoding, 0, 5),)
+    decoding.num_cached_tokens, decoding.output_token_ids = 5, [7]
+    scheduler.add(prefilling)
+    batch = scheduler.schedule(0.0)  # 1 + 2 drafts, then 2 of the 4 prompt tokens
+    assert batch.requests == (decoding,) and batch.chunks == (PrefillChunk(prefilling, 0, 2),)
+    prefilling.num_cached_tokens = 2
+    decoding.num_cached_tokens, decoding.output_token_ids = 12, [7] * 8  # its next round needs a 4th block
+    batch = scheduler.schedule(0.0)
+    assert batch.requests == (decoding,) and batch.preempted == (prefilling,) and batch.chunks == ()
+    assert list(scheduler.waiting) == [prefilling] and prefilling.num_cached_tokens == 0
