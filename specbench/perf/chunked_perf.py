@@ -32,7 +32,7 @@ class MixedLoad:
 class ChunkedRow:
     label: str
     is_chunked: bool
-    budget: int  # max_num_batched_tokens: with chunking, each step's token budget
+    budget: int  # max_num_batched_tokens: with chunking each step's token budget, without it the prefill limit
     concurrency: int
     num_steps: int  # k (0 = plain decoding)
     long_prompt_len: int
@@ -59,9 +59,11 @@ def _percentile(values: list[float], q: float) -> float:
 
 def measure_mixed_load(llm, load: MixedLoad, *, is_chunked: bool, budget: int, num_steps: int,
                        label: str, seed: int = 0) -> ChunkedRow:
-    """One run of `load` on `llm`'s engine (k = num_steps, chunking on or off at `budget` tokens per step)."""
+    """One run of `load` on `llm`'s engine (k = num_steps; chunking on at `budget` tokens per step, or off)."""
     engine = llm.engine
     engine.set_num_steps(num_steps)
+    # Off: the engine's own prefill limit (whole prompts, as many as fit it per step), as a run without chunking has.
+    budget = budget if is_chunked else engine.config.max_num_batched_tokens
     engine.set_chunked_prefill(is_chunked, budget)
     rng = random.Random(seed)
     vocab = engine.vocab_size
