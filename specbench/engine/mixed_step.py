@@ -52,7 +52,7 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
     logprobs = _step_logprobs(runner, out.logits, inp, verified, first_tokens, emitting)
     if out.prompt_logits is not None:
         chunk_prompt_logprobs_of(out.prompt_logits, chunk_rows.prompt_targets, chunk_rows.prompt_spans, chunks)
-    # The step's one host sync.
+    # Read back now: a mixed step is synchronous (verified rows and first tokens, each one small copy).
     rows = [] if verified is None else torch.cat([verified.output_token_ids, verified.num_accepted[:, None]],
                                                  dim=1).tolist()
     committed: list[list[int]] = []
