@@ -59,7 +59,7 @@ def selftest(
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
     chunked: Annotated[bool, typer.Option("--chunked/--no-chunked", help="also run each method with chunked prefill "
-                                          "(8-token steps; the greedy check against whole-prompt prefill), where the "
+                                          "(8-token steps; greedy check against whole-prompt prefill, metrics check), where the "
                                           "chunked-prefill faults run")] = True,
     quiet: sweep_option("quiet") = False,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "

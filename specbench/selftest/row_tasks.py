@@ -46,7 +46,7 @@ class SelftestRow:
     results: tuple[CheckResult, ...]
     target: str = SEED_TARGET  # "" = the seed's own tiny target; else setups.TARGETS' extra target
     shape: DraftShape = CHAIN  # the drafts' shape (a tree row: setups.TREE_SHAPE)
-    chunked: bool = False  # a chunked row (setups.CHUNKED_OPTIONS): the greedy check only
+    chunked: bool = False  # a chunked row (setups.CHUNKED_OPTIONS): the greedy and metrics checks only
 
     @property
     def lane(self) -> tuple[str, bool, bool]:
@@ -152,7 +152,8 @@ def run_row(task: RowTask) -> SelftestRow:
     if task.method == PLAIN:
         return _plain_row(task)
     if task.chunked:
-        return _greedy_row(task, task.setup.with_inject(task.inject), "chunked prefill: the greedy check only")
+        return _checks_row(task, task.setup.with_inject(task.inject), ("greedy", "metrics"),
+                           "chunked prefill: the greedy and metrics checks only")
     return SelftestRow(task.method, task.seed, task.inject,
                        tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)), task.target,
                        task.shape, task.chunked)
@@ -161,14 +162,15 @@ def run_row(task: RowTask) -> SelftestRow:
 def _plain_row(task: RowTask) -> SelftestRow:
     """The greedy check of the production plain engine (clean, or with a fault its loop hosts); the battery's other
     checks are about drafts and verification of drafts, so they are skipped here (saying so)."""
-    return _greedy_row(task, plain_setup(task.setup).with_inject(task.inject), "plain decoding: the greedy check only")
+    return _checks_row(task, plain_setup(task.setup).with_inject(task.inject), ("greedy",),
+                       "plain decoding: the greedy check only")
 
 
-def _greedy_row(task: RowTask, setup: CheckSetup, why: str) -> SelftestRow:
-    """A row of the greedy check alone on `setup` (the others skipped, saying `why`)."""
-    greedy = run_checks(setup, ("greedy",), task.context) if "greedy" in task.checks else []
-    results = tuple(greedy[0] if name == "greedy" else CheckResult(name, True, why, 0.0, skipped=True)
-                    for name in task.checks)
+def _checks_row(task: RowTask, setup: CheckSetup, names: tuple[str, ...], why: str) -> SelftestRow:
+    """A row of the checks `names` alone on `setup` (the run's others skipped, saying `why`)."""
+    ran = dict(zip((n for n in task.checks if n in names),
+                   run_checks(setup, tuple(n for n in task.checks if n in names), task.context)))
+    results = tuple(ran.get(name) or CheckResult(name, True, why, 0.0, skipped=True) for name in task.checks)
     return SelftestRow(task.method, task.seed, task.inject, results, task.target, task.shape, task.chunked)
 
 

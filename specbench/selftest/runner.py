@@ -72,8 +72,8 @@ def run_selftest(
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
     `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
-    faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy check
-    only, where the chunked-prefill faults run. `faults`: None = the device's default set; () or ("none",) = clean
+    faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
+    metrics checks only, where the chunked-prefill faults run. `faults`: None = the device's default set; () or ("none",) = clean
     rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method

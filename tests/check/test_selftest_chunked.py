@@ -1,5 +1,5 @@
 """The selftest's chunked rows (setups.CHUNKED_OPTIONS): each method once more with chunked prefill, its greedy check
-against the whole-prompt reference; the clean rows pass and take the chunked paths, each chunked-prefill mutant is
+against the whole-prompt reference and its metrics check; the clean rows pass and take the chunked paths, each chunked-prefill mutant is
 caught there (and runs nowhere else)."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ CHUNK_FAULTS = tuple(m.fault.name for m in CHUNK_MUTANTS)
 
 
 def test_chunked_rows_pass_clean_and_catch_every_chunk_mutant():
-    rows = run_selftest(seeds=(0,), methods=("draft", "eagle3"), faults=CHUNK_FAULTS, checks=("greedy",), trees=False)
-    table = format_mutation_table(rows, ("greedy",))
+    checks = ("greedy", "metrics")
+    rows = run_selftest(seeds=(0,), methods=("draft", "eagle3"), faults=CHUNK_FAULTS, checks=checks, trees=False)
+    table = format_mutation_table(rows, checks)
     assert selftest_ok(rows), table
     clean_chunked = [r for r in rows if r.chunked and r.inject is None]
     assert [r.method for r in clean_chunked] == ["draft", "eagle3"], table
     for row in clean_chunked:
         assert {"prefill.chunked_mixed", "prefill.chunk_partial"} <= row.results[0].paths
+        assert not any(r.skipped for r in row.results)  # the metrics check runs on chunked rows too
     faulted = {(r.method, r.inject) for r in rows if r.inject is not None}
     assert all(r.chunked for r in rows if r.inject is not None)  # inert elsewhere: never run on whole-prompt rows
     assert faulted == {("draft", "chunk-positions-shifted"), ("draft", "chunk-logits-row-shifted"),
