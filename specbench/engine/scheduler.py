@@ -210,7 +210,8 @@ class Scheduler:
             request.status = RequestStatus.RUNNING
             request.num_prefill_tokens = n
             self.running.append(request)
-            # From num_cached_tokens: a prefix-cache hit's length, or 0.
+            # From num_cached_tokens: a prefix-cache hit's length, or 0 (a hit must leave at least the last prompt
+            # token to run: its row samples the first token).
             chunk = PrefillChunk(request, request.num_cached_tokens, min(budget, n - request.num_cached_tokens))
             chunks.append(chunk)
             budget -= chunk.num_tokens
