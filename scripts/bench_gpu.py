@@ -4,12 +4,16 @@ EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton 
     python scripts/bench_gpu.py --out results/bench_gpu [--skip-hf-static] [--skip-flashinfer]
     python scripts/bench_gpu.py --suite moe --out results/bench_moe    # issue 27: the MoE targets only
     python scripts/bench_gpu.py --suite tree --concurrency 1,16 --out results/bench_tree    # issue 28: trees
+    python scripts/bench_gpu.py --suite chunked --concurrency 16 --out results/bench_chunked    # issue 43
 
 `--suite dense` (the default) is the Llama-shaped run above; `--suite moe` runs the MoE targets (Qwen3-30B-A3B- and
 gpt-oss-20b-shaped: specbench/perf/moe_perf.py) with a floor of the bytes each step actually reads; `--suite tree`
 runs plain, the EAGLE-3 chain (k = 3) and EAGLE-3 trees (SGLang's topk 4 / 8 tokens / 5 steps, and topk 2 / 6 / 3)
 on one engine, each at its calibrated synthetic acceptance (specbench/perf/tree_perf.py states the definition);
-`--suite all` runs all three.
+`--suite chunked` runs a mixed load on the --preset shapes (specbench/perf/chunked_perf.py): --concurrency requests
+decoding (plain, and EAGLE-3 synthetic k = 3) when --num-long prompts of --long-prompt-len tokens arrive, chunked
+prefill off and on (--chunk-budget tokens per step): the running requests' TPOT / inter-emission latency and the long
+prompts' TTFT. `--suite all` runs dense, tree and moe.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
 table for BENCHMARKS.md is printed last and written to OUT/bench.md.
@@ -146,6 +150,24 @@ def tree_section(res: Results, args, bw: float, head_dir: Path) -> None:
     torch.cuda.empty_cache()
 
 
+def chunked_section(res: Results, args, head_dir: Path) -> str:
+    """The mixed-load rows (perf/chunked_perf.py); returns their markdown table."""
+    from specbench.perf.chunked_perf import MixedLoad, chunked_suite, chunked_table
+
+    t0 = time.perf_counter()
+    llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3", draft=str(head_dir),
+              max_num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+              max_concurrency=max(args.concurrency) + args.num_long, max_model_len=args.max_model_len)
+    res.put("chunked_engine_build", {"seconds": time.perf_counter() - t0, "cuda_graphs": llm.engine.parts.cuda_graphs})
+    loads = tuple(MixedLoad(concurrency=c, prompt_len=args.prompt_len, output_len=args.output_len,
+                            long_prompt_len=args.long_prompt_len, num_long=args.num_long) for c in args.concurrency)
+    rows = chunked_suite(res.put, llm, loads, budget=args.chunk_budget)
+    del llm
+    gc.collect()
+    torch.cuda.empty_cache()
+    return chunked_table(rows)
+
+
 def moe_section(res: Results, args, bw: float) -> None:
     from specbench.perf.moe_perf import MoeRun, moe_suite
 
@@ -163,9 +185,13 @@ def main() -> None:
     from specbench.perf.moe_targets import TARGET_NAMES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", choices=("dense", "moe", "tree", "all"), default="dense",
+    ap.add_argument("--suite", choices=("dense", "moe", "tree", "chunked", "all"), default="dense",
                     help="dense: the --preset rows; moe: the MoE targets; tree: plain, chain and tree rows (issue 28); "
-                    "all: the three")
+                    "chunked: chunked prefill off vs on under a mixed load (issue 43); all: dense, moe and tree")
+    ap.add_argument("--long-prompt-len", type=int, default=3072, help="--suite chunked: the arriving prompts' length")
+    ap.add_argument("--num-long", type=int, default=2, help="--suite chunked: long prompts arriving together")
+    ap.add_argument("--chunk-budget", type=int, default=512,
+                    help="--suite chunked: max_num_batched_tokens, each step's token budget with chunking on")
     ap.add_argument("--preset", default="llama-3.1-8b")
     ap.add_argument("--moe-targets", default=",".join(TARGET_NAMES), type=lambda s: s.split(","),
                     help=f"comma-separated, of {', '.join(TARGET_NAMES)}")
@@ -208,9 +234,14 @@ def main() -> None:
             tree_section(res, args, bw, head_dir)
     if args.suite in ("moe", "all"):
         moe_section(res, args, bw)
+    chunked = ""
+    if args.suite == "chunked":
+        with tempfile.TemporaryDirectory() as tmp:
+            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+            chunked = chunked_section(res, args, head_dir)
     from specbench.perf.gpu_table import render
 
-    table = render(res.data)
+    table = render(res.data) + (f"\n\n{chunked}\n" if chunked else "")
     (res.out / "bench.md").write_text(table)
     print(table)
 

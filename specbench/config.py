@@ -151,7 +151,16 @@ class EngineConfig:
     num_kv_blocks: int | None = option(None, "exact KV pool size in blocks", cli=False, bounds=Range(1, 2**31 - 1))
     # A sweep's concurrency grid sets it, so each command declares it.
     max_concurrency: int = option(64, "max running requests", cli=False, bounds=Range(1, 2**16))
-    max_num_batched_tokens: int = option(8192, "max tokens per prefill step", bounds=Range(1, 2**24))
+    max_num_batched_tokens: int = option(
+        8192, "max tokens per prefill step (with --enable-chunked-prefill: per step, decode/verify tokens first, "
+        "then prompt chunks)", bounds=Range(1, 2**24))
+    # Chunked prefill (Scheduler.schedule_mixed, engine/mixed_step.py): long prompts split into chunks that share a
+    # step with the running requests' decode/verify tokens, so a long prompt's arrival no longer stalls every running
+    # request for a whole prefill. Off by default: the whole-prompt prefill step stays what every earlier run used.
+    enable_chunked_prefill: bool = option(
+        False, "split prompts into chunks that share a step with running requests' decode/verify tokens, within "
+        "--max-num-batched-tokens (vLLM's name; --no-chunked-prefill: a whole-prompt prefill step)",
+        flag="--enable-chunked-prefill/--no-chunked-prefill", before=False)
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "

@@ -82,6 +82,11 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
                   DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
+    # Opt-in (--chunked-prefill); the selftest's chunked scenario reaches both (selftest/chunked.py).
+    ExecutionPath("prefill.chunked_mixed", "prompt chunks and decode/verify rows in one eager target forward "
+                  "(--chunked-prefill; engine/mixed_step.py, Scheduler.schedule_mixed)", ()),
+    ExecutionPath("prefill.chunk_partial", "a prompt chunk that is not its prompt's last: KV (and features, prompt "
+                  "logprobs) only, no token (--chunked-prefill; engine/mixed_step.py)", ()),
 )
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (

@@ -24,6 +24,7 @@ REFERENCE_SETTINGS = {
     "verifier": "torch",
     "debug_invariants": False,  # the reference is not under test
     "synthetic_acceptance": None,
+    "enable_chunked_prefill": False,  # whole-prompt prefill steps: the chunked rows' independent reference
 }
 
 

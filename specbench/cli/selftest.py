@@ -58,6 +58,9 @@ def selftest(
                                              "where the window and MoE faults run")] = True,
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
+    chunked: Annotated[bool, typer.Option("--chunked/--no-chunked", help="also run each method with chunked prefill "
+                                          "(8-token steps; greedy check against whole-prompt prefill, metrics check), where the "
+                                          "chunked-prefill faults run")] = True,
     quiet: sweep_option("quiet") = False,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "
                                               "should catch it) and exit", callback=_list_faults,
@@ -83,7 +86,7 @@ def selftest(
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
-                                   window_moe=window_moe, trees=trees)
+                                   window_moe=window_moe, trees=trees, chunked=chunked)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

@@ -202,6 +202,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         num_steps=config.max_num_steps,  # the initial k; the scheduler owns it from here
         max_model_len=max_model_len,
         kv_windows=releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None),
+        enable_chunked_prefill=config.enable_chunked_prefill,
     )
     scheduler.hooks = hooks
     feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from specbench.attention.metadata import build_metadata
@@ -56,6 +58,40 @@ def build_verify_input(
     """
     if proposal is not None and proposal.parents is not None:  # a tree: its own layout and mask
         return build_tree_verify_input(requests, proposal, proposal_tree(proposal), block_size, device)
+    rows = verify_layout(requests, proposal, block_size, device, hooks, newest_token_ids)
+    md = build_metadata(
+        positions=rows.positions,
+        num_query=rows.num_query,
+        seq_lens=rows.seq_lens,
+        block_tables=rows.block_tables,
+        block_size=block_size,
+        device=device,
+        slot_mapping=rows.slot_mapping,
+    )
+    # Counts stay on the host: the verifier reads them for seeded requests without a device sync.
+    return VerifyInput(rows.input_ids, md, torch.tensor(rows.num_drafts, dtype=torch.int64), rows.draft_token_ids,
+                       rows.draft_probs)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyLayout:
+    """A chain verify's rows before its metadata is built (build_verify_input; a mixed step appends chunks)."""
+
+    input_ids: torch.Tensor  # [num_tokens] device
+    positions: list[int]  # [num_tokens]
+    num_query: list[int]  # [num_reqs] 1 + drafts
+    seq_lens: list[int]  # [num_reqs]
+    block_tables: list[list[int]]  # [num_reqs][num_blocks]
+    slot_mapping: list[int] | None  # [num_tokens]; None: each position's own slot
+    num_drafts: list[int]  # [num_reqs]
+    draft_token_ids: torch.Tensor  # [num_reqs, max_num_draft] int64, padded with -1
+    draft_probs: torch.Tensor | None  # [num_reqs, max_num_draft, vocab] or None
+
+
+def verify_layout(requests: tuple[Request, ...], proposal: DraftProposal | None, block_size: int,
+                  device: torch.device, hooks: PhaseHooks = NO_HOOKS,
+                  newest_token_ids: torch.Tensor | None = None) -> VerifyLayout:
+    """Per request: the newest token at position num_cached, then its drafts (a chain proposal or none)."""
     num_reqs = len(requests)
     num_drafts = list(proposal.num_draft_tokens) if proposal is not None else [0] * num_reqs
     if proposal is not None:
@@ -85,14 +121,5 @@ def build_verify_input(
     slot_mapping = None
     if proposal is not None:
         slot_mapping = hooks.verify_slot_mapping(block_tables, positions, num_query, block_size)
-    md = build_metadata(
-        positions=positions,
-        num_query=num_query,
-        seq_lens=seq_lens,
-        block_tables=block_tables,
-        block_size=block_size,
-        device=device,
-        slot_mapping=slot_mapping,
-    )
-    # Counts stay on the host: the verifier reads them for seeded requests without a device sync.
-    return VerifyInput(input_ids, md, torch.tensor(num_drafts, dtype=torch.int64), draft_token_ids, draft_probs)
+    return VerifyLayout(input_ids, positions, num_query, seq_lens, block_tables, slot_mapping, num_drafts,
+                        draft_token_ids, draft_probs)

@@ -250,6 +250,16 @@ class LLMEngine:
             raise RuntimeError("set_async_scheduling needs an idle engine")
         self.async_scheduling = is_on
 
+    def set_chunked_prefill(self, is_on: bool, max_num_batched_tokens: int | None = None) -> None:
+        """Switch chunked prefill (and its step token budget) between runs: benchmarks compare both on one engine."""
+        if self.has_unfinished():
+            raise RuntimeError("set_chunked_prefill needs an idle engine")
+        if max_num_batched_tokens is not None:
+            if max_num_batched_tokens < 1:
+                raise SpecbenchError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
+            self.scheduler.max_num_batched_tokens = max_num_batched_tokens
+        self.scheduler.enable_chunked_prefill = is_on
+
     def paths_taken(self) -> frozenset[str]:
         """Registered execution paths (execution_paths.py) this engine took since it was built or reset_paths()."""
         return self.paths.taken()

@@ -107,3 +107,26 @@ def prompt_logprobs_of(logits: torch.Tensor, targets: list[int], spans: list[tup
             continue
         step = StepLogprobs(table, max_top, (first,), (request.sampling_params.prompt_logprobs,))
         request.prompt_logprobs = (None, *step.for_request(0, request.prompt_token_ids[1:]))
+
+
+def chunk_prompt_logprobs_of(logits: torch.Tensor, targets: tuple[int, ...], spans, chunks) -> None:
+    """Prompt logprobs of one mixed step's chunks (engine/chunk_inputs.py ChunkRows): `logits` [num_prompt_rows,
+    vocab] at the chunks' prompt rows, `spans` [num_chunks] (first row, count, first position). Each chunk's are kept
+    at their positions in request.partial_prompt_logprobs (a recompute after preemption overwrites the ones it
+    has); a request's final chunk sets prompt_logprobs once every prompt position has one, the same values a
+    whole-prompt prefill gives."""
+    due = [c for c in chunks if is_prompt_logprobs_due(c.request)]
+    max_top = max((c.request.sampling_params.prompt_logprobs for c in due), default=0)
+    table = logprob_table(raw_logprobs(logits), to_device(list(targets), torch.int64, logits.device), max_top).cpu()
+    for chunk, (first, num, start) in zip(chunks, spans):
+        request = chunk.request
+        if not is_prompt_logprobs_due(request):
+            continue
+        kept = request.partial_prompt_logprobs
+        del kept[start:]  # index i: prompt token i + 1, predicted at position i
+        if num and len(kept) == start:  # a prefix-cache hit before `start` left no rows to read
+            step = StepLogprobs(table, max_top, (first,), (request.sampling_params.prompt_logprobs,))
+            kept.extend(step.for_request(0, list(request.prompt_token_ids[start + 1 : start + 1 + num])))
+        if chunk.is_final and len(kept) == len(request.prompt_token_ids) - 1:
+            request.prompt_logprobs = (None, *kept)
+            request.partial_prompt_logprobs = []

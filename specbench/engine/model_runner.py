@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from specbench.runtime.cuda_graph import CudaGraphRunner, GraphPlan, GraphShape
-from specbench.runtime.phases import PrefillInput, TargetOutput, VerifyInput
+from specbench.runtime.phases import MixedInput, PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
 
 
@@ -34,6 +34,18 @@ class TargetRunner:
     @torch.inference_mode()
     def prefill(self, inp: PrefillInput) -> TargetOutput:
         out = self.model(inp.input_ids, inp.md, self.kv_cache, aux_layer_ids=self._aux_ids, phase="prefill")
+        logits = self.model.compute_logits(out.hidden_states[inp.logits_indices])
+        prompt_logits = None
+        if inp.prompt_logits_indices is not None:
+            prompt_logits = self.model.compute_logits(out.hidden_states[inp.prompt_logits_indices])
+        return TargetOutput(logits, self._features(out), prompt_logits)
+
+    @torch.inference_mode()
+    def mixed(self, inp: MixedInput) -> TargetOutput:
+        """A mixed step's forward (verify rows and prompt chunks, engine/chunk_inputs.py), always eager: its ragged
+        chunk segments fit no captured graph shape. Logits at inp.logits_indices only (every verify row, each final
+        chunk's last row); features of every row."""
+        out = self.model(inp.input_ids, inp.md, self.kv_cache, aux_layer_ids=self._aux_ids, phase="mixed")
         logits = self.model.compute_logits(out.hidden_states[inp.logits_indices])
         prompt_logits = None
         if inp.prompt_logits_indices is not None:

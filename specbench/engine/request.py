@@ -33,6 +33,13 @@ class Request:
     # Target KV holds positions [0, num_cached_tokens). While decoding this is
     # num_tokens - 1: the newest token is not in the cache until the next forward.
     num_cached_tokens: int = 0
+    # Positions its current (re)prefill must cover: num_tokens when admitted (prompt, plus output for a preempted
+    # one). Below it, num_cached_tokens marks a partially prefilled request whose next chunk starts there
+    # (chunked prefill, engine/chunk_schedule.py); only its final chunk samples a token.
+    num_prefill_tokens: int = 0
+    # Prompt logprobs of the chunks run so far ([positions predicted so far], the first prompt token's None left
+    # out), until the final chunk sets prompt_logprobs (engine/logprobs.py chunk_prompt_logprobs).
+    partial_prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None
     output_text: str | None = None  # set at finish (truncated at a stop string)
@@ -47,6 +54,11 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def is_prefilling(self) -> bool:
+        """Admitted, with prompt chunks still to run (chunked prefill): no token to decode yet."""
+        return self.num_cached_tokens < self.num_prefill_tokens
 
     @property
     def num_output_tokens(self) -> int:

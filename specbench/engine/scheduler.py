@@ -5,6 +5,9 @@ or a decode step (every running request). A decode step reserves KV for the
 newest token plus `num_steps` drafts; when the pool runs out the most recently
 admitted request is preempted (its blocks freed, recomputed later).
 
+With chunked prefill on (schedule_mixed), a step instead carries every running request's decode/verify tokens and
+then prompt chunks of partially prefilled and waiting requests within `max_num_batched_tokens`.
+
 When every layer of every model writing into the block tables is windowed (`kv_windows`), a running request's
 leading blocks that no future query sees in any layer are released before each step is scheduled
 (attention/window.py: num_blocks_outside_windows), so a long generation holds about its window's blocks.
@@ -16,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from specbench.attention.window import num_blocks_outside_windows
+from specbench.engine.prefill_chunk import PrefillChunk
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
@@ -31,6 +35,9 @@ class ScheduledBatch:
     # KV positions after the newest token (Scheduler.num_round_positions), its node count set by its plan
     num_draft_tokens: tuple[int, ...]
     preempted: tuple[Request, ...]
+    # Prompt chunks run in the same forward after the requests' decode/verify rows (chunked prefill); () for every
+    # step without chunking. The chunks' requests are not in `requests`.
+    chunks: tuple[PrefillChunk, ...] = ()
 
 
 class Scheduler:
@@ -45,6 +52,7 @@ class Scheduler:
         num_steps: int,
         max_model_len: int,
         kv_windows: tuple[int, ...] = (),
+        enable_chunked_prefill: bool = False,
     ) -> None:
         self.block_manager = block_manager
         # [num_layers] every layer's window when each layer of each model sharing the tables is windowed; ():
@@ -55,6 +63,8 @@ class Scheduler:
         self.num_steps = num_steps
         self.draft_shape = CHAIN  # tree shape of the rounds (LLMEngine.set_draft_shape)
         self.max_model_len = max_model_len
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self._chunks_turn = False  # tree rounds and chunk steps alternate (schedule_mixed)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -69,6 +79,8 @@ class Scheduler:
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         self._release_outside_windows()
+        if self.enable_chunked_prefill:
+            return self.schedule_mixed(now)
         batch = self._schedule_prefill(now)
         if batch is None and self.running:
             batch = self._schedule_decode()
@@ -125,6 +137,88 @@ class Scheduler:
                 scheduled.append(request)
                 num_drafts.append(num_draft)
         return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
+
+    # ---- chunked prefill --------------------------------------------------------------------
+    def schedule_mixed(self, now: float) -> ScheduledBatch | None:
+        """One step's batch under chunked prefill: every decoding request's decode/verify tokens first (each with its
+        drafts), then prompt chunks filling what is left of `max_num_batched_tokens`: partially prefilled requests
+        first, in admission order, then waiting ones as they are admitted. A prompt longer than the budget is split
+        over steps. None when nothing can run.
+
+        Decode/verify tokens are never cut by the budget (a request mid-generation always advances). A request is
+        admitted only when its whole prefill and first round fit the pool: its blocks are grown for the whole
+        prefill then, so its later chunks never wait for KV (and never deadlock against each other).
+
+        Tree rounds (eagle_topk > 1) are not mixed with chunks: a tree verify's mask and layout stay their own
+        forward; tree rounds and chunk-only steps alternate while chunks are pending."""
+        decoding, num_drafts, preempted = self._schedule_running_rounds()
+        rounds = ScheduledBatch(False, tuple(decoding), tuple(num_drafts), tuple(preempted))
+        if self.draft_shape.is_tree and self.num_steps > 0 and decoding:
+            chunks = self._schedule_chunks(now, self.max_num_batched_tokens) if self._chunks_turn else []
+            self._chunks_turn = not self._chunks_turn
+            return ScheduledBatch(False, (), (), tuple(preempted), tuple(chunks)) if chunks else rounds
+        chunks = self._schedule_chunks(now, self.max_num_batched_tokens - sum(1 + n for n in num_drafts))
+        if not decoding and not chunks:
+            return rounds if preempted else None
+        return ScheduledBatch(False, tuple(decoding), tuple(num_drafts), tuple(preempted), tuple(chunks))
+
+    def _schedule_running_rounds(self) -> tuple[list[Request], list[int], list[Request]]:
+        """(decoding requests that got their round's KV, their drafts, the preempted): _schedule_decode over the
+        requests past their prefill, preempting partially prefilled requests first (newest first), then decoding
+        ones from the back."""
+        decoding = [r for r in self.running if not r.is_prefilling]
+        prefilling = [r for r in self.running if r.is_prefilling]
+        scheduled: list[Request] = []
+        num_drafts: list[int] = []
+        preempted: list[Request] = []
+        while decoding:
+            request = decoding.pop(0)
+            num_draft = self._num_drafts_for(request)
+            while not self.block_manager.grow(request.block_table, request.num_cached_tokens + 1 + num_draft):
+                victim = prefilling.pop() if prefilling else decoding.pop() if decoding else request
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is request:
+                    break
+            else:
+                scheduled.append(request)
+                num_drafts.append(num_draft)
+        return scheduled, num_drafts, preempted
+
+    def _schedule_chunks(self, now: float, budget: int) -> list[PrefillChunk]:
+        """Chunks within `budget` tokens: partially prefilled requests first, then waiting ones admitted."""
+        chunks: list[PrefillChunk] = []
+        for request in self.running:
+            if budget <= 0:
+                return chunks
+            if request.is_prefilling:
+                chunk = PrefillChunk(request, request.num_cached_tokens,
+                                     min(budget, request.num_prefill_tokens - request.num_cached_tokens))
+                chunks.append(chunk)
+                budget -= chunk.num_tokens
+        bm = self.block_manager
+        num_reserved = 0  # blocks the admitted requests will need for their first round, beyond their prefill
+        for request in list(self.waiting):
+            if budget <= 0 or len(self.running) >= self.max_concurrency:
+                break
+            if request.arrival_time > now:
+                continue
+            n = request.num_tokens  # a preempted request recomputes its output too
+            first_round = n + 1 + self.num_round_positions
+            if bm.num_missing_blocks(request.block_table, first_round) + num_reserved > bm.num_free_blocks:
+                break
+            bm.grow(request.block_table, n)
+            num_reserved += bm.num_missing_blocks(request.block_table, first_round)
+            self.waiting.remove(request)
+            request.status = RequestStatus.RUNNING
+            request.num_prefill_tokens = n
+            self.running.append(request)
+            # From num_cached_tokens: a prefix-cache hit's length, or 0 (a hit must leave at least the last prompt
+            # token to run: its row samples the first token).
+            chunk = PrefillChunk(request, request.num_cached_tokens, min(budget, n - request.num_cached_tokens))
+            chunks.append(chunk)
+            budget -= chunk.num_tokens
+        return chunks
 
     def schedule_lookahead(self) -> ScheduledBatch | None:
         """Plain decode of every running request, scheduled before the previous step's tokens reach the host

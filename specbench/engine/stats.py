@@ -71,7 +71,7 @@ class StepStats:
 
     step: int
     start_time: float  # perf_counter seconds
-    phase: str  # "prefill" | "decode"
+    phase: str  # "prefill" | "decode" | "mixed" (chunked prefill: decode/verify rows and prompt chunks)
     num_reqs: int
     num_scheduled_tokens: int  # target query tokens in this step's forward
     num_draft_tokens: int

@@ -14,6 +14,7 @@ import torch
 
 from specbench.engine.commit import Committer
 from specbench.engine.inflight import Inflight, InflightDecode, InflightRound
+from specbench.engine.mixed_step import run_mixed_step
 from specbench.engine.outputs import RequestOutput
 from specbench.engine.request import RequestStatus
 from specbench.engine.scheduler import ScheduledBatch, Scheduler
@@ -54,6 +55,8 @@ class StepLoop:
         if batch is None:
             return [], None
         self._on_scheduled(batch, start)
+        if batch.chunks:
+            return self._step_mixed(batch, start), None
         if self._is_overlappable(batch, is_async):
             return [], self._launch_plain_decode(batch, start, None)
         timer = PhaseTimer(self.device)
@@ -87,14 +90,30 @@ class StepLoop:
             self.paths.record("preemption")
         for request in batch.preempted:
             self.runner.free(request.request_id)
-        for request in batch.requests:
+        for request in (*batch.requests, *(c.request for c in batch.chunks)):
             if request.stats.first_scheduled_time is None:
                 request.stats.first_scheduled_time = start
 
+    def _step_mixed(self, batch: ScheduledBatch, start: float) -> list[RequestOutput]:
+        """A step carrying prompt chunks (chunked prefill), read back before the next is scheduled
+        (engine/mixed_step.py); only the verified requests and those whose final chunk ran emit tokens."""
+        timer = PhaseTimer(self.device)
+        emitting, result = run_mixed_step(self.runner, batch, timer, needs_features=self.needs_features)
+        emit_time = time.perf_counter()
+        finished = self.committer.commit_all(emitting, result.committed, emit_time, result.logprobs)
+        self.log.record(timer, start=start, end=time.perf_counter(), phase="mixed" if batch.requests else "prefill",
+                        num_reqs=len(batch.requests) + len(batch.chunks), num_tokens=result.num_scheduled_tokens,
+                        num_drafted=result.num_drafted, num_accepted=result.num_accepted,
+                        num_preempted=len(batch.preempted),
+                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+        return finished
+
     # ---- overlapped plain decoding ---------------------------------------------------------
     def _is_overlappable(self, batch: ScheduledBatch, is_async: bool) -> bool:
-        # A draft round needs the previous round's accepted tokens on the host: only plain decode overlaps.
-        return is_async and not batch.is_prefill and self.scheduler.num_steps == 0
+        # A draft round needs the previous round's accepted tokens on the host: only plain decode overlaps; a
+        # pending prompt chunk keeps the loop synchronous (its request joins the batch once its prompt is in).
+        return (is_async and not batch.is_prefill and self.scheduler.num_steps == 0
+                and not any(r.is_prefilling for r in self.scheduler.running))
 
     def _step_after_decode(self, previous: InflightDecode) -> tuple[list[RequestOutput], InflightDecode | None]:
         """Launch the step after `previous` if the batch is steady, then read `previous` back."""

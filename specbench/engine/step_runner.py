@@ -154,13 +154,7 @@ class StepRunner:
         # before the verifier runs: the logits are read as the model produced them, whatever it does with them
         row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
-        if proposal is not None and self.synthetic_conditional is not None:
-            self.paths.record("verify.synthetic")
-            result = synthetic_verify(out.logits, inp.draft_token_ids, inp.num_draft_tokens,
-                                      self.synthetic_conditional, self.synthetic_generator)
-        else:
-            self.paths.record(self._verify_path)
-            result = self.verify_fn(out.logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
+        result = self.run_verifier(out.logits, inp, proposal, st)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
@@ -178,6 +172,16 @@ class StepRunner:
         return VerifyLaunch(tuple(requests), proposal, inp.md.num_tokens,
                             tuple(r.num_cached_tokens for r in requests), result.output_token_ids,
                             result.num_accepted, out.features, host_rows, copied, logprobs)
+
+    def run_verifier(self, logits: torch.Tensor, inp, proposal: DraftProposal | None, st: SamplingTensors):
+        """The verifier over a verify's `logits` [num_verify_rows, vocab] (inp: its VerifyInput or MixedInput):
+        the forced rates under --synthetic-acceptance, else the engine's verify function."""
+        if proposal is not None and self.synthetic_conditional is not None:
+            self.paths.record("verify.synthetic")
+            return synthetic_verify(logits, inp.draft_token_ids, inp.num_draft_tokens, self.synthetic_conditional,
+                                    self.synthetic_generator)
+        self.paths.record(self._verify_path)
+        return self.verify_fn(logits, inp.draft_token_ids, inp.num_draft_tokens, inp.draft_probs, st)
 
     def read_verify(self, launch: VerifyLaunch, output_rows, accepted, *, hands_features: bool) -> StepResult:
         """Advance each request by its verified tokens (logprobs: the launch's).

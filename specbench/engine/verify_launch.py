@@ -51,6 +51,8 @@ def lookahead_blocker(batch: ScheduledBatch, running: list, waiting, now: float,
                       max_model_len: int, num_steps: int) -> str | None:
     """Why the step after `batch` (k = num_steps drafts per request, 0 = plain) cannot be launched before `batch`
     is read back, or None when it can."""
+    if any(r.is_prefilling for r in running):  # chunked prefill: the next step carries its chunk
+        return "a prompt chunk is pending"
     if len(batch.requests) != len(running) or any(a is not b for a, b in zip(batch.requests, running)):
         return "the batch changed"
     if len(running) < max_concurrency and any(r.arrival_time <= now for r in waiting):

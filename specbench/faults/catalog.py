@@ -13,6 +13,9 @@ from specbench.faults.bonus_row import BonusFromWrongRow
 from specbench.faults.bonus_row_past_end import BonusRowPastEnd
 from specbench.faults.bonus_row_unwarped import BonusRowUnwarped
 from specbench.faults.catchup_rejected import CatchupSeesRejected
+from specbench.faults.chunk_feature_start import ChunkFeatureStartLost
+from specbench.faults.chunk_logits_row import ChunkLogitsRowShifted
+from specbench.faults.chunk_positions import ChunkPositionsShifted
 from specbench.faults.conditional import CONDITIONAL_MUTANTS
 from specbench.faults.draft_kv_slice import DraftKvSlice
 from specbench.faults.draft_max_seq_len_stale import DraftMaxSeqLenStale
@@ -129,6 +132,11 @@ TREE_MUTANTS: tuple[type[Mutant], ...] = (
     TreeDraftSeesSibling,
 )
 
+# Bugs of chunked prefill (--enable-chunked-prefill): inert on whole-prompt prefill, so the selftest runs them on its
+# chunked rows only (setups.CHUNKED_OPTIONS), whose greedy check compares with the whole-prompt reference;
+# tests/faults/test_chunk_mutants.py shows each passing without chunking and caught with it.
+CHUNK_MUTANTS: tuple[type[Mutant], ...] = (ChunkPositionsShifted, ChunkLogitsRowShifted, ChunkFeatureStartLost)
+
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check; slow-step (k = 0
 # slowed too) is `specbench ab`'s.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
@@ -138,7 +146,7 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
-               + LOGPROBS_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
+               + CHUNK_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -146,11 +154,12 @@ NO_FAULT_NAMES = ("", "none")
 
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
-    path mutants whose path is production there (a bug on a path the device never takes cannot show), and the tree
-    mutants (its tree rows). Logprobs-only mutants are not run: the selftest compares tokens, which they leave exact."""
+    path mutants whose path is production there (a bug on a path the device never takes cannot show), the tree
+    mutants (its tree rows) and the chunked-prefill mutants (its chunked rows). Logprobs-only mutants are not run: the
+    selftest compares tokens, which they leave exact."""
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in execution_path(m.fault.path).production_on) + tuple(
-        m.fault.name for m in TREE_MUTANTS)
+        m.fault.name for m in TREE_MUTANTS) + tuple(m.fault.name for m in CHUNK_MUTANTS)
 
 
 def window_moe_faults(device: str) -> tuple[str, ...]:
@@ -162,11 +171,17 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
 _TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS)
+_CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
 
 
 def needs_tree_shape(name: str) -> bool:
     """Whether a fault acts only on tree rounds (the selftest runs it on its tree rows alone)."""
     return name in _TREE_FAULTS
+
+
+def needs_chunked_prefill(name: str) -> bool:
+    """Whether a fault acts only on chunked prefill (the selftest runs it on its chunked rows alone)."""
+    return name in _CHUNK_FAULTS
 
 
 def needs_window_moe_target(name: str) -> bool:

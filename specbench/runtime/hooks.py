@@ -84,6 +84,20 @@ class PhaseHooks:
         """Verify KV slots ([num_tokens]) of a speculative round; None = each position's own slot."""
         return None
 
+    # ---- chunked prefill (engine/chunk_inputs.py, engine/mixed_step.py) ----------------------------------------
+    def chunk_positions(self, request_id: str, start: int, num_tokens: int) -> list[int]:
+        """Positions ([num_tokens]) a prompt chunk's tokens [start, start + num_tokens) are fed at; its KV slots and
+        visible keys follow them."""
+        return list(range(start, start + num_tokens))
+
+    def chunk_logits_row(self, request_id: str, last_row: int) -> int:
+        """The forward row whose logits sample a final chunk's first token (its last prompt row)."""
+        return last_row
+
+    def chunk_feature_start(self, request_id: str, start: int) -> int:
+        """The position a chunk's target features are handed to the proposer at (add_target_features)."""
+        return start
+
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""

@@ -33,6 +33,21 @@ class VerifyInput:
 
 
 @dataclass(frozen=True, slots=True)
+class MixedInput:
+    """A decode/verify batch and prompt chunks in one target forward (chunked prefill): rows [0, num_verify_rows)
+    are the verify's (per request: newest token, then its drafts), the rest each chunk's prompt tokens in order."""
+
+    input_ids: torch.Tensor  # [num_tokens]
+    md: AttentionMetadata  # one segment per verify request, then one per chunk
+    num_verify_rows: int
+    num_draft_tokens: torch.Tensor  # [num_verify_reqs] int64, host tensor
+    draft_token_ids: torch.Tensor  # [num_verify_reqs, max_num_draft] int64, padded with -1
+    draft_probs: torch.Tensor | None  # [num_verify_reqs, max_num_draft, vocab] or None
+    logits_indices: torch.Tensor  # [num_verify_rows + num_final_chunks]: every verify row, then final chunks' last
+    prompt_logits_indices: torch.Tensor | None = None  # [num_prompt_rows] chunk rows for prompt logprobs
+
+
+@dataclass(frozen=True, slots=True)
 class DraftExtendInput:
     input_ids: torch.Tensor  # [num_tokens] tokens fed to the draft (shifted by one for EAGLE)
     md: AttentionMetadata

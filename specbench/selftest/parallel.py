@@ -83,18 +83,20 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker)
     pending: dict[Future, tuple[_Slot, RowTask | None]] = {}
-    # A lane: (method, is a tree row); a method's chain and tree rows choose their faults apart (due_faults).
-    clean_tasks: dict[tuple[tuple[str, bool], int], tuple[int, RowTask]] = {}  # (lane, seed index) -> (row, task)
-    clean_rows: dict[tuple[tuple[str, bool], int], SelftestRow] = {}
-    next_seed: dict[tuple[str, bool], int] = {}  # lane -> the seed index whose faults are chosen next
-    done: dict[tuple[str, str, bool], set[str]] = {}  # due_faults' bookkeeping, per method, target and shape
+    # A lane: (method, is a tree row, is a chunked row); a method's rows of each kind choose their faults apart
+    # (due_faults).
+    # (lane, seed index) -> (row, task)
+    clean_tasks: dict[tuple[tuple[str, bool, bool], int], tuple[int, RowTask]] = {}
+    clean_rows: dict[tuple[tuple[str, bool, bool], int], SelftestRow] = {}
+    next_seed: dict[tuple[str, bool, bool], int] = {}  # lane -> the seed index whose faults are chosen next
+    done: dict[tuple[str, str, bool, bool], set[str]] = {}  # due_faults' bookkeeping, per method, target, kind
     indices = target_indices(seed_tasks)  # due_faults' seed index: among the tasks of the same target
     rows: dict[tuple[int, int, int], SelftestRow] = {}
 
     def submit(slot: _Slot, task: RowTask) -> None:
         pending[pool.submit(run_row, task)] = (slot, task)
 
-    def choose_faults(lane: tuple[str, bool]) -> None:
+    def choose_faults(lane: tuple[str, bool, bool]) -> None:
         """Fault rows of `lane` at every seed index whose clean rows up to it are in, in seed order."""
         i = next_seed.setdefault(lane, 0)
         while (lane, i) in clean_rows:
@@ -114,14 +116,14 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
                 result = _result(future, slot.label(seeds, task))
                 if isinstance(result, SeedPlan):
                     for row_index, clean in enumerate(result.clean_rows):
-                        clean_tasks[((clean.method, clean.shape.is_tree), slot.seed_index)] = (row_index, clean)
+                        clean_tasks[(clean.lane, slot.seed_index)] = (row_index, clean)
                         submit(_Slot(slot.seed_index, row_index), clean)
                     continue
                 rows[(slot.seed_index, slot.row_index, slot.fault_index)] = result
                 if on_row is not None:
                     on_row(result)
                 if slot.fault_index == -1:
-                    lane = (result.method, result.shape.is_tree)
+                    lane = result.lane
                     clean_rows[(lane, slot.seed_index)] = result
                     choose_faults(lane)
     except BaseException:

@@ -17,7 +17,7 @@ from specbench.check.greedy import reference_outputs
 from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
-from specbench.faults.catalog import needs_tree_shape, needs_window_moe_target
+from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape, needs_window_moe_target
 from specbench.faults.fault import Fault
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.reference_baselines import (
@@ -27,6 +27,7 @@ from specbench.selftest.reference_baselines import (
     reference_source,
 )
 from specbench.selftest.setups import (
+    CHUNKED_OPTIONS,
     PLAIN,
     SEED_TARGET,
     TREE_SHAPE,
@@ -45,6 +46,12 @@ class SelftestRow:
     results: tuple[CheckResult, ...]
     target: str = SEED_TARGET  # "" = the seed's own tiny target; else setups.TARGETS' extra target
     shape: DraftShape = CHAIN  # the drafts' shape (a tree row: setups.TREE_SHAPE)
+    chunked: bool = False  # a chunked row (setups.CHUNKED_OPTIONS): the greedy and metrics checks only
+
+    @property
+    def lane(self) -> tuple[str, bool, bool]:
+        """(method, tree row, chunked row): a method's rows of each kind choose their faults apart (due_faults)."""
+        return self.method, self.shape.is_tree, self.chunked
 
     @property
     def detected(self) -> bool:
@@ -64,6 +71,7 @@ class SeedTask:
     budget: Budget
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
     trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
+    chunked: bool = True  # the chunked rows too (setups.CHUNKED_OPTIONS, every method, seed targets only)
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,14 @@ class RowTask:
     @property
     def shape(self) -> DraftShape:
         return self.setup.draft_shape
+
+    @property
+    def chunked(self) -> bool:
+        return self.setup.engine.enable_chunked_prefill
+
+    @property
+    def lane(self) -> tuple[str, bool, bool]:
+        return self.method, self.shape.is_tree, self.chunked
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,13 @@ def plan_seed(task: SeedTask) -> SeedPlan:
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget,
             **_reference(method, task.seed, task.num_steps, task.target, TREE_SHAPE)), task.target))
+    # Chunked rows: every method once more with chunked prefill, its greedy check against the same whole-prompt
+    # reference (seed targets only).
+    for method in tuple(setups) if task.chunked and task.target == SEED_TARGET else ():
+        setup = setups[method].with_engine(**CHUNKED_OPTIONS)
+        reference, cross_check = references[(setup.engine.target, setup.prompts)]
+        rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
+            reference=reference, reference_cross_check=cross_check, budget=task.budget), task.target))
     return SeedPlan(task.seed, tuple(rows))
 
 
@@ -128,37 +151,46 @@ def run_row(task: RowTask) -> SelftestRow:
     """The row's checks (a worker entry point); a check that raises is a crashed result (check/crash.py)."""
     if task.method == PLAIN:
         return _plain_row(task)
+    if task.chunked:
+        return _checks_row(task, task.setup.with_inject(task.inject), ("greedy", "metrics"),
+                           "chunked prefill: the greedy and metrics checks only")
     return SelftestRow(task.method, task.seed, task.inject,
                        tuple(run_checks(task.setup.with_inject(task.inject), task.checks, task.context)), task.target,
-                       task.shape)
+                       task.shape, task.chunked)
 
 
 def _plain_row(task: RowTask) -> SelftestRow:
     """The greedy check of the production plain engine (clean, or with a fault its loop hosts); the battery's other
     checks are about drafts and verification of drafts, so they are skipped here (saying so)."""
-    plain = plain_setup(task.setup).with_inject(task.inject)
-    greedy = run_checks(plain, ("greedy",), task.context) if "greedy" in task.checks else []
-    results = tuple(greedy[0] if name == "greedy" else
-                    CheckResult(name, True, "plain decoding: the greedy check only", 0.0, skipped=True)
-                    for name in task.checks)
-    return SelftestRow(PLAIN, task.seed, task.inject, results, task.target)
+    return _checks_row(task, plain_setup(task.setup).with_inject(task.inject), ("greedy",),
+                       "plain decoding: the greedy check only")
+
+
+def _checks_row(task: RowTask, setup: CheckSetup, names: tuple[str, ...], why: str) -> SelftestRow:
+    """A row of the checks `names` alone on `setup` (the run's others skipped, saying `why`)."""
+    ran = dict(zip((n for n in task.checks if n in names),
+                   run_checks(setup, tuple(n for n in task.checks if n in names), task.context)))
+    results = tuple(ran.get(name) or CheckResult(name, True, why, 0.0, skipped=True) for name in task.checks)
+    return SelftestRow(task.method, task.seed, task.inject, results, task.target, task.shape, task.chunked)
 
 
 def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
-               done: dict[tuple[str, str, bool], set[str]]) -> list[Fault]:
+               done: dict[tuple[str, str, bool, bool], set[str]]) -> list[Fault]:
     """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed of
     its target; a path mutant on the first seed whose clean row took its path (the biased tiny target never reaches
     the fused projections, say), so that a bug on a path this seed's models never take is not counted as missed. A
     path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
     MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only;
-    the tree faults on tree rows only (inert on chain rounds), every other fault on chain rows only.
+    the tree faults on tree rows only (inert on chain rounds), every other fault on chain rows only; the chunked
+    prefill faults on chunked rows only, every other fault on whole-prompt rows only.
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
-    ran = done.setdefault((method, clean.target, clean.shape.is_tree), set())
+    ran = done.setdefault((method, clean.target, clean.shape.is_tree, clean.chunked), set())
     on_window_moe = clean.target != SEED_TARGET
     due = [f for f in chosen if method in f.methods and f.name not in ran
            and needs_window_moe_target(f.name) == on_window_moe and needs_tree_shape(f.name) == clean.shape.is_tree
+           and needs_chunked_prefill(f.name) == clean.chunked
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due

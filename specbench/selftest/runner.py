@@ -65,13 +65,16 @@ def run_selftest(
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
     budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
+    chunked: bool = True,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
     `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
-    faults run. `faults`: None = the device's default set; () or ("none",) = clean rows only (a false-alarm run).
+    faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
+    metrics checks only, where the chunked-prefill faults run. `faults`: None = the device's default set; () or ("none",) = clean
+    rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
@@ -100,14 +103,14 @@ def run_selftest(
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget,
-                          trees=trees) for seed in seeds]
+                          trees=trees, chunked=chunked) for seed in seeds]
         if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, WINDOW_MOE))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
-        done: dict[tuple[str, str, bool], set[str]] = {}  # (method, target, is tree) -> faults already run
+        done: dict[tuple[str, str, bool, bool], set[str]] = {}  # (method, target, tree, chunked) -> faults run
         for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
                 rows.append(run_row(clean_task))
@@ -133,12 +136,13 @@ def _cell(r: CheckResult) -> str:
 
 def format_mutation_table(rows: list[SelftestRow], checks: tuple[str, ...] = CHECKS) -> str:
     widths = [max([len(c)] + [len(_cell(r)) for row in rows for r in row.results if r.name == c]) + 2 for c in checks]
-    head = (f"{'method':<12}{'seed':>5}  {'target':<11}{'engine':<28}"
+    width = max([12] + [len(method_label(row)) + 1 for row in rows])  # "eagle3 chunked" outgrows 12
+    head = (f"{'method':<{width}}{'seed':>5}  {'target':<11}{'engine':<28}"
             + "".join(f"{c:>{w}}" for c, w in zip(checks, widths)))
     lines = [head + "   verdict", "-" * (len(head) + 12)]
     for row in rows:
         cells = "".join(f"{_cell(r):>{w}}" for r, w in zip(row.results, widths))
-        lines.append(f"{method_label(row):<12}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
+        lines.append(f"{method_label(row):<{width}}{row.seed:>5}  {target_label(row.target, row.seed):<11}"
                      f"{row.inject or 'clean':<28}{cells}   {row_verdict(row)}")
     return "\n".join(lines)
 
@@ -166,9 +170,10 @@ def row_progress(quiet: bool) -> Callable[[SelftestRow], None] | None:
 
 
 def method_label(row: SelftestRow) -> str:
-    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`)."""
+    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`), `chunked` on a chunked row."""
     shape = row.shape
-    return row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
+    label = row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
+    return f"{label} chunked" if row.chunked else label
 
 
 def false_alarms(rows: list[SelftestRow]) -> list[SelftestRow]:

@@ -36,6 +36,10 @@ TARGETS = (SEED_TARGET, WINDOW_MOE)
 # frontier node and a 6-node budget, so that at k = 3 the budget cuts the deepest level (the pruned tree, not the
 # full one) and siblings, cousins and depth 3 all occur.
 TREE_SHAPE = DraftShape(eagle_topk=2, num_draft_tokens=6)
+# The chunked rows' engine options (each method once more on the seed targets, greedy and metrics checks only, the
+# greedy one against the whole-prompt reference): an 8-token step budget splits every prompt longer than 8 tokens, and the requests admitted
+# later have their chunks run beside the first ones' verifies (prefill.chunked_mixed, prefill.chunk_partial).
+CHUNKED_OPTIONS = {"enable_chunked_prefill": True, "max_num_batched_tokens": 8}
 
 
 def tree_methods(methods: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,13 +11,15 @@ from typer.testing import CliRunner
 
 from specbench.check.baseline import load_baseline
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_tree_shape
+from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape
 
 PREEMPTION_ONLY = {"draft-state-kept-on-preemption"}  # the baseline run never preempts: test_check_preemption.py
 # Phase-hook mutants only: the fast-path mutants (f.path) are for the new sentinel (docs/path-mutants.md); the
-# tree mutants are inert on these chain runs (tests/check/test_tree_oracle.py).
+# tree mutants are inert on these chain runs (tests/check/test_tree_oracle.py), the chunk mutants on whole-prompt
+# prefill (tests/faults/test_chunk_mutants.py).
 DRAFT_FAULTS = [name for name, f in FAULTS.items()
-                if f.layer == "draft" and name not in PREEMPTION_ONLY and not f.path and not needs_tree_shape(name)]
+                if f.layer == "draft" and name not in PREEMPTION_ONLY and not f.path and not needs_tree_shape(name)
+                and not needs_chunked_prefill(name)]
 
 
 def _baseline_line(pair, method: str, *args: str) -> tuple[int, str]:

@@ -13,12 +13,14 @@ from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.setup import CheckSetup, build_llm, prompt_list
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_tree_shape
+from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape
 
 # Phase-hook mutants only: the fast-path mutants (f.path) are for the new sentinel (docs/path-mutants.md); this
-# battery drafts chains, on which the tree mutants are inert (tests/check/test_tree_oracle.py runs them on trees).
+# battery drafts chains, on which the tree mutants are inert (tests/check/test_tree_oracle.py runs them on trees),
+# with whole-prompt prefill, on which the chunk mutants are (tests/faults/test_chunk_mutants.py).
 DRAFT_FAULTS = [name for name, f in FAULTS.items()
-                if f.layer == "draft" and "eagle3" in f.methods and not f.path and not needs_tree_shape(name)]
+                if f.layer == "draft" and "eagle3" in f.methods and not f.path and not needs_tree_shape(name)
+                and not needs_chunked_prefill(name)]
 # Faults whose metadata is self-inconsistent (position vs visible keys / slot), or whose draft steps disagree with
 # the requests' committed lengths (INV-REQ): the invariant sweep sees them too. phase-state-leak feeds a
 # well-formed but wrong draft-extend input: only the oracle can see it.

@@ -14,7 +14,7 @@ from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import ExecutionPath
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_window_moe_target
+from specbench.faults.catalog import needs_chunked_prefill, needs_window_moe_target
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.selftest.drafters import selftest_methods
 from specbench.selftest.row_tasks import SelftestRow, due_faults
@@ -109,8 +109,10 @@ def test_a_new_proposer_class_is_picked_up_by_faults_and_selftest(with_throwaway
     # The selftest runs on it the phase-hook faults it hosts (paths: where its clean row took them).
     clean = SelftestRow("throwaway", 0, None, (CheckResult("greedy", True, "", 0.0),))
     due = {f.name for f in due_faults(list(FAULTS.values()), "throwaway", 0, clean, {})}
-    # (the window and MoE faults wait for the selftest's window + MoE target: a seed target's row never runs them)
-    assert due == {name for name in hosted if not FAULTS[name].path and not needs_window_moe_target(name)}
+    # (the window and MoE faults wait for the selftest's window + MoE target: a seed target's row never runs them;
+    # the chunked-prefill faults its chunked rows)
+    assert due == {name for name in hosted if not FAULTS[name].path and not needs_window_moe_target(name)
+                   and not needs_chunked_prefill(name)}
 
 
 def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):

@@ -4,7 +4,7 @@ each check seeing what it exists for (shared by tests/check/test_selftest*.py)."
 from __future__ import annotations
 
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_tree_shape, selftest_faults
+from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape, selftest_faults
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 from specbench.selftest.setups import tree_methods
 
@@ -33,7 +33,14 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert "tree-round laws" in _result(row, "oracle").detail, table
     # the tree mutants run on tree rows alone (a chain row has no tree to bend)
     assert all(r.shape.is_tree for r in rows if r.inject is not None and needs_tree_shape(r.inject)), table
-    clean = [r for r in rows if r.inject is None and not r.shape.is_tree]
+    # the chunked rows (greedy and metrics checks only), where the chunk mutants run alone (they need chunks)
+    chunked = [r for r in rows if r.chunked and r.inject is None]
+    assert [r.seed for r in chunked] == list(seeds), table
+    for row in chunked:
+        assert not row.detected, f"false alarm on a chunked row:\n{table}"
+        assert {r.name for r in row.results if not r.skipped} == {"greedy", "metrics"}, table
+    assert all(r.chunked == needs_chunked_prefill(r.inject) for r in rows if r.inject is not None), table
+    clean = [r for r in rows if r.inject is None and not r.shape.is_tree and not r.chunked]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
     assert [r.seed for r in clean] == list(seeds), table
@@ -44,6 +51,9 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert [r.name for r in row.results if r.skipped] == (["oracle"] if method == "ngram" else []), table
     for name, row in mutants.items():
         assert row.detected, f"{name} went undetected:\n{table}"
+        if needs_chunked_prefill(name):  # greedy sees the target-side ones; the proposer refuses the EAGLE one
+            assert not _result(row, "greedy").passed, f"{name}: {_result(row, 'greedy').detail}"
+            continue
         layer = FAULTS[name].layer
         # Draft-side faults only lower acceptance: output (greedy) and its distribution (sampled) stay exact,
         # and the draft oracle sees them. Target-side faults corrupt output: both lossless checks see them.

@@ -415,6 +415,12 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
         if state.pending_features is None:
             state.pending_features, state.pending_start = features, start
         else:
+            # Appended features must continue the pending ones (a prompt's chunks, engine/mixed_step.py): a gap or
+            # an overlap would feed the catch-up rows at the wrong positions.
+            expected = state.pending_start + state.pending_features.shape[0]
+            if start != expected:
+                raise RuntimeError(f"{request_id}: target features handed at position {start}, the pending ones "
+                                   f"end at {expected}")
             state.pending_features = torch.cat([state.pending_features, features])
 
     def _take_features(self, request_ids: tuple[str, ...]) -> RoundFeatures:
