@@ -52,7 +52,9 @@ def _embedded_shape(request: StressRequest, engine) -> ServerShape:
     return ServerShape(
         block_size=config.block_size,
         window=request.window_tokens or (min(windows) if windows else None),
-        chunk_size=request.chunk_tokens,
+        # chunked prefill splits prompts at the step's token budget
+        chunk_size=request.chunk_tokens or (config.max_num_batched_tokens if config.enable_chunked_prefill
+                                            else None),
         # the engine's own buckets: what it captures on CUDA (off CUDA the same batch sizes, run eagerly)
         capture_sizes=tuple(graphs.buckets) if graphs is not None else batch_buckets(config.max_concurrency),
         max_concurrency=config.max_concurrency,
