@@ -152,6 +152,11 @@ class EngineConfig:
     # A sweep's concurrency grid sets it, so each command declares it.
     max_concurrency: int = option(64, "max running requests", cli=False, bounds=Range(1, 2**16))
     max_num_batched_tokens: int = option(8192, "max tokens per prefill step", bounds=Range(1, 2**24))
+    # Automatic prefix caching (engine/prefix_reuse.py): full KV blocks of committed tokens are kept by content hash
+    # and shared read-only by later requests with the same prefix; off where it cannot be safe (the engine says why).
+    enable_prefix_caching: bool = option(
+        True, "reuse the KV of cached prompt prefixes across requests (--no-prefix-caching: recompute every prompt)",
+        flag="--prefix-caching/--no-prefix-caching", before=False)
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "

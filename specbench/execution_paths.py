@@ -82,6 +82,12 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
                   DRAFTS_TREES),
     ExecutionPath("preemption", "running requests preempted for KV and recomputed (engine/scheduler.py)",
                   ("cpu", "cuda")),
+    ExecutionPath("prefix.register", "full blocks of committed KV registered in the prefix cache "
+                  "(engine/prefix_reuse.py)", ("cpu", "cuda")),
+    ExecutionPath("prefix.hit", "a request admitted on cached prefix blocks, prefilling only the rest "
+                  "(engine/prefix_reuse.py)", ("cpu", "cuda")),
+    ExecutionPath("prefix.evict", "a cached block no request holds evicted for a fresh one (kv/prefix_cache.py, "
+                  "recorded by engine/prefix_reuse.py)", ("cpu", "cuda")),
 )
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (

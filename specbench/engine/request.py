@@ -33,6 +33,12 @@ class Request:
     # Target KV holds positions [0, num_cached_tokens). While decoding this is
     # num_tokens - 1: the newest token is not in the cache until the next forward.
     num_cached_tokens: int = 0
+    # Prefix caching (engine/prefix_reuse.py): leading table entries already registered in the prefix cache, or
+    # found there (the scheduler's to reset when the table is freed); the chained hashes of the request's full
+    # blocks of tokens so far, and the extra key they were hashed under.
+    num_registered_blocks: int = 0
+    block_hashes: list[bytes] = field(default_factory=list)
+    block_hashes_key: bytes = b""
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None
     output_text: str | None = None  # set at finish (truncated at a stop string)

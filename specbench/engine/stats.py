@@ -82,3 +82,7 @@ class StepStats:
     target_ms: float  # target forward
     sample_ms: float  # verify / sampling
     step_ms: float  # wall time of the whole step
+    # prefill steps with prefix caching on: tokens of the admitted requests' prefills, and of those served from the
+    # prefix cache (engine/prefix_reuse.py); 0 otherwise
+    num_prefix_queried_tokens: int = 0
+    num_prefix_hit_tokens: int = 0

@@ -67,6 +67,30 @@ class HasDraftKV(Proposer):
         """The draft KV the builder allocated from kv_cache_spec(), before the first propose."""
 
 
+class ResumesFromCachedKV(HasDraftKV):
+    """Its draft KV in a block the prefix cache shares (kv/prefix_cache.py) serves any request with the same prefix,
+    so a request admitted with a cache hit resumes drafting there. A class with draft KV that does not declare this
+    turns prefix caching off for its engines (engine/prefix_reuse.py says why)."""
+
+    @abstractmethod
+    def num_final_draft_kv(self, request_id: str) -> int:
+        """n: the request's draft KV at positions [0, n) is written from committed tokens and never rewritten (0 for
+        a request it does not know): the engine registers a block only below this and the target's committed KV."""
+
+    @abstractmethod
+    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
+        """Of a cached prefix matching a request's first `num_matched_tokens` tokens (whole blocks), how many it can
+        resume at (whole blocks): all of them for a draft LM (its KV at p reads tokens <= p); one block fewer for a
+        head whose KV at p is computed from the token at p + 1 and the target's feature at p (EAGLE, MTP): the KV at
+        a block's last position read the next block's first token, which only the next matched block vouches for."""
+
+    @abstractmethod
+    def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
+        """The request starts (or restarts after preemption) with a prefix hit: its draft KV at positions
+        [0, num_cached_tokens) is in its blocks; drafting catches up from there (target features, if it consumes
+        them, are handed over from num_cached_tokens on)."""
+
+
 class ConsumesTargetFeatures(Proposer):
     """Drafts from the target's hidden states, which the engine hands over as the target produces them."""
 

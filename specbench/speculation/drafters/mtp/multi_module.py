@@ -47,6 +47,11 @@ class MultiModuleMtpProposer(MtpProposer):
                       target_features) -> None:
         return None  # never drafted ahead: the engine proposes after each verify
 
+    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
+        # Module m + 1's catch-up starts from module m's output one position back (the carry, not in any KV block):
+        # a request can only start drafting at position 0.
+        return 0
+
     def free(self, request_id: str) -> None:
         super().free(request_id)
         self._carry.pop(request_id, None)

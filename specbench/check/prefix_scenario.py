@@ -1,0 +1,64 @@
+"""The prefix-caching scenario the greedy and oracle checks rerun: requests that share cached prefixes, on a small KV
+pool, in two waves on one engine, checked against engines that recompute every prompt (check/reference.py).
+
+Wave 1, run two requests at a time so later requests find earlier ones' blocks registered:
+- a system prompt of two whole blocks before each of the setup's prompts: every request hits it and diverges exactly
+  at a block boundary (where a drafter whose KV at p reads the token at p + 1 must drop a block: EAGLE, MTP);
+- the first prompt repeated, cut to a block multiple - 1, 0 and + 1 tokens (a whole-prompt hit must leave the block
+  of the last token private: vLLM #44151);
+- the system prompt's second block moved to the front (a hash that ignored its parent block would hit there).
+Wave 2 (multi-turn): each of the first prompts of wave 1, followed by its own output and a new question, reusing the
+output blocks registered when wave 1's requests finished. The pool holds two requests and little more, so cached
+blocks are evicted and requests preempted (they recompute, hitting their own blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specbench.sampling_params import SamplingParams
+
+CONCURRENCY = 2
+
+
+def _repeat_to(tokens: Sequence[int], n: int) -> list[int]:
+    return [tokens[i % len(tokens)] for i in range(n)]
+
+
+def first_wave(prompts: Sequence[Sequence[int]], block_size: int) -> list[list[int]]:
+    """Wave 1's prompts from the setup's token prompts (the module docstring)."""
+    base = list(prompts[0])
+    system = _repeat_to(base[::-1], 2 * block_size)  # reversed: no prompt starts with it by chance
+    wave = [system + list(p) for p in prompts]
+    for extra in (-1, 0, 1):
+        wave.append(_repeat_to(system + base, 3 * block_size + extra))
+    wave.append(system[block_size:] + list(prompts[-1]))
+    return wave
+
+
+def second_wave(first: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], num: int) -> list[list[int]]:
+    """The first `num` prompts of wave 1 again, each with its own output and a new question (another prompt's tail)."""
+    return [list(first[i]) + list(outputs[i]) + list(first[(i + 1) % len(first)][-3:]) for i in range(num)]
+
+
+def scenario_overrides(block_size: int, longest: int) -> dict:
+    """A pool for CONCURRENCY requests of up to `longest` tokens and little more: cached blocks get evicted."""
+    per_request = -(-longest // block_size) + 1
+    return {"max_concurrency": CONCURRENCY, "num_kv_blocks": CONCURRENCY * per_request + 2}
+
+
+def run_waves(generate, prompts: Sequence[Sequence[int]], block_size: int,
+              params: SamplingParams) -> tuple[list[list[int]], list[tuple[int, ...]]]:
+    """(every prompt, its output) of both waves through `generate(prompts, params) -> outputs` (one engine: what
+    wave 1 cached serves wave 2)."""
+    first = first_wave(prompts, block_size)
+    outs = [o.output_token_ids for o in generate(first, params)]
+    second = second_wave(first, outs, min(3, len(first)))
+    return first + second, outs + [o.output_token_ids for o in generate(second, params)]
+
+
+def longest_request(prompts: Sequence[Sequence[int]], block_size: int, max_tokens: int, num_steps: int) -> int:
+    """Tokens the longest request of the scenario may hold (its prompt, output and a round's drafts)."""
+    first = first_wave(prompts, block_size)
+    longest_first = max(len(p) for p in first) + max_tokens
+    return longest_first + 3 + max_tokens + num_steps + 1
