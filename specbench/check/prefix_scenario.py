@@ -47,14 +47,13 @@ def scenario_overrides(block_size: int, longest: int) -> dict:
     return {"max_concurrency": CONCURRENCY, "num_kv_blocks": CONCURRENCY * per_request + 2}
 
 
-def run_waves(generate, prompts: Sequence[Sequence[int]], block_size: int,
-              params: SamplingParams) -> tuple[list[list[int]], list[tuple[int, ...]]]:
-    """(every prompt, its output) of both waves through `generate(prompts, params) -> outputs` (one engine: what
-    wave 1 cached serves wave 2)."""
+def run_waves(generate, prompts: Sequence[Sequence[int]], block_size: int, params: SamplingParams) -> list:
+    """The outputs (RequestOutput, prompts included) of both waves through `generate(prompts, params)` on one engine:
+    what wave 1 cached serves wave 2."""
     first = first_wave(prompts, block_size)
-    outs = [o.output_token_ids for o in generate(first, params)]
-    second = second_wave(first, outs, min(3, len(first)))
-    return first + second, outs + [o.output_token_ids for o in generate(second, params)]
+    outs = list(generate(first, params))
+    second = second_wave(first, [o.output_token_ids for o in outs], min(3, len(first)))
+    return outs + list(generate(second, params))
 
 
 def longest_request(prompts: Sequence[Sequence[int]], block_size: int, max_tokens: int, num_steps: int) -> int:
@@ -62,3 +61,28 @@ def longest_request(prompts: Sequence[Sequence[int]], block_size: int, max_token
     first = first_wave(prompts, block_size)
     longest_first = max(len(p) for p in first) + max_tokens
     return longest_first + 3 + max_tokens + num_steps + 1
+
+
+def token_prompts(prompts: Sequence, encode) -> list[list[int]]:
+    """The setup's prompts as token ids (`encode`: the engine's, for text prompts)."""
+    return [encode(p) if isinstance(p, str) else list(p) for p in prompts]
+
+
+def scenario_engine(setup, tokenizer_encode) -> tuple[list[list[int]], dict]:
+    """(the setup's prompts as token ids, the scenario's engine overrides) for a CheckSetup."""
+    prompts = token_prompts(setup.prompts, tokenizer_encode)
+    bs = setup.engine.block_size
+    longest = longest_request(prompts, bs, setup.max_tokens, setup.engine.max_num_steps)
+    return prompts, scenario_overrides(bs, longest)
+
+
+def cache_summary(llm) -> str:
+    """What the scenario exercised on an engine: prefix hits, evictions, preemptions."""
+    steps = llm.engine.step_stats
+    queried = sum(s.num_prefix_queried_tokens for s in steps)
+    hit = sum(s.num_prefix_hit_tokens for s in steps)
+    cache = llm.engine.scheduler.block_manager.prefix_cache
+    if cache is None:
+        return f"prefix caching {llm.engine.parts.prefix_caching}"
+    return (f"{hit}/{queried} prompt tokens from the prefix cache, {cache.num_evictions} evictions, "
+            f"{sum(s.num_preempted for s in steps)} preemptions")
