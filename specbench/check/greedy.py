@@ -76,7 +76,7 @@ def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple
     return num_near == len(verdicts), detail
 
 
-def _prefix_scenario(setup: CheckSetup, tokenizer) -> tuple[bool, str]:
+def greedy_prefix_scenario(setup: CheckSetup, tokenizer) -> tuple[bool, str]:
     """Requests sharing cached prefixes (check/prefix_scenario.py) against the reference, which caches nothing, on the
     very prompts the engine under test ran (its wave 2 extends its own wave-1 outputs)."""
     prompts, overrides = scenario_engine(setup, lambda text: tokenizer(text, add_special_tokens=True)["input_ids"])
@@ -105,7 +105,7 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
         passed = passed and cross_check.is_agreed
         detail += f"; {cross_check.detail}"
     if preemption:
-        s_passed, s_detail = _prefix_scenario(setup, tokenizer)
+        s_passed, s_detail = greedy_prefix_scenario(setup, tokenizer)
         passed = passed and s_passed
         detail += f"; {s_detail}"
         preempting = build_llm(setup, **forced_preemption_overrides(setup, tokenizer))

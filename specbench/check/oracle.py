@@ -70,6 +70,17 @@ def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: fl
     return num + num_chain, bad_chain + bad
 
 
+def oracle_prefix_scenario(setup: CheckSetup, reference: LLM, rtol: float) -> tuple[int, list[str], str]:
+    """(records compared, mismatches, a detail phrase) of the shared-prefix scenario's drafts (check/prefix_scenario.py)
+    against `reference`'s cache-free recompute."""
+    prompts, overrides = scenario_engine(setup, reference.engine.encode)
+    llm = build_llm(setup, **overrides)
+    num, bad = record_and_compare(
+        llm, reference, [], greedy_params(setup), rtol,
+        run=lambda generate: run_waves(generate, prompts, setup.engine.block_size, greedy_params(setup)))
+    return num, [f"{line} (shared-prefix run)" for line in bad], f"; a shared-prefix run: {cache_summary(llm)}"
+
+
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
     start = time.perf_counter()
     if setup.engine.method not in methods_with(RecordsDraftLogits):
@@ -93,13 +104,8 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
             preempted, coverage = num_preemptions(llm), preemption_coverage(llm)
     scenario = ""
     if preemption:  # requests sharing cached prefixes: drafters resuming at a hit (check/prefix_scenario.py)
-        prompts, overrides = scenario_engine(setup, reference.engine.encode)
-        llm = build_llm(setup, **overrides)
-        run_num, run_bad = record_and_compare(
-            llm, reference, [], greedy_params(setup), rtol,
-            run=lambda generate: run_waves(generate, prompts, setup.engine.block_size, greedy_params(setup)))
-        num, bad = num + run_num, bad + [f"{line} (shared-prefix run)" for line in run_bad]
-        scenario = f"; a shared-prefix run: {cache_summary(llm)}"
+        run_num, run_bad, scenario = oracle_prefix_scenario(setup, reference, rtol)
+        num, bad = num + run_num, bad + run_bad
     by_kind: dict[str, int] = defaultdict(int)
     for line in bad:
         by_kind[mismatch_kind(line) if TREE_ROUND in line else f"step {line.split(' step ')[1].split()[0]}"] += 1
