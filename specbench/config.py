@@ -156,7 +156,7 @@ class EngineConfig:
     # and shared read-only by later requests with the same prefix; off where it cannot be safe (the engine says why).
     enable_prefix_caching: bool = option(
         True, "reuse the KV of cached prompt prefixes across requests (--no-prefix-caching: recompute every prompt)",
-        flag="--prefix-caching/--no-prefix-caching", before=False)
+        flag="--enable-prefix-caching/--no-prefix-caching", before=False)
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "
