@@ -156,6 +156,8 @@ class EngineLoop:
         # also here, not only before a step: an isolation that just ended leaves no limit behind an idle engine
         scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(scheduler.running))
         self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
+        if scheduler.prefix is not None:  # the engine's totals (the counters start with the engine at 0)
+            self.counters.set_prefix_cache(scheduler.prefix.num_queried_tokens, scheduler.prefix.num_hit_tokens)
 
     def _on_failed_step(self, err: Exception, before: set[str]) -> None:
         log.exception("engine step failed")
