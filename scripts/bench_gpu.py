@@ -9,7 +9,8 @@ EAGLE-3-shaped head with synthetic acceptance, HF transformers generate, Triton 
 gpt-oss-20b-shaped: specbench/perf/moe_perf.py) with a floor of the bytes each step actually reads; `--suite tree`
 runs plain, the EAGLE-3 chain (k = 3) and EAGLE-3 trees (SGLang's topk 4 / 8 tokens / 5 steps, and topk 2 / 6 / 3)
 on one engine, each at its calibrated synthetic acceptance (specbench/perf/tree_perf.py states the definition);
-`--suite all` runs all three.
+`--suite prefix` runs a shared-prefix multi-turn workload on the EAGLE-3 engine with prefix caching off, then on
+(TTFT, throughput, hit rate, acceptance on hits vs misses: specbench/perf/prefix_perf.py); `--suite all` runs all.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
 table for BENCHMARKS.md is printed last and written to OUT/bench.md.
@@ -146,6 +147,28 @@ def tree_section(res: Results, args, bw: float, head_dir: Path) -> None:
     torch.cuda.empty_cache()
 
 
+def prefix_section(res: Results, args, head_dir: Path) -> None:
+    from specbench.perf.prefix_perf import PrefixWorkload, prefix_suite
+
+    vocab = get_preset(args.preset).vocab_size
+    workload = PrefixWorkload(num_conversations=max(args.concurrency), num_turns=4, system_len=1024, user_len=64,
+                              output_len=64, vocab_size=vocab)
+    warmup = PrefixWorkload(num_conversations=2, num_turns=1, system_len=64, user_len=16, output_len=8,
+                            vocab_size=vocab, seed=1)
+
+    def build(is_on: bool):
+        gc.collect()
+        torch.cuda.empty_cache()
+        return LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3",
+                   draft=str(head_dir), max_num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+                   max_concurrency=max(args.concurrency), max_model_len=args.max_model_len,
+                   enable_prefix_caching=is_on)
+
+    prefix_suite(res.put, build, workload, num_steps=3, warmup=warmup)
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def moe_section(res: Results, args, bw: float) -> None:
     from specbench.perf.moe_perf import MoeRun, moe_suite
 
@@ -163,9 +186,9 @@ def main() -> None:
     from specbench.perf.moe_targets import TARGET_NAMES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", choices=("dense", "moe", "tree", "all"), default="dense",
+    ap.add_argument("--suite", choices=("dense", "moe", "tree", "prefix", "all"), default="dense",
                     help="dense: the --preset rows; moe: the MoE targets; tree: plain, chain and tree rows (issue 28); "
-                    "all: the three")
+                    "prefix: shared-prefix multi-turn, prefix caching off vs on (issue 43); all: every suite")
     ap.add_argument("--preset", default="llama-3.1-8b")
     ap.add_argument("--moe-targets", default=",".join(TARGET_NAMES), type=lambda s: s.split(","),
                     help=f"comma-separated, of {', '.join(TARGET_NAMES)}")
@@ -206,6 +229,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
             tree_section(res, args, bw, head_dir)
+    if args.suite in ("prefix", "all"):
+        with tempfile.TemporaryDirectory() as tmp:
+            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+            prefix_section(res, args, head_dir)
     if args.suite in ("moe", "all"):
         moe_section(res, args, bw)
     from specbench.perf.gpu_table import render

@@ -83,6 +83,7 @@ class PrefixReuse:
         request.num_registered_blocks = len(blocks)
         self.num_queried_tokens += request.num_tokens
         self.num_hit_tokens += num_hit
+        request.stats.num_prefix_hit_tokens += num_hit
         if num_hit:
             self.paths.record("prefix.hit")
             if self.drafter is not None and num_steps > 0:
