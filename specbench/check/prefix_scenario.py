@@ -3,7 +3,8 @@ pool, in two waves on one engine, checked against engines that recompute every p
 
 Wave 1, run two requests at a time so later requests find earlier ones' blocks registered:
 - a system prompt of two whole blocks before each of the setup's prompts: every request hits it and diverges exactly
-  at a block boundary (where a drafter whose KV at p reads the token at p + 1 must drop a block: EAGLE, MTP);
+  at a block boundary (a drafter whose KV at p read the token at p + 1, EAGLE or MTP, holds other KV in the system
+  prompt's last block for each continuation: its cache key must cover that token);
 - the first prompt repeated, cut to a block multiple - 1, 0 and + 1 tokens (a whole-prompt hit must leave the block
   of the last token private: vLLM #44151);
 - the system prompt's second block moved to the front (a hash that ignored its parent block would hit there).
@@ -77,12 +78,13 @@ def scenario_engine(setup, tokenizer_encode) -> tuple[list[list[int]], dict]:
 
 
 def cache_summary(llm) -> str:
-    """What the scenario exercised on an engine: prefix hits, evictions, preemptions."""
+    """What the scenario exercised on an engine: prefix hits, evictions, preemptions (where any)."""
     steps = llm.engine.step_stats
     queried = sum(s.num_prefix_queried_tokens for s in steps)
     hit = sum(s.num_prefix_hit_tokens for s in steps)
     cache = llm.engine.scheduler.block_manager.prefix_cache
     if cache is None:
         return f"prefix caching {llm.engine.parts.prefix_caching}"
-    return (f"{hit}/{queried} prompt tokens from the prefix cache, {cache.num_evictions} evictions, "
-            f"{sum(s.num_preempted for s in steps)} preemptions")
+    preempted = sum(s.num_preempted for s in steps)
+    return (f"{hit}/{queried} prompt tokens from the prefix cache, {cache.num_evictions} evictions"
+            + (f", {preempted} preemptions" if preempted else ""))

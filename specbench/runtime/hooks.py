@@ -84,10 +84,9 @@ class PhaseHooks:
         whose target (and, while drafting, draft) KV is committed; never the newest token's, not written yet."""
         return num_final
 
-    def resumable_tokens(self, num_matched: int, num_resumable: int) -> int:
-        """Of a cached prefix matching `num_matched` tokens, how many a request starts with while drafting: the
-        drafter's `num_resumable` (ResumesFromCachedKV.num_resumable_tokens)."""
-        return num_resumable
+    def draft_kv_lookahead(self, lookahead: int) -> int:
+        """Tokens past a block that its cache key covers while drafting: the drafter's (ResumesFromCachedKV)."""
+        return lookahead
 
     def block_hash_parent(self, parent: bytes) -> bytes:
         """The parent hash a block's hash chains over (kv/block_hash.py): its predecessor's."""

@@ -68,21 +68,20 @@ class HasDraftKV(Proposer):
 
 
 class ResumesFromCachedKV(HasDraftKV):
-    """Its draft KV in a block the prefix cache shares (kv/prefix_cache.py) serves any request with the same prefix,
-    so a request admitted with a cache hit resumes drafting there. A class with draft KV that does not declare this
-    turns prefix caching off for its engines (engine/prefix_reuse.py says why)."""
+    """Its draft KV in a block the prefix cache shares (kv/prefix_cache.py) serves any request whose tokens match the
+    block's and the `draft_kv_lookahead` tokens after it, so a request admitted with a cache hit resumes drafting
+    there. A class with draft KV that does not declare this turns prefix caching off for its engines
+    (engine/prefix_reuse.py says why)."""
+
+    # Tokens past a position that its draft KV there was computed from: 0 for a draft LM (KV at p reads tokens <= p);
+    # 1 for EAGLE / MTP (KV at p from the target's feature at p and the token at p + 1), so a block's cache key also
+    # covers the next block's first token. None: a hit cannot resume it at all (state outside the KV).
+    draft_kv_lookahead: ClassVar[int | None]
 
     @abstractmethod
     def num_final_draft_kv(self, request_id: str) -> int:
         """n: the request's draft KV at positions [0, n) is written from committed tokens and never rewritten (0 for
         a request it does not know): the engine registers a block only below this and the target's committed KV."""
-
-    @abstractmethod
-    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
-        """Of a cached prefix matching a request's first `num_matched_tokens` tokens (whole blocks), how many it can
-        resume at (whole blocks): all of them for a draft LM (its KV at p reads tokens <= p); one block fewer for a
-        head whose KV at p is computed from the token at p + 1 and the target's feature at p (EAGLE, MTP): the KV at
-        a block's last position read the next block's first token, which only the next matched block vouches for."""
 
     @abstractmethod
     def resume_at(self, request_id: str, num_cached_tokens: int) -> None:

@@ -72,6 +72,7 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
 
 class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees, CapturesTreeDraftGraphs):
     name = "draft"
+    draft_kv_lookahead = 0  # draft KV at p reads tokens <= p only
     execution_paths = (
         ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/drafters/draft_model.py)",
                       ("cpu",)),
@@ -361,9 +362,6 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
     def num_final_draft_kv(self, request_id: str) -> int:
         state = self._state.get(request_id)
         return 0 if state is None else state.num_cached  # accepted positions; the catch-up writes from there on
-
-    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
-        return num_matched_tokens  # draft KV at p reads tokens <= p only: every matched block serves
 
     def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
         self._state[request_id] = _DraftState(num_cached=num_cached_tokens, num_written=num_cached_tokens)

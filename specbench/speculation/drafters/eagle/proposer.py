@@ -46,6 +46,9 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
                     DraftsTrees, CapturesTreeDraftGraphs):
     """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
 
+    # Draft KV at p came from (target feature p, token p + 1): a block's last position read the next block's first
+    # token, so the prefix cache keys a block by that token too (a hit then never needs the target's feature before it).
+    draft_kv_lookahead = 1
     # The EAGLE round machinery's paths (MTP runs the target's MTP module through it: a subclass).
     execution_paths = (
         ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
@@ -441,12 +444,6 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
     def num_final_draft_kv(self, request_id: str) -> int:
         state = self._state.get(request_id)
         return 0 if state is None else state.num_committed  # the catch-up writes from there on
-
-    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
-        # Draft KV at p came from (target feature p, token p + 1): the matched prefix's last block holds KV that read
-        # the token after it, which only a further matched block would vouch for. Dropping that block also makes the
-        # target recompute it, so the features the catch-up starts from exist (as vLLM drops it for EAGLE).
-        return max(0, num_matched_tokens - block_size)
 
     def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
         self._state[request_id] = RequestState(num_committed=num_cached_tokens, pending_start=num_cached_tokens)

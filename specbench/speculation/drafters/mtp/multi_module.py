@@ -30,6 +30,10 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 
 
 class MultiModuleMtpProposer(MtpProposer):
+    # Module m + 1's catch-up starts from module m's output one position back (the carry, in no KV block): a request
+    # can only start drafting at position 0, so a prefix hit cannot resume it.
+    draft_kv_lookahead = None
+
     def __init__(self, loaded, block_size: int, device: torch.device, hooks, debug_invariants: bool = False) -> None:
         super().__init__(loaded, block_size, device, hooks, debug_invariants=debug_invariants)
         self.modules = loaded.modules  # [num_modules] MtpHead, module i at index i
@@ -46,11 +50,6 @@ class MultiModuleMtpProposer(MtpProposer):
     def propose_ahead(self, request_ids, newest_positions, block_tables, verify_token_ids, num_accepted,
                       target_features) -> None:
         return None  # never drafted ahead: the engine proposes after each verify
-
-    def num_resumable_tokens(self, num_matched_tokens: int, block_size: int) -> int:
-        # Module m + 1's catch-up starts from module m's output one position back (the carry, not in any KV block):
-        # a request can only start drafting at position 0.
-        return 0
 
     def free(self, request_id: str) -> None:
         super().free(request_id)
