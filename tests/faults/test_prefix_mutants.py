@@ -10,6 +10,7 @@ from specbench.check.crash import run_guarded
 from specbench.check.greedy import greedy_prefix_scenario
 from specbench.check.oracle import FP32_RTOL, oracle_prefix_scenario
 from specbench.check.reference import build_reference_drafting_llm
+from specbench.check.result import CheckResult
 from specbench.faults import FAULTS
 from specbench.faults.catalog import selftest_faults
 from specbench.selftest.setups import plain_setup, selftest_setups
@@ -25,14 +26,8 @@ def setups(tmp_path_factory):
 
 
 def greedy_passes(setup) -> bool:
-    result = run_guarded("greedy", lambda: _as_result(greedy_prefix_scenario(setup, None)))
-    return result.passed
-
-
-def _as_result(verdict):
-    from specbench.check.result import CheckResult
-
-    return CheckResult("greedy", verdict[0], verdict[1], 0.0)
+    """The greedy check's shared-prefix run; a crash (the scheduler refusing to write a shared block) fails it."""
+    return run_guarded("greedy", lambda: CheckResult("greedy", *greedy_prefix_scenario(setup, None), 0.0)).passed
 
 
 def test_the_catalog_runs_them_in_the_selftest_on_the_right_methods():
