@@ -15,7 +15,8 @@ from specbench.speculation.capabilities import Proposer
 
 class PrefixHashNoParent(Mutant):
     fault = Fault("prefix-hash-no-parent", "a KV block's prefix-cache hash ignores the blocks before it", "",
-                  "target", Proposer, is_plain_hosted=True)
+                  "target", Proposer, is_plain_hosted=True,
+                  caught_by="greedy (its shared-prefix run)")
 
     def block_hash_parent(self, parent: bytes) -> bytes:
         return ROOT_HASH

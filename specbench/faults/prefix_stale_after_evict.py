@@ -12,7 +12,8 @@ from specbench.speculation.capabilities import Proposer
 
 class PrefixStaleAfterEvict(Mutant):
     fault = Fault("prefix-stale-after-evict", "the prefix cache keeps an evicted block's hash: later hits read "
-                  "whatever reused the block", "", "target", Proposer, is_plain_hosted=True)
+                  "whatever reused the block", "", "target", Proposer, is_plain_hosted=True,
+                  caught_by="greedy (its shared-prefix run)")
 
     def drops_evicted_hash(self, block_hash: bytes) -> bool:
         return False

@@ -14,7 +14,8 @@ from specbench.speculation.capabilities import Proposer
 
 class PrefixUncommittedBlock(Mutant):
     fault = Fault("prefix-uncommitted-block", "the prefix cache registers blocks holding the newest token, whose KV "
-                  "is not written yet", "", "target", Proposer, is_plain_hosted=True)
+                  "is not written yet", "", "target", Proposer, is_plain_hosted=True,
+                  caught_by="greedy (its shared-prefix run)")
 
     def cacheable_tokens(self, request_id: str, num_final: int, num_tokens: int) -> int:
         return num_tokens

@@ -123,8 +123,8 @@ def render_prefix(sections: dict) -> list[str]:
            "acc. len (miss) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         out.append(f"| {r['label']} | {r['num_requests']} | {r['ttft_ms_mean']:.1f} | {r['ttft_ms_p50']:.1f} | "
-                   f"{r['output_tok_s']:.1f} | {num(r['hit_rate'], '.3f')} | {num(r['acceptance_length_hit'], '.2f')} | "
-                   f"{num(r['acceptance_length_miss'], '.2f')} |")
+                   f"{r['output_tok_s']:.1f} | {num(r['hit_rate'], '.3f')} | "
+                   f"{num(r['acceptance_length_hit'], '.2f')} | {num(r['acceptance_length_miss'], '.2f')} |")
     if len(rows) == 2 and rows[0]["ttft_ms_mean"] > 0:
         out.append(f"\nPrefix caching: TTFT x{rows[1]['ttft_ms_mean'] / rows[0]['ttft_ms_mean']:.2f}, output tok/s "
                    f"x{rows[1]['output_tok_s'] / rows[0]['output_tok_s']:.2f} (on / off).")

@@ -70,7 +70,8 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees, CapturesTreeDraftGraphs):
+class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees,
+                         CapturesTreeDraftGraphs):
     name = "draft"
     draft_kv_lookahead = 0  # draft KV at p reads tokens <= p only
     execution_paths = (
