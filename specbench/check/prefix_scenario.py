@@ -8,9 +8,9 @@ Wave 1, run two requests at a time so later requests find earlier ones' blocks r
 - the first prompt repeated, cut to a block multiple - 1, 0 and + 1 tokens (a whole-prompt hit must leave the block
   of the last token private: vLLM #44151);
 - the system prompt's second block moved to the front (a hash that ignored its parent block would hit there).
-Wave 2 (multi-turn): each of the first prompts of wave 1, followed by its own output and a new question, reusing the
-output blocks registered when wave 1's requests finished. The pool holds two requests and little more, so cached
-blocks are evicted and requests preempted (they recompute, hitting their own blocks).
+Wave 2 (multi-turn): the last prompts of wave 1, each followed by its own output and a new question, reusing the
+output blocks registered when wave 1's requests finished (the newest token's KV never written: never registered).
+The pool holds two requests and little more, so cached blocks are evicted.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def first_wave(prompts: Sequence[Sequence[int]], block_size: int) -> list[list[i
 
 
 def second_wave(first: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], num: int) -> list[list[int]]:
-    """The first `num` prompts of wave 1 again, each with its own output and a new question (another prompt's tail)."""
-    return [list(first[i]) + list(outputs[i]) + list(first[(i + 1) % len(first)][-3:]) for i in range(num)]
+    """The last `num` prompts of wave 1 again (the last to finish: their blocks are the last evicted), each with its
+    own output and a new question (another prompt's tail)."""
+    return [list(first[i]) + list(outputs[i]) + list(first[(i + 1) % len(first)][-3:])
+            for i in range(len(first) - num, len(first))]
 
 
 def scenario_overrides(block_size: int, longest: int) -> dict:

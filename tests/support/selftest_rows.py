@@ -15,6 +15,9 @@ ROWS_ONLY = ("bonus-residual-keeps-last-draft",)
 # run (check/prefix_scenario.py); the sampled check's runs share prompts but never a block past them, and its
 # preempting run recomputes without the cache.
 GREEDY_ONLY = ("prefix-uncommitted-block", "prefix-hash-no-parent", "prefix-stale-after-evict")
+# Where a block's cache key also covers the next token (EAGLE, MTP) the newest token's position is never hashed, so
+# prefix-uncommitted-block registers only blocks whose draft KV is not written yet: the oracle sees it, greedy passes.
+GREEDY_OR_ORACLE = ("prefix-uncommitted-block",)
 
 
 def _result(row: SelftestRow, name: str):
@@ -53,7 +56,10 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         # and the draft oracle sees them. Target-side faults corrupt output: both lossless checks see them.
         # Sampling faults corrupt the sampled law only (greedy output is exact). Metrics faults corrupt recorded
         # statistics only: every output check passes and the metrics check sees them.
-        assert _result(row, "greedy").passed == (layer != "target"), f"{name}: {_result(row, 'greedy').detail}"
+        if name in GREEDY_OR_ORACLE:
+            assert not (_result(row, "greedy").passed and _result(row, "oracle").passed), name
+        else:
+            assert _result(row, "greedy").passed == (layer != "target"), f"{name}: {_result(row, 'greedy').detail}"
         sampled = _result(row, "sampled")
         if layer == "metrics":
             assert sampled.passed and not _result(row, "metrics").passed, f"{name}: {_result(row, 'metrics').detail}"
