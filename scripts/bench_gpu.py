@@ -13,7 +13,8 @@ on one engine, each at its calibrated synthetic acceptance (specbench/perf/tree_
 `--suite chunked` runs a mixed load on the --preset shapes (specbench/perf/chunked_perf.py): --concurrency requests
 decoding (plain, and EAGLE-3 synthetic k = 3) when --num-long prompts of --long-prompt-len tokens arrive, chunked
 prefill off and on (--chunk-budget tokens per step): the running requests' TPOT / inter-emission latency and the long
-prompts' TTFT. `--suite all` runs dense, tree and moe.
+prompts' TTFT. `--suite prefix` runs a shared-prefix multi-turn workload on the EAGLE-3 engine with prefix caching off, then on
+(TTFT, throughput, hit rate, acceptance on hits vs misses: specbench/perf/prefix_perf.py); `--suite all` runs dense, tree and moe.
 
 Every section appends to OUT/bench.json as it finishes (a time-out keeps what was measured); the markdown
 table for BENCHMARKS.md is printed last and written to OUT/bench.md.
@@ -168,6 +169,28 @@ def chunked_section(res: Results, args, head_dir: Path) -> str:
     return chunked_table(rows)
 
 
+def prefix_section(res: Results, args, head_dir: Path) -> None:
+    from specbench.perf.prefix_perf import PrefixWorkload, prefix_suite
+
+    vocab = get_preset(args.preset).vocab_size
+    workload = PrefixWorkload(num_conversations=max(args.concurrency), num_turns=4, system_len=1024, user_len=64,
+                              output_len=64, vocab_size=vocab)
+    warmup = PrefixWorkload(num_conversations=2, num_turns=1, system_len=64, user_len=16, output_len=8,
+                            vocab_size=vocab, seed=1)
+
+    def build(is_on: bool):
+        gc.collect()
+        torch.cuda.empty_cache()
+        return LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", method="eagle3",
+                   draft=str(head_dir), max_num_steps=3, synthetic_acceptance=SYNTHETIC, kv_cache_gb=args.kv_cache_gb,
+                   max_concurrency=max(args.concurrency), max_model_len=args.max_model_len,
+                   enable_prefix_caching=is_on)
+
+    prefix_suite(res.put, build, workload, num_steps=3, warmup=warmup)
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def moe_section(res: Results, args, bw: float) -> None:
     from specbench.perf.moe_perf import MoeRun, moe_suite
 
@@ -185,9 +208,10 @@ def main() -> None:
     from specbench.perf.moe_targets import TARGET_NAMES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", choices=("dense", "moe", "tree", "chunked", "all"), default="dense",
+    ap.add_argument("--suite", choices=("dense", "moe", "tree", "chunked", "prefix", "all"), default="dense",
                     help="dense: the --preset rows; moe: the MoE targets; tree: plain, chain and tree rows (issue 28); "
-                    "chunked: chunked prefill off vs on under a mixed load (issue 43); all: dense, moe and tree")
+                    "chunked: chunked prefill off vs on under a mixed load; prefix: shared-prefix multi-turn, prefix "
+                    "caching off vs on (issue 43); all: dense, moe and tree")
     ap.add_argument("--long-prompt-len", type=int, default=3072, help="--suite chunked: the arriving prompts' length")
     ap.add_argument("--num-long", type=int, default=2, help="--suite chunked: long prompts arriving together")
     ap.add_argument("--chunk-budget", type=int, default=512,
@@ -232,6 +256,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
             tree_section(res, args, bw, head_dir)
+    if args.suite in ("prefix", "all"):
+        with tempfile.TemporaryDirectory() as tmp:
+            head_dir = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3", draft_vocab_size=32000)
+            prefix_section(res, args, head_dir)
     if args.suite in ("moe", "all"):
         moe_section(res, args, bw)
     chunked = ""

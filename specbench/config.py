@@ -161,6 +161,11 @@ class EngineConfig:
         False, "split prompts into chunks that share a step with running requests' decode/verify tokens, within "
         "--max-num-batched-tokens (vLLM's name; --no-chunked-prefill: a whole-prompt prefill step)",
         flag="--enable-chunked-prefill/--no-chunked-prefill", before=False)
+    # Automatic prefix caching (engine/prefix_reuse.py): full KV blocks of committed tokens are kept by content hash
+    # and shared read-only by later requests with the same prefix; off where it cannot be safe (the engine says why).
+    enable_prefix_caching: bool = option(
+        True, "reuse the KV of cached prompt prefixes across requests (--no-prefix-caching: recompute every prompt)",
+        flag="--enable-prefix-caching/--no-prefix-caching", before=False)
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "

@@ -87,6 +87,12 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
                   "(--chunked-prefill; engine/mixed_step.py, Scheduler.schedule_mixed)", ()),
     ExecutionPath("prefill.chunk_partial", "a prompt chunk that is not its prompt's last: KV (and features, prompt "
                   "logprobs) only, no token (--chunked-prefill; engine/mixed_step.py)", ()),
+    ExecutionPath("prefix.register", "full blocks of committed KV registered in the prefix cache "
+                  "(engine/prefix_reuse.py)", ("cpu", "cuda")),
+    ExecutionPath("prefix.hit", "a request admitted on cached prefix blocks, prefilling only the rest "
+                  "(engine/prefix_reuse.py)", ("cpu", "cuda")),
+    ExecutionPath("prefix.evict", "a cached block no request holds evicted for a fresh one (kv/prefix_cache.py, "
+                  "recorded by engine/prefix_reuse.py)", ("cpu", "cuda")),
 )
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (

@@ -10,6 +10,7 @@ from typing import Any
 from specbench.backends.admission import run_turns
 from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
+from specbench.backends.prefix_cache import embedded_window
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.backends.target_record import record_entry
@@ -29,8 +30,8 @@ def engine_config(config: SweepConfig) -> EngineConfig:
                                max_concurrency=max(config.concurrency))  # cells cap concurrency themselves
 
 
-# The engine frees a request's KV blocks when it finishes and never matches a new prompt against old blocks
-# (kv/block_manager.py has no prefix hashing): later cells cannot be served from an earlier cell's cache.
+# With prefix caching off the engine frees a request's KV blocks when it finishes and never matches a new prompt against
+# old blocks: later cells cannot be served from an earlier cell's cache.
 NO_PREFIX_CACHE = CacheReset(False, "no prefix cache: the embedded engine reuses no KV across requests")
 
 
@@ -65,7 +66,8 @@ class EmbeddedBackend:
             "device": {**device_info(engine.device), "dtype": str(engine.dtype).removeprefix("torch.")},
             "kv_pool": engine.parts.kv_pool_note,
             "cuda_graphs": engine.parts.cuda_graphs,
-            "prefix_caching": False,  # see NO_PREFIX_CACHE
+            "prefix_caching": engine.parts.prefix_caching == "on",
+            "prefix_caching_note": engine.parts.prefix_caching,
             "models": {"target": {**dataclasses.asdict(engine.parts.target.info),
                                   "architecture": record_entry(engine.parts.target.config)},
                        "draft_source": config.engine.draft},
@@ -93,7 +95,10 @@ class EmbeddedBackend:
             self.engine.set_num_steps(key.num_steps)
 
     def reset_prefix_cache(self) -> CacheReset:
-        return NO_PREFIX_CACHE
+        block_manager = self.engine.scheduler.block_manager
+        if block_manager.prefix_cache is None:
+            return NO_PREFIX_CACHE
+        return CacheReset(True, f"engine prefix cache cleared ({block_manager.reset_prefix_cache()} cached blocks)")
 
     def run_turns(
         self,
@@ -110,7 +115,8 @@ class EmbeddedBackend:
         self._first_step = len(self.engine.step_stats)
 
     def end_window(self) -> CellWindow:
-        return CellWindow(tuple(self.engine.step_stats[self._first_step :]), None, None)
+        steps = tuple(self.engine.step_stats[self._first_step :])
+        return CellWindow(steps, None, None, prefix_cache=embedded_window(steps, self.engine.parts.prefix_caching))
 
     def close(self) -> None:
         pass

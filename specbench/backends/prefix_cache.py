@@ -5,8 +5,9 @@ Names, from each engine's docs: vLLM (V1 engine) counts `vllm:prefix_cache_queri
 gauge `vllm:gpu_prefix_cache_hit_rate`; SGLang the gauge `sglang:cache_hit_rate` (its radix cache's running hit
 rate). A gauge has no window: the value at the window's end is kept and the source says "gauge". llama.cpp's
 server counts `llamacpp:prompt_tokens_cached` (prompt tokens reused from its cache) and `llamacpp:prompt_tokens`
-(processed, cached ones excluded): hits = cached, queries = cached + processed. The embedded engine keeps no
-prefix cache (backends/embedded.py): n/a.
+(processed, cached ones excluded): hits = cached, queries = cached + processed. `specbench serve` exports vLLM's two
+counters under its own namespace (`specbench:prefix_cache_hits` / `_queries`, serve/metrics.py). The embedded engine's
+window is read from its own step statistics (embedded_window).
 Label sets are summed (counters) or averaged (gauges). A server with prefix caching off exports the counters at 0:
 no lookups in the window, a null rate.
 """
@@ -20,6 +21,7 @@ from specbench.backends.prometheus import Sample
 from specbench.backends.spec_counters import _total as counter_total  # `name_total` or bare, summed over labels
 
 COUNTERS = ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")  # (hits, queries)
+SPECBENCH_COUNTERS = ("specbench:prefix_cache_hits", "specbench:prefix_cache_queries")
 LLAMACPP = ("llamacpp:prompt_tokens_cached", "llamacpp:prompt_tokens")  # (reused, processed excluding reused)
 GAUGES = ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate")
 
@@ -42,9 +44,10 @@ class PrefixCacheWindow:
 
 
 def read_prefix_cache(samples: Sequence[Sample]) -> PrefixCacheReading | None:
-    hits, queries = (counter_total(samples, name) for name in COUNTERS)
-    if hits is not None and queries is not None:
-        return PrefixCacheReading(f"{COUNTERS[0]}/queries", hits, queries, None)
+    for family in (COUNTERS, SPECBENCH_COUNTERS):
+        hits, queries = (counter_total(samples, name) for name in family)
+        if hits is not None and queries is not None:
+            return PrefixCacheReading(f"{family[0]}/queries", hits, queries, None)
     cached, processed = (counter_total(samples, name) for name in LLAMACPP)
     if cached is not None and processed is not None:
         return PrefixCacheReading(f"{LLAMACPP[0]}/(cached + processed)", cached, cached + processed, None)
@@ -72,3 +75,15 @@ def prefix_cache_window(before: PrefixCacheReading | None, after: PrefixCacheRea
 
 
 EMBEDDED = PrefixCacheWindow(None, None, "n/a: the embedded engine keeps no prefix cache")
+ENGINE_SOURCE = "engine step stats: prefix hit tokens / queried tokens"
+
+
+def embedded_window(steps: Sequence, prefix_caching: str) -> PrefixCacheWindow:
+    """The embedded engine's hit rate over a window of its steps (engine/stats.py StepStats, in tokens as vLLM's
+    counters); `prefix_caching`: "on", or why the engine caches nothing (EngineParts.prefix_caching)."""
+    if prefix_caching != "on":
+        return PrefixCacheWindow(None, None, f"n/a: the embedded engine's prefix caching is {prefix_caching}")
+    queries = sum(s.num_prefix_queried_tokens for s in steps)
+    if queries == 0:
+        return PrefixCacheWindow(None, ENGINE_SOURCE, "no prefix-cache lookups in the window")
+    return PrefixCacheWindow(sum(s.num_prefix_hit_tokens for s in steps) / queries, ENGINE_SOURCE, None)

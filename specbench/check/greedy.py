@@ -6,6 +6,7 @@ import time
 
 from specbench.backends.near_tie import NEAR_TIE_MARGIN, TieDiagnosis, classify
 from specbench.check.reference import ReferenceCrossCheck, build_reference_llm
+from specbench.check.prefix_scenario import cache_summary, run_waves, scenario_engine
 from specbench.check.result import CheckResult
 from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
                                    preemption_coverage, prompt_list)
@@ -72,6 +73,20 @@ def _margins(setup: CheckSetup, outs, mismatched: list[OutputPair]) -> list[TieD
     return [TieDiagnosis(classify(m), m, (), None) for m in (margins.get(p.sample_id) for p in mismatched)]
 
 
+def greedy_prefix_scenario(setup: CheckSetup, tokenizer) -> tuple[bool, str]:
+    """Requests sharing cached prefixes (check/prefix_scenario.py) against the reference, which caches nothing, on the
+    very prompts the engine under test ran (its wave 2 extends its own wave-1 outputs)."""
+    prompts, overrides = scenario_engine(setup, lambda text: tokenizer(text, add_special_tokens=True)["input_ids"])
+    llm = build_llm(setup, **overrides)
+    outs = run_waves(llm.generate, prompts, setup.engine.block_size, greedy_params(setup))
+    summary = cache_summary(llm)
+    del llm
+    reference = build_reference_llm(setup.engine).generate([list(o.prompt_token_ids) for o in outs],
+                                                           greedy_params(setup))
+    passed, detail = _verdict(setup, outs, [o.output_token_ids for o in reference])
+    return passed, f"with shared prefixes ({summary}): {detail}"
+
+
 def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = None,
                  preemption: bool = True, cross_check: ReferenceCrossCheck | None = None) -> CheckResult:
     """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption.
@@ -87,6 +102,9 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
         passed = passed and cross_check.is_agreed
         detail += f"; {cross_check.detail}"
     if preemption:
+        s_passed, s_detail = greedy_prefix_scenario(setup, tokenizer)
+        passed = passed and s_passed
+        detail += f"; {s_detail}"
         preempting = build_llm(setup, **forced_preemption_overrides(setup, tokenizer))
         p_passed, p_detail = _verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
         coverage = preemption_coverage(preempting)

@@ -17,6 +17,7 @@ from specbench.check.draft_recompute import recompute_draft_logits
 from specbench.check.eagle_oracle import compare_eagle_records
 from specbench.check.greedy import greedy_params
 from specbench.check.reference import build_reference_drafting_llm
+from specbench.check.prefix_scenario import cache_summary, run_waves, scenario_engine
 from specbench.check.result import CheckResult
 from specbench.check.setup import (CheckSetup, build_llm, forced_preemption_overrides, num_preemptions,
                                    preemption_coverage, prompt_list)
@@ -45,7 +46,8 @@ def compare_records(proposer, records, rtol: float) -> tuple[int, list[str]]:
     return len(records), bad
 
 
-def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: float) -> tuple[int, list[str]]:
+def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: float,
+                       run=None) -> tuple[int, list[str]]:
     """Generate with a recorder attached, then compare every recorded draft step with its cache-free recompute
     ((records compared, mismatch descriptions)) by `reference`'s models: the same method and weights under the
     reference settings (check/reference.py), never the engine's own. EAGLE recomputes the target features too,
@@ -54,7 +56,10 @@ def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: fl
     assert isinstance(proposer, RecordsDraftLogits), "check_oracle runs only methods whose drafts it can record"
     recorder = DraftRecorder()
     proposer.attach_recorder(recorder)
-    llm.generate(prompts, params)
+    if run is None:
+        llm.generate(prompts, params)
+    else:  # `run(generate)`: several generate calls on the engine (check/prefix_scenario.py)
+        run(llm.generate)
     proposer.attach_recorder(None)
     ref_proposer, ref_target = reference.engine.proposer, reference.engine.runner.model
     num, bad = compare_tree_records(ref_proposer, ref_target, recorder.trees, rtol)  # tree rounds (tree_oracle.py)
@@ -63,6 +68,17 @@ def record_and_compare(llm: LLM, reference: LLM, prompts: list, params, rtol: fl
     else:
         num_chain, bad_chain = compare_records(ref_proposer, recorder.steps, rtol)
     return num + num_chain, bad_chain + bad
+
+
+def oracle_prefix_scenario(setup: CheckSetup, reference: LLM, rtol: float) -> tuple[int, list[str], str]:
+    """(records compared, mismatches, a detail phrase) of the shared-prefix scenario's drafts (check/prefix_scenario.py)
+    against `reference`'s cache-free recompute."""
+    prompts, overrides = scenario_engine(setup, reference.engine.encode)
+    llm = build_llm(setup, **overrides)
+    num, bad = record_and_compare(
+        llm, reference, [], greedy_params(setup), rtol,
+        run=lambda generate: run_waves(generate, prompts, setup.engine.block_size, greedy_params(setup)))
+    return num, [f"{line} (shared-prefix run)" for line in bad], f"; a shared-prefix run: {cache_summary(llm)}"
 
 
 def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
@@ -86,6 +102,10 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         num, bad = num + run_num, bad + [f"{line}{' (preempting run)' if overrides else ''}" for line in run_bad]
         if overrides:
             preempted, coverage = num_preemptions(llm), preemption_coverage(llm)
+    scenario = ""
+    if preemption:  # requests sharing cached prefixes: drafters resuming at a hit (check/prefix_scenario.py)
+        run_num, run_bad, scenario = oracle_prefix_scenario(setup, reference, rtol)
+        num, bad = num + run_num, bad + run_bad
     by_kind: dict[str, int] = defaultdict(int)
     for line in bad:
         by_kind[mismatch_kind(line) if TREE_ROUND in line else f"step {line.split(' step ')[1].split()[0]}"] += 1
@@ -96,6 +116,7 @@ def check_oracle(setup: CheckSetup, preemption: bool = True) -> CheckResult:
         detail = (f"{num - len(bad)}/{num} draft-step logits match a cache-free recompute (rtol {rtol:g}, "
                   f"x (1 + step) along an EAGLE/MTP chain")
     detail += f"; two runs, one with forced preemption: {preempted} preemptions)" if preemption else ")"
+    detail += scenario
     if coverage is not None and coverage.note:
         detail += f"; {coverage.note}"
     if bad:

@@ -2,8 +2,9 @@
 
 Every check compares the engine under test with something; that something must not run the code it judges.
 The reference engine decodes one step at a time (synchronous loop, no overlap), eagerly (no CUDA graphs), with
-the unfused torch layers, the torch attention backend and the torch verifier: a bug in the overlapped loop, a
-graph, a fused projection or a Triton kernel cannot corrupt it. The greedy check's reference tokens, the margins
+the unfused torch layers, the torch attention backend and the torch verifier, and recomputes every prompt (no prefix
+cache): a bug in the overlapped loop, a graph, a fused projection, a Triton kernel or the prefix cache cannot corrupt
+it. The greedy check's reference tokens, the margins
 of its divergences, the sampled check's target probabilities and the draft oracle's cache-free recomputations all
 come from engines built here.
 """
@@ -25,6 +26,7 @@ REFERENCE_SETTINGS = {
     "debug_invariants": False,  # the reference is not under test
     "synthetic_acceptance": None,
     "enable_chunked_prefill": False,  # whole-prompt prefill steps: the chunked rows' independent reference
+    "enable_prefix_caching": False,  # every prompt computed from scratch: the cache's independent reference
 }
 
 

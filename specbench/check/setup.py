@@ -66,7 +66,10 @@ def forced_preemption_overrides(setup: CheckSetup, tokenizer, max_num_steps: int
     extra = setup.max_tokens + (max_num_steps or setup.engine.max_num_steps) + 1
     alone = max(blocks(n + extra) for n in lengths) + 1
     batch = sum(sorted(blocks(n + 1) for n in lengths)[: setup.engine.max_concurrency]) + 1
-    return {"num_kv_blocks": max(alone, batch)}
+    # Caching off: a preempted request recomputes everything it has, the path a state kept across preemption (a
+    # drafter's, say) corrupts; recomputing on its own cached blocks is the shared-prefix scenario's and the engine
+    # tests' (check/prefix_scenario.py, tests/engine/test_prefix_caching.py).
+    return {"num_kv_blocks": max(alone, batch), "enable_prefix_caching": False}
 
 
 def num_prompt_tokens(prompt, tokenizer) -> int:

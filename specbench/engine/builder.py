@@ -13,6 +13,7 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
+from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
 from specbench.errors import SpecbenchError
@@ -20,7 +21,8 @@ from specbench.kv.block_manager import BlockManager
 from specbench.kv.kv_cache import KVCache
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.execution_paths import PathRecorder
-from specbench.speculation.capabilities import CapturesDraftGraphs, ConsumesTargetFeatures, HasDraftKV
+from specbench.speculation.capabilities import (CapturesDraftGraphs, ConsumesTargetFeatures, HasDraftKV,
+                                               ResumesFromCachedKV)
 from specbench.speculation.registry import ProposerContext, create_proposer, path_names
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ class EngineParts:
     verify_fn: Callable  # specbench.speculation.verify.chain.verify or its Triton twin
     paths: PathRecorder  # which execution paths this engine took (execution_paths.py); the backend records too
     hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
+    prefix_caching: str = "off (option)"  # "on", or why not (engine/prefix_reuse.py prefix_caching_off_reason)
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
 
 
@@ -195,13 +198,22 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device))
 
     max_model_len = config.max_model_len or target.config.max_position_embeddings
+    kv_windows = releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None)
+    prefix_note = prefix_caching_off_reason(proposer, kv_windows) if config.enable_prefix_caching else "off (option)"
+    block_manager = BlockManager(num_blocks, config.block_size,
+                                 new_prefix_cache(hooks, paths) if prefix_note is None else None)
+    prefix = None
+    if prefix_note is None:
+        prefix = PrefixReuse(block_manager, proposer if isinstance(proposer, ResumesFromCachedKV) else None, paths,
+                             hooks)
     scheduler = Scheduler(
-        BlockManager(num_blocks, config.block_size),
+        block_manager,
         max_concurrency=config.max_concurrency,
         max_num_batched_tokens=config.max_num_batched_tokens,
         num_steps=config.max_num_steps,  # the initial k; the scheduler owns it from here
         max_model_len=max_model_len,
-        kv_windows=releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None),
+        kv_windows=kv_windows,
+        prefix=prefix,
         enable_chunked_prefill=config.enable_chunked_prefill,
     )
     scheduler.hooks = hooks
@@ -225,6 +237,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         paths=paths,
         hooks=hooks,
         cuda_graphs=graphs_note,
+        prefix_caching="on" if prefix_note is None else prefix_note,
     )
 
 

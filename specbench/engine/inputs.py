@@ -18,20 +18,25 @@ from specbench.speculation.tree.propose import proposal_tree
 
 
 def build_prefill_input(requests: tuple[Request, ...], block_size: int, device: torch.device) -> PrefillInput:
+    """Per request: its tokens from num_cached_tokens on (a prefix-cache hit's KV is in its first blocks already),
+    attending to every position before them."""
     input_ids: list[int] = []
     positions: list[int] = []
     num_query: list[int] = []
+    seq_lens: list[int] = []
     logits_indices: list[int] = []
     for request in requests:
         tokens = request.token_ids
-        input_ids.extend(tokens)
-        positions.extend(range(len(tokens)))
-        num_query.append(len(tokens))
+        start = request.num_cached_tokens
+        input_ids.extend(tokens[start:])
+        positions.extend(range(start, len(tokens)))
+        num_query.append(len(tokens) - start)
+        seq_lens.append(len(tokens))
         logits_indices.append(len(input_ids) - 1)
     md = build_metadata(
         positions=positions,
         num_query=num_query,
-        seq_lens=num_query,
+        seq_lens=seq_lens,
         block_tables=[r.block_table for r in requests],
         block_size=block_size,
         device=device,

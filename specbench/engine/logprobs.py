@@ -80,7 +80,8 @@ def is_prompt_logprobs_due(request) -> bool:
 def prompt_rows(requests) -> tuple[list[int], list[int], list[tuple[int, int]]]:
     """For a prefill of `requests` (each one's tokens contiguous, in order): (logits rows to compute, the prompt
     token each row predicts, per request (first row into those, count) or (0, 0) where no prompt logprobs are due).
-    Due once: at a request's first prefill; a preempted request's re-prefill keeps the ones it has."""
+    Due once: at a request's first prefill; a preempted request's re-prefill keeps the ones it has. A request they are
+    due for starts with no prefix hit (engine/prefix_reuse.py): its rows start at position 0."""
     rows: list[int] = []
     targets: list[int] = []
     spans: list[tuple[int, int]] = []
@@ -93,7 +94,7 @@ def prompt_rows(requests) -> tuple[list[int], list[int], list[tuple[int, int]]]:
             targets.extend(prompt[1:])
         else:
             spans.append((0, 0))
-        offset += request.num_tokens
+        offset += request.num_tokens - request.num_cached_tokens  # its prefill rows (a prefix hit's not computed)
     return rows, targets, spans
 
 

@@ -40,6 +40,12 @@ class Request:
     # Prompt logprobs of the chunks run so far ([positions predicted so far], the first prompt token's None left
     # out), until the final chunk sets prompt_logprobs (engine/logprobs.py chunk_prompt_logprobs).
     partial_prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
+    # Prefix caching (engine/prefix_reuse.py): leading table entries already registered in the prefix cache, or
+    # found there (the scheduler's to reset when the table is freed); the chained hashes of the request's full
+    # blocks of tokens so far, and the extra key they were hashed under.
+    num_registered_blocks: int = 0
+    block_hashes: list[bytes] = field(default_factory=list)
+    block_hashes_key: bytes = b""
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None
     output_text: str | None = None  # set at finish (truncated at a stop string)

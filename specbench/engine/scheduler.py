@@ -11,6 +11,10 @@ then prompt chunks of partially prefilled and waiting requests within `max_num_b
 When every layer of every model writing into the block tables is windowed (`kv_windows`), a running request's
 leading blocks that no future query sees in any layer are released before each step is scheduled
 (attention/window.py: num_blocks_outside_windows), so a long generation holds about its window's blocks.
+
+With prefix caching (`prefix`, engine/prefix_reuse.py) a request admitted starts on the cached blocks of its longest
+cached prefix and prefills only the rest (the token budget counts only those); each running request's blocks are
+registered as they fill with committed KV, before each step is scheduled and when its table is freed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 from specbench.attention.window import num_blocks_outside_windows
 from specbench.engine.prefill_chunk import PrefillChunk
+from specbench.engine.prefix_reuse import PrefixReuse
 from specbench.engine.request import Request, RequestStatus
 from specbench.kv.block_manager import BlockManager
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
@@ -38,6 +43,9 @@ class ScheduledBatch:
     # Prompt chunks run in the same forward after the requests' decode/verify rows (chunked prefill); () for every
     # step without chunking. The chunks' requests are not in `requests`.
     chunks: tuple[PrefillChunk, ...] = ()
+    # prefill steps with prefix caching: tokens of the admitted requests' prefills, and of those the cache served
+    num_prefix_queried_tokens: int = 0
+    num_prefix_hit_tokens: int = 0
 
 
 class Scheduler:
@@ -53,8 +61,10 @@ class Scheduler:
         max_model_len: int,
         kv_windows: tuple[int, ...] = (),
         enable_chunked_prefill: bool = False,
+        prefix: PrefixReuse | None = None,
     ) -> None:
         self.block_manager = block_manager
+        self.prefix = prefix  # None: prefix caching off
         # [num_layers] every layer's window when each layer of each model sharing the tables is windowed; ():
         # some layer attends to the whole context, so no block is ever released early.
         self.kv_windows = kv_windows
@@ -79,11 +89,14 @@ class Scheduler:
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         self._release_outside_windows()
+        self._register_committed()
         if self.enable_chunked_prefill:
             return self.schedule_mixed(now)
         batch = self._schedule_prefill(now)
         if batch is None and self.running:
             batch = self._schedule_decode()
+        if batch is not None:
+            self._check_writes_private(batch.requests)
         return batch
 
     def _schedule_prefill(self, now: float) -> ScheduledBatch | None:
@@ -92,30 +105,39 @@ class Scheduler:
         # Blocks the admitted requests will need for their first decode round, beyond their prompt.
         num_reserved = 0
         bm = self.block_manager
+        queried, hit = (self.prefix.num_queried_tokens, self.prefix.num_hit_tokens) if self.prefix else (0, 0)
         for request in list(self.waiting):
             if len(self.running) + len(admitted) >= self.max_concurrency:
                 break
             if request.arrival_time > now:
                 continue
-            # A preempted request recomputes all tokens it has, output included.
+            # A preempted request recomputes all tokens it has, output included, but the cached prefix.
             n = request.num_tokens
-            if admitted and num_tokens + n > self.max_num_batched_tokens:
+            cached = self.prefix.lookup(request, self.num_steps) if self.prefix else []
+            num_new = n - len(cached) * bm.block_size
+            if admitted and num_tokens + num_new > self.max_num_batched_tokens:
                 break
             # Keep room for every admitted request's first decode round so admission never
-            # forces an immediate preemption.
+            # forces an immediate preemption (parked cached blocks it takes count as free ones).
             first_round = n + 1 + self.num_round_positions
-            if bm.num_missing_blocks(request.block_table, first_round) + num_reserved > bm.num_free_blocks:
+            num_needed = bm.num_blocks_for(first_round) - len(cached) + bm.num_parked(cached)
+            if num_needed + num_reserved > bm.num_free_blocks:
                 break
+            if self.prefix is not None:
+                self.prefix.admit(request, cached, self.num_steps)
             bm.grow(request.block_table, n)
             num_reserved += bm.num_missing_blocks(request.block_table, first_round)
             self.waiting.remove(request)
             request.status = RequestStatus.RUNNING
             admitted.append(request)
-            num_tokens += n
+            num_tokens += num_new
         if not admitted:
             return None
         self.running.extend(admitted)
-        return ScheduledBatch(True, tuple(admitted), tuple(0 for _ in admitted), ())
+        if self.prefix is not None:
+            queried, hit = self.prefix.num_queried_tokens - queried, self.prefix.num_hit_tokens - hit
+        return ScheduledBatch(True, tuple(admitted), tuple(0 for _ in admitted), (), num_prefix_queried_tokens=queried,
+                              num_prefix_hit_tokens=hit)
 
     def _schedule_decode(self) -> ScheduledBatch:
         preempted: list[Request] = []
@@ -153,14 +175,24 @@ class Scheduler:
         forward; tree rounds and chunk-only steps alternate while chunks are pending."""
         decoding, num_drafts, preempted = self._schedule_running_rounds()
         rounds = ScheduledBatch(False, tuple(decoding), tuple(num_drafts), tuple(preempted))
+        queried, hit = (self.prefix.num_queried_tokens, self.prefix.num_hit_tokens) if self.prefix else (0, 0)
         if self.draft_shape.is_tree and self.num_steps > 0 and decoding:
             chunks = self._schedule_chunks(now, self.max_num_batched_tokens) if self._chunks_turn else []
             self._chunks_turn = not self._chunks_turn
-            return ScheduledBatch(False, (), (), tuple(preempted), tuple(chunks)) if chunks else rounds
+            return self._mixed((), (), preempted, chunks, queried, hit) if chunks else rounds
         chunks = self._schedule_chunks(now, self.max_num_batched_tokens - sum(1 + n for n in num_drafts))
         if not decoding and not chunks:
             return rounds if preempted else None
-        return ScheduledBatch(False, tuple(decoding), tuple(num_drafts), tuple(preempted), tuple(chunks))
+        return self._mixed(decoding, num_drafts, preempted, chunks, queried, hit)
+
+    def _mixed(self, decoding, num_drafts, preempted, chunks, queried: int, hit: int) -> ScheduledBatch:
+        """The mixed step's batch, with the prefix-cache tokens its admissions queried and hit (counters before
+        the admissions: `queried`, `hit`); its writes checked private (never into a shared cached block)."""
+        if self.prefix is not None:
+            queried, hit = self.prefix.num_queried_tokens - queried, self.prefix.num_hit_tokens - hit
+        self._check_writes_private(tuple(decoding) + tuple(c.request for c in chunks))
+        return ScheduledBatch(False, tuple(decoding), tuple(num_drafts), tuple(preempted), tuple(chunks),
+                              num_prefix_queried_tokens=queried, num_prefix_hit_tokens=hit)
 
     def _schedule_running_rounds(self) -> tuple[list[Request], list[int], list[Request]]:
         """(decoding requests that got their round's KV, their drafts, the preempted): _schedule_decode over the
@@ -203,10 +235,15 @@ class Scheduler:
                 break
             if request.arrival_time > now:
                 continue
-            n = request.num_tokens  # a preempted request recomputes its output too
+            n = request.num_tokens  # a preempted request recomputes its output too, but its cached prefix
+            cached = self.prefix.lookup(request, self.num_steps) if self.prefix else []
             first_round = n + 1 + self.num_round_positions
-            if bm.num_missing_blocks(request.block_table, first_round) + num_reserved > bm.num_free_blocks:
+            # parked cached blocks it takes count as free ones until taken
+            num_needed = bm.num_blocks_for(first_round) - len(cached) + bm.num_parked(cached)
+            if num_needed + num_reserved > bm.num_free_blocks:
                 break
+            if self.prefix is not None:
+                self.prefix.admit(request, cached, self.num_steps)  # num_cached_tokens: the hit's length
             bm.grow(request.block_table, n)
             num_reserved += bm.num_missing_blocks(request.block_table, first_round)
             self.waiting.remove(request)
@@ -225,9 +262,11 @@ class Scheduler:
         (overlapped decoding): each request's KV already counts the token in flight. None when that would need a
         preemption: a lookahead step frees nothing, so the synchronous path decides who is preempted."""
         self._release_outside_windows()
+        self._register_committed()
         requests = tuple(self.running)
         if not self.reserve(requests, [r.num_cached_tokens + 1 for r in requests]):
             return None
+        self._check_writes_private(requests)
         return ScheduledBatch(False, requests, (0,) * len(requests), ())
 
     def reserve(self, requests: tuple[Request, ...], num_positions: list[int]) -> bool:
@@ -270,9 +309,31 @@ class Scheduler:
             request.num_released_blocks = bm.release_leading(request.block_table, request.num_released_blocks,
                                                              releasable)
 
+    def _register_committed(self) -> None:
+        """Register every running request's blocks that filled with committed KV since it was last scheduled."""
+        if self.prefix is not None:
+            for request in self.running:
+                self.prefix.register(request, self.num_steps)
+
+    def _check_writes_private(self, requests) -> None:
+        """A step writes each request's KV from num_cached_tokens on: never into a block the prefix cache shares."""
+        bm = self.block_manager
+        if self.prefix is None:
+            return
+        for request in requests:
+            b = request.num_cached_tokens // bm.block_size
+            if b < len(request.block_table) and bm.is_shared(request.block_table[b]):
+                raise RuntimeError(f"{request.request_id}: a step would write position {request.num_cached_tokens} "
+                                   f"into shared block {request.block_table[b]} (prefix cache)")
+
     def _free(self, request: Request) -> None:
+        """Free the request's blocks, registering first what its committed KV filled (a multi-turn follow-up or a
+        preempted request's recompute may reuse them)."""
+        if self.prefix is not None:
+            self.prefix.register(request, self.num_steps)
         self.block_manager.free(request.block_table, request.num_released_blocks)
         request.num_released_blocks = 0
+        request.num_registered_blocks = 0
 
     def _num_drafts_for(self, request: Request) -> int:
         # Never draft past the model's context (accepted + bonus must fit). Near max_tokens every request still
@@ -296,6 +357,8 @@ class Scheduler:
         """Every running request back to waiting, its KV freed (a step failed: each recomputes what it has)."""
         preempted = tuple(reversed(self.running))  # appendleft: the waiting queue keeps their running order
         for request in preempted:
+            # the failed step may have left KV it counted unwritten: register nothing more of this table
+            request.num_registered_blocks = len(request.block_table)
             self._preempt(request)
         return preempted
 

@@ -26,6 +26,7 @@ class RequestStats:
     # [num_draft_rounds]: accepted draft tokens in each round, in order
     accepted_per_round: list[int] = field(default_factory=list)
     num_preemptions: int = 0
+    num_prefix_hit_tokens: int = 0  # tokens its prefills started with from the prefix cache (every admission)
     # tree rounds only (eagle_topk > 1): acceptance per depth / sibling rank, tree sizes; None for chains
     tree_counts: TreeAcceptanceCounts | None = None
 
@@ -82,3 +83,7 @@ class StepStats:
     target_ms: float  # target forward
     sample_ms: float  # verify / sampling
     step_ms: float  # wall time of the whole step
+    # prefill steps with prefix caching on: tokens of the admitted requests' prefills, and of those served from the
+    # prefix cache (engine/prefix_reuse.py); 0 otherwise
+    num_prefix_queried_tokens: int = 0
+    num_prefix_hit_tokens: int = 0

@@ -14,7 +14,7 @@ class StepLog:
 
     def record(self, timer: PhaseTimer, *, start: float, end: float, phase: str, num_reqs: int, num_tokens: int,
                num_drafted: int, num_accepted: int, num_preempted: int, num_free_blocks: int, read_time: float,
-               is_overlapped: bool = False) -> None:
+               is_overlapped: bool = False, num_prefix_queried: int = 0, num_prefix_hit: int = 0) -> None:
         """One StepStats row. A step launched before the previous one was read back (overlapped) counts from that
         read-back, when the host could first work on it: the steps of a steady batch then add up to its wall time."""
         first = max(start, self._last_read_time) if is_overlapped else start
@@ -33,6 +33,8 @@ class StepLog:
                 target_ms=timer.elapsed_ms("target"),
                 sample_ms=timer.elapsed_ms("sample"),
                 step_ms=(end - first) * 1e3,
+                num_prefix_queried_tokens=num_prefix_queried,
+                num_prefix_hit_tokens=num_prefix_hit,
             )
         )
         self._step_index += 1

@@ -82,7 +82,8 @@ class StepLoop:
                         phase="prefill" if batch.is_prefill else "decode", num_reqs=len(batch.requests),
                         num_tokens=result.num_scheduled_tokens, num_drafted=result.num_drafted,
                         num_accepted=result.num_accepted, num_preempted=len(batch.preempted),
-                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time,
+                        num_prefix_queried=batch.num_prefix_queried_tokens, num_prefix_hit=batch.num_prefix_hit_tokens)
         return finished, None
 
     def _on_scheduled(self, batch: ScheduledBatch, start: float) -> None:
@@ -105,7 +106,8 @@ class StepLoop:
                         num_reqs=len(batch.requests) + len(batch.chunks), num_tokens=result.num_scheduled_tokens,
                         num_drafted=result.num_drafted, num_accepted=result.num_accepted,
                         num_preempted=len(batch.preempted),
-                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time)
+                        num_free_blocks=self.scheduler.block_manager.num_free_blocks, read_time=emit_time,
+                        num_prefix_queried=batch.num_prefix_queried_tokens, num_prefix_hit=batch.num_prefix_hit_tokens)
         return finished
 
     # ---- overlapped plain decoding ---------------------------------------------------------

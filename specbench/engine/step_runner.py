@@ -124,10 +124,10 @@ class StepRunner:
         tokens_cpu = tokens.tolist()  # the step's one host sync
         offset = 0
         for request in requests:
-            num = request.num_tokens
-            request.num_cached_tokens = num
+            start, num = request.num_cached_tokens, request.num_tokens - request.num_cached_tokens  # past a prefix hit
+            request.num_cached_tokens = request.num_tokens
             if needs_features:  # handed to the proposer where produced: it owns them until free()
-                self.proposer.add_target_features(request.request_id, 0, out.features[offset : offset + num])
+                self.proposer.add_target_features(request.request_id, start, out.features[offset : offset + num])
             offset += num
         return StepResult([[t] for t in tokens_cpu], 0, 0, inp.md.num_tokens, logprobs)
 

@@ -35,6 +35,10 @@ from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.preempt_stale_computed import PreemptStaleComputed
+from specbench.faults.prefix_draft_lookahead import PrefixDraftLookahead
+from specbench.faults.prefix_hash_no_parent import PrefixHashNoParent
+from specbench.faults.prefix_stale_after_evict import PrefixStaleAfterEvict
+from specbench.faults.prefix_uncommitted_block import PrefixUncommittedBlock
 from specbench.faults.prompt_logprobs_shift import PromptLogprobsShift
 from specbench.faults.rope_store_slot_shift import RopeStoreSlotShift
 from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
@@ -75,6 +79,11 @@ MUTANTS: tuple[type[Mutant], ...] = (
     FeatureRowsOffByOne,
     MtpHiddenWrongPosition,
     AcceptedCountOffByOne,
+    # prefix caching (engine/prefix_reuse.py): caught by the greedy and oracle checks' shared-prefix scenario
+    PrefixUncommittedBlock,
+    PrefixDraftLookahead,
+    PrefixHashNoParent,
+    PrefixStaleAfterEvict,
 )
 
 # One per fast production path (issue 25), each bending the built engine from outside (path_mutant.py). The selftest

@@ -63,6 +63,12 @@ A_k = rounds whose draft position k (1-based) was accepted (accepting k implies 
 - consistency check: sum_k A_k = A, hence AL == 1 + sum_k p_k (checked to 1e-9 relative).
 - acceptance histogram h_j = rounds that accepted exactly j drafts.
 
+Prefix-cache hit rate over a window = prompt tokens served from the prefix cache / prompt tokens queried, where a
+request queries every token it prefills at admission (a preempted one: prompt and output, again), hit or not (vLLM's
+prefix_cache_hits / prefix_cache_queries). Embedded: summed from the window's steps (StepStats
+num_prefix_hit_tokens / num_prefix_queried_tokens); over HTTP: the server's counters differenced
+(backends/prefix_cache.py).
+
 Comparisons, always against the num-steps=0 (no speculation) cell of the same (concurrency, temperature):
 - speedup = output throughput / baseline output throughput.
 - accuracy (GSM8K) = mean exact_match under strict-match and flexible-extract, stored with its stderr =

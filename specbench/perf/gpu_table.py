@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specbench.perf.moe_table import render_moe
+from specbench.perf.prefix_perf import render_prefix
 from specbench.perf.tree_table import render_tree
 
 
@@ -81,5 +82,6 @@ def render(data: dict) -> str:
                     out.append(_row([f"{name} (resolved: {v['resolved']})", r["concurrency"], f"{r['step_ms']:.2f}",
                                      f"{r['target_ms']:.2f}", f"{r['decode_tok_s']:.1f}"]))
     out += render_tree(s)
+    out += render_prefix(s)
     moe = render_moe(s, hf_output_len=s.get("config", {}).get("moe_hf_output_len"))
     return "\n".join(out) + "\n" + moe

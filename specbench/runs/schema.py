@@ -215,8 +215,8 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("is_acceptance_drift", BOOL, "acceptance_drift_p < 0.01 and |acceptance_drift| > 10%"),
     ("prefix_cache_hit_rate", F64, "the server's prefix-cache hit rate over the measured window, from its own "
      "/metrics (backends/prefix_cache.py): vLLM delta prefix_cache_hits / delta prefix_cache_queries (tokens), "
-     "else a gauge at the window's end (vllm:gpu_prefix_cache_hit_rate, sglang:cache_hit_rate); null when not "
-     "exported (llama.cpp) or for the embedded engine (no prefix cache)"),
+     "else a gauge at the window's end (vllm:gpu_prefix_cache_hit_rate, sglang:cache_hit_rate); the embedded "
+     "engine's from its step stats (prefix-hit / queried prompt tokens); null when not exported or caching is off"),
     ("prefix_cache_source", STR, "the metric(s) read, '(gauge at window end)' for a gauge; null when none"),
     ("prefix_cache_note", STR, "why prefix_cache_hit_rate is null"),
     ("accuracy_n", I64, "scored requests (gsm8k); 0 for speed-only workloads"),
@@ -321,6 +321,9 @@ STEP_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("target_ms", F64, "target forward time"),
     ("sample_ms", F64, "verify / sampling time"),
     ("step_ms", F64, "whole step wall time"),
+    ("num_prefix_queried_tokens", I64, "prefill steps: tokens of the admitted requests' prefills (prefix caching "
+     "on; else 0)"),
+    ("num_prefix_hit_tokens", I64, "of those, served from the engine's prefix cache"),
 )
 
 CATEGORY_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (

@@ -78,6 +78,24 @@ class PhaseHooks:
         the request finished or was preempted (clean hooks: never)."""
         return False
 
+    # ---- prefix caching (engine/prefix_reuse.py) --------------------------------------------------
+    def cacheable_tokens(self, request_id: str, num_final: int, num_tokens: int) -> int:
+        """How many leading positions of the request the engine may register in the prefix cache: `num_final`, those
+        whose target (and, while drafting, draft) KV is committed; never the newest token's, not written yet."""
+        return num_final
+
+    def draft_kv_lookahead(self, lookahead: int) -> int:
+        """Tokens past a block that its cache key covers while drafting: the drafter's (ResumesFromCachedKV)."""
+        return lookahead
+
+    def block_hash_parent(self, parent: bytes) -> bytes:
+        """The parent hash a block's hash chains over (kv/block_hash.py): its predecessor's."""
+        return parent
+
+    def drops_evicted_hash(self, block_hash: bytes) -> bool:
+        """Whether the prefix cache forgets an evicted block's hash (always: its block is handed out afresh)."""
+        return True
+
     # ---- target -----------------------------------------------------------------------------
     def verify_slot_mapping(self, block_tables: list[list[int]], positions: list[int], num_query: list[int],
                             block_size: int) -> list[int] | None:

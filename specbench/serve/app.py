@@ -121,6 +121,18 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
         return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative,
                              "fault": fault})
 
+    @app.post("/reset_prefix_cache")
+    async def reset_prefix_cache(request: Request) -> Response:
+        # vLLM's endpoint: a sweep empties the cache before each cell (backends/cache_reset.py)
+        refusal = denied(request)
+        if refusal is not None:
+            return refusal
+        num = await asyncio.to_thread(loop.reset_prefix_cache, 10.0)
+        if num is None:
+            return JSONResponse({"error": "no prefix cache to reset (caching off, or the engine did not answer)"},
+                                status_code=404 if loop.engine.scheduler.prefix is None else 503)
+        return JSONResponse({"status": "ok", "num_blocks_forgotten": num})
+
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         refusal = denied(request) if config.is_probe_auth else None

@@ -71,6 +71,12 @@ class _Submission:
     sink: Sink
 
 
+@dataclass(slots=True)
+class _CacheReset:
+    done: threading.Event  # set by the engine thread once the cache is reset
+    num_forgotten: int = 0
+
+
 class EngineLoop:
     def __init__(self, engine) -> None:
         self.engine = engine
@@ -78,6 +84,8 @@ class EngineLoop:
         self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
         # request ids whose client went away (None: every request, the server is shutting down)
         self._aborts: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        # prefix-cache resets asked for (POST /reset_prefix_cache): each answered on the engine thread, between steps
+        self._resets: queue.SimpleQueue[_CacheReset] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stopping = False
         self._sinks: dict[str, Sink] = {}
@@ -111,6 +119,16 @@ class EngineLoop:
         self._aborts.put(None)
         self._wake.set()
 
+    def reset_prefix_cache(self, timeout_s: float) -> int | None:
+        """Thread-safe: forget every cached block no request holds (the engine thread does it between steps); the
+        number forgotten, or None when the engine caches no prefixes or did not answer within `timeout_s`."""
+        if self.engine.scheduler.prefix is None:
+            return None
+        reset = _CacheReset(threading.Event())
+        self._resets.put(reset)
+        self._wake.set()
+        return reset.num_forgotten if reset.done.wait(timeout_s) else None
+
     def submit(self, prompt_token_ids: tuple[int, ...], params: SamplingParams, sink: Sink) -> None:
         """Thread-safe: the sink first gets Admitted or Rejected, then Emitted events and Finished (or Failed)."""
         if self.error is not None:
@@ -124,6 +142,7 @@ class EngineLoop:
             while not self._stopping:
                 self._admit()
                 self._drop_aborted()
+                self._reset_prefix_caches()
                 if not self.engine.has_unfinished():
                     self._wake.wait(IDLE_WAIT_S)
                     self._wake.clear()
@@ -132,6 +151,12 @@ class EngineLoop:
         except Exception as err:  # the engine cannot go on: fail what is in flight, report unhealthy
             log.exception("engine loop stopped")
             self._die(f"engine error: {type(err).__name__}: {err}")
+
+    def _reset_prefix_caches(self) -> None:
+        while not self._resets.empty():
+            reset = self._resets.get()
+            reset.num_forgotten = self.engine.scheduler.block_manager.reset_prefix_cache()
+            reset.done.set()
 
     def _step(self) -> None:
         scheduler = self.engine.scheduler
@@ -156,6 +181,8 @@ class EngineLoop:
         # also here, not only before a step: an isolation that just ended leaves no limit behind an idle engine
         scheduler.max_concurrency = self._triage.concurrency_for_next_step(len(scheduler.running))
         self.counters.set_load(len(scheduler.running), len(scheduler.waiting))
+        if scheduler.prefix is not None:  # the engine's totals (the counters start with the engine at 0)
+            self.counters.set_prefix_cache(scheduler.prefix.num_queried_tokens, scheduler.prefix.num_hit_tokens)
 
     def _on_failed_step(self, err: Exception, before: set[str]) -> None:
         log.exception("engine step failed")

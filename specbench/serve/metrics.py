@@ -27,6 +27,9 @@ class ServerCounters:
     num_finished: Counter = field(default_factory=Counter)  # finish reason -> requests
     num_aborted: int = 0  # dropped unfinished: client disconnected, or server shutdown
     num_failed: int = 0  # dropped unfinished: the engine failed on the request (answered 500)
+    # prefix cache (engine/prefix_reuse.py), in prompt tokens: refreshed after every step from the engine's totals
+    num_prefix_queries: int = 0
+    num_prefix_hits: int = 0
     num_running: int = 0  # gauges, refreshed after every step
     num_waiting: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -56,6 +59,10 @@ class ServerCounters:
         with self.lock:
             self.num_failed += 1
 
+    def set_prefix_cache(self, num_queries: int, num_hits: int) -> None:
+        with self.lock:
+            self.num_prefix_queries, self.num_prefix_hits = num_queries, num_hits
+
     def set_load(self, num_running: int, num_waiting: int) -> None:
         with self.lock:
             self.num_running, self.num_waiting = num_running, num_waiting
@@ -83,6 +90,10 @@ class ServerCounters:
                  [("", self.num_aborted)]),
                 ("request_failed", "counter", "Requests the engine failed on (answered 500; the others go on).",
                  [("", self.num_failed)]),
+                ("prefix_cache_queries", "counter", "Prompt tokens looked up in the prefix cache (admitted prefills).",
+                 [("", self.num_prefix_queries)]),
+                ("prefix_cache_hits", "counter", "Of those, prompt tokens served from the prefix cache.",
+                 [("", self.num_prefix_hits)]),
                 ("num_requests_running", "gauge", "Requests in the running batch.", [("", self.num_running)]),
                 ("num_requests_waiting", "gauge", "Requests waiting to be scheduled.", [("", self.num_waiting)]),
             ]

@@ -67,6 +67,29 @@ class HasDraftKV(Proposer):
         """The draft KV the builder allocated from kv_cache_spec(), before the first propose."""
 
 
+class ResumesFromCachedKV(HasDraftKV):
+    """Its draft KV in a block the prefix cache shares (kv/prefix_cache.py) serves any request whose tokens match the
+    block's and the `draft_kv_lookahead` tokens after it, so a request admitted with a cache hit resumes drafting
+    there. A class with draft KV that does not declare this turns prefix caching off for its engines
+    (engine/prefix_reuse.py says why)."""
+
+    # Tokens past a position that its draft KV there was computed from: 0 for a draft LM (KV at p reads tokens <= p);
+    # 1 for EAGLE / MTP (KV at p from the target's feature at p and the token at p + 1), so a block's cache key also
+    # covers the next block's first token. None: a hit cannot resume it at all (state outside the KV).
+    draft_kv_lookahead: ClassVar[int | None]
+
+    @abstractmethod
+    def num_final_draft_kv(self, request_id: str) -> int:
+        """n: the request's draft KV at positions [0, n) is written from committed tokens and never rewritten (0 for
+        a request it does not know): the engine registers a block only below this and the target's committed KV."""
+
+    @abstractmethod
+    def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
+        """The request starts (or restarts after preemption) with a prefix hit: its draft KV at positions
+        [0, num_cached_tokens) is in its blocks; drafting catches up from there (target features, if it consumes
+        them, are handed over from num_cached_tokens on)."""
+
+
 class ConsumesTargetFeatures(Proposer):
     """Drafts from the target's hidden states, which the engine hands over as the target produces them."""
 

@@ -39,3 +39,17 @@ def test_unavailable_and_broken_windows_say_why():
     assert "no prefix-cache lookups" in prefix_cache_window(after, after).note
     assert "went down" in prefix_cache_window(after, _read("vllm_prefix_cache_before.txt")).note
     assert EMBEDDED.hit_rate is None and EMBEDDED.note.startswith("n/a")
+
+
+def test_embedded_window_reads_the_engine_step_stats():
+    from types import SimpleNamespace
+
+    from specbench.backends.prefix_cache import embedded_window
+
+    steps = [SimpleNamespace(num_prefix_queried_tokens=40, num_prefix_hit_tokens=30),
+             SimpleNamespace(num_prefix_queried_tokens=0, num_prefix_hit_tokens=0)]
+    window = embedded_window(steps, "on")
+    assert window.hit_rate == 0.75 and window.source.startswith("engine step stats") and window.note is None
+    assert embedded_window(steps[1:], "on").note == "no prefix-cache lookups in the window"
+    off = embedded_window(steps, "off (option)")
+    assert off.hit_rate is None and "off (option)" in off.note

@@ -104,10 +104,12 @@ def test_recommendations_table_and_summary(file_run):
 def test_cells_record_the_cache_policy_and_the_load(file_run):
     run_dir, output = file_run
     cells = pd.read_parquet(run_dir / "cells.parquet")
-    assert (~cells["is_cache_reset"]).all() and cells["cache_reset_note"].str.contains("no prefix cache").all()
+    # the embedded engine caches prefixes: each cell starts on an empty cache, its hit rate read from the engine
+    assert cells["is_cache_reset"].all() and cells["cache_reset_note"].str.contains("engine prefix cache cleared").all()
+    assert cells["prefix_cache_source"].str.startswith("engine step stats").all()
     assert cells["duration_limit_s"].isna().all() and cells["ramp_up_strategy"].isna().all()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["prefix_caching"] is False
+    assert manifest["prefix_caching"] is True and manifest["prefix_caching_note"] == "on"
     requests = pd.read_parquet(run_dir / "requests.parquet")
     assert not requests["request_id"].str.startswith("warmup").any() and (requests["category"] != "warmup").all()
 

@@ -59,7 +59,7 @@ class _FakeEngine:
 
     def __init__(self, fails) -> None:
         self.fails = fails
-        self.scheduler = SimpleNamespace(max_concurrency=4, running=[], waiting=deque())
+        self.scheduler = SimpleNamespace(max_concurrency=4, running=[], waiting=deque(), prefix=None)
         self.added: list[str] = []
 
     def add_request(self, token_ids, params, *, request_id):

@@ -25,7 +25,7 @@ from specbench.models.vocab import check_draft_vocab, check_tokenizer_fits
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.speculation.capabilities import (
-    CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, HasDraftKV, RecordsDraftLogits,
+    CapturesDraftGraphs, CapturesTreeDraftGraphs, DraftsTrees, RecordsDraftLogits, ResumesFromCachedKV,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.drafters.draft_graphs import DraftGraphs
@@ -70,8 +70,10 @@ def _select(st: SamplingTensors, rows: list[int]) -> SamplingTensors:
     )
 
 
-class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees, CapturesTreeDraftGraphs):
+class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftLogits, DraftsTrees,
+                         CapturesTreeDraftGraphs):
     name = "draft"
+    draft_kv_lookahead = 0  # draft KV at p reads tokens <= p only
     execution_paths = (
         ExecutionPath("draft.eager_step", "draft-LM draft step run eagerly (speculation/drafters/draft_model.py)",
                       ("cpu",)),
@@ -357,6 +359,13 @@ class DraftModelProposer(HasDraftKV, CapturesDraftGraphs, RecordsDraftLogits, Dr
             # Positions newest+1 .. newest+accepted hold accepted drafts: still valid.
             state.num_cached = min(state.num_written, state.newest + 1 + accepted)
             state.num_written = state.num_cached
+
+    def num_final_draft_kv(self, request_id: str) -> int:
+        state = self._state.get(request_id)
+        return 0 if state is None else state.num_cached  # accepted positions; the catch-up writes from there on
+
+    def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
+        self._state[request_id] = _DraftState(num_cached=num_cached_tokens, num_written=num_cached_tokens)
 
     def free(self, request_id: str) -> None:
         if not self.hooks.keeps_draft_state(request_id):

@@ -21,7 +21,8 @@ from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.runtime.phases import DraftExtendInput, DraftStepInput
 from specbench.speculation.capabilities import (
-    CapturesDraftGraphs, CapturesTreeDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, HasDraftKV, RecordsDraftLogits,
+    CapturesDraftGraphs, CapturesTreeDraftGraphs, ConsumesTargetFeatures, DraftsAhead, DraftsTrees, RecordsDraftLogits,
+    ResumesFromCachedKV,
 )
 from specbench.speculation.draft_records import DraftRecorder, DraftStepRecord
 from specbench.speculation.drafters.draft_graphs import DraftGraphs
@@ -41,10 +42,13 @@ from specbench.speculation.tree.plan import TreePlan, tree_reach
 from specbench.speculation.tree.records import TreeRoundTrace, tree_trace
 
 
-class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
+class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, CapturesDraftGraphs, RecordsDraftLogits,
                     DraftsTrees, CapturesTreeDraftGraphs):
     """EAGLE-1 and EAGLE-3 (one class: the checkpoint's dialect picks the feature layers); `name` is the method."""
 
+    # Draft KV at p came from (target feature p, token p + 1): a block's last position read the next block's first
+    # token, so the prefix cache keys a block by that token too (a hit then never needs the target's feature before it).
+    draft_kv_lookahead = 1
     # The EAGLE round machinery's paths (MTP runs the target's MTP module through it: a subclass).
     execution_paths = (
         ExecutionPath("eagle.eager", "EAGLE round drafted phase by phase: catch-up, then each draft step "
@@ -442,6 +446,13 @@ class EagleProposer(HasDraftKV, ConsumesTargetFeatures, DraftsAhead, CapturesDra
 
     def on_verified(self, request_ids: tuple[str, ...], num_accepted: tuple[int, ...]) -> None:
         """Nothing to do: the next round's target features say which positions were committed."""
+
+    def num_final_draft_kv(self, request_id: str) -> int:
+        state = self._state.get(request_id)
+        return 0 if state is None else state.num_committed  # the catch-up writes from there on
+
+    def resume_at(self, request_id: str, num_cached_tokens: int) -> None:
+        self._state[request_id] = RequestState(num_committed=num_cached_tokens, pending_start=num_cached_tokens)
 
     def free(self, request_id: str) -> None:
         self._state.pop(request_id, None)

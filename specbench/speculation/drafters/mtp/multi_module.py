@@ -30,6 +30,10 @@ from specbench.speculation.proposer import DraftProposal, ProposeInput
 
 
 class MultiModuleMtpProposer(MtpProposer):
+    # Module m + 1's catch-up starts from module m's output one position back (the carry, in no KV block): a request
+    # can only start drafting at position 0, so a prefix hit cannot resume it.
+    draft_kv_lookahead = None
+
     def __init__(self, loaded, block_size: int, device: torch.device, hooks, debug_invariants: bool = False) -> None:
         super().__init__(loaded, block_size, device, hooks, debug_invariants=debug_invariants)
         self.modules = loaded.modules  # [num_modules] MtpHead, module i at index i
