@@ -152,3 +152,23 @@ def test_tree_rounds_on_cached_prefixes_match_no_cache(setups, engine_env, metho
         [list(o.prompt_token_ids) for o in got], params)
     check_identity(f"tree_prefix_{method}", tokens(got), tokens(expected), engine_env)
     assert hits(cached)[0] > 0
+
+
+@pytest.mark.parametrize("method", ["none", "draft", "eagle3", "mtp"])
+def test_prefix_hits_under_chunked_prefill_match_no_cache_unchunked(setups, engine_env, method):
+    """Both scheduler features at once: waves of prompts sharing prefixes, admitted as chunks of a small budget
+    beside running requests' rounds, each chunked prefill starting at its hit; the reference caches nothing and
+    prefills whole prompts."""
+    setup = setups[method]
+    prompts = [list(p) for p in setup.prompts]
+    bs = setup.engine.block_size
+    params = SamplingParams(max_tokens=setup.max_tokens, ignore_eos=True)
+    overrides = scenario_overrides(bs, longest_request(prompts, bs, setup.max_tokens, setup.engine.max_num_steps))
+    both = engine(setup, enable_chunked_prefill=True, max_num_batched_tokens=2 * bs + 3, **overrides)
+    got = run_waves(both.generate, prompts, bs, params)
+    fresh = engine(setup, enable_prefix_caching=False, **overrides)
+    expected = fresh.generate([list(o.prompt_token_ids) for o in got], params)
+    check_identity(f"prefix_chunked_{method}", tokens(got), tokens(expected), engine_env)
+    num_hit, num_queried = hits(both)
+    assert num_hit > 0 and num_queried > num_hit
+    assert {"prefix.hit", "prefill.chunked_mixed", "prefill.chunk_partial"} <= both.engine.paths_taken()
