@@ -1,7 +1,7 @@
 """Condition-triggered faults (issue 44): each corrupts a speculative round's output only under one condition the
 gentle gate never creates (a batch of 8, positions past the window, a batch size between CUDA-graph capture sizes,
 a batch mixing zero-draft and drafting requests), or silently turns drafting off. Each passes `specbench gate`
-(one request at a time, short prompts) and must fail `specbench stress` at the right condition; `specbench serve
+(one request at a time, short prompts, a cold cache) and must fail `specbench stress` at the right condition; `specbench serve
 --inject` serves them so the whole chain is tested over HTTP too.
 
 Corruption is the silent kind: the recovered/bonus token is replaced by the target's second choice at its row, a
@@ -100,6 +100,27 @@ class CorruptZeroDraftMix(ConditionalCorruption):
         return num_drafts[r] > 0 and 0 in num_drafts
 
 
+class CorruptOnPrefixHit(ConditionalCorruption):
+    fault = Fault("corrupt-on-prefix-hit", "corrupts a speculative round's bonus token only for requests whose "
+                  "prompt was served from the prefix cache (draft or target KV wrong on hits only)", "", "stress",
+                  Proposer)
+
+    def install(self, engine) -> None:
+        self._requests: tuple = ()  # [num_reqs] the round being verified (launch_verify's, in batch order)
+
+        def remember(launch):
+            def launch_verify(requests, *args, **kwargs):
+                self._requests = tuple(requests)
+                return launch(requests, *args, **kwargs)
+            return launch_verify
+
+        wrap_method(engine.step_runner, "launch_verify", remember)
+        super().install(engine)
+
+    def fires(self, r: int, num_drafts: list[int]) -> bool:
+        return r < len(self._requests) and self._requests[r].stats.num_prefix_hit_tokens > 0
+
+
 class DraftsSilentlyOff(VerifierMutant):
     fault = Fault("drafts-silently-off", "speculation on, yet every round drafts nothing (a proposer never called): "
                   "outputs exact, speed and acceptance gone", "", "stress", Proposer)
@@ -109,4 +130,5 @@ class DraftsSilentlyOff(VerifierMutant):
         wrap_method(engine.step_runner, "propose", lambda propose: lambda batch, st, timer: None)
 
 
-CONDITIONAL_MUTANTS = (CorruptAtBatch8, CorruptPastWindow, CorruptOffCapture, CorruptZeroDraftMix, DraftsSilentlyOff)
+CONDITIONAL_MUTANTS = (CorruptAtBatch8, CorruptPastWindow, CorruptOffCapture, CorruptZeroDraftMix, CorruptOnPrefixHit,
+                       DraftsSilentlyOff)

@@ -40,6 +40,7 @@ def _verdicts(out: str) -> dict[str, str]:
     ("corrupt-off-capture", "draft", "gentle,concurrency-8,batch-6-off-capture", "batch-6-off-capture"),
     ("corrupt-zero-draft-mix", "ngram", "gentle,block-multiple,zero-draft-mix-8", "zero-draft-mix-8"),
     ("corrupt-past-window", "draft", "gentle,block-multiple+1,past-window", "past-window"),
+    ("corrupt-on-prefix-hit", "draft", "gentle,concurrency-8,warm-cache", "warm-cache"),
 ])
 def test_each_condition_fault_fails_at_its_smallest_condition(gate_pair, monkeypatch, capsys, fault, method,
                                                               conditions, smallest):
