@@ -38,9 +38,9 @@ def test_sweep_writes_the_check_columns_and_summary_lines(tiny_model_dir, tmp_pa
     assert (flagged["loop_coverage"] >= 0.5).all()
     assert requests["loop_coverage"].between(0, 1).all()
     assert scan_loop([1, 2, 3] * 10).is_degenerate_loop  # the detector the rows came from
-    # The embedded engine has no prefix cache.
-    assert cells["prefix_cache_hit_rate"].isna().all()
-    assert (cells["prefix_cache_note"] == "n/a: the embedded engine keeps no prefix cache").all()
+    # The embedded engine caches prefixes (emptied before each cell): its hit rate over the window, k = 0 and k
+    assert cells["prefix_cache_hit_rate"].between(0, 1).all() and cells["prefix_cache_note"].isna().all()
+    assert "prefix-cache hit rate, speculation off (k=0) and on" in out
     assert "per-request acceptance length (1 + A_i / D_i" in out
     assert "t=0 c=1 k=2: 1 |" in out
     assert "where speculation stops paying" in out
