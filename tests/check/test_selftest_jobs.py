@@ -29,7 +29,8 @@ def _verdicts(rows) -> list[tuple]:
 @pytest.mark.slow  # two spawned workers import torch and the engine: ~60 s on 2 busy cores
 def test_jobs_2_gives_the_sequential_rows_in_table_order():
     kwargs = {"seeds": (0, 1), "methods": ("draft",), "faults": FAULTS, "checks": CHECKS, "budget": BUDGETS["fast"],
-              "window_moe": True, "trees": False}  # the tree rows' order: tests/check/test_selftest_trees.py
+              "window_moe": True, "trees": False, "chunked": False}  # the tree and chunked rows' order:
+    # tests/check/test_selftest_trees.py, test_selftest_chunked.py
     sequential = run_selftest(jobs=1, **kwargs)
     seen = []
     parallel = run_selftest(jobs=2, on_row=seen.append, **kwargs)
