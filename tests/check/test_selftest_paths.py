@@ -83,13 +83,15 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     if not kernels_runnable_here():
         pytest.skip(RERUN_REASON)
     slice_ = Budget("paths", 1, 4, False, False, False, "")
+    # chunked=False: the chunked rows' paths are the torch rows' (the same engine code under either backend); under
+    # the Triton interpreter each chunked row costs as much as a seed's clean row
     fused_rows = run_selftest(seeds=(0, 1, 2), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
-                              engine_options={"attention_backend": "triton", "verifier": "triton",
-                                              "fused_kernels": "on"})
+                              chunked=False, engine_options={"attention_backend": "triton", "verifier": "triton",
+                                                             "fused_kernels": "on"})
     # the draft head's own fused first layer (eagle.fused_head): EAGLE-3 on the no-bias tied pair
     head_rows = run_selftest(seeds=(1,), methods=("eagle3",), faults=(), checks=("greedy",), budget=slice_,
-                             trees=False, engine_options={"attention_backend": "triton", "verifier": "triton",
-                                                          "fused_kernels": "on"})
+                             trees=False, chunked=False,
+                             engine_options={"attention_backend": "triton", "verifier": "triton", "fused_kernels": "on"})
     assert not any(row.detected for row in fused_rows + head_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken
