@@ -120,3 +120,16 @@ def test_paired_metrics_verdict_matches_interval(metric, outcomes, options):
         assert row.verdict is Verdict.WITHIN_NOISE  # [0, 0]: nothing changed
     # The sign test is reported, but it decides nothing: a called verdict needs only the interval.
     assert row.p_value is not None
+
+
+def test_equal_repeats_have_no_spread_even_where_their_logs_round():
+    """Hypothesis found it: three equal repeats whose log values' mean rounds off by an ulp gave a run spread of
+    4e-16, a zero-width interval and a speed verdict on no evidence. Equal repeats are no spread: no interval."""
+    from specbench.compare.metrics_catalog import Delta
+    from specbench.compare.noise import run_evidence
+
+    value = 0.15989197839567915  # log(value) * 3 / 3 != log(value) in floating point
+    logs = np.log(np.array([value] * 3))
+    assert ((logs - logs.mean()) ** 2).sum() > 0  # the rounding this guards against is there
+    evidence = run_evidence([value] * 3, [value * 1.5] * 3, Delta.RELATIVE, 0.95)
+    assert evidence.interval is None and evidence.spread == 0.0
