@@ -140,17 +140,22 @@ class Scheduler:
                               num_prefix_hit_tokens=hit)
 
     def _schedule_decode(self) -> ScheduledBatch:
-        preempted: list[Request] = []
+        scheduled, num_drafts, preempted = self._grow_rounds(list(self.running), [])
+        return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
+
+    def _grow_rounds(self, decoding: list[Request],
+                     victims_first: list[Request]) -> tuple[list[Request], list[int], list[Request]]:
+        """(requests that got their round's KV, their drafts, the preempted): each of `decoding` in order grows its
+        table for the newest token and its drafts (what the verify forward writes); when the pool runs out, the last
+        of `victims_first` is preempted, else the last decoding request still waiting, else the request itself."""
         scheduled: list[Request] = []
         num_drafts: list[int] = []
-        queue = list(self.running)
-        while queue:
-            request = queue.pop(0)
+        preempted: list[Request] = []
+        while decoding:
+            request = decoding.pop(0)
             num_draft = self._num_drafts_for(request)
-            # The verify forward writes the newest token and its drafts.
-            needed = request.num_cached_tokens + 1 + num_draft
-            while not self.block_manager.grow(request.block_table, needed):
-                victim = queue.pop() if queue else request
+            while not self.block_manager.grow(request.block_table, request.num_cached_tokens + 1 + num_draft):
+                victim = victims_first.pop() if victims_first else decoding.pop() if decoding else request
                 self._preempt(victim)
                 preempted.append(victim)
                 if victim is request:
@@ -158,7 +163,7 @@ class Scheduler:
             else:
                 scheduled.append(request)
                 num_drafts.append(num_draft)
-        return ScheduledBatch(False, tuple(scheduled), tuple(num_drafts), tuple(preempted))
+        return scheduled, num_drafts, preempted
 
     # ---- chunked prefill --------------------------------------------------------------------
     def schedule_mixed(self, now: float) -> ScheduledBatch | None:
@@ -195,27 +200,10 @@ class Scheduler:
                               num_prefix_queried_tokens=queried, num_prefix_hit_tokens=hit)
 
     def _schedule_running_rounds(self) -> tuple[list[Request], list[int], list[Request]]:
-        """(decoding requests that got their round's KV, their drafts, the preempted): _schedule_decode over the
-        requests past their prefill, preempting partially prefilled requests first (newest first), then decoding
-        ones from the back."""
-        decoding = [r for r in self.running if not r.is_prefilling]
-        prefilling = [r for r in self.running if r.is_prefilling]
-        scheduled: list[Request] = []
-        num_drafts: list[int] = []
-        preempted: list[Request] = []
-        while decoding:
-            request = decoding.pop(0)
-            num_draft = self._num_drafts_for(request)
-            while not self.block_manager.grow(request.block_table, request.num_cached_tokens + 1 + num_draft):
-                victim = prefilling.pop() if prefilling else decoding.pop() if decoding else request
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is request:
-                    break
-            else:
-                scheduled.append(request)
-                num_drafts.append(num_draft)
-        return scheduled, num_drafts, preempted
+        """_grow_rounds over the requests past their prefill, preempting partially prefilled requests first (newest
+        first), then decoding ones from the back."""
+        return self._grow_rounds([r for r in self.running if not r.is_prefilling],
+                                 [r for r in self.running if r.is_prefilling])
 
     def _schedule_chunks(self, now: float, budget: int) -> list[PrefillChunk]:
         """Chunks within `budget` tokens: partially prefilled requests first, then waiting ones admitted."""

@@ -5,8 +5,6 @@ test_stress_server.py."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from tests.gate.conftest import gate_pair  # noqa: F401  (the session's tiny pair with its tokenizer)
@@ -15,19 +13,13 @@ pytestmark = pytest.mark.slow
 
 
 def _stress(pair, args: list[str], monkeypatch, capsys, method: str = "draft") -> tuple[int, str]:
-    from specbench.cli.app import main
+    from tests.support.cli_run import run_main
 
     engine = ["--target", str(pair.target), "--method", method, "--device", "cpu", "--kv-cache-gb", "0.05", "-k", "3"]
     if method == "draft":
         engine += ["--draft", str(pair.draft)]
-    monkeypatch.setattr(sys, "argv", ["specbench", "stress", *engine, "--quiet", "--num-requests", "4",
-                                      "--max-tokens", "12", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    return code, capsys.readouterr().out
+    result = run_main("stress", *engine, "--quiet", "--num-requests", "4", "--max-tokens", "12", *args)
+    return result.exit_code, result.stdout
 
 
 def _verdicts(out: str) -> dict[str, str]:

@@ -27,17 +27,10 @@ def _server(pair, inject: str | None = None, method: str = "draft", k: int = 3):
 
 
 def _stress_cli(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    import sys
+    from tests.support.cli_run import run_main
 
-    from specbench.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["specbench", "stress", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    return code, capsys.readouterr().out
+    result = run_main("stress", *args)
+    return result.exit_code, result.stdout
 
 
 def test_a_condition_fault_passes_the_gate_and_fails_stress_over_http(gate_pair, tmp_path, monkeypatch, capsys):
