@@ -24,6 +24,18 @@ from specbench.runtime.hooks import EngineFault
 from specbench.workloads.base import Sample
 
 
+def release_device_memory(device) -> None:
+    """Collect the engine's reference cycles now and hand the caching allocator's free blocks back to the driver, so
+    the next engine's free-memory query sees them."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def engine_config(config: SweepConfig) -> EngineConfig:
     """The sweep's engine: its engine options, k up to the grid's largest, concurrency up to the largest cell's."""
     return dataclasses.replace(config.engine, max_num_steps=config.max_num_steps,
@@ -119,4 +131,12 @@ class EmbeddedBackend:
         return CellWindow(steps, None, None, prefix_cache=embedded_window(steps, self.engine.parts.prefix_caching))
 
     def close(self) -> None:
-        pass
+        """Let the engine go, and its device memory with it: a restart (the stress stage's after-restart condition)
+        builds a new engine in this process, and on CUDA it sized its KV pool from the memory left free (an H100
+        found no room for one block while the old engine's pool was still held)."""
+        engine, self.engine = self.engine, None
+        if engine is None:
+            return
+        device = engine.device
+        del engine
+        release_device_memory(device)

@@ -23,5 +23,6 @@ def test_chunked_suite_runs_at_tiny_shapes(tmp_path):
     assert set(sections) == {"chunked_off_k0_c2", "chunked_on_k0_c2", "chunked_off_k2_c2", "chunked_on_k2_c2"}
     for row in rows:
         assert row.tpot_ms > 0 and row.itl_max_ms > 0 and row.ttft_mean_ms > 0
-        assert (row.num_mixed_steps > 0) == row.is_chunked
+        # every chunked run prefills the whole long prompt in chunks: none is served from an earlier run's cache
+        assert row.num_mixed_steps >= (load.long_prompt_len // 12 if row.is_chunked else 0)
     assert "chunked prefill on" in chunked_table(rows)
