@@ -14,7 +14,7 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT"
 source scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
-OUT=$WORK timeout 120 bash scripts/gpu_ab_check.sh --load 8 >> "$OUT/summary.txt" 2>&1
+OUT=$WORK timeout 200 bash scripts/gpu_ab_check.sh --load 8 >> "$OUT/summary.txt" 2>&1
 echo "=== ab exit $? (0: slow-step regressed, A/A within noise)" >> "$OUT/summary.txt"
 pkill -f "while True: pass" 2>/dev/null  # burners a timed-out ab check left behind
 for suite in prefix chunked; do

@@ -14,7 +14,7 @@ SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 SPECBENCH_DEBUG_INVARIANTS=
   -p no:cacheprovider tests/engine/test_prefix_caching.py tests/engine/test_chunked_prefill.py \
   tests/faults/test_path_mutants_cuda.py > "$OUT/pytest_cuda.txt" 2>&1 &
 tests=$!
-OUT=$WORK timeout 120 bash scripts/gpu_ab_check.sh --load 8 > "$OUT/ab.txt" 2>&1
+OUT=$WORK timeout 200 bash scripts/gpu_ab_check.sh --load 8 > "$OUT/ab.txt" 2>&1
 echo "=== ab exit $? (0: slow-step regressed, A/A within noise)" >> "$OUT/summary.txt"
 pkill -f "while True: pass" 2>/dev/null
 wait $tests; echo "=== pytest cuda exit $?" >> "$OUT/summary.txt"; tail -3 "$OUT/pytest_cuda.txt" >> "$OUT/summary.txt"
