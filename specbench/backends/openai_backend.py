@@ -204,6 +204,8 @@ class OpenAIBackend:
             num_prompt_tokens=num_prompt,
             emission_times=list(counts.emission_times),
             tokens_per_emission=list(counts.tokens_per_emission),
+            num_cached_prompt_tokens=_cached_prompt_tokens(state.cached_prompt_tokens, num_prompt) if fatal is None
+            else None,
         )
         output = RequestOutput(
             request_id=f"{id_prefix}/{index}/{turn.sample.sample_id}/t{turn.turn_index}",
@@ -264,3 +266,9 @@ def local_tokenizer_of(config: SweepConfig):
     if path.suffix == ".gguf" and path.is_file():
         return load_tokenizer(path.parent, gguf_file=path.name), True
     return load_tokenizer(source), True
+
+
+def _cached_prompt_tokens(reported: int | None, num_prompt: int) -> int | None:
+    """The server's cached prompt tokens, where it is a count a prompt can hold (a negative or oversized one is not
+    a number to record)."""
+    return reported if reported is not None and 0 <= reported <= num_prompt else None

@@ -45,6 +45,7 @@ class StreamState:
     finish_reason: str | None = None
     prompt_tokens: int | None = None  # from the last usage block
     completion_tokens: int | None = None  # from the last usage block
+    cached_prompt_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, where the server sends it
     is_usage_reported: bool = False
     is_done: bool = False  # the [DONE] sentinel arrived
     models: list[str] = field(default_factory=list)  # every distinct `model` the events named, in order
@@ -87,6 +88,9 @@ class StreamState:
         if isinstance(usage, dict):
             self.is_usage_reported = True
             self.prompt_tokens = _int_or(usage.get("prompt_tokens"), self.prompt_tokens)
+            details = usage.get("prompt_tokens_details")  # vLLM, SGLang, llama.cpp: {"cached_tokens": n}
+            if isinstance(details, dict):
+                self.cached_prompt_tokens = _int_or(details.get("cached_tokens"), self.cached_prompt_tokens)
             completion_tokens = _int_or(usage.get("completion_tokens"), None)
             self.completion_tokens = _int_or(completion_tokens, self.completion_tokens)
         choices = event.get("choices")

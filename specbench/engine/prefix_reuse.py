@@ -92,6 +92,8 @@ class PrefixReuse:
         self.num_queried_tokens += request.num_tokens
         self.num_hit_tokens += num_hit
         request.stats.num_prefix_hit_tokens += num_hit
+        if request.stats.num_cached_prompt_tokens is None:  # the first admission's: a resumed request's KV is its own
+            request.stats.num_cached_prompt_tokens = num_hit
         if num_hit:
             self.paths.record("prefix.hit")
             if self._drafts(num_steps):

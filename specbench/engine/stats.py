@@ -27,6 +27,9 @@ class RequestStats:
     accepted_per_round: list[int] = field(default_factory=list)
     num_preemptions: int = 0
     num_prefix_hit_tokens: int = 0  # tokens its prefills started with from the prefix cache (every admission)
+    # Prompt tokens its first admission took from the prefix cache (vLLM's per-request num_cached_tokens; over HTTP
+    # the server's usage.prompt_tokens_details.cached_tokens); None: no prefix cache, or the server said nothing.
+    num_cached_prompt_tokens: int | None = None
     # tree rounds only (eagle_topk > 1): acceptance per depth / sibling rank, tree sizes; None for chains
     tree_counts: TreeAcceptanceCounts | None = None
 

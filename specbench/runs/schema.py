@@ -66,14 +66,15 @@ from specbench.metrics.specs import (
 )
 from specbench.runs.anomalies import AnomalyKind, kinds_doc
 
-SCHEMA_VERSION = 6  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
+SCHEMA_VERSION = 7  # 2: backend, errors, token-count and acceptance sources (HTTP backends); 3: load pattern
 # (duration, ramp), prefix-cache reset, goodput, reasoning text, recommendations.parquet; 4: acceptance_source
 # "response", drafting_note (a drafting server's k = 0 cell relabelled, no self-baseline), anomalies;
 # run order, baseline drift and speedup-bound flags; 5: metrics recomputed (is_metrics_consistent,
 # metrics_mismatch); per-request acceptance histogram and quantiles, degenerate loops, acceptance windows and drift
 # (cells and requests); the server's prefix-cache hit rate (prefix_cache_*); 6: draft tree shapes as grid keys
 # (eagle_topk, draft_token_budget; chain cell ids unchanged), tree acceptance (cells: tree_size, per depth and
-# per rank; requests: tree_* counts), recommendations over (num_steps, eagle_topk, draft_token_budget)
+# per rank; requests: tree_* counts), recommendations over (num_steps, eagle_topk, draft_token_budget); 7: requests:
+# num_cached_prompt_tokens (prefix-cache hits per request)
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -290,6 +291,9 @@ REQUEST_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("is_degenerate_loop", BOOL, "loop_coverage >= 0.5 and the suffix >= 24 tokens (characters over HTTP): the "
      "output ends in one block repeated; null without output"),
     ("num_preemptions", I64, "times the request was preempted; null over HTTP"),
+    ("num_cached_prompt_tokens", I64, "prompt tokens served from the prefix cache at the request's first admission "
+     "(embedded engine), or the server's usage.prompt_tokens_details.cached_tokens; null with prefix caching off or "
+     "where the server does not say"),
     ("request_temperature", F64, "temperature the request ran with"),
     ("max_tokens", I64, "max new tokens"),
     ("request_seed", I64, "sampling seed (same for the same sample and turn in every cell of a repeat)"),

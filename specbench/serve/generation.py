@@ -42,7 +42,7 @@ async def stream_events(
                 yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs)
         elif isinstance(event, Finished):
             output = event.output
-            final = usage(num_prompt, len(output.output_token_ids))
+            final = usage(num_prompt, len(output.output_token_ids), output.stats.num_cached_prompt_tokens)
             yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
                              final if gen.continuous_usage else None)
             if gen.include_usage:
@@ -94,7 +94,8 @@ async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, k
             if output.prompt_logprobs is not None and not kind.is_chat:
                 prompt_logprobs = prompt_logprobs_field(output.prompt_logprobs, text_of)
             body = kind.full(output.text or "", output.finish_reason,
-                             usage(len(gen.prompt_token_ids), len(output.output_token_ids)), logprobs,
+                             usage(len(gen.prompt_token_ids), len(output.output_token_ids),
+                                   output.stats.num_cached_prompt_tokens), logprobs,
                              prompt_logprobs)
             return 200, body
         if isinstance(event, Failed):

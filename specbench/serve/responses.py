@@ -60,9 +60,13 @@ class ResponseKind:
         return {**body, "choices": [choice], "usage": usage}
 
 
-def usage(num_prompt_tokens: int, num_completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_completion_tokens,
-            "total_tokens": num_prompt_tokens + num_completion_tokens}
+def usage(num_prompt_tokens: int, num_completion_tokens: int, num_cached_tokens: int | None = None) -> dict:
+    """OpenAI usage; `num_cached_tokens` (prompt tokens served from the prefix cache) as vLLM and SGLang send it."""
+    body: dict = {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_completion_tokens,
+                  "total_tokens": num_prompt_tokens + num_completion_tokens}
+    if num_cached_tokens is not None:
+        body["prompt_tokens_details"] = {"cached_tokens": num_cached_tokens}
+    return body
 
 
 def sse(body: dict[str, Any]) -> str:

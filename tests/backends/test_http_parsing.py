@@ -90,6 +90,23 @@ def test_sse_events_and_stream_state():
             StreamState().add_event(bad, 0.0)
 
 
+def test_cached_prompt_tokens_come_from_usage_details_where_sent():
+    """vLLM, SGLang and llama.cpp send usage.prompt_tokens_details.cached_tokens; a server that does not, or sends
+    no number, leaves it unknown; the requests table records it only where a prompt can hold it."""
+    from specbench.backends.openai_backend import _cached_prompt_tokens
+
+    sent = StreamState()
+    sent.add_event('{"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 2, '
+                   '"prompt_tokens_details": {"cached_tokens": 32}}}', 1.0)
+    assert sent.cached_prompt_tokens == 32
+    for usage in ('{"prompt_tokens": 40}', '{"prompt_tokens": 40, "prompt_tokens_details": null}',
+                  '{"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": "many"}}'):
+        state = StreamState()
+        state.add_event(f'{{"choices": [], "usage": {usage}}}', 1.0)
+        assert state.cached_prompt_tokens is None, usage
+    assert [_cached_prompt_tokens(n, 40) for n in (None, 0, 32, 40, 41, -1)] == [None, 0, 32, 40, None, None]
+
+
 def _state(chunks: list[tuple[str, int | None]], final: int | None, finish: str | None = None) -> StreamState:
     """Text chunks at times 0, 1, ...; then, at time 9, the text-less finish event (when `finish`) and usage."""
     state = StreamState()

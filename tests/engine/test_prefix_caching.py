@@ -107,6 +107,10 @@ def test_concurrent_requests_share_a_system_prompt(setups, engine_env):
     expected = engine(setup, enable_prefix_caching=False).generate(prompts, params)
     check_identity("system_prompt", tokens(got), tokens(expected), engine_env)
     assert hits(llm)[0] >= 3 * bs * (len(prompts) - 1)  # every later request hit the whole system prompt
+    # per request (the requests table's num_cached_prompt_tokens; serve's usage.prompt_tokens_details)
+    assert got[0].stats.num_cached_prompt_tokens == 0
+    assert all(3 * bs <= o.stats.num_cached_prompt_tokens < len(p) for o, p in zip(got[1:], prompts[1:]))
+    assert all(o.stats.num_cached_prompt_tokens is None for o in expected)  # no prefix cache: nothing to say
 
 
 @pytest.mark.parametrize("method", ["none", "draft"])

@@ -24,8 +24,8 @@ def test_repeated_prompt_hits_and_the_sweep_reads_the_rate(tiny_model_dir):
                           max_model_len=256)
     with start_server(ServeConfig(config, served_model_name="tiny")) as running:
         before = read_prefix_cache(parse_metrics(httpx.get(running.url + "/metrics").text))
-        for _ in range(2):
-            assert httpx.post(running.url + "/v1/completions", json=PROMPT, timeout=60).status_code == 200
+        answers = [httpx.post(running.url + "/v1/completions", json=PROMPT, timeout=60) for _ in range(2)]
+        assert [a.status_code for a in answers] == [200, 200]
         text = httpx.get(running.url + "/metrics").text
         # the sweep's cache reset before a cell (vLLM's endpoint): the same prompt then misses
         reset = httpx.post(running.url + "/reset_prefix_cache", timeout=30)
@@ -39,3 +39,6 @@ def test_repeated_prompt_hits_and_the_sweep_reads_the_rate(tiny_model_dir):
     window = prefix_cache_window(before, after)
     assert window.note is None and 0 < window.hit_rate < 1
     assert after_reset.num_hits == after.num_hits and after_reset.num_queries > after.num_queries
+    # per request, as vLLM and SGLang report it: the second answer's cached prompt tokens are the window's hits
+    cached = [a.json()["usage"]["prompt_tokens_details"]["cached_tokens"] for a in answers]
+    assert cached == [0, after.num_hits - before.num_hits]

@@ -90,6 +90,9 @@ def test_greedy_texts_and_token_counts_match_the_in_process_sweep(runs, name):
     assert http["num_draft_rounds"].isna().all() and http["num_accepted_per_pos"].isna().all()
     if name == "mt":  # turn 2 was asked with the model's own turn-1 answer, on both sides
         assert set(http["turn"]) == {0, 1}
+        # and started on turn 1's cached blocks: the server's usage says how many, as the engine's own record does
+        assert list(http["num_cached_prompt_tokens"]) == list(local["num_cached_prompt_tokens"])
+        assert (local.loc[local["turn"] == 1, "num_cached_prompt_tokens"] > 0).all()
 
 
 def test_the_server_batches_concurrent_requests(runs):

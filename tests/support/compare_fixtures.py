@@ -101,7 +101,7 @@ def _requests(spec: RunSpec, keys: dict, cell: str) -> list[dict]:
             "e2e_s": times[-1] - arrival, "num_draft_rounds": len(accepted), "num_draft_tokens": k * len(accepted),
             "num_accepted_tokens": sum(accepted), "num_drafted_per_pos": [len(accepted)] * k,
             "num_accepted_per_pos": [sum(a > j for a in accepted) for j in range(k)],
-            "accepted_per_round": accepted, "num_preemptions": 0, "request_temperature": keys["temperature"],
+            "accepted_per_round": accepted, "num_preemptions": 0, "num_cached_prompt_tokens": None, "request_temperature": keys["temperature"],
             **tree_columns(None),
             "max_tokens": spec.output_len, "request_seed": i, "prompt_sha256": f"{i:064x}",
             "output_text": f"The answer is {answer}.", "reasoning_text": None, "is_good": None,
