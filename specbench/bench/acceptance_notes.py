@@ -2,7 +2,9 @@
 (pooled: 1 + A / D over every round), request-weighted (mean over requests of 1 + A_i / D_i), the rate A / T_d, and
 the conditional rate per position (A_k / A_(k-1)). Tools print different ones under one name, and pooled vs mean
 of per-request rates can flip a comparison (vLLM #42508): a WARNING when the two lengths differ by more than
-DEFINITIONS_RTOL, so a number is compared only with one of its own kind."""
+DEFINITIONS_RTOL, so a number is compared only with one of its own kind. Where rounds drafted fewer than k tokens (a
+drafter that finds nothing to draft, a server with adaptive k), the rounds by drafted length; where the sweep ran
+several k, a WARNING that their rates are not comparable (a longer draft lowers A / T_d at equal drafting quality)."""
 
 from __future__ import annotations
 
@@ -41,11 +43,32 @@ def acceptance_definition_lines(cells: Sequence[Row]) -> list[str]:
         if any(c is not None for c in conditional):
             parts.append("conditional per position " + " ".join("-" if c is None else f"{c:.0%}"
                                                                 for c in conditional))
+        lengths = _drafted_lengths(rows, k)
+        if lengths is not None:
+            parts.append(lengths)
         lines.append(f"  t={temperature} c={concurrency} k={k}: " + ", ".join(parts))
     if not lines:
         return []
     warn = [f"WARNING: pooled and per-request acceptance lengths differ by > {DEFINITIONS_RTOL:.0%} "
             f"({'; '.join(apart[:4])}): compare each only with its own kind (long requests weigh more in the "
             "pooled one)"] if apart else []
+    ks = sorted({k for _, _, k in points})
+    if len(ks) > 1:
+        warn.append(f"WARNING: acceptance rates of k = {', '.join(map(str, ks))} are not comparable across k (a "
+                    "longer draft lowers A / T_d at equal drafting quality): compare per position, or speedup")
     return warn + ["acceptance, by definition (pooled = token-weighted, per-request = request-weighted; rates of "
                    "different k are not comparable)"] + lines
+
+
+def _drafted_lengths(rows: Sequence[Row], k: int) -> str | None:
+    """'rounds by drafted length 1: 12%, 2: 5%, 3: 83%' over the repeats, where some round drafted fewer than k
+    tokens (cells.num_rounds_by_drafted_length); None where every round drafted k, or nothing says."""
+    counts = [list(r["num_rounds_by_drafted_length"]) for r in rows
+              if not is_null(r.get("num_rounds_by_drafted_length"))]
+    if not counts:
+        return None
+    totals = [sum(c[i] for c in counts if i < len(c)) for i in range(k)]
+    num_rounds = sum(totals)
+    if num_rounds == 0 or totals[-1] == num_rounds:
+        return None
+    return "rounds by drafted length " + ", ".join(f"{n}: {t / num_rounds:.0%}" for n, t in enumerate(totals, 1))

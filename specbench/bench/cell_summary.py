@@ -43,6 +43,7 @@ def cell_row(
     row.update(goodput_columns(request_rows, metrics.duration_s, extra.get("goodput_slo")))
     preemptions = [r["num_preemptions"] for r in ok_rows if r["num_preemptions"] is not None]
     row["num_preemptions"] = sum(preemptions) if preemptions or not ok_rows else None
+    row["num_rounds_by_drafted_length"] = rounds_by_drafted_length(ok_rows, keys["num_steps"])
     row.update(
         backend=backend,
         acceptance_source=ENGINE_SOURCE,
@@ -146,3 +147,14 @@ def category_rows(keys: Mapping[str, Any], request_rows: Sequence[Row], num_posi
             merged.update(empty_acceptance(num_positions))
         out.append({name: merged[name] for name in names})
     return out
+
+
+def rounds_by_drafted_length(ok_rows: Sequence[Row], num_steps: int) -> list[int] | None:
+    """[num_steps] rounds that drafted exactly L = 1..k tokens, summed over requests. A round proposing position L
+    proposed every position before it, so rounds of length exactly L are D_L - D_(L+1) (D: num_drafted_per_pos).
+    None where no request has per-position counts (HTTP) or k = 0."""
+    drafted = [list(r["num_drafted_per_pos"]) for r in ok_rows if r.get("num_drafted_per_pos") is not None]
+    if not num_steps or not drafted:
+        return None
+    totals = [sum(d[i] if i < len(d) else 0 for d in drafted) for i in range(num_steps)] + [0]
+    return [totals[i] - totals[i + 1] for i in range(num_steps)]

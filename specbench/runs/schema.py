@@ -74,7 +74,7 @@ SCHEMA_VERSION = 7  # 2: backend, errors, token-count and acceptance sources (HT
 # (cells and requests); the server's prefix-cache hit rate (prefix_cache_*); 6: draft tree shapes as grid keys
 # (eagle_topk, draft_token_budget; chain cell ids unchanged), tree acceptance (cells: tree_size, per depth and
 # per rank; requests: tree_* counts), recommendations over (num_steps, eagle_topk, draft_token_budget); 7: requests:
-# num_cached_prompt_tokens (prefix-cache hits per request)
+# num_cached_prompt_tokens (prefix-cache hits per request); cells: num_rounds_by_drafted_length
 
 F64, I64, STR, BOOL = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 Column = tuple[str, pa.DataType, str]
@@ -183,6 +183,9 @@ CELL_COLUMNS: tuple[Column, ...] = KEY_COLUMNS + (
     ("server_generation_tokens", I64, "HTTP: delta of the server's generation-token counter over the window "
      "(all its traffic: more than num_output_tokens means other requests were mixed in); else null"),
     ("num_preemptions", I64, "sum of request preemptions; null over HTTP"),
+    ("num_rounds_by_drafted_length", pa.list_(I64), "[num_steps] verify rounds that drafted exactly L tokens, "
+     "L = 1..k: D_L - D_(L+1) of the requests' rounds proposing position L (a drafter that drafts fewer than k "
+     "where it finds nothing, or a server with adaptive k); null over HTTP and at k = 0"),
     ("baseline_cell_id", STR, "num-steps 0 cell of the same (repeat, temperature, concurrency) that did not draft; "
      "null if none"),
     _metric(SPEEDUP),

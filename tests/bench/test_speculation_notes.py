@@ -49,3 +49,27 @@ def test_acceptance_definitions_side_by_side_and_a_warning_when_they_part():
     apart = acceptance_definition_lines([cell(1.8, 2.2)])
     assert apart[0].startswith("WARNING: pooled and per-request acceptance lengths differ by > 5% (t=0 c=4 k=2 "
                                "pooled 1.800 vs per-request 2.200)")
+
+
+def test_rounds_by_drafted_length_and_a_warning_across_k():
+    """An n-gram drafter drafts fewer than k where it finds a short match (and servers with adaptive k do): the
+    rounds by drafted length come from the per-position counts (D_L - D_(L+1)); several k: their rates differ in
+    kind."""
+    from specbench.bench.acceptance_notes import acceptance_definition_lines
+    from specbench.bench.cell_summary import rounds_by_drafted_length
+
+    requests = [{"num_drafted_per_pos": [10, 8, 5]}, {"num_drafted_per_pos": [4, 4, 4]}, {"num_drafted_per_pos": None}]
+    assert rounds_by_drafted_length(requests, 3) == [2, 3, 9]
+    assert rounds_by_drafted_length(requests, 0) is None and rounds_by_drafted_length(requests[2:], 3) is None
+
+    def cell(k, lengths):
+        return {"num_steps": k, "temperature": 0.0, "concurrency": 1, "acceptance_length": 1.5,
+                "num_rounds_by_drafted_length": lengths}
+
+    variable = acceptance_definition_lines([cell(3, [2, 3, 9]), cell(3, [0, 1, 9])])
+    assert variable[-1].endswith("rounds by drafted length 1: 8%, 2: 17%, 3: 75%"), variable
+    assert not any(line.startswith("WARNING") for line in variable)
+    fixed = acceptance_definition_lines([cell(2, [0, 7]), cell(4, None)])
+    assert not any("drafted length" in line for line in fixed)
+    assert fixed[0] == ("WARNING: acceptance rates of k = 2, 4 are not comparable across k (a longer draft lowers "
+                        "A / T_d at equal drafting quality): compare per position, or speedup")
