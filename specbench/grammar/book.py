@@ -52,7 +52,7 @@ class GrammarBook:
             spec = request.sampling_params.grammar
             library = self.library
             marker = library.marker_token_ids(spec.starts_after) if spec.starts_after else ()
-            state = GrammarState(library.matcher(spec), marker, library.llg.torch)
+            state = GrammarState(library.matcher(spec), marker, self.eos_token_ids, library.llg.torch)
             for token in self.hooks.grammar_replay(request.request_id, tuple(request.output_token_ids)):
                 if not state.consume(token):
                     state.is_broken = True
@@ -96,8 +96,7 @@ class GrammarBook:
         self.num_mask_rows += bitmask.shape[0]
         self._record("grammar.mask")
         masked = apply_token_bitmask(logits, bitmask)
-        bonus_rows = [sum(1 + len(d) for d in draft_rows[:r]) + len(draft_rows[r]) for r in range(len(draft_rows))]
-        return self.hooks.grammar_bonus_logits(masked, logits, bonus_rows)
+        return self.hooks.grammar_bonus_logits(masked, logits, [1 + len(d) for d in draft_rows])
 
     def _bitmask(self, requests, draft_rows: list[list[int]]) -> torch.Tensor:
         """[num_rows, ceil(vocab / 32)] int32; walks each constrained request's state over its drafts (left there)."""

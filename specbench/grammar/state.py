@@ -7,13 +7,15 @@ import torch
 
 from specbench.grammar.reasoning import ReasoningGate
 
-# A consumed token's record: where it went, so rollback can undo it.
-TO_REASONING, CLOSED_REASONING, TO_GRAMMAR = 0, 1, 2
+# A consumed token's record: where it went, so rollback can undo it. AFTER_STOP: an end-of-sequence token after the
+# grammar finished (the matcher stops by itself once nothing can follow; it takes no more tokens).
+TO_REASONING, CLOSED_REASONING, TO_GRAMMAR, AFTER_STOP = 0, 1, 2, 3
 
 
 class GrammarState:
-    def __init__(self, matcher, marker_token_ids: tuple[int, ...], llg_torch) -> None:
+    def __init__(self, matcher, marker_token_ids: tuple[int, ...], eos_token_ids: frozenset[int], llg_torch) -> None:
         self.matcher = matcher  # llguidance LLMatcher
+        self.eos_token_ids = eos_token_ids
         self.gate = ReasoningGate(marker_token_ids)
         self.records: list[int] = []  # [num_consumed] TO_REASONING / CLOSED_REASONING / TO_GRAMMAR
         # A committed token the grammar refused: the engine broke its invariant (only a mutant does); the request is
@@ -40,6 +42,11 @@ class GrammarState:
         if self.gate.is_open:
             self.records.append(CLOSED_REASONING if self.gate.consume(token_id) else TO_REASONING)
             return True
+        if self.matcher.is_stopped():
+            if token_id not in self.eos_token_ids:
+                return False
+            self.records.append(AFTER_STOP)
+            return True
         if self.matcher.try_consume_tokens([token_id]) != 1:  # consume_token would put the matcher in error
             return False
         self.records.append(TO_GRAMMAR)
@@ -52,7 +59,7 @@ class GrammarState:
             record = self.records.pop()
             if record == TO_GRAMMAR:
                 num_grammar += 1
-            else:
+            elif record != AFTER_STOP:
                 self.gate.unconsume(record == CLOSED_REASONING)
         if num_grammar:
             self.matcher.rollback(num_grammar)

@@ -137,9 +137,10 @@ class PhaseHooks:
         i masked by the grammar state after the request's drafts before i."""
         return bitmask
 
-    def grammar_bonus_logits(self, masked: torch.Tensor, raw: torch.Tensor, bonus_rows: list[int]) -> torch.Tensor:
-        """The logits [num_rows, vocab] the verifier reads: the grammar-masked ones (`raw`: unmasked; `bonus_rows`
-        [num_reqs]: each request's last row, whose distribution samples its bonus token)."""
+    def grammar_bonus_logits(self, masked: torch.Tensor, raw: torch.Tensor,
+                             num_rows_per_request: list[int]) -> torch.Tensor:
+        """The logits [num_rows, vocab] the verifier reads: the grammar-masked ones (`raw`: unmasked; request r's
+        rows in order, its last one sampling its bonus token)."""
         return masked
 
     def grammar_rollback(self, request_id: str, num_walked: int, num_accepted: int) -> int:
