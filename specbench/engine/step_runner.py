@@ -4,6 +4,7 @@ about which requests run (the scheduler does) and commits nothing to their outpu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.execution_paths import PathRecorder, proposer_path
 from specbench.grammar.book import GrammarBook
+from specbench.grammar.draft_mask import DraftMask
 from specbench.runtime.hooks import PhaseHooks
 from specbench.speculation.capabilities import Proposer
 from specbench.speculation.proposer import DraftProposal, ProposeInput
@@ -151,8 +153,14 @@ class StepRunner:
             return None
         self.paths.record(self.proposer_path)
         timer.start("draft")
-        proposal = self.proposer.propose(self.propose_input(batch, st))
+        inp = self.propose_input(batch, st)
+        draft_mask = None
         if self.is_constrained(batch.requests) and self.grammar.is_drafting_masked:
+            draft_mask = DraftMask(self.grammar, batch.requests)
+            inp = dataclasses.replace(inp, draft_mask=draft_mask)
+        proposal = self.proposer.propose(inp)
+        if draft_mask is not None:
+            draft_mask.finish()
             proposal = self._drafts_under_mask(batch.requests, proposal)
         timer.stop("draft")
         return proposal

@@ -69,18 +69,17 @@ def test_speculation_keeps_the_plain_constrained_output(tiny_pair, engine_env, p
         assert f"proposer.{method}" in paths
 
 
-def test_drafting_under_the_mask_keeps_output_and_drafts_fewer(tiny_pair, engine_env, plain_outputs):
+def test_drafting_under_the_mask_keeps_output_and_raises_acceptance(tiny_pair, engine_env, plain_outputs):
     _, prompts, specs, plain = plain_outputs
-    drafted = {}
+    rate = {}
     for is_masked in (True, False):
         engine = _engine(tiny_pair, engine_env, "draft", 3)
         engine.step_runner.grammar.is_drafting_masked = is_masked
         outputs = _run(engine, prompts, _params(specs))
         assert [o.output_token_ids for o in outputs] == [o.output_token_ids for o in plain]
-        drafted[is_masked] = sum(o.stats.num_draft_tokens for o in outputs)
-        accepted = sum(o.stats.num_accepted_tokens for o in outputs)
-        assert accepted <= drafted[is_masked]
-    assert drafted[True] < drafted[False]
+        drafted = sum(o.stats.num_draft_tokens for o in outputs)
+        rate[is_masked] = sum(o.stats.num_accepted_tokens for o in outputs) / drafted
+    assert rate[True] > rate[False]
 
 
 def test_preemption_rebuilds_the_grammar_from_committed_tokens(tiny_pair, engine_env, plain_outputs):

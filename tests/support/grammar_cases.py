@@ -6,6 +6,7 @@ from __future__ import annotations
 from specbench.grammar.conformance import judge
 from specbench.grammar.library import GrammarLibrary
 from specbench.grammar.spec import GrammarSpec
+from specbench.grammar.state import GrammarState
 
 BOUNDED_SCHEMAS = {
     "flat": {"type": "object", "properties": {
@@ -33,11 +34,19 @@ def bounded_specs() -> dict[str, GrammarSpec]:
 
 
 def output_problem(library: GrammarLibrary, spec: GrammarSpec, output) -> str | None:
-    """Why a RequestOutput breaks its grammar, or None: stopped -> judged complete and conformant on its text; cut
-    by length -> every token a prefix the grammar allows (a fresh matcher, not the engine's)."""
+    """Why a RequestOutput breaks its grammar, or None: stopped -> its text after the reasoning marker (if any) judged
+    complete and conformant; cut by length -> every token one a fresh grammar state allows."""
     if output.finish_reason == "length":
-        matcher = library.matcher(spec)
-        num_valid = matcher.validate_tokens(list(output.output_token_ids))
-        return None if num_valid == len(output.output_token_ids) else f"token {num_valid} refused: {output.text!r}"
-    verdict = judge(spec, output.text)
+        marker = library.marker_token_ids(spec.starts_after) if spec.starts_after else ()
+        state = GrammarState(library.matcher(spec), marker, frozenset(), library.llg.torch)
+        for i, token in enumerate(output.output_token_ids):
+            if not state.consume(token):
+                return f"token {i} refused: {output.text!r}"
+        return None
+    text = output.text
+    if spec.starts_after:
+        if spec.starts_after not in text:
+            return f"stopped before the reasoning marker: {text!r}"
+        text = text.split(spec.starts_after, 1)[1]
+    verdict = judge(spec, text)
     return None if verdict.is_conformant else f"{verdict.error}: {output.text!r}"
