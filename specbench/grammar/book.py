@@ -15,16 +15,16 @@ import torch
 from specbench.grammar.bitmask import apply_token_bitmask, num_words
 from specbench.grammar.library import GrammarLibrary
 from specbench.grammar.state import GrammarState
-from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
+from specbench.grammar.hooks import GrammarHooks
 
 
 class GrammarBook:
-    def __init__(self, tokenizer, vocab_size: int, eos_token_ids: frozenset[int], hooks: PhaseHooks = NO_HOOKS,
+    def __init__(self, tokenizer, vocab_size: int, eos_token_ids: frozenset[int], hooks: GrammarHooks,
                  paths=None) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
-        self.hooks = hooks
+        self.hooks = hooks  # the engine's PhaseHooks (identity unless a mutant is injected)
         self.paths = paths  # the engine's PathRecorder (execution_paths.py), or None
         self._library: GrammarLibrary | None = None  # built at the first constrained request (~1 s for 100k vocabs)
         self.states: dict[str, GrammarState] = {}

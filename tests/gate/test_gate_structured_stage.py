@@ -18,7 +18,8 @@ def _rows(out: str) -> dict[str, str]:
             if line.startswith("| ") and not line.startswith("| stage")}
 
 
-@pytest.mark.parametrize("inject,expected", [(None, 0), pytest.param("grammar-mask-shifted", 1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("inject,expected", [
+    (None, 0), pytest.param("grammar-mask-shifted", 1, marks=pytest.mark.slow)])
 def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp_path, monkeypatch, capsys, inject,
                                                                   expected):
     pytest.importorskip("llguidance")
