@@ -16,13 +16,22 @@ SPECS = bounded_specs()
 MAX_TOKENS = 48
 
 
-def _engine(tiny_pair, engine_env, method: str, k: int, **options):
+@pytest.fixture(scope="module")
+def eagle_head(tiny_pair, tmp_path_factory) -> str:
+    from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+
+    return build_tiny_eagle_head(tiny_pair[0], tmp_path_factory.mktemp("grammar_eagle") / "head")
+
+
+def _engine(tiny_pair, engine_env, method: str, k: int, draft: str | None = None, **options):
     device, dtype = engine_env
     kwargs = dict(dtype=dtype, device=device, block_size=4, kv_cache_gb=0.05, max_concurrency=4)
     if method != "none":
         kwargs.update(method=method, max_num_steps=3)
     if method == "draft":
         kwargs["draft"] = tiny_pair[1]
+    if draft is not None:
+        kwargs["draft"] = draft
     kwargs.update(options)
     engine = LLM(tiny_pair[0], **kwargs).engine
     if method != "none":
@@ -67,6 +76,36 @@ def test_speculation_keeps_the_plain_constrained_output(tiny_pair, engine_env, p
     assert "grammar.mask" in paths and "grammar.violation" not in paths
     if k:
         assert f"proposer.{method}" in paths
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_eagle3_keeps_the_plain_constrained_output(tiny_pair, engine_env, plain_outputs, eagle_head, k):
+    _, prompts, specs, plain = plain_outputs
+    engine = _engine(tiny_pair, engine_env, "eagle3", k, draft=eagle_head)
+    outputs = _run(engine, prompts, _params(specs))
+    assert [o.output_token_ids for o in outputs] == [o.output_token_ids for o in plain]
+    assert "grammar.violation" not in engine.paths_taken()
+
+
+@pytest.mark.parametrize("options", [dict(async_scheduling=True), dict(enable_chunked_prefill=True,
+                                                                      max_num_batched_tokens=8)],
+                         ids=["async_mixed_batch", "chunked_prefill"])
+def test_unconstrained_neighbours_and_other_step_kinds_keep_the_output(tiny_pair, engine_env, plain_outputs,
+                                                                       options):
+    """Constrained and free requests in one batch, under overlapped decoding (constrained batches run synchronously)
+    and chunked prefill (masks in mixed steps): the constrained ones as the plain engine's, the free ones as an
+    engine without any constraint."""
+    _, prompts, specs, plain = plain_outputs
+    free = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    params = [p for spec in specs for p in (SamplingParams(max_tokens=MAX_TOKENS, grammar=spec), free)]
+    doubled = [p for prompt in prompts for p in (prompt, prompt)]
+    engine = _engine(tiny_pair, engine_env, "ngram", 3, **options)
+    outputs = _run(engine, doubled, params)
+    if "enable_chunked_prefill" in options:
+        assert "prefill.chunked_mixed" in engine.paths_taken()
+    reference = _run(_engine(tiny_pair, engine_env, "none", 0), prompts, [free] * len(prompts))
+    assert [o.output_token_ids for o in outputs[0::2]] == [o.output_token_ids for o in plain]
+    assert [o.output_token_ids for o in outputs[1::2]] == [o.output_token_ids for o in reference]
 
 
 def test_drafting_under_the_mask_keeps_output_and_raises_acceptance(tiny_pair, engine_env, plain_outputs):
