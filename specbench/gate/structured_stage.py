@@ -56,6 +56,10 @@ class StructuredStage:
             rows.insert(0, f"- k=0: {rate(off)}; finish reasons {dict(off.finish_reasons)}")
             rows.append(f"- pairs failing only with speculation on {only_on}, only off {only_off} "
                         f"(McNemar p={p_value:.3g}); same text {same}/{n}")
+        unjudged = sum(a.finish_reason == "length" and a.is_prefix_valid is None
+                       for side in (off, on) if side is not None for a in side.answers)
+        if unjudged:  # a server's answers cut by length need the target's tokenizer here (--tokenizer)
+            rows.append(f"- {unjudged} answers cut by length not judged: no local tokenizer (pass --tokenizer)")
         rows.extend(f"- k={k} {a.sample_id}: {a.text[:80]!r}" for k, a in broken[:5])
         is_worse = off is not None and p_value < MCNEMAR_ALPHA and on.num_ok < off.num_ok
         status = Status.FAIL if broken or num_5xx or is_worse else Status.PASS

@@ -30,3 +30,27 @@ def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp
     code, out, err = run_gate_cli(args, monkeypatch, capsys)
     assert code == expected, out + err
     assert _rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
+
+
+@pytest.mark.slow
+def test_structured_stage_over_http_catches_serve_inject(gate_pair, tmp_path, monkeypatch, capsys):
+    """`specbench gate --base-url` (the server's own k, no off side): a clean `specbench serve` passes, one built with
+    `--inject grammar-bonus-unmasked` fails (its answers break their grammar, judged from the text alone)."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("llguidance")
+    from specbench.config import EngineConfig
+    from specbench.faults import injection
+    from specbench.serve import ServeConfig, start_server
+    from tests.support.tiny_models import data_dir
+
+    engine = EngineConfig(target=str(gate_pair.target), method="draft", draft=str(gate_pair.draft), device="cpu",
+                          kv_cache_gb=0.05, max_num_steps=3)
+    for inject, expected in ((None, "PASS"), ("grammar-bonus-unmasked", "FAIL")):
+        with start_server(ServeConfig(engine, served_model_name="tiny"), fault=injection(inject)) as server:
+            args = ["--base-url", server.url, "-k", "3", "--data-dir", str(data_dir()), "--results-dir",
+                    str(tmp_path / f"r-{inject}"), "--tokenizer", str(gate_pair.target),  # judges cut answers
+                    "--stages", "structured", "--structured-max-tokens", "48",
+                    "--structured-limit", "12", "--quiet"]
+            code, out, err = run_gate_cli(args, monkeypatch, capsys)
+        assert _rows(out)["structured"] == expected, out + err
+        assert "no speculation-off side" in out
