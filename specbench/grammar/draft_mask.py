@@ -42,10 +42,10 @@ class DraftMask:
         masked = apply_token_bitmask(logits[:, :vocab_size], bitmask)
         if logits.shape[1] == vocab_size:
             return masked
-        # a draft vocabulary wider than the target's: its extra ids are never proposed to a constrained request
-        return torch.cat([masked, logits[:, vocab_size:].masked_fill(
-            torch.zeros(len(rows), 1, dtype=torch.bool, device=logits.device).index_fill_(
-                0, torch.tensor(constrained, device=logits.device), True), float("-inf"))], dim=1)
+        # A draft vocabulary wider than the target's: its extra ids are never proposed to a constrained request.
+        extra = logits[:, vocab_size:].clone()
+        extra[torch.tensor(constrained, device=logits.device)] = float("-inf")
+        return torch.cat([masked, extra], dim=1)
 
     def finish(self) -> None:
         """Undo the walk: each state back at its committed tokens."""

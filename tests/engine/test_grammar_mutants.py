@@ -93,7 +93,8 @@ def test_each_grammar_mutant_is_caught(tiny_pair, engine_env, prompt_ids, plain,
     assert problems or tokens != plain[marker], f"{name} escaped: valid output identical to the plain engine"
 
 
-@pytest.mark.parametrize("name", ["grammar-mask-shifted", "grammar-bonus-unmasked", "grammar-marker-in-drafts-unmasked"])
+@pytest.mark.parametrize("name", ["grammar-mask-shifted", "grammar-bonus-unmasked",
+                                  "grammar-marker-in-drafts-unmasked"])
 def test_speculation_only_mutants_leave_plain_decoding_exact(tiny_pair, engine_env, prompt_ids, plain, name):
     method, options, marker = SCENARIOS[SCENARIO_OF[name]]
     tokens, problems, _ = _run(tiny_pair, engine_env, prompt_ids, method, options, marker, injection(name), k=0)
