@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -69,7 +70,9 @@ def parse_completion(raw: bytes, tokenizer, max_model_len: int, vocab_size: int 
                     body.logprobs, body.prompt_logprobs)
 
 
-def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None) -> GenerationRequest:
+def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None,
+               reasoning_end: str | None = None) -> GenerationRequest:
+    """`reasoning_end`: the server's end-of-thinking text; a constrained answer's grammar starts after it."""
     body = _validate(ChatCompletionRequest, raw)
     messages = tuple(Message(m.role, m.content if isinstance(m.content, str) else "".join(p.text for p in m.content))
                      for m in body.messages)
@@ -95,6 +98,8 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None
         grammar = grammar_of(body.response_format, body.tools, body.tool_choice, body.structured_outputs)
     except ConstraintError as err:
         raise BadRequest(str(err), err.param) from None
+    if grammar is not None and reasoning_end:
+        grammar = dataclasses.replace(grammar, starts_after=reasoning_end)
     return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages", logprobs, None, grammar)
 
 

@@ -80,3 +80,13 @@ def test_bad_constraints_are_refused(client, fields, param):
     assert response.status_code == 400, response.text
     if param is not None:
         assert response.json()["error"]["param"] == param
+
+
+def test_the_reasoning_end_starts_the_grammar_after_it():
+    from specbench.serve.protocol import parse_chat
+    from tests.support.tiny_models import load_tiny_tokenizer
+
+    raw = json.dumps({"messages": MESSAGES, "max_tokens": 8, "response_format": {"type": "json_object"}}).encode()
+    tokenizer = load_tiny_tokenizer()
+    assert parse_chat(raw, tokenizer, 256, 1024).params.grammar.starts_after is None
+    assert parse_chat(raw, tokenizer, 256, 1024, "</think>").params.grammar.starts_after == "</think>"
