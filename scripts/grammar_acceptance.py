@@ -19,14 +19,18 @@ def main() -> None:
     root = Path(tempfile.mkdtemp())
     build_tiny_model(root / "target", "llama", num_layers=2, seed=0)
     derive_draft(root / "target", root / "draft", noise=0.15, seed=1)
+    from specbench.selftest.tiny_eagle import build_tiny_eagle_head
+
+    drafts = {"ngram": None, "draft": str(root / "draft"), "eagle3": build_tiny_eagle_head(root / "target",
+                                                                                         root / "head")}
     tok = load_tiny_tokenizer()
     prompts = [tok(q)["input_ids"][:12] for q in gsm8k_questions("test")[:16]]
     specs = list(bounded_specs().values())
     params = [SamplingParams(max_tokens=48, grammar=specs[i % len(specs)]) for i in range(len(prompts))]
-    for method in ("ngram", "draft"):
+    for method, draft in drafts.items():
         for is_masked in (False, True):
             llm = LLM(str(root / "target"), method=method, max_num_steps=3, device="cpu", dtype="fp32",
-                      block_size=4, kv_cache_gb=0.05, draft=str(root / "draft") if method == "draft" else None)
+                      block_size=4, kv_cache_gb=0.05, draft=draft)
             book = llm.engine.step_runner.grammar
             book.is_drafting_masked = is_masked
             start = time.perf_counter()

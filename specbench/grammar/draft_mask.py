@@ -19,6 +19,11 @@ class DraftMask:
         self.num_walked = {r: 0 for r in self.states}
         self.refused: set[int] = set()  # rows whose previous draft the grammar refused: later rows left unmasked
 
+    @property
+    def vocab_size(self) -> int:
+        """The target's vocabulary: what masked() takes logits over (a wider draft vocabulary's extra ids too)."""
+        return self.book.vocab_size
+
     def masked(self, step: int, rows: list[int], logits: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:
         """logits [len(rows), draft_vocab] of draft step `step` for batch rows `rows`, masked; draft_ids
         [num_reqs, max_num_draft] the drafts so far (column step - 1 is read on the host)."""
