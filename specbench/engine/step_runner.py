@@ -68,7 +68,7 @@ class StepRunner:
         self.synthetic_generator = synthetic_generator
         self.set_synthetic_rates(synthetic_rates)
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
-        self.grammar = grammar  # every constrained request's grammar state (grammar/book.py); None: no tokenizer
+        self.grammar = grammar  # every constrained request's grammar state (grammar/book.py); None: none kept
 
     def set_synthetic_rates(self, rates: tuple[float, ...] | None) -> None:
         """The forced rates of the next rounds (validated by EngineConfig); drops the tables of the old ones."""
