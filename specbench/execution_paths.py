@@ -133,6 +133,17 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic/chain.py) and "
                   "trees per (depth, rank) (speculation/synthetic/tree.py; --synthetic-acceptance, not lossless)",
                   (), SPECULATIVE),
+    # ---- grammar-constrained decoding (grammar/; opt-in per request) -------------------------------------------
+    ExecutionPath("grammar.mask", "verify/sample rows masked by each constrained request's grammar, row i by its "
+                  "state after the drafts before i (grammar/book.py)", ()),
+    ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
+                  "before the verify (engine/step_runner.py)", (), SPECULATIVE),
+    ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
+                  "tokens (after a preemption: grammar/book.py)", ()),
+    ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "
+                  "rows after it masked by the grammar (grammar/book.py)", (), SPECULATIVE),
+    ExecutionPath("grammar.violation", "a committed token the grammar refused (only a mutant's engine): the "
+                  "request decodes unconstrained from then on (grammar/book.py)", ()),
 )
 
 

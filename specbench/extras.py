@@ -21,6 +21,9 @@ class Extra:
 
 EXTRAS = {
     "serve": Extra("serve", ("fastapi", "starlette", "uvicorn"), ("specbench.serve",), "`specbench serve`"),
+    # imported inside functions only (grammar/library.py, grammar/conformance.py): specbench.grammar loads without it
+    "grammar": Extra("grammar", ("llguidance", "jsonschema"), (), "grammar-constrained decoding (response_format, "
+                     "regex, tools)"),
 }
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specbench.errors import SpecbenchError
+from specbench.grammar.spec import GrammarSpec
 
 # Sampling runs on device in float32 (speculation/sampling.py: logits.float() / temperature, top_p compared in float32) and
 # seeds go to torch.Generator.manual_seed. These bounds are what those representations hold.
@@ -62,6 +63,9 @@ class SamplingParams:
     # token was decoded plainly, an accepted draft, a recovered token or the bonus. None: not computed (no cost).
     logprobs: int | None = None  # per output token: its logprob and the top-n alternatives (0: the token's only)
     prompt_logprobs: int | None = None  # per prompt token after the first: its logprob given its prefix, top-n
+    # Constrained decoding (grammar/): every emitted token is one the grammar allows (response_format, regex, a tool
+    # call); None: unconstrained.
+    grammar: GrammarSpec | None = None
 
     def __post_init__(self) -> None:
         for name in SAMPLING_LIMITS:

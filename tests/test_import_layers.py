@@ -34,6 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # The one exception type users see; every layer raises it.
     {"errors"},
+    # Grammar-constrained decoding (specs, per-request grammar state, token bitmasks; llguidance behind an extra):
+    # under `sampling_params`, whose SamplingParams carry a GrammarSpec; it declares the hooks it calls
+    # (grammar/hooks.py), which runtime's seam satisfies.
+    {"grammar"},
     # Leaves: plain values and tensor helpers that know no model or engine. `config` (engine options, validated
     # alone) is here so that every layer that builds, runs or records an engine reads it; `kernels` (Triton:
     # tensors in, tensors out) is here so that attention, the models and the verifier all launch them.

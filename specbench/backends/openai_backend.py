@@ -60,6 +60,8 @@ class OpenAIBackend:
         self._client = DeadlineClient(self.root, auth_headers(self._api_key), SideDeadlines.of(config))
         self.info = read_server_info(self._client, self._api_key)
         self.adapter, self.adapter_choice = choose_adapter(config.server_adapter, self.info.probe)
+        # how output constraints are sent (backends/constraint_body.py): the detected server's own fields
+        self.constraint_dialect = "openai" if self.adapter is None else self.adapter.name
         if config.server_model is not None:
             self.model = config.server_model
         elif self.info.models:
@@ -177,7 +179,8 @@ class OpenAIBackend:
     async def _one(self, client: httpx.AsyncClient, turn: Turn, index: int, id_prefix: str) -> FinishedTurn:
         # Chat-template prompts go to /v1/chat/completions (the server renders the template); plain ones as text.
         is_chat = bool(turn.prompt.messages) and not turn.prompt.add_special_tokens
-        state, error = await run_request(client, build_request(turn, self.model, chat=is_chat), self.timeout_s)
+        state, error = await run_request(client, build_request(turn, self.model, chat=is_chat,
+                                                                dialect=self.constraint_dialect), self.timeout_s)
         try:
             return self._finished(turn, index, id_prefix, state,
                                   None if error is None else redact(error, self._api_key))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.backends.constraint_body import constraint_fields
 from specbench.runs.turns import Turn
 
 CHAT_PATH = "/v1/chat/completions"
@@ -17,9 +18,10 @@ class HttpRequest:
     body: dict[str, Any]  # the JSON payload as sent
 
 
-def build_request(turn: Turn, model: str, *, chat: bool) -> HttpRequest:
+def build_request(turn: Turn, model: str, *, chat: bool, dialect: str = "openai") -> HttpRequest:
     """`chat`: send the conversation (the server applies its chat template); else the rendered text, or the
-    token ids of a random-token prompt.
+    token ids of a random-token prompt. `dialect`: the server adapter's name, for how an output constraint is sent
+    (backends/constraint_body.py).
 
     Every sampling parameter is sent explicitly, never left to server defaults. Streaming asks for usage in the
     last chunk (`include_usage`) and in every chunk (`continuous_usage_stats`, a vLLM/SGLang/specbench extension
@@ -42,6 +44,7 @@ def build_request(turn: Turn, model: str, *, chat: bool) -> HttpRequest:
         body["ignore_eos"] = True  # extension; only the random workload sets it
     if params.prompt_logprobs is not None:
         body["prompt_logprobs"] = params.prompt_logprobs  # extension (vLLM on both routes; specbench serve: completions)
+    body.update(constraint_fields(params.grammar, dialect))
     prompt = turn.prompt
     if chat and prompt.messages:
         body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]

@@ -26,6 +26,10 @@ def serve(
     max_request_bytes: Annotated[int, typer.Option("--max-request-bytes", help="larger request bodies are "
                                                    "answered 413 unread")] = ServeConfig.max_request_bytes,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level")] = "warning",
+    reasoning_end: Annotated[Optional[str], typer.Option("--reasoning-end", help="a reasoning model's "
+                                                         "end-of-thinking text (e.g. '</think>'): constrained "
+                                                         "answers (response_format, tools) follow their grammar "
+                                                         "after it")] = None,
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="draft tokens per round")] = 0,
     max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="max running requests")] = 64,
     engine: dict = None,  # the shared engine option group (options.engine_options)
@@ -45,4 +49,5 @@ def serve(
 
     config = EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency)
     run_server(ServeConfig(config, served_model_name, api_key_env, log_level, max_request_bytes=max_request_bytes,
-                           is_probe_auth=auth_health), host=host, port=port, fault=fault)
+                           is_probe_auth=auth_health, reasoning_end=reasoning_end), host=host, port=port,
+               fault=fault)

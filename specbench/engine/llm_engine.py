@@ -23,6 +23,7 @@ from specbench.engine.step_runner import StepRunner
 from specbench.engine.stop import StopChecker
 from specbench.engine.token_logprob import TokenLogprob
 from specbench.errors import SpecbenchError
+from specbench.grammar.book import GrammarBook
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
@@ -31,6 +32,11 @@ from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.tree.plan import tree_plan
 from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
+
+
+# Tree rounds verify a token tree whose rows would each need the grammar state of their own branch; not built yet.
+GRAMMAR_TREE_REFUSAL = ("grammar-constrained requests (response_format, regex, tools) are not supported with tree "
+                        "drafts (eagle_topk > 1): use chain drafts (eagle_topk 1)")
 
 
 class LLMEngine:
@@ -59,7 +65,8 @@ class LLMEngine:
             p.runner, p.proposer, p.verify_fn, hooks=p.hooks, paths=p.paths, device=p.device,
             block_size=config.block_size, vocab_size=self.vocab_size, method=config.method, verifier=p.verifier,
             synthetic_rates=config.synthetic_acceptance, synthetic_generator=synthetic_generator,
-            debug_invariants=config.debug_invariants)
+            debug_invariants=config.debug_invariants,
+            grammar=GrammarBook(p.tokenizer, self.vocab_size, p.stop_checker.eos_token_ids, p.hooks, p.paths))
         self.committer = Committer(p.scheduler, self.step_runner.free, p.stop_checker, p.hooks)
         self.log = StepLog()
         self.loop = StepLoop(p.scheduler, self.step_runner, self.committer, self.log, p.paths, p.device)
@@ -120,6 +127,8 @@ class LLMEngine:
             raise SpecbenchError(f"prompt token ids must be in [0, {self.vocab_size})")
         if params.stop and self.tokenizer is None:
             raise SpecbenchError("stop strings need a tokenizer")
+        if params.grammar is not None:
+            self._check_grammar(params)
         max_len = self.stop_checker.max_model_len
         if len(token_ids) >= max_len:
             raise SpecbenchError(f"prompt of {len(token_ids)} tokens does not fit max_model_len {max_len}")
@@ -150,6 +159,12 @@ class LLMEngine:
         self.committer.requests[request_id] = request
         self.scheduler.add(request)
         return request_id
+
+    def _check_grammar(self, params: SamplingParams) -> None:
+        """Refuse a constrained request this engine cannot decode under its grammar, before it is queued."""
+        if self.scheduler.draft_shape.is_tree and self.num_steps > 0:
+            raise SpecbenchError(GRAMMAR_TREE_REFUSAL)
+        self.step_runner.grammar.library.matcher(params.grammar)  # compiles it: a bad schema or pattern fails here
 
     def abort_request(self, request_id: str) -> bool:
         """Drop an unfinished request between steps: its KV and draft state are freed and it is never reported.
@@ -210,6 +225,9 @@ class LLMEngine:
         """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
+        if shape.is_tree and self.scheduler.num_steps > 0 and any(
+                r.sampling_params.grammar is not None for r in self.committer.requests.values()):
+            raise SpecbenchError(GRAMMAR_TREE_REFUSAL)
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             can = ", ".join(methods_with(DraftsTrees))
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "

@@ -41,12 +41,17 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
     finals = tuple(c.request for c in chunks if c.is_final)
     num_verify = inp.num_verify_rows
     timer.start("sample")
-    verified = runner.run_verifier(out.logits[:num_verify], inp, proposal, st) if requests else None
+    logits = out.logits
+    is_constrained = runner.is_constrained(requests + finals)
+    if is_constrained:  # the verify rows (drafts walked), then each final chunk's one row
+        draft_rows = runner.draft_rows(proposal, len(requests)) + [[] for _ in finals]
+        logits = runner.grammar.masked_logits(out.logits[: num_verify + len(finals)], requests + finals, draft_rows)
+    verified = runner.run_verifier(logits[:num_verify], inp, proposal, st) if requests else None
     first_tokens = None
     if finals:
         first_st = build_sampling_tensors([r.sampling_params for r in finals], [r.generator for r in finals],
                                           runner.vocab_size, runner.device)
-        first_tokens = sample(out.logits[num_verify:], first_st)  # [num_finals]
+        first_tokens = sample(logits[num_verify:], first_st)  # [num_finals]
     timer.stop("sample")
     emitting = requests + finals
     logprobs = _step_logprobs(runner, out.logits, inp, verified, first_tokens, emitting)
@@ -78,6 +83,8 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
             runner.proposer.add_target_features(request.request_id, start, features)
         request.num_cached_tokens = chunk.end
     committed.extend([[t] for t in ([] if first_tokens is None else first_tokens.tolist())])
+    if is_constrained:
+        runner.grammar.settle(emitting, [row[-1] for row in rows] + [0] * len(finals), committed)
     num_accepted = sum(row[-1] for row in rows)
     return emitting, StepResult(committed, sum(num_drafts), num_accepted, inp.md.num_tokens, logprobs)
 

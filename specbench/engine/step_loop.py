@@ -114,8 +114,10 @@ class StepLoop:
     def _is_overlappable(self, batch: ScheduledBatch, is_async: bool) -> bool:
         # A draft round needs the previous round's accepted tokens on the host: only plain decode overlaps; a
         # pending prompt chunk keeps the loop synchronous (its request joins the batch once its prompt is in).
+        # A constrained request's next mask needs the token in flight on the host: it decodes synchronously.
         return (is_async and not batch.is_prefill and self.scheduler.num_steps == 0
-                and not any(r.is_prefilling for r in self.scheduler.running))
+                and not any(r.is_prefilling for r in self.scheduler.running)
+                and not self.runner.is_constrained(self.scheduler.running))
 
     def _step_after_decode(self, previous: InflightDecode) -> tuple[list[RequestOutput], InflightDecode | None]:
         """Launch the step after `previous` if the batch is steady, then read `previous` back."""
@@ -160,6 +162,8 @@ class StepLoop:
         """Draft the next round from `launch` on the device, if the batch is steady; None: read it back now."""
         scheduler = self.scheduler
         if not is_async or launch.proposal is None or not isinstance(self.runner.proposer, DraftsAhead):
+            return None
+        if self.runner.is_constrained(batch.requests):  # drafts made ahead would skip the grammar's mask walk
             return None
         k = launch.output_token_ids.shape[1] - 1
         if k < 1 or any(n != k for n in batch.num_draft_tokens):  # a round graph drafts k for every request

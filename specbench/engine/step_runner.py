@@ -4,6 +4,7 @@ about which requests run (the scheduler does) and commits nothing to their outpu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from specbench.engine.scheduler import ScheduledBatch
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.execution_paths import PathRecorder, proposer_path
+from specbench.grammar.book import GrammarBook
+from specbench.grammar.draft_mask import DraftMask
 from specbench.runtime.hooks import PhaseHooks
 from specbench.speculation.capabilities import Proposer
 from specbench.speculation.proposer import DraftProposal, ProposeInput
@@ -45,7 +48,8 @@ class StepRunner:
     def __init__(self, target_runner: TargetRunner, proposer: Proposer | None, verify_fn: Callable, *,
                  hooks: PhaseHooks, paths: PathRecorder, device: torch.device, block_size: int, vocab_size: int,
                  method: str, verifier: str, synthetic_rates: tuple[float, ...] | None,
-                 synthetic_generator: torch.Generator | None, debug_invariants: bool = False) -> None:
+                 synthetic_generator: torch.Generator | None, debug_invariants: bool = False,
+                 grammar: GrammarBook | None = None) -> None:
         self.target_runner = target_runner  # the target model's phases over the paged KV cache
         self.proposer = proposer  # None: method none (plain decoding); the engine's one reference to it
         self.verify_fn = verify_fn  # specbench.speculation.verify.chain.verify or its Triton twin
@@ -64,6 +68,7 @@ class StepRunner:
         self.synthetic_generator = synthetic_generator
         self.set_synthetic_rates(synthetic_rates)
         self._sampling_cache: tuple[tuple, tuple[int, ...], SamplingTensors] | None = None  # (requests, ids, tensors)
+        self.grammar = grammar  # every constrained request's grammar state (grammar/book.py); None: none kept
 
     def set_synthetic_rates(self, rates: tuple[float, ...] | None) -> None:
         """The forced rates of the next rounds (validated by EngineConfig); drops the tables of the old ones."""
@@ -96,6 +101,12 @@ class StepRunner:
         """Forget a finished, aborted or preempted request's draft state."""
         if self.proposer is not None:
             self.proposer.free(request_id)
+        if self.grammar is not None:
+            self.grammar.free(request_id)
+
+    def is_constrained(self, requests) -> bool:
+        """Whether a request of `requests` decodes under a grammar (its rows are masked, its state settled)."""
+        return self.grammar is not None and GrammarBook.is_constrained(requests)
 
     def forget_sampling(self) -> None:
         """Drop the cached sampling tensors (they may hold an aborted or preempted request's row)."""
@@ -110,7 +121,10 @@ class StepRunner:
         out = self.target_runner.prefill(inp)
         timer.stop("target")
         timer.start("sample")
-        tokens = sample(out.logits, st)
+        is_constrained = self.is_constrained(requests)
+        logits = self.grammar.masked_logits(out.logits, requests, [[]] * len(requests)) if is_constrained \
+            else out.logits
+        tokens = sample(logits, st)
         timer.stop("sample")
         logprobs = None
         num_top = wanted_top(requests)
@@ -122,6 +136,8 @@ class StepRunner:
             _, targets, spans = prompt_rows(requests)
             prompt_logprobs_of(out.prompt_logits, targets, spans, requests)
         tokens_cpu = tokens.tolist()  # the step's one host sync
+        if is_constrained:
+            self.grammar.settle(requests, [0] * len(requests), [[t] for t in tokens_cpu])
         offset = 0
         for request in requests:
             start, num = request.num_cached_tokens, request.num_tokens - request.num_cached_tokens  # past a prefix hit
@@ -137,15 +153,43 @@ class StepRunner:
             return None
         self.paths.record(self.proposer_path)
         timer.start("draft")
-        proposal = self.proposer.propose(self.propose_input(batch, st))
+        inp = self.propose_input(batch, st)
+        draft_mask = None
+        if self.is_constrained(batch.requests) and self.grammar.is_drafting_masked:
+            draft_mask = DraftMask(self.grammar, batch.requests)
+            inp = dataclasses.replace(inp, draft_mask=draft_mask)
+        proposal = self.proposer.propose(inp)
+        if draft_mask is not None:
+            draft_mask.finish()
+            proposal = self._drafts_under_mask(batch.requests, proposal)
         timer.stop("draft")
         return proposal
+
+    def _drafts_under_mask(self, requests, proposal: DraftProposal) -> DraftProposal:
+        """Each constrained request's drafts cut at the first token its grammar refuses: the verifier would reject
+        it and every draft after it. Reads the drafts on the host (a sync with the drafter)."""
+        cut = self.grammar.cut_drafts(requests, self.draft_rows(proposal))
+        if tuple(cut) == proposal.num_draft_tokens:
+            return proposal
+        self.paths.record("grammar.draft_cut")
+        return DraftProposal(proposal.draft_token_ids, tuple(cut), proposal.draft_probs, proposal.parents)
+
+    @staticmethod
+    def draft_rows(proposal: DraftProposal | None, num_reqs: int = 0) -> list[list[int]]:
+        """[num_reqs][num_draft_tokens_r] the drafts on the host (none without a proposal)."""
+        if proposal is None:
+            return [[] for _ in range(num_reqs)]
+        rows = proposal.draft_token_ids.tolist()
+        return [row[:n] for row, n in zip(rows, proposal.num_draft_tokens)]
 
     def launch_verify(self, requests, proposal, st: SamplingTensors, timer: PhaseTimer,
                        newest_token_ids: torch.Tensor | None = None) -> VerifyLaunch:
         """Enqueue a verify (a plain decode step without a proposal) and its one copy to the host.
         `newest_token_ids` [num_reqs]: the previous step's tokens still on the device (overlapped decoding)."""
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks, newest_token_ids)
+        is_constrained = self.is_constrained(requests)
+        # read before the target's forward is enqueued, so the masks are built on the host while it runs
+        draft_rows = self.draft_rows(proposal, len(requests)) if is_constrained else None
         timer.start("target")
         out = self.target_runner.verify(inp)
         timer.stop("target")
@@ -154,7 +198,8 @@ class StepRunner:
         # before the verifier runs: the logits are read as the model produced them, whatever it does with them
         row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
-        result = self.run_verifier(out.logits, inp, proposal, st)
+        logits = self.grammar.masked_logits(out.logits, requests, draft_rows) if is_constrained else out.logits
+        result = self.run_verifier(logits, inp, proposal, st)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))
@@ -202,6 +247,8 @@ class StepRunner:
             committed.append(output_rows[r][:num_new])
         if proposal is not None:
             self.proposer.on_verified(tuple(r.request_id for r in requests), tuple(accepted))
+        if self.is_constrained(requests):
+            self.grammar.settle(requests, accepted, committed)
         return StepResult(committed, sum(num_drafts), sum(accepted), launch.num_scheduled_tokens, launch.logprobs)
 
     def draft_ahead(self, batch: ScheduledBatch, launch: VerifyLaunch) -> tuple[torch.Tensor, PhaseTimer] | None:

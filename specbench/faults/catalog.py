@@ -27,6 +27,11 @@ from specbench.faults.fault import Fault, Mutant
 from specbench.faults.feature_rows import FeatureRowsOffByOne
 from specbench.faults.fused_head_rope_shift import FusedHeadRopeShift
 from specbench.faults.fused_residual_twice import FusedResidualTwice
+from specbench.faults.grammar_bonus_unmasked import GrammarBonusUnmasked
+from specbench.faults.grammar_marker_in_drafts import GrammarMarkerInDraftsUnmasked
+from specbench.faults.grammar_mask_shift import GrammarMaskShifted
+from specbench.faults.grammar_not_restored import GrammarNotRestored
+from specbench.faults.grammar_rejected_advance import GrammarAdvancedOverRejected
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
 from specbench.faults.moe_padding_mask_frozen import MoePaddingMaskFrozenAtCapture
@@ -146,6 +151,17 @@ TREE_MUTANTS: tuple[type[Mutant], ...] = (
 # tests/faults/test_chunk_mutants.py shows each passing without chunking and caught with it.
 CHUNK_MUTANTS: tuple[type[Mutant], ...] = (ChunkPositionsShifted, ChunkLogitsRowShifted, ChunkFeatureStartLost)
 
+# Grammar-constrained decoding only (layer "grammar"): inert on unconstrained requests, which are all the selftest
+# runs; tests/engine/test_grammar_mutants.py catches each (validity and greedy identity with the plain constrained
+# engine), `specbench gate --stages structured` through `serve --inject`.
+GRAMMAR_MUTANTS: tuple[type[Mutant], ...] = (
+    GrammarAdvancedOverRejected,
+    GrammarMaskShifted,
+    GrammarBonusUnmasked,
+    GrammarNotRestored,
+    GrammarMarkerInDraftsUnmasked,
+)
+
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check; slow-step (k = 0
 # slowed too) is `specbench ab`'s.
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
@@ -155,7 +171,7 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
-               + CHUNK_MUTANTS + LOGPROBS_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
+               + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")

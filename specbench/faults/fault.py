@@ -25,6 +25,8 @@ LAYERS: dict[str, Layer] = {
     "metrics": Layer("corrupts recorded statistics only", "metrics"),
     "logprobs": Layer("corrupts reported logprobs only", "gate's logprobs stage, not the selftest"),
     "speed": Layer("slows speculation only", "gate's speed stage, not the selftest"),
+    "grammar": Layer("corrupts grammar-constrained output only", "tests/engine/test_grammar_mutants.py, gate's "
+                     "structured stage"),
     "stress": Layer("corrupts the output (or stops drafting) only under one condition: concurrency, length, batch "
                     "shape, zero-draft rounds", "`specbench stress`, not the gentle gate"),
 }
@@ -36,7 +38,8 @@ class Fault:
     description: str  # what it breaks, in one line
     seed: str  # the seed PR it reproduces (/work/shared/seeds), or "" for target-side classics
     layer: str  # "draft" (lowers acceptance only), "target" (corrupts output), "sampling" (corrupts sampled output
-    # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only), "speed"
+    # only), "metrics" (corrupts recorded statistics only), "logprobs" (corrupts reported logprobs only), "grammar"
+    # (corrupts grammar-constrained output only), "speed"
     # (slows speculation only), "stress" (only under one condition: faults/conditional.py)
     # What hosts the hook, asked of the proposer classes: a capability (speculation/capabilities.py; `Proposer`:
     # every speculative method) or the one proposer class whose code it bends; None: no speculative method.

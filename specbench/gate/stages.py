@@ -14,6 +14,7 @@ from specbench.gate.outputs_stage import OutputsStage
 from specbench.gate.speed_stage import SpeedStage
 from specbench.gate.stage_interface import Stage
 from specbench.gate.stress_stage import StressStage
+from specbench.gate.structured_stage import StructuredStage
 from specbench.registry import Registry
 
 DEFAULT_STAGE_TYPES: tuple[type[Stage], ...] = (  # what runs without --stages
@@ -25,7 +26,7 @@ DEFAULT_STAGE_TYPES: tuple[type[Stage], ...] = (  # what runs without --stages
     OutputsStage,
 )
 # Asked for by name only (--stages ...,stress): each runs minutes more than the rest together.
-OPT_IN_STAGE_TYPES: tuple[type[Stage], ...] = (StressStage,)
+OPT_IN_STAGE_TYPES: tuple[type[Stage], ...] = (StressStage, StructuredStage)
 STAGE_TYPES = DEFAULT_STAGE_TYPES + OPT_IN_STAGE_TYPES
 STAGES: tuple[str, ...] = tuple(stage.name for stage in STAGE_TYPES)  # run in this order
 DEFAULT_STAGES: tuple[str, ...] = tuple(stage.name for stage in DEFAULT_STAGE_TYPES)

@@ -131,6 +131,31 @@ class PhaseHooks:
     def preempting(self, request: object) -> None:
         """The scheduler is about to preempt `request` (the engine's): its KV freed, its computed tokens reset."""
 
+    # ---- grammar-constrained decoding (grammar/book.py) -----------------------------------------------
+    def grammar_mask_rows(self, num_rows_per_request: list[int], bitmask: torch.Tensor) -> torch.Tensor:
+        """A step's token bitmask [sum(num_rows_per_request), ceil(vocab / 32)] int32, request r's rows in order: row
+        i masked by the grammar state after the request's drafts before i."""
+        return bitmask
+
+    def grammar_bonus_logits(self, masked: torch.Tensor, raw: torch.Tensor,
+                             num_rows_per_request: list[int]) -> torch.Tensor:
+        """The logits [num_rows, vocab] the verifier reads: the grammar-masked ones (`raw`: unmasked; request r's
+        rows in order, its last one sampling its bonus token)."""
+        return masked
+
+    def grammar_rollback(self, request_id: str, num_walked: int, num_accepted: int) -> int:
+        """At read-back: how many of the drafts the masks' walk advanced the request's grammar over are undone
+        (every one the verifier rejected)."""
+        return num_walked - num_accepted
+
+    def grammar_replay(self, request_id: str, token_ids: tuple[int, ...]) -> tuple[int, ...]:
+        """The committed output tokens a rebuilt grammar state (after a preemption) is advanced over: all of them."""
+        return token_ids
+
+    def grammar_masks_after_drafted_marker(self) -> bool:
+        """Whether rows past a reasoning end marker ("</think>") inside the drafts are masked by the grammar."""
+        return True
+
     def committed_logprobs(self, token_logprobs: list | None) -> list | None:
         """What one request reports for the tokens one step commits to it ([num_tokens] of the engine's
         TokenLogprob; None when it asked for none)."""

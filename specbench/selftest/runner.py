@@ -57,7 +57,7 @@ __all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "fo
 
 # Fault layers whose bugs leave tokens and statistics exact: what they corrupt, and the gate stage that sees it.
 # Faults the selftest cannot see (tokens and statistics stay exact): layer -> the gate stage that does.
-GATE_ONLY_LAYERS = {"logprobs": "logprobs", "speed": "speed", "stress": "stress"}
+GATE_ONLY_LAYERS = {"logprobs": "logprobs", "grammar": "structured", "speed": "speed", "stress": "stress"}
 
 
 def run_selftest(

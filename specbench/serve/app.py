@@ -31,7 +31,7 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
     # with the parser threads' copies (fast tokenizers are not safe to share across threads).
     tokenizer = copy.deepcopy(loop.engine.tokenizer)
     max_model_len = loop.engine.stop_checker.max_model_len
-    parser = Parser(tokenizer, max_model_len, loop.engine.vocab_size)
+    parser = Parser(tokenizer, max_model_len, loop.engine.vocab_size, config.reasoning_end)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

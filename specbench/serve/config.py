@@ -17,6 +17,8 @@ class ServeConfig:
     # Bodies past this are answered 413 unread. 2 MiB holds a 128k-token context as text or as token ids.
     max_request_bytes: int = 2 * 1024 * 1024
     is_probe_auth: bool = False  # /health and /metrics need the API key too (off: load balancers and scrapers)
+    # A reasoning model's end-of-thinking text ("</think>"): a constrained request's grammar starts after it.
+    reasoning_end: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:

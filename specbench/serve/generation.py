@@ -93,10 +93,11 @@ async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, k
                             else completion_logprobs(output.logprobs, text_of, 0))
             if output.prompt_logprobs is not None and not kind.is_chat:
                 prompt_logprobs = prompt_logprobs_field(output.prompt_logprobs, text_of)
+            grammar = gen.params.grammar
             body = kind.full(output.text or "", output.finish_reason,
                              usage(len(gen.prompt_token_ids), len(output.output_token_ids),
                                    output.stats.num_cached_prompt_tokens), logprobs,
-                             prompt_logprobs)
+                             prompt_logprobs, is_tool_call=grammar is not None and grammar.kind == "tool_call")
             return 200, body
         if isinstance(event, Failed):
             return 500, error_body(event.message, 500)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -9,7 +10,9 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from specbench.errors import SpecbenchError
+from specbench.grammar.spec import GrammarSpec
 from specbench.sampling_params import SamplingParams
+from specbench.serve.structured_request import ConstraintError, grammar_of
 from specbench.serve.request_models import (
     FIELD_NAMES,
     NEUTRAL_VALUES,
@@ -67,7 +70,9 @@ def parse_completion(raw: bytes, tokenizer, max_model_len: int, vocab_size: int 
                     body.logprobs, body.prompt_logprobs)
 
 
-def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None) -> GenerationRequest:
+def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None = None,
+               reasoning_end: str | None = None) -> GenerationRequest:
+    """`reasoning_end`: the server's end-of-thinking text; a constrained answer's grammar starts after it."""
     body = _validate(ChatCompletionRequest, raw)
     messages = tuple(Message(m.role, m.content if isinstance(m.content, str) else "".join(p.text for p in m.content))
                      for m in body.messages)
@@ -89,7 +94,13 @@ def parse_chat(raw: bytes, tokenizer, max_model_len: int, vocab_size: int | None
     if body.top_logprobs and not body.logprobs:
         raise BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs")
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages", logprobs, None)
+    try:
+        grammar = grammar_of(body.response_format, body.tools, body.tool_choice, body.structured_outputs)
+    except ConstraintError as err:
+        raise BadRequest(str(err), err.param) from None
+    if grammar is not None and reasoning_end:
+        grammar = dataclasses.replace(grammar, starts_after=reasoning_end)
+    return _request(body, token_ids, max_tokens, name, max_model_len, vocab_size, "messages", logprobs, None, grammar)
 
 
 def _validate(model: type[GenerationBody], raw: bytes) -> GenerationBody:
@@ -183,7 +194,7 @@ def _is_deeper_than(data: object, max_depth: int) -> bool:
 
 def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, max_tokens_name: str,
              max_model_len: int, vocab_size: int | None, prompt_name: str, logprobs: int | None,
-             prompt_logprobs: int | None) -> GenerationRequest:
+             prompt_logprobs: int | None, grammar: GrammarSpec | None = None) -> GenerationRequest:
     room = max_model_len - len(token_ids)
     if room < 1:
         raise BadRequest(f"'{prompt_name}' is {len(token_ids)} tokens but the model's context is {max_model_len}: "
@@ -207,6 +218,7 @@ def _request(body: GenerationBody, token_ids: tuple[int, ...], max_tokens: int, 
             ignore_eos=body.ignore_eos,
             logprobs=logprobs,
             prompt_logprobs=prompt_logprobs,
+            grammar=grammar,
         )
     except SpecbenchError as err:  # request_models checks the same limits first: a field this misses is a bug
         raise BadRequest(str(err)) from None

@@ -40,8 +40,9 @@ class Parser:
     """Parses bodies on a small thread pool. Fast tokenizers are not safe to share across threads, so each worker
     thread parses with its own copy of the engine's tokenizer."""
 
-    def __init__(self, tokenizer, max_model_len: int, vocab_size: int) -> None:
+    def __init__(self, tokenizer, max_model_len: int, vocab_size: int, reasoning_end: str | None = None) -> None:
         self._tokenizer = tokenizer
+        self._reasoning_end = reasoning_end
         self._max_model_len = max_model_len
         self._vocab_size = vocab_size
         self._local = threading.local()
@@ -56,8 +57,10 @@ class Parser:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _parse(self, raw: bytes, is_chat: bool) -> GenerationRequest:
-        parse = parse_chat if is_chat else parse_completion
-        return parse(raw, self._thread_tokenizer(), self._max_model_len, self._vocab_size)
+        if is_chat:
+            return parse_chat(raw, self._thread_tokenizer(), self._max_model_len, self._vocab_size,
+                              self._reasoning_end)
+        return parse_completion(raw, self._thread_tokenizer(), self._max_model_len, self._vocab_size)
 
     def _thread_tokenizer(self):
         if not hasattr(self._local, "tokenizer"):

@@ -91,8 +91,9 @@ class ChatCompletionRequest(GenerationBody):
     top_logprobs: Annotated[int | None, _representable("logprobs")] = None  # needs logprobs: true
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None  # meaningful only with tools, which are refused
-    response_format: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None  # one call per response (a tool-call grammar makes exactly one)
+    response_format: dict[str, Any] | None = None  # text, json_object, json_schema (serve/structured_request.py)
+    structured_outputs: dict[str, Any] | None = None  # extension (vLLM): {"json": schema} or {"regex": pattern}
     functions: list[dict[str, Any]] | None = None  # deprecated form of tools
     function_call: str | dict[str, Any] | None = None
 
@@ -109,11 +110,9 @@ NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
     "echo": (False,),
     "best_of": (None, 1),
     "suffix": (None, ""),
-    "tools": (None, []),
-    "tool_choice": (None, "none"),
-    "response_format": (None, {"type": "text"}),
     "functions": (None, []),
     "function_call": (None, "none"),
+    "parallel_tool_calls": (None, False, True),
 }
 
 

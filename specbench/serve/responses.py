@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.serve.structured_request import tool_calls_message
+
 
 @dataclass(frozen=True)
 class ResponseKind:
@@ -47,10 +49,16 @@ class ResponseKind:
         return sse({**body, "choices": [], "usage": usage})
 
     def full(self, text: str, finish_reason: str, usage: dict, logprobs: dict | None = None,
-             prompt_logprobs: list | None = None) -> dict[str, Any]:
+             prompt_logprobs: list | None = None, is_tool_call: bool = False) -> dict[str, Any]:
+        """`is_tool_call`: the text is a tool-call grammar's {"name", "arguments"}: sent as message.tool_calls."""
         if self.is_chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
-                      "finish_reason": finish_reason}
+            message = {"role": "assistant", "content": text}
+            if is_tool_call:
+                call = tool_calls_message(text, f"call_{self.response_id[-24:]}")
+                if call is not None:
+                    message = call
+                    finish_reason = "tool_calls" if finish_reason == "stop" else finish_reason
+            choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
             body = self._head("chat.completion")
         else:
             choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}

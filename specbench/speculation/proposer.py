@@ -17,6 +17,9 @@ class ProposeInput:
     num_draft_tokens: tuple[int, ...]  # [num_reqs] drafts wanted (0 allowed)
     block_tables: tuple[tuple[int, ...], ...]  # [num_reqs][num_blocks_r], cover newest + drafts
     sampling: SamplingTensors  # the requests' sampling settings (drafts must use the same warping)
+    # Grammar-constrained requests in the batch (grammar/draft_mask.py): a drafter that samples its own logits may
+    # mask step j's with it (masked(j, rows, logits, draft_ids)); None: nothing constrained.
+    draft_mask: object | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,13 @@ def _speed_bench(
     return SpeedBenchWorkload(categories=categories, **{name: value for name, value in given.items() if value is not None})
 
 
+@WORKLOADS.register("json_schema")
+def _json_schema(max_tokens: int = 256) -> Workload:
+    from specbench.workloads.json_schema import JsonSchemaWorkload
+
+    return JsonSchemaWorkload(max_tokens=max_tokens)
+
+
 @WORKLOADS.register("random")
 def _random(
     input_len: int = 128, output_len: int = 128, num_prompts: int = 64, vocab_size: int | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from specbench.grammar.spec import GrammarSpec
 from specbench.sampling_params import SamplingParams
 
 INVALID_ANSWER = "[invalid]"  # lm-eval's regex-filter fallback when nothing matches
@@ -44,6 +45,7 @@ class Sample:
     max_tokens: int | None = None  # file: per-row max new tokens (--max-tokens overrides it)
     temperature: float | None = None  # file: per-row temperature (used when the grid temperature is 'default')
     is_raw_prompt: bool = False  # file: a `prompt` row, sent as plain text unless a chat template is applied
+    grammar: GrammarSpec | None = None  # json_schema: the answer's constraint (carried into its SamplingParams)
 
     @property
     def num_turns(self) -> int:

@@ -69,7 +69,7 @@ def test_grid_alternates_k_order_between_repeats_and_groups_cells_for_drift_prob
         ({"concurrency": ()}, "--concurrency needs at least one value"),
         ({"temperature": (-1.0,)}, "--temperature must be >= 0"),
         ({"num_steps": (2,)}, "needs a speculative --method"),
-        ({"workload": "bogus"}, "unknown workload 'bogus'; supported: file:PATH, gsm8k, mt_bench, random, spec_bench"),
+        ({"workload": "bogus"}, "unknown workload 'bogus'; supported: file:PATH, gsm8k, json_schema, mt_bench, random, spec_bench"),
         ({"method": "bogus"}, "unknown speculative method 'bogus'"),
         ({"request_rate": 0.0}, "--request-rate must be > 0"),
         ({"repeats": 0}, "--repeats must be >= 1"),

@@ -209,7 +209,7 @@ def test_stage_names_are_checked():
     assert parse_skip("speed, accuracy") == {"speed", "accuracy"}
     with pytest.raises(SpecbenchError, match="unknown stage; stages: lossless, logprobs, accuracy"):
         parse_skip("latency")
-    assert check_requested(None) == STAGES[:-1] and STAGES[-1] == "stress"  # opt-in: asked for by name
+    assert check_requested(None) == STAGES[:-2] and STAGES[-2:] == ("stress", "structured")  # opt-in: by name
     assert check_requested(f"outputs,{LOGPROBS}") == (LOGPROBS, "outputs")
     with pytest.raises(SpecbenchError, match="out of range"):
         Tolerances(acceptance_rtol=-1)

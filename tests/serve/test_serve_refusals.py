@@ -58,9 +58,9 @@ def test_max_tokens_past_the_context_left_is_refused(client):
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),  # tool_choice "auto"
     ("tool_choice", "auto"),
-    ("response_format", {"type": "json_object"}),
+    ("response_format", {"type": "grammar"}),
     ("frequency_penalty", 0.5),
     ("presence_penalty", -1),
     ("logit_bias", {"5": 100}),

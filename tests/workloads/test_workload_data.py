@@ -172,8 +172,8 @@ def test_malformed_question_rows(tmp_path):
 
 
 def test_registry_lists_supported_names_and_options():
-    assert WORKLOADS.supported() == ["file", "gsm8k", "mt_bench", "random", "spec_bench", "speed_bench"]
-    with pytest.raises(SpecbenchError, match="supported: file:PATH, gsm8k, mt_bench, random, spec_bench, speed_bench"):
+    assert WORKLOADS.supported() == ["file", "gsm8k", "json_schema", "mt_bench", "random", "spec_bench", "speed_bench"]
+    with pytest.raises(SpecbenchError, match="supported: file:PATH, gsm8k, json_schema, mt_bench, random, spec_bench, speed_bench"):
         get_workload("hellaswag")
     with pytest.raises(SpecbenchError, match="no option.*shotz.*num_shots"):
         get_workload("gsm8k", shotz=3)

@@ -128,6 +128,8 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
         logits = self.model.compute_logits(out.hidden_states[extend.logits_indices])
         if self._recorder is not None:
             self._record(inp, active, 0, logits, draft_ids)
+        if inp.draft_mask is not None:  # after the recorder: the oracle replays the drafter's own distribution
+            logits = inp.draft_mask.masked(0, active, logits, draft_ids)
         st = _select(inp.sampling, active)
         ids, probs = self._draft_tokens(logits, st)
         rows = to_device(active, torch.int64, self.device)
@@ -142,6 +144,8 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
             logits = self._step_logits(step)
             if self._recorder is not None:
                 self._record(inp, step_rows, j, logits, draft_ids)
+            if inp.draft_mask is not None:
+                logits = inp.draft_mask.masked(j, step_rows, logits, draft_ids)
             ids, probs = self._draft_tokens(logits, _select(inp.sampling, step_rows))
             draft_ids[step.row_of_request, j] = ids
             if probs is not None:

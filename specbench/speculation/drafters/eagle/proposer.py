@@ -119,7 +119,8 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
             return DraftProposal(draft_ids, inp.num_draft_tokens, None)
 
         graphs = self.round_graphs.get(max_num_draft)
-        if (graphs is not None and not self.hooks.eager_drafting
+        # a constrained batch drafts step by step: each step's logits are masked on the host (grammar/draft_mask.py)
+        if (graphs is not None and not self.hooks.eager_drafting and inp.draft_mask is None
                 and is_graphable_round(inp, feats, caught_up, active, graphs)):
             self.head.attn_backend.paths.record("eagle.round_graph")
             states = [self.request_state(request_id) for request_id in inp.request_ids]
@@ -144,7 +145,9 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
         hidden[rows] = out.hidden[extend.logits_indices]
         extend_row = {r: i for i, r in enumerate(caught_up)}
         last = extend.logits_indices[to_device([extend_row[r] for r in active], torch.int64, self.device)]
-        draft_ids[to_device(active, torch.int64, self.device), 0] = self.argmax_target_ids(out.logits_input[last])
+        first_ids = (self.argmax_target_ids(out.logits_input[last]) if inp.draft_mask is None
+                     else self._masked_target_ids(inp, 0, active, out.logits_input[last], draft_ids))
+        draft_ids[to_device(active, torch.int64, self.device), 0] = first_ids
         if self._recorder is not None:
             self._record(inp, active, 0, out.logits_input[last], draft_ids)
 
@@ -152,6 +155,8 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
             step_rows = [r for r in active if inp.num_draft_tokens[r] > j]
             step = self._build_step(inp, step_rows, j, draft_ids, hidden)
             step_hidden, logits_input, step_ids = self._run_step(step)
+            if inp.draft_mask is not None:  # the step's argmax again, over the tokens the grammar allows
+                step_ids = self._masked_target_ids(inp, j, step_rows, logits_input, draft_ids)
             draft_ids[step.row_of_request, j] = step_ids
             if self._recorder is not None:
                 self._record(inp, step_rows, j, logits_input, draft_ids)
@@ -290,6 +295,19 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
         draft_ids = recording.draft_ids.index_select(0, rows)  # [len(inp), k], in inp's order
         for j, logits_input in enumerate(recording.logits_inputs):
             self._record(inp, list(range(len(rows_of_request))), j, logits_input.index_select(0, rows), draft_ids)
+
+    def _masked_target_ids(self, inp: ProposeInput, step: int, rows: list[int], logits_input: torch.Tensor,
+                           draft_ids: torch.Tensor) -> torch.Tensor:  # [n] target ids
+        """Draft step `step`'s argmax over the target ids each constrained request's grammar allows: the head's logits
+        laid out over the target vocabulary (a reduced draft vocabulary maps through d2t), then masked."""
+        draft_logits = self.head.compute_logits(logits_input).float()  # [n, draft_vocab]
+        if self.head.draft_to_target is not None:
+            target_logits = torch.full((draft_logits.shape[0], inp.draft_mask.vocab_size), float("-inf"),
+                                       device=draft_logits.device)
+            target_logits[:, self.head.draft_to_target] = draft_logits
+        else:
+            target_logits = draft_logits
+        return inp.draft_mask.masked(step, rows, target_logits, draft_ids).argmax(dim=-1)
 
     def argmax_target_ids(self, logits_input: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n] target ids
         return self.head.to_target_ids(self.head.compute_logits(logits_input).argmax(dim=-1))
