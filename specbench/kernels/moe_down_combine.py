@@ -1,0 +1,122 @@
+"""The down projection of a few-token MoE batch (a verify's k + 1 tokens, 2 to FEW_MAX_TOKENS) with the combine in
+its epilogue: one launch where kernels/moe_gemv.py runs two (down to per-slot fp32 partials, then a combine), and no
+partial rows written to memory and read back (at 4 tokens of Qwen3-30B-A3B, 0.5 MB a layer: a tenth of its experts).
+
+Each program owns BLOCK_N hidden features and walks the batch's active experts in ascending id order. Per expert it
+loads the [BLOCK_N, INTER] weight tile once and multiplies it with all of that expert's tokens at once (their
+activation rows as a [BLOCK_T, BLOCK_K] tile: a token holds an expert at most once, so an expert has at most
+num_tokens rows), so each selected expert's weights cross DRAM once per round, however many tokens of the verify
+chose it. The weighted outputs go to per-token fp32 accumulators in registers ([BLOCK_N, BLOCK_T]) through a one-hot
+scatter (exact: one term and zeros), and each token's row is stored once, rounded once.
+
+Roundings are the eager reference's (specbench/models/moe.py), summation order included: each expert's output
+(bias added) rounded to the input dtype, times the routing weight in fp32, added per token in ascending expert
+order. Padded rows of a CUDA-graph batch (expert id num_experts) sit in no expert's range: their output is zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from specbench.kernels.moe_epilogue import round_to
+from specbench.kernels.moe_sort import ExpertSort
+from specbench.kernels.runtime import check_runnable, next_pow2
+
+FEW_MAX_TOKENS = 16  # past it experts hold many tokens and kernels/moe_gemv.py's tensor-core tiles pay off
+
+
+@dataclass(frozen=True)
+class DownCombineTiles:
+    block_n: int  # hidden features per program (the grid is hidden / block_n programs)
+    block_k: int  # INTER per step of the weight walk
+    num_warps: int = 4
+
+
+def default_down_combine_tiles(num_tokens: int, inter: int) -> DownCombineTiles:
+    """Two rows a program (kernels/gemv.py's one-token design: many programs, each streaming a few long rows); the
+    [BLOCK_N, BLOCK_T, BLOCK_K] product tile kept near 8K elements (64 registers a thread on 4 warps)."""
+    block_t = next_pow2(num_tokens)
+    block_k = max(16, min(next_pow2(inter), 8192 // (2 * block_t)))
+    return DownCombineTiles(block_n=2, block_k=block_k, num_warps=4)
+
+
+@triton.jit
+def down_combine_kernel(
+    act_ptr,  # [num_tokens * TOP_K, INTER], by slot (kernels/moe_gemv.py expert_gate_up)
+    weight_ptr,  # [num_experts, HIDDEN, INTER]
+    bias_ptr,  # [num_experts, HIDDEN] (HAS_BIAS only)
+    topk_weights_ptr,  # [num_tokens * TOP_K] fp32, by slot
+    out_ptr,  # [num_tokens, HIDDEN]: sum over the token's experts of weight * expert output; zero on padded rows
+    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort
+    num_tokens, stride_out,
+    HIDDEN: tl.constexpr,
+    INTER: tl.constexpr,
+    TOP_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,  # >= num_tokens: an expert's rows, and the token accumulators
+):
+    dtype = out_ptr.dtype.element_ty
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    is_col = cols < HIDDEN
+    m = tl.arange(0, BLOCK_T)  # an expert's rows
+    t = tl.arange(0, BLOCK_T)  # the batch's tokens
+    acc = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
+    for i in range(0, tl.load(num_active_ptr)):
+        expert = tl.load(active_ptr + i).to(tl.int64)  # ascending ids: the reference's order of the sum
+        row_start = tl.load(cu_ptr + expert)
+        is_row = m < tl.load(cu_ptr + expert + 1) - row_start
+        slots = tl.load(sorted_slots_ptr + row_start + m, mask=is_row, other=0).to(tl.int64)  # [BLOCK_T]
+        w_rows = weight_ptr + expert * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
+        part = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
+        for k0 in tl.static_range(0, INTER, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            is_k = ks < INTER
+            w = tl.load(w_rows + ks[None, :], mask=is_col[:, None] & is_k[None, :], other=0.0).to(tl.float32)
+            a = tl.load(act_ptr + slots[:, None] * INTER + ks[None, :], mask=is_row[:, None] & is_k[None, :],
+                        other=0.0).to(tl.float32)
+            part += tl.sum(w[:, None, :] * a[None, :, :], axis=2)  # [BLOCK_N, BLOCK_T]: every token of the expert
+        if HAS_BIAS:
+            part += tl.load(bias_ptr + expert * HIDDEN + cols, mask=is_col, other=0.0).to(tl.float32)[:, None]
+        routing_weight = tl.load(topk_weights_ptr + slots, mask=is_row, other=0.0)
+        weighted = round_to(part, dtype) * routing_weight[None, :]  # the expert's rounded output, weighted in fp32
+        # One-hot scatter of row m to its token: each (row, token) pair holds one term, so the sum is exact.
+        is_token = ((slots // TOP_K)[:, None] == t[None, :]) & is_row[:, None]  # [rows, tokens]
+        acc += tl.sum(tl.where(is_token[None, :, :], weighted[:, :, None], 0.0), axis=1)
+    tl.store(out_ptr + t.to(tl.int64)[None, :] * stride_out + cols[:, None], acc.to(dtype),
+             mask=is_col[:, None] & (t < num_tokens)[None, :])
+
+
+def expert_down_combine_few(
+    act: torch.Tensor,  # [num_tokens * k, inter], by slot
+    slot_weights: torch.Tensor,  # [num_tokens * k] fp32, contiguous
+    order: ExpertSort,
+    down_weight: torch.Tensor,  # [num_experts, hidden, inter] contiguous
+    down_bias: torch.Tensor | None,  # [num_experts, hidden]
+    num_tokens: int,
+    tiles: DownCombineTiles | None = None,
+) -> torch.Tensor:  # [num_tokens, hidden] in act's dtype
+    check_runnable(down_combine_kernel, act)
+    if not 1 <= num_tokens <= FEW_MAX_TOKENS:
+        raise ValueError(f"the few-token down + combine takes 1 to {FEW_MAX_TOKENS} tokens, got {num_tokens}")
+    num_experts, hidden, inter = down_weight.shape
+    top_k = act.shape[0] // num_tokens
+    tiles = tiles or default_down_combine_tiles(num_tokens, inter)
+    if any(side < 1 or side & (side - 1) for side in (tiles.block_n, tiles.block_k)):
+        raise ValueError(f"down + combine tiles must be powers of two, got {tiles}")
+    out = torch.empty((num_tokens, hidden), dtype=act.dtype, device=act.device)
+    has_bias = down_bias is not None
+    down_combine_kernel[(triton.cdiv(hidden, tiles.block_n),)](
+        act, down_weight, down_bias if has_bias else act, slot_weights, out,
+        order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts, order.num_active_experts,
+        num_tokens, out.stride(0),
+        HIDDEN=hidden, INTER=inter, TOP_K=top_k, HAS_BIAS=has_bias, BLOCK_N=tiles.block_n,
+        BLOCK_K=min(tiles.block_k, max(16, next_pow2(inter))), BLOCK_T=next_pow2(num_tokens),
+        num_warps=tiles.num_warps,
+    )
+    return out
