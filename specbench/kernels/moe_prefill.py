@@ -46,12 +46,13 @@ def prefill_experts(
     is_swiglu_oai: bool = False,
     swiglu_alpha: float = 1.702,
     swiglu_limit: float = 7.0,
-    tiles: ExpertTiles = PREFILL_TILES,
+    tiles: ExpertTiles | None = None,  # default PREFILL_TILES
     chunk_tokens: int = PREFILL_CHUNK_TOKENS,
     sort=prefill_sort,  # (topk_ids, num_experts) -> ExpertSort; a seam for the mutants (faults/moe_prefill_*.py)
 ) -> torch.Tensor:  # [num_tokens, hidden] in x's dtype: sum over k of weight * expert(x); zero on padded rows
     num_tokens, hidden = x.shape
     num_experts = gate_up_weight.shape[0]
+    tiles = tiles or PREFILL_TILES
     if not (tiles.gate_up.is_dot and tiles.down.is_dot):
         raise ValueError("the prefill grouped GEMM runs tensor-core tiles only")
     if x.stride(-1) != 1:
