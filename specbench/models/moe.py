@@ -22,13 +22,11 @@ from specbench.models import fused_kernels
 from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
-from specbench.models.moe_kernel_sets import DEFAULT_MOE_KERNELS
+from specbench.models.moe_kernel_sets import RunsMoeKernels
 from specbench.models.moe_routing import ExpertRouting, route
 
 
-class MoeMLP(nn.Module, UsesFusedKernels):
-    moe_kernels: str = DEFAULT_MOE_KERNELS  # moe_kernel_sets.MOE_KERNEL_SETS; set per model (set_moe_kernels)
-
+class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set per model (set_moe_kernels)
     def __init__(self, config: MoeConfig) -> None:
         super().__init__()
         self.config = config

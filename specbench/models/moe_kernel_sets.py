@@ -24,13 +24,17 @@ FEW_TOKEN_PATH = "moe.few_token_combine"
 PREFILL_PATH = "moe.prefill_grouped"
 
 
+class RunsMoeKernels:
+    """Declares a layer that runs one of the sets (models/moe.py MoeMLP); `moe_kernels` is its model's choice."""
+
+    moe_kernels: str = DEFAULT_MOE_KERNELS  # one of MOE_KERNEL_SETS
+
+
 def set_moe_kernels(model: nn.Module, name: str) -> int:
     """Every MoE layer of `model` runs the `name` set from its next forward; returns how many layers were set."""
-    from specbench.models.moe import MoeMLP
-
     if name not in MOE_KERNEL_SETS:
         raise SpecbenchError(f"unknown MoE kernel set {name!r}; supported: {', '.join(MOE_KERNEL_SETS)}")
-    layers = [m for m in model.modules() if isinstance(m, MoeMLP)]
+    layers = [m for m in model.modules() if isinstance(m, RunsMoeKernels)]
     for layer in layers:
         layer.moe_kernels = name
     return len(layers)
