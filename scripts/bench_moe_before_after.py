@@ -219,7 +219,7 @@ def main() -> None:
     out.put("copy_bandwidth_gbps", bw)
     out.put("config", vars(args))
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.targets:
+        for done, name in enumerate(args.targets, 1):
             try:
                 target_rows(out, name, resolve_target(name, args.layers).preset, args, bw, Path(tmp))
             except Exception as err:  # noqa: BLE001 - one target's failure must not lose the other's rows
@@ -228,11 +228,15 @@ def main() -> None:
                 out.put(f"{name}:error", f"{err!r}\n{traceback.format_exc()}")
                 gc.collect()
                 torch.cuda.empty_cache()
+            write_table(out, args, bw, args.targets[:done])  # after each target: a time-out keeps the table so far
+
+
+def write_table(out: Out, args, bw: float, names: list[str]) -> None:
     md = (f"{out.data['device']}, {out.data['date']}, torch {out.data['torch']}, CUDA {out.data['cuda']}, "
           f"Triton {out.data['triton']}; copy bandwidth {bw:.0f} GB/s\n\n"
-          + table(out.data, args.targets, args.sets, args.concurrency, args.verify_concurrency) + "\n")
+          + table(out.data, names, args.sets, args.concurrency, args.verify_concurrency) + "\n")
     (out.path / "bench.md").write_text(md)
-    print(md)
+    print(md, flush=True)
 
 
 if __name__ == "__main__":
