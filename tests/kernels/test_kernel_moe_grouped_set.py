@@ -47,7 +47,7 @@ CONFIGS = {
     "glm-shared": MoeConfig(HIDDEN, 8, 2, INTER, scoring="sigmoid", has_score_correction_bias=True,
                             routed_scaling_factor=2.5, shared_intermediate_size=32),
 }
-SMALL_DOWN = DownCombineTiles(block_n=4, block_k=16)  # 3 K steps over INTER = 48, 16 programs over HIDDEN
+SMALL_DOWN = DownCombineTiles(block_n=4, block_k=16, expert_stages=2)  # 3 K steps over INTER = 48, 16 programs
 SMALL_DOT = ProjectionTiles(is_dot=True, block_n=16, block_k=32, block_m=16)  # several m tiles per expert at 40 rows
 SMALL_PREFILL = ExpertTiles(SMALL_DOT, SMALL_DOT)
 TOL = {torch.float32: 1e-5, torch.bfloat16: 3e-2}
