@@ -63,6 +63,8 @@ def down_combine_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_T: tl.constexpr,  # >= num_tokens: an expert's rows, and the token accumulators
+    BLOCK_A: tl.constexpr,  # >= the most active experts, min(num_experts, num_tokens * TOP_K)
+    BLOCK_S: tl.constexpr,  # >= num_tokens * TOP_K, the slots
     EXPERT_STAGES: tl.constexpr,
 ):
     dtype = out_ptr.dtype.element_ty
@@ -70,24 +72,39 @@ def down_combine_kernel(
     is_col = cols < HIDDEN
     m = tl.arange(0, BLOCK_T)  # an expert's rows
     t = tl.arange(0, BLOCK_T)  # the batch's tokens
+    # The sort, whole, in registers up front (a few hundred bytes): inside the walk every expert's index lookups are
+    # register reductions, so its weight tile and its tokens' rows load at once, with no chain of dependent loads.
+    ai = tl.arange(0, BLOCK_A)  # index into the active experts
+    num_active = tl.load(num_active_ptr)
+    is_a = ai < num_active
+    experts = tl.load(active_ptr + ai, mask=is_a, other=0)  # [BLOCK_A] ascending: the reference's order of the sum
+    starts = tl.load(cu_ptr + experts, mask=is_a, other=0)  # [BLOCK_A] each expert's first sorted row
+    counts = tl.load(cu_ptr + experts + 1, mask=is_a, other=0) - starts  # [BLOCK_A] its rows (<= num_tokens)
+    s = tl.arange(0, BLOCK_S)
+    is_s = s < num_tokens * TOP_K
+    sorted_slots = tl.load(sorted_slots_ptr + s, mask=is_s, other=0)  # [BLOCK_S]
+    sorted_weights = tl.load(topk_weights_ptr + sorted_slots, mask=is_s, other=0.0)  # [BLOCK_S] fp32
     acc = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
-    for i in tl.range(0, tl.load(num_active_ptr), num_stages=EXPERT_STAGES):
-        expert = tl.load(active_ptr + i).to(tl.int64)  # ascending ids: the reference's order of the sum
-        row_start = tl.load(cu_ptr + expert)
-        is_row = m < tl.load(cu_ptr + expert + 1) - row_start
-        slots = tl.load(sorted_slots_ptr + row_start + m, mask=is_row, other=0).to(tl.int64)  # [BLOCK_T]
+    for i in tl.range(0, num_active, num_stages=EXPERT_STAGES):
+        is_i = ai == i
+        expert = tl.sum(tl.where(is_i, experts, 0), axis=0).to(tl.int64)
+        row_start = tl.sum(tl.where(is_i, starts, 0), axis=0)
+        is_row = m < tl.sum(tl.where(is_i, counts, 0), axis=0)
+        # Row m of the expert picks its slot and weight out of the registers (one term and zeros: exact).
+        is_pick = (s[None, :] == (row_start + m)[:, None]) & is_row[:, None]  # [BLOCK_T, BLOCK_S]
+        slots = tl.sum(tl.where(is_pick, sorted_slots[None, :], 0), axis=1).to(tl.int64)  # [BLOCK_T]
+        routing_weight = tl.sum(tl.where(is_pick, sorted_weights[None, :], 0.0), axis=1)  # [BLOCK_T]
         w_rows = weight_ptr + expert * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
         part = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
         for k0 in tl.static_range(0, INTER, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             is_k = ks < INTER
             w = tl.load(w_rows + ks[None, :], mask=is_col[:, None] & is_k[None, :], other=0.0).to(tl.float32)
-            a = tl.load(act_ptr + slots[:, None] * INTER + ks[None, :], mask=is_row[:, None] & is_k[None, :],
-                        other=0.0).to(tl.float32)
-            part += tl.sum(w[:, None, :] * a[None, :, :], axis=2)  # [BLOCK_N, BLOCK_T]: every token of the expert
+            rows = tl.load(act_ptr + slots[:, None] * INTER + ks[None, :], mask=is_row[:, None] & is_k[None, :],
+                           other=0.0).to(tl.float32)
+            part += tl.sum(w[:, None, :] * rows[None, :, :], axis=2)  # [BLOCK_N, BLOCK_T]: every token of the expert
         if HAS_BIAS:
             part += tl.load(bias_ptr + expert * HIDDEN + cols, mask=is_col, other=0.0).to(tl.float32)[:, None]
-        routing_weight = tl.load(topk_weights_ptr + slots, mask=is_row, other=0.0)
         weighted = round_to(part, dtype) * routing_weight[None, :]  # the expert's rounded output, weighted in fp32
         # One-hot scatter of row m to its token: each (row, token) pair holds one term, so the sum is exact.
         is_token = ((slots // TOP_K)[:, None] == t[None, :]) & is_row[:, None]  # [rows, tokens]
@@ -121,6 +138,7 @@ def expert_down_combine_few(
         num_tokens, out.stride(0),
         HIDDEN=hidden, INTER=inter, TOP_K=top_k, HAS_BIAS=has_bias, BLOCK_N=tiles.block_n,
         BLOCK_K=min(tiles.block_k, max(16, next_pow2(inter))), BLOCK_T=next_pow2(num_tokens),
+        BLOCK_A=next_pow2(min(num_experts, num_tokens * top_k)), BLOCK_S=next_pow2(num_tokens * top_k),
         EXPERT_STAGES=tiles.expert_stages, num_warps=tiles.num_warps,
     )
     return out
