@@ -44,7 +44,7 @@ VERIFY_STEPS = 3
 
 
 def ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
+    return [int(x) for x in text.split(",") if x]
 
 
 class Out:
@@ -129,6 +129,11 @@ def target_rows(out: Out, name: str, preset: str, args, bw: float, head_root: Pa
                                                             prompt_len=args.prompt_len,
                                                             num_output_tokens=args.probe_len)
     bound = prefill_bound_ms(model, mb, args.prefill_len, bw, args.peak_tflops)
+    if device == "cuda":
+        from specbench.perf.moe_set_timing import time_expert_sets
+
+        for num_tokens in args.kernel_tokens:
+            out.put(f"{name}:experts_n{num_tokens}", time_expert_sets(model, num_tokens).to_dict())
     for kernel_set in args.sets:
         set_moe_kernels(model, kernel_set)
         if engine.runner.graphs is not None and engine.runner.graphs.is_graph:
@@ -189,7 +194,27 @@ def table(data: dict, names: list[str], sets: list[str], concurrency: list[int],
             cells.append(f"{r['ttft_ms']:.1f} ({r['bound_ms']:.1f}, {r['ttft_ms'] / r['bound_ms']:.1f}x)" if r else "-")
             lines.append("| " + " | ".join(cells) + " |")
     errors = [f"- {k}: {v.splitlines()[0]}" for k, v in rows.items() if k.endswith(":error")]
-    return "\n".join(lines + errors)
+    return "\n".join(lines + errors + kernel_table(data, names))
+
+
+def kernel_table(data: dict, names: list[str]) -> list[str]:
+    """The experts alone (specbench/perf/moe_set_timing.py), us per layer and % of the copy bandwidth."""
+    bw = data["rows"].get("copy_bandwidth_gbps")
+    found = [(name, v) for name in names for k, v in data["rows"].items() if k.startswith(f"{name}:experts_n")]
+    if not found or not bw:
+        return []
+
+    def cell(us: float, gb: float) -> str:
+        return f"{us:.1f} ({100 * gb / bw / (us * 1e-6):.0f}%)"
+
+    lines = ["", "Routed experts alone, us per layer (% of copy bandwidth):", "",
+             "| target | tokens | experts woken | MB a layer | gemv | grouped | best down tiles (block_n x stages) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, r in found:
+        lines.append(f"| {name} | {r['num_tokens']} | {r['mean_active_experts']:.1f} | {1e3 * r['gb_per_layer']:.1f} | "
+                     f"{cell(r['gemv_us'], r['gb_per_layer'])} | {cell(r['grouped_us'], r['gb_per_layer'])} | "
+                     f"{r['best_down']}: {cell(r['best_grouped_us'], r['gb_per_layer'])} |")
+    return lines
 
 
 def main() -> None:
@@ -205,6 +230,8 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--probe-len", type=int, default=16, help="output tokens of the eager expert-count probe")
     ap.add_argument("--prefill-len", type=int, default=1024)
+    ap.add_argument("--kernel-tokens", default="4,16", type=ints,
+                    help="token counts of the experts-alone rows (both sets, down tile candidates); '' to skip")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100 SXM: 989)")
     ap.add_argument("--kv-cache-gb", type=float, default=6.0)
     ap.add_argument("--max-model-len", type=int, default=2048)

@@ -20,7 +20,7 @@ def load_script():
 def test_rows_and_table_for_both_sets(tmp_path):
     bench = load_script()
     args = argparse.Namespace(concurrency=[1, 2], verify_concurrency=[1], prompt_len=16, output_len=6, probe_len=4,
-                              prefill_len=40, peak_tflops=1.0, kv_cache_gb=None, max_model_len=128,
+                              prefill_len=40, peak_tflops=1.0, kernel_tokens=[4], kv_cache_gb=None, max_model_len=128,
                               sets=["gemv", "grouped"])
     out = bench.Out(tmp_path / "out", "cpu")
     bench.target_rows(out, "tiny", "tiny-qwen3-moe", args, 1.0, tmp_path, device="cpu", dtype="fp32",
@@ -33,3 +33,9 @@ def test_rows_and_table_for_both_sets(tmp_path):
     md = bench.table(out.data, ["tiny"], ["gemv", "grouped"], [1, 2], [1])
     assert md.count("\n| tiny | ") == 2 and "x time for" in md and "-" not in md.split("\n")[2].split("|")[3]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench.json"]
+    out.data["rows"]["copy_bandwidth_gbps"] = 1000.0
+    out.data["rows"]["tiny:experts_n4"] = {"num_tokens": 4, "mean_active_experts": 6.0, "gb_per_layer": 0.01,
+                                         "gemv_us": 20.0, "grouped_us": 15.0, "best_down": "2x1",
+                                         "best_grouped_us": 15.0}
+    kernel_md = bench.table(out.data, ["tiny"], ["gemv", "grouped"], [1, 2], [1]).split("Routed experts alone")[1]
+    assert "| tiny | 4 | 6.0 | 10.0 | 20.0 (50%) | 15.0 (67%) | 2x1: 15.0 (67%) |" in kernel_md
