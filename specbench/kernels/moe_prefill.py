@@ -11,6 +11,8 @@ Tokens go in chunks of at most PREFILL_CHUNK_TOKENS: the fp32 per-slot partials 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from specbench.kernels.moe_gemv import expert_down_combine, expert_gate_up
@@ -52,7 +54,10 @@ def prefill_experts(
 ) -> torch.Tensor:  # [num_tokens, hidden] in x's dtype: sum over k of weight * expert(x); zero on padded rows
     num_tokens, hidden = x.shape
     num_experts = gate_up_weight.shape[0]
-    tiles = tiles or PREFILL_TILES
+    if tiles is None:
+        # fp32 (checking runs): the same bytes per pipelined stage, within the shared memory of 16-bit tiles.
+        tiles = ExpertTiles(*(replace(t, block_k=max(16, t.block_k * 2 // x.element_size()))
+                              for t in (PREFILL_TILES.gate_up, PREFILL_TILES.down)))
     if not (tiles.gate_up.is_dot and tiles.down.is_dot):
         raise ValueError("the prefill grouped GEMM runs tensor-core tiles only")
     if x.stride(-1) != 1:
