@@ -8,8 +8,9 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/specbench_gpu}
 mkdir -p "$OUT"
 source scripts/gpu_env.sh
-timeout "${TEST_TIMEOUT:-90}" "$PY" -m pytest -q -p no:cacheprovider -m "not slow" \
-  tests/kernels/test_kernel_moe_grouped_set.py > "$OUT/pytest_cuda.txt" 2>&1
+timeout "${TEST_TIMEOUT:-90}" "$PY" -m pytest -q -p no:cacheprovider \
+  tests/kernels/test_kernel_moe_grouped_set.py tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py \
+  tests/kernels/test_kernel_moe_gemv.py > "$OUT/pytest_cuda.txt" 2>&1
 echo "=== pytest cuda exit $?" >> "$OUT/pytest_cuda.txt"
 timeout "${BENCH_TIMEOUT:-300}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" "$@" > "$OUT/bench.log" 2>&1
 echo "=== bench exit $?" >> "$OUT/bench.log"

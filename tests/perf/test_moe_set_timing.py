@@ -9,9 +9,14 @@ pytest.importorskip("triton")
 
 from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
+import torch  # noqa: E402
+
 from specbench import LLM  # noqa: E402
 from specbench.perf import graph_timing  # noqa: E402
 from specbench.perf.moe_set_timing import GROUPED_DOWN_CANDIDATES, time_expert_sets  # noqa: E402
+
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
@@ -25,7 +30,8 @@ def test_expert_rows_run_every_candidate(monkeypatch):
         return 0.001 * len(calls)  # later calls "slower": the first candidate wins
 
     monkeypatch.setattr(graph_timing, "graphed_ms", fake_graphed_ms)
-    model = LLM("tiny-qwen3-moe", load_format="dummy", dtype="fp32", device="cpu", num_kv_blocks=16).engine.runner.model
+    llm = LLM("tiny-qwen3-moe", load_format="dummy", dtype="fp32", device=DEVICE, num_kv_blocks=16)
+    model = llm.engine.runner.model
     row = time_expert_sets(model, 4)
     assert len(calls) == len(GROUPED_DOWN_CANDIDATES) + 1 and set(calls) == {1}  # one MoE layer
     k, num_experts = model.config.moe.num_experts_per_tok, model.config.moe.num_experts
