@@ -1,5 +1,5 @@
-"""Which expert kernels a model's MoE layers run on the fused path: a value of each model, set when it is built or
-between runs (`set_moe_kernels`), so a benchmark can time both sets on one engine (scripts/bench_moe_before_after.py)
+"""Which expert kernels a model's MoE layers run on the fused path: a value of each model, set when it is built
+(EngineConfig.moe_kernels, `--moe-kernels`) or between runs (`set_moe_kernels`), so a benchmark can time both sets on one engine (scripts/bench_moe_before_after.py)
 and a reference engine and a fast one can coexist in one process.
 
 - "gemv" (the default): kernels/moe_gemv.py for 1 to 64 tokens; batches past 64 tokens (prefill) take the torch
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from torch import nn
 
+from specbench.config import MOE_KERNEL_SETS
 from specbench.errors import SpecbenchError
 
-MOE_KERNEL_SETS = ("gemv", "grouped")
-DEFAULT_MOE_KERNELS = "gemv"
+DEFAULT_MOE_KERNELS = MOE_KERNEL_SETS[0]
 
 FEW_TOKEN_PATH = "moe.few_token_combine"
 PREFILL_PATH = "moe.prefill_grouped"

@@ -12,17 +12,17 @@ pytest.importorskip("triton")
 from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
 from specbench import LLM, SamplingParams  # noqa: E402
-from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_PATH, set_moe_kernels  # noqa: E402
+from specbench.config import EngineConfig  # noqa: E402
+from specbench.errors import SpecbenchError  # noqa: E402
+from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_PATH  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _generate(fused: str, kernel_set: str | None):
+def _generate(fused: str, moe_kernels: str):
     llm = LLM("tiny-qwen3-moe", load_format="dummy", dtype="fp32", device=DEVICE, num_kv_blocks=256, seed=0,
-              fused_kernels=fused, enforce_eager=True, method="ngram", max_num_steps=3, ngram_min=1, ngram_max=3,
-              max_concurrency=2)
-    if kernel_set is not None:
-        set_moe_kernels(llm.engine.runner.model, kernel_set)
+              fused_kernels=fused, moe_kernels=moe_kernels, enforce_eager=True, method="ngram", max_num_steps=3,
+              ngram_min=1, ngram_max=3, max_concurrency=2)
     prompts = [[5, 6, 7, 8] * 4, [(3 * i) % 97 + 1 for i in range(70)]]  # a repeating one (drafts), a long one
     outs = llm.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
     return [list(o.output_token_ids) for o in outs], llm
@@ -31,7 +31,13 @@ def _generate(fused: str, kernel_set: str | None):
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 @pytest.mark.slow  # tens of seconds under the interpreter
 def test_grouped_set_matches_the_unfused_engine():
-    expected, _ = _generate("off", None)
-    got, llm = _generate("on", "grouped")
+    expected, _ = _generate("off", "gemv")
+    got, llm = _generate("on", "grouped")  # EngineConfig.moe_kernels (--moe-kernels) reaches every MoE layer
     assert got == expected
+    assert {m.moe_kernels for m in llm.engine.runner.model.modules() if hasattr(m, "moe_kernels")} == {"grouped"}
     assert {FEW_TOKEN_PATH, PREFILL_PATH} <= llm.engine.paths_taken()
+
+
+def test_an_unknown_set_is_refused_with_the_supported_ones():
+    with pytest.raises(SpecbenchError, match="gemv, grouped"):
+        EngineConfig(moe_kernels="fast")
