@@ -133,7 +133,10 @@ def target_rows(out: Out, name: str, preset: str, args, bw: float, head_root: Pa
         from specbench.perf.moe_set_timing import time_expert_sets
 
         for num_tokens in args.kernel_tokens:
-            out.put(f"{name}:experts_n{num_tokens}", time_expert_sets(model, num_tokens).to_dict())
+            try:
+                out.put(f"{name}:experts_n{num_tokens}", time_expert_sets(model, num_tokens).to_dict())
+            except Exception as err:  # noqa: BLE001 - the engine rows still run
+                out.put(f"{name}:experts_n{num_tokens}_error", repr(err))
     for kernel_set in args.sets:
         set_moe_kernels(model, kernel_set)
         if engine.runner.graphs is not None and engine.runner.graphs.is_graph:
@@ -193,14 +196,15 @@ def table(data: dict, names: list[str], sets: list[str], concurrency: list[int],
             r = get("prefill")
             cells.append(f"{r['ttft_ms']:.1f} ({r['bound_ms']:.1f}, {r['ttft_ms'] / r['bound_ms']:.1f}x)" if r else "-")
             lines.append("| " + " | ".join(cells) + " |")
-    errors = [f"- {k}: {v.splitlines()[0]}" for k, v in rows.items() if k.endswith(":error")]
+    errors = [f"- {k}: {v.splitlines()[0]}" for k, v in rows.items() if k.endswith("error") and isinstance(v, str)]
     return "\n".join(lines + errors + kernel_table(data, names))
 
 
 def kernel_table(data: dict, names: list[str]) -> list[str]:
     """The experts alone (specbench/perf/moe_set_timing.py), us per layer and % of the copy bandwidth."""
     bw = data["rows"].get("copy_bandwidth_gbps")
-    found = [(name, v) for name in names for k, v in data["rows"].items() if k.startswith(f"{name}:experts_n")]
+    found = [(name, v) for name in names for k, v in data["rows"].items()
+             if k.startswith(f"{name}:experts_n") and isinstance(v, dict)]
     if not found or not bw:
         return []
 
