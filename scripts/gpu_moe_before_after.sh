@@ -10,7 +10,8 @@ OUT=${OUT:-/tmp/specbench_gpu}
 mkdir -p "$OUT"
 source scripts/gpu_env.sh
 timeout "${TEST_TIMEOUT:-100}" "$PY" -m pytest -q -p no:cacheprovider \
-  tests/kernels/test_kernel_moe_grouped_set.py tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py \
+  tests/kernels/test_kernel_moe_grouped_set.py tests/models/test_moe_grouped_engine.py \
+  tests/perf/test_moe_set_timing.py \
   > "$OUT/pytest_cuda.txt" 2>&1
 echo "=== pytest cuda exit $?" >> "$OUT/pytest_cuda.txt"
 timeout "${BENCH_TIMEOUT:-360}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" "$@" > "$OUT/bench.log" 2>&1

@@ -1,6 +1,6 @@
 """Which expert kernels a model's MoE layers run on the fused path: a value of each model, set when it is built
-(EngineConfig.moe_kernels, `--moe-kernels`) or between runs (`set_moe_kernels`), so a benchmark can time both sets on one engine (scripts/bench_moe_before_after.py)
-and a reference engine and a fast one can coexist in one process.
+(EngineConfig.moe_kernels, `--moe-kernels`) or between runs (`set_moe_kernels`), so a benchmark can time both sets
+on one engine (scripts/bench_moe_before_after.py) and a reference engine and a fast one coexist in one process.
 
 - "gemv" (the default): kernels/moe_gemv.py for 1 to 64 tokens; batches past 64 tokens (prefill) take the torch
   reference's per-expert loop.
