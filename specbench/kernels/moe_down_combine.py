@@ -37,6 +37,9 @@ class DownCombineTiles:
     # >1: the compiler pipelines the walk over experts (the next expert's weight tile in flight while this one's
     # tokens multiply). 1 until measured on the H100: each expert is then one dependent round trip per program.
     expert_stages: int = 1
+    # True: the kernel itself loads the next expert's first K step while this expert's multiply (two tiles in flight
+    # per program, whatever the compiler's pipelining). Off until measured.
+    is_prefetched: bool = False
 
 
 def default_down_combine_tiles(num_tokens: int, inter: int) -> DownCombineTiles:
@@ -66,6 +69,7 @@ def down_combine_kernel(
     BLOCK_A: tl.constexpr,  # >= the most active experts, min(num_experts, num_tokens * TOP_K)
     BLOCK_S: tl.constexpr,  # >= num_tokens * TOP_K, the slots
     EXPERT_STAGES: tl.constexpr,
+    IS_PREFETCHED: tl.constexpr,
 ):
     dtype = out_ptr.dtype.element_ty
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -85,6 +89,16 @@ def down_combine_kernel(
     sorted_slots = tl.load(sorted_slots_ptr + s, mask=is_s, other=0)  # [BLOCK_S]
     sorted_weights = tl.load(topk_weights_ptr + sorted_slots, mask=is_s, other=0.0)  # [BLOCK_S] fp32
     acc = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
+    k_first = tl.arange(0, BLOCK_K)
+    w_first_mask = is_col[:, None] & (k_first < INTER)[None, :]
+    col_offsets = cols.to(tl.int64)[:, None] * INTER
+    # [BLOCK_N, BLOCK_K]: the first K step of the walk's next expert (IS_PREFETCHED), loaded an expert ahead.
+    if IS_PREFETCHED:
+        first = tl.sum(tl.where(ai == 0, experts, 0), axis=0).to(tl.int64)
+        w_ahead = tl.load(weight_ptr + first * (HIDDEN * INTER) + col_offsets + k_first[None, :],
+                          mask=w_first_mask & (k_first * 0 < num_active)[None, :], other=0.0)
+    else:
+        w_ahead = tl.zeros([BLOCK_N, BLOCK_K], dtype=weight_ptr.dtype.element_ty)  # unused
     for i in tl.range(0, num_active, num_stages=EXPERT_STAGES):
         is_i = ai == i
         expert = tl.sum(tl.where(is_i, experts, 0), axis=0).to(tl.int64)
@@ -94,12 +108,20 @@ def down_combine_kernel(
         is_pick = (s[None, :] == (row_start + m)[:, None]) & is_row[:, None]  # [BLOCK_T, BLOCK_S]
         slots = tl.sum(tl.where(is_pick, sorted_slots[None, :], 0), axis=1).to(tl.int64)  # [BLOCK_T]
         routing_weight = tl.sum(tl.where(is_pick, sorted_weights[None, :], 0.0), axis=1)  # [BLOCK_T]
-        w_rows = weight_ptr + expert * (HIDDEN * INTER) + cols.to(tl.int64)[:, None] * INTER
+        w_rows = weight_ptr + expert * (HIDDEN * INTER) + col_offsets
+        w_this = w_ahead
+        if IS_PREFETCHED:  # the next expert's first step, issued before this expert's multiply
+            after = tl.sum(tl.where(ai == i + 1, experts, 0), axis=0).to(tl.int64)
+            w_ahead = tl.load(weight_ptr + after * (HIDDEN * INTER) + col_offsets + k_first[None, :],
+                              mask=w_first_mask & (k_first * 0 + i + 1 < num_active)[None, :], other=0.0)
         part = tl.zeros([BLOCK_N, BLOCK_T], dtype=tl.float32)
         for k0 in tl.static_range(0, INTER, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             is_k = ks < INTER
-            w = tl.load(w_rows + ks[None, :], mask=is_col[:, None] & is_k[None, :], other=0.0).to(tl.float32)
+            if IS_PREFETCHED and k0 == 0:
+                w = w_this.to(tl.float32)
+            else:
+                w = tl.load(w_rows + ks[None, :], mask=is_col[:, None] & is_k[None, :], other=0.0).to(tl.float32)
             rows = tl.load(act_ptr + slots[:, None] * INTER + ks[None, :], mask=is_row[:, None] & is_k[None, :],
                            other=0.0).to(tl.float32)
             part += tl.sum(w[:, None, :] * rows[None, :, :], axis=2)  # [BLOCK_N, BLOCK_T]: every token of the expert
@@ -139,6 +161,6 @@ def expert_down_combine_few(
         HIDDEN=hidden, INTER=inter, TOP_K=top_k, HAS_BIAS=has_bias, BLOCK_N=tiles.block_n,
         BLOCK_K=min(tiles.block_k, max(16, next_pow2(inter))), BLOCK_T=next_pow2(num_tokens),
         BLOCK_A=next_pow2(min(num_experts, num_tokens * top_k)), BLOCK_S=next_pow2(num_tokens * top_k),
-        EXPERT_STAGES=tiles.expert_stages, num_warps=tiles.num_warps,
+        EXPERT_STAGES=tiles.expert_stages, IS_PREFETCHED=tiles.is_prefetched, num_warps=tiles.num_warps,
     )
     return out

@@ -14,7 +14,8 @@ import torch
 
 from specbench.models.moe import MoeMLP
 
-GROUPED_DOWN_CANDIDATES = ((2, 1), (2, 2), (4, 1), (1, 1))  # (block_n, expert_stages); the first is the default
+# (block_n, expert_stages, is_prefetched): kernels/moe_down_combine.py DownCombineTiles; the first is the default.
+GROUPED_DOWN_CANDIDATES = ((2, 1, False), (2, 2, False), (2, 1, True), (4, 1, True), (1, 1, True))
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class ExpertTiming:
     gb_per_layer: float  # those experts' weights
     gemv_us: float  # per layer, the "gemv" set
     grouped_us: float  # per layer, the "grouped" set with its default tiles
-    best_down: str  # the fastest down + combine candidate, "block_n x expert_stages"
+    best_down: str  # the fastest down + combine candidate, "block_n x expert_stages", "+p": prefetched
     best_grouped_us: float
 
     def to_dict(self) -> dict:
@@ -69,16 +70,18 @@ def time_expert_sets(model: torch.nn.Module, num_tokens: int, *, seed: int = 0) 
     inter = layers[0].config.moe_intermediate_size
     default = default_down_combine_tiles(num_tokens, inter)
     results = {}
-    for block_n, stages in GROUPED_DOWN_CANDIDATES:
+    for candidate in GROUPED_DOWN_CANDIDATES:
+        block_n, stages, is_prefetched = candidate
         tiles = DownCombineTiles(block_n=block_n, block_k=default.block_k, num_warps=default.num_warps,
-                                 expert_stages=stages)
+                                 expert_stages=stages, is_prefetched=is_prefetched)
+        name = f"{block_n}x{stages}{'+p' if is_prefetched else ''}"
         try:
-            results[f"{block_n}x{stages}"] = timed(grouped(tiles))
+            results[name] = timed(grouped(tiles))
         except Exception:  # noqa: BLE001 - a candidate that fails to compile (resources, pipeliner) is no winner
-            if (block_n, stages) == GROUPED_DOWN_CANDIDATES[0]:
+            if candidate == GROUPED_DOWN_CANDIDATES[0]:
                 raise  # the default tiles must run
-            results[f"{block_n}x{stages}"] = float("inf")
+            results[name] = float("inf")
     best = min(results, key=results.get)
     return ExpertTiming(num_tokens=num_tokens, mean_active_experts=sum(active) / len(active), gb_per_layer=gb,
-                        gemv_us=timed(gemv), grouped_us=results[f"{default.block_n}x{default.expert_stages}"],
+                        gemv_us=timed(gemv), grouped_us=results["2x1"],
                         best_down=best, best_grouped_us=results[best])
