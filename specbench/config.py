@@ -105,6 +105,9 @@ def debug_invariants_from_env() -> bool:
 # on:   fused on every device where the kernels can run (CPU only under TRITON_INTERPRET=1: tests), else an error.
 # off:  the eager torch reference layers everywhere.
 FUSED_KERNEL_POLICIES = ("auto", "on", "off")
+# The expert kernels of MoE layers on the fused path (models/moe_kernel_sets.py): gemv (kernels/moe_gemv.py for 1-64
+# tokens, prefill on the torch reference) | grouped (issue 47: few-token down + combine, grouped GEMM prefill).
+MOE_KERNEL_SETS = ("gemv", "grouped")
 
 
 def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
@@ -195,6 +198,9 @@ class EngineConfig:
     # engine can live in one process.
     fused_kernels: str = option("auto", "fused Triton kernels in the model layers: auto (on CUDA when triton "
                                 "imports) | on | off (the eager torch layers)", before="auto")
+    # Which expert kernels MoE layers run where the fused kernels run (MOE_KERNEL_SETS; models/moe_kernel_sets.py).
+    moe_kernels: str = option("gemv", "MoE expert kernels where fused kernels run: gemv | grouped (few-token down "
+                              "with the combine in its epilogue, grouped-GEMM prefill)", before="gemv")
     # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
     # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).
@@ -235,6 +241,9 @@ class EngineConfig:
         if self.fused_kernels not in FUSED_KERNEL_POLICIES:
             raise SpecbenchError(f"unknown fused_kernels (--fused-kernels) {self.fused_kernels!r}; supported: "
                                  f"{', '.join(FUSED_KERNEL_POLICIES)}")
+        if self.moe_kernels not in MOE_KERNEL_SETS:
+            raise SpecbenchError(f"unknown moe_kernels (--moe-kernels) {self.moe_kernels!r}; supported: "
+                                 f"{', '.join(MOE_KERNEL_SETS)}")
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
                 f"unknown eagle_aux_convention (--eagle-aux-convention) {self.eagle_aux_convention!r}; "

@@ -119,6 +119,13 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "kernels/qk_norm_rope.py)", ("cuda",)),
     ExecutionPath("proj.rope_store", "fused qkv projection (+ bias) that also rotates q/k and stores K/V "
                   "(models/decode_gemv.py, kernels/gemv_rope.py)", ("cuda",)),
+    # Opt-in (the "grouped" MoE kernel set, models/moe_kernel_sets.py) until its H100 rows say it wins; then
+    # production on CUDA, and the selftest's window + MoE target must reach both.
+    ExecutionPath("moe.few_token_combine", "MoE experts of a 2-16 token batch (verify): grouped gate_up, then the "
+                  "down projection with the routing-weighted sum over a token's experts in its epilogue "
+                  "(kernels/moe_few_token.py, kernels/moe_down_combine.py)", ()),
+    ExecutionPath("moe.prefill_grouped", "MoE experts of a batch past 64 tokens (prefill) as a grouped GEMM over "
+                  "experts, slots sorted by expert in torch ops (kernels/moe_prefill.py)", ()),
     # ---- attention and verification ------------------------------------------------------------------------------
     ExecutionPath("attention.torch", "paged attention, torch reference (attention/torch_ref.py)", ("cpu",)),
     ExecutionPath("attention.triton", "paged attention, Triton kernels (attention/triton_backend.py)", ("cuda",)),

@@ -181,6 +181,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         seed=config.seed,
         max_model_len=config.max_model_len,
         fused_kernels=config.fused_kernels,
+        moe_kernels=config.moe_kernels,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")

@@ -34,7 +34,10 @@ from specbench.faults.grammar_not_restored import GrammarNotRestored
 from specbench.faults.grammar_rejected_advance import GrammarAdvancedOverRejected
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
+from specbench.faults.moe_combine_weight_swapped import MoeCombineWeightSwapped
 from specbench.faults.moe_padding_mask_frozen import MoePaddingMaskFrozenAtCapture
+from specbench.faults.moe_prefill_rows_shifted import MoePrefillRowsShifted
+from specbench.faults.moe_verify_rows_shared import MoeVerifyRowsShared
 from specbench.faults.mtp_hidden_position import MtpHiddenWrongPosition
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
 from specbench.faults.overlap_stale_input import OverlapStaleInput
@@ -122,8 +125,11 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
 SINK_MUTANTS: tuple[type[Mutant], ...] = (SinksDroppedInDraft,)
 
 # Bugs of the MoE layers' fast paths: inert on dense targets (no experts), run on the window + MoE target only. Path
-# mutants: run where their path is production (the CUDA graphs: CUDA only).
-MOE_MUTANTS: tuple[type[Mutant], ...] = (MoePaddingMaskFrozenAtCapture,)
+# mutants: run where their path is production (the CUDA graphs: CUDA only). The "grouped" kernel set's three
+# (issue 47) bend opt-in paths: the selftest runs them once that set is the default; until then
+# tests/kernels/test_kernel_moe_grouped_set.py catches each against the eager reference.
+MOE_MUTANTS: tuple[type[Mutant], ...] = (MoePaddingMaskFrozenAtCapture, MoeCombineWeightSwapped, MoeVerifyRowsShared,
+                                         MoePrefillRowsShifted)
 
 # Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
 # compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their

@@ -182,7 +182,7 @@ def block(
     attn_out = project_and_attend(layer.self_attn, x, cos_sin, kv_cache, md, backend, norm_weight, eps)
     if isinstance(layer.mlp, MoeMLP):
         after_attn = output_projection(layer, attn_out, stream)
-        moe_out = moe_forward(layer.mlp, layer.post_attention_layernorm(after_attn), md)
+        moe_out = moe_forward(layer.mlp, layer.post_attention_layernorm(after_attn), md, backend.paths)
         return LayerOutput(hidden=moe_out, residual=after_attn, layer_input=stream)
     return LayerOutput(hidden=block_tail(layer, attn_out, stream), residual=None, layer_input=stream)
 

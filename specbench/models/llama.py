@@ -149,7 +149,8 @@ class DecoderLayer(nn.Module):
         layer_input = residual
         attn_out = self.self_attn(normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, residual)
-        mlp_out = moe_forward(self.mlp, normed, md) if isinstance(self.mlp, MoeMLP) else self.mlp(normed)
+        is_moe = isinstance(self.mlp, MoeMLP)
+        mlp_out = moe_forward(self.mlp, normed, md, backend.paths) if is_moe else self.mlp(normed)
         return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
 
 

@@ -18,6 +18,7 @@ from specbench.json_file import read_json_object
 from specbench.models.config import ModelConfig
 from specbench.models.default_model import resolve_model_source
 from specbench.models.fused_kernels import set_policy
+from specbench.models.moe_kernel_sets import set_moe_kernels
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
 from specbench.models.memory import check_model_fits
@@ -71,12 +72,15 @@ def load_model(
     seed: int = 0,
     max_model_len: int | None = None,
     fused_kernels: str = "auto",
+    moe_kernels: str = "gemv",
 ) -> LoadedModel:
     """`max_model_len`: the context the engine will use; refused before allocating when above the trained one.
-    `fused_kernels`: the model's fused-kernel policy (EngineConfig.fused_kernels)."""
+    `fused_kernels`: the model's fused-kernel policy (EngineConfig.fused_kernels); `moe_kernels`: its MoE layers'
+    expert kernel set (EngineConfig.moe_kernels)."""
     loaded = _load(source, dtype=dtype, device=device, attn_backend=attn_backend, load_format=load_format,
                    allow_pickle=allow_pickle, seed=seed, max_model_len=max_model_len)
     set_policy(loaded.model, fused_kernels)
+    set_moe_kernels(loaded.model, moe_kernels)
     return loaded
 
 

@@ -22,10 +22,11 @@ from specbench.models import fused_kernels
 from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
+from specbench.models.moe_kernel_sets import RunsMoeKernels
 from specbench.models.moe_routing import ExpertRouting, route
 
 
-class MoeMLP(nn.Module, UsesFusedKernels):
+class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set per model (set_moe_kernels)
     def __init__(self, config: MoeConfig) -> None:
         super().__init__()
         self.config = config
@@ -72,9 +73,13 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         x: torch.Tensor,  # [num_tokens, hidden]
         is_real_token: torch.Tensor | None = None,  # [num_tokens] bool; padded rows never affect real rows
         *,
-        is_fused: bool = False,  # the Triton path (at most 64 tokens; CUDA, or CPU under TRITON_INTERPRET=1)
+        # The Triton path (CUDA, or CPU under TRITON_INTERPRET=1): at most 64 tokens, or any number under the
+        # "grouped" kernel set (past 64 tokens: torch routing, then the grouped GEMM over experts).
+        is_fused: bool = False,
     ) -> torch.Tensor:  # [num_tokens, hidden]
-        if is_fused:
+        if is_fused and self._is_prefill_grouped(x):
+            routed = self.prefill_experts(x, self.route(x, is_real_token))
+        elif is_fused:
             routing, order = self.fused_route(x, is_real_token)
             routed = self.fused_experts(x, routing, order)
             if self._is_shared_fused(x):
@@ -86,6 +91,11 @@ class MoeMLP(nn.Module, UsesFusedKernels):
         else:
             routed = self.reference_experts(x, self.route(x, is_real_token))
         return routed + self.shared(x) if self.shared_expert is not None else routed
+
+    def _is_prefill_grouped(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes only
+        from specbench.kernels.moe_gemv import MAX_TOKENS
+
+        return self.moe_kernels == "grouped" and x.shape[0] > MAX_TOKENS
 
     def _is_shared_fused(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes and dtypes only
         shared = self.shared_expert
@@ -142,14 +152,41 @@ class MoeMLP(nn.Module, UsesFusedKernels):
     def fused_experts(self, x: torch.Tensor, routing: ExpertRouting, order=None) -> torch.Tensor:  # [num_tokens, hidden]
         """`order`: the routing's ExpertSort if already made (fused_route); else the kernels sort (tensor-core tiles;
         one-token tiles read topk_ids directly)."""
+        from specbench.kernels.moe_down_combine import FEW_MAX_TOKENS
         from specbench.kernels.moe_gemv import expert_gemv
 
+        if self.moe_kernels == "grouped" and 2 <= x.shape[0] <= FEW_MAX_TOKENS:
+            return self.few_token_experts(x, routing, order)
         return expert_gemv(
             x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
             gate_up_bias=self.gate_up_bias, down_bias=self.down_bias,
             is_swiglu_oai=self.config.activation == "swiglu_oai",
             swiglu_alpha=self.config.swiglu_alpha, swiglu_limit=self.config.swiglu_limit, order=order,
         )
+
+    def _expert_args(self) -> dict:
+        c = self.config
+        return {"gate_up_bias": self.gate_up_bias, "down_bias": self.down_bias,
+                "is_swiglu_oai": c.activation == "swiglu_oai", "swiglu_alpha": c.swiglu_alpha,
+                "swiglu_limit": c.swiglu_limit}
+
+    def few_token_experts(self, x: torch.Tensor, routing: ExpertRouting, order=None) -> torch.Tensor:
+        """2 to 16 tokens under the "grouped" set: each active expert's weights read once for all its tokens, the
+        combine in the down kernel's epilogue (kernels/moe_few_token.py). A seam for the mutants
+        (faults/moe_combine_weight_swapped.py, faults/moe_verify_rows_shared.py)."""
+        from specbench.kernels.moe_few_token import few_token_experts
+
+        return few_token_experts(x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
+                                 order=order, **self._expert_args())
+
+    def prefill_experts(self, x: torch.Tensor, routing: ExpertRouting, sort=None) -> torch.Tensor:
+        """Past 64 tokens under the "grouped" set: the grouped GEMM over experts (kernels/moe_prefill.py). `sort`:
+        the slots' sort by expert (default kernels/moe_prefill.prefill_sort; a seam for
+        faults/moe_prefill_rows_shifted.py)."""
+        from specbench.kernels.moe_prefill import prefill_experts, prefill_sort
+
+        return prefill_experts(x, routing.topk_ids, routing.topk_weights, self.gate_up_weight, self.down_weight,
+                               sort=sort or prefill_sort, **self._expert_args())
 
 
 def gate_up_from_interleaved(weight: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,9 @@
   cannot be captured. This holds under the "off" policy too (Triton must import on a CUDA host for graphs of a MoE
   target).
 - Everything else (prefill, the CPU) takes the torch reference, whose per-expert GEMMs suit many rows.
+Under the "grouped" kernel set (models/moe_kernel_sets.py) 2 to 16 tokens take the few-token kernels and an
+uncaptured batch past 64 tokens the grouped GEMM over experts (prefill) where the policy runs kernels; the forward
+records those two paths (execution_paths.py) when handed the engine's recorder.
 All paths get `is_real_token` from the slot mapping: a CUDA-graph padding row (slot PADDING_SLOT) routes to no
 expert, so its garbage input can wake no expert and change no real row's output.
 """
@@ -18,6 +21,7 @@ import torch
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.models import fused_kernels
 from specbench.models.moe import MoeMLP
+from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_PATH
 
 
 def _max_kernel_tokens() -> int:
@@ -36,13 +40,31 @@ def is_capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
+def grouped_path(mlp: MoeMLP, x: torch.Tensor) -> str | None:  # x: [num_tokens, hidden]
+    """The "grouped" set's path this forward takes (shapes, policy and the layer's set only), None: another one."""
+    if mlp.moe_kernels != "grouped" or not fused_kernels.use_fused(mlp.fused_policy, x):
+        return None
+    from specbench.kernels.moe_down_combine import FEW_MAX_TOKENS
+
+    num_tokens = x.shape[0]
+    if 2 <= num_tokens <= FEW_MAX_TOKENS:
+        return FEW_TOKEN_PATH
+    if num_tokens > _max_kernel_tokens() and not is_capturing(x):
+        return PREFILL_PATH
+    return None
+
+
 def moe_forward(
     mlp: MoeMLP,
     x: torch.Tensor,  # [num_tokens, hidden]
     md: AttentionMetadata,
+    paths=None,  # execution_paths.PathRecorder of the engine (its attention backend's), or None
 ) -> torch.Tensor:  # [num_tokens, hidden]
     is_real_token = md.slot_mapping != PADDING_SLOT  # [num_tokens] bool
-    if uses_fused_experts(mlp, x):
+    path = grouped_path(mlp, x)
+    if path is not None and paths is not None:
+        paths.record(path)
+    if path == PREFILL_PATH or uses_fused_experts(mlp, x):
         return mlp(x, is_real_token, is_fused=True)
     if not is_capturing(x):
         return mlp(x, is_real_token)

@@ -395,6 +395,7 @@ def load_draft_proposer(ctx) -> DraftModelProposer:
         allow_pickle=cfg.allow_pickle,
         seed=cfg.seed + 1,
         fused_kernels=cfg.fused_kernels,
+        moe_kernels=cfg.moe_kernels,
     )
     check_vocab_fits(draft, ctx.target)
     return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device, ctx.hooks,

@@ -1,0 +1,40 @@
+"""Which expert kernels a model's MoE layers run on the fused path: a value of each model, set when it is built
+(EngineConfig.moe_kernels, `--moe-kernels`) or between runs (`set_moe_kernels`), so a benchmark can time both sets
+on one engine (scripts/bench_moe_before_after.py) and a reference engine and a fast one coexist in one process.
+
+- "gemv" (the default): kernels/moe_gemv.py for 1 to 64 tokens; batches past 64 tokens (prefill) take the torch
+  reference's per-expert loop.
+- "grouped" (issue 47): 2 to 16 tokens (verify rounds) take kernels/moe_few_token.py, the down projection with the
+  combine in its epilogue (path moe.few_token_combine); batches past 64 tokens outside a graph capture take the
+  grouped GEMM over experts of kernels/moe_prefill.py (path moe.prefill_grouped). One token and 17 to 64 tokens
+  run as "gemv".
+CUDA graphs keep the set they were captured with: recapture after a change (runtime/cuda_graph.py recapture).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from specbench.config import MOE_KERNEL_SETS
+from specbench.errors import SpecbenchError
+
+DEFAULT_MOE_KERNELS = MOE_KERNEL_SETS[0]
+
+FEW_TOKEN_PATH = "moe.few_token_combine"
+PREFILL_PATH = "moe.prefill_grouped"
+
+
+class RunsMoeKernels:
+    """Declares a layer that runs one of the sets (models/moe.py MoeMLP); `moe_kernels` is its model's choice."""
+
+    moe_kernels: str = DEFAULT_MOE_KERNELS  # one of MOE_KERNEL_SETS
+
+
+def set_moe_kernels(model: nn.Module, name: str) -> int:
+    """Every MoE layer of `model` runs the `name` set from its next forward; returns how many layers were set."""
+    if name not in MOE_KERNEL_SETS:
+        raise SpecbenchError(f"unknown MoE kernel set {name!r}; supported: {', '.join(MOE_KERNEL_SETS)}")
+    layers = [m for m in model.modules() if isinstance(m, RunsMoeKernels)]
+    for layer in layers:
+        layer.moe_kernels = name
+    return len(layers)
