@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issues 43, 45, 46 and 47 in one device call (about 9 minutes on an H100), run there from the repo root.
+#   phase 1, side by side (tiny models, correctness only): the CUDA selftest (every production path of the device,
+#     every mutant), the hybrid and grammar engine tests on cuda (fp32, invariants on), the grammar acceptance and
+#     mask-share script on cuda, the CUDA tests of the grouped MoE kernel set;
+#   phase 2, on a quiet GPU: the MoE before/after bench (scripts/bench_moe_before_after.py).
+# Writes 8 files to $OUT: summary.txt, selftest_cuda.txt, pytest_cuda.txt, grammar_cuda.txt, pytest_moe.txt,
+# bench.json, bench.md, bench.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+OUT=${OUT:-/tmp/specbench_gpu}
+mkdir -p "$OUT"
+source scripts/gpu_env.sh
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/summary.txt"
+timeout "${SELFTEST_TIMEOUT:-200}" "$PY" -m specbench selftest --device cuda --jobs 4 > "$OUT/selftest_cuda.txt" 2>&1 &
+selftest=$!
+hybrid_grammar=(tests/engine/test_grammar_constrained.py tests/engine/test_grammar_mutants.py)
+for f in tests/models/test_hybrid_vs_hf.py tests/faults/test_hybrid_state_mutants.py tests/recurrent; do
+  [ -e "$f" ] && hybrid_grammar+=("$f")
+done
+SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 timeout 190 "$PY" -m pytest -q \
+  -p no:cacheprovider "${hybrid_grammar[@]}" > "$OUT/pytest_cuda.txt" 2>&1 &
+tests=$!
+{ timeout 150 "$PY" scripts/grammar_acceptance.py --device cuda; echo "exit $?"; } > "$OUT/grammar_cuda.txt" 2>&1 &
+grammar=$!
+timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe_grouped_set.py \
+  tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py > "$OUT/pytest_moe.txt" 2>&1
+echo "=== pytest moe exit $?" >> "$OUT/summary.txt"
+wait $tests; echo "=== pytest cuda (hybrid, grammar) exit $?" >> "$OUT/summary.txt"
+wait $grammar; wait $selftest; echo "=== selftest cuda exit $?" >> "$OUT/summary.txt"
+timeout "${BENCH_TIMEOUT:-330}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" > "$OUT/bench.log" 2>&1
+echo "=== moe bench exit $?" >> "$OUT/summary.txt"
+for f in pytest_moe pytest_cuda; do tail -2 "$OUT/$f.txt" >> "$OUT/summary.txt"; done
+grep -E "coverage|false alarms|passed|FAILED|missed" "$OUT/selftest_cuda.txt" | tail -5 >> "$OUT/summary.txt"
+cat "$OUT/summary.txt" "$OUT/grammar_cuda.txt"
+cat "$OUT/bench.md" 2>/dev/null || tail -20 "$OUT/bench.log"
