@@ -215,6 +215,10 @@ class LLMEngine:
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'; methods that draft trees: {can}")
         target = self.runner.model.config
+        if shape.is_tree and target.is_hybrid:
+            raise SpecbenchError("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree "
+                                 "verify would need one state per tree branch, which the engine does not keep; "
+                                 "use chains (eagle_topk 1)")
         if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "

@@ -15,6 +15,8 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
+from specbench.models.config_hybrid import QWEN3_NEXT, HybridFields, hybrid_from_hf
+from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.models.moe_from_hf import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
@@ -32,11 +34,12 @@ _ARCHITECTURES = {
     "GptOssForCausalLM": GPT_OSS,
     "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
+    "Qwen3NextForCausalLM": QWEN3_NEXT,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3}
-_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3)
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT}
+_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,12 @@ class ModelConfig:
     final_logit_softcapping: float | None = None
     # Gemma-3: the sliding-window layers' RoPE base (unscaled); None: every layer rotates with rope_theta/scaling.
     sliding_rope_theta: float | None = None
+    # Hybrid targets (Qwen3-Next): the Gated DeltaNet layers' shape (their kind is GatedDeltaNetKind in
+    # attention_kinds); None: no recurrent-state layers.
+    gated_delta_net: GatedDeltaNetConfig | None = None
+    # Qwen3-Next's partial RoPE: the first `partial_rotary_dim` dims of each head rotate (models/qwen3_next.py does it
+    # directly, q carries an output gate GLM's weight permutation would scramble); None: rotary_dim's rule.
+    partial_rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -106,6 +115,16 @@ class ModelConfig:
     def has_o_proj_bias(self) -> bool:
         # HF Llama/Qwen3/gpt-oss put `attention_bias` on all four projections; Qwen2 and GLM-4.5 only on q/k/v.
         return self.attention_bias and self.architecture not in ("qwen2", "glm4_moe")
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers carry a per-request recurrent state (Gated DeltaNet) beside full-attention layers."""
+        return self.gated_delta_net is not None
+
+    @property
+    def has_offset_norms(self) -> bool:
+        """RMSNorms computing x / rms(x) * (1 + weight) in fp32 (Gemma, Qwen3-Next)."""
+        return self.is_gemma or self.architecture == QWEN3_NEXT
 
     @property
     def is_gemma(self) -> bool:
@@ -160,6 +179,7 @@ class ModelConfig:
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)
+        hybrid = hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT else HybridFields()
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
@@ -185,14 +205,16 @@ class ModelConfig:
             checkpoint_dtype=shape.dtype or shape.torch_dtype,
             moe=moe,
             moe_layer_ids=moe_layer_ids,
-            rotary_dim=_rotary_dim(architecture, shape, head_dim),
+            rotary_dim=None if architecture == QWEN3_NEXT else _rotary_dim(architecture, shape, head_dim),
             num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
-            attention_kinds=attention_kinds_from_hf(shape),
+            attention_kinds=hybrid.kinds or attention_kinds_from_hf(shape),
             has_attention_sinks=features.has_attention_sinks,
             query_pre_attn_scalar=features.query_pre_attn_scalar,
             attn_logit_softcapping=features.attn_logit_softcapping,
             final_logit_softcapping=features.final_logit_softcapping,
             sliding_rope_theta=rope.sliding_theta,
+            gated_delta_net=hybrid.gated_delta_net,
+            partial_rotary_dim=hybrid.partial_rotary_dim,
         )
 
 
