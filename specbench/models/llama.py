@@ -39,7 +39,7 @@ from specbench.models.moe_weights import (
     per_expert_names,
 )
 from specbench.models.partial_rotary import permuted_for_rope
-from specbench.models.qwen3_next import HybridDecoderLayer, state_layer_ids
+from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, state_layer_ids
 
 
 @dataclass(frozen=True)
@@ -248,6 +248,8 @@ class DecoderLM(nn.Module):
             raise SpecbenchError(f"aux hidden-state layer ids {bad} out of range [0, {num_layers}]")
         # Every forward (each draft step and graph replay included) rebuilds its kinds' metadata from its own positions.
         md = self.layer_kinds.attach(md, phase)
+        if self.config.is_hybrid:
+            md = ensure_state_rows(self, md, kv_cache)
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
             if self.attn_backend.check_invariants:

@@ -8,6 +8,8 @@ checkpoint's except the dense/shared MLP's fused gate_up_proj (llama.fused_check
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
@@ -104,3 +106,24 @@ def state_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:
         else:
             ids.append(None)
     return tuple(ids)
+
+
+def ensure_state_rows(model, md: AttentionMetadata, kv_cache: KVCache) -> AttentionMetadata:
+    """`md` with state rows for a hybrid target's forward. Engine forwards carry them (engine/state_attach.py); an
+    oracle's cache-free forward over a private KV cache (check/fresh_forward.py: every sequence from position 0)
+    gets a private StateCache, one slot per sequence, starting from zeros. Anything else is refused: a forward
+    that continues sequences must read their slots, never a made-up state."""
+    if md.state_rows is not None:
+        return md
+    starts = [md.positions_cpu[md.query_start_loc_cpu[r]] for r in range(md.num_reqs)
+              if md.query_start_loc_cpu[r] < md.query_start_loc_cpu[r + 1]]
+    if getattr(kv_cache, "states", None) is not None or any(starts):
+        raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
+                             "(this phase does not attach them)")
+    from specbench.recurrent.state_cache import new_state_cache
+    from specbench.recurrent.state_rows import state_rows
+
+    kv_cache.states = new_state_cache(model, max(md.num_reqs, 1))
+    cu = md.query_start_loc_cpu
+    rows = state_rows(list(range(md.num_reqs)), [cu[r + 1] - cu[r] for r in range(md.num_reqs)], 0)
+    return dataclasses.replace(md, state_rows=rows)
