@@ -14,6 +14,7 @@ import torch
 from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, record_commits,
                                        run_with_oracle)
+from tests.support.scripted_drafts import install_scripted
 from tests.support.tiny_hybrid import build_tiny_hybrid
 from tests.support.tiny_models import build_tiny_model
 
@@ -70,6 +71,18 @@ def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
         assert sum(o.stats.num_preemptions for o in outs) > 0
     if case.startswith("ngram"):  # some round verified zero-draft requests beside drafting ones
         assert any(0 in c and max(c) > 0 for c in commits), commits
+
+
+def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
+    """Drafts that are HF's own continuation spoiled at a cycling position: rounds accept 0..k drafts or draft none,
+    mixed in each batch; output is still HF's and every slot equals the recomputation after every step."""
+    llm = hybrid_llm(dirs / "target", **NGRAM)
+    script = install_scripted(llm, prompts, hf_greedy)
+    outs, worst, num_checked = run_with_oracle(llm, prompts, every=2)
+    assert _tokens(outs) == hf_greedy
+    assert script.accepted_lengths == {-1, 0, 1, 2, 3}
+    assert num_checked > 0 and worst < 1e-4, worst
+    assert sum(o.stats.num_accepted_tokens for o in outs) > 0.3 * sum(o.stats.num_draft_tokens for o in outs)
 
 
 def test_forced_acceptance_keeps_the_state_oracle(dirs, prompts):
