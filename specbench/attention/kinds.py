@@ -141,7 +141,3 @@ class SlidingWindowAttention:
 
 
 _FULL = FullAttentionMetadata(FullAttention())
-
-
-# Registered on import of the plug point (every kind is): the recurrent-state kind of hybrid targets.
-import specbench.attention.recurrent_kind  # noqa: E402,F401

@@ -203,7 +203,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     prefix_note = (prefix_caching_off_reason(proposer, kv_windows, target.config.is_hybrid)
                    if config.enable_prefix_caching else "off (option)")
     if target.config.is_hybrid:
-        target_kv.states = new_state_cache(target.model, config.max_concurrency, hooks)
+        target_kv.states = new_state_cache(target.model, config.max_concurrency)
     block_manager = BlockManager(num_blocks, config.block_size,
                                  new_prefix_cache(hooks, paths) if prefix_note is None else None)
     prefix = None

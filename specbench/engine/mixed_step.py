@@ -46,7 +46,7 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
     timer.start("sample")
     verified = runner.run_verifier(out.logits[:num_verify], inp, proposal, st) if requests else None
     if verified is not None:
-        commit_states(runner.states, inp.md, verified.num_accepted, runner.paths)
+        commit_states(runner.states, inp.md, verified.num_accepted, runner.paths, runner.hooks)
     first_tokens = None
     if finals:
         first_st = build_sampling_tensors([r.sampling_params for r in finals], [r.generator for r in finals],

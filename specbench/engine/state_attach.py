@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 from specbench.recurrent.state_rows import state_rows
+from specbench.runtime.hooks import PhaseHooks
 
 
 def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, paths):
@@ -26,10 +27,26 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     return dataclasses.replace(inp, md=dataclasses.replace(md, state_rows=rows))
 
 
-def commit_states(states, md, num_accepted: torch.Tensor, paths) -> None:
+def commit_states(states, md, num_accepted: torch.Tensor, paths, hooks: PhaseHooks) -> None:
     """After the verifier: each verify request's slot takes the state after its last accepted token
-    (num_accepted [num_verify_reqs], device)."""
-    if states is None or md.state_rows is None:
+    (num_accepted [num_verify_reqs], device): kept row pending_start + num_accepted. Every verify request commits,
+    a zero-draft one included (its newest token moved its state). No host sync: the rows are built from host
+    lists and the device counts."""
+    rows = None if states is None else md.state_rows
+    if rows is None or rows.num_verify_reqs == 0 or not states.pending:
         return
     paths.record("hybrid.state_commit")
-    states.commit(md.state_rows, num_accepted)
+    num_verify = rows.num_verify_reqs
+    ends = [*rows.pending_starts[1:num_verify], rows.num_pending]
+    num_drafts = [end - start - 1 for start, end in zip(rows.pending_starts[:num_verify], ends)]
+    picked = [r for r, is_committed in enumerate(hooks.state_commit_requests(num_drafts)) if is_committed]
+    if not picked:
+        states.pending.clear()
+        return
+    device = states.conv.device
+    slots = torch.tensor([rows.slots[r] for r in picked], dtype=torch.int64, device=device)
+    starts = torch.tensor([rows.pending_starts[r] for r in picked], dtype=torch.int64, device=device)
+    drafts = torch.tensor([num_drafts[r] for r in picked], dtype=torch.int64, device=device)
+    accepted = num_accepted.to(device=device, dtype=torch.int64)[torch.tensor(picked, device=device)]
+    states.commit(slots, starts + hooks.state_commit_rows("conv", accepted, drafts),
+                  starts + hooks.state_commit_rows("recurrent", accepted, drafts))

@@ -166,7 +166,7 @@ class StepRunner:
         row_logprobs = raw_logprobs(out.logits) if is_logprobs else None
         timer.start("sample")
         result = self.run_verifier(out.logits, inp, proposal, st)
-        commit_states(self.states, inp.md, result.num_accepted, self.paths)
+        commit_states(self.states, inp.md, result.num_accepted, self.paths, self.hooks)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))

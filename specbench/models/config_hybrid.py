@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.attention.kinds import AttentionKind, kind_of_hf_layer_type
+from specbench.attention.kinds import AttentionKind, FullAttention
+from specbench.attention.recurrent_kind import GatedDeltaNetKind
 from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape, RopeShape
 from specbench.recurrent.config import GatedDeltaNetConfig, gated_delta_net_from_hf
@@ -34,7 +35,7 @@ def hybrid_from_hf(architecture: str, hf: dict, shape: HFConfigShape, head_dim: 
     if bad:
         raise SpecbenchError(f"unsupported {architecture} layer type {bad[0]!r}; supported: full_attention, "
                              "linear_attention")
-    kinds = tuple(kind_of_hf_layer_type(t).from_hf(0) for t in layer_types)
+    kinds = tuple(GatedDeltaNetKind() if t == "linear_attention" else FullAttention() for t in layer_types)
     params = shape.rope_parameters or shape.rope_scaling or RopeShape()
     factor = params.partial_rotary_factor or shape.partial_rotary_factor or 1.0
     rotary = int(head_dim * factor)

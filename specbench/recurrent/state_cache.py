@@ -7,8 +7,8 @@ re-prefilled rebuilds its state from its committed tokens (recompute, no snapsho
 the previous owner's state.
 
 Verify: the layers keep each position's conv and recurrent state in `pending` (per layer, [num_pending, ...]); after
-the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot, on the
-device (no host sync: an overlapped or drafted-ahead step launched next reads the committed state in stream order).
+the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot
+(engine/state_attach.py picks the rows), on the device (no host sync: an overlapped or drafted-ahead step launched next reads the committed state in stream order).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from dataclasses import dataclass
 import torch
 
 from specbench.errors import SpecbenchError
-from specbench.recurrent.state_rows import StateRows
-from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 
 
 @dataclass(frozen=True)
@@ -37,11 +35,9 @@ class StateShape:
 
 
 class StateCache:
-    def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype, device: torch.device,
-                 hooks: PhaseHooks = NO_HOOKS) -> None:
+    def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype, device: torch.device) -> None:
         self.shape = shape
         self.num_slots = num_slots
-        self.hooks = hooks
         s = shape
         # [num_state_layers, num_slots, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
         self.conv = torch.zeros(s.num_layers, num_slots, s.conv_channels, s.conv_width, dtype=dtype, device=device)
@@ -79,38 +75,18 @@ class StateCache:
         """A state layer's kept per-position states of the forward's verify rows (in pending-row order)."""
         self.pending[layer] = (conv_states, recurrent_states)
 
-    def commit(self, rows: StateRows, num_accepted: torch.Tensor) -> None:
-        """After the verifier: each verify request's slot takes the states after its newest token and its
-        `num_accepted` [num_verify_reqs] (device) accepted drafts."""
-        num_verify = rows.num_verify_reqs
-        if num_verify == 0 or not self.pending:
-            return
-        num_drafts = [0] * num_verify
-        for r in range(num_verify):
-            end = rows.pending_starts[r + 1] if r + 1 < num_verify else rows.num_pending
-            num_drafts[r] = end - rows.pending_starts[r] - 1
-        committed = self.hooks.state_commit_requests(num_drafts)  # [num_verify] bool
-        picked = [r for r in range(num_verify) if committed[r]]
-        if not picked:
-            return
-        device = self.conv.device
-        picked_t = torch.tensor(picked, dtype=torch.int64, device=device)
-        slots = torch.tensor([rows.slots[r] for r in picked], dtype=torch.int64, device=device)
-        starts = torch.tensor([rows.pending_starts[r] for r in picked], dtype=torch.int64, device=device)
-        accepted = num_accepted.to(device=device, dtype=torch.int64)[picked_t]
-        drafts_t = torch.tensor([num_drafts[r] for r in picked], dtype=torch.int64, device=device)
-        conv_rows = starts + self.hooks.state_commit_rows("conv", accepted, drafts_t)
-        recurrent_rows = starts + self.hooks.state_commit_rows("recurrent", accepted, drafts_t)
+    def commit(self, slots: torch.Tensor, conv_rows: torch.Tensor, recurrent_rows: torch.Tensor) -> None:
+        """After the verifier: slot slots[i] takes kept row conv_rows[i] / recurrent_rows[i] of every state layer
+        (all [num_committed] int64 on the device; engine/state_attach.py picks them from the accepted counts)."""
         for layer, (conv_states, recurrent_states) in self.pending.items():
             self.conv[layer, slots] = conv_states[conv_rows]
             self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
         self.pending.clear()
 
-
-def new_state_cache(model, max_concurrency: int, hooks: PhaseHooks = NO_HOOKS) -> StateCache:
+def new_state_cache(model, max_concurrency: int) -> StateCache:
     """Slots for `max_concurrency` running requests of a hybrid DecoderLM."""
     c = model.config
     g = c.gated_delta_net
     num_layers = sum(1 for k in c.attention_kinds if getattr(k, "is_recurrent_state", False))
     shape = StateShape(num_layers, g.conv_channels, g.conv_kernel_size - 1, g.num_v_heads, g.k_dim, g.v_dim)
-    return StateCache(shape, max_concurrency, model.dtype, model.embed_weight.device, hooks)
+    return StateCache(shape, max_concurrency, model.dtype, model.embed_weight.device)

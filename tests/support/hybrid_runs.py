@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from specbench import LLM, SamplingParams
 from specbench.check.state_oracle import state_diffs
+from specbench.runtime.hooks import PhaseHooks
 
 MAX_TOKENS = 12
 # 10 prompts at concurrency 10: every round batches them all; lengths straddle blocks of 4 and the conv window.
@@ -17,19 +18,24 @@ def hybrid_llm(target, fault=None, **kwargs) -> LLM:
     return LLM(str(target), fault=fault, **options)
 
 
+class _RecordingHooks(PhaseHooks):
+    def __init__(self, inner: PhaseHooks, seen: list[list[int]]) -> None:
+        self.inner, self.seen = inner, seen
+
+    def state_commit_requests(self, num_draft_tokens: list[int]) -> list[bool]:
+        self.seen.append(list(num_draft_tokens))
+        return self.inner.state_commit_requests(num_draft_tokens)
+
+    def state_commit_rows(self, part, num_accepted, num_draft_tokens):
+        return self.inner.state_commit_rows(part, num_accepted, num_draft_tokens)
+
+
 def record_commits(llm: LLM) -> list[list[int]]:
-    """Each state commit's per-request draft counts, in batch order (filled as the engine runs)."""
-    states = llm.engine.runner.kv_cache.states
+    """Each state commit's per-request draft counts, in batch order (filled as the engine runs): the step runner's
+    hooks wrapped by one that records what the commit asks."""
     seen: list[list[int]] = []
-    commit = states.commit
-
-    def recording(rows, num_accepted):
-        n = rows.num_verify_reqs
-        ends = [*rows.pending_starts[1:n], rows.num_pending]
-        seen.append([end - start - 1 for start, end in zip(rows.pending_starts[:n], ends)])
-        return commit(rows, num_accepted)
-
-    states.commit = recording
+    runner = llm.engine.step_runner
+    runner.hooks = _RecordingHooks(runner.hooks, seen)
     return seen
 
 
