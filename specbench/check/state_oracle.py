@@ -53,3 +53,27 @@ def state_diffs(engine) -> list[StateDiff]:
                                float((states.conv[:, slot].float() - conv.float()).abs().max()),
                                float((states.recurrent[:, slot] - recurrent).abs().max())))
     return diffs
+
+
+STATE_ATOL = 1e-3  # fp32 recomputation agrees to ~1e-6; a wrong slot is off by O(0.1)
+
+
+def generate_checking_states(llm, prompts, params, atol: float = STATE_ATOL) -> None:
+    """Run `prompts` to completion on `llm` (an LLM over a hybrid target), checking INV-STATE after every step;
+    raises InvariantViolation at the first slot that differs from its recomputation by more than atol (bf16 runs
+    need a looser one)."""
+    from specbench.attention.invariant_violation import InvariantViolation
+
+    engine = llm.engine
+    for prompt in prompts:
+        engine.add_request(prompt, params)
+    step = 0
+    while engine.has_unfinished():
+        engine.step()
+        step += 1
+        for diff in state_diffs(engine):
+            if not diff.is_within(atol):
+                raise InvariantViolation(
+                    f"INV-STATE violated after step {step}: request {diff.request_id}'s recurrent-state slot differs "
+                    f"from a recomputation over its {diff.num_committed} committed tokens (conv max |diff| "
+                    f"{diff.conv_max_abs:.3g}, recurrent {diff.recurrent_max_abs:.3g})")

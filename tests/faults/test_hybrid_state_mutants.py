@@ -81,3 +81,15 @@ def test_each_mutant_is_inert_on_a_target_without_recurrent_state(tiny_model_dir
     clean = hybrid_llm(tiny_model_dir, **NGRAM).generate(prompts, params)
     bent = hybrid_llm(tiny_model_dir, fault=injection(name), **NGRAM).generate(prompts, params)
     assert [o.output_token_ids for o in bent] == [o.output_token_ids for o in clean]
+
+
+def test_the_invariant_sweep_helper_raises_inv_state_for_a_mutant(dirs, prompts):
+    """`specbench check`'s invariant sweep runs hybrid targets through generate_checking_states: a clean engine
+    passes, a mutant fails with one INV-STATE line (on the CLI: tests are too slow for the whole sweep)."""
+    from specbench.attention.invariant_violation import InvariantViolation
+    from specbench.check.state_oracle import generate_checking_states
+
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    generate_checking_states(_forced(dirs), prompts[:2], params)
+    with pytest.raises(InvariantViolation, match="INV-STATE violated after step"):
+        generate_checking_states(_forced(dirs, injection("state-rolled-back-too-far")), prompts[:2], params)
