@@ -52,3 +52,10 @@ def test_a_hybrid_draft_lm_is_one_clean_error(dirs):
                       "--method", "draft", "--draft", str(dirs / "target"), *CPU)
     assert result.exit_code != 0
     assert_one_clean_error(result, "cannot be a draft LM")
+
+
+def test_mtp_on_a_hybrid_target_is_one_clean_error(dirs):
+    result = run_main("generate", "--target", str(dirs / "target"), "-p", "hi", "--max-tokens", "4",
+                      "--method", "mtp", *CPU)
+    assert result.exit_code != 0
+    assert_one_clean_error(result, "--method mtp on a hybrid target")
