@@ -37,6 +37,12 @@ class GatedDeltaNetConfig:
     def conv_channels(self) -> int:
         return 2 * self.key_size + self.value_size
 
+    def num_params(self, hidden_size: int) -> int:
+        """One layer: qkvz and ba projections, conv, dt_bias + A_log, gated norm, out projection."""
+        projections = hidden_size * (2 * self.key_size + 2 * self.value_size + 2 * self.num_v_heads)
+        return (projections + self.conv_channels * self.conv_kernel_size + 2 * self.num_v_heads + self.v_dim
+                + self.value_size * hidden_size)
+
 
 def gated_delta_net_from_hf(hf: dict) -> GatedDeltaNetConfig:
     """The linear-attention fields of a Qwen3-Next config.json; a missing or bad one is one SpecbenchError."""

@@ -104,3 +104,20 @@ def test_moe_hybrid_matches_hf(dirs, prompts):
     expected = hf_greedy_outputs(model, few, 8)
     outs = hybrid_llm(dirs / "moe", **NGRAM).generate(few, SamplingParams(max_tokens=8, ignore_eos=True))
     assert _tokens(outs) == expected
+
+
+@pytest.mark.parametrize("variant", ["target", "moe"])
+def test_config_reads_as_transformers_builds_it(dirs, variant):
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from specbench.models.config import ModelConfig
+
+    hf = json.loads((dirs / variant / "config.json").read_text())
+    config = ModelConfig.from_hf(hf)
+    model = AutoModelForCausalLM.from_pretrained(dirs / variant, dtype=torch.float32)
+    assert config.is_hybrid and config.architecture == "qwen3_next" and config.partial_rotary_dim == 8
+    assert [k.name for k in config.attention_kinds] == ["gated_delta_net", "full"] * 2
+    assert (config.moe is not None) == (variant == "moe")
+    assert config.num_params() == sum(p.numel() for p in model.parameters())
