@@ -193,8 +193,12 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     bytes_per_block = target_spec.bytes_per_block(config.block_size)
     if draft_spec is not None:
         bytes_per_block += draft_spec.bytes_per_block(config.block_size)
+    # Hybrid targets: the state slots first, so a pool sized from free GPU memory leaves room for them (a
+    # --kv-cache-gb budget counts K/V only).
+    states = new_state_cache(target.model, config.max_concurrency) if target.config.is_hybrid else None
     num_blocks, note = size_kv_pool(config, bytes_per_block, device)
     target_kv = KVCache(target_spec, num_blocks, config.block_size, device)
+    target_kv.states = states
     if isinstance(proposer, HasDraftKV):
         proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device))
 
@@ -202,8 +206,6 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     kv_windows = releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None)
     prefix_note = (prefix_caching_off_reason(proposer, kv_windows, target.config.is_hybrid)
                    if config.enable_prefix_caching else "off (option)")
-    if target.config.is_hybrid:
-        target_kv.states = new_state_cache(target.model, config.max_concurrency)
     block_manager = BlockManager(num_blocks, config.block_size,
                                  new_prefix_cache(hooks, paths) if prefix_note is None else None)
     prefix = None
