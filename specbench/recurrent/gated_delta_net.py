@@ -12,6 +12,7 @@ from torch import nn
 
 from specbench.recurrent.causal_conv import causal_conv
 from specbench.recurrent.config import GatedDeltaNetConfig
+from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import gated_delta_rule
 from specbench.recurrent.state_cache import StateCache
 
@@ -88,9 +89,12 @@ class GatedDeltaNet(nn.Module):
             conv_out, conv_final, conv_kept = causal_conv(mixed[start:end], conv_state, weight, keep_states=keep)
             qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
             n = end - start
-            rule = gated_delta_rule(qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
-                                    vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end],
-                                    rec_state, keep_states=keep)
+            # committed tokens (prefill, chunks) keep no per-position state: the chunked form; verify rows the
+            # per-token reference, which keeps each position's state for the commit
+            args = (qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
+                    vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end], rec_state)
+            rule = gated_delta_rule(*args, keep_states=True) if keep else (
+                gated_delta_rule_chunked(*args) if n > 1 else gated_delta_rule(*args))
             out[start:end] = rule.output.to(x.dtype)
             if keep:
                 p = rows.pending_starts[r]

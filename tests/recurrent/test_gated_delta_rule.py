@@ -62,3 +62,14 @@ def test_conv_matches_transformers_and_keeps_each_position():
     torch.testing.assert_close(final2, final)
     torch.testing.assert_close(kept[2], state)
     torch.testing.assert_close(kept[-1], final)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 64])
+def test_the_chunked_form_matches_the_reference(chunk_size):
+    from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
+
+    q, k, v, g, beta, state = _inputs(3)
+    reference = gated_delta_rule(q, k, v, g, beta, state)
+    chunked = gated_delta_rule_chunked(q, k, v, g, beta, state, chunk_size=chunk_size)
+    torch.testing.assert_close(chunked.output, reference.output, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(chunked.final_state, reference.final_state, atol=1e-5, rtol=1e-5)
