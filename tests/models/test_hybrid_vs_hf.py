@@ -71,6 +71,7 @@ def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
         assert sum(o.stats.num_preemptions for o in outs) > 0
     if case.startswith("ngram"):  # some round verified zero-draft requests beside drafting ones
         assert any(0 in c and max(c) > 0 for c in commits), commits
+    assert {"hybrid.state_write", "hybrid.state_commit"} <= llm.engine.paths_taken()
 
 
 def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
