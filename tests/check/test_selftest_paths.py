@@ -22,7 +22,7 @@ CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "
 # Taken by the selftest's reference loop (one step at a time), which is the yardstick, not coverage.
 REFERENCE_ONLY = frozenset({"decode.sync"})
 # Hybrid targets' state paths (opt-in): the selftest has no hybrid target yet; tests/models/test_hybrid_vs_hf.py
-# reaches them (test_hybrid_engine_records_its_state_paths).
+# reaches them (test_speculation_matches_hf asserts both are taken).
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).
