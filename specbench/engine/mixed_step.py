@@ -37,7 +37,8 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
     proposal = runner.propose(batch, st, timer) if requests else None
     inp, chunk_rows = build_mixed_input(requests, proposal, chunks, runner.block_size, runner.device, runner.hooks)
     inp = with_state_rows(inp, runner.states, [r.request_id for r in requests] +
-                          [c.request.request_id for c in chunks], len(requests), runner.paths)
+                          [c.request.request_id for c in chunks], len(requests), runner.paths,
+                          runner.hooks)
     timer.start("target")
     out = runner.target_runner.mixed(inp)
     timer.stop("target")

@@ -12,7 +12,7 @@ from specbench.recurrent.state_rows import state_rows
 from specbench.runtime.hooks import PhaseHooks
 
 
-def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, paths):
+def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, paths, hooks: PhaseHooks):
     """`inp` (a Prefill/Verify/MixedInput) whose metadata carries each request's slot; its first `num_verify_reqs`
     requests are verify rows (their states are kept per position until `commit_states`)."""
     if states is None:
@@ -20,7 +20,9 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     md = inp.md
     cu = md.query_start_loc_cpu
     num_query = [cu[r + 1] - cu[r] for r in range(md.num_reqs)]
-    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs)
+    # a row from position 0 is a (re)prefill: zeros, never its slot's previous owner's state
+    fresh = hooks.state_starts_fresh([n > 0 and md.positions_cpu[cu[r]] == 0 for r, n in enumerate(num_query)])
+    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs, fresh)
     states.begin_forward()
     if num_verify_reqs < len(request_ids):
         paths.record("hybrid.state_write")

@@ -114,7 +114,7 @@ class StepRunner:
         """Run the prompts: each request's first token, nothing drafted.
         `needs_features`: the proposer consumes target features (handed over here, where they are produced)."""
         inp = build_prefill_input(requests, self.block_size, self.device)
-        inp = with_state_rows(inp, self.states, [r.request_id for r in requests], 0, self.paths)
+        inp = with_state_rows(inp, self.states, [r.request_id for r in requests], 0, self.paths, self.hooks)
         timer.start("target")
         out = self.target_runner.prefill(inp)
         timer.stop("target")
@@ -156,7 +156,7 @@ class StepRunner:
         `newest_token_ids` [num_reqs]: the previous step's tokens still on the device (overlapped decoding)."""
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks, newest_token_ids)
         inp = with_state_rows(inp, self.states, [r.request_id for r in requests], len(requests),
-                               self.paths)
+                               self.paths, self.hooks)
         timer.start("target")
         out = self.target_runner.verify(inp)
         timer.stop("target")

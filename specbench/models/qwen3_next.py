@@ -125,5 +125,6 @@ def ensure_state_rows(model, md: AttentionMetadata, kv_cache: KVCache) -> Attent
 
     kv_cache.states = new_state_cache(model, max(md.num_reqs, 1))
     cu = md.query_start_loc_cpu
-    rows = state_rows(list(range(md.num_reqs)), [cu[r + 1] - cu[r] for r in range(md.num_reqs)], 0)
+    rows = state_rows(list(range(md.num_reqs)), [cu[r + 1] - cu[r] for r in range(md.num_reqs)], 0,
+                      [True] * md.num_reqs)
     return dataclasses.replace(md, state_rows=rows)

@@ -82,7 +82,7 @@ class GatedDeltaNet(nn.Module):
             start, end = query_start_loc_cpu[r], query_start_loc_cpu[r + 1]
             if start == end:
                 continue
-            is_fresh = positions_cpu[start] == 0  # a (re)prefill from the first token: nothing carried over
+            is_fresh = rows.starts_fresh[r]  # a (re)prefill from the first token: nothing carried over
             conv_state = torch.zeros_like(conv_slots[slot]) if is_fresh else conv_slots[slot]
             rec_state = torch.zeros_like(rec_slots[slot]) if is_fresh else rec_slots[slot]
             keep = rows.keeps_positions[r]

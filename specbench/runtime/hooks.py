@@ -117,6 +117,11 @@ class PhaseHooks:
         return start
 
     # ---- recurrent state of hybrid targets (recurrent/state_cache.py) ------------------------------------
+    def state_starts_fresh(self, is_first_position: list[bool]) -> list[bool]:
+        """Which requests of a forward ([num_reqs]) start their recurrent state from zeros: those whose rows start at
+        position 0 (a prefill, or the re-prefill of a preempted request whose slot another request may have held)."""
+        return is_first_position
+
     def state_commit_requests(self, num_draft_tokens: list[int]) -> list[bool]:
         """Which verify requests ([num_verify_reqs]) the verifier's commit writes a state slot for: every one, those
         that drafted nothing included (their newest token still moved the state)."""

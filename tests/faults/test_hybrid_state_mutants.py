@@ -42,34 +42,42 @@ def clean(dirs, prompts):
     return [list(o.output_token_ids) for o in outs]
 
 
-def _forced(dirs, fault=None):
+def _forced(dirs, fault=None, **kwargs):
     """Draft-LM rounds whose drafts are accepted at forced rates (lossy, but the state oracle needs no reference
     output: it recomputes from whatever was committed)."""
     return hybrid_llm(dirs / "target", fault=fault, method="draft", draft=str(dirs / "draft"), max_num_steps=3,
-                      synthetic_acceptance=FORCED)
+                      synthetic_acceptance=FORCED, **kwargs)
 
 
-def _scripted(dirs, prompts, clean, fault=None):
+def _scripted(dirs, prompts, clean, fault=None, **kwargs):
     """Lossless rounds rejecting at every position, accepting all, or drafting nothing (tests/support/scripted_drafts)."""
-    llm = hybrid_llm(dirs / "target", fault=fault, **NGRAM)
+    llm = hybrid_llm(dirs / "target", fault=fault, **{**NGRAM, **kwargs})
     install_scripted(llm, prompts, clean)
     return llm
+
+
+# The slot mutant needs slots handed from one request to the next: fewer slots (concurrency) than requests.
+REUSING_SLOTS = {"state-slot-not-reset": {"max_concurrency": 3}}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_state_oracle_catches_each_mutant(dirs, prompts, clean, name):
     # the zero-draft mutant needs zero-draft rows, which a draft LM never has: the script drafts none at times
-    make = (lambda fault=None: _scripted(dirs, prompts, clean, fault)) if name == "state-zero-draft-stale" else (
-        lambda fault=None: _forced(dirs, fault))
-    _, clean_worst, _ = run_with_oracle(make(), prompts[:4], max_tokens=8)
+    if name == "state-zero-draft-stale":
+        def make(fault=None):
+            return _scripted(dirs, prompts, clean, fault)
+    else:
+        def make(fault=None):
+            return _forced(dirs, fault, **REUSING_SLOTS.get(name, {}))
+    _, clean_worst, _ = run_with_oracle(make(), prompts[:6], max_tokens=6)
     assert clean_worst < 1e-4
-    _, worst, num_checked = run_with_oracle(make(injection(name)), prompts[:4], max_tokens=8)
+    _, worst, num_checked = run_with_oracle(make(injection(name)), prompts[:6], max_tokens=6)
     assert num_checked > 0 and worst > 1e-2, (name, worst)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_greedy_identity_catches_each_mutant(dirs, prompts, clean, name):
-    llm = _scripted(dirs, prompts, clean, injection(name))
+    llm = _scripted(dirs, prompts, clean, injection(name), **REUSING_SLOTS.get(name, {}))
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
     assert [list(o.output_token_ids) for o in outs] != clean, name
 
