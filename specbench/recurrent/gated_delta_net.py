@@ -15,6 +15,7 @@ from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import gated_delta_rule
 from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_rows import StateRows
 
 
 class GatedRMSNorm(nn.Module):
@@ -61,15 +62,14 @@ class GatedDeltaNet(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # [num_tokens, hidden] normed layer input
-        positions_cpu: tuple[int, ...],  # [num_tokens]
         query_start_loc_cpu: tuple[int, ...],  # [num_reqs + 1]
         states: StateCache,
-        rows,  # recurrent.state_rows.StateRows of this forward
+        rows: StateRows,  # each request's slot, and whether its rows are verify rows
     ) -> torch.Tensor:  # [num_tokens, hidden]
         c = self.config
         q, k, v, z, b, a = self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
         mixed = torch.cat([q, k, v.reshape(v.shape[0], -1)], dim=-1)  # [n, conv_channels]
-        beta = b.float().sigmoid()
+        beta = b.sigmoid()  # in the model's dtype, as transformers rounds it; the rule computes in fp32
         log_decay = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # [n, Hv]
         weight = self.conv1d.weight[:, 0, :]  # [C, kernel]
         out = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
