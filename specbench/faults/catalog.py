@@ -197,6 +197,13 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
 _TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
+_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)
+
+
+def needs_hybrid_target(name: str) -> bool:
+    """Whether a fault acts only on a hybrid target's recurrent state (the selftest has no such target: it never
+    runs these; tests/faults/test_hybrid_state_mutants.py and `specbench check` on a hybrid target do)."""
+    return name in _HYBRID_FAULTS
 
 
 def needs_tree_shape(name: str) -> bool:
