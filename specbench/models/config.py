@@ -122,6 +122,14 @@ class ModelConfig:
         return self.gated_delta_net is not None
 
     @property
+    def num_kv_layers(self) -> int:
+        """Layers with K/V in the paged cache: every layer, or a hybrid's attention layers only (its Gated DeltaNet
+        layers keep state slots instead)."""
+        if not self.is_hybrid:
+            return self.num_hidden_layers
+        return sum(1 for k in self.attention_kinds if not getattr(k, "is_recurrent_state", False))
+
+    @property
     def has_offset_norms(self) -> bool:
         """RMSNorms computing x / rms(x) * (1 + weight) in fp32 (Gemma, Qwen3-Next)."""
         return self.is_gemma or self.architecture == QWEN3_NEXT

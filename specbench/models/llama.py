@@ -39,7 +39,7 @@ from specbench.models.moe_weights import (
     per_expert_names,
 )
 from specbench.models.partial_rotary import permuted_for_rope
-from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, state_layer_ids
+from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ class DecoderLM(nn.Module):
 
     def kv_cache_spec(self) -> KVCacheSpec:
         c = self.config
-        return KVCacheSpec(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
+        return KVCacheSpec(c.num_kv_layers, c.num_key_value_heads, c.head_dim, self.dtype)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:  # [n] -> [n, hidden]
         x = self.embed_tokens(input_ids)
@@ -337,7 +337,8 @@ class DecoderLM(nn.Module):
 
 def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
     if config.is_hybrid:
-        return HybridDecoderLayer(config, layer_idx, state_layer_ids(config)[layer_idx])
+        return HybridDecoderLayer(config, layer_idx, state_layer_ids(config)[layer_idx],
+                                  kv_layer_ids(config)[layer_idx])
     if config.is_gemma:
         return GemmaDecoderLayer(config, SelfAttention(config, layer_idx))
     return DecoderLayer(config, layer_idx)

@@ -30,9 +30,9 @@ class GatedSelfAttention(nn.Module):
     """Full attention with a per-head output gate: q_proj gives [q | gate] per head; out = o(attn * sigmoid(gate)).
     Partial RoPE on the first `partial_rotary_dim` dims of q and k (the model's rotary table is that wide)."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+    def __init__(self, config: ModelConfig, kv_layer: int) -> None:
         super().__init__()
-        self.layer_idx = layer_idx
+        self.kv_layer = kv_layer  # index of this layer's K/V among the model's attention layers (the KVCache's)
         self.num_heads, self.num_kv_heads, self.head_dim = (config.num_attention_heads, config.num_key_value_heads,
                                                             config.head_dim)
         self.rotary_dim = config.partial_rotary_dim or config.head_dim
@@ -55,7 +55,10 @@ class GatedSelfAttention(nn.Module):
         k = self.k_proj(x).view(n, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).view(n, self.num_kv_heads, self.head_dim)
         q, k = self._rotate(self.q_norm(q), cos_sin), self._rotate(self.k_norm(k), cos_sin)
-        out = backend.forward(self.layer_idx, q.contiguous(), k.contiguous(), v, kv_cache, md,
+        # Its kind is full attention and its K/V index counts attention layers only: the backend sees metadata
+        # with no per-layer kinds (every layer it is handed plain causal), never a Gated DeltaNet layer's.
+        attn_md = dataclasses.replace(md, layer_kinds=())
+        out = backend.forward(self.kv_layer, q.contiguous(), k.contiguous(), v, kv_cache, attn_md,
                               PLAIN)  # [n, heads, head_dim]
         return self.o_proj(out.reshape(n, -1) * torch.sigmoid(gate.reshape(n, -1)))
 
@@ -63,7 +66,7 @@ class GatedSelfAttention(nn.Module):
 class HybridDecoderLayer(nn.Module):
     """Pre-norm residual block whose token mixer is a Gated DeltaNet or a gated full attention."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, state_layer: int | None) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int, state_layer: int | None, kv_layer: int | None) -> None:
         super().__init__()
         eps = config.rms_norm_eps
         self.input_layernorm = OffsetRMSNorm(config.hidden_size, eps)
@@ -71,7 +74,7 @@ class HybridDecoderLayer(nn.Module):
         # state_layer None: a full-attention layer; else the index of its state in the StateCache
         self.linear_attn = None if state_layer is None else GatedDeltaNet(config.gated_delta_net,
                                                                           config.hidden_size, eps, state_layer)
-        self.self_attn = GatedSelfAttention(config, layer_idx) if state_layer is None else None
+        self.self_attn = GatedSelfAttention(config, kv_layer) if state_layer is None else None
         self.mlp = MoeMLP(config.moe) if config.is_moe_layer(layer_idx) else GatedMLP(
             config.hidden_size, config.intermediate_size)
 
@@ -93,6 +96,19 @@ class HybridDecoderLayer(nn.Module):
         normed, residual = self.post_attention_layernorm.add_and_norm(mixed, residual)
         mlp_out = moe_forward(self.mlp, normed, md) if isinstance(self.mlp, MoeMLP) else self.mlp(normed)
         return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
+
+
+def kv_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:
+    """[num_layers] each attention layer's index among them (its KVCache layer); None for Gated DeltaNet ones."""
+    ids: list[int | None] = []
+    count = 0
+    for kind in config.attention_kinds:
+        if getattr(kind, "is_recurrent_state", False):
+            ids.append(None)
+        else:
+            ids.append(count)
+            count += 1
+    return tuple(ids)
 
 
 def state_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:
