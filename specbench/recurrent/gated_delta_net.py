@@ -78,7 +78,10 @@ class GatedDeltaNet(nn.Module):
         if rows.num_pending:
             kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
             kept_rec = x.new_empty(rows.num_pending, c.num_v_heads, c.k_dim, c.v_dim, dtype=torch.float32)
-        for r, slot in enumerate(rows.slots):
+        is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
+        if is_batched:
+            self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
+        for r, slot in enumerate(() if is_batched else rows.slots):
             start, end = query_start_loc_cpu[r], query_start_loc_cpu[r + 1]
             if start == end:
                 continue
@@ -107,3 +110,43 @@ class GatedDeltaNet(nn.Module):
             states.keep(self.state_layer, kept_conv, kept_rec)
         normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
         return self.out_proj(normed)
+
+    def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
+                        rows: StateRows) -> None:
+        """Every request a verify row of n tokens (plain decode: n = 1; every request drafting k: n = k + 1): one
+        conv and one rule call over all of them, each request's heads (and conv channels) side by side as extra
+        heads, which the per-head arithmetic cannot tell from a loop over requests."""
+        c = self.config
+        num_reqs = len(rows.slots)
+        n = mixed.shape[0] // num_reqs
+        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        by_token = mixed.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
+        weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
+        conv_out, _, conv_kept = causal_conv(by_token, conv_slots[slots].reshape(-1, c.conv_kernel_size - 1),
+                                             weight, keep_states=True)
+        conv_out = conv_out.view(n, num_reqs, -1)  # [n, B, C]
+        qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
+
+        def heads(x: torch.Tensor, num_heads: int, dim: int) -> torch.Tensor:  # [n, B, H * dim] -> [n, B * H, dim]
+            return x.reshape(n, num_reqs * num_heads, dim)
+
+        def per_token(x: torch.Tensor) -> torch.Tensor:  # [B * n, H] -> [n, B * H]
+            return x.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)
+
+        rule = gated_delta_rule(heads(qc, c.num_k_heads, c.k_dim), heads(kc, c.num_k_heads, c.k_dim),
+                                heads(vc, c.num_v_heads, c.v_dim), per_token(log_decay), per_token(beta),
+                                rec_slots[slots].reshape(-1, c.k_dim, c.v_dim), keep_states=True)
+        # back to request-major rows: token row r * n + j, pending row r * n + j (uniform rows)
+        out.copy_(rule.output.view(n, num_reqs, c.num_v_heads, c.v_dim).transpose(0, 1).reshape(out.shape))
+        kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1).reshape(kept_conv.shape))
+        kept_rec.copy_(rule.states.view(n, num_reqs, c.num_v_heads, c.k_dim, c.v_dim).transpose(0, 1)
+                       .reshape(kept_rec.shape))
+
+
+def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
+    """Every request is a verify row (none fresh) with the same number of tokens: the batched path applies."""
+    num_reqs = len(rows.slots)
+    if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
+        return False
+    n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
+    return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))
