@@ -33,6 +33,10 @@ from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 
 
+HYBRID_TREE_REFUSAL = ("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree verify would "
+                       "need one state per tree branch, which the engine does not keep; use chains (eagle_topk 1)")
+
+
 class LLMEngine:
     """The engine's API (requests in, finished requests out, settings between runs) around its step loop: the
     scheduler decides, the step runner executes, the committer commits (engine/step_loop.py)."""
@@ -216,9 +220,7 @@ class LLMEngine:
                                  f"'{self.config.method}'; methods that draft trees: {can}")
         target = self.runner.model.config
         if shape.is_tree and target.is_hybrid:
-            raise SpecbenchError("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree "
-                                 "verify would need one state per tree branch, which the engine does not keep; "
-                                 "use chains (eagle_topk 1)")
+            raise SpecbenchError(HYBRID_TREE_REFUSAL)
         if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
