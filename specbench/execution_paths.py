@@ -96,6 +96,11 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
 )
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (
+    # ---- hybrid targets (recurrent-state layers): opt-in until the selftest has hybrid rows -----------------------
+    ExecutionPath("hybrid.state_write", "Gated DeltaNet layers write the final state of committed tokens (prefill, "
+                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py)", ()),
+    ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
+                  "count picks the one each slot takes (recurrent/state_cache.py commit)", ()),
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),

@@ -41,7 +41,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # Leaves: plain values and tensor helpers that know no model or engine. `config` (engine options, validated
     # alone) is here so that every layer that builds, runs or records an engine reads it; `kernels` (Triton:
     # tensors in, tensors out) is here so that attention, the models and the verifier all launch them.
-    {"config", "device_copy", "execution_paths", "extras", "json_file", "kernels", "kv", "registry", "sampling_params"},
+    # `recurrent` (hybrid targets' Gated DeltaNet: the state rule, its layer, the state slots) sits beside `kv`.
+    {"config", "device_copy", "execution_paths", "extras", "json_file", "kernels", "kv", "recurrent", "registry",
+     "sampling_params"},
     # Attention (metadata, torch reference, Triton and flashinfer backends) over the paged KV cache; workloads
     # (prompt sets) need only sampling parameters.
     {"attention", "workloads"},

@@ -65,6 +65,9 @@ class AttentionMetadata:
     # A tree forward (tree verify or tree draft step, attention/tree_mask.py): which tree rows each query sees;
     # None = causal (every chain and plain forward).
     tree: TreeMask | None = None
+    # Hybrid targets (Gated DeltaNet layers): each request's recurrent-state slot and whether its rows are verify rows
+    # (recurrent/state_rows.py StateRows), attached by the engine to target forwards; None elsewhere.
+    state_rows: object | None = None
 
     def kind_of(self, layer: int) -> KindMetadata | None:
         """Layer `layer`'s kind metadata; None when no kinds were attached (all layers full attention)."""

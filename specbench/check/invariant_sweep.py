@@ -1,4 +1,5 @@
-"""Check 4, invariant sweep: debug invariants (INV-0, INV-SLOT) on across batch shapes and forced acceptance.
+"""Check 4, invariant sweep: debug invariants (INV-0, INV-SLOT; INV-STATE on hybrid targets: check/state_oracle.py)
+on across batch shapes and forced acceptance.
 
 Concurrency 1 and 4, k in {1, 3, 5}, forced full / zero / mixed acceptance rounds (synthetic acceptance:
 the drafts are accepted by fiat, so every round shape is reached), real verification, and preemption
@@ -15,6 +16,7 @@ from dataclasses import replace
 from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
+from specbench.check.state_oracle import generate_checking_states
 from specbench.sampling_params import SamplingParams
 
 FORCED_ACCEPTANCE = {"full": (1.0,) * 5, "zero": (0.0,) * 5, "mixed": (0.9, 0.6, 0.4, 0.2, 0.1)}
@@ -55,6 +57,7 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     preempted = 0
     tokenizer = None  # the engines' (every case builds on the same target)
     modes = _graph_modes(setup)
+    is_hybrid = False
     cases = [(eager, case) for case in _sweep_cases(setup, full_sweep) for eager in modes]
     for enforce_eager, (label, overrides, ks, prompts) in cases:
         label += ", eager" if enforce_eager else ", CUDA graphs"
@@ -65,10 +68,14 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
             overrides = overrides(tokenizer)
         llm = build_llm(run_setup, invariants=True, enforce_eager=enforce_eager, **overrides)
         tokenizer = llm.tokenizer
+        is_hybrid = llm.engine.runner.model.config.is_hybrid
         for k in ks:
             llm.engine.set_num_steps(k)
             try:
-                llm.generate(prompts, params)
+                if is_hybrid:  # INV-STATE too: every slot against a recomputation, after every step
+                    generate_checking_states(llm, prompts, params)
+                else:
+                    llm.generate(prompts, params)
             except InvariantViolation as exc:
                 return CheckResult("invariants", False, f"{label}, k={k}: {exc}", time.perf_counter() - start)
             num_runs += 1
@@ -77,5 +84,6 @@ def check_invariants(setup: CheckSetup, full_sweep: bool = True) -> CheckResult:
     shapes = ("concurrency 1/4, k 1/3/5, full/zero/mixed acceptance" if full_sweep and not setup.draft_shape.is_tree
               else "real verification only")
     tree = f" / INV-TREE ({setup.draft_shape.label()})" if setup.draft_shape.is_tree else ""
-    detail = f"INV-0 / INV-SLOT{tree} held over {num_runs} runs ({shapes}, {preempted} preemptions; {graphs})"
+    state = " / INV-STATE" if is_hybrid else ""
+    detail = f"INV-0 / INV-SLOT{tree}{state} held over {num_runs} runs ({shapes}, {preempted} preemptions; {graphs})"
     return CheckResult("invariants", True, detail, time.perf_counter() - start)

@@ -158,6 +158,14 @@ def check_sampled(setup: CheckSetup, num_prompts: int = 2, num_samples: int = 20
     mixed_positions = tuple(range(num_positions))
     mixed = _verdict(setup, model, outs, len(prompts), num_samples, run, mixed_positions)
 
+    if model.config.is_hybrid:  # a hybrid target cannot draft for itself (no draft LM keeps recurrent state)
+        passed = mixed.p_value >= ALPHA
+        detail = (f"T={params.temperature:g} top-k {params.top_k} top-p {params.top_p:g}, {len(prompts)} prompts x "
+                  f"{num_samples} samples, vs the target's exact conditionals, alpha {ALPHA}: p {mixed.p_value:.3g}. "
+                  f"{setup.engine.method} drafts with forced preemption ({num_preempted} preemptions), positions "
+                  f"0-{num_positions - 1}: {_describe(mixed, mixed_positions)}. No forced-full-acceptance run: a "
+                  "hybrid target cannot be its own draft LM")
+        return CheckResult("sampled", passed, detail, time.perf_counter() - start, note=f"p={mixed.p_value:.2f}")
     # prefill emits position 0; round 1 drafts 1..k, its bonus is k + 1
     bonus_positions = (setup.engine.max_num_steps + 1,)
     bonus_run = replace(params, max_tokens=setup.engine.max_num_steps + 2)

@@ -13,6 +13,7 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
+from specbench.recurrent.state_cache import new_state_cache
 from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
@@ -193,14 +194,19 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     bytes_per_block = target_spec.bytes_per_block(config.block_size)
     if draft_spec is not None:
         bytes_per_block += draft_spec.bytes_per_block(config.block_size)
+    # Hybrid targets: the state slots first, so a pool sized from free GPU memory leaves room for them (a
+    # --kv-cache-gb budget counts K/V only).
+    states = new_state_cache(target.model, config.max_concurrency) if target.config.is_hybrid else None
     num_blocks, note = size_kv_pool(config, bytes_per_block, device)
     target_kv = KVCache(target_spec, num_blocks, config.block_size, device)
+    target_kv.states = states
     if isinstance(proposer, HasDraftKV):
         proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device))
 
     max_model_len = config.max_model_len or target.config.max_position_embeddings
     kv_windows = releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None)
-    prefix_note = prefix_caching_off_reason(proposer, kv_windows) if config.enable_prefix_caching else "off (option)"
+    prefix_note = (prefix_caching_off_reason(proposer, kv_windows, target.config.is_hybrid)
+                   if config.enable_prefix_caching else "off (option)")
     block_manager = BlockManager(num_blocks, config.block_size,
                                  new_prefix_cache(hooks, paths) if prefix_note is None else None)
     prefix = None
@@ -220,7 +226,8 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     scheduler.hooks = hooks
     feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()
     runner = TargetRunner(target.model, target_kv, feature_layers)
-    graphs_note = enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len)
+    graphs_note = ("off: the target's recurrent-state layers run eagerly" if target.config.is_hybrid
+                   else enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len))
     return EngineParts(
         device=device,
         dtype=dtype,

@@ -37,6 +37,8 @@ from specbench.speculation.sampling import make_generator
 # Tree rounds verify a token tree whose rows would each need the grammar state of their own branch; not built yet.
 GRAMMAR_TREE_REFUSAL = ("grammar-constrained requests (response_format, regex, tools) are not supported with tree "
                         "drafts (eagle_topk > 1): use chain drafts (eagle_topk 1)")
+HYBRID_TREE_REFUSAL = ("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree verify would "
+                       "need one state per tree branch, which the engine does not keep; use chains (eagle_topk 1)")
 
 
 class LLMEngine:
@@ -233,6 +235,8 @@ class LLMEngine:
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'; methods that draft trees: {can}")
         target = self.runner.model.config
+        if shape.is_tree and target.is_hybrid:
+            raise SpecbenchError(HYBRID_TREE_REFUSAL)
         if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
                               or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from specbench.engine.chunk_inputs import build_mixed_input
+from specbench.engine.state_attach import commit_states, with_state_rows
 from specbench.engine.logprobs import (StepLogprobs, chunk_prompt_logprobs_of, logprob_table, raw_logprobs,
                                        verify_rows, wanted_top)
 from specbench.engine.request import Request
@@ -35,6 +36,9 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
     st = runner.sampling_tensors(requests)
     proposal = runner.propose(batch, st, timer) if requests else None
     inp, chunk_rows = build_mixed_input(requests, proposal, chunks, runner.block_size, runner.device, runner.hooks)
+    inp = with_state_rows(inp, runner.states, [r.request_id for r in requests] +
+                          [c.request.request_id for c in chunks], len(requests), runner.paths,
+                          runner.hooks)
     timer.start("target")
     out = runner.target_runner.mixed(inp)
     timer.stop("target")
@@ -47,6 +51,8 @@ def run_mixed_step(runner: StepRunner, batch: ScheduledBatch, timer: PhaseTimer,
         draft_rows = runner.draft_rows(proposal, len(requests)) + [[] for _ in finals]
         logits = runner.grammar.masked_logits(out.logits[: num_verify + len(finals)], requests + finals, draft_rows)
     verified = runner.run_verifier(logits[:num_verify], inp, proposal, st) if requests else None
+    if verified is not None:
+        commit_states(runner.states, inp.md, verified.num_accepted, runner.paths, runner.hooks)
     first_tokens = None
     if finals:
         first_st = build_sampling_tensors([r.sampling_params for r in finals], [r.generator for r in finals],

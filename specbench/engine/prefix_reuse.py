@@ -28,8 +28,14 @@ from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.speculation.capabilities import HasDraftKV, Proposer, ResumesFromCachedKV
 
 
-def prefix_caching_off_reason(proposer: Proposer | None, kv_windows: tuple[int, ...]) -> str | None:
+def prefix_caching_off_reason(proposer: Proposer | None, kv_windows: tuple[int, ...],
+                              is_hybrid: bool = False) -> str | None:
     """Why an engine cannot cache prefixes safely, or None: the one place that decides it."""
+    if is_hybrid:
+        # A cached block holds K/V, not the recurrent state after it: a hit would resume the Gated DeltaNet layers
+        # from zeros. Snapshotting states at block boundaries is not implemented (recurrent/state_cache.py).
+        return ("the target has recurrent-state (Gated DeltaNet) layers: cached blocks hold no state snapshot to "
+                "resume them from")
     if kv_windows:
         return ("every layer is windowed: leading blocks are released as a request runs, so its table has holes no "
                 "later request can share")

@@ -17,6 +17,7 @@ from specbench.engine.logprobs import (StepLogprobs, logprob_table, prompt_logpr
 from specbench.engine.model_runner import TargetRunner
 from specbench.engine.request import Request
 from specbench.engine.scheduler import ScheduledBatch
+from specbench.engine.state_attach import commit_states, with_state_rows
 from specbench.engine.verify_launch import VerifyLaunch, copy_to_host
 from specbench.engine.timing import PhaseTimer
 from specbench.execution_paths import PathRecorder, proposer_path
@@ -98,15 +99,22 @@ class StepRunner:
         return self._sampling_cache[2]
 
     def free(self, request_id: str) -> None:
-        """Forget a finished, aborted or preempted request's draft state."""
+        """Forget a finished, aborted or preempted request's draft state (and a hybrid target's state slot)."""
         if self.proposer is not None:
             self.proposer.free(request_id)
         if self.grammar is not None:
             self.grammar.free(request_id)
+        if self.states is not None:
+            self.states.free(request_id)
 
     def is_constrained(self, requests) -> bool:
         """Whether a request of `requests` decodes under a grammar (its rows are masked, its state settled)."""
         return self.grammar is not None and GrammarBook.is_constrained(requests)
+
+    @property
+    def states(self):
+        """A hybrid target's recurrent-state slots (recurrent/state_cache.py), or None."""
+        return self.target_runner.kv_cache.states
 
     def forget_sampling(self) -> None:
         """Drop the cached sampling tensors (they may hold an aborted or preempted request's row)."""
@@ -117,6 +125,7 @@ class StepRunner:
         """Run the prompts: each request's first token, nothing drafted.
         `needs_features`: the proposer consumes target features (handed over here, where they are produced)."""
         inp = build_prefill_input(requests, self.block_size, self.device)
+        inp = with_state_rows(inp, self.states, [r.request_id for r in requests], 0, self.paths, self.hooks)
         timer.start("target")
         out = self.target_runner.prefill(inp)
         timer.stop("target")
@@ -187,6 +196,8 @@ class StepRunner:
         """Enqueue a verify (a plain decode step without a proposal) and its one copy to the host.
         `newest_token_ids` [num_reqs]: the previous step's tokens still on the device (overlapped decoding)."""
         inp = build_verify_input(requests, proposal, self.block_size, self.device, self.hooks, newest_token_ids)
+        inp = with_state_rows(inp, self.states, [r.request_id for r in requests], len(requests),
+                               self.paths, self.hooks)
         is_constrained = self.is_constrained(requests)
         # read before the target's forward is enqueued, so the masks are built on the host while it runs
         draft_rows = self.draft_rows(proposal, len(requests)) if is_constrained else None
@@ -200,6 +211,7 @@ class StepRunner:
         timer.start("sample")
         logits = self.grammar.masked_logits(out.logits, requests, draft_rows) if is_constrained else out.logits
         result = self.run_verifier(logits, inp, proposal, st)
+        commit_states(self.states, inp.md, result.num_accepted, self.paths, self.hooks)
         timer.stop("sample")
         # the step's one device->host copy: each row is the output tokens, then the number accepted
         host_rows, copied = copy_to_host(torch.cat([result.output_token_ids, result.num_accepted[:, None]], dim=1))

@@ -53,6 +53,11 @@ from specbench.faults.round_graph_stale_features import RoundGraphStaleFeatures
 from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.slow_step import SlowStep
 from specbench.faults.stale_metadata import StaleDraftMetadata
+from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
+from specbench.faults.state_not_rolled_back import StateNotRolledBack
+from specbench.faults.state_rolled_back_too_far import StateRolledBackTooFar
+from specbench.faults.state_slot_not_reset import StateSlotNotReset
+from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
 from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
 from specbench.faults.tree_kv_not_moved import TreeKvNotMoved
@@ -176,8 +181,20 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
+# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse): inert on targets without
+# recurrent-state layers (those hooks never run), and the selftest has no hybrid target yet, so none is in its battery; tests/faults/test_hybrid_state_mutants.py
+# shows each caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers.
+HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
+    StateNotRolledBack,
+    StateRolledBackTooFar,
+    StateConvOnlyRolledBack,
+    StateZeroDraftStale,
+    StateSlotNotReset,
+)
+
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
-               + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS)
+               + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS
+               + HYBRID_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -203,6 +220,13 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
 _TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
+_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)
+
+
+def needs_hybrid_target(name: str) -> bool:
+    """Whether a fault acts only on a hybrid target's recurrent state (the selftest has no such target: it never
+    runs these; tests/faults/test_hybrid_state_mutants.py and `specbench check` on a hybrid target do)."""
+    return name in _HYBRID_FAULTS
 
 
 def needs_tree_shape(name: str) -> bool:

@@ -37,6 +37,9 @@ class KVCache:
         # [num_blocks, block_size, num_kv_heads, head_dim] per layer
         self.k = list(self.storage[0].unbind(0))
         self.v = list(self.storage[1].unbind(0))
+        # Hybrid targets: the requests' recurrent-state slots, owned beside the K/V (recurrent/state_cache.py
+        # StateCache; the builder sets it); None for every other model.
+        self.states = None
 
     def flat(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """[num_slots, num_kv_heads, head_dim] views of one layer's K and V."""

@@ -15,6 +15,8 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
+from specbench.models.config_hybrid import QWEN3_NEXT, HybridFields, hybrid_from_hf
+from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.models.moe_from_hf import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
@@ -32,11 +34,12 @@ _ARCHITECTURES = {
     "GptOssForCausalLM": GPT_OSS,
     "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
+    "Qwen3NextForCausalLM": QWEN3_NEXT,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3}
-_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3)
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT}
+_QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,12 @@ class ModelConfig:
     final_logit_softcapping: float | None = None
     # Gemma-3: the sliding-window layers' RoPE base (unscaled); None: every layer rotates with rope_theta/scaling.
     sliding_rope_theta: float | None = None
+    # Hybrid targets (Qwen3-Next): the Gated DeltaNet layers' shape (their kind is GatedDeltaNetKind in
+    # attention_kinds); None: no recurrent-state layers.
+    gated_delta_net: GatedDeltaNetConfig | None = None
+    # Qwen3-Next's partial RoPE: the first `partial_rotary_dim` dims of each head rotate (models/qwen3_next.py does it
+    # directly, q carries an output gate GLM's weight permutation would scramble); None: rotary_dim's rule.
+    partial_rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -108,6 +117,24 @@ class ModelConfig:
         return self.attention_bias and self.architecture not in ("qwen2", "glm4_moe")
 
     @property
+    def is_hybrid(self) -> bool:
+        """Some layers carry a per-request recurrent state (Gated DeltaNet) beside full-attention layers."""
+        return self.gated_delta_net is not None
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers with K/V in the paged cache: every layer, or a hybrid's attention layers only (its Gated DeltaNet
+        layers keep state slots instead)."""
+        if not self.is_hybrid:
+            return self.num_hidden_layers
+        return sum(1 for k in self.attention_kinds if not getattr(k, "is_recurrent_state", False))
+
+    @property
+    def has_offset_norms(self) -> bool:
+        """RMSNorms computing x / rms(x) * (1 + weight) in fp32 (Gemma, Qwen3-Next)."""
+        return self.is_gemma or self.architecture == QWEN3_NEXT
+
+    @property
     def is_gemma(self) -> bool:
         """Gemma-2/3 blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP,
         embeddings scaled by sqrt(hidden_size) (models/gemma.py)."""
@@ -130,6 +157,11 @@ class ModelConfig:
             attn += self.num_attention_heads
         layer = attn + (4 if self.is_gemma else 2) * h
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        if self.is_hybrid:  # per layer its own mixer: gated attention (q_proj twice as wide) or a Gated DeltaNet
+            num_linear = sum(1 for k in self.attention_kinds if getattr(k, "is_recurrent_state", False))
+            gated_attn = attn + h * self.q_size
+            mixers = num_linear * self.gated_delta_net.num_params(h) + (self.num_hidden_layers - num_linear) * gated_attn
+            return embed + mixers + self.num_hidden_layers * 2 * h + self._num_mlp_params(active=False) + h
         return embed + self.num_hidden_layers * layer + self._num_mlp_params(active=False) + h
 
     def num_active_params(self) -> int:
@@ -160,6 +192,7 @@ class ModelConfig:
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)
+        hybrid = hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT else HybridFields()
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
@@ -185,14 +218,16 @@ class ModelConfig:
             checkpoint_dtype=shape.dtype or shape.torch_dtype,
             moe=moe,
             moe_layer_ids=moe_layer_ids,
-            rotary_dim=_rotary_dim(architecture, shape, head_dim),
+            rotary_dim=None if architecture == QWEN3_NEXT else _rotary_dim(architecture, shape, head_dim),
             num_mtp_modules=shape.num_nextn_predict_layers or shape.mtp_num_hidden_layers,
-            attention_kinds=attention_kinds_from_hf(shape),
+            attention_kinds=hybrid.kinds or attention_kinds_from_hf(shape),
             has_attention_sinks=features.has_attention_sinks,
             query_pre_attn_scalar=features.query_pre_attn_scalar,
             attn_logit_softcapping=features.attn_logit_softcapping,
             final_logit_softcapping=features.final_logit_softcapping,
             sliding_rope_theta=rope.sliding_theta,
+            gated_delta_net=hybrid.gated_delta_net,
+            partial_rotary_dim=hybrid.partial_rotary_dim,
         )
 
 

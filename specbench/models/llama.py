@@ -39,6 +39,7 @@ from specbench.models.moe_weights import (
     per_expert_names,
 )
 from specbench.models.partial_rotary import permuted_for_rope
+from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
 
 
 @dataclass(frozen=True)
@@ -172,11 +173,15 @@ class DecoderLM(nn.Module):
         with torch.device("meta"):
             self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
             self.layers = nn.ModuleList(_decoder_layer(config, i) for i in range(config.num_hidden_layers))
-            self.norm = (OffsetRMSNorm if config.is_gemma else RMSNorm)(config.hidden_size, config.rms_norm_eps)
+            self.norm = (OffsetRMSNorm if config.has_offset_norms else RMSNorm)(config.hidden_size,
+                                                                                config.rms_norm_eps)
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
-        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
+        # Qwen3-Next rotates the first partial_rotary_dim dims itself (models/qwen3_next.py): a table that wide.
+        self.rotary = (RotaryEmbedding(config.partial_rotary_dim, config.rope_theta, config.rope_scaling)
+                       if config.partial_rotary_dim is not None else
+                       RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim))
         self.layer_kinds = LayerKinds.of(config.attention_kinds, config.num_hidden_layers)
         self.layer_kinds.require_backend(attn_backend)
         # Gemma-3: sliding-window (not full) layers rotate with their own base ([num_layers] which layers); else none.
@@ -201,7 +206,7 @@ class DecoderLM(nn.Module):
 
     def kv_cache_spec(self) -> KVCacheSpec:
         c = self.config
-        return KVCacheSpec(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
+        return KVCacheSpec(c.num_kv_layers, c.num_key_value_heads, c.head_dim, self.dtype)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:  # [n] -> [n, hidden]
         x = self.embed_tokens(input_ids)
@@ -244,6 +249,8 @@ class DecoderLM(nn.Module):
             raise SpecbenchError(f"aux hidden-state layer ids {bad} out of range [0, {num_layers}]")
         # Every forward (each draft step and graph replay included) rebuilds its kinds' metadata from its own positions.
         md = self.layer_kinds.attach(md, phase)
+        if self.config.is_hybrid:
+            md = ensure_state_rows(self, md, kv_cache)
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
             if self.attn_backend.check_invariants:
@@ -330,6 +337,9 @@ class DecoderLM(nn.Module):
 
 
 def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
+    if config.is_hybrid:
+        return HybridDecoderLayer(config, layer_idx, state_layer_ids(config)[layer_idx],
+                                  kv_layer_ids(config)[layer_idx])
     if config.is_gemma:
         return GemmaDecoderLayer(config, SelfAttention(config, layer_idx))
     return DecoderLayer(config, layer_idx)

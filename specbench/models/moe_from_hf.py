@@ -18,7 +18,7 @@ from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 from specbench.models.moe_config import MoeConfig
 
-MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe", "gpt_oss")
+MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe", "gpt_oss", "qwen3_next")
 
 # HF architecture -> why the engine cannot run it yet (none today: kept for the next such architecture).
 REFUSED_ARCHITECTURES: dict[str, str] = {}
@@ -47,6 +47,9 @@ def moe_from_hf(architecture: str, shape: HFConfigShape) -> tuple[MoeConfig | No
         moe_intermediate_size=shape.intermediate_size if is_mixtral else shape.moe_intermediate_size,
         scoring="softmax",
         norm_topk_prob=is_mixtral or bool(shape.norm_topk_prob),
+        # Qwen3-Next: one sigmoid-gated shared expert beside the routed ones (as Qwen2-MoE)
+        shared_intermediate_size=_qwen3_next_shared(architecture, shape),
+        is_shared_expert_gated=architecture == "qwen3_next",
     )
     if is_mixtral:
         return moe, tuple(range(shape.num_hidden_layers))
@@ -108,3 +111,13 @@ def _num_experts(shape: HFConfigShape) -> int:
     if value is None:
         raise SpecbenchError("model config is missing required field 'num_experts' (mixture of experts)")
     return value
+
+
+def _qwen3_next_shared(architecture: str, shape: HFConfigShape) -> int:
+    if architecture != "qwen3_next":
+        return 0
+    width = getattr(shape, "shared_expert_intermediate_size", None)
+    if not isinstance(width, int) or width < 1:
+        raise SpecbenchError("model config field 'shared_expert_intermediate_size' must be a positive integer "
+                             f"(Qwen3-Next's gated shared expert), got {width!r}")
+    return width

@@ -37,6 +37,7 @@ class ExpertNames:
     up: str
     down: str
     shared: str | None = None  # the shared expert's name in the block (gate_proj / up_proj / down_proj inside)
+    shared_gate: str | None = None  # the shared expert's sigmoid gate, Linear(hidden, 1) (Qwen3-Next)
 
 
 # architecture -> its checkpoints' names
@@ -44,6 +45,8 @@ EXPERT_NAMES = {
     "qwen3_moe": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj"),
     "mixtral": ExpertNames("block_sparse_moe", "w1", "w3", "w2"),
     "glm4_moe": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj", shared="shared_experts"),
+    "qwen3_next": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj", shared="shared_expert",
+                              shared_gate="shared_expert_gate"),
 }
 
 
@@ -53,7 +56,8 @@ def moe_checkpoint_targets(
     """Per-expert checkpoint name (`layer_prefix` is ours, e.g. "layers.3.") -> (tensor, first row, end row)."""
     prefix = f"{layer_prefix}{names.module}."
     c = moe.config
-    if c.has_router_bias or c.has_expert_bias or c.is_shared_expert_gated or (c.has_shared_expert and not names.shared):
+    if c.has_router_bias or c.has_expert_bias or (c.is_shared_expert_gated and not names.shared_gate) or (
+            c.has_shared_expert and not names.shared):
         raise SpecbenchError("checkpoint names are only known for Qwen3-MoE, Mixtral and GLM-4.5 MoE layers")
     inter = c.moe_intermediate_size
     targets = {f"{prefix}gate.weight": (moe.router.weight, 0, c.num_experts)}
@@ -64,6 +68,8 @@ def moe_checkpoint_targets(
         targets[f"{prefix}{names.shared}.gate_proj.weight"] = (shared.gate_up_proj.weight, 0, width)
         targets[f"{prefix}{names.shared}.up_proj.weight"] = (shared.gate_up_proj.weight, width, 2 * width)
         targets[f"{prefix}{names.shared}.down_proj.weight"] = (shared.down_proj.weight, 0, c.hidden_size)
+    if c.is_shared_expert_gated:
+        targets[f"{prefix}{names.shared_gate}.weight"] = (moe.shared_expert_gate.weight, 0, 1)
     for e in range(c.num_experts):
         # Views into the stacked parameters: the loader's row slice and copy write through them.
         gate_up, down = moe.gate_up_weight[e], moe.down_weight[e]

@@ -116,6 +116,22 @@ class PhaseHooks:
         """The position a chunk's target features are handed to the proposer at (add_target_features)."""
         return start
 
+    # ---- recurrent state of hybrid targets (recurrent/state_cache.py) ------------------------------------
+    def state_starts_fresh(self, is_first_position: list[bool]) -> list[bool]:
+        """Which requests of a forward ([num_reqs]) start their recurrent state from zeros: those whose rows start at
+        position 0 (a prefill, or the re-prefill of a preempted request whose slot another request may have held)."""
+        return is_first_position
+
+    def state_commit_requests(self, num_draft_tokens: list[int]) -> list[bool]:
+        """Which verify requests ([num_verify_reqs]) the verifier's commit writes a state slot for: every one, those
+        that drafted nothing included (their newest token still moved the state)."""
+        return [True] * len(num_draft_tokens)
+
+    def state_commit_rows(self, part: str, num_accepted: torch.Tensor, num_draft_tokens: torch.Tensor) -> torch.Tensor:
+        """Which kept position ([num_committed] device int64; 0 = after the newest token) each committed request's
+        `part` ("conv" | "recurrent") state slot takes: the one after its last accepted draft."""
+        return num_accepted
+
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""

@@ -17,7 +17,8 @@ from specbench.check.greedy import reference_outputs
 from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
-from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape, needs_window_moe_target
+from specbench.faults.catalog import (needs_chunked_prefill, needs_hybrid_target, needs_tree_shape,
+                                      needs_window_moe_target)
 from specbench.faults.fault import Fault
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.reference_baselines import (
@@ -182,7 +183,8 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
     MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only;
     the tree faults on tree rows only (inert on chain rounds), every other fault on chain rows only; the chunked
-    prefill faults on chunked rows only, every other fault on whole-prompt rows only.
+    prefill faults on chunked rows only, every other fault on whole-prompt rows only; the hybrid-state faults never
+    (no selftest target has recurrent state).
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
@@ -190,7 +192,7 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     on_window_moe = clean.target != SEED_TARGET
     due = [f for f in chosen if method in f.methods and f.name not in ran
            and needs_window_moe_target(f.name) == on_window_moe and needs_tree_shape(f.name) == clean.shape.is_tree
-           and needs_chunked_prefill(f.name) == clean.chunked
+           and needs_chunked_prefill(f.name) == clean.chunked and not needs_hybrid_target(f.name)
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due

@@ -24,7 +24,7 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
-from specbench.faults.catalog import selftest_faults, window_moe_faults
+from specbench.faults.catalog import needs_hybrid_target, selftest_faults, window_moe_faults
 from specbench.faults.fault import LAYERS
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.selftest.coverage import PathCoverage, path_coverage
@@ -92,6 +92,11 @@ def run_selftest(
         what, stage = LAYERS[unseen[0].layer].breaks, GATE_ONLY_LAYERS[unseen[0].layer]
         raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
                              f"`specbench gate` (its {stage} stage) does")
+    hybrid = [f for f in chosen if needs_hybrid_target(f.name)]
+    if hybrid:  # inert on every selftest target: it would report them missed
+        raise SpecbenchError(f"fault {hybrid[0].name!r} acts on a hybrid target's recurrent state and the selftest has "
+                             f"no hybrid target: run `specbench check --target <Qwen3-Next dir> --inject "
+                             f"{hybrid[0].name}`")
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):

@@ -3,8 +3,9 @@ production file names them):
 - chunked local attention (Llama-4's `chunked_attention`: a query at p sees keys from p // c * c on), a key window:
   its HF layer type loads from a config, its builder runs for every forward (prefill, verify, the draft LM's catch-up
   and each draft step) and its own INV-KIND check on each, and the torch and Triton backends attend it as they are;
-- a state kind (`linear_attention`) that is no key window: a backend that does not name it is refused at model load
-  with the kinds it implements; one that names it is accepted.
+- a state kind (`test_state_attention`) that is no key window: a backend that does not name it is refused at model
+  load with the kinds it implements; one that names it is accepted. (The production recurrent-state kind,
+  `linear_attention`, runs no backend at all: attention/recurrent_kind.py.)
 Unknown HF layer types fail with the supported list; FlashInfer's per-layer fallback follows its declaration."""
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class StateKind:
     """Stands for a recurrent-state layer: no key window, so only a backend naming it (its own kernel) may run it."""
 
     name: ClassVar[str] = "test_state"
-    hf_layer_types: ClassVar[tuple[str, ...]] = ("linear_attention",)
+    hf_layer_types: ClassVar[tuple[str, ...]] = ("test_state_attention",)
     is_full: ClassVar[bool] = False
     is_key_window: ClassVar[bool] = False
 
@@ -148,13 +149,13 @@ def test_the_kind_loads_from_its_hf_layer_type_and_is_gone_after_the_test(chunke
 
 def test_no_production_registry_knows_the_throwaway_kinds():
     assert not {"test_chunked", "test_state"} & set(ATTENTION_KINDS.supported())
-    assert not {"chunked_attention", "linear_attention"} & set(HF_LAYER_TYPES.supported())
+    assert not {"chunked_attention", "test_state_attention"} & set(HF_LAYER_TYPES.supported())
 
 
 def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunked, tmp_path):
-    target = _tiny_target(tmp_path, ["full_attention", "linear_attention", "chunked_attention", "linear_attention"])
+    target = _tiny_target(tmp_path, ["full_attention", "test_state_attention", "chunked_attention", "test_state_attention"])
     message = ("attention backend 'torch' does not implement attention kind 'test_state' \\(layers 1, 3\\); "
-               "it implements: full, sliding_window, test_chunked")
+               "it implements: full, gated_delta_net, sliding_window, test_chunked")
     with pytest.raises(SpecbenchError, match=message):
         load_model(str(target), dtype=torch.float32, device="cpu", attn_backend="torch")
     kinds = LayerKinds.of((StateKind(), ChunkedAttention(2)), 2)
@@ -224,7 +225,7 @@ def test_an_unknown_hf_layer_type_fails_with_the_supported_ones_even_without_a_w
             "architectures": ["MistralForCausalLM"], "model_type": "mistral",
             "layer_types": ["chunked_attention", "full_attention"]}
     message = ("unsupported attention layer type 'chunked_attention'; supported: full_attention, "
-               "sliding_attention")
+               "linear_attention, sliding_attention")
     for window in (8, None):  # no window used to turn every layer full attention before the types were read
         with pytest.raises(SpecbenchError, match=message):
             ModelConfig.from_hf({**base, "sliding_window": window})

@@ -35,7 +35,7 @@ def test_layer_kinds_from_hf(hf, kinds):
 @pytest.mark.parametrize("layer_types, message", [
     (["sliding_attention"] * 3, "'layer_types' lists 3 layers, the model has 4"),
     (["chunked_attention"] * 4, ("unsupported attention layer type 'chunked_attention'; supported: "
-                                 "full_attention, sliding_attention")),
+                                 "full_attention, linear_attention, sliding_attention")),
 ])
 def test_bad_layer_types_are_one_error(layer_types, message):
     with pytest.raises(SpecbenchError, match=message):

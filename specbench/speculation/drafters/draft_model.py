@@ -397,6 +397,11 @@ def load_draft_proposer(ctx) -> DraftModelProposer:
         fused_kernels=cfg.fused_kernels,
         moe_kernels=cfg.moe_kernels,
     )
+    if draft.config.is_hybrid:
+        # Its catch-up and draft steps would need per-request state slots with their own rollback; only targets
+        # have them (engine/state_attach.py).
+        raise SpecbenchError(f"a hybrid model ({draft.config.architecture}: recurrent-state layers) cannot be a "
+                             "draft LM; use a full-attention draft or n-gram")
     check_vocab_fits(draft, ctx.target)
     return DraftModelProposer(draft.model, ctx.target.config.vocab_size, cfg.block_size, ctx.device, ctx.hooks,
                               debug_invariants=cfg.debug_invariants)

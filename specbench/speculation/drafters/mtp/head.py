@@ -35,6 +35,9 @@ class MtpHeadConfig:
 
 
 def mtp_head_config(target: ModelConfig, num_modules: int = 1) -> MtpHeadConfig:
+    if target.is_hybrid:
+        raise SpecbenchError("--method mtp on a hybrid target (recurrent-state layers) is not supported yet: its MTP "
+                             f"layer is a {target.architecture} block (gated attention) the MTP head does not build")
     if target.attention_kinds:  # the module's forward attends causally over its whole cache
         raise SpecbenchError("--method mtp on a target with sliding-window attention layers is not supported")
     is_moe = target.moe is not None

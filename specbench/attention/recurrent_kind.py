@@ -1,0 +1,45 @@
+"""The recurrent-state kind: a layer that mixes tokens through a per-request state (Gated DeltaNet), not by
+attending the paged KV. Its layers never call the attention backend, so every backend "implements" it
+(layer_kinds.implements); what it needs per forward is which state slot each request owns (recurrent/state_rows.py),
+which the engine attaches to the metadata, not this builder (slots are the engine's, not the positions')."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from specbench.attention.kind_metadata import KindMetadata
+from specbench.attention.kinds import register_kind
+from specbench.attention.metadata import AttentionMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class RecurrentStateMetadata(KindMetadata):
+    """Adds nothing per token: the layer reads its state rows from AttentionMetadata.state_rows."""
+
+
+@register_kind
+@dataclass(frozen=True)
+class GatedDeltaNetKind:
+    name: ClassVar[str] = "gated_delta_net"
+    hf_layer_types: ClassVar[tuple[str, ...]] = ("linear_attention",)
+    is_full: ClassVar[bool] = False
+    is_key_window: ClassVar[bool] = False
+    is_recurrent_state: ClassVar[bool] = True  # no attention backend involved (layer_kinds.implements)
+
+    @classmethod
+    def from_hf(cls, sliding_window: int) -> GatedDeltaNetKind:
+        return cls()
+
+    def __str__(self) -> str:
+        return "a Gated DeltaNet recurrent state"
+
+    @property
+    def kv_window(self) -> int | None:
+        return None  # it reads no KV, but the hybrid's full-attention layers keep every key
+
+    def build(self, md: AttentionMetadata) -> KindMetadata:
+        return RecurrentStateMetadata(self)
+
+    def check(self, built: KindMetadata, md: AttentionMetadata, layer: int, where: str) -> None:
+        pass  # its state is checked against a recomputation by the state oracle (check/state_oracle.py)

@@ -1,0 +1,45 @@
+"""What a hybrid architecture (Qwen3-Next: Gated DeltaNet layers beside full attention) adds to a model config:
+the per-layer kinds from `layer_types`, the linear layers' shape, the partial RoPE width; and what the engine refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.attention.kinds import AttentionKind, FullAttention
+from specbench.attention.recurrent_kind import GatedDeltaNetKind
+from specbench.errors import SpecbenchError
+from specbench.models.config_shape import HFConfigShape, RopeShape
+from specbench.recurrent.config import GatedDeltaNetConfig, gated_delta_net_from_hf
+
+QWEN3_NEXT = "qwen3_next"
+
+
+@dataclass(frozen=True)
+class HybridFields:
+    kinds: tuple[AttentionKind, ...] = ()
+    gated_delta_net: GatedDeltaNetConfig | None = None
+    partial_rotary_dim: int | None = None
+
+
+def hybrid_from_hf(architecture: str, hf: dict, shape: HFConfigShape, head_dim: int) -> HybridFields:
+    layer_types = shape.layer_types
+    if not layer_types:
+        interval = hf.get("full_attention_interval", 4)  # transformers' default pattern
+        layer_types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                       for i in range(shape.num_hidden_layers)]
+    if len(layer_types) != shape.num_hidden_layers:
+        raise SpecbenchError(f"model config field 'layer_types' lists {len(layer_types)} layers, "
+                             f"the model has {shape.num_hidden_layers}")
+    bad = sorted(set(layer_types) - {"full_attention", "linear_attention"})
+    if bad:
+        raise SpecbenchError(f"unsupported {architecture} layer type {bad[0]!r}; supported: full_attention, "
+                             "linear_attention")
+    kinds = tuple(GatedDeltaNetKind() if t == "linear_attention" else FullAttention() for t in layer_types)
+    params = shape.rope_parameters or shape.rope_scaling or RopeShape()
+    factor = params.partial_rotary_factor or shape.partial_rotary_factor or 1.0
+    rotary = int(head_dim * factor)
+    if rotary % 2 or not 0 < rotary <= head_dim:
+        raise SpecbenchError(f"partial_rotary_factor {factor} gives {rotary} rotated dims of head_dim {head_dim}; "
+                             "they must be even and in (0, head_dim]")
+    return HybridFields(kinds, gated_delta_net_from_hf(hf), rotary)

@@ -1,0 +1,152 @@
+"""A Gated DeltaNet token mixer (Qwen3-Next `linear_attn`), over a ragged batch, with per-request state slots.
+
+Projections run over the whole batch; the short convolution and the delta rule run request by request from the
+request's slot (recurrent/state_cache.py). Parameter names are the checkpoint's, so the loader maps them 1:1.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.recurrent.causal_conv import causal_conv
+from specbench.recurrent.config import GatedDeltaNetConfig
+from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
+from specbench.recurrent.gated_delta_rule import gated_delta_rule
+from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_rows import StateRows
+
+
+class GatedRMSNorm(nn.Module):
+    """RMSNorm of each head's output, then times silu(z) (transformers' Qwen3NextRMSNormGated)."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))  # [v_dim]
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:  # [n, v_dim] each -> [n, v_dim]
+        x32 = x.float()
+        normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return (self.weight * normed * F.silu(gate.float())).to(x.dtype)
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, config: GatedDeltaNetConfig, hidden_size: int, eps: float, state_layer: int) -> None:
+        super().__init__()
+        self.config = config
+        self.state_layer = state_layer  # index of this layer's state in the StateCache
+        c = config
+        # HF's fused layout: per key head [q (k_dim) | k (k_dim) | v (group * v_dim) | z (group * v_dim)]
+        self.in_proj_qkvz = nn.Linear(hidden_size, 2 * c.key_size + 2 * c.value_size, bias=False)
+        # per key head [b (group) | a (group)]
+        self.in_proj_ba = nn.Linear(hidden_size, 2 * c.num_v_heads, bias=False)
+        self.conv1d = nn.Conv1d(c.conv_channels, c.conv_channels, c.conv_kernel_size, groups=c.conv_channels,
+                                bias=False, padding=c.conv_kernel_size - 1)
+        self.dt_bias = nn.Parameter(torch.ones(c.num_v_heads))  # [num_v_heads]
+        self.A_log = nn.Parameter(torch.zeros(c.num_v_heads))  # [num_v_heads] log of the decay rate
+        self.norm = GatedRMSNorm(c.v_dim, eps)
+        self.out_proj = nn.Linear(c.value_size, hidden_size, bias=False)
+
+    def _split(self, qkvz: torch.Tensor, ba: torch.Tensor):
+        """HF's per-key-head interleaving -> q, k [n, Hk*Dk]; v, z [n, Hv, Dv]; b, a [n, Hv]."""
+        c, n = self.config, qkvz.shape[0]
+        group = c.num_v_heads // c.num_k_heads
+        per_head = qkvz.view(n, c.num_k_heads, -1)
+        q, k, v, z = per_head.split([c.k_dim, c.k_dim, group * c.v_dim, group * c.v_dim], dim=-1)
+        b, a = ba.view(n, c.num_k_heads, 2 * group).split([group, group], dim=-1)
+        return (q.reshape(n, -1), k.reshape(n, -1), v.reshape(n, c.num_v_heads, c.v_dim),
+                z.reshape(n, c.num_v_heads, c.v_dim), b.reshape(n, c.num_v_heads), a.reshape(n, c.num_v_heads))
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [num_tokens, hidden] normed layer input
+        query_start_loc_cpu: tuple[int, ...],  # [num_reqs + 1]
+        states: StateCache,
+        rows: StateRows,  # each request's slot, and whether its rows are verify rows
+    ) -> torch.Tensor:  # [num_tokens, hidden]
+        c = self.config
+        q, k, v, z, b, a = self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
+        mixed = torch.cat([q, k, v.reshape(v.shape[0], -1)], dim=-1)  # [n, conv_channels]
+        beta = b.sigmoid()  # in the model's dtype, as transformers rounds it; the rule computes in fp32
+        log_decay = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # [n, Hv]
+        weight = self.conv1d.weight[:, 0, :]  # [C, kernel]
+        out = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
+        conv_slots, rec_slots = states.conv[self.state_layer], states.recurrent[self.state_layer]
+        kept_conv = kept_rec = None
+        if rows.num_pending:
+            kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
+            kept_rec = x.new_empty(rows.num_pending, c.num_v_heads, c.k_dim, c.v_dim, dtype=torch.float32)
+        is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
+        if is_batched:
+            self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
+        for r, slot in enumerate(() if is_batched else rows.slots):
+            start, end = query_start_loc_cpu[r], query_start_loc_cpu[r + 1]
+            if start == end:
+                continue
+            is_fresh = rows.starts_fresh[r]  # a (re)prefill from the first token: nothing carried over
+            conv_state = torch.zeros_like(conv_slots[slot]) if is_fresh else conv_slots[slot]
+            rec_state = torch.zeros_like(rec_slots[slot]) if is_fresh else rec_slots[slot]
+            keep = rows.keeps_positions[r]
+            conv_out, conv_final, conv_kept = causal_conv(mixed[start:end], conv_state, weight, keep_states=keep)
+            qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
+            n = end - start
+            # committed tokens (prefill, chunks) keep no per-position state: the chunked form; verify rows the
+            # per-token reference, which keeps each position's state for the commit
+            args = (qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
+                    vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end], rec_state)
+            rule = gated_delta_rule(*args, keep_states=True) if keep else (
+                gated_delta_rule_chunked(*args) if n > 1 else gated_delta_rule(*args))
+            out[start:end] = rule.output.to(x.dtype)
+            if keep:
+                p = rows.pending_starts[r]
+                kept_conv[p : p + n] = conv_kept
+                kept_rec[p : p + n] = rule.states
+            else:  # committed tokens: the slot moves on now
+                conv_slots[slot] = conv_final
+                rec_slots[slot] = rule.final_state
+        if kept_conv is not None:
+            states.keep(self.state_layer, kept_conv, kept_rec)
+        normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
+        return self.out_proj(normed)
+
+    def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
+                        rows: StateRows) -> None:
+        """Every request a verify row of n tokens (plain decode: n = 1; every request drafting k: n = k + 1): one
+        conv and one rule call over all of them, each request's heads (and conv channels) side by side as extra
+        heads, which the per-head arithmetic cannot tell from a loop over requests."""
+        c = self.config
+        num_reqs = len(rows.slots)
+        n = mixed.shape[0] // num_reqs
+        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        by_token = mixed.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
+        weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
+        conv_out, _, conv_kept = causal_conv(by_token, conv_slots[slots].reshape(-1, c.conv_kernel_size - 1),
+                                             weight, keep_states=True)
+        conv_out = conv_out.view(n, num_reqs, -1)  # [n, B, C]
+        qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
+
+        def heads(x: torch.Tensor, num_heads: int, dim: int) -> torch.Tensor:  # [n, B, H * dim] -> [n, B * H, dim]
+            return x.reshape(n, num_reqs * num_heads, dim)
+
+        def per_token(x: torch.Tensor) -> torch.Tensor:  # [B * n, H] -> [n, B * H]
+            return x.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)
+
+        rule = gated_delta_rule(heads(qc, c.num_k_heads, c.k_dim), heads(kc, c.num_k_heads, c.k_dim),
+                                heads(vc, c.num_v_heads, c.v_dim), per_token(log_decay), per_token(beta),
+                                rec_slots[slots].reshape(-1, c.k_dim, c.v_dim), keep_states=True)
+        # back to request-major rows: token row r * n + j, pending row r * n + j (uniform rows)
+        out.copy_(rule.output.view(n, num_reqs, c.num_v_heads, c.v_dim).transpose(0, 1).reshape(out.shape))
+        kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1).reshape(kept_conv.shape))
+        kept_rec.copy_(rule.states.view(n, num_reqs, c.num_v_heads, c.k_dim, c.v_dim).transpose(0, 1)
+                       .reshape(kept_rec.shape))
+
+
+def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
+    """Every request is a verify row (none fresh) with the same number of tokens: the batched path applies."""
+    num_reqs = len(rows.slots)
+    if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
+        return False
+    n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
+    return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))

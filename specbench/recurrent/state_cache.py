@@ -1,0 +1,93 @@
+"""Per-request recurrent state of a hybrid target's Gated DeltaNet layers: the one owner of the slots, beside the
+paged KV cache (which keeps the full-attention layers' K/V).
+
+A request gets a slot the first time a forward runs it and gives it back when the engine frees it (finished,
+aborted, preempted). A forward row starting at position 0 starts from zeros (StateRows.starts_fresh), so a preempted request that is
+re-prefilled rebuilds its state from its committed tokens (recompute, no snapshot), and a reused slot never leaks
+the previous owner's state.
+
+Verify: the layers keep each position's conv and recurrent state in `pending` (per layer, [num_pending, ...]); after
+the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot
+(engine/state_attach.py picks the rows), on the device (no host sync: an overlapped or drafted-ahead step launched
+next reads the committed state in stream order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.errors import SpecbenchError
+
+
+@dataclass(frozen=True)
+class StateShape:
+    num_layers: int  # Gated DeltaNet layers (state layers), in model order
+    conv_channels: int  # q, k and v channels the short convolution mixes (2 * key_dim + value_dim)
+    conv_width: int  # kernel_size - 1 inputs the conv state carries
+    num_v_heads: int
+    k_dim: int
+    v_dim: int
+
+    def bytes_per_slot(self, dtype: torch.dtype) -> int:
+        conv = self.conv_channels * self.conv_width * torch.empty((), dtype=dtype).element_size()
+        return self.num_layers * (conv + self.num_v_heads * self.k_dim * self.v_dim * 4)
+
+
+class StateCache:
+    def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.shape = shape
+        self.num_slots = num_slots
+        s = shape
+        # [num_state_layers, num_slots, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
+        self.conv = torch.zeros(s.num_layers, num_slots, s.conv_channels, s.conv_width, dtype=dtype, device=device)
+        # [num_state_layers, num_slots, num_v_heads, k_dim, v_dim] fp32: the recurrence accumulates in fp32
+        self.recurrent = torch.zeros(s.num_layers, num_slots, s.num_v_heads, s.k_dim, s.v_dim, dtype=torch.float32,
+                                     device=device)
+        self._slot_of: dict[str, int] = {}
+        self._free = list(range(num_slots - 1, -1, -1))
+        # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, Hv, Dk, Dv])
+        self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    # ---- slots ----------------------------------------------------------------------------------
+    def slot_for(self, request_id: str) -> int:
+        slot = self._slot_of.get(request_id)
+        if slot is None:
+            if not self._free:
+                raise SpecbenchError(f"all {self.num_slots} recurrent-state slots are taken; lower max_num_seqs")
+            slot = self._slot_of[request_id] = self._free.pop()
+        return slot
+
+    def free(self, request_id: str) -> None:
+        slot = self._slot_of.pop(request_id, None)
+        if slot is not None:
+            self._free.append(slot)
+
+    @property
+    def num_used(self) -> int:
+        return len(self._slot_of)
+
+    # ---- a forward ------------------------------------------------------------------------------
+    def begin_forward(self) -> None:
+        self.pending.clear()
+
+    def keep(self, layer: int, conv_states: torch.Tensor, recurrent_states: torch.Tensor) -> None:
+        """A state layer's kept per-position states of the forward's verify rows (in pending-row order)."""
+        self.pending[layer] = (conv_states, recurrent_states)
+
+    def commit(self, slots: torch.Tensor, conv_rows: torch.Tensor, recurrent_rows: torch.Tensor) -> None:
+        """After the verifier: slot slots[i] takes kept row conv_rows[i] / recurrent_rows[i] of every state layer
+        (all [num_committed] int64 on the device; engine/state_attach.py picks them from the accepted counts)."""
+        for layer, (conv_states, recurrent_states) in self.pending.items():
+            self.conv[layer, slots] = conv_states[conv_rows]
+            self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
+        self.pending.clear()
+
+def new_state_cache(model, max_concurrency: int) -> StateCache:
+    """Slots for `max_concurrency` running requests of a hybrid DecoderLM."""
+    c = model.config
+    g = c.gated_delta_net
+    num_layers = sum(1 for k in c.attention_kinds if getattr(k, "is_recurrent_state", False))
+    shape = StateShape(num_layers, g.conv_channels, g.conv_kernel_size - 1, g.num_v_heads, g.k_dim, g.v_dim)
+    return StateCache(shape, max_concurrency, model.dtype, model.embed_weight.device)

@@ -1,0 +1,41 @@
+"""Which recurrent-state slot each request of a target forward reads and writes, and how it writes it.
+
+Rows of committed tokens (a prefill, a prompt chunk) write their final state straight into the request's slot.
+Verify rows (the newest token, then its drafts) keep the state after every position in the cache's pending buffers
+and leave the slot alone: the verifier's accepted count picks which one the slot takes (StateCache.commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StateRows:
+    slots: tuple[int, ...]  # [num_reqs] each request's state slot (StateCache.slot_for)
+    # [num_reqs] True for verify requests (always the batch's first ones): states kept per position until commit
+    keeps_positions: tuple[bool, ...]
+    # [num_reqs] first pending row of a verify request's kept states (its newest token); -1 for the others
+    pending_starts: tuple[int, ...]
+    num_pending: int  # kept positions over the forward (the verify rows)
+    # [num_reqs] the request's rows start at position 0 (a prefill or re-prefill): its state starts from zeros, not
+    # from whatever its slot held (a previous owner's state)
+    starts_fresh: tuple[bool, ...] = ()
+
+    @property
+    def num_verify_reqs(self) -> int:
+        return sum(self.keeps_positions)
+
+
+def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
+               starts_fresh: list[bool] | None = None) -> StateRows:
+    """The first `num_verify_reqs` requests are verify rows (they keep positions), the rest committed tokens;
+    `starts_fresh` None: none starts fresh."""
+    starts: list[int] = []
+    num_pending = 0
+    for r, n in enumerate(num_query):
+        starts.append(num_pending if r < num_verify_reqs else -1)
+        num_pending += n if r < num_verify_reqs else 0
+    keeps = tuple(r < num_verify_reqs for r in range(len(slots)))
+    fresh = tuple(starts_fresh) if starts_fresh is not None else (False,) * len(slots)
+    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh)

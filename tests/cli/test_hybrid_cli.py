@@ -1,0 +1,67 @@
+"""The CLI on a hybrid target (a tiny Qwen3-Next directory): generate and sweep run it with speculation; what the
+engine does not support on hybrids (tree drafts, a hybrid draft LM) ends in one clean error and a non-zero exit,
+never a traceback; prefix caching is off with the reason recorded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.cli_run import assert_one_clean_error, run_main
+from tests.support.tiny_hybrid import build_tiny_hybrid
+from tests.support.tiny_models import build_tiny_model
+
+CPU = ("--device", "cpu", "--dtype", "fp32")
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hybrid_cli")
+    build_tiny_hybrid(root / "target", seed=0)
+    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    return root
+
+
+def test_generate_runs_a_hybrid_target_with_ngram(dirs):
+    result = run_main("generate", "--target", str(dirs / "target"), "-p", "Natalia sold clips", "--max-tokens", "6",
+                      "--method", "ngram", *CPU)
+    assert result.exit_code == 0, result.stderr
+    assert "method=ngram" in result.stdout
+
+
+def test_sweep_runs_a_hybrid_target_and_records_why_prefix_caching_is_off(dirs, tmp_path):
+    result = run_main("sweep", "--target", str(dirs / "target"), "--method", "draft", "--draft", str(dirs / "draft"),
+                      "-k", "3", "-w", "gsm8k", "-n", "2", "--max-tokens", "6", "-c", "2", "--enable-prefix-caching",
+                      "--results-dir", str(tmp_path), "-q", *CPU)
+    assert result.exit_code == 0, result.stderr
+    manifest = json.loads(next(tmp_path.glob("*/manifest.json")).read_text())
+    assert "recurrent-state" in json.dumps(manifest)
+
+
+def test_tree_drafts_on_a_hybrid_target_are_one_clean_error(dirs, tmp_path):
+    result = run_main("sweep", "--target", str(dirs / "target"), "--method", "draft", "--draft", str(dirs / "draft"),
+                      "-k", "3", "--eagle-topk", "2", "-w", "gsm8k", "-n", "1", "--max-tokens", "4", "-c", "1",
+                      "--no-speedup", "--results-dir", str(tmp_path), "-q", *CPU)
+    assert result.exit_code != 0
+    assert_one_clean_error(result, "tree drafts are not supported on hybrid targets")
+
+
+def test_a_hybrid_draft_lm_is_one_clean_error(dirs):
+    result = run_main("generate", "--target", str(dirs / "target"), "-p", "hi", "--max-tokens", "4",
+                      "--method", "draft", "--draft", str(dirs / "target"), *CPU)
+    assert result.exit_code != 0
+    assert_one_clean_error(result, "cannot be a draft LM")
+
+
+def test_mtp_on_a_hybrid_target_is_one_clean_error(dirs):
+    result = run_main("generate", "--target", str(dirs / "target"), "-p", "hi", "--max-tokens", "4",
+                      "--method", "mtp", *CPU)
+    assert result.exit_code != 0
+    assert_one_clean_error(result, "--method mtp on a hybrid target")
+
+
+def test_the_selftest_refuses_a_hybrid_fault_naming_where_it_runs():
+    result = run_main("selftest", "--faults", "state-not-rolled-back", "--seeds", "0", "--device", "cpu")
+    assert result.exit_code != 0
+    assert_one_clean_error(result, "the selftest has no hybrid target", "specbench check")

@@ -1,0 +1,103 @@
+"""The hybrid-state rollback mutants (faults/state_*.py), each caught by an independent check: the state oracle
+(INV-STATE: the slot against a recomputation from the committed tokens alone) under forced acceptance, and greedy
+identity with the clean engine (itself identical to HF transformers: tests/models/test_hybrid_vs_hf.py) under
+lossless n-gram speculation. Each is inert on the clean path it bends (a target without recurrent state has no
+commit to bend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.hf_greedy import tiny_prompt_ids
+from tests.support.hybrid_runs import MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
+from tests.support.scripted_drafts import install_scripted
+from tests.support.tiny_hybrid import build_tiny_hybrid
+from tests.support.tiny_models import build_tiny_model
+
+from specbench import SamplingParams
+from specbench.faults import injection
+from specbench.faults.catalog import HYBRID_MUTANTS
+
+NAMES = [m.fault.name for m in HYBRID_MUTANTS]
+FORCED = (0.8, 0.6, 0.5)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen3_next_mutants")
+    build_tiny_hybrid(root / "target", seed=0)
+    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    return root
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return tiny_prompt_ids(PROMPT_LENGTHS)
+
+
+@pytest.fixture(scope="module")
+def clean(dirs, prompts):
+    """The clean engine's greedy output under plain decoding (== HF's: tests/models/test_hybrid_vs_hf.py)."""
+    outs = hybrid_llm(dirs / "target").generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    return [list(o.output_token_ids) for o in outs]
+
+
+def _forced(dirs, fault=None, **kwargs):
+    """Draft-LM rounds whose drafts are accepted at forced rates (lossy, but the state oracle needs no reference
+    output: it recomputes from whatever was committed)."""
+    return hybrid_llm(dirs / "target", fault=fault, method="draft", draft=str(dirs / "draft"), max_num_steps=3,
+                      synthetic_acceptance=FORCED, **kwargs)
+
+
+def _scripted(dirs, prompts, clean, fault=None, **kwargs):
+    """Lossless rounds rejecting at every position, accepting all, or drafting nothing (tests/support/scripted_drafts)."""
+    llm = hybrid_llm(dirs / "target", fault=fault, **{**NGRAM, **kwargs})
+    install_scripted(llm, prompts, clean)
+    return llm
+
+
+# The slot mutant needs slots handed from one request to the next: fewer slots (concurrency) than requests.
+REUSING_SLOTS = {"state-slot-not-reset": {"max_concurrency": 3}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_state_oracle_catches_each_mutant(dirs, prompts, clean, name):
+    # the zero-draft mutant needs zero-draft rows, which a draft LM never has: the script drafts none at times
+    if name == "state-zero-draft-stale":
+        def make(fault=None):
+            return _scripted(dirs, prompts, clean, fault)
+    else:
+        def make(fault=None):
+            return _forced(dirs, fault, **REUSING_SLOTS.get(name, {}))
+    _, clean_worst, _ = run_with_oracle(make(), prompts[:6], max_tokens=6)
+    assert clean_worst < 1e-4
+    _, worst, num_checked = run_with_oracle(make(injection(name)), prompts[:6], max_tokens=6)
+    assert num_checked > 0 and worst > 1e-2, (name, worst)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_identity_catches_each_mutant(dirs, prompts, clean, name):
+    llm = _scripted(dirs, prompts, clean, injection(name), **REUSING_SLOTS.get(name, {}))
+    outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    assert [list(o.output_token_ids) for o in outs] != clean, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_mutant_is_inert_on_a_target_without_recurrent_state(tiny_model_dir, name):
+    prompts = tiny_prompt_ids((6, 13))
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    clean = hybrid_llm(tiny_model_dir, **NGRAM).generate(prompts, params)
+    bent = hybrid_llm(tiny_model_dir, fault=injection(name), **NGRAM).generate(prompts, params)
+    assert [o.output_token_ids for o in bent] == [o.output_token_ids for o in clean]
+
+
+def test_the_invariant_sweep_helper_raises_inv_state_for_a_mutant(dirs, prompts):
+    """`specbench check`'s invariant sweep runs hybrid targets through generate_checking_states: a clean engine
+    passes, a mutant fails with one INV-STATE line (on the CLI: tests are too slow for the whole sweep)."""
+    from specbench.attention.invariant_violation import InvariantViolation
+    from specbench.check.state_oracle import generate_checking_states
+
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    generate_checking_states(_forced(dirs), prompts[:2], params)
+    with pytest.raises(InvariantViolation, match="INV-STATE violated after step"):
+        generate_checking_states(_forced(dirs, injection("state-rolled-back-too-far")), prompts[:2], params)

@@ -1,0 +1,56 @@
+"""Shared runs of the hybrid (Qwen3-Next) tests: the checkpoints, HF's greedy outputs, an engine stepped with the
+state oracle after every step, and a record of each verify's draft counts (zero-draft rows beside drafting ones)."""
+
+from __future__ import annotations
+
+from specbench import LLM, SamplingParams
+from specbench.check.state_oracle import state_diffs
+from specbench.runtime.hooks import PhaseHooks
+
+MAX_TOKENS = 12
+# 10 prompts at concurrency 10: every round batches them all; lengths straddle blocks of 4 and the conv window.
+PROMPT_LENGTHS = (6, 33, 13, 21, 9, 17, 11, 25, 8, 14)
+NGRAM = {"method": "ngram", "ngram_min": 1, "ngram_max": 3, "max_num_steps": 3}
+
+
+def hybrid_llm(target, fault=None, **kwargs) -> LLM:
+    options = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 10, **kwargs}
+    return LLM(str(target), fault=fault, **options)
+
+
+class _RecordingHooks(PhaseHooks):
+    def __init__(self, inner: PhaseHooks, seen: list[list[int]]) -> None:
+        self.inner, self.seen = inner, seen
+
+    def state_commit_requests(self, num_draft_tokens: list[int]) -> list[bool]:
+        self.seen.append(list(num_draft_tokens))
+        return self.inner.state_commit_requests(num_draft_tokens)
+
+    def state_commit_rows(self, part, num_accepted, num_draft_tokens):
+        return self.inner.state_commit_rows(part, num_accepted, num_draft_tokens)
+
+
+def record_commits(llm: LLM) -> list[list[int]]:
+    """Each state commit's per-request draft counts, in batch order (filled as the engine runs): the step runner's
+    hooks wrapped by one that records what the commit asks."""
+    seen: list[list[int]] = []
+    runner = llm.engine.step_runner
+    runner.hooks = _RecordingHooks(runner.hooks, seen)
+    return seen
+
+
+def run_with_oracle(llm: LLM, prompts, max_tokens: int = MAX_TOKENS, every: int = 1):
+    """(outputs by request order, the worst INV-STATE difference seen, the number of slots checked): the oracle
+    recomputes each running request's state after every `every`-th step."""
+    engine = llm.engine
+    ids = [engine.add_request(p, SamplingParams(max_tokens=max_tokens, ignore_eos=True)) for p in prompts]
+    outputs, worst, num_checked, step = {}, 0.0, 0, 0
+    while engine.has_unfinished():
+        for out in engine.step():
+            outputs[out.request_id] = out
+        step += 1
+        if step % every == 0:
+            for diff in state_diffs(engine):
+                num_checked += 1
+                worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
+    return [outputs[i] for i in ids], worst, num_checked

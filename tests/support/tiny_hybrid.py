@@ -1,0 +1,37 @@
+"""A tiny random Qwen3-Next checkpoint (hybrid: Gated DeltaNet + gated full attention), built on the fly by
+transformers itself (no hub), with the tiny tokenizer: the hybrid tests' target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tests.support.tiny_models import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, _randomize, tiny_tokenizer_dir
+
+# 4 layers: DeltaNet, attention, DeltaNet, attention; value heads grouped 2 per key head; half of each head rotates.
+LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "full_attention"]
+DENSE = {"num_experts": 0}
+MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+       "norm_topk_prob": True, "decoder_sparse_step": 1}
+
+
+def build_tiny_hybrid(out_dir: str | Path, *, seed: int = 0, moe: bool = False, weight_scale: float = 4.0):
+    """Save an fp32 Qwen3-Next checkpoint (model.safetensors, config, tokenizer) to out_dir; returns the HF model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3NextConfig
+
+    config = Qwen3NextConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=len(LAYER_TYPES),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, layer_types=LAYER_TYPES,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, **(MOE if moe else DENSE))
+    config.architectures = ["Qwen3NextForCausalLM"]
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    _randomize(model, weight_scale, seed)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_tokenizer_dir()).save_pretrained(out)
+    return model
