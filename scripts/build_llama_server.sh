@@ -24,9 +24,13 @@ if [ ! -d src ]; then
   tar xzf "$SDIST" -C src.tmp --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
   mv src.tmp src
 fi
+# x86-64-v3 (AVX2, FMA, F16C), not -march=native: a native build on a CPU reporting AMX compiles ggml's AMX matmul,
+# which segfaulted at the first forward on this project's machines (gdb: ggml_backend_amx_mul_mat; AMX tiles need a
+# kernel permission a container may not grant), in llama.cpp 0.3.36's vendored copy and in a 2026-10 one alike.
+ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
 start=$(date +%s)
 cmake -S src -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF "${ISA[@]}" >/dev/null
 cmake --build build --target llama-server -j "${JOBS:-$(nproc)}" >build.log 2>&1 || { tail -30 build.log; exit 1; }
 seconds=$(( $(date +%s) - start ))
 echo "$seconds" > "$CACHE/build_seconds"
