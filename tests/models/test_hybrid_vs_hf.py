@@ -122,3 +122,17 @@ def test_config_reads_as_transformers_builds_it(dirs, variant):
     assert [k.name for k in config.attention_kinds] == ["gated_delta_net", "full"] * 2
     assert (config.moe is not None) == (variant == "moe")
     assert config.num_params() == sum(p.numel() for p in model.parameters())
+
+
+def test_the_triton_attention_verifier_and_fused_layers_match_hf(dirs, prompts, hf_greedy):
+    """The CUDA production kernels (Triton attention and verifier, fused layer kernels), interpreted on CPU, around
+    the hybrid's attention layers and verify: the same greedy output as transformers."""
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    llm = hybrid_llm(dirs / "target", attention_backend="triton", verifier="triton", fused_kernels="on", **NGRAM)
+    few = prompts[:3]
+    outs = llm.generate(few, SamplingParams(max_tokens=6, ignore_eos=True))
+    assert _tokens(outs) == [h[:6] for h in hf_greedy[:3]]
+    assert {"attention.triton", "verify.triton", "hybrid.state_commit"} <= llm.engine.paths_taken()
