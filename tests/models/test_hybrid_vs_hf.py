@@ -49,9 +49,12 @@ def _tokens(outs):
 
 
 def test_plain_decode_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
-    outs, worst, num_checked = run_with_oracle(hybrid_llm(dirs / "target"), prompts, every=4)
+    llm = hybrid_llm(dirs / "target")
+    outs, worst, num_checked = run_with_oracle(llm, prompts, every=4)
     assert _tokens(outs) == hf_greedy
     assert num_checked > 0 and worst < 1e-4, worst
+    # overlapped plain decoding: each step launched before the last is read, its state committed on the device
+    assert "decode.overlap" in llm.engine.paths_taken()
 
 
 @pytest.mark.parametrize("case", ["ngram", "draft", "ngram-preempting", "ngram-chunked"])
