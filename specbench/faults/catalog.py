@@ -182,8 +182,9 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
 # Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse): inert on targets without
-# recurrent-state layers (those hooks never run), and the selftest has no hybrid target yet, so none is in its battery; tests/faults/test_hybrid_state_mutants.py
-# shows each caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers.
+# recurrent-state layers (those hooks never run), and the selftest has no hybrid target yet, so none is in its
+# battery (needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each caught by the state oracle
+# (check/state_oracle.py) and by greedy identity with HF transformers.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,

@@ -160,7 +160,8 @@ class ModelConfig:
         if self.is_hybrid:  # per layer its own mixer: gated attention (q_proj twice as wide) or a Gated DeltaNet
             num_linear = sum(1 for k in self.attention_kinds if getattr(k, "is_recurrent_state", False))
             gated_attn = attn + h * self.q_size
-            mixers = num_linear * self.gated_delta_net.num_params(h) + (self.num_hidden_layers - num_linear) * gated_attn
+            num_attn = self.num_hidden_layers - num_linear
+            mixers = num_linear * self.gated_delta_net.num_params(h) + num_attn * gated_attn
             return embed + mixers + self.num_hidden_layers * 2 * h + self._num_mlp_params(active=False) + h
         return embed + self.num_hidden_layers * layer + self._num_mlp_params(active=False) + h
 

@@ -2,9 +2,9 @@
 paged KV cache (which keeps the full-attention layers' K/V).
 
 A request gets a slot the first time a forward runs it and gives it back when the engine frees it (finished,
-aborted, preempted). A forward row starting at position 0 starts from zeros (StateRows.starts_fresh), so a preempted request that is
-re-prefilled rebuilds its state from its committed tokens (recompute, no snapshot), and a reused slot never leaks
-the previous owner's state.
+aborted, preempted). A forward row starting at position 0 starts from zeros (StateRows.starts_fresh), so a
+preempted request that is re-prefilled rebuilds its state from its committed tokens (recompute, no snapshot), and a
+reused slot never leaks the previous owner's state.
 
 Verify: the layers keep each position's conv and recurrent state in `pending` (per layer, [num_pending, ...]); after
 the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot

@@ -153,7 +153,8 @@ def test_no_production_registry_knows_the_throwaway_kinds():
 
 
 def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunked, tmp_path):
-    target = _tiny_target(tmp_path, ["full_attention", "test_state_attention", "chunked_attention", "test_state_attention"])
+    target = _tiny_target(tmp_path, ["full_attention", "test_state_attention", "chunked_attention",
+                                     "test_state_attention"])
     message = ("attention backend 'torch' does not implement attention kind 'test_state' \\(layers 1, 3\\); "
                "it implements: full, gated_delta_net, sliding_window, test_chunked")
     with pytest.raises(SpecbenchError, match=message):

@@ -50,7 +50,8 @@ def _forced(dirs, fault=None, **kwargs):
 
 
 def _scripted(dirs, prompts, clean, fault=None, **kwargs):
-    """Lossless rounds rejecting at every position, accepting all, or drafting nothing (tests/support/scripted_drafts)."""
+    """Lossless rounds rejecting at every position, accepting all, or drafting nothing
+    (tests/support/scripted_drafts.py)."""
     llm = hybrid_llm(dirs / "target", fault=fault, **{**NGRAM, **kwargs})
     install_scripted(llm, prompts, clean)
     return llm

@@ -49,9 +49,12 @@ def _tokens(outs):
 
 
 def test_plain_decode_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
-    outs, worst, num_checked = run_with_oracle(hybrid_llm(dirs / "target"), prompts, every=4)
+    llm = hybrid_llm(dirs / "target")
+    outs, worst, num_checked = run_with_oracle(llm, prompts, every=4)
     assert _tokens(outs) == hf_greedy
     assert num_checked > 0 and worst < 1e-4, worst
+    # overlapped plain decoding: each step launched before the last is read, its state committed on the device
+    assert "decode.overlap" in llm.engine.paths_taken()
 
 
 @pytest.mark.parametrize("case", ["ngram", "draft", "ngram-preempting", "ngram-chunked"])
@@ -122,3 +125,17 @@ def test_config_reads_as_transformers_builds_it(dirs, variant):
     assert [k.name for k in config.attention_kinds] == ["gated_delta_net", "full"] * 2
     assert (config.moe is not None) == (variant == "moe")
     assert config.num_params() == sum(p.numel() for p in model.parameters())
+
+
+def test_the_triton_attention_verifier_and_fused_layers_match_hf(dirs, prompts, hf_greedy):
+    """The CUDA production kernels (Triton attention and verifier, fused layer kernels), interpreted on CPU, around
+    the hybrid's attention layers and verify: the same greedy output as transformers."""
+    from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here
+
+    if not kernels_runnable_here():
+        pytest.skip(RERUN_REASON)
+    llm = hybrid_llm(dirs / "target", attention_backend="triton", verifier="triton", fused_kernels="on", **NGRAM)
+    few = prompts[:3]
+    outs = llm.generate(few, SamplingParams(max_tokens=6, ignore_eos=True))
+    assert _tokens(outs) == [h[:6] for h in hf_greedy[:3]]
+    assert {"attention.triton", "verify.triton", "hybrid.state_commit"} <= llm.engine.paths_taken()
