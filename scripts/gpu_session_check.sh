@@ -5,7 +5,7 @@
 #     mask-share script on cuda, the CUDA tests of the grouped MoE kernel set;
 #   phase 2, on a quiet GPU: the MoE before/after bench (scripts/bench_moe_before_after.py).
 # Writes 8 files to $OUT: summary.txt, selftest_cuda.txt, pytest_cuda.txt, grammar_cuda.txt, pytest_moe.txt,
-# bench.json, bench.md, bench.log.
+# bench.json, bench.md, bench.log. Arguments go to the MoE bench (e.g. --targets qwen3-30b-a3b).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -29,7 +29,7 @@ timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe
 echo "=== pytest moe exit $?" >> "$OUT/summary.txt"
 wait $tests; echo "=== pytest cuda (hybrid, grammar) exit $?" >> "$OUT/summary.txt"
 wait $grammar; wait $selftest; echo "=== selftest cuda exit $?" >> "$OUT/summary.txt"
-timeout "${BENCH_TIMEOUT:-330}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" > "$OUT/bench.log" 2>&1
+timeout "${BENCH_TIMEOUT:-330}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" "$@" > "$OUT/bench.log" 2>&1
 echo "=== moe bench exit $?" >> "$OUT/summary.txt"
 for f in pytest_moe pytest_cuda; do tail -2 "$OUT/$f.txt" >> "$OUT/summary.txt"; done
 grep -E "coverage|false alarms|passed|FAILED|missed" "$OUT/selftest_cuda.txt" | tail -5 >> "$OUT/summary.txt"
