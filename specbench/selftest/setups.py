@@ -85,7 +85,8 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
                     target_name: str = SEED_TARGET) -> dict[str, CheckSetup]:
     """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
     seed so that the default seeds reach the biased and the fused layer paths), or with `target_name` WINDOW_MOE on
-    the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only). `engine_options`: EngineConfig fields
+    the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only), or HYBRID on the hybrid (Qwen3-Next)
+    target (HYBRID_METHODS only). `engine_options`: EngineConfig fields
     over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     check_methods(methods)
     if target_name not in TARGETS:
