@@ -71,9 +71,15 @@ def test_the_cli_default_runs_the_hybrid_target():
     assert off.exit_code == 0 and HYBRID not in off.stdout.split("path (")[0], off.output
 
 
-@pytest.mark.slow  # 16 rows on the hybrid target, the full battery: ~100 s on 2 busy cores
+# What catches the hybrid mutants (greedy, INV-STATE) and reaches every CPU production path; the sampled check and
+# the draft oracle (a third of a hybrid row's time) run on the clean rows of test_clean_hybrid_rows_pass_on_other_seeds.
+MUTANT_CHECKS = ("greedy", "rows", "invariants", "baseline", "metrics")
+
+
+@pytest.mark.slow  # 14 rows on the hybrid target: ~45 s on 2 busy cores
 def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
-    rows = run_selftest(seeds=(0,), methods=HYBRID_METHODS, faults=HYBRID_FAULTS, hybrid=True, chunked=False)
+    rows = run_selftest(seeds=(0,), methods=HYBRID_METHODS, faults=HYBRID_FAULTS, checks=MUTANT_CHECKS, hybrid=True,
+                        chunked=False)
     table = format_mutation_table(rows)
     assert not false_alarms(rows), table
     on_target = [r for r in rows if r.target == HYBRID]
@@ -90,19 +96,21 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
         assert "Qwen3NextForCausalLM" in greedy.detail and "6/6 prompts identical" in greedy.detail, greedy.detail
         if row.method != PLAIN:
             assert "INV-STATE held" in _result(row, "invariants").detail, table
+            assert not _result(row, "baseline").skipped, _result(row, "baseline").detail  # a shipped baseline
             assert STATE_PATHS <= _result(row, "greedy").paths, table
-    coverage = selftest_coverage(rows, "cpu")
+    coverage = selftest_coverage(rows, "cpu", MUTANT_CHECKS)
     assert coverage.is_complete, format_coverage(coverage)
     assert STATE_PATHS <= {p.name for p in coverage.required} and STATE_PATHS <= coverage.taken
     # without the hybrid rows the state paths are not required (no hybrid target ran)
-    dense = selftest_coverage([r for r in rows if r.target != HYBRID], "cpu")
+    dense = selftest_coverage([r for r in rows if r.target != HYBRID], "cpu", MUTANT_CHECKS)
     assert not STATE_PATHS & {p.name for p in dense.required}
 
 
-@pytest.mark.slow  # the clean hybrid rows of two more seeds, the full battery: ~40 s
+@pytest.mark.slow  # the clean hybrid rows of two more seeds, the full battery: ~16 s each
 @pytest.mark.parametrize("seed", [1, 2])
 def test_clean_hybrid_rows_pass_on_other_seeds(tmp_path, seed):
     plan = plan_seed(SeedTask(str(tmp_path), seed, HYBRID_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], HYBRID))
     rows = [run_row(task) for task in plan.clean_rows]
     assert [r.method for r in rows] == [PLAIN, *HYBRID_METHODS]
     assert not false_alarms(rows), format_mutation_table(rows)
+    assert all(not r.skipped for row in rows[1:] for r in row.results if r.name in ("sampled", "baseline"))
