@@ -46,8 +46,12 @@ class ExecutionPath:
     # Only a CUDA device reaches it in the selftest: the engine captures graphs only on CUDA (tests/engine and
     # tests/eagle replay the graph runners on CPU by capturing by hand), flashinfer runs on CUDA only.
     needs_cuda: bool = False
+    # A target kind only whose engines can take it ("" = every target): production_paths counts it only where a run
+    # included such a target (the selftest's hybrid target: selftest/tiny_hybrid.py).
+    target_kind: str = ""
 
 
+HYBRID = "hybrid"  # the target kind of models with recurrent-state layers (Qwen3-Next's Gated DeltaNet)
 SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
 DRAFTS_AHEAD = MethodGroup("DraftsAhead")
 DRAFTS_TREES = MethodGroup("DraftsTrees")
@@ -96,11 +100,13 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
 )
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (
-    # ---- hybrid targets (recurrent-state layers): opt-in until the selftest has hybrid rows -----------------------
+    # ---- hybrid targets (recurrent-state layers): production where a hybrid target runs (the selftest's does) ----
     ExecutionPath("hybrid.state_write", "Gated DeltaNet layers write the final state of committed tokens (prefill, "
-                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py)", ()),
+                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py)",
+                  ("cpu", "cuda"), target_kind=HYBRID),
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
-                  "count picks the one each slot takes (recurrent/state_cache.py commit)", ()),
+                  "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),
+                  target_kind=HYBRID),
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),
@@ -175,10 +181,12 @@ def device_class(device_type: str) -> str:
 
 
 def production_paths(device: str, methods: tuple[str, ...] | None,
-                     paths: tuple[ExecutionPath, ...]) -> tuple[ExecutionPath, ...]:
-    """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method);
+                     paths: tuple[ExecutionPath, ...], target_kinds: tuple[str, ...] = ()) -> tuple[ExecutionPath, ...]:
+    """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method) on
+    targets of the kinds `target_kinds` (a path of a target kind outside it is left out: no such target ran);
     `paths` with their method groups resolved (speculation/registry.py execution_paths())."""
     return tuple(p for p in paths if device in p.production_on
+                 and (not p.target_kind or p.target_kind in target_kinds)
                  and (methods is None or not p.methods or set(p.methods) & set(methods)))
 
 

@@ -56,6 +56,9 @@ def selftest(
     window_moe: Annotated[bool, typer.Option("--window-moe/--no-window-moe", help="also run the first seed on the "
                                              "sliding-window + MoE tiny target (Qwen3-MoE, every layer windowed), "
                                              "where the window and MoE faults run")] = True,
+    hybrid: Annotated[bool, typer.Option("--hybrid/--no-hybrid", help="also run the first seed on the hybrid tiny "
+                                         "target (Qwen3-Next: Gated DeltaNet + gated attention; plain, draft LM, "
+                                         "n-gram), where the recurrent-state faults run")] = True,
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
     chunked: Annotated[bool, typer.Option("--chunked/--no-chunked", help="also run each method with chunked prefill "
@@ -86,7 +89,7 @@ def selftest(
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
-                                   window_moe=window_moe, trees=trees, chunked=chunked)
+                                   window_moe=window_moe, trees=trees, chunked=chunked, hybrid=hybrid)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

@@ -182,9 +182,10 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
 # Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse): inert on targets without
-# recurrent-state layers (those hooks never run), and the selftest has no hybrid target yet, so none is in its
-# battery (needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each caught by the state oracle
-# (check/state_oracle.py) and by greedy identity with HF transformers.
+# recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
+# (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
+# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers,
+# tests/check/test_selftest_hybrid.py by the selftest's battery.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,
@@ -224,9 +225,14 @@ _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
 _HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)
 
 
+def hybrid_faults(device: str) -> tuple[str, ...]:
+    """What `specbench selftest` runs by default on its hybrid target: every hybrid-state mutant (phase hooks of the
+    engine's state commit and prefill, on every device)."""
+    return tuple(m.fault.name for m in HYBRID_MUTANTS)
+
+
 def needs_hybrid_target(name: str) -> bool:
-    """Whether a fault acts only on a hybrid target's recurrent state (the selftest has no such target: it never
-    runs these; tests/faults/test_hybrid_state_mutants.py and `specbench check` on a hybrid target do)."""
+    """Whether a fault acts only on a hybrid target's recurrent state (the selftest runs it on that target alone)."""
     return name in _HYBRID_FAULTS
 
 

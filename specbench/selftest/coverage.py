@@ -20,6 +20,7 @@ class PathCoverage:
     # The registry it is judged against: the engine's paths and every registered proposer class's, methods resolved
     # (speculation/registry.py execution_paths()).
     paths: tuple[ExecutionPath, ...]
+    target_kinds: tuple[str, ...] = ()  # kinds of the targets the rows ran (execution_paths.HYBRID), beyond the dense
 
     @property
     def taken(self) -> frozenset[str]:
@@ -28,7 +29,7 @@ class PathCoverage:
     @property
     def required(self) -> tuple[ExecutionPath, ...]:
         """Production paths of this device that engines of these methods can take."""
-        return production_paths(self.device, self.methods, self.paths)
+        return production_paths(self.device, self.methods, self.paths, self.target_kinds)
 
     @property
     def unexercised(self) -> tuple[str, ...]:
@@ -40,13 +41,14 @@ class PathCoverage:
 
 
 def path_coverage(results: list[tuple[str, tuple[CheckResult, ...]]], device: str, checks: tuple[str, ...],
-                  paths: tuple[ExecutionPath, ...] | None = None) -> PathCoverage:
+                  paths: tuple[ExecutionPath, ...] | None = None, target_kinds: tuple[str, ...] = ()) -> PathCoverage:
     """`results`: (method, check results in `checks` order) of every clean row (mutant rows are not coverage: a path
     counts when the engine users run took it under a check). `paths`: None = every registered path (read now, so a
-    proposer class registered since is in)."""
+    proposer class registered since is in). `target_kinds`: the kinds of target the rows ran beyond the dense ones
+    (a hybrid target's paths are required only where one ran)."""
     taken = tuple(frozenset().union(*(r.paths for _, rs in results for r in rs if r.name == c)) for c in checks)
     methods = tuple(dict.fromkeys(m for m, _ in results))
-    return PathCoverage(device, methods, checks, taken, execution_paths() if paths is None else paths)
+    return PathCoverage(device, methods, checks, taken, execution_paths() if paths is None else paths, target_kinds)
 
 
 def format_coverage(cov: PathCoverage) -> str:
@@ -60,6 +62,8 @@ def format_coverage(cov: PathCoverage) -> str:
                         for c, t in zip(cov.checks, cov.taken_by_check))
         if p.name in required:
             status = "production" if p.name in cov.taken else "production, UNEXERCISED"
+        elif cov.device in p.production_on and p.target_kind and p.target_kind not in cov.target_kinds:
+            status = f"production, no {p.target_kind} target run"
         elif cov.device in p.production_on:  # none of its methods ran: an `x` came from another method's engine
             status = "production, taken by another method" if p.name in cov.taken else "production, method not run"
         else:

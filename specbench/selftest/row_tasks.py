@@ -29,9 +29,12 @@ from specbench.selftest.reference_baselines import (
 )
 from specbench.selftest.setups import (
     CHUNKED_OPTIONS,
+    HYBRID,
+    HYBRID_NOT_EXERCISED,
     PLAIN,
     SEED_TARGET,
     TREE_SHAPE,
+    WINDOW_MOE,
     plain_setup,
     selftest_setups,
     tree_methods,
@@ -181,18 +184,20 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     its target; a path mutant on the first seed whose clean row took its path (the biased tiny target never reaches
     the fused projections, say), so that a bug on a path this seed's models never take is not counted as missed. A
     path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
-    MoE target only (inert on the seeds' full-attention dense targets), every other fault on the seeds' targets only;
-    the tree faults on tree rows only (inert on chain rounds), every other fault on chain rows only; the chunked
-    prefill faults on chunked rows only, every other fault on whole-prompt rows only; the hybrid-state faults never
-    (no selftest target has recurrent state).
+    MoE target only (inert on the seeds' full-attention dense targets), the hybrid-state faults on the hybrid target
+    only (no other target has recurrent state), every other fault on the seeds' targets only; the tree faults on tree
+    rows only (inert on chain rounds), every other fault on chain rows only; the chunked prefill faults on chunked
+    rows only, every other fault on whole-prompt rows only.
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
     ran = done.setdefault((method, clean.target, clean.shape.is_tree, clean.chunked), set())
-    on_window_moe = clean.target != SEED_TARGET
     due = [f for f in chosen if method in f.methods and f.name not in ran
-           and needs_window_moe_target(f.name) == on_window_moe and needs_tree_shape(f.name) == clean.shape.is_tree
-           and needs_chunked_prefill(f.name) == clean.chunked and not needs_hybrid_target(f.name)
+           and needs_window_moe_target(f.name) == (clean.target == WINDOW_MOE)
+           and needs_hybrid_target(f.name) == (clean.target == HYBRID)
+           and needs_tree_shape(f.name) == clean.shape.is_tree
+           and needs_chunked_prefill(f.name) == clean.chunked
+           and not (clean.target == HYBRID and f.name in HYBRID_NOT_EXERCISED.get(method, ()))
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due

@@ -22,9 +22,10 @@ from specbench.check.budget import BUDGETS, Budget
 from specbench.check.result import CheckResult
 from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
+from specbench.execution_paths import HYBRID as HYBRID_KIND
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
-from specbench.faults.catalog import needs_hybrid_target, selftest_faults, window_moe_faults
+from specbench.faults.catalog import hybrid_faults, needs_hybrid_target, selftest_faults, window_moe_faults
 from specbench.faults.fault import LAYERS
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.selftest.coverage import PathCoverage, path_coverage
@@ -38,6 +39,8 @@ from specbench.selftest.row_tasks import (
     target_indices,
 )
 from specbench.selftest.setups import (
+    HYBRID,
+    HYBRID_METHODS,
     KV_CACHE_GB,
     METHODS,
     PLAIN,
@@ -65,12 +68,14 @@ def run_selftest(
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
     budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
-    chunked: bool = True,
+    chunked: bool = True, hybrid: bool = False,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
+    `hybrid` (the CLI's default): then the first seed once more on the hybrid (Qwen3-Next) tiny target
+    (setups.HYBRID_METHODS of `methods`, and its plain row), where the hybrid-state faults run.
     `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
     faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
     metrics checks only, where the chunked-prefill faults run. `faults`: None = the device's default set; () or ("none",) = clean
@@ -86,17 +91,18 @@ def run_selftest(
         faults = selftest_faults(device_class(resolve_device(device).type))
         if window_moe:
             faults += window_moe_faults(device_class(resolve_device(device).type))
+        if hybrid:
+            faults += hybrid_faults(device_class(resolve_device(device).type))
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
     unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
         what, stage = LAYERS[unseen[0].layer].breaks, GATE_ONLY_LAYERS[unseen[0].layer]
         raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
                              f"`specbench gate` (its {stage} stage) does")
-    hybrid = [f for f in chosen if needs_hybrid_target(f.name)]
-    if hybrid:  # inert on every selftest target: it would report them missed
-        raise SpecbenchError(f"fault {hybrid[0].name!r} acts on a hybrid target's recurrent state and the selftest has "
-                             f"no hybrid target: run `specbench check --target <Qwen3-Next dir> --inject "
-                             f"{hybrid[0].name}`")
+    stateful = [f for f in chosen if needs_hybrid_target(f.name)]
+    if stateful and not (hybrid and target_methods(HYBRID, tuple(methods))):  # inert elsewhere: it would be missed
+        raise SpecbenchError(f"fault {stateful[0].name!r} acts on a hybrid target's recurrent state: it runs on the "
+                             f"selftest's hybrid target (--hybrid, with a method of {', '.join(HYBRID_METHODS)})")
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):
@@ -112,6 +118,9 @@ def run_selftest(
         if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, WINDOW_MOE))
+        if hybrid and target_methods(HYBRID, tuple(methods)):
+            tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
+                                  budget, HYBRID))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
@@ -129,9 +138,11 @@ def run_selftest(
 
 
 def selftest_coverage(rows: list[SelftestRow], device: str = "cpu", checks: tuple[str, ...] = CHECKS) -> PathCoverage:
-    """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N)."""
+    """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N); with rows on the hybrid
+    target, its recurrent-state paths are production."""
     return path_coverage([(row.method, row.results) for row in rows if row.inject is None],
-                         device_class(resolve_device(device).type), checks)
+                         device_class(resolve_device(device).type), checks,
+                         target_kinds=(HYBRID_KIND,) if any(row.target == HYBRID for row in rows) else ())
 
 
 def _cell(r: CheckResult) -> str:

@@ -12,6 +12,8 @@ from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
 from specbench.selftest.tiny import build_tiny_pair, variant_for_seed
+from specbench.selftest.tiny_hybrid import TARGET as HYBRID
+from specbench.selftest.tiny_hybrid import build_hybrid_pair, hybrid_method_models
 from specbench.selftest.tiny_window_moe import TARGET as WINDOW_MOE
 from specbench.selftest.tiny_window_moe import build_window_moe_pair
 from specbench.speculation.draft_shape import DraftShape
@@ -31,7 +33,17 @@ SEED_TARGET = ""  # a setup's target: "" = the seed's own tiny target (its varia
 # row's greedy check). The window bugs' hosts are the draft LM (the draft-side ones) and every method's verify (the
 # target-side ones, the plain row's too).
 WINDOW_MOE_METHODS = ("draft",)
-TARGETS = (SEED_TARGET, WINDOW_MOE)
+# Methods run on the hybrid (Qwen3-Next) target (tiny_hybrid.py): the draft LM (a non-hybrid model: a hybrid one is
+# refused) and n-gram (its rounds mix zero-draft requests with drafting ones). EAGLE heads are built from a dense
+# Llama-like layer, MTP from the seed target's copy (drafters.py); trees are refused on hybrids (no tree rows).
+HYBRID_METHODS = ("draft", "ngram")
+# Hybrid-state faults a method's hybrid row hosts but never exercises, so they do not run there (each runs and is
+# caught on the target's other rows): a draft LM drafts k for every request, so its rounds have no zero-draft row to
+# leave stale; the plain row's greedy runs build a fresh engine each and never hand a slot used by one request's
+# prefill to another's (the invariant sweep on the speculative rows reuses its engine across runs: it does).
+HYBRID_NOT_EXERCISED = {"draft": ("state-zero-draft-stale",), PLAIN: ("state-slot-not-reset",)}
+TARGETS = (SEED_TARGET, WINDOW_MOE, HYBRID)
+_EXTRA_METHODS = {WINDOW_MOE: WINDOW_MOE_METHODS, HYBRID: HYBRID_METHODS}
 # The tree rows' shape (each method that drafts trees, on the seed targets, at the run's k): two children per
 # frontier node and a 6-node budget, so that at k = 3 the budget cuts the deepest level (the pruned tree, not the
 # full one) and siblings, cousins and depth 3 all occur.
@@ -53,7 +65,7 @@ def tree_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
 
 def target_methods(target: str, methods: tuple[str, ...]) -> tuple[str, ...]:
     """The methods of `methods` a setup of `target` runs."""
-    return methods if target == SEED_TARGET else tuple(m for m in methods if m in WINDOW_MOE_METHODS)
+    return methods if target == SEED_TARGET else tuple(m for m in methods if m in _EXTRA_METHODS[target])
 
 
 def target_label(target: str, seed: int) -> str:
@@ -73,15 +85,19 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
                     target_name: str = SEED_TARGET) -> dict[str, CheckSetup]:
     """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
     seed so that the default seeds reach the biased and the fused layer paths), or with `target_name` WINDOW_MOE on
-    the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only). `engine_options`: EngineConfig fields
+    the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only), or HYBRID on the hybrid (Qwen3-Next)
+    target (HYBRID_METHODS only). `engine_options`: EngineConfig fields
     over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     check_methods(methods)
     if target_name not in TARGETS:
-        raise SpecbenchError(f"unknown selftest target {target_name!r}; supported: {WINDOW_MOE} (or the seed's own)")
+        raise SpecbenchError(f"unknown selftest target {target_name!r}; supported: {WINDOW_MOE}, {HYBRID} (or the "
+                             "seed's own)")
     methods = target_methods(target_name, methods)
     root = f"{root}/{seed}" + (f"-{target_name}" if target_name else "")
     if target_name == WINDOW_MOE:
         target, draft = build_window_moe_pair(root, seed=seed)
+    elif target_name == HYBRID:
+        target, draft = build_hybrid_pair(root, seed=seed)
     else:
         target, draft = build_tiny_pair(root, seed=seed, variant=variant_for_seed(seed))
     pair = TinyPair(root, seed, target, draft)
@@ -89,7 +105,7 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     base = check_engine(target=target, **options)  # plain: builds prompts
     setups = {}
     for m in methods:
-        models = build_method(m, pair, base)
+        models = hybrid_method_models(m, pair, base) if target_name == HYBRID else build_method(m, pair, base)
         setups[m] = CheckSetup(check_engine(target=models.target, method=m, draft=models.draft,
                                             max_num_steps=num_steps, **options), models.prompts)
     return setups

@@ -27,7 +27,7 @@ def test_selftest_table_prints_with_a_crashed_row():
     from specbench.cli.app import app
 
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "draft", "--faults",
-                                      "bonus-row-past-end", "--checks", "greedy,baseline"])
+                                      "bonus-row-past-end", "--checks", "greedy,baseline", "--no-hybrid"])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "bonus-row-past-end" in line and "CRASHED" in line)
     assert row.endswith("detected"), row

@@ -21,8 +21,8 @@ CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "
                        "graph.verify", "graph.verify_tree", "attention.flashinfer"})
 # Taken by the selftest's reference loop (one step at a time), which is the yardstick, not coverage.
 REFERENCE_ONLY = frozenset({"decode.sync"})
-# Hybrid targets' state paths (opt-in): the selftest has no hybrid target yet; tests/models/test_hybrid_vs_hf.py
-# reaches them (test_speculation_matches_hf asserts both are taken).
+# Hybrid targets' state paths: production where the selftest's hybrid target runs (run_selftest's `hybrid`, off in
+# these runs); tests/check/test_selftest_hybrid.py reaches them there.
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).

@@ -82,7 +82,8 @@ def test_the_target_is_windowed_moe_and_transformers_sees_the_window(tmp_path):
 def test_the_cli_default_runs_the_window_moe_target():
     from specbench.cli.app import app
 
-    args = ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "draft", "--faults", "none", "--checks", "greedy"]
+    args = ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "draft", "--faults", "none", "--checks", "greedy",
+            "--no-hybrid"]  # the hybrid target's rows: test_selftest_hybrid.py
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.stdout.splitlines()  # chain rows (a tree row's second word: t2/6)

@@ -61,7 +61,8 @@ def test_mtp_on_a_hybrid_target_is_one_clean_error(dirs):
     assert_one_clean_error(result, "--method mtp on a hybrid target")
 
 
-def test_the_selftest_refuses_a_hybrid_fault_naming_where_it_runs():
-    result = run_main("selftest", "--faults", "state-not-rolled-back", "--seeds", "0", "--device", "cpu")
+def test_the_selftest_refuses_a_hybrid_fault_without_its_hybrid_target_naming_where_it_runs():
+    result = run_main("selftest", "--no-hybrid", "--faults", "state-not-rolled-back", "--seeds", "0", "--device",
+                      "cpu")
     assert result.exit_code != 0
-    assert_one_clean_error(result, "the selftest has no hybrid target", "specbench check")
+    assert_one_clean_error(result, "runs on the selftest's hybrid target", "--hybrid")

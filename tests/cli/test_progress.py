@@ -30,7 +30,7 @@ def test_phase_lines_count_time_and_estimate_what_is_left():
 
 def test_selftest_prints_a_line_per_row_and_quiet_silences_them():
     args = ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "ngram", "--faults", "none", "--checks",
-            "greedy", "--no-window-moe", "--no-trees"]
+            "greedy", "--no-window-moe", "--no-trees", "--no-hybrid"]
     result = run_main(*args)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert re.search(r"^selftest row 2 ngram seed 0 clean: ok in \d+s; elapsed \d+s$", result.stderr, re.M), \

@@ -1,0 +1,109 @@
+"""The selftest's hybrid tiny target (issue 45): a random Qwen3-Next (Gated DeltaNet layers beside gated full
+attention), written as an HF directory, and its draft LM, a non-hybrid tiny model of the same vocabulary (the engine
+refuses a hybrid draft LM: its draft steps would need their own state slots and rollback).
+
+No tokenizer: the selftest prompts are token ids. The model is built by transformers' own Qwen3-Next class (so its
+parameter names and shapes are the checkpoint format the greedy check's HF cross-check loads), then every parameter
+is overwritten from a generator seeded by the seed alone, inside a forked RNG: the same seed writes the same bytes,
+and the caller's global RNG is left as it was.
+
+The draft LM is the seed's "qwen3" tiny target (tiny.py): random with respect to this target, so it is accepted
+rarely, and rejections at every position occur; the rollback mutants that need accepted drafts are caught by the
+invariant sweep's forced acceptance (INV-STATE), not by greedy output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from specbench.selftest.tiny import VOCAB_SIZE, build_tiny_pair
+
+TARGET = "hybrid"  # the selftest's name for this target (rows, table)
+# DeltaNet, attention, DeltaNet, attention: both state layers sit under an attention layer, so a wrong state moves
+# the tokens the next attention layer sees, and the paged KV holds two layers only.
+LAYER_TYPES = ("linear_attention", "full_attention", "linear_attention", "full_attention")
+HIDDEN, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM = 64, 4, 2, 16
+# Value heads grouped 2 per key head (as Qwen3-Next-80B's 16 key / 32 value heads), conv window 4.
+LINEAR_KEY_HEADS, LINEAR_VALUE_HEADS, LINEAR_HEAD_DIM, CONV_KERNEL = 2, 4, 16, 4
+# Gains of N(0, (gain / sqrt(fan_in))^2) matrices: a peaky head keeps greedy decisions far from ties; larger layer
+# gains make the net chaotic (tests/support/tiny_models.py measured the same on its tiny models).
+HEAD_GAIN, LAYER_GAIN = 4.0, 0.5
+DRAFT_VARIANT = "qwen3"  # tiny.py's variant the draft LM is
+
+
+def hybrid_config(vocab_size: int = VOCAB_SIZE):
+    """transformers' Qwen3NextConfig of the target (dense MLPs; half of each attention head rotates)."""
+    from transformers import Qwen3NextConfig
+
+    config = Qwen3NextConfig(
+        vocab_size=vocab_size, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=len(LAYER_TYPES),
+        num_attention_heads=NUM_HEADS, num_key_value_heads=NUM_KV_HEADS, head_dim=HEAD_DIM,
+        layer_types=list(LAYER_TYPES), linear_num_key_heads=LINEAR_KEY_HEADS,
+        linear_num_value_heads=LINEAR_VALUE_HEADS, linear_key_head_dim=LINEAR_HEAD_DIM,
+        linear_value_head_dim=LINEAR_HEAD_DIM, linear_conv_kernel_dim=CONV_KERNEL, max_position_embeddings=1024,
+        rms_norm_eps=1e-6, tie_word_embeddings=False, num_experts=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        bos_token_id=0, eos_token_id=2, pad_token_id=3)
+    config.architectures = ["Qwen3NextForCausalLM"]
+    return config
+
+
+def _random_weights(model, seed: int) -> dict[str, torch.Tensor]:
+    """Every parameter drawn anew, in sorted-name order, from a generator of `seed` alone."""
+    gen = torch.Generator().manual_seed(5_000_011 + seed)  # never replays tiny.py's build streams
+    weights = {}
+    for name, param in sorted(model.state_dict().items()):
+        if name.endswith("norm.weight"):  # (1 + w) norms: w ~ 0.2 keeps every scale near one
+            w = 0.2 * torch.randn(param.shape, generator=gen)
+        elif name.endswith(".bias") or name.endswith("dt_bias") or name.endswith("A_log"):
+            w = 0.5 * torch.randn(param.shape, generator=gen)
+        elif name.endswith("embed_tokens.weight"):
+            w = torch.randn(param.shape, generator=gen)
+        else:  # the last dim is the fan-in of a matrix and of the conv's [channels, 1, kernel] alike
+            gain = HEAD_GAIN if name.startswith("lm_head") else LAYER_GAIN
+            w = torch.randn(param.shape, generator=gen) * (gain / param.shape[-1] ** 0.5)
+        weights[name] = w.to(param.dtype)
+    return weights
+
+
+def build_hybrid_target(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> str:
+    """Write the fp32 Qwen3-Next target (config.json + model.safetensors) to `out_dir`."""
+    from transformers import AutoModelForCausalLM
+
+    config = hybrid_config(vocab_size)
+    with torch.random.fork_rng(devices=[]):  # transformers' init draws from the global RNG: leave it unmoved
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    weights = _random_weights(model, seed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({**config.to_dict(), "dtype": "float32"}, indent=2))
+    save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
+    return str(out)
+
+
+def build_hybrid_pair(out_dir: str | Path, *, seed: int = 0) -> tuple[str, str]:
+    """Write `target/` (the hybrid) and `draft/` (the non-hybrid draft LM, same vocabulary); their paths."""
+    out = Path(out_dir)
+    target = build_hybrid_target(out / "target", seed=seed)
+    draft, _ = build_tiny_pair(out / "draft-base", seed=seed, variant=DRAFT_VARIANT)
+    return target, draft
+
+
+def hybrid_method_models(method: str, pair, engine_config):
+    """setups.HYBRID_METHODS' models and prompts on the hybrid pair (drafters.py's builders make other targets):
+    the draft LM on random prompts; n-gram on prompts that repeat the hybrid target's own continuation
+    (tiny_ngram.py), so that its rounds batch drafting requests beside zero-draft ones (the random target seldom
+    continues a copy as before: most drafts are rejected, which the rollback needs)."""
+    from specbench.selftest.drafters import NUM_PROMPTS, MethodModels
+    from specbench.selftest.tiny import random_prompts
+    from specbench.selftest.tiny_ngram import repeating_prompts
+
+    if method == "draft":
+        return MethodModels(pair.target, pair.draft, tuple(tuple(p) for p in random_prompts(NUM_PROMPTS,
+                                                                                            seed=pair.seed)))
+    prompts = repeating_prompts(pair.target, NUM_PROMPTS, pair.seed, engine_config)
+    return MethodModels(pair.target, None, tuple(tuple(p) for p in prompts))

@@ -1,0 +1,116 @@
+"""The selftest's hybrid tiny target (selftest/tiny_hybrid.py, issue 45): a Qwen3-Next written deterministically per
+seed, in the default `specbench selftest` rows; its reference engine cross-checked against transformers'
+Qwen3NextForCausalLM, its clean rows passing on several seeds, every hybrid-state mutant caught on it by the battery
+(greedy identity or INV-STATE), and its state paths production and taken there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench.check.battery import CHECKS
+from specbench.check.budget import BUDGETS
+from specbench.errors import SpecbenchError
+from specbench.faults import FAULTS
+from specbench.faults.catalog import HYBRID_MUTANTS, hybrid_faults, selftest_faults, window_moe_faults
+from specbench.models.config import ModelConfig
+from specbench.selftest.coverage import format_coverage
+from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
+from specbench.selftest.runner import PLAIN, false_alarms, format_mutation_table, run_selftest, selftest_coverage
+from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED
+
+HYBRID_FAULTS = tuple(m.fault.name for m in HYBRID_MUTANTS)
+STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit"}
+
+
+def _result(row, name: str):
+    return next(r for r in row.results if r.name == name)
+
+
+def test_hybrid_faults_run_on_the_hybrid_target_only():
+    for device in ("cpu", "cuda"):
+        assert hybrid_faults(device) == HYBRID_FAULTS
+        assert not set(HYBRID_FAULTS) & set(selftest_faults(device) + window_moe_faults(device))
+    with pytest.raises(SpecbenchError, match="runs on the selftest's hybrid target"):
+        run_selftest(seeds=(0,), methods=("draft",), faults=HYBRID_FAULTS[:1])  # hybrid off: it would be missed
+
+
+def test_the_target_is_hybrid_deterministic_per_seed_and_its_draft_lm_is_not(tmp_path):
+    from specbench.selftest.tiny_hybrid import build_hybrid_pair
+
+    target, draft = build_hybrid_pair(tmp_path / "a", seed=1)
+    again, _ = build_hybrid_pair(tmp_path / "b", seed=1)
+    other, _ = build_hybrid_pair(tmp_path / "c", seed=2)
+    weights = (Path(target) / "model.safetensors").read_bytes()
+    assert weights == (Path(again) / "model.safetensors").read_bytes()  # same seed, same bytes
+    assert weights != (Path(other) / "model.safetensors").read_bytes()
+    configs = [ModelConfig.from_hf(json.loads((Path(d) / "config.json").read_text())) for d in (target, draft)]
+    assert configs[0].is_hybrid and not configs[1].is_hybrid
+    assert configs[0].vocab_size == configs[1].vocab_size
+
+
+def test_the_cli_default_runs_the_hybrid_target():
+    from specbench.cli.app import app
+
+    args = ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "draft", "--faults", "none", "--checks",
+            "greedy", "--no-window-moe", "--no-chunked"]  # trees: the tree paths are production
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines()  # chain rows (a tree row's second word: t2/6)
+            if line.split()[:1] in ([PLAIN], ["draft"]) and line.split()[1].isdigit()]
+    assert [(r[0], r[2], r[3], r[-1]) for r in rows] == [
+        (PLAIN, "biased", "clean", "ok"), ("draft", "biased", "clean", "ok"),
+        (PLAIN, HYBRID, "clean", "ok"), ("draft", HYBRID, "clean", "ok")], result.output
+    assert "Qwen3NextForCausalLM greedy (fp32 CPU): 6/6 prompts identical" in result.stdout
+    for path in STATE_PATHS:  # production on CPU once the hybrid target runs, and taken
+        assert any(line.startswith(path) and line.endswith("production") for line in result.stdout.splitlines())
+    off = CliRunner().invoke(app, [*args, "--no-hybrid"], catch_exceptions=False)
+    assert off.exit_code == 0 and HYBRID not in off.stdout.split("path (")[0], off.output
+
+
+# What catches the hybrid mutants (greedy, INV-STATE) and reaches every CPU production path; the sampled check and
+# the draft oracle (a third of a hybrid row's time) run on the clean rows of test_clean_hybrid_rows_pass_on_other_seeds.
+MUTANT_CHECKS = ("greedy", "rows", "invariants", "baseline", "metrics")
+
+
+@pytest.mark.slow  # 14 rows on the hybrid target: ~45 s on 2 busy cores
+def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
+    rows = run_selftest(seeds=(0,), methods=HYBRID_METHODS, faults=HYBRID_FAULTS, checks=MUTANT_CHECKS, hybrid=True,
+                        chunked=False)
+    table = format_mutation_table(rows)
+    assert not false_alarms(rows), table
+    on_target = [r for r in rows if r.target == HYBRID]
+    assert not any(r.shape.is_tree or r.chunked for r in on_target), table  # trees are refused on hybrids
+    expected = {(m, n) for m in (PLAIN, *HYBRID_METHODS) for n in HYBRID_FAULTS
+                if m in FAULTS[n].methods and n not in HYBRID_NOT_EXERCISED.get(m, ())}
+    assert {(r.method, r.inject) for r in on_target if r.inject} == expected, table
+    assert {r.inject for r in rows if r.inject} == set(HYBRID_FAULTS), table  # each runs somewhere...
+    assert all(r.target == HYBRID for r in rows if r.inject), table  # ...and on the hybrid target only
+    for row in (r for r in on_target if r.inject is not None):
+        assert row.detected, f"{row.inject} missed on {row.method}:\n{table}"
+    for row in (r for r in on_target if r.inject is None):
+        greedy = _result(row, "greedy")
+        assert "Qwen3NextForCausalLM" in greedy.detail and "6/6 prompts identical" in greedy.detail, greedy.detail
+        if row.method != PLAIN:
+            assert "INV-STATE held" in _result(row, "invariants").detail, table
+            assert not _result(row, "baseline").skipped, _result(row, "baseline").detail  # a shipped baseline
+            assert STATE_PATHS <= _result(row, "greedy").paths, table
+    coverage = selftest_coverage(rows, "cpu", MUTANT_CHECKS)
+    assert coverage.is_complete, format_coverage(coverage)
+    assert STATE_PATHS <= {p.name for p in coverage.required} and STATE_PATHS <= coverage.taken
+    # without the hybrid rows the state paths are not required (no hybrid target ran)
+    dense = selftest_coverage([r for r in rows if r.target != HYBRID], "cpu", MUTANT_CHECKS)
+    assert not STATE_PATHS & {p.name for p in dense.required}
+
+
+@pytest.mark.slow  # the clean hybrid rows of two more seeds, the full battery: ~16 s each
+@pytest.mark.parametrize("seed", [1, 2])
+def test_clean_hybrid_rows_pass_on_other_seeds(tmp_path, seed):
+    plan = plan_seed(SeedTask(str(tmp_path), seed, HYBRID_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], HYBRID))
+    rows = [run_row(task) for task in plan.clean_rows]
+    assert [r.method for r in rows] == [PLAIN, *HYBRID_METHODS]
+    assert not false_alarms(rows), format_mutation_table(rows)
+    assert all(not r.skipped for row in rows[1:] for r in row.results if r.name in ("sampled", "baseline"))
