@@ -46,6 +46,17 @@ class ExecutionPath:
     # Only a CUDA device reaches it in the selftest: the engine captures graphs only on CUDA (tests/engine and
     # tests/eagle replay the graph runners on CPU by capturing by hand), flashinfer runs on CUDA only.
     needs_cuda: bool = False
+    # The pip extra (extras.py) an engine needs to take it at all: where it is not installed, no run takes the path,
+    # so it is production nowhere (the selftest skips the rows that reach it, saying so).
+    extra: str = ""
+
+    def is_production_on(self, device: str) -> bool:
+        """Whether a default run on `device` takes it here (its extra, if any, installed)."""
+        if device not in self.production_on:
+            return False
+        from specbench.extras import is_installed
+
+        return not self.extra or is_installed(self.extra)
 
 
 SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
@@ -140,15 +151,19 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic/chain.py) and "
                   "trees per (depth, rank) (speculation/synthetic/tree.py; --synthetic-acceptance, not lossless)",
                   (), SPECULATIVE),
-    # ---- grammar-constrained decoding (grammar/; opt-in per request) -------------------------------------------
+    # ---- grammar-constrained decoding (grammar/; per request, the `grammar` extra) ----------------------------
+    # A default engine takes these for any constrained request (response_format, regex, tools): production wherever
+    # the extra is installed; the selftest's constrained rows reach them (selftest/constrained.py).
     ExecutionPath("grammar.mask", "verify/sample rows masked by each constrained request's grammar, row i by its "
-                  "state after the drafts before i (grammar/book.py)", ()),
+                  "state after the drafts before i (grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
-                  "before the verify (engine/step_runner.py)", (), SPECULATIVE),
+                  "before the verify (engine/step_runner.py)", ("cpu", "cuda"), SPECULATIVE, extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
-                  "tokens (after a preemption: grammar/book.py)", ()),
+                  "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "
-                  "rows after it masked by the grammar (grammar/book.py)", (), SPECULATIVE),
+                  "rows after it masked by the grammar (grammar/book.py)", ("cpu", "cuda"), SPECULATIVE,
+                  extra="grammar"),
+    # Never production: only an engine that broke its invariant (a mutant's) commits a token its grammar refuses.
     ExecutionPath("grammar.violation", "a committed token the grammar refused (only a mutant's engine): the "
                   "request decodes unconstrained from then on (grammar/book.py)", ()),
 )
@@ -173,7 +188,7 @@ def production_paths(device: str, methods: tuple[str, ...] | None,
                      paths: tuple[ExecutionPath, ...]) -> tuple[ExecutionPath, ...]:
     """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method);
     `paths` with their method groups resolved (speculation/registry.py execution_paths())."""
-    return tuple(p for p in paths if device in p.production_on
+    return tuple(p for p in paths if p.is_production_on(device)
                  and (methods is None or not p.methods or set(p.methods) & set(methods)))
 
 

@@ -35,6 +35,11 @@ def require(name: str) -> None:
         raise SpecbenchError(f"{extra.purpose} needs {', '.join(missing)}: pip install '{DISTRIBUTION}[{name}]'")
 
 
+def is_installed(name: str) -> bool:
+    """Whether every module of the extra `name` is importable (a feature that is optional here is skipped, saying so)."""
+    return all(_find(m) is not None for m in EXTRAS[name].modules)
+
+
 def _find(module: str):
     try:
         return importlib.util.find_spec(module)

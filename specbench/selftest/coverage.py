@@ -60,8 +60,10 @@ def format_coverage(cov: PathCoverage) -> str:
                         for c, t in zip(cov.checks, cov.taken_by_check))
         if p.name in required:
             status = "production" if p.name in cov.taken else "production, UNEXERCISED"
-        elif cov.device in p.production_on:  # none of its methods ran: an `x` came from another method's engine
+        elif p.is_production_on(cov.device):  # none of its methods ran: an `x` came from another method's engine
             status = "production, taken by another method" if p.name in cov.taken else "production, method not run"
+        elif cov.device in p.production_on:  # its extra is not installed: no run here can take it
+            status = f"not production here ({p.extra} extra missing)"
         else:
             status = "taken" if p.name in cov.taken else "not production here"
         lines.append(f"{p.name:<{width}}{cells}   {status}")
