@@ -46,7 +46,9 @@ def check_greedy_constrained(setup: CheckSetup, reference: list[tuple[int, ...]]
     reference = reference if reference is not None else reference_outputs(setup)
     passed, detail, llm = _run(setup, reference)
     detail = f"constrained ({len(setup.grammars)} grammars): {detail}"
-    if preemption:
+    if preemption and not passed:  # caught already: a second witness would only double a mutant row's cost
+        detail += "; forced-preemption run skipped (failed without it)"
+    elif preemption:
         p_passed, p_detail, preempting = _run(setup, reference, **forced_preemption_overrides(setup, llm.tokenizer))
         coverage = preemption_coverage(preempting)
         passed = passed and p_passed
