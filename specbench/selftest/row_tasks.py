@@ -76,7 +76,8 @@ class SeedTask:
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
     trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
     chunked: bool = True  # the chunked rows too (setups.CHUNKED_OPTIONS, every method, seed targets only)
-    constrained: bool = True  # the constrained rows too (selftest/constrained.py, every method, seed targets only)
+    # the constrained rows too (selftest/constrained.py, every method, seed targets only; their check is greedy)
+    constrained: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def plan_seed(task: SeedTask) -> SeedPlan:
         reference, cross_check = references[(setup.engine.target, setup.prompts)]
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget), task.target))
-    if task.constrained and task.target == SEED_TARGET:
+    if task.constrained and "greedy" in task.checks and task.target == SEED_TARGET:
         rows.extend(_constrained_rows(task, setups, references))
     return SeedPlan(task.seed, tuple(rows))
 

@@ -96,8 +96,10 @@ def run_selftest(
         raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
                              f"`specbench gate` (its {stage} stage) does")
     grammar = [f.name for f in chosen if needs_constrained_decoding(f.name)]
-    if grammar and not (constrained and constrained_rows.is_available()):  # no constrained row would host them
-        why = "--no-constrained" if not constrained else constrained_rows.NO_EXTRA
+    hosted = constrained and "greedy" in checks and constrained_rows.is_available()
+    if grammar and not hosted:  # no constrained row would host them
+        why = ("--no-constrained" if not constrained else "their check, greedy, is not run" if "greedy" not in checks
+               else constrained_rows.NO_EXTRA)
         raise SpecbenchError(f"fault {grammar[0]!r} runs on the constrained rows only: {why}")
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")

@@ -35,7 +35,7 @@ def test_selftest_clean_rows_over_ten_seeds_every_method():
     # chains (the tree rows' clean runs: the selftest's default rows and scripts/selftest_false_alarms.sh on CUDA;
     # many seeds of them here would double this test's time)
     rows = run_selftest(seeds=CLEAN_SEEDS, methods=METHODS, faults=("none",), budget=CLEAN_MANY_SEEDS, jobs=2,
-                        trees=False, chunked=False)  # chunked rows: test_selftest_chunked.py
+                        trees=False, chunked=False, constrained=False)  # test_selftest_chunked.py, _constrained.py
     assert [(r.seed, r.method) for r in rows] == [(s, m) for s in CLEAN_SEEDS for m in (PLAIN, *METHODS)]
     assert set(CLEAN_SEEDS) <= set(SHIPPED_SEEDS)
     for row in rows:
