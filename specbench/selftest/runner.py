@@ -85,10 +85,13 @@ def run_selftest(
     one row after another, `on_row` in table order; more: `on_row` in completion order; the CLI's `--jobs auto` is
     parallel.default_jobs); the rows and their order are the same for every value.
     """
+    # the constrained rows that host the grammar faults run (greedy is their check)
+    hosted = constrained and "greedy" in checks and constrained_rows.is_available()
     if faults is None:  # the device's default: path mutants only where their path is production
         faults = selftest_faults(device_class(resolve_device(device).type))
         if window_moe:
             faults += window_moe_faults(device_class(resolve_device(device).type))
+        faults = tuple(n for n in faults if hosted or not needs_constrained_decoding(n))
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
     unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
@@ -96,7 +99,6 @@ def run_selftest(
         raise SpecbenchError(f"fault {unseen[0].name!r} {what}, which the selftest does not check: "
                              f"`specbench gate` (its {stage} stage) does")
     grammar = [f.name for f in chosen if needs_constrained_decoding(f.name)]
-    hosted = constrained and "greedy" in checks and constrained_rows.is_available()
     if grammar and not hosted:  # no constrained row would host them
         why = ("--no-constrained" if not constrained else "their check, greedy, is not run" if "greedy" not in checks
                else constrained_rows.NO_EXTRA)
