@@ -156,8 +156,11 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # the extra is installed; the selftest's constrained rows reach them (selftest/constrained.py).
     ExecutionPath("grammar.mask", "verify/sample rows masked by each constrained request's grammar, row i by its "
                   "state after the drafts before i (grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
+    # Its methods: those whose drafts are not sampled under the mask. The drafters that sample their own logits
+    # (draft LM, EAGLE, MTP) mask each draft step (grammar/draft_mask.py), so a grammar never refuses their drafts
+    # and no run of theirs cuts any; n-gram's lookups are cut.
     ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
-                  "before the verify (engine/step_runner.py)", ("cpu", "cuda"), SPECULATIVE, extra="grammar"),
+                  "before the verify (engine/step_runner.py)", ("cpu", "cuda"), ("ngram",), extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
                   "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "
