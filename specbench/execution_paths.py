@@ -50,14 +50,6 @@ class ExecutionPath:
     # so it is production nowhere (the selftest skips the rows that reach it, saying so).
     extra: str = ""
 
-    def is_production_on(self, device: str) -> bool:
-        """Whether a default run on `device` takes it here (its extra, if any, installed)."""
-        if device not in self.production_on:
-            return False
-        from specbench.extras import is_installed
-
-        return not self.extra or is_installed(self.extra)
-
 
 SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
 DRAFTS_AHEAD = MethodGroup("DraftsAhead")
@@ -187,11 +179,13 @@ def device_class(device_type: str) -> str:
     return device_type
 
 
-def production_paths(device: str, methods: tuple[str, ...] | None,
-                     paths: tuple[ExecutionPath, ...]) -> tuple[ExecutionPath, ...]:
+def production_paths(device: str, methods: tuple[str, ...] | None, paths: tuple[ExecutionPath, ...],
+                     installed: frozenset[str] | None = None) -> tuple[ExecutionPath, ...]:
     """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method);
-    `paths` with their method groups resolved (speculation/registry.py execution_paths())."""
-    return tuple(p for p in paths if p.is_production_on(device)
+    `paths` with their method groups resolved (speculation/registry.py execution_paths()). `installed`: the extras
+    installed here (extras.installed_extras(); None: all), a path of a missing one is production nowhere."""
+    return tuple(p for p in paths if device in p.production_on
+                 and (installed is None or not p.extra or p.extra in installed)
                  and (methods is None or not p.methods or set(p.methods) & set(methods)))
 
 

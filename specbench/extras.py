@@ -40,6 +40,10 @@ def is_installed(name: str) -> bool:
     return all(_find(m) is not None for m in EXTRAS[name].modules)
 
 
+def installed_extras() -> frozenset[str]:
+    return frozenset(name for name in EXTRAS if is_installed(name))
+
+
 def _find(module: str):
     try:
         return importlib.util.find_spec(module)

@@ -101,10 +101,6 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
     """The speculative engine as configured and (preemption) once more with a KV pool that forces preemption.
     `cross_check`: the reference itself against an outside implementation (the selftest's tiny models); a
     disagreement fails the check, since then the reference is no oracle."""
-    if setup.is_constrained:
-        from specbench.check.greedy_constrained import check_greedy_constrained
-
-        return check_greedy_constrained(setup, reference, preemption)
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
     llm = build_llm(setup)

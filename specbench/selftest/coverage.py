@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from specbench.check.result import CheckResult
 from specbench.execution_paths import ExecutionPath, production_paths
+from specbench.extras import installed_extras
 from specbench.speculation.registry import execution_paths
 
 
@@ -28,7 +29,7 @@ class PathCoverage:
     @property
     def required(self) -> tuple[ExecutionPath, ...]:
         """Production paths of this device that engines of these methods can take."""
-        return production_paths(self.device, self.methods, self.paths)
+        return production_paths(self.device, self.methods, self.paths, installed_extras())
 
     @property
     def unexercised(self) -> tuple[str, ...]:
@@ -60,10 +61,10 @@ def format_coverage(cov: PathCoverage) -> str:
                         for c, t in zip(cov.checks, cov.taken_by_check))
         if p.name in required:
             status = "production" if p.name in cov.taken else "production, UNEXERCISED"
-        elif p.is_production_on(cov.device):  # none of its methods ran: an `x` came from another method's engine
+        elif cov.device in p.production_on and p.extra and p.extra not in installed_extras():
+            status = f"not production here ({p.extra} extra missing)"  # no run here can take it
+        elif cov.device in p.production_on:  # none of its methods ran: an `x` came from another method's engine
             status = "production, taken by another method" if p.name in cov.taken else "production, method not run"
-        elif cov.device in p.production_on:  # its extra is not installed: no run here can take it
-            status = f"not production here ({p.extra} extra missing)"
         else:
             status = "taken" if p.name in cov.taken else "not production here"
         lines.append(f"{p.name:<{width}}{cells}   {status}")

@@ -9,6 +9,7 @@ make token boundaries straddle grammar boundaries (`":` , `e,`), as real vocabul
 
 from __future__ import annotations
 
+import json
 import string
 from pathlib import Path
 
@@ -26,27 +27,47 @@ def _merges(count: int) -> list[tuple[str, str]]:
     return pairs[:count]
 
 
+def _byte_alphabet() -> list[str]:
+    """[256] the byte-level characters (GPT-2's byte-to-unicode map: printable bytes stand for themselves, the rest
+    for the characters from U+0100 on), in byte order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+                 *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    shifted = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
+
+
+def _tokenizer_json(vocab: dict[str, int], merges: list[tuple[str, str]]) -> dict:
+    """tokenizer.json of a byte-level BPE (the `tokenizers` library's format; written as data, no training)."""
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i, t in enumerate(SPECIAL_TOKENS)],
+        "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None,
+        "decoder": {**byte_level, "add_prefix_space": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [list(m) for m in merges]},
+    }
+
+
 def write_tiny_tokenizer(out_dir: str | Path) -> str:
     """Write the tokenizer (tokenizer.json and its config) under `out_dir`; returns the directory."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     out = Path(out_dir)
-    if (out / "tokenizer.json").exists():
+    if (out / "tokenizer_config.json").exists():
         return str(out)
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())  # [256] the byte-level characters
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
-    for char in alphabet:
+    for char in sorted(_byte_alphabet()):  # printable ASCII first: ids 4.. are "!", '"', ...
         vocab[char] = len(vocab)
     merges = _merges(VOCAB_SIZE - len(vocab))
     for a, b in merges:
         vocab[a + b] = len(vocab)
     assert len(vocab) == VOCAB_SIZE, len(vocab)
-    bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.add_special_tokens(list(SPECIAL_TOKENS))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=SPECIAL_TOKENS[0], eos_token=EOS_TOKEN,
-                                  pad_token=SPECIAL_TOKENS[3])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_text(json.dumps(_tokenizer_json(vocab, merges)))
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(out / "tokenizer.json"), bos_token=SPECIAL_TOKENS[0],
+                                  eos_token=EOS_TOKEN, pad_token=SPECIAL_TOKENS[3])
     tok.save_pretrained(out)
     return str(out)

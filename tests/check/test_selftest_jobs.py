@@ -75,14 +75,14 @@ def test_cli_clean_rows_only_over_a_seed_range():
     from specbench.cli.app import app
 
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
-                                      "--checks", "greedy", "--jobs", "1", "--no-chunked", "--no-constrained"],
-                                 catch_exceptions=False)
+                                      "--checks", "greedy", "--jobs", "1", "--no-chunked"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
+    rows = [line.split()[:4] for line in result.stdout.splitlines()  # chain rows (a constrained row's 2nd word: grammar)
+            if line.startswith(("none ", "ngram ")) and line.split()[1].isdigit()]
     # Columns method, seed, target (the seed's variant), engine; n-gram has no window + MoE row.
     assert rows == [["none", "0", "biased", "clean"], ["ngram", "0", "biased", "clean"], ["none", "1", "llama", "clean"],
                     ["ngram", "1", "llama", "clean"]]
-    assert "false alarms: 0 of 4 clean rows" in result.stdout
+    assert "false alarms: 0 of 6 clean rows" in result.stdout  # and n-gram's constrained row per seed
     for bad in (["--jobs", "0"], ["--jobs", "many"], ["--seeds", "2-0"]):
         failed = CliRunner().invoke(app, ["selftest", *bad])
         assert isinstance(failed.exception, SpecbenchError), failed.output
