@@ -36,7 +36,7 @@ def require(name: str) -> None:
 
 
 def is_installed(name: str) -> bool:
-    """Whether every module of the extra `name` is importable (a feature that is optional here is skipped, saying so)."""
+    """Whether every module of the extra `name` is importable (what needs a missing one is skipped, saying so)."""
     return all(_find(m) is not None for m in EXTRAS[name].modules)
 
 

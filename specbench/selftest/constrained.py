@@ -37,9 +37,9 @@ def is_available() -> bool:
 
 
 def _marker(tokenizer, output: Sequence[int], start: int) -> str | None:
-    """A token of `output` at one of MARKER_POSITIONS that is not seen before it and encodes back to itself alone
-    (the reasoning gate matches token ids): its text, or None. The search stops at a special token (EOS among them:
-    the constrained request, EOS honoured, would stop there, before any marker)."""
+    """A token of `output` at one of the MARKER_SPAN positions from `start` that is not seen before it and encodes
+    back to itself alone (the reasoning gate matches token ids): its text, or None. The search stops at a special
+    token (EOS among them: the constrained request, EOS honoured, would stop there, before any marker)."""
     specials = set(tokenizer.all_special_ids)
     for p in range(start, min(start + MARKER_SPAN, len(output))):
         token = output[p]

@@ -83,8 +83,8 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker)
     pending: dict[Future, tuple[_Slot, RowTask | None]] = {}
-    # A lane: (method, is a tree row, is a chunked row, is a constrained row); a method's rows of each kind choose their faults apart
-    # (due_faults).
+    # A lane: (method, is a tree row, is a chunked row, is a constrained row); a method's rows of each kind choose
+    # their faults apart (due_faults).
     # (lane, seed index) -> (row, task)
     clean_tasks: dict[tuple[tuple[str, bool, bool, bool], int], tuple[int, RowTask]] = {}
     clean_rows: dict[tuple[tuple[str, bool, bool, bool], int], SelftestRow] = {}

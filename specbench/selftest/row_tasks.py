@@ -20,7 +20,7 @@ from specbench.check.setup import CheckSetup
 from specbench.faults.catalog import (needs_chunked_prefill, needs_constrained_decoding, needs_tree_shape,
                                       needs_window_moe_target)
 from specbench.faults.fault import Fault
-from specbench.selftest import constrained
+from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.reference_baselines import (
     SHIPPED_NUM_STEPS,
@@ -170,10 +170,10 @@ def _constrained_rows(task: SeedTask, setups: dict[str, CheckSetup], references:
     rows = []
     for method, setup in setups.items():
         key = (setup.engine.target, setup.prompts)
-        setup = constrained.constrained_setup(setup, references[key][0], tokenizer_dir)
+        setup = constrained_rows.constrained_setup(setup, references[key][0], tokenizer_dir)
         if key not in constrained_references:
-            constrained_references[key] = (reference_outputs(task.budget.apply(setup)) if constrained.is_available()
-                                           else None)
+            is_available = constrained_rows.is_available()
+            constrained_references[key] = reference_outputs(task.budget.apply(setup)) if is_available else None
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=constrained_references[key], budget=task.budget), task.target))
     return rows
@@ -184,8 +184,8 @@ def run_row(task: RowTask) -> SelftestRow:
     if task.method == PLAIN:
         return _plain_row(task)
     if task.constrained:
-        if not constrained.is_available():
-            return _checks_row(task, task.setup, (), constrained.NO_EXTRA)
+        if not constrained_rows.is_available():
+            return _checks_row(task, task.setup, (), constrained_rows.NO_EXTRA)
         return _checks_row(task, task.setup.with_inject(task.inject), ("greedy",),
                            "constrained decoding: the greedy check only (validity, identity with the plain "
                            "constrained reference)")

@@ -76,8 +76,8 @@ def run_selftest(
     faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
     metrics checks only, where the chunked-prefill faults run. `constrained`: per seed also a constrained row for
     each method (selftest/constrained.py: every prompt under a grammar, the greedy check only), where the grammar
-    faults run; skipped, saying so, without the grammar extra. `faults`: None = the device's default set; () or ("none",) = clean
-    rows only (a false-alarm run).
+    faults run; skipped, saying so, without the grammar extra. `faults`: None = the device's default set (the
+    grammar faults only where a constrained row runs); () or ("none",) = clean rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;

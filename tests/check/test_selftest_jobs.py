@@ -77,7 +77,8 @@ def test_cli_clean_rows_only_over_a_seed_range():
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
                                       "--checks", "greedy", "--jobs", "1", "--no-chunked"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = [line.split()[:4] for line in result.stdout.splitlines()  # chain rows (a constrained row's 2nd word: grammar)
+    # chain rows (a constrained row's second word: grammar)
+    rows = [line.split()[:4] for line in result.stdout.splitlines()
             if line.startswith(("none ", "ngram ")) and line.split()[1].isdigit()]
     # Columns method, seed, target (the seed's variant), engine; n-gram has no window + MoE row.
     assert rows == [["none", "0", "biased", "clean"], ["ngram", "0", "biased", "clean"], ["none", "1", "llama", "clean"],
