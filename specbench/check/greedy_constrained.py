@@ -45,11 +45,13 @@ def check_greedy_constrained(setup: CheckSetup, reference: list[tuple[int, ...]]
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
     passed, detail, llm = _run(setup, reference)
+    tokenizer = llm.tokenizer
+    del llm  # one engine at a time
     detail = f"constrained ({len(setup.grammars)} grammars): {detail}"
     if preemption and not passed:  # caught already: a second witness would only double a mutant row's cost
         detail += "; forced-preemption run skipped (failed without it)"
     elif preemption:
-        p_passed, p_detail, preempting = _run(setup, reference, **forced_preemption_overrides(setup, llm.tokenizer))
+        p_passed, p_detail, preempting = _run(setup, reference, **forced_preemption_overrides(setup, tokenizer))
         coverage = preemption_coverage(preempting)
         passed = passed and p_passed
         detail += (f"; with forced preemption ({num_preemptions(preempting)} preemptions): {p_detail}"
