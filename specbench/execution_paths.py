@@ -49,6 +49,9 @@ class ExecutionPath:
     # A target kind only whose engines can take it ("" = every target): production_paths counts it only where a run
     # included such a target (the selftest's hybrid target: selftest/tiny_hybrid.py).
     target_kind: str = ""
+    # The pip extra (extras.py) an engine needs to take it at all: where it is not installed, no run takes the path,
+    # so it is production nowhere (the selftest skips the rows that reach it, saying so).
+    extra: str = ""
 
 
 HYBRID = "hybrid"  # the target kind of models with recurrent-state layers (Qwen3-Next's Gated DeltaNet)
@@ -151,15 +154,22 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("verify.synthetic", "forced per-position acceptance, chains (speculation/synthetic/chain.py) and "
                   "trees per (depth, rank) (speculation/synthetic/tree.py; --synthetic-acceptance, not lossless)",
                   (), SPECULATIVE),
-    # ---- grammar-constrained decoding (grammar/; opt-in per request) -------------------------------------------
+    # ---- grammar-constrained decoding (grammar/; per request, the `grammar` extra) ----------------------------
+    # A default engine takes these for any constrained request (response_format, regex, tools): production wherever
+    # the extra is installed; the selftest's constrained rows reach them (selftest/constrained.py).
     ExecutionPath("grammar.mask", "verify/sample rows masked by each constrained request's grammar, row i by its "
-                  "state after the drafts before i (grammar/book.py)", ()),
+                  "state after the drafts before i (grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
+    # Its methods: those whose drafts are not sampled under the mask. The drafters that sample their own logits
+    # (draft LM, EAGLE, MTP) mask each draft step (grammar/draft_mask.py), so a grammar never refuses their drafts
+    # and no run of theirs cuts any; n-gram's lookups are cut.
     ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
-                  "before the verify (engine/step_runner.py)", (), SPECULATIVE),
+                  "before the verify (engine/step_runner.py)", ("cpu", "cuda"), ("ngram",), extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
-                  "tokens (after a preemption: grammar/book.py)", ()),
+                  "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "
-                  "rows after it masked by the grammar (grammar/book.py)", (), SPECULATIVE),
+                  "rows after it masked by the grammar (grammar/book.py)", ("cpu", "cuda"), SPECULATIVE,
+                  extra="grammar"),
+    # Never production: only an engine that broke its invariant (a mutant's) commits a token its grammar refuses.
     ExecutionPath("grammar.violation", "a committed token the grammar refused (only a mutant's engine): the "
                   "request decodes unconstrained from then on (grammar/book.py)", ()),
 )
@@ -180,13 +190,16 @@ def device_class(device_type: str) -> str:
     return device_type
 
 
-def production_paths(device: str, methods: tuple[str, ...] | None,
-                     paths: tuple[ExecutionPath, ...], target_kinds: tuple[str, ...] = ()) -> tuple[ExecutionPath, ...]:
+def production_paths(device: str, methods: tuple[str, ...] | None, paths: tuple[ExecutionPath, ...],
+                     target_kinds: tuple[str, ...] = (),
+                     installed: frozenset[str] | None = None) -> tuple[ExecutionPath, ...]:
     """The production paths of `device` ('cpu' | 'cuda') that engines of `methods` can take (None: any method) on
     targets of the kinds `target_kinds` (a path of a target kind outside it is left out: no such target ran);
-    `paths` with their method groups resolved (speculation/registry.py execution_paths())."""
+    `paths` with their method groups resolved (speculation/registry.py execution_paths()). `installed`: the extras
+    installed here (extras.installed_extras(); None: all), a path of a missing one is production nowhere."""
     return tuple(p for p in paths if device in p.production_on
                  and (not p.target_kind or p.target_kind in target_kinds)
+                 and (installed is None or not p.extra or p.extra in installed)
                  and (methods is None or not p.methods or set(p.methods) & set(methods)))
 
 

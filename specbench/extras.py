@@ -35,6 +35,15 @@ def require(name: str) -> None:
         raise SpecbenchError(f"{extra.purpose} needs {', '.join(missing)}: pip install '{DISTRIBUTION}[{name}]'")
 
 
+def is_installed(name: str) -> bool:
+    """Whether every module of the extra `name` is importable (what needs a missing one is skipped, saying so)."""
+    return all(_find(m) is not None for m in EXTRAS[name].modules)
+
+
+def installed_extras() -> frozenset[str]:
+    return frozenset(name for name in EXTRAS if is_installed(name))
+
+
 def _find(module: str):
     try:
         return importlib.util.find_spec(module)

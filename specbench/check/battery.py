@@ -9,6 +9,7 @@ from specbench.check.baseline import BASELINE_ALPHA, AcceptanceBaseline, check_b
 from specbench.check.budget import BUDGETS, Budget
 from specbench.check.crash import run_guarded
 from specbench.check.greedy import check_greedy
+from specbench.check.greedy_constrained import check_greedy_constrained
 from specbench.check.invariant_sweep import check_invariants
 from specbench.check.metrics_check import check_metrics
 from specbench.check.names import CHECKS
@@ -39,9 +40,16 @@ def _baseline(setup: CheckSetup, ctx: CheckContext) -> CheckResult:
     return check_baseline(setup, ctx.baseline, ctx.baseline_alpha, ctx.baseline_source)
 
 
+def _greedy(setup: CheckSetup, ctx: CheckContext) -> CheckResult:
+    """Lossless greedy; on a constrained setup (CheckSetup.grammars) also every output valid under its grammar."""
+    if setup.is_constrained:
+        return check_greedy_constrained(setup, ctx.reference, preemption=ctx.budget.preemption_reruns)
+    return check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns,
+                        cross_check=ctx.reference_cross_check)
+
+
 CHECK_FUNCTIONS: dict[str, Callable[[CheckSetup, CheckContext], CheckResult]] = {
-    "greedy": lambda setup, ctx: check_greedy(setup, ctx.reference, preemption=ctx.budget.preemption_reruns,
-                                              cross_check=ctx.reference_cross_check),
+    "greedy": _greedy,
     "sampled": lambda setup, ctx: check_sampled(setup, engine_runs=ctx.budget.sampled_engine_runs),
     "rows": lambda setup, ctx: check_rows(setup),
     "oracle": lambda setup, ctx: check_oracle(setup, preemption=ctx.budget.preemption_reruns),

@@ -27,7 +27,7 @@ class Budget:
     def apply(self, setup: CheckSetup) -> CheckSetup:
         prompts = setup.prompts if self.max_prompts is None else setup.prompts[: self.max_prompts]
         tokens = setup.max_tokens if self.max_tokens is None else min(setup.max_tokens, self.max_tokens)
-        return replace(setup, prompts=prompts, max_tokens=tokens)
+        return replace(setup, prompts=prompts, max_tokens=tokens, grammars=setup.grammars[: len(prompts)])
 
 
 BUDGETS = {

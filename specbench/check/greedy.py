@@ -18,10 +18,19 @@ def greedy_params(setup: CheckSetup) -> SamplingParams:
     return SamplingParams(max_tokens=setup.max_tokens, ignore_eos=True)
 
 
+def request_params(setup: CheckSetup) -> SamplingParams | list[SamplingParams]:
+    """The greedy check's requests: EOS ignored (every request runs max_tokens), or on a constrained setup each
+    prompt's grammar, EOS honoured (a finished document ends there: the grammar allows only EOS after it)."""
+    if not setup.is_constrained:
+        return greedy_params(setup)
+    return [SamplingParams(max_tokens=setup.max_tokens, grammar=g) for g in setup.grammars]
+
+
 def reference_outputs(setup: CheckSetup) -> list[tuple[int, ...]]:
     """Plain greedy decoding by the reference engine (check/reference.py: synchronous, eager, unfused torch; no
-    draft, no fault): the oracle every speculative run is compared with."""
-    outs = build_reference_llm(setup.engine).generate(prompt_list(setup), greedy_params(setup))
+    draft, no fault): the oracle every speculative run is compared with. On a constrained setup the reference decodes
+    under the same grammars: one masked row per step, no drafts to walk, reject or roll back."""
+    outs = build_reference_llm(setup.engine).generate(prompt_list(setup), request_params(setup))
     return [o.output_token_ids for o in outs]
 
 
@@ -36,7 +45,7 @@ def divergence_margins(setup: CheckSetup, prompts: list[tuple[int, ...]], refere
             for prompt, reference, d in zip(prompts, references, positions)]
 
 
-def _verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple[bool, str]:
+def lossless_verdict(setup: CheckSetup, outs, reference: list[tuple[int, ...]]) -> tuple[bool, str]:
     """fp32: every request identical. bf16/fp16: batched verify and single-token decode may flip a near-tied argmax,
     so each first divergence is classified by the clean target's top-2 margin there; only divergent ones fail
     (verification/lossless.py's rule; a request is a pair keyed by its index)."""
@@ -83,7 +92,7 @@ def greedy_prefix_scenario(setup: CheckSetup, tokenizer) -> tuple[bool, str]:
     del llm
     reference = build_reference_llm(setup.engine).generate([list(o.prompt_token_ids) for o in outs],
                                                            greedy_params(setup))
-    passed, detail = _verdict(setup, outs, [o.output_token_ids for o in reference])
+    passed, detail = lossless_verdict(setup, outs, [o.output_token_ids for o in reference])
     return passed, f"with shared prefixes ({summary}): {detail}"
 
 
@@ -95,7 +104,7 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
     start = time.perf_counter()
     reference = reference if reference is not None else reference_outputs(setup)
     llm = build_llm(setup)
-    passed, detail = _verdict(setup, llm.generate(prompt_list(setup), greedy_params(setup)), reference)
+    passed, detail = lossless_verdict(setup, llm.generate(prompt_list(setup), greedy_params(setup)), reference)
     tokenizer = llm.tokenizer
     del llm  # one engine at a time
     if cross_check is not None:
@@ -106,7 +115,8 @@ def check_greedy(setup: CheckSetup, reference: list[tuple[int, ...]] | None = No
         passed = passed and s_passed
         detail += f"; {s_detail}"
         preempting = build_llm(setup, **forced_preemption_overrides(setup, tokenizer))
-        p_passed, p_detail = _verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)), reference)
+        p_passed, p_detail = lossless_verdict(setup, preempting.generate(prompt_list(setup), greedy_params(setup)),
+                                              reference)
         coverage = preemption_coverage(preempting)
         passed = passed and p_passed
         detail += (f"; with forced preemption ({num_preemptions(preempting)} preemptions): {p_detail}"

@@ -9,6 +9,7 @@ from specbench.check.path_log import PathLog
 from specbench.check.result import NOT_COVERED
 from specbench.config import EngineConfig
 from specbench.faults import injection
+from specbench.grammar.spec import GrammarSpec
 from specbench.llm import LLM
 from specbench.speculation.draft_shape import CHAIN, DraftShape
 
@@ -25,6 +26,13 @@ class CheckSetup:
     # The drafts' shape on the engines under test (a tree: eagle_topk > 1, every decode round a tree round); the
     # references decode plainly whatever it is.
     draft_shape: DraftShape = CHAIN
+    # [num_prompts] each prompt's grammar (constrained decoding, grammar/): the greedy check's requests decode under
+    # it, EOS honoured, against the plain constrained reference; () = unconstrained (EOS ignored).
+    grammars: tuple[GrammarSpec, ...] = ()
+
+    @property
+    def is_constrained(self) -> bool:
+        return bool(self.grammars)
 
     def with_engine(self, **changes) -> CheckSetup:
         return replace(self, engine=replace(self.engine, **changes))

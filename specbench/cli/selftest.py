@@ -64,6 +64,10 @@ def selftest(
     chunked: Annotated[bool, typer.Option("--chunked/--no-chunked", help="also run each method with chunked prefill "
                                           "(8-token steps; greedy check against whole-prompt prefill, metrics check), where the "
                                           "chunked-prefill faults run")] = True,
+    constrained: Annotated[bool, typer.Option("--constrained/--no-constrained", help="also run each method with "
+                                              "every request under a grammar (JSON schema, regex; greedy check: "
+                                              "validity and identity with plain constrained decoding), where the "
+                                              "grammar faults run; skipped without the grammar extra")] = True,
     quiet: sweep_option("quiet") = False,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "
                                               "should catch it) and exit", callback=_list_faults,
@@ -89,7 +93,8 @@ def selftest(
     rows, seconds = timed_selftest(seeds=seed_list, methods=_names(methods) or METHODS,
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
-                                   window_moe=window_moe, trees=trees, chunked=chunked, hybrid=hybrid)
+                                   window_moe=window_moe, trees=trees, chunked=chunked, hybrid=hybrid,
+                                   constrained=constrained)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

@@ -162,9 +162,10 @@ TREE_MUTANTS: tuple[type[Mutant], ...] = (
 # tests/faults/test_chunk_mutants.py shows each passing without chunking and caught with it.
 CHUNK_MUTANTS: tuple[type[Mutant], ...] = (ChunkPositionsShifted, ChunkLogitsRowShifted, ChunkFeatureStartLost)
 
-# Grammar-constrained decoding only (layer "grammar"): inert on unconstrained requests, which are all the selftest
-# runs; tests/engine/test_grammar_mutants.py catches each (validity and greedy identity with the plain constrained
-# engine), `specbench gate --stages structured` through `serve --inject`.
+# Grammar-constrained decoding only (layer "grammar"): inert on unconstrained requests, so the selftest runs them on
+# its constrained rows only (selftest/constrained.py: validity and greedy identity with the plain constrained
+# reference), where the grammar extra is installed; tests/engine/test_grammar_mutants.py catches each on the engine
+# alone, `specbench gate --stages structured` through `serve --inject`.
 GRAMMAR_MUTANTS: tuple[type[Mutant], ...] = (
     GrammarAdvancedOverRejected,
     GrammarMaskShifted,
@@ -205,11 +206,16 @@ NO_FAULT_NAMES = ("", "none")
 def selftest_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on a device class ('cpu' | 'cuda'): every phase-hook mutant, and the
     path mutants whose path is production there (a bug on a path the device never takes cannot show), the tree
-    mutants (its tree rows) and the chunked-prefill mutants (its chunked rows). Logprobs-only mutants are not run: the
-    selftest compares tokens, which they leave exact."""
+    mutants (its tree rows), the chunked-prefill mutants (its chunked rows) and, where the grammar extra is installed,
+    the grammar mutants (its constrained rows). Logprobs-only mutants are not run: the selftest compares tokens,
+    which they leave exact."""
+    from specbench.extras import is_installed
+
+    grammar = GRAMMAR_MUTANTS if is_installed("grammar") else ()
     return tuple(m.fault.name for m in MUTANTS) + tuple(
         m.fault.name for m in PATH_MUTANTS if device in execution_path(m.fault.path).production_on) + tuple(
-        m.fault.name for m in TREE_MUTANTS) + tuple(m.fault.name for m in CHUNK_MUTANTS)
+        m.fault.name for m in TREE_MUTANTS) + tuple(m.fault.name for m in CHUNK_MUTANTS) + tuple(
+        m.fault.name for m in grammar)
 
 
 def window_moe_faults(device: str) -> tuple[str, ...]:
@@ -236,6 +242,9 @@ def needs_hybrid_target(name: str) -> bool:
     return name in _HYBRID_FAULTS
 
 
+_GRAMMAR_FAULTS = frozenset(m.fault.name for m in GRAMMAR_MUTANTS)
+
+
 def needs_tree_shape(name: str) -> bool:
     """Whether a fault acts only on tree rounds (the selftest runs it on its tree rows alone)."""
     return name in _TREE_FAULTS
@@ -244,6 +253,12 @@ def needs_tree_shape(name: str) -> bool:
 def needs_chunked_prefill(name: str) -> bool:
     """Whether a fault acts only on chunked prefill (the selftest runs it on its chunked rows alone)."""
     return name in _CHUNK_FAULTS
+
+
+def needs_constrained_decoding(name: str) -> bool:
+    """Whether a fault acts only on grammar-constrained requests (the selftest runs it on its constrained rows
+    alone)."""
+    return name in _GRAMMAR_FAULTS
 
 
 def needs_window_moe_target(name: str) -> bool:

@@ -25,7 +25,7 @@ LAYERS: dict[str, Layer] = {
     "metrics": Layer("corrupts recorded statistics only", "metrics"),
     "logprobs": Layer("corrupts reported logprobs only", "gate's logprobs stage, not the selftest"),
     "speed": Layer("slows speculation only", "gate's speed stage, not the selftest"),
-    "grammar": Layer("corrupts grammar-constrained output only", "tests/engine/test_grammar_mutants.py, gate's "
+    "grammar": Layer("corrupts grammar-constrained output only", "greedy (the selftest's constrained rows), gate's "
                      "structured stage"),
     "stress": Layer("corrupts the output (or stops drafting) only under one condition: concurrency, length, batch "
                     "shape, zero-draft rounds", "`specbench stress`, not the gentle gate"),

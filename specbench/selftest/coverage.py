@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from specbench.check.result import CheckResult
 from specbench.execution_paths import ExecutionPath, production_paths
+from specbench.extras import installed_extras
 from specbench.speculation.registry import execution_paths
 
 
@@ -29,7 +30,7 @@ class PathCoverage:
     @property
     def required(self) -> tuple[ExecutionPath, ...]:
         """Production paths of this device that engines of these methods can take."""
-        return production_paths(self.device, self.methods, self.paths, self.target_kinds)
+        return production_paths(self.device, self.methods, self.paths, self.target_kinds, installed_extras())
 
     @property
     def unexercised(self) -> tuple[str, ...]:
@@ -64,6 +65,8 @@ def format_coverage(cov: PathCoverage) -> str:
             status = "production" if p.name in cov.taken else "production, UNEXERCISED"
         elif cov.device in p.production_on and p.target_kind and p.target_kind not in cov.target_kinds:
             status = f"production, no {p.target_kind} target run"
+        elif cov.device in p.production_on and p.extra and p.extra not in installed_extras():
+            status = f"not production here ({p.extra} extra missing)"  # no run here can take it
         elif cov.device in p.production_on:  # none of its methods ran: an `x` came from another method's engine
             status = "production, taken by another method" if p.name in cov.taken else "production, method not run"
         else:

@@ -83,20 +83,20 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker)
     pending: dict[Future, tuple[_Slot, RowTask | None]] = {}
-    # A lane: (method, is a tree row, is a chunked row); a method's rows of each kind choose their faults apart
-    # (due_faults).
+    # A lane: (method, is a tree row, is a chunked row, is a constrained row); a method's rows of each kind choose
+    # their faults apart (due_faults).
     # (lane, seed index) -> (row, task)
-    clean_tasks: dict[tuple[tuple[str, bool, bool], int], tuple[int, RowTask]] = {}
-    clean_rows: dict[tuple[tuple[str, bool, bool], int], SelftestRow] = {}
-    next_seed: dict[tuple[str, bool, bool], int] = {}  # lane -> the seed index whose faults are chosen next
-    done: dict[tuple[str, str, bool, bool], set[str]] = {}  # due_faults' bookkeeping, per method, target, kind
+    clean_tasks: dict[tuple[tuple[str, bool, bool, bool], int], tuple[int, RowTask]] = {}
+    clean_rows: dict[tuple[tuple[str, bool, bool, bool], int], SelftestRow] = {}
+    next_seed: dict[tuple[str, bool, bool, bool], int] = {}  # lane -> the seed index whose faults are chosen next
+    done: dict[tuple[str, str, bool, bool, bool], set[str]] = {}  # due_faults' bookkeeping, per method, target, kind
     indices = target_indices(seed_tasks)  # due_faults' seed index: among the tasks of the same target
     rows: dict[tuple[int, int, int], SelftestRow] = {}
 
     def submit(slot: _Slot, task: RowTask) -> None:
         pending[pool.submit(run_row, task)] = (slot, task)
 
-    def choose_faults(lane: tuple[str, bool, bool]) -> None:
+    def choose_faults(lane: tuple[str, bool, bool, bool]) -> None:
         """Fault rows of `lane` at every seed index whose clean rows up to it are in, in seed order."""
         i = next_seed.setdefault(lane, 0)
         while (lane, i) in clean_rows:

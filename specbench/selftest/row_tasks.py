@@ -17,9 +17,11 @@ from specbench.check.greedy import reference_outputs
 from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
-from specbench.faults.catalog import (needs_chunked_prefill, needs_hybrid_target, needs_tree_shape,
+from specbench.faults.catalog import (needs_chunked_prefill, needs_constrained_decoding, needs_hybrid_target,
+                                      needs_tree_shape,
                                       needs_window_moe_target)
 from specbench.faults.fault import Fault
+from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.hf_reference import cross_check_reference
 from specbench.selftest.reference_baselines import (
     SHIPPED_NUM_STEPS,
@@ -51,11 +53,13 @@ class SelftestRow:
     target: str = SEED_TARGET  # "" = the seed's own tiny target; else setups.TARGETS' extra target
     shape: DraftShape = CHAIN  # the drafts' shape (a tree row: setups.TREE_SHAPE)
     chunked: bool = False  # a chunked row (setups.CHUNKED_OPTIONS): the greedy and metrics checks only
+    constrained: bool = False  # a constrained row (selftest/constrained.py): the greedy check only
 
     @property
-    def lane(self) -> tuple[str, bool, bool]:
-        """(method, tree row, chunked row): a method's rows of each kind choose their faults apart (due_faults)."""
-        return self.method, self.shape.is_tree, self.chunked
+    def lane(self) -> tuple[str, bool, bool, bool]:
+        """(method, tree row, chunked row, constrained row): a method's rows of each kind choose their faults apart
+        (due_faults)."""
+        return self.method, self.shape.is_tree, self.chunked, self.constrained
 
     @property
     def detected(self) -> bool:
@@ -76,6 +80,8 @@ class SeedTask:
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
     trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
     chunked: bool = True  # the chunked rows too (setups.CHUNKED_OPTIONS, every method, seed targets only)
+    # the constrained rows too (selftest/constrained.py, every method, seed targets only; their check is greedy)
+    constrained: bool = True
 
 
 @dataclass(frozen=True)
@@ -101,8 +107,12 @@ class RowTask:
         return self.setup.engine.enable_chunked_prefill
 
     @property
-    def lane(self) -> tuple[str, bool, bool]:
-        return self.method, self.shape.is_tree, self.chunked
+    def constrained(self) -> bool:
+        return self.setup.is_constrained
+
+    @property
+    def lane(self) -> tuple[str, bool, bool, bool]:
+        return self.method, self.shape.is_tree, self.chunked, self.constrained
 
 
 @dataclass(frozen=True)
@@ -148,13 +158,41 @@ def plan_seed(task: SeedTask) -> SeedPlan:
         reference, cross_check = references[(setup.engine.target, setup.prompts)]
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget), task.target))
+    if task.constrained and "greedy" in task.checks and task.target == SEED_TARGET:
+        rows.extend(_constrained_rows(task, setups, references))
     return SeedPlan(task.seed, tuple(rows))
+
+
+def _constrained_rows(task: SeedTask, setups: dict[str, CheckSetup], references: dict) -> list[RowTask]:
+    """Constrained rows: every method once more, each prompt under a grammar (selftest/constrained.py), its greedy
+    check against the plain constrained reference (computed here once per target and prompts; none without the
+    grammar extra: run_row skips the rows, saying so)."""
+    from specbench.selftest.tiny_tokenizer import write_tiny_tokenizer
+
+    tokenizer_dir = write_tiny_tokenizer(f"{task.root}/{task.seed}-tokenizer")
+    constrained_references: dict[tuple, list[tuple[int, ...]] | None] = {}
+    rows = []
+    for method, setup in setups.items():
+        key = (setup.engine.target, setup.prompts)
+        setup = constrained_rows.constrained_setup(setup, references[key][0], tokenizer_dir)
+        if key not in constrained_references:
+            is_available = constrained_rows.is_available()
+            constrained_references[key] = reference_outputs(task.budget.apply(setup)) if is_available else None
+        rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
+            reference=constrained_references[key], budget=task.budget), task.target))
+    return rows
 
 
 def run_row(task: RowTask) -> SelftestRow:
     """The row's checks (a worker entry point); a check that raises is a crashed result (check/crash.py)."""
     if task.method == PLAIN:
         return _plain_row(task)
+    if task.constrained:
+        if not constrained_rows.is_available():
+            return _checks_row(task, task.setup, (), constrained_rows.NO_EXTRA)
+        return _checks_row(task, task.setup.with_inject(task.inject), ("greedy",),
+                           "constrained decoding: the greedy check only (validity, identity with the plain "
+                           "constrained reference)")
     if task.chunked:
         return _checks_row(task, task.setup.with_inject(task.inject), ("greedy", "metrics"),
                            "chunked prefill: the greedy and metrics checks only")
@@ -175,11 +213,12 @@ def _checks_row(task: RowTask, setup: CheckSetup, names: tuple[str, ...], why: s
     ran = dict(zip((n for n in task.checks if n in names),
                    run_checks(setup, tuple(n for n in task.checks if n in names), task.context)))
     results = tuple(ran.get(name) or CheckResult(name, True, why, 0.0, skipped=True) for name in task.checks)
-    return SelftestRow(task.method, task.seed, task.inject, results, task.target, task.shape, task.chunked)
+    return SelftestRow(task.method, task.seed, task.inject, results, task.target, task.shape, task.chunked,
+                       task.constrained)
 
 
 def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: SelftestRow,
-               done: dict[tuple[str, str, bool, bool], set[str]]) -> list[Fault]:
+               done: dict[tuple[str, str, bool, bool, bool], set[str]]) -> list[Fault]:
     """The faults `method` hosts that run at this seed (and are marked done): a phase-hook fault on the first seed of
     its target; a path mutant on the first seed whose clean row took its path (the biased tiny target never reaches
     the fused projections, say), so that a bug on a path this seed's models never take is not counted as missed. A
@@ -187,17 +226,19 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     MoE target only (inert on the seeds' full-attention dense targets), the hybrid-state faults on the hybrid target
     only (no other target has recurrent state), every other fault on the seeds' targets only; the tree faults on tree
     rows only (inert on chain rounds), every other fault on chain rows only; the chunked prefill faults on chunked
-    rows only, every other fault on whole-prompt rows only.
+    rows only, every other fault on whole-prompt rows only; the grammar faults on constrained rows only (inert on
+    unconstrained requests), every other fault on unconstrained rows only.
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
     taken = frozenset().union(*(r.paths for r in clean.results))
-    ran = done.setdefault((method, clean.target, clean.shape.is_tree, clean.chunked), set())
+    ran = done.setdefault((method, clean.target, clean.shape.is_tree, clean.chunked, clean.constrained), set())
     due = [f for f in chosen if method in f.methods and f.name not in ran
            and needs_window_moe_target(f.name) == (clean.target == WINDOW_MOE)
            and needs_hybrid_target(f.name) == (clean.target == HYBRID)
            and needs_tree_shape(f.name) == clean.shape.is_tree
            and needs_chunked_prefill(f.name) == clean.chunked
            and not (clean.target == HYBRID and f.name in HYBRID_NOT_EXERCISED.get(method, ()))
+           and needs_constrained_decoding(f.name) == clean.constrained
            and (f.path in taken if f.path else seed_index == 0)]
     ran.update(f.name for f in due)
     return due

@@ -25,9 +25,11 @@ from specbench.errors import SpecbenchError
 from specbench.execution_paths import HYBRID as HYBRID_KIND
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
-from specbench.faults.catalog import hybrid_faults, needs_hybrid_target, selftest_faults, window_moe_faults
+from specbench.faults.catalog import (hybrid_faults, needs_constrained_decoding, needs_hybrid_target,
+                                      selftest_faults, window_moe_faults)
 from specbench.faults.fault import LAYERS
 from specbench.runs.phase_progress import PhaseProgress
+from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.parallel import run_parallel
 from specbench.selftest.row_tasks import (
@@ -58,9 +60,9 @@ __all__ = ["KV_CACHE_GB", "METHODS", "PLAIN", "SelftestRow", "false_alarms", "fo
            "run_selftest", "selftest_coverage", "selftest_ok", "selftest_setups", "timed_selftest"]
 
 
-# Fault layers whose bugs leave tokens and statistics exact: what they corrupt, and the gate stage that sees it.
-# Faults the selftest cannot see (tokens and statistics stay exact): layer -> the gate stage that does.
-GATE_ONLY_LAYERS = {"logprobs": "logprobs", "grammar": "structured", "speed": "speed", "stress": "stress"}
+# Faults the selftest cannot see (tokens and statistics stay exact, or only a condition its rows never create):
+# layer -> the gate stage that does. (Grammar faults run on the constrained rows.)
+GATE_ONLY_LAYERS = {"logprobs": "logprobs", "speed": "speed", "stress": "stress"}
 
 
 def run_selftest(
@@ -68,7 +70,7 @@ def run_selftest(
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
     budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
-    chunked: bool = True, hybrid: bool = False,
+    chunked: bool = True, hybrid: bool = False, constrained: bool = True,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
@@ -78,8 +80,10 @@ def run_selftest(
     (setups.HYBRID_METHODS of `methods`, and its plain row), where the hybrid-state faults run.
     `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
     faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
-    metrics checks only, where the chunked-prefill faults run. `faults`: None = the device's default set; () or ("none",) = clean
-    rows only (a false-alarm run).
+    metrics checks only, where the chunked-prefill faults run. `constrained`: per seed also a constrained row for
+    each method (selftest/constrained.py: every prompt under a grammar, the greedy check only), where the grammar
+    faults run; skipped, saying so, without the grammar extra. `faults`: None = the device's default set (the
+    grammar faults only where a constrained row runs); () or ("none",) = clean rows only (a false-alarm run).
 
     The baseline each row is checked against is the shipped reference for the seed and method
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
@@ -87,12 +91,15 @@ def run_selftest(
     one row after another, `on_row` in table order; more: `on_row` in completion order; the CLI's `--jobs auto` is
     parallel.default_jobs); the rows and their order are the same for every value.
     """
+    # the constrained rows that host the grammar faults run (greedy is their check)
+    hosted = constrained and "greedy" in checks and constrained_rows.is_available()
     if faults is None:  # the device's default: path mutants only where their path is production
         faults = selftest_faults(device_class(resolve_device(device).type))
         if window_moe:
             faults += window_moe_faults(device_class(resolve_device(device).type))
         if hybrid:
             faults += hybrid_faults(device_class(resolve_device(device).type))
+        faults = tuple(n for n in faults if hosted or not needs_constrained_decoding(n))
     chosen = [f for f in (resolve_fault(n) for n in faults) if f is not None]  # unknown names fail here; none: none
     unseen = [f for f in chosen if f.layer in GATE_ONLY_LAYERS]
     if unseen:  # the selftest compares tokens and statistics, which these leave exact: it would report them missed
@@ -103,6 +110,11 @@ def run_selftest(
     if stateful and not (hybrid and target_methods(HYBRID, tuple(methods))):  # inert elsewhere: it would be missed
         raise SpecbenchError(f"fault {stateful[0].name!r} acts on a hybrid target's recurrent state: it runs on the "
                              f"selftest's hybrid target (--hybrid, with a method of {', '.join(HYBRID_METHODS)})")
+    grammar = [f.name for f in chosen if needs_constrained_decoding(f.name)]
+    if grammar and not hosted:  # no constrained row would host them
+        why = ("--no-constrained" if not constrained else "their check, greedy, is not run" if "greedy" not in checks
+               else constrained_rows.NO_EXTRA)
+        raise SpecbenchError(f"fault {grammar[0]!r} runs on the constrained rows only: {why}")
     if not seeds:
         raise SpecbenchError("selftest needs at least one seed")
     if not checks or set(checks) - set(CHECKS):
@@ -114,7 +126,7 @@ def run_selftest(
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget,
-                          trees=trees, chunked=chunked) for seed in seeds]
+                          trees=trees, chunked=chunked, constrained=constrained) for seed in seeds]
         if window_moe and target_methods(WINDOW_MOE, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, WINDOW_MOE))
@@ -124,7 +136,8 @@ def run_selftest(
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
-        done: dict[tuple[str, str, bool, bool], set[str]] = {}  # (method, target, tree, chunked) -> faults run
+        # (method, target, tree, chunked, constrained) -> faults run
+        done: dict[tuple[str, str, bool, bool, bool], set[str]] = {}
         for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
                 rows.append(run_row(clean_task))
@@ -186,10 +199,11 @@ def row_progress(quiet: bool) -> Callable[[SelftestRow], None] | None:
 
 
 def method_label(row: SelftestRow) -> str:
-    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`), `chunked` on a chunked row."""
+    """The method, and its tree shape on a tree row (e.g. `eagle3 t2/6`), `chunked` on a chunked row, `grammar` on
+    a constrained row."""
     shape = row.shape
     label = row.method if not shape.is_tree else f"{row.method} t{shape.eagle_topk}/{shape.num_draft_tokens or 'all'}"
-    return f"{label} chunked" if row.chunked else label
+    return label + (" chunked" if row.chunked else "") + (" grammar" if row.constrained else "")
 
 
 def false_alarms(rows: list[SelftestRow]) -> list[SelftestRow]:

@@ -36,11 +36,14 @@ def test_selftest_clean_rows_over_ten_seeds_every_method():
     # many seeds of them here would double this test's time)
     rows = run_selftest(seeds=CLEAN_SEEDS, methods=METHODS, faults=("none",), budget=CLEAN_MANY_SEEDS, jobs=2,
                         trees=False, chunked=False)  # chunked rows: test_selftest_chunked.py
-    assert [(r.seed, r.method) for r in rows] == [(s, m) for s in CLEAN_SEEDS for m in (PLAIN, *METHODS)]
+    # per seed the plain row, each method's chain row, then each method's constrained row (selftest/constrained.py)
+    assert [(r.seed, r.method, r.constrained) for r in rows] == [
+        (s, m, c) for s in CLEAN_SEEDS for m, c in ((PLAIN, False), *((m, False) for m in METHODS),
+                                                   *((m, True) for m in METHODS))]
     assert set(CLEAN_SEEDS) <= set(SHIPPED_SEEDS)
     for row in rows:
         skipped = {r.name for r in row.results if r.skipped}
-        assert "baseline" not in skipped or row.method == PLAIN, row
+        assert "baseline" not in skipped or row.method == PLAIN or row.constrained, row  # those: greedy only
     table = format_mutation_table(rows)
     print(table)
     assert not false_alarms(rows), table

@@ -13,7 +13,8 @@ CHUNK_FAULTS = tuple(m.fault.name for m in CHUNK_MUTANTS)
 def test_chunked_rows_pass_clean_and_catch_every_chunk_mutant():
     checks = ("greedy", "metrics")
     # eagle3 hosts all three (the target-side ones every method does, tests/faults/test_chunk_mutants.py)
-    rows = run_selftest(seeds=(0,), methods=("eagle3",), faults=CHUNK_FAULTS, checks=checks, trees=False)
+    rows = run_selftest(seeds=(0,), methods=("eagle3",), faults=CHUNK_FAULTS, checks=checks, trees=False,
+                        constrained=False)  # the constrained rows: test_selftest_constrained.py
     table = format_mutation_table(rows, checks)
     assert selftest_ok(rows), table
     clean_chunked = [r for r in rows if r.chunked and r.inject is None]
@@ -33,7 +34,7 @@ def test_chunked_rows_are_planned_last_on_the_seed_targets_only(tmp_path):
     from specbench.selftest.setups import CHUNKED_OPTIONS, WINDOW_MOE
 
     rows = plan_seed(SeedTask(str(tmp_path), 0, ("ngram", "draft"), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
-                              trees=False)).clean_rows
+                              trees=False, constrained=False)).clean_rows
     assert [(r.method, r.chunked) for r in rows] == [("none", False), ("ngram", False), ("draft", False),
                                                      ("ngram", True), ("draft", True)]
     assert all(getattr(rows[-1].setup.engine, k) == v for k, v in CHUNKED_OPTIONS.items())

@@ -29,8 +29,9 @@ def _verdicts(rows) -> list[tuple]:
 @pytest.mark.slow  # two spawned workers import torch and the engine: ~60 s on 2 busy cores
 def test_jobs_2_gives_the_sequential_rows_in_table_order():
     kwargs = {"seeds": (0, 1), "methods": ("draft",), "faults": FAULTS, "checks": CHECKS, "budget": BUDGETS["fast"],
-              "window_moe": True, "trees": False, "chunked": False}  # the tree and chunked rows' order:
-    # tests/check/test_selftest_trees.py, test_selftest_chunked.py
+              "window_moe": True, "trees": False, "chunked": False, "constrained": False}
+    # the tree, chunked and constrained rows' order: tests/check/test_selftest_trees.py, test_selftest_chunked.py,
+    # test_selftest_constrained.py
     sequential = run_selftest(jobs=1, **kwargs)
     seen = []
     parallel = run_selftest(jobs=2, on_row=seen.append, **kwargs)
@@ -76,12 +77,14 @@ def test_cli_clean_rows_only_over_a_seed_range():
     result = CliRunner().invoke(app, ["selftest", "--jobs", "1", "--seeds", "0-1", "--methods", "ngram", "--faults", "none",
                                       "--checks", "greedy", "--jobs", "1", "--no-chunked", "--no-hybrid"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith(("none ", "ngram "))]
+    # chain rows (a constrained row's second word: grammar)
+    rows = [line.split()[:4] for line in result.stdout.splitlines()
+            if line.startswith(("none ", "ngram ")) and line.split()[1].isdigit()]
     # Columns method, seed, target (the seed's variant), engine; n-gram has no window + MoE row (and the hybrid
     # target's are off).
     assert rows == [["none", "0", "biased", "clean"], ["ngram", "0", "biased", "clean"], ["none", "1", "llama", "clean"],
                     ["ngram", "1", "llama", "clean"]]
-    assert "false alarms: 0 of 4 clean rows" in result.stdout
+    assert "false alarms: 0 of 6 clean rows" in result.stdout  # and n-gram's constrained row per seed
     for bad in (["--jobs", "0"], ["--jobs", "many"], ["--seeds", "2-0"]):
         failed = CliRunner().invoke(app, ["selftest", *bad])
         assert isinstance(failed.exception, SpecbenchError), failed.output

@@ -24,6 +24,8 @@ REFERENCE_ONLY = frozenset({"decode.sync"})
 # Hybrid targets' state paths: production where the selftest's hybrid target runs (run_selftest's `hybrid`, off in
 # these runs); tests/check/test_selftest_hybrid.py reaches them there.
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit"})
+# Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
+MUTANT_ONLY = frozenset({"grammar.violation"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).
 TORCH_CHECKS = ("greedy", "rows", "invariants")
@@ -51,6 +53,10 @@ def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
     assert coverage.is_complete, format_coverage(coverage)
     assert {p.name for p in coverage.required} >= {"decode.overlap", "spec.sync_round", "preemption",
                                                    "attention.torch", "verify.torch", "layers.torch"}
+    # the constrained rows' (selftest/constrained.py), production wherever the grammar extra is installed
+    grammar = {"grammar.mask", "grammar.draft_cut", "grammar.rebuild", "grammar.reasoning_end_in_drafts"}
+    assert grammar <= {p.name for p in coverage.required} and grammar <= coverage.taken, format_coverage(coverage)
+    assert "grammar.violation" not in coverage.taken
     assert "coverage: all" in coverage_verdict(coverage)
     plain = next(r for r in torch_rows if r.method == PLAIN)
     assert "decode.overlap" in plain.results[0].paths and plain.results[0].passed
@@ -86,21 +92,22 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     if not kernels_runnable_here():
         pytest.skip(RERUN_REASON)
     slice_ = Budget("paths", 1, 4, False, False, False, "")
-    # chunked=False: the chunked rows' paths are the torch rows' (the same engine code under either backend); under
-    # the Triton interpreter each chunked row costs as much as a seed's clean row
+    # chunked=False, constrained=False: those rows' paths are the torch rows' (the same engine code under either
+    # backend); under the Triton interpreter each such row costs as much as a seed's clean row
     fused_rows = run_selftest(seeds=(0, 1, 2), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
-                              chunked=False, engine_options={"attention_backend": "triton", "verifier": "triton",
+                              chunked=False, constrained=False,
+                              engine_options={"attention_backend": "triton", "verifier": "triton",
                                                              "fused_kernels": "on"})
     # the draft head's own fused first layer (eagle.fused_head): EAGLE-3 on the no-bias tied pair
     head_rows = run_selftest(seeds=(1,), methods=("eagle3",), faults=(), checks=("greedy",), budget=slice_,
-                             trees=False, chunked=False,
+                             trees=False, chunked=False, constrained=False,
                              engine_options={"attention_backend": "triton", "verifier": "triton", "fused_kernels": "on"})
     assert not any(row.detected for row in fused_rows + head_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken
                | selftest_coverage(head_rows, "cpu", ("greedy",)).taken)
     unreached = {p.name for p in execution_paths()} - reached
-    assert unreached == CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | _not_selftest_methods(), sorted(unreached)
+    assert unreached == CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | _not_selftest_methods(), sorted(unreached)
     # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
     cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,), execution_paths())}
     assert cuda - reached == cuda & CUDA_ONLY

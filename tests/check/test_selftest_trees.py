@@ -14,12 +14,13 @@ def test_tree_rows_are_planned_for_the_tree_drafters_on_the_seed_targets_only(tm
     task = SeedTask(str(tmp_path), 0, ("ngram", "draft"), 3, "cpu", None, ("greedy",), BUDGETS["fast"])
     rows = plan_seed(task).clean_rows
     # (the chunked rows come last: tests/check/test_selftest_chunked.py)
-    assert [(r.method, r.shape.is_tree) for r in rows if not r.chunked] == [
+    assert [(r.method, r.shape.is_tree) for r in rows if not r.chunked and not r.constrained] == [
         ("none", False), ("ngram", False), ("draft", False), ("draft", True)]
     assert rows[3].shape == TREE_SHAPE and rows[3].setup.draft_shape == TREE_SHAPE
     window = plan_seed(SeedTask(str(tmp_path), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
                                 WINDOW_MOE)).clean_rows
     assert not any(r.shape.is_tree for r in window)  # trees refuse windowed layers
     off = plan_seed(SeedTask(str(tmp_path), 0, ("draft",), 3, "cpu", None, ("greedy",), BUDGETS["fast"],
-                             trees=False, chunked=False)).clean_rows
-    assert [(r.method, r.shape.is_tree) for r in off] == [("none", False), ("draft", False)]  # --no-trees --no-chunked
+                             trees=False, chunked=False, constrained=False)).clean_rows
+    # --no-trees --no-chunked --no-constrained
+    assert [(r.method, r.shape.is_tree) for r in off] == [("none", False), ("draft", False)]

@@ -4,7 +4,9 @@ each check seeing what it exists for (shared by tests/check/test_selftest*.py)."
 from __future__ import annotations
 
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_chunked_prefill, needs_tree_shape, selftest_faults
+from specbench.faults.catalog import (needs_chunked_prefill, needs_constrained_decoding, needs_tree_shape,
+                                      selftest_faults)
+from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.runner import PLAIN, SelftestRow, format_mutation_table
 from specbench.selftest.setups import tree_methods
 
@@ -30,7 +32,9 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     plain = [r for r in rows if r.method == PLAIN and r.inject is None]  # the production plain engine, one per seed
     assert [r.seed for r in plain] == list(seeds) and not any(r.detected for r in plain), table
     plain_mutants = {r.inject: r for r in rows if r.method == PLAIN and r.inject is not None}
-    assert set(plain_mutants) == {n for n in selftest_faults("cpu") if PLAIN in FAULTS[n].methods}, table
+    # (the plain engine has no constrained row: the grammar faults it hosts run on the methods' constrained rows)
+    assert set(plain_mutants) == {n for n in selftest_faults("cpu")
+                                  if PLAIN in FAULTS[n].methods and not needs_constrained_decoding(n)}, table
     assert all(r.detected for r in plain_mutants.values()), table
     rows = [r for r in rows if r.method != PLAIN]
     trees = [r for r in rows if r.shape.is_tree and r.inject is None]  # the tree rows (methods that draft trees)
@@ -47,7 +51,8 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert not row.detected, f"false alarm on a chunked row:\n{table}"
         assert {r.name for r in row.results if not r.skipped} == {"greedy", "metrics"}, table
     assert all(r.chunked == needs_chunked_prefill(r.inject) for r in rows if r.inject is not None), table
-    clean = [r for r in rows if r.inject is None and not r.shape.is_tree and not r.chunked]
+    _assert_constrained_rows(rows, seeds, table)
+    clean = [r for r in rows if r.inject is None and not r.shape.is_tree and not r.chunked and not r.constrained]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
     assert [r.seed for r in clean] == list(seeds), table
@@ -58,6 +63,9 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert [r.name for r in row.results if r.skipped] == (["oracle"] if method == "ngram" else []), table
     for name, row in mutants.items():
         assert row.detected, f"{name} went undetected:\n{table}"
+        if needs_constrained_decoding(name):  # an output its grammar refuses, or one the plain reference differs from
+            assert not _result(row, "greedy").passed, f"{name}: {_result(row, 'greedy').detail}"
+            continue
         if needs_chunked_prefill(name):  # greedy sees the target-side ones; the proposer refuses the EAGLE one
             assert not _result(row, "greedy").passed, f"{name}: {_result(row, 'greedy').detail}"
             continue
@@ -88,3 +96,20 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
             seen_by = "baseline" if method == "ngram" else "oracle"
             assert not _result(row, seen_by).passed, f"{name}: {_result(row, seen_by).detail}"
     return mutants
+
+
+def _assert_constrained_rows(rows: list[SelftestRow], seeds: tuple[int, ...], table: str) -> None:
+    """One constrained row per seed (greedy check only), clean on every seed and taking the grammar paths; the grammar
+    faults run there alone. Without the grammar extra: the rows are there, skipped, saying why, and host no fault."""
+    constrained = [r for r in rows if r.constrained and r.inject is None]
+    assert [r.seed for r in constrained] == list(seeds), table
+    assert all(r.constrained == needs_constrained_decoding(r.inject) for r in rows if r.inject is not None), table
+    for row in constrained:
+        if not constrained_rows.is_available():
+            assert all(r.skipped and r.detail == constrained_rows.NO_EXTRA for r in row.results), table
+            continue
+        assert not row.detected, f"false alarm on a constrained row:\n{table}"
+        greedy = _result(row, "greedy")
+        assert [r.name for r in row.results if not r.skipped] == ["greedy"], table
+        assert "valid under their grammars" in greedy.detail and "grammar.mask" in greedy.paths, greedy.detail
+        assert "grammar.violation" not in greedy.paths, greedy.detail  # only a mutant's engine commits a refused token

@@ -73,6 +73,9 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
         self.eh_norm_weight = fused_head.NormPairWeight()  # [enorm; hnorm] weights, fused path
         self.target_embed: torch.Tensor | None = None  # [vocab, H] the target's, shared by reference
         self.target_lm_head: torch.Tensor | None = None  # [vocab, H] the target's (= shared_head.head)
+        # The target's own vocabulary: no draft-to-target id map (EagleHead's d2t). The EAGLE proposer's masked
+        # drafting of constrained requests reads it (the selftest's constrained rows crashed on MTP without it).
+        self.draft_to_target: torch.Tensor | None = None
 
     def bind_target(self, embed_weight: torch.Tensor, lm_head_weight: torch.Tensor) -> None:
         self.target_embed = embed_weight.detach()
