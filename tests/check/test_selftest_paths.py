@@ -26,6 +26,10 @@ REFERENCE_ONLY = frozenset({"decode.sync"})
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit"})
 # Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
 MUTANT_ONLY = frozenset({"grammar.violation"})
+# The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine
+# the selftest builds takes them; tests/kernels/test_kernel_moe_grouped_set.py and
+# tests/models/test_moe_grouped_engine.py reach them and catch their mutants.
+OPT_IN = frozenset({"moe.few_token_combine", "moe.prefill_grouped"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).
 TORCH_CHECKS = ("greedy", "rows", "invariants")
@@ -107,7 +111,8 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken
                | selftest_coverage(head_rows, "cpu", ("greedy",)).taken)
     unreached = {p.name for p in execution_paths()} - reached
-    assert unreached == CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | _not_selftest_methods(), sorted(unreached)
+    assert unreached == (CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | OPT_IN
+                         | _not_selftest_methods()), sorted(unreached)
     # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
     cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,), execution_paths())}
     assert cuda - reached == cuda & CUDA_ONLY
