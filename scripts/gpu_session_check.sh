@@ -19,12 +19,12 @@ hybrid_grammar=(tests/engine/test_grammar_constrained.py tests/engine/test_gramm
 for f in tests/models/test_hybrid_vs_hf.py tests/faults/test_hybrid_state_mutants.py tests/recurrent; do
   [ -e "$f" ] && hybrid_grammar+=("$f")
 done
-SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 timeout 190 "$PY" -m pytest -q \
+SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 timeout "${TEST_TIMEOUT:-190}" "$PY" -m pytest -q \
   -p no:cacheprovider "${hybrid_grammar[@]}" > "$OUT/pytest_cuda.txt" 2>&1 &
 tests=$!
-{ timeout 150 "$PY" scripts/grammar_acceptance.py --device cuda; echo "exit $?"; } > "$OUT/grammar_cuda.txt" 2>&1 &
+{ timeout "${TEST_TIMEOUT:-150}" "$PY" scripts/grammar_acceptance.py --device cuda; echo "exit $?"; } > "$OUT/grammar_cuda.txt" 2>&1 &
 grammar=$!
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe_grouped_set.py \
+timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe_grouped_set.py \
   tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py > "$OUT/pytest_moe.txt" 2>&1
 echo "=== pytest moe exit $?" >> "$OUT/summary.txt"
 wait $tests; echo "=== pytest cuda (hybrid, grammar) exit $?" >> "$OUT/summary.txt"
