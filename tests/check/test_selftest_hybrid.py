@@ -106,8 +106,8 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
     assert not STATE_PATHS & {p.name for p in dense.required}
 
 
-@pytest.mark.slow  # the clean hybrid rows of two more seeds, the full battery: ~16 s each
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow  # the clean hybrid rows of another seed than the mutants', the full battery: ~16 s
+@pytest.mark.parametrize("seed", [1])
 def test_clean_hybrid_rows_pass_on_other_seeds(tmp_path, seed):
     plan = plan_seed(SeedTask(str(tmp_path), seed, HYBRID_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], HYBRID))
     rows = [run_row(task) for task in plan.clean_rows]

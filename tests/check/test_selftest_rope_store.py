@@ -40,7 +40,8 @@ def test_selftest_catches_rope_store_slot_shift_on_multi_token_batches():
         pytest.skip(RERUN_REASON)
     budget = Budget("rope-store", 2, 6, False, False, False, "")
     rows = run_selftest(seeds=(ROPE_STORE_SEED,), methods=("draft",), faults=("rope-store-slot-shift",),
-                        checks=("greedy",), budget=budget, engine_options=PRODUCTION_LIKE, chunked=False)
+                        checks=("greedy",), budget=budget, engine_options=PRODUCTION_LIKE, chunked=False,
+                            constrained=False)
     table = format_mutation_table(rows, ("greedy",))
     rows = [r for r in rows if not r.shape.is_tree]  # the draft LM's tree row: no path mutant runs there
     assert [(r.method, r.inject) for r in rows] == [(PLAIN, None), (PLAIN, "rope-store-slot-shift"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from typer.testing import CliRunner
 
@@ -9,9 +11,14 @@ PANELS = ("Model", "Drafting", "Workload", "Load", "Output")
 
 
 def _help(*command: str) -> str:
+    import typer.rich_utils
+
     from specbench.cli.app import app
 
-    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    # 80 columns by COLUMNS alone: TERMINAL_WIDTH is read once, when typer.rich_utils is first imported, and would fix
+    # the width of every later test's help in this process (test_help_guides read a help wrapped at 80 after this)
+    with mock.patch.object(typer.rich_utils, "MAX_WIDTH", None):
+        result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     return result.output
 

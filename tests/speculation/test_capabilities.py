@@ -14,7 +14,8 @@ from specbench.check.setup import CheckSetup
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import ExecutionPath
 from specbench.faults import FAULTS
-from specbench.faults.catalog import needs_chunked_prefill, needs_hybrid_target, needs_window_moe_target
+from specbench.faults.catalog import (needs_chunked_prefill, needs_constrained_decoding, needs_hybrid_target,
+                                      needs_window_moe_target)
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.selftest.drafters import selftest_methods
 from specbench.selftest.row_tasks import SelftestRow, due_faults
@@ -110,9 +111,10 @@ def test_a_new_proposer_class_is_picked_up_by_faults_and_selftest(with_throwaway
     clean = SelftestRow("throwaway", 0, None, (CheckResult("greedy", True, "", 0.0),))
     due = {f.name for f in due_faults(list(FAULTS.values()), "throwaway", 0, clean, {})}
     # (the window and MoE faults wait for the selftest's window + MoE target: a seed target's row never runs them;
-    # the chunked-prefill faults its chunked rows)
+    # the chunked-prefill faults its chunked rows, the grammar faults its constrained rows)
     assert due == {name for name in hosted if not FAULTS[name].path and not needs_window_moe_target(name)
-                   and not needs_chunked_prefill(name) and not needs_hybrid_target(name)}
+                   and not needs_chunked_prefill(name) and not needs_hybrid_target(name)
+                   and not needs_constrained_decoding(name)}
 
 
 def test_the_draft_oracle_asks_the_class(with_throwaway, tmp_path):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from unittest import mock
 
 import typer.main
+import typer.rich_utils
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ def run_main(*args: str) -> CliResult:
 
     out, err = io.StringIO(), io.StringIO()
     env = {"HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    # MAX_WIDTH: typer reads TERMINAL_WIDTH once, at its first import (by whichever test ran first); COLUMNS decides
     with mock.patch.object(sys, "argv", ["specbench", *args]), mock.patch.dict(os.environ, env), \
+            mock.patch.object(typer.rich_utils, "MAX_WIDTH", None), \
             mock.patch.object(typer.main, "get_command", _get_command), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
