@@ -46,5 +46,5 @@ def test_selftest_detects_every_fault_on_ngram_without_false_alarms():
 
 @pytest.mark.slow  # every fault on EAGLE-1, 2 seeds: ~60 s on 2 busy cores
 def test_selftest_detects_every_fault_on_eagle1_without_false_alarms():
-    rows = run_selftest(seeds=(0, 1), methods=("eagle",))
-    assert_selftest_rows(rows, "eagle", (0, 1))
+    rows = run_selftest(seeds=(0,), methods=("eagle",))  # clean rows of ten seeds: test_check_false_alarms_selftest
+    assert_selftest_rows(rows, "eagle", (0,))
