@@ -12,6 +12,8 @@ from tests.support.cli_run import assert_one_clean_error, run_main
 from tests.support.tiny_hybrid import build_tiny_hybrid
 from tests.support.tiny_models import build_tiny_model
 
+pytestmark = pytest.mark.slow  # whole CLI runs on a hybrid target (generate, sweep, check, stress)
+
 CPU = ("--device", "cpu", "--dtype", "fp32")
 
 

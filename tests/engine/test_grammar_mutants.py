@@ -9,6 +9,8 @@ import dataclasses
 
 import pytest
 
+pytestmark = pytest.mark.slow  # an engine per mutant and method; the selftest's constrained rows run them too
+
 pytest.importorskip("llguidance")
 
 from specbench import LLM, SamplingParams  # noqa: E402
