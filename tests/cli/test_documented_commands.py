@@ -125,7 +125,7 @@ EXAMPLES: dict[str, Example] = {
         "--junit {ws}/gate.xml --report-md {ws}/gate.md --max-tokens 8 --shots 1 --data-dir {data}",
         stdout_has="## specbench gate: ", may_fail=("speed",)),
     "specbench gate --server-cmd preset:llama-server --target model.gguf -k 3 --reference gate-ref.json": Example(
-        "", skip="needs llama-server (bash scripts/build_llama_server.sh, ~35 min): "
+        "", skip="needs llama-server (bash scripts/build_llama_server.sh, 10-35 min): "
                  "tests/serve/test_llama_server*.py run it when built"),
     "specbench gate --base-url http://127.0.0.1:8000 -k 3 --reference gate-ref.json": Example(
         "gate --base-url {server} -k 2 --reference {server_ref} -n 4 --max-tokens 8 --shots 1 --data-dir {data}",
