@@ -10,22 +10,20 @@ against the eager reference (models/moe.py reference_experts).
 from __future__ import annotations
 
 from specbench.faults.fault import Fault
-from specbench.faults.path_mutant import PathMutant, recapture_target_graphs, wrap_method
+from specbench.faults.moe_layer_mutant import MoeLayerMutant
+from specbench.faults.path_mutant import wrap_method
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_routing import ExpertRouting
 from specbench.speculation.capabilities import Proposer
 
 
-class MoeCombineWeightSwapped(PathMutant):
+class MoeCombineWeightSwapped(MoeLayerMutant):
     fault = Fault("moe-combine-weight-swapped", "the few-token MoE down kernel's combine weighs each expert's output "
                   "with a neighbouring slot's routing weight", "", "target", Proposer, is_plain_hosted=True,
                   path="moe.few_token_combine")
 
-    def install(self, engine) -> None:
-        for module in engine.runner.model.modules():
-            if isinstance(module, MoeMLP):
-                bend(module)
-        recapture_target_graphs(engine)
+    def bend(self, moe: MoeMLP) -> None:
+        bend(moe)
 
 
 def bend(moe: MoeMLP) -> None:

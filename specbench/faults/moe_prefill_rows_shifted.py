@@ -12,20 +12,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench.faults.fault import Fault
-from specbench.faults.path_mutant import PathMutant, wrap_method
+from specbench.faults.moe_layer_mutant import MoeLayerMutant
+from specbench.faults.path_mutant import wrap_method
 from specbench.models.moe import MoeMLP
 from specbench.speculation.capabilities import Proposer
 
 
-class MoePrefillRowsShifted(PathMutant):
+class MoePrefillRowsShifted(MoeLayerMutant):
     fault = Fault("moe-prefill-rows-shifted", "the MoE prefill grouped GEMM computes each sorted row with the slot of "
                   "the row before it: expert boundaries mix experts", "", "target", Proposer, is_plain_hosted=True,
                   path="moe.prefill_grouped")
 
-    def install(self, engine) -> None:
-        for module in engine.runner.model.modules():
-            if isinstance(module, MoeMLP):
-                bend(module)
+    is_captured = False
+
+    def bend(self, moe: MoeMLP) -> None:
+        bend(moe)
 
 
 def bend(moe: MoeMLP) -> None:

@@ -14,22 +14,20 @@ from dataclasses import replace
 import torch
 
 from specbench.faults.fault import Fault
-from specbench.faults.path_mutant import PathMutant, recapture_target_graphs, wrap_method
+from specbench.faults.moe_layer_mutant import MoeLayerMutant
+from specbench.faults.path_mutant import wrap_method
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_routing import ExpertRouting
 from specbench.speculation.capabilities import Proposer
 
 
-class MoeVerifyRowsShared(PathMutant):
+class MoeVerifyRowsShared(MoeLayerMutant):
     fault = Fault("moe-verify-rows-shared", "in a few-token MoE batch an expert's rows are shared across two of its "
                   "tokens: one gets the expert's output twice, the other none", "", "target", Proposer,
                   is_plain_hosted=True, path="moe.few_token_combine")
 
-    def install(self, engine) -> None:
-        for module in engine.runner.model.modules():
-            if isinstance(module, MoeMLP):
-                bend(module)
-        recapture_target_graphs(engine)
+    def bend(self, moe: MoeMLP) -> None:
+        bend(moe)
 
 
 def bend(moe: MoeMLP) -> None:
