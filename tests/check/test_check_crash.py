@@ -23,6 +23,7 @@ def test_a_crashing_engine_is_a_failing_row_per_check(tmp_path):
     assert results[2].skipped  # the others still ran
 
 
+@pytest.mark.slow
 def test_selftest_table_prints_with_a_crashed_row():
     from specbench.cli.app import app
 

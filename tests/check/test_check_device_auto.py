@@ -22,6 +22,7 @@ def tiny_pair(tmp_path_factory):
     return target, draft
 
 
+@pytest.mark.slow
 def test_sampled_and_greedy_run_with_device_auto(tiny_pair):
     target, draft = tiny_pair
     result = run_main("check", "--target", target, "--draft", draft, "--device", "auto", "--checks",

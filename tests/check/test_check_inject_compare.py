@@ -65,6 +65,7 @@ def clean_run(sensitive_pairs, tmp_path_factory):
     return common, results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inject", DRAFT_FAULTS)
 def test_compare_flags_an_acceptance_only_mutant_by_position(clean_run, inject):
     from specbench.cli.app import app

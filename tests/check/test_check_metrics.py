@@ -3,6 +3,8 @@ fault in metric accounting that every other check passes is detected by it."""
 
 from __future__ import annotations
 
+import pytest
+
 from specbench.check.battery import CheckContext, run_checks
 from specbench.check.metrics_check import check_metrics
 from specbench.selftest.reference_baselines import reference_baseline, reference_source
@@ -16,6 +18,7 @@ def test_clean_engine_passes_the_metrics_check_for_every_method_it_drafts_with(t
         assert " 0 draft rounds" not in result.detail, result.detail
 
 
+@pytest.mark.slow
 def test_accepted_count_fault_passes_the_old_checks_and_fails_the_metrics_check(tmp_path):
     setup = selftest_setups(str(tmp_path), 0, ("draft",), 3)["draft"].with_inject("accepted-count-off-by-one")
     ctx = CheckContext(baseline=reference_baseline("draft", 0, 3), baseline_source=reference_source())

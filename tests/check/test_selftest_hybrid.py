@@ -52,6 +52,7 @@ def test_the_target_is_hybrid_deterministic_per_seed_and_its_draft_lm_is_not(tmp
     assert configs[0].vocab_size == configs[1].vocab_size
 
 
+@pytest.mark.slow
 def test_the_cli_default_runs_the_hybrid_target():
     from specbench.cli.app import app
 

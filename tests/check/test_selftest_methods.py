@@ -32,6 +32,7 @@ def test_eagle1_head_drafts_like_its_target(tmp_path):
     assert rates[0] > 0.5 and rates[2] > 0.1, rates
 
 
+@pytest.mark.slow
 def test_every_fault_hosted_by_ngram_runs_on_it():
     rows = run_selftest(methods=("ngram",), checks=("greedy", "metrics"))
     hosted = {name for name in selftest_faults("cpu") if "ngram" in FAULTS[name].methods}

@@ -79,6 +79,7 @@ def test_the_target_is_windowed_moe_and_transformers_sees_the_window(tmp_path):
     assert hf_greedy(str(unwindowed_dir), prompts, 8)[1] != windowed  # the window shows in the output
 
 
+@pytest.mark.slow
 def test_the_cli_default_runs_the_window_moe_target():
     from specbench.cli.app import app
 

@@ -152,6 +152,7 @@ def test_clean_tree_rounds_pass_the_tree_oracle(setups, method, seed):
     assert "tree-round laws" in result.detail
 
 
+@pytest.mark.slow
 def test_eagle1_seed16_chained_rounding_is_no_false_alarm(tmp_path):
     """The sharp tiny EAGLE-1 head amplifies fp32 rounding along its chain: seed 16's preempting run has a depth-1
     node 3.8 x rtol x max |logit| off, a false alarm under the chain oracle's (1 + step) growth (tree_oracle.py)."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from specbench.execution_paths import ExecutionPath
 from specbench.runs.environment import QUIET_BARS_ENV, quiet_bars_off_terminal
 from specbench.selftest.coverage import PathCoverage, format_coverage
@@ -26,6 +28,7 @@ def test_bars_go_off_only_without_a_terminal_and_a_users_setting_wins(monkeypatc
     assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
 
 
+@pytest.mark.slow
 def test_a_gguf_conversion_logs_no_progress_bar_off_a_terminal(tiny_model_dir, tmp_path):
     from tests.support.tiny_models import write_gguf
 

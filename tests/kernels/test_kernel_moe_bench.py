@@ -62,6 +62,7 @@ def _load_kernels_script(monkeypatch):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 def test_kernels_bench_tiny_times_every_candidate_and_prints_tuned_lines(monkeypatch, capsys):
     # Two candidates a kind (the interpreter is slow), one CUDA-core one past one token: at 1 and 2 tokens, every

@@ -149,6 +149,7 @@ def test_experts_with_many_tokens_and_experts_with_none(tile_name, num_tokens):
     assert_close(run(moe, x, routing, TILES[tile_name]), moe.reference_experts(x, routing))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["softmax-renorm", "gpt-oss"])
 @pytest.mark.parametrize("num_rows, num_real, tile_name", [(16, 5, None), (4, 1, None), (16, 5, "cores")])
 def test_padded_rows_never_touch_real_rows(name, num_rows, num_real, tile_name):

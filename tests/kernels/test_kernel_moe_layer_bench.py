@@ -19,6 +19,7 @@ from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_moe_layer.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not kernels_runnable_here() or torch.cuda.is_available(), reason=RERUN_REASON)
 def test_tiny_dry_run_prints_both_chains_and_each_kernel_group(monkeypatch, capsys):
     spec = importlib.util.spec_from_file_location("bench_moe_layer", SCRIPT)

@@ -19,6 +19,7 @@ from specbench.perf.moe_set_timing import GROUPED_DOWN_CANDIDATES, time_expert_s
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 def test_expert_rows_run_every_candidate(monkeypatch):
     calls = []
