@@ -2,7 +2,8 @@
 linear-attention layer's shape (16 key heads, 32 value heads, 128 x 128 state per head): agreement with our fp32
 per-token reference, and time (CUDA events, median of repeats).
 
-    PYTHONPATH=. python scripts/bench_fla_gdn.py [--repeats 20] [--out DIR]
+    pip install --no-deps --target /tmp/fla .gpu_wheels/fla_core-0.6.0-py3-none-any.whl  # (scripts/gpu_wheels.txt)
+    PYTHONPATH=.:/tmp/fla python scripts/bench_fla_gdn.py [--repeats 20] [--out DIR]
 
 Rows: a committed prompt (our chunked form vs fla `chunk_gated_delta_rule`), a verify of k + 1 = 4 tokens for 16
 requests keeping each position's state (ours batched as extra heads vs fla `fused_recurrent_gated_delta_rule`

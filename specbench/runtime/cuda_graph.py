@@ -291,6 +291,10 @@ class CudaGraphRunner:
         bent the forward after the engine was built: specbench.faults.path_mutant.recapture_target_graphs)."""
         query_lens = sorted({shape.query_len for shape in self._graphs})
         self._graphs.clear()
+        # A fresh pool: the cleared graphs were the old pool's last users, and capturing into a pool nothing uses
+        # any more trips the caching allocator's assert (`use_count > 0`, seen on the H100 switching MoE sets).
+        if self.is_graph:
+            self.pool = torch.cuda.graph_pool_handle()
         for query_len in query_lens:
             self.capture(query_len)
 
