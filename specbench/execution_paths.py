@@ -167,6 +167,9 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("grammar.tree_mask", "a tree round's verify rows masked by each constrained request's grammar, "
                   "node i's by its state after the path from the root to i, walked depth first (grammar/book.py)",
                   ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
+    ExecutionPath("grammar.tree_draft_mask", "a constrained batch's tree drafted under the mask: each frontier "
+                  "node's log-probs masked by its path's grammar state, eager (grammar/tree_draft_mask.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
                   "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "

@@ -21,6 +21,7 @@ round once (`finish_tree_round`): the accepted counts, tokens and path shape of 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,7 @@ from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs,
 from specbench.engine.step_runner import StepResult, StepRunner
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.tree_inputs import build_uniform_tree_verify_input, is_uniform
+from specbench.grammar.tree_draft_mask import TreeDraftMask
 from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
@@ -72,7 +74,11 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     paths.record("spec.tree_round")
     paths.record(runner.proposer_path)
     timer.start("draft")
-    proposal = runner.proposer.propose_tree(runner.propose_input(batch, st), plan)
+    inp = runner.propose_input(batch, st)
+    if runner.is_constrained(requests) and runner.grammar.is_drafting_masked:
+        paths.record("grammar.tree_draft_mask")
+        inp = dataclasses.replace(inp, draft_mask=TreeDraftMask(runner.grammar, requests))
+    proposal = runner.proposer.propose_tree(inp, plan)
     timer.stop("draft")
     # DraftsTrees proposers grow every request the same node count (TopKTreeBuilder under one plan), so the verify
     # input is laid out on the device and queued right behind the draft, with no host read in between.

@@ -67,9 +67,25 @@ def test_tree_rounds_keep_the_plain_constrained_output(tiny_pair, engine_env, pl
     assert [o.output_token_ids for o in outputs] == [o.output_token_ids for o in reference]
     assert [o.finish_reason for o in outputs] == [o.finish_reason for o in reference]
     paths = engine.paths_taken()
-    assert {"spec.tree_round", "grammar.tree_mask"} <= paths and "grammar.violation" not in paths
-    if method == "draft":  # the tiny EAGLE head is untrained; the draft LM's tree paths are accepted, not only bonuses
-        assert sum(o.stats.num_accepted_tokens for o in outputs) > 0
+    assert {"spec.tree_round", "grammar.tree_mask", "grammar.tree_draft_mask"} <= paths
+    assert "grammar.violation" not in paths
+    assert sum(o.stats.num_accepted_tokens for o in outputs) > 0  # tree paths accepted, not only bonuses
+
+
+@pytest.mark.parametrize("method", ["draft", "eagle3"])
+def test_drafting_trees_under_the_mask_keeps_output_and_raises_acceptance(tiny_pair, engine_env, plain, eagle_head,
+                                                                          method):
+    prompts, specs, reference = plain
+    rate = {}
+    for is_masked in (True, False):
+        engine = _engine(tiny_pair, engine_env, method, eagle_head if method == "eagle3" else None)
+        engine.step_runner.grammar.is_drafting_masked = is_masked
+        outputs = _run(engine, prompts, _params(specs))
+        assert [o.output_token_ids for o in outputs] == [o.output_token_ids for o in reference]
+        assert ("grammar.tree_draft_mask" in engine.paths_taken()) == is_masked
+        rate[is_masked] = sum(o.stats.num_accepted_tokens for o in outputs) / sum(len(o.output_token_ids)
+                                                                                  for o in outputs)
+    assert rate[True] > rate[False]
 
 
 def test_sampled_tree_rounds_give_what_each_grammar_allows(tiny_pair, engine_env, prompt_ids):
