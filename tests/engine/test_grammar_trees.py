@@ -165,3 +165,24 @@ def test_sampled_tree_verify_draws_from_the_masked_distribution():
     expected = torch.softmax(masked_row, dim=0)
     assert counts[~allowed].sum() == 0
     assert torch.allclose(counts, expected, atol=0.03), (counts, expected)
+
+
+def test_the_sibling_state_mutant_masks_a_later_sibling_with_the_earlier_ones_state():
+    """faults/grammar_tree_sibling_state.py bends exactly the rows of later siblings (the selftest's constrained tree
+    rows catch it: tests/check/test_selftest_constrained.py); chain rounds never call its hook."""
+    from specbench.faults.catalog import build_hooks
+    from tests.support.tiny_models import load_tiny_tokenizer
+
+    tokenizer = load_tiny_tokenizer()
+    vocab = len(tokenizer)
+    spec = GrammarSpec.regex(r"(ab|b)(,(a|b))*")
+    (a,), (b,) = tokenizer.encode("a", add_special_tokens=False), tokenizer.encode("b", add_special_tokens=False)
+    tokens, parents = [a, b, b], [-1, -1, 0]  # root -> a (0) -> b (2); root -> b (1)
+    logits = torch.zeros(1 + len(tokens), vocab)
+    rows = {}
+    for name in (None, "grammar-tree-sibling-state"):
+        book = GrammarBook(tokenizer, vocab, frozenset({tokenizer.eos_token_id}), build_hooks(name))
+        rows[name] = book.masked_tree_logits(logits, [_Request("r", spec)], [tokens], [parents]).isfinite()
+    clean, bent = rows[None], rows["grammar-tree-sibling-state"]
+    assert torch.equal(bent[2], clean[1]) and not torch.equal(clean[2], clean[1])  # node 1's row: node 0's state
+    assert torch.equal(bent[[0, 1, 3]], clean[[0, 1, 3]])  # the root and the first children keep their own
