@@ -37,6 +37,7 @@ class GrammarBook:
         self.is_drafting_masked = True
         self.mask_seconds = 0.0  # host time spent walking states and filling masks (BENCHMARKS.md's mask share)
         self.num_mask_rows = 0
+        self.draft_mask_seconds = 0.0  # host time the drafting walks took (draft_mask.py, tree_draft_mask.py)
 
     @staticmethod
     def is_constrained(requests) -> bool:

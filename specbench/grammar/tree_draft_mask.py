@@ -5,6 +5,7 @@ is taken only for batches with a constrained request, on the eager tree draft (n
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
@@ -49,6 +50,14 @@ class TreeDraftMask:
 
     def _masked(self, log_probs: torch.Tensor, paths: list[list[tuple[int, ...] | None]],
                 to_target: Callable[[torch.Tensor], torch.Tensor] | None) -> torch.Tensor:
+        start = time.perf_counter()
+        try:
+            return self._masked_walk(log_probs, paths, to_target)
+        finally:
+            self.book.draft_mask_seconds += time.perf_counter() - start
+
+    def _masked_walk(self, log_probs: torch.Tensor, paths: list[list[tuple[int, ...] | None]],
+                     to_target: Callable[[torch.Tensor], torch.Tensor] | None) -> torch.Tensor:
         num_reqs, num_nodes, draft_vocab = log_probs.shape
         vocab_size = self.book.vocab_size
         bitmask = torch.full((num_reqs * num_nodes, num_words(vocab_size)), -1, dtype=torch.int32)

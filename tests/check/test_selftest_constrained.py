@@ -87,7 +87,7 @@ def test_constrained_rows_pass_clean_and_catch_every_grammar_mutant_on_every_met
 
 
 @needs_llguidance
-@pytest.mark.slow  # the tree methods' constrained chain and tree rows with their grammar mutants: ~70 s on 2 cores
+@pytest.mark.slow  # the tree methods' constrained chain and tree rows with their grammar mutants: ~130 s on 2 busy cores
 def test_constrained_tree_rows_pass_clean_and_catch_the_grammar_mutants_trees_host():
     methods = ("draft", "eagle3")
     rows = run_selftest(seeds=(0,), methods=methods, faults=GRAMMAR_FAULTS, checks=("greedy",), trees=True,
