@@ -186,3 +186,32 @@ def test_the_sibling_state_mutant_masks_a_later_sibling_with_the_earlier_ones_st
     clean, bent = rows[None], rows["grammar-tree-sibling-state"]
     assert torch.equal(bent[2], clean[1]) and not torch.equal(clean[2], clean[1])  # node 1's row: node 0's state
     assert torch.equal(bent[[0, 1, 3]], clean[[0, 1, 3]])  # the root and the first children keep their own
+
+
+@pytest.mark.slow  # the JSON workload's 32 cases on three engines: ~22 s on 2 busy cores
+def test_json_workload_under_trees_is_the_plain_constrained_output_and_valid(tiny_pair, engine_env, eagle_head):
+    """The `json_schema` workload (32 cases: records, nested objects, enums, arrays, bounded numbers, tool calls),
+    greedy: EAGLE-3 and draft-LM trees give the plain constrained engine's tokens, and every output is valid (complete
+    and conformant, judged on its text apart from the engine's grammar code, or a prefix its grammar allows)."""
+    from specbench.workloads import get_workload
+    from specbench.workloads.base import DataSource
+    from tests.support.tiny_models import load_tiny_tokenizer
+
+    workload = get_workload("json_schema", max_tokens=MAX_TOKENS)
+    samples = workload.load(DataSource(None, "synthetic"), None, 0).samples
+    assert len(samples) == 32
+    tokenizer = load_tiny_tokenizer()
+    prompts = [tokenizer(workload.first_prompt(s, tokenizer, chat_template=False).text)["input_ids"][-24:]
+               for s in samples]
+    params = [workload.sampling_params(s, temperature=0.0) for s in samples]
+    reference = _run(_engine(tiny_pair, engine_env, "none"), prompts, params)
+    library = None
+    for method, draft in (("draft", None), ("eagle3", eagle_head)):
+        engine = _engine(tiny_pair, engine_env, method, draft)
+        outputs = _run(engine, prompts, params)
+        assert [o.output_token_ids for o in outputs] == [o.output_token_ids for o in reference], method
+        library = library or engine.step_runner.grammar.library
+        assert {"grammar.tree_mask", "grammar.tree_draft_mask"} <= engine.paths_taken()
+    problems = [output_problem(library, p.grammar, o) for p, o in zip(params, reference)]
+    assert problems == [None] * len(samples)
+    assert sum(o.finish_reason == "stop" for o in reference) > 0
