@@ -88,6 +88,19 @@ def test_drafting_trees_under_the_mask_keeps_output_and_raises_acceptance(tiny_p
     assert rate[True] > rate[False]
 
 
+def test_unconstrained_neighbours_in_a_tree_round_keep_their_output(tiny_pair, engine_env, plain, eagle_head):
+    """Constrained and free requests in one tree round (EAGLE-3: a draft vocabulary mapped to target ids): the
+    constrained ones as the plain constrained engine's, the free ones as a plain engine's without any grammar."""
+    prompts, specs, reference = plain
+    free = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    params = [p for spec in specs for p in (SamplingParams(max_tokens=MAX_TOKENS, grammar=spec), free)]
+    outputs = _run(_engine(tiny_pair, engine_env, "eagle3", eagle_head), [p for p in prompts for _ in range(2)],
+                   params)
+    free_reference = _run(_engine(tiny_pair, engine_env, "none"), prompts, [free] * len(prompts))
+    assert [o.output_token_ids for o in outputs[0::2]] == [o.output_token_ids for o in reference]
+    assert [o.output_token_ids for o in outputs[1::2]] == [o.output_token_ids for o in free_reference]
+
+
 def test_sampled_tree_rounds_give_what_each_grammar_allows(tiny_pair, engine_env, prompt_ids):
     specs = list(SPECS.values())
     engine = _engine(tiny_pair, engine_env, "draft")
