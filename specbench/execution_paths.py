@@ -164,6 +164,12 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # and no run of theirs cuts any; n-gram's lookups are cut.
     ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
                   "before the verify (engine/step_runner.py)", ("cpu", "cuda"), ("ngram",), extra="grammar"),
+    ExecutionPath("grammar.tree_mask", "a tree round's verify rows masked by each constrained request's grammar, "
+                  "node i's by its state after the path from the root to i, walked depth first (grammar/book.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
+    ExecutionPath("grammar.tree_draft_mask", "a constrained batch's tree drafted under the mask: each frontier "
+                  "node's log-probs masked by its path's grammar state, eager (grammar/tree_draft_mask.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
                   "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "

@@ -153,6 +153,12 @@ class PhaseHooks:
         i masked by the grammar state after the request's drafts before i."""
         return bitmask
 
+    def grammar_tree_mask_rows(self, parents: list[list[int]], bitmask: torch.Tensor) -> torch.Tensor:
+        """A tree round's token bitmask [sum(1 + num_nodes_r), ceil(vocab / 32)] int32 (request r's root row, then
+        node i's at 1 + i, masked by the grammar state after the path to node i); parents [num_reqs][num_nodes_r]
+        (-1: a child of the root)."""
+        return bitmask
+
     def grammar_bonus_logits(self, masked: torch.Tensor, raw: torch.Tensor,
                              num_rows_per_request: list[int]) -> torch.Tensor:
         """The logits [num_rows, vocab] the verifier reads: the grammar-masked ones (`raw`: unmasked; request r's
