@@ -57,16 +57,19 @@ class StateSnapshots:
     def plan(self, request_ids: list[str], first_positions: list[int], num_query: list[int]) -> tuple[SnapshotPoint,
                                                                                                        ...]:
         """The snapshot points of a forward: request r's rows cover positions first_positions[r] .. + num_query[r];
-        the state after row j covers first_positions[r] + j + 1 tokens. A point with no entry to claim (every entry
-        provisional) is skipped: its block will have no snapshot."""
+        the state after row j covers first_positions[r] + j + 1 tokens. Each request's points are claimed last
+        first (a later one gives a longer hit); one with no entry to claim (every entry provisional) is skipped: its
+        block will have no snapshot."""
         points = []
         for r, (request_id, first, n) in enumerate(zip(request_ids, first_positions, num_query)):
-            point = (first // self.interval + 1) * self.interval  # first multiple covering more than `first`
-            while point <= first + n:
+            point = (first + n) // self.interval * self.interval  # the last multiple within the rows
+            mine = []
+            while point > first:
                 entry = self._claim(request_id, point)
                 if entry is not None:
-                    points.append(SnapshotPoint(r, point - first - 1, entry))
-                point += self.interval
+                    mine.append(SnapshotPoint(r, point - first - 1, entry))
+                point -= self.interval
+            points.extend(reversed(mine))
         return tuple(points)
 
     def _claim(self, request_id: str, num_tokens: int) -> int | None:
