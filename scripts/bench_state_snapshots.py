@@ -48,8 +48,7 @@ def engine_rows(prefix_len: int, repeats: int, threads: int) -> None:
     gen = torch.Generator().manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         _write_target(Path(tmp))
-        options = dict(dtype="fp32", device="cpu", block_size=16, max_concurrency=4, cpu_threads=threads,
-                       load_format="safetensors")
+        options = dict(dtype="fp32", device="cpu", block_size=16, max_concurrency=4, cpu_threads=threads)
         system = torch.randint(0, 512, (prefix_len,), generator=gen).tolist()
 
         def suffix() -> list[int]:
