@@ -1,8 +1,9 @@
 """Prefix caching on a hybrid target (Qwen3-Next): hits resume the Gated DeltaNet state from the snapshot of the
 hit's last block (recurrent/state_snapshots.py). Greedy output == HF transformers' Qwen3NextForCausalLM (fp32, CPU)
 on a shared system prompt with different suffixes (lengths a block multiple and one either side) and multi-turn
-follow-ups, plain and with n-gram and draft-LM speculation at k = 3, concurrency 8; the state oracle (INV-STATE: the
-slot against a recomputation from the committed tokens alone) after every step; the hit counter non-zero."""
+follow-ups, plain and with n-gram (whole and chunked prefill) and draft-LM speculation at k = 3, concurrency 8; the
+state oracle (INV-STATE: the slot against a recomputation from the committed tokens alone) after every step; the hit
+counter non-zero."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.support.hybrid_runs import NGRAM, PROMPT_LENGTHS, hybrid_llm
 from tests.support.tiny_hybrid import build_tiny_hybrid
 from tests.support.tiny_models import build_tiny_model
 
-pytestmark = pytest.mark.slow  # three engines x three waves, each step rechecked by a fresh forward
+pytestmark = pytest.mark.slow  # four engines x three waves, each step rechecked by a fresh forward
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ CASES = {
     "plain": {},
     "ngram": dict(NGRAM),
     "draft": {"method": "draft", "max_num_steps": 3},
+    # prompt chunks of 6 tokens beside verify rows: snapshots from chunks that end off a block boundary
+    "ngram-chunked": {**NGRAM, "enable_chunked_prefill": True, "max_num_batched_tokens": 6 + 8 * 4},
 }
 
 
