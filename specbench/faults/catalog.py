@@ -183,11 +183,12 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
-# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on targets without
-# recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
+# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
+# targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
 # (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
-# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers,
-# tests/check/test_selftest_hybrid.py by the selftest's battery.
+# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers (the snapshot one on
+# prefix hits: tests/faults/test_state_snapshot_mutant.py), tests/check/test_selftest_hybrid.py by the selftest's
+# battery.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,
