@@ -110,6 +110,11 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
                   "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),
                   target_kind=HYBRID),
+    ExecutionPath("hybrid.snapshot_take", "the recurrent state after a registered block's last committed token kept "
+                  "as that block's snapshot (recurrent/state_snapshots.py, engine/prefix_reuse.py register)",
+                  ("cpu", "cuda"), target_kind=HYBRID),
+    ExecutionPath("hybrid.snapshot_restore", "a prefix hit resumes the request's state slot from the snapshot of its "
+                  "last hit block (engine/prefix_reuse.py admit)", ("cpu", "cuda"), target_kind=HYBRID),
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),

@@ -58,6 +58,7 @@ from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
 from specbench.faults.state_not_rolled_back import StateNotRolledBack
 from specbench.faults.state_rolled_back_too_far import StateRolledBackTooFar
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
+from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
 from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
@@ -196,17 +197,19 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
-# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse): inert on targets without
-# recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
+# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
+# targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
 # (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
-# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers,
-# tests/check/test_selftest_hybrid.py by the selftest's battery.
+# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers (the snapshot one on
+# prefix hits: tests/faults/test_state_snapshot_mutant.py), tests/check/test_selftest_hybrid.py by the selftest's
+# battery.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,
     StateConvOnlyRolledBack,
     StateZeroDraftStale,
     StateSlotNotReset,
+    StateSnapshotWrongBlock,
 )
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS

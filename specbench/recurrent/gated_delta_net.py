@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specbench.recurrent.causal_conv import causal_conv
+from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import gated_delta_rule
@@ -92,24 +92,43 @@ class GatedDeltaNet(nn.Module):
             conv_out, conv_final, conv_kept = causal_conv(mixed[start:end], conv_state, weight, keep_states=keep)
             qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
             n = end - start
+            # committed rows crossing block boundaries: the states there go to the snapshot store too
+            points = () if keep else tuple(p for p in rows.snapshots if p.request == r)
             # committed tokens (prefill, chunks) keep no per-position state: the chunked form; verify rows the
             # per-token reference, which keeps each position's state for the commit
             args = (qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
                     vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end], rec_state)
             rule = gated_delta_rule(*args, keep_states=True) if keep else (
-                gated_delta_rule_chunked(*args) if n > 1 else gated_delta_rule(*args))
+                gated_delta_rule_chunked(*args, state_at=tuple(p.row + 1 for p in points)) if n > 1 or points
+                else gated_delta_rule(*args))
             out[start:end] = rule.output.to(x.dtype)
             if keep:
                 p = rows.pending_starts[r]
                 kept_conv[p : p + n] = conv_kept
                 kept_rec[p : p + n] = rule.states
             else:  # committed tokens: the slot moves on now
+                if points:
+                    self._snapshot(states, [p.entry for p in points],
+                                   conv_states_at(mixed[start:end], conv_state, [p.row + 1 for p in points]),
+                                   rule.states)
                 conv_slots[slot] = conv_final
                 rec_slots[slot] = rule.final_state
         if kept_conv is not None:
             states.keep(self.state_layer, kept_conv, kept_rec)
+            kept_points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
+            if kept_points:  # verify rows crossing block boundaries (only committed ones are ever published)
+                pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in kept_points],
+                                       dtype=torch.int64, device=x.device)
+                self._snapshot(states, [p.entry for p in kept_points], kept_conv[pending], kept_rec[pending])
         normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
         return self.out_proj(normed)
+
+    def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor, recurrent: torch.Tensor) -> None:
+        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`."""
+        snapshots = states.snapshots
+        index = torch.tensor(entries, dtype=torch.int64, device=conv.device)
+        snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
+        snapshots.recurrent[self.state_layer, index] = recurrent
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:

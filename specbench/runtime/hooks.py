@@ -132,6 +132,12 @@ class PhaseHooks:
         `part` ("conv" | "recurrent") state slot takes: the one after its last accepted draft."""
         return num_accepted
 
+    def state_snapshot_block(self, has_snapshot: list[bool]) -> int:
+        """Which block of a prefix hit ([num_hit_blocks] whether each has a state snapshot; the last one has) the
+        request's recurrent state resumes from (recurrent/state_snapshots.py): the last, whose end the prefill
+        continues from."""
+        return len(has_snapshot) - 1
+
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
