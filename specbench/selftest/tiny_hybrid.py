@@ -1,6 +1,6 @@
 """The selftest's hybrid tiny target (issue 45): a random Qwen3-Next (Gated DeltaNet layers beside gated full
-attention) shipping its own MTP module, written as an HF directory, and its draft LM, a non-hybrid tiny model of the same vocabulary (the engine
-refuses a hybrid draft LM: its draft steps would need their own state slots and rollback).
+attention) shipping its own MTP module, written as an HF directory, and its draft LM, a non-hybrid tiny model of the
+same vocabulary (the engine refuses a hybrid draft LM: its draft steps would need their own state slots and rollback).
 
 No tokenizer: the selftest prompts are token ids. The model is built by transformers' own Qwen3-Next class (so its
 parameter names and shapes are the checkpoint format the greedy check's HF cross-check loads), then every parameter

@@ -52,6 +52,10 @@ def mtp_head_config(target: ModelConfig, num_modules: int = 1) -> MtpHeadConfig:
     return MtpHeadConfig(layer, is_qwen3_next)
 
 
+# execution_paths.py: recorded where the module's layer is Qwen3-Next's block (declared by mtp/proposer.py's class)
+QWEN3_NEXT_BLOCK_PATH = "mtp.qwen3_next_block"
+
+
 class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
     """Parameters start uninitialized (meta -> empty): the loader fills them. Its fused policy (set_policy) covers
     eh_proj and its norms (speculation/drafters/eagle/fused_head.py); the decoder layer takes decode_gemv like the
@@ -108,6 +112,8 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
     ) -> HeadOutput:
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
+        if self.config.is_qwen3_next:
+            self.attn_backend.paths.record(QWEN3_NEXT_BLOCK_PATH)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.target_embed)
         # The fused pair of norms multiplies by w itself: (1 + w) norms (Qwen3-Next) stay eager.
