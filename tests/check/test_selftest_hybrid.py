@@ -112,7 +112,7 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
     assert not HYBRID_PATHS & {p.name for p in dense.required}
 
 
-@pytest.mark.slow  # the clean hybrid rows of another seed than the mutants', the full battery: ~16 s
+@pytest.mark.slow  # the clean hybrid rows of another seed than the mutants', the full battery: ~1 min
 @pytest.mark.parametrize("seed", [1])
 def test_clean_hybrid_rows_pass_on_other_seeds(tmp_path, seed):
     plan = plan_seed(SeedTask(str(tmp_path), seed, HYBRID_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], HYBRID))
