@@ -22,7 +22,8 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     num_query = [cu[r + 1] - cu[r] for r in range(md.num_reqs)]
     # a row from position 0 is a (re)prefill: zeros, never its slot's previous owner's state
     fresh = hooks.state_starts_fresh([n > 0 and md.positions_cpu[cu[r]] == 0 for r, n in enumerate(num_query)])
-    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs, fresh)
+    slots = hooks.state_slots(tuple(request_ids), [states.slot_for(i) for i in request_ids])
+    rows = state_rows(slots, num_query, num_verify_reqs, fresh)
     states.begin_forward()
     if num_verify_reqs < len(request_ids):
         paths.record("hybrid.state_write")
