@@ -58,7 +58,7 @@ def test_a_kept_draft_state_corrupts_plausibly_with_no_acceptance_alarm_and_the_
     target, prompts = setup
     clean_accepted, clean_drafted, clean = _run(target, prompts)
     accepted, drafted, bent = _run(target, prompts, injection(MUTANT))
-    assert clean_drafted > 300 and drafted > 300  # enough drafts for the test below to see a drop of ~8 points
+    assert clean_drafted > 300 and drafted > 300  # enough drafts for the test below to see a drop of 6 points (p 0.04)
     # corrupt: greedy identity with the clean engine (itself HF's: tests/models/test_hybrid_vs_hf.py) fails
     assert sum(b != c for b, c in zip(bent, clean)) >= 2
     # plausible at the token level: what an output-shape check would pass
