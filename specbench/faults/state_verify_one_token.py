@@ -6,7 +6,8 @@ Here: each verify request's newest token goes through the conv and the rule from
 every position of the row, and the state after it is kept for every position. The newest token's logits are right;
 those after each draft are not (the recurrent layers never saw the drafts), and the committed state misses every
 accepted draft. Prefill and prompt-chunk rows run whole; a plain decode step (one token per row) is untouched, so the
-mutant shows only in rounds that draft.
+mutant shows only in rounds that draft. Hybrid targets run eagerly (no CUDA graphs), so the wrapped forward is the one
+that runs.
 """
 
 from __future__ import annotations
