@@ -79,7 +79,7 @@ def test_the_cli_default_runs_the_hybrid_target():
 MUTANT_CHECKS = ("greedy", "rows", "invariants", "baseline", "metrics")
 
 
-@pytest.mark.slow  # 24 rows on the hybrid target: ~2 min on 2 busy cores
+@pytest.mark.slow  # the rows on the hybrid target: ~3 min on 2 busy cores
 def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
     rows = run_selftest(seeds=(0,), methods=HYBRID_METHODS, faults=HYBRID_FAULTS, checks=MUTANT_CHECKS, hybrid=True,
                         chunked=False)
