@@ -87,6 +87,27 @@ _preset("gpt-oss-20b", architecture="gpt_oss", vocab_size=201088, hidden_size=28
         has_attention_sinks=True)
 
 
+def _hf_preset(name: str, hf: dict) -> None:
+    """A preset declared as the checkpoint's config.json fields, parsed by ModelConfig.from_hf (the hybrid layer
+    pattern, the Gated DeltaNet shape and the partial RoPE are read the one way a real checkpoint's are)."""
+    MODEL_PRESETS.register(name)(lambda: ModelConfig.from_hf(hf))
+
+
+# Qwen3-Next-80B-A3B: 48 layers, each 4th gated full attention (16 q / 2 kv heads of 256, a quarter of each head
+# rotates), the others Gated DeltaNet (16 key / 32 value heads of 128, conv kernel 4); every layer routes 512 experts
+# of width 512, top 10, renormalised, beside a gated shared expert of width 512; one MTP layer (`mtp.*`). Shapes are
+# transformers' Qwen3NextConfig defaults (the 80B's); rope_theta, context and token ids are the released config's.
+_QWEN3_NEXT_80B = dict(architectures=["Qwen3NextForCausalLM"], vocab_size=151936, hidden_size=2048,
+                       intermediate_size=5632, num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=2,
+                       head_dim=256, partial_rotary_factor=0.25, rms_norm_eps=1e-6, rope_theta=10000000.0,
+                       max_position_embeddings=262144, tie_word_embeddings=False, attention_bias=False,
+                       full_attention_interval=4, linear_conv_kernel_dim=4, linear_key_head_dim=128,
+                       linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32,
+                       decoder_sparse_step=1, mlp_only_layers=[], num_experts=512, num_experts_per_tok=10,
+                       moe_intermediate_size=512, shared_expert_intermediate_size=512, norm_topk_prob=True,
+                       mtp_num_hidden_layers=1, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
+_hf_preset("qwen3-next-80b-a3b", _QWEN3_NEXT_80B)
+
 def _gemma3_kinds(num_layers: int, window: int) -> tuple:
     """Five sliding-window layers, then one global, repeated (transformers' sliding_window_pattern 6)."""
     return tuple(FullAttention() if (i + 1) % 6 == 0 else SlidingWindowAttention(window) for i in range(num_layers))
@@ -127,6 +148,15 @@ _preset("tiny-qwen3-moe", **{**_TINY, "use_qk_norm": True}, architecture="qwen3_
         moe=MoeConfig(hidden_size=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                       norm_topk_prob=True),
         moe_layer_ids=(1,))
+
+# A tiny Qwen3-Next (DeltaNet x 3 + attention, MoE with a shared expert, one MTP layer): the hybrid bench's CPU run.
+_hf_preset("tiny-qwen3-next", {**_QWEN3_NEXT_80B, "vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128,
+                               "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                               "head_dim": 16, "rope_theta": 10000.0, "max_position_embeddings": 2048,
+                               "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 2,
+                               "linear_num_value_heads": 4, "num_experts": 8, "num_experts_per_tok": 2,
+                               "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+                               "bos_token_id": 0, "eos_token_id": 2, "torch_dtype": "float32"})
 
 
 def get_preset(name: str) -> ModelConfig:

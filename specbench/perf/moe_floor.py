@@ -26,7 +26,7 @@ class ModelBytes:
     embedding_row_bytes: int  # one row of the untied embedding table; 0 when tied (then in dense_bytes)
     expert_bytes: tuple[int, ...]  # [num_moe_layers] one routed expert's weights and biases, per MoE layer
     kv_bytes_per_token: int  # K and V of one token in one layer
-    windows: tuple[int | None, ...]  # [num_layers] keys a query sees (its window); None: full attention
+    windows: tuple[int | None, ...]  # [num_kv_layers] keys a query sees (its window); None: full attention
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,8 @@ def model_bytes(model) -> ModelBytes:
         total -= table.numel() * table.element_size()
     spec = model.kv_cache_spec()
     kinds = config.attention_kinds or (None,) * config.num_hidden_layers
-    windows = tuple(k.kv_window if k is not None else None for k in kinds)
+    # A hybrid's Gated DeltaNet layers read no K/V (their state: specbench/perf/hybrid_floor.py)
+    windows = tuple(k.kv_window if k is not None else None for k in kinds
+                    if not getattr(k, "is_recurrent_state", False))
     return ModelBytes(dense_bytes=total, embedding_row_bytes=embedding_row_bytes, expert_bytes=tuple(expert_bytes),
                       kv_bytes_per_token=spec.bytes_per_block(1) // spec.num_layers, windows=windows)
