@@ -90,7 +90,8 @@ def cut_preset(preset: str, num_layers: int | None) -> tuple[str, str]:
     if name not in MODEL_PRESETS:
         cut = cut_layers(config, num_layers)
         MODEL_PRESETS.register(name)(lambda: cut)
-    return name, f"first {num_layers} of {config.num_hidden_layers} layers (~{num_layers / config.num_hidden_layers:.0%} of the model)"
+    share = num_layers / config.num_hidden_layers
+    return name, f"first {num_layers} of {config.num_hidden_layers} layers (~{share:.0%} of the model)"
 
 
 def cpu_copy_bandwidth_gbps(num_bytes: int = 64 << 20, repeats: int = 5) -> float:
@@ -233,12 +234,14 @@ def run(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for method in args.methods:
             try:
+                config = get_preset(preset)
                 head_dir = None if method == "mtp" else write_dummy_eagle3_head(
-                    get_preset(preset), Path(tmp) / "eagle3", draft_vocab_size=min(32000, get_preset(preset).vocab_size))
+                    config, Path(tmp) / "eagle3", draft_vocab_size=min(32000, config.vocab_size))
                 rows_section(out, args, preset, bw, method, head_dir)
             except Exception:  # noqa: BLE001 - one section's failure keeps the other's rows
                 out.error(f"{method}:section")
             free(args.device)  # outside the handler: its traceback's frames no longer hold the engine
+            (out.path / "bench.md").write_text(table(out.data))  # a time-out keeps the table so far
     rows = out.data["rows"]
     plain, verify = rows.get("mtp:plain_c1"), rows.get(f"mtp:k{MAX_K}_c1")
     if plain and verify:
