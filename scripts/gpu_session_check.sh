@@ -34,7 +34,7 @@ if [ -f tests/recurrent/test_hybrid_fla_cuda.py ] && ls .gpu_wheels/fla_core-*.w
   fla=$!
 fi
 if [ -n "${STRESS:-}" ]; then  # issue 44: the stress matrix against two launched specbench serve on the GPU
-  OUT="$OUT" timeout "${STRESS_TIMEOUT:-240}" bash scripts/gpu_stress_timing.sh > /dev/null 2>&1 &
+  OUT="$OUT" STRESS_LIMIT="${STRESS_TIMEOUT:-240}" bash scripts/gpu_stress_timing.sh > /dev/null 2>&1 &
   stress=$!
 fi
 timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe_grouped_set.py \

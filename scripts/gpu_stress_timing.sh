@@ -18,7 +18,7 @@ DEVICE=${DEVICE:-cuda}
 SERVE="$PY -m specbench serve --target {model} --load-format dummy --tokenizer $TOK --device $DEVICE --dtype bf16 \
 --kv-cache-gb 8 --host {host} --port {port}"
 start=$(date +%s)
-"$PY" -m specbench stress --target "$PRESET" \
+timeout "${STRESS_LIMIT:-3600}" "$PY" -m specbench stress --target "$PRESET" \
   --server-cmd "$SERVE --method ngram --num-steps {num_steps}" --server-baseline-cmd "$SERVE" \
   --tokenizer "$TOK" --method ngram -k 3 --server-ready-timeout 300 --results-dir "$OUT/stress_servers" \
   --report-md "$OUT/stress_report.md" "$@" > "$OUT/stress_timing.txt" 2>&1
