@@ -37,7 +37,8 @@ ADDED_SINCE = {"async_scheduling": False, "cpu_threads": None, "info_timeout": 1
                "eagle_topk": [1], "num_draft_tokens": [],  # a run before tree shapes: chains
                "enable_prefix_caching": False,  # a run before prefix caching recomputed every prompt
                "enable_chunked_prefill": False,  # and prefilled whole prompts
-               "moe_kernels": "gemv"}  # and ran the gemv expert kernels (issue 47's grouped set came later)
+               "moe_kernels": "gemv",  # and ran the gemv expert kernels (issue 47's grouped set came later)
+               "recurrent_kernels": "torch"}  # and hybrids' gated delta rule on our torch forms
 
 
 def test_a_stored_flat_config_reads_into_the_engine_and_writes_back_unchanged():
