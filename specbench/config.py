@@ -110,6 +110,7 @@ FUSED_KERNEL_POLICIES = ("auto", "on", "off")
 MOE_KERNEL_SETS = ("gemv", "grouped")
 # The gated-delta-rule kernels of hybrid targets' Gated DeltaNet layers (recurrent/kernel_choice.py): torch (our
 # references) | fla (fla-core's Triton kernels, CUDA only) | auto (fla on CUDA where fla-core imports, else torch).
+# recurrent/kernel_choice.py CHOICES names the same values (a test holds them equal; neither unit imports the other).
 RECURRENT_KERNEL_CHOICES = ("torch", "fla", "auto")
 
 

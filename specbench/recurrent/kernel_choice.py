@@ -19,11 +19,15 @@ import functools
 import torch
 from torch import nn
 
-from specbench.config import RECURRENT_KERNEL_CHOICES
 from specbench.errors import SpecbenchError
 
+# The values of EngineConfig.recurrent_kernels (config.py RECURRENT_KERNEL_CHOICES lists them for the option: config
+# and recurrent sit in one import layer, so neither imports the other; tests/recurrent/test_recurrent_kernel_choice.py
+# holds the two to each other).
 TORCH = "torch"
 FLA = "fla"
+AUTO = "auto"
+CHOICES = (TORCH, FLA, AUTO)
 
 CHUNK_PATH = "hybrid.fla_chunk"
 RECURRENT_PATH = "hybrid.fla_recurrent"
@@ -50,19 +54,19 @@ def fla_import_error() -> str | None:
 def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
     """TORCH or FLA for `name` (one of RECURRENT_KERNEL_CHOICES) on `device`; "fla" where it cannot run raises one
     SpecbenchError line."""
-    if name not in RECURRENT_KERNEL_CHOICES:
-        raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(RECURRENT_KERNEL_CHOICES)}")
+    if name not in CHOICES:
+        raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(CHOICES)}")
     if name == TORCH:
         return TORCH
     if device.type != "cuda":
-        if name == "auto":
+        if name == AUTO:
             return TORCH
         raise SpecbenchError(f"--recurrent-kernels fla: fla-core's Triton kernels need a CUDA device (device is "
                              f"{device.type}); use --recurrent-kernels torch or auto")
     reason = fla_import_error()
     if reason is None:
         return FLA
-    if name == "auto":
+    if name == AUTO:
         return TORCH
     raise SpecbenchError(f"--recurrent-kernels fla: fla-core is not importable here ({reason}); pip install "
                          "fla-core, or use --recurrent-kernels torch or auto")
