@@ -173,6 +173,15 @@ class EngineConfig:
     enable_prefix_caching: bool = option(
         True, "reuse the KV of cached prompt prefixes across requests (--no-prefix-caching: recompute every prompt)",
         flag="--enable-prefix-caching/--no-prefix-caching", before=False)
+    # Hybrid targets (recurrent-state layers) only: a prefix hit resumes their state from a snapshot taken at a block
+    # boundary (recurrent/state_snapshots.py), each the size of one request's state; the store is allocated up front
+    # beside the state slots. Runs before it recomputed every prompt on hybrids (0).
+    state_snapshots: int = option(
+        64, "recurrent-state snapshots kept for prefix-cache hits on hybrid targets, each one request's state "
+        "(0: no prefix caching on them)", before=0, bounds=Range(0, 2**20))
+    state_snapshot_blocks: int = option(
+        1, "KV blocks between recurrent-state snapshots on hybrid targets (a prefix hit resumes at the last one)",
+        before=1, bounds=Range(1, 2**16))
     # Applied on whichever thread steps the engine (runtime/cpu_threads.py): embedded sweeps and serve alike.
     cpu_threads: int | None = option(
         None, "torch intra-op threads for the engine's CPU work (default: torch's, one per core); 1 avoids "

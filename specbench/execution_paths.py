@@ -118,6 +118,11 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.fla_recurrent", "verify rows (plain decode, k + 1 positions) through fla-core's "
                   "fused_recurrent_gated_delta_rule over the batch, one call per position chaining the state "
                   "(recurrent/fla_kernels.py)", (), needs_cuda=True, target_kind=HYBRID),
+    ExecutionPath("hybrid.snapshot_take", "the recurrent state after a registered block's last committed token kept "
+                  "as that block's snapshot (recurrent/state_snapshots.py, engine/prefix_reuse.py register)",
+                  ("cpu", "cuda"), target_kind=HYBRID),
+    ExecutionPath("hybrid.snapshot_restore", "a prefix hit resumes the request's state slot from the snapshot of its "
+                  "last hit block (engine/prefix_reuse.py admit)", ("cpu", "cuda"), target_kind=HYBRID),
     # ---- the target forward --------------------------------------------------------------------------------------
     ExecutionPath("target.eager", "target decode or verify forward run eagerly (engine/model_runner.py)",
                   ("cpu", "cuda")),
@@ -172,6 +177,12 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # and no run of theirs cuts any; n-gram's lookups are cut.
     ExecutionPath("grammar.draft_cut", "a constrained request's drafts cut at the first token its grammar refuses, "
                   "before the verify (engine/step_runner.py)", ("cpu", "cuda"), ("ngram",), extra="grammar"),
+    ExecutionPath("grammar.tree_mask", "a tree round's verify rows masked by each constrained request's grammar, "
+                  "node i's by its state after the path from the root to i, walked depth first (grammar/book.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
+    ExecutionPath("grammar.tree_draft_mask", "a constrained batch's tree drafted under the mask: each frontier "
+                  "node's log-probs masked by its path's grammar state, eager (grammar/tree_draft_mask.py)",
+                  ("cpu", "cuda"), DRAFTS_TREES, extra="grammar"),
     ExecutionPath("grammar.rebuild", "a constrained request's grammar state rebuilt from its committed output "
                   "tokens (after a preemption: grammar/book.py)", ("cpu", "cuda"), extra="grammar"),
     ExecutionPath("grammar.reasoning_end_in_drafts", "a reasoning end marker (</think>) inside the drafts: the "

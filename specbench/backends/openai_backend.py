@@ -215,7 +215,7 @@ class OpenAIBackend:
             prompt=turn.prompt.text,
             prompt_token_ids=turn.token_ids,
             output_token_ids=(),  # text only over HTTP
-            text=state.text,
+            text=state.answer_text,
             finish_reason=state.finish_reason,
             stats=stats,
         )

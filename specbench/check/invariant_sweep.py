@@ -6,17 +6,24 @@ the drafts are accepted by fiat, so every round shape is reached), real verifica
 (a KV pool too small for the batch). On CUDA every case runs with CUDA graphs on (the engine built for the
 largest k, so every k replays graphs: each replay checks the real metadata before loading it into the graph's
 buffers) and with --enforce-eager.
+
+On a hybrid target the forced-acceptance cases run without the prefix cache, so each k's rerun of the same prompts
+re-prefills from position 0 in slots other requests held (a slot not reset shows there); the real-verification case
+keeps it, so those reruns hit and resume from state snapshots (a wrong snapshot shows there), INV-STATE after every
+step in both.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from specbench.attention.invariant_violation import InvariantViolation
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup, build_llm, forced_preemption_overrides, prompt_list
 from specbench.check.state_oracle import generate_checking_states
+from specbench.models.loader import read_config
 from specbench.sampling_params import SamplingParams
 
 FORCED_ACCEPTANCE = {"full": (1.0,) * 5, "zero": (0.0,) * 5, "mixed": (0.9, 0.6, 0.4, 0.2, 0.1)}
@@ -33,14 +40,22 @@ def _sweep_cases(setup: CheckSetup, full_sweep: bool = True):
     prompts = prompt_list(setup)[:NUM_PROMPTS]
     swept = replace(setup, prompts=setup.prompts[:NUM_PROMPTS],
                     max_tokens=min(setup.max_tokens, MAX_TOKENS))  # what the sweep runs
+    recompute = {"enable_prefix_caching": False} if _is_hybrid(setup) else {}  # the module docstring
     for mode, rates in FORCED_ACCEPTANCE.items() if full_sweep and not setup.draft_shape.is_tree else ():
         for concurrency in (1, 4):
             yield (f"{mode} acceptance, concurrency {concurrency}",
-                   {"synthetic_acceptance": rates, "max_concurrency": concurrency}, NUM_STEPS, prompts[:concurrency])
+                   {"synthetic_acceptance": rates, "max_concurrency": concurrency, **recompute}, NUM_STEPS,
+                   prompts[:concurrency])
     yield "real verification, concurrency 4", {}, NUM_STEPS, prompts
     # sized once a tokenizer is at hand (text prompts are measured in tokens): the engine of the case before it
     yield ("preemption, real verification", lambda tokenizer: forced_preemption_overrides(swept, tokenizer,
                                                                                          max(NUM_STEPS)), (3,), prompts)
+
+
+def _is_hybrid(setup: CheckSetup) -> bool:
+    """Whether the setup's target is a model directory of a hybrid (recurrent-state) model."""
+    config = Path(setup.engine.target) / "config.json"
+    return config.is_file() and read_config(config).is_hybrid
 
 
 def _graph_modes(setup: CheckSetup) -> tuple[bool, ...]:

@@ -15,6 +15,7 @@ from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
 from specbench.recurrent.kernel_choice import resolve_recurrent_kernels
 from specbench.recurrent.state_cache import new_state_cache
+from specbench.recurrent.state_snapshots import StateSnapshots
 from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
 from specbench.engine.scheduler import Scheduler
 from specbench.engine.stop import StopChecker
@@ -201,25 +202,29 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     bytes_per_block = target_spec.bytes_per_block(config.block_size)
     if draft_spec is not None:
         bytes_per_block += draft_spec.bytes_per_block(config.block_size)
-    # Hybrid targets: the state slots first, so a pool sized from free GPU memory leaves room for them (a
-    # --kv-cache-gb budget counts K/V only).
+    max_model_len = config.max_model_len or target.config.max_position_embeddings
+    kv_windows = releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None)
+    prefix_note = (prefix_caching_off_reason(proposer, kv_windows, target.config.is_hybrid, config.state_snapshots)
+                   if config.enable_prefix_caching else "off (option)")
+    # Hybrid targets: the state slots (and, with prefix caching, their block-boundary snapshots) first, so a pool
+    # sized from free GPU memory leaves room for them (a --kv-cache-gb budget counts K/V only).
     states = new_state_cache(target.model, config.max_concurrency) if target.config.is_hybrid else None
+    if states is not None and prefix_note is None:
+        states.snapshots = StateSnapshots(states.shape, config.state_snapshots, config.block_size,
+                                          config.state_snapshot_blocks, states.conv.dtype, states.conv.device)
     num_blocks, note = size_kv_pool(config, bytes_per_block, device)
     target_kv = KVCache(target_spec, num_blocks, config.block_size, device)
     target_kv.states = states
     if isinstance(proposer, HasDraftKV):
         proposer.bind_kv_cache(KVCache(draft_spec, num_blocks, config.block_size, device))
 
-    max_model_len = config.max_model_len or target.config.max_position_embeddings
-    kv_windows = releasable_windows(target.config.attention_kinds, has_draft_kv=draft_spec is not None)
-    prefix_note = (prefix_caching_off_reason(proposer, kv_windows, target.config.is_hybrid)
-                   if config.enable_prefix_caching else "off (option)")
+    snapshots = None if states is None else states.snapshots
     block_manager = BlockManager(num_blocks, config.block_size,
-                                 new_prefix_cache(hooks, paths) if prefix_note is None else None)
+                                 new_prefix_cache(hooks, paths, snapshots) if prefix_note is None else None)
     prefix = None
     if prefix_note is None:
         prefix = PrefixReuse(block_manager, proposer if isinstance(proposer, ResumesFromCachedKV) else None, paths,
-                             hooks)
+                             hooks, states)
     scheduler = Scheduler(
         block_manager,
         max_concurrency=config.max_concurrency,

@@ -34,9 +34,6 @@ from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 
 
-# Tree rounds verify a token tree whose rows would each need the grammar state of their own branch; not built yet.
-GRAMMAR_TREE_REFUSAL = ("grammar-constrained requests (response_format, regex, tools) are not supported with tree "
-                        "drafts (eagle_topk > 1): use chain drafts (eagle_topk 1)")
 HYBRID_TREE_REFUSAL = ("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree verify would "
                        "need one state per tree branch, which the engine does not keep; use chains (eagle_topk 1)")
 
@@ -164,8 +161,6 @@ class LLMEngine:
 
     def _check_grammar(self, params: SamplingParams) -> None:
         """Refuse a constrained request this engine cannot decode under its grammar, before it is queued."""
-        if self.scheduler.draft_shape.is_tree and self.num_steps > 0:
-            raise SpecbenchError(GRAMMAR_TREE_REFUSAL)
         self.step_runner.grammar.library.matcher(params.grammar)  # compiles it: a bad schema or pattern fails here
 
     def abort_request(self, request_id: str) -> bool:
@@ -227,9 +222,6 @@ class LLMEngine:
         """Change the draft tree's shape between runs, like set_num_steps (the scheduler owns it)."""
         if self.has_unfinished():
             raise RuntimeError("set_draft_shape needs an idle engine")
-        if shape.is_tree and self.scheduler.num_steps > 0 and any(
-                r.sampling_params.grammar is not None for r in self.committer.requests.values()):
-            raise SpecbenchError(GRAMMAR_TREE_REFUSAL)
         if shape.is_tree and not isinstance(self.proposer, DraftsTrees):
             can = ", ".join(methods_with(DraftsTrees))
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "

@@ -14,6 +14,10 @@ Rules, each for a reason:
 - A request asking for prompt logprobs looks nothing up: cached positions would have no logits (as vLLM does).
 - The hash's extra key names the drafter whose KV the blocks hold ("target" when none is written: no drafter, or
   k = 0), so blocks cached under one never serve the other.
+- Hybrid targets (recurrent-state layers): a block's K/V is not the state after it, so a hit must end at a block whose
+  state snapshot is stored (recurrent/state_snapshots.py): it is shortened to the last such block (or to none), and
+  the request's slot is restored from that snapshot before its prefill continues. A block's snapshot is published
+  when the block is registered (its last token committed then).
 """
 
 from __future__ import annotations
@@ -24,18 +28,20 @@ from specbench.execution_paths import PathRecorder
 from specbench.kv.block_hash import extend_block_hashes
 from specbench.kv.block_manager import BlockManager
 from specbench.kv.prefix_cache import PrefixCache
+from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_snapshots import StateSnapshots
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.speculation.capabilities import HasDraftKV, Proposer, ResumesFromCachedKV
 
 
 def prefix_caching_off_reason(proposer: Proposer | None, kv_windows: tuple[int, ...],
-                              is_hybrid: bool = False) -> str | None:
+                              is_hybrid: bool = False, num_state_snapshots: int = 0) -> str | None:
     """Why an engine cannot cache prefixes safely, or None: the one place that decides it."""
-    if is_hybrid:
-        # A cached block holds K/V, not the recurrent state after it: a hit would resume the Gated DeltaNet layers
-        # from zeros. Snapshotting states at block boundaries is not implemented (recurrent/state_cache.py).
-        return ("the target has recurrent-state (Gated DeltaNet) layers: cached blocks hold no state snapshot to "
-                "resume them from")
+    if is_hybrid and num_state_snapshots == 0:
+        # A cached block holds K/V, not the recurrent state after it: without snapshots a hit could not resume the
+        # Gated DeltaNet layers.
+        return ("the target has recurrent-state (Gated DeltaNet) layers and --state-snapshots is 0: cached blocks "
+                "hold no state to resume them from")
     if kv_windows:
         return ("every layer is windowed: leading blocks are released as a request runs, so its table has holes no "
                 "later request can share")
@@ -44,17 +50,21 @@ def prefix_caching_off_reason(proposer: Proposer | None, kv_windows: tuple[int, 
     return None
 
 
-def new_prefix_cache(hooks: PhaseHooks, paths: PathRecorder) -> PrefixCache:
+def new_prefix_cache(hooks: PhaseHooks, paths: PathRecorder, snapshots: StateSnapshots | None = None) -> PrefixCache:
+    """`snapshots`: a hybrid target's state snapshots, dropped with their blocks."""
     def drops_evicted_hash(block_hash: bytes) -> bool:
         paths.record("prefix.evict")
-        return hooks.drops_evicted_hash(block_hash)
+        drops = hooks.drops_evicted_hash(block_hash)
+        if drops and snapshots is not None:
+            snapshots.drop(block_hash)
+        return drops
 
     return PrefixCache(drops_evicted_hash)
 
 
 class PrefixReuse:
     def __init__(self, block_manager: BlockManager, drafter: ResumesFromCachedKV | None, paths: PathRecorder,
-                 hooks: PhaseHooks = NO_HOOKS) -> None:
+                 hooks: PhaseHooks = NO_HOOKS, states: StateCache | None = None) -> None:
         if block_manager.prefix_cache is None:
             raise ValueError("PrefixReuse needs a block manager with a prefix cache")
         self.block_manager = block_manager
@@ -63,6 +73,11 @@ class PrefixReuse:
         self.drafter = drafter  # None: no draft KV in the blocks (no proposer, or n-gram)
         self.paths = paths
         self.hooks = hooks
+        # a hybrid target's slots, their snapshots attached (hits resume from them); None: no recurrent state
+        self.states = states
+        self.snapshots = None if states is None else states.snapshots
+        if states is not None and self.snapshots is None:
+            raise ValueError("PrefixReuse on a hybrid target needs its state snapshots")
         self.num_queried_tokens = 0  # since construction: tokens of admitted requests' prefills (looked up or not)
         self.num_hit_tokens = 0  # of those, served from the cache
 
@@ -86,8 +101,11 @@ class PrefixReuse:
         if lookahead is None or is_prompt_logprobs_due(request):
             return []
         n, bs = request.num_tokens, self.block_size
-        blocks = self.cache.lookup(self._hashes(request, (n - lookahead) // bs, num_steps, lookahead))
-        return blocks[: (n - 1) // bs]
+        hashes = self._hashes(request, (n - lookahead) // bs, num_steps, lookahead)
+        blocks = self.cache.lookup(hashes)[: (n - 1) // bs]
+        while self.snapshots is not None and blocks and not self.snapshots.has(hashes[len(blocks) - 1]):
+            blocks.pop()  # never the KV of a hit without the state after it
+        return blocks
 
     def admit(self, request: Request, blocks: list[int], num_steps: int) -> None:
         """Start `request` (new or preempted, its table empty) on the cached `blocks`: the prefill runs from there."""
@@ -102,8 +120,17 @@ class PrefixReuse:
             request.stats.num_cached_prompt_tokens = num_hit
         if num_hit:
             self.paths.record("prefix.hit")
+            if self.snapshots is not None:
+                self._restore_state(request, len(blocks))
             if self._drafts(num_steps):
                 self.drafter.resume_at(request.request_id, num_hit)
+
+    def _restore_state(self, request: Request, num_blocks: int) -> None:
+        """The request's slot takes the snapshot of its hit's last block (lookup kept only hits ending at one)."""
+        hashes = request.block_hashes[:num_blocks]
+        source = self.hooks.state_snapshot_block([self.snapshots.has(h) for h in hashes])
+        self.snapshots.restore(hashes[source], self.states, self.states.slot_for(request.request_id))
+        self.paths.record("hybrid.snapshot_restore")
 
     def register(self, request: Request, num_steps: int) -> None:
         """Register the request's blocks that became full of committed KV since the last call (a duplicate of a
@@ -121,6 +148,11 @@ class PrefixReuse:
         for b in range(request.num_registered_blocks, num_full):
             if self.cache.register(request.block_table[b], hashes[b]):
                 self.paths.record("prefix.register")
+            # the state after the block's last token, if taken: only a committed position's is ever published
+            num_covered = (b + 1) * self.block_size
+            if (self.snapshots is not None and num_covered <= request.num_cached_tokens
+                    and self.snapshots.publish(request.request_id, num_covered, hashes[b])):
+                self.paths.record("hybrid.snapshot_take")
         request.num_registered_blocks = num_full
 
     def _hashes(self, request: Request, num_blocks: int, num_steps: int, lookahead: int) -> list[bytes]:

@@ -1,6 +1,7 @@
-"""Hand a hybrid target's forward its requests' recurrent-state slots (recurrent/state_rows.py), and commit the
-verified states after the verifier: the step runner's two calls for targets with Gated DeltaNet layers; no-ops for
-every other target (kv_cache.states is None)."""
+"""Hand a hybrid target's forward its requests' recurrent-state slots (recurrent/state_rows.py) and the block
+boundaries where it snapshots states (recurrent/state_snapshots.py), and commit the verified states after the
+verifier: the step runner's two calls for targets with Gated DeltaNet layers; no-ops for every other target
+(kv_cache.states is None)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     cu = md.query_start_loc_cpu
     num_query = [cu[r + 1] - cu[r] for r in range(md.num_reqs)]
     # a row from position 0 is a (re)prefill: zeros, never its slot's previous owner's state
-    fresh = hooks.state_starts_fresh([n > 0 and md.positions_cpu[cu[r]] == 0 for r, n in enumerate(num_query)])
-    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs, fresh)
+    first = [md.positions_cpu[cu[r]] if n > 0 else 0 for r, n in enumerate(num_query)]
+    fresh = hooks.state_starts_fresh([n > 0 and first[r] == 0 for r, n in enumerate(num_query)])
+    # with prefix caching, the states at block boundaries the rows cross go to the snapshot store too
+    points = () if states.snapshots is None else states.snapshots.plan(request_ids, first, num_query)
+    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs, fresh, points)
     states.begin_forward()
     if num_verify_reqs < len(request_ids):
         paths.record("hybrid.state_write")

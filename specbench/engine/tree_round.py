@@ -21,6 +21,9 @@ round once (`finish_tree_round`): the accepted counts, tokens and path shape of 
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 
 from specbench.device_copy import to_device
@@ -28,6 +31,7 @@ from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs,
 from specbench.engine.step_runner import StepResult, StepRunner
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.tree_inputs import build_uniform_tree_verify_input, is_uniform
+from specbench.grammar.tree_draft_mask import TreeDraftMask
 from specbench.runtime.phases import TargetOutput
 from specbench.speculation.capabilities import DraftsTrees
 from specbench.speculation.draft_shape import DraftShape
@@ -70,7 +74,11 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     paths.record("spec.tree_round")
     paths.record(runner.proposer_path)
     timer.start("draft")
-    proposal = runner.proposer.propose_tree(runner.propose_input(batch, st), plan)
+    inp = runner.propose_input(batch, st)
+    if runner.is_constrained(requests) and runner.grammar.is_drafting_masked:
+        paths.record("grammar.tree_draft_mask")
+        inp = dataclasses.replace(inp, draft_mask=TreeDraftMask(runner.grammar, requests))
+    proposal = runner.proposer.propose_tree(inp, plan)
     timer.stop("draft")
     # DraftsTrees proposers grow every request the same node count (TopKTreeBuilder under one plan), so the verify
     # input is laid out on the device and queued right behind the draft, with no host read in between.
@@ -79,34 +87,44 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     layout = build_uniform_tree_verify_input(requests, proposal, runner.block_size, runner.device,
                                              read_back=runner.debug_invariants)
     inp = layout.inp
+    # A constrained batch reads its trees before the target's forward is enqueued, so the masks of every branch are
+    # walked on the host while it runs (the drafts are final: the draft's one sync).
+    host_tree = _host_tree(proposal) if runner.is_constrained(requests) else None
     timer.start("target")
     out = runner.target_runner.verify(inp)
     timer.stop("target")
     committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, layout.tree,
                                                           proposal.num_draft_tokens, inp.md.block_tables, out,
-                                                          needs_features=needs_features, padded=layout.padded)
+                                                          needs_features=needs_features, padded=layout.padded,
+                                                          host_tree=host_tree)
     return StepResult(committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs)
 
 
 def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,
                       tree: DraftTree, num_nodes: tuple[int, ...], block_tables: torch.Tensor, out: TargetOutput, *,
-                      needs_features: bool, padded: PaddedTree | None = None
-                      ) -> tuple[list[list[int]], int, StepLogprobs | None]:
+                      needs_features: bool, padded: PaddedTree | None = None,
+                      host_tree: HostTree | None = None) -> tuple[list[list[int]], int, StepLogprobs | None]:
     """Everything after the target's tree verify, launched on the device with no host read until the round's one
     sync: verify, KV compaction, the path's features and logprob rows, the stats' path shape. Then the host
     bookkeeping per request from that one read. num_nodes [num_reqs]: host copy of tree.num_nodes; block_tables
     [num_reqs, max_num_blocks] int32 on the device (the verify's). (committed tokens per request, accepted drafts
-    in all, logprobs). `padded`: the tree padded to max(num_nodes) when the caller built it already."""
+    in all, logprobs). `padded`: the tree padded to max(num_nodes) when the caller built it already.
+    `host_tree`: the drafted trees on the host, given for a constrained batch: the verifier reads out.logits masked
+    by each branch's grammar state (grammar/book.py masked_tree_logits; greedy and sampled verification both see
+    only what each branch's grammar allows); the logprobs are reported from out.logits, as the model produced them."""
     paths = runner.paths
     timer.start("sample")
     padded = pad_tree(tree, max(num_nodes)) if padded is None else padded
+    logits = out.logits
+    if host_tree is not None:
+        logits = runner.grammar.masked_tree_logits(out.logits, requests, host_tree.tokens, host_tree.parents)
     if runner.synthetic_rates is not None:  # forced (depth, rank) acceptance: performance work, NOT lossless
         paths.record("verify.synthetic")
         result = synthetic_tree_verify(out.logits, tree, runner.synthetic_tree_table(plan.depth, plan.topk),
                                        runner.synthetic_generator, padded)
     else:
         paths.record("verify.tree")
-        result = verify_tree_batched(out.logits, tree, st, num_nodes, padded)
+        result = verify_tree_batched(logits, tree, st, num_nodes, padded)
     timer.stop("sample")
     num_cached = [r.num_cached_tokens for r in requests]
     _compact_target_kv(runner.target_runner.kv_cache, block_tables, result,
@@ -132,10 +150,27 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
         accepted_paths.append(read.path(r))
         num_accepted += n
     runner.proposer.on_tree_verified(tuple(r.request_id for r in requests), tuple(accepted_paths))
+    if host_tree is not None:  # each constrained request's grammar follows its accepted path and bonus
+        runner.grammar.settle(requests, [read.num_accepted(r) for r in range(len(requests))], committed)
     logprobs = None if table is None else StepLogprobs(table[0].cpu(), table[1],
                                                        tuple(r * path_rows.shape[1] for r in range(len(requests))),
                                                        wanted_top(requests))
     return committed, num_accepted, logprobs
+
+
+@dataclass(frozen=True, slots=True)
+class HostTree:
+    """A tree proposal's drafts on the host: what a constrained batch's grammar masks walk."""
+
+    tokens: list[list[int]]  # [num_reqs][num_nodes_r]
+    parents: list[list[int]]  # [num_reqs][num_nodes_r] request-local parent, -1 = a child of the root
+
+
+def _host_tree(proposal) -> HostTree:
+    """The proposal's trees on the host (one read of the drafts)."""
+    counts = proposal.num_draft_tokens
+    rows = torch.stack([proposal.draft_token_ids, proposal.parents]).tolist()
+    return HostTree([t[:n] for t, n in zip(rows[0], counts)], [p[:n] for p, n in zip(rows[1], counts)])
 
 
 def _malformed_node(tree: PaddedTree) -> torch.Tensor:  # [num_reqs] int64, -1 = none

@@ -32,6 +32,7 @@ from specbench.faults.grammar_marker_in_drafts import GrammarMarkerInDraftsUnmas
 from specbench.faults.grammar_mask_shift import GrammarMaskShifted
 from specbench.faults.grammar_not_restored import GrammarNotRestored
 from specbench.faults.grammar_rejected_advance import GrammarAdvancedOverRejected
+from specbench.faults.grammar_tree_sibling_state import GrammarTreeSiblingState
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
 from specbench.faults.moe_combine_weight_swapped import MoeCombineWeightSwapped
@@ -57,6 +58,7 @@ from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
 from specbench.faults.state_not_rolled_back import StateNotRolledBack
 from specbench.faults.state_rolled_back_too_far import StateRolledBackTooFar
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
+from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
 from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
@@ -172,6 +174,19 @@ GRAMMAR_MUTANTS: tuple[type[Mutant], ...] = (
     GrammarBonusUnmasked,
     GrammarNotRestored,
     GrammarMarkerInDraftsUnmasked,
+    GrammarTreeSiblingState,
+)
+
+# The grammar mutants whose hooks tree rounds call too (grammar/book.py masked_tree_logits, the rebuild after a
+# preemption): the selftest runs them on its constrained tree rows as well as on the chain ones.
+# grammar-advanced-over-rejected bends the chain's rollback count, which a tree round never takes (its mask walk ends
+# at the committed tokens); grammar-tree-sibling-state bends tree rounds only (a tree fault: needs_tree_shape).
+GRAMMAR_TREE_MUTANTS: tuple[type[Mutant], ...] = (
+    GrammarMaskShifted,
+    GrammarBonusUnmasked,
+    GrammarNotRestored,
+    GrammarMarkerInDraftsUnmasked,
+    GrammarTreeSiblingState,
 )
 
 # Speed only (layer "speed"): outputs and statistics exact, the gate's speed stage is the check; slow-step (k = 0
@@ -182,17 +197,19 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
-# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse): inert on targets without
-# recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
+# Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
+# targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
 # (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
-# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers,
-# tests/check/test_selftest_hybrid.py by the selftest's battery.
+# caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers (the snapshot one on
+# prefix hits: tests/faults/test_state_snapshot_mutant.py), tests/check/test_selftest_hybrid.py by the selftest's
+# battery.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,
     StateConvOnlyRolledBack,
     StateZeroDraftStale,
     StateSlotNotReset,
+    StateSnapshotWrongBlock,
 )
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
@@ -226,7 +243,8 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 
 
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
-_TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS)
+_TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS + (GrammarTreeSiblingState,))
+_GRAMMAR_TREE_FAULTS = frozenset(m.fault.name for m in GRAMMAR_TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
 _HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)
 
@@ -248,6 +266,12 @@ _GRAMMAR_FAULTS = frozenset(m.fault.name for m in GRAMMAR_MUTANTS)
 def needs_tree_shape(name: str) -> bool:
     """Whether a fault acts only on tree rounds (the selftest runs it on its tree rows alone)."""
     return name in _TREE_FAULTS
+
+
+def runs_on_tree_rows(name: str) -> bool:
+    """Whether the selftest runs a fault on its tree rows: the tree faults, and the grammar faults that tree rounds
+    host too (on the constrained tree rows: GRAMMAR_TREE_MUTANTS)."""
+    return name in _TREE_FAULTS or name in _GRAMMAR_TREE_FAULTS
 
 
 def needs_chunked_prefill(name: str) -> bool:

@@ -18,6 +18,10 @@ from specbench.runtime.hooks import EngineFault
 from specbench.workloads.base import DataSource
 
 
+# Finish reasons of a completed answer: "tool_calls" is a forced tool call's (OpenAI's, over HTTP).
+COMPLETE_FINISH = ("stop", "tool_calls")
+
+
 @dataclass(frozen=True)
 class StructuredAnswer:
     sample_id: str
@@ -34,7 +38,7 @@ class StructuredAnswer:
     @property
     def is_ok(self) -> bool:
         """What the grammar promises: a completed answer conforms, an answer cut by length is a valid prefix."""
-        if self.finish_reason == "stop":
+        if self.finish_reason in COMPLETE_FINISH:
             return self.is_conformant
         if self.finish_reason == "length":
             return self.is_prefix_valid is not False

@@ -26,7 +26,7 @@ class StructuredStage:
     options = StructuredOptions
 
     def judge(self, inputs: StageInputs) -> StageResult:
-        from specbench.gate.structured_run import run_structured
+        from specbench.gate.structured_run import COMPLETE_FINISH, run_structured
         from specbench.metrics.proportion import wilson_interval
         from specbench.stress.exact_tests import mcnemar_exact
 
@@ -44,7 +44,7 @@ class StructuredStage:
                     "and conformant")
 
         broken = [(side.num_steps, a) for side in (off, on) if side is not None for a in side.answers
-                  if a.finish_reason in ("stop", "length") and not a.is_ok]
+                  if a.finish_reason in (*COMPLETE_FINISH, "length") and not a.is_ok]
         num_5xx = sum(a.is_server_error for side in (off, on) if side is not None for a in side.answers)
         rows = [f"- k={on.num_steps}: {rate(on)}; finish reasons {dict(on.finish_reasons)}"]
         p_value = 1.0

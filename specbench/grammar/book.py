@@ -2,7 +2,10 @@
 
 A step's masks walk each constrained request's drafts through its state (row i: the state after drafts 0..i-1); the
 walk stays advanced until the step is read back, when `settle` rolls back the drafts the verifier rejected and
-advances over the bonus token. A state is freed with its request (finished, aborted, preempted) and rebuilt from the
+advances over the bonus token. A tree round's masks (`masked_tree_logits`) walk each branch depth first: node i's row
+gets the state after the path from the root to node i (its ancestors' tokens and its own), so siblings never see
+each other's tokens; the walk ends back at the committed tokens, and `settle` advances over the accepted path and
+the bonus. A state is freed with its request (finished, aborted, preempted) and rebuilt from the
 request's committed output tokens when it is next scheduled, so preemption and prefix-cache hits restore it.
 """
 
@@ -34,6 +37,7 @@ class GrammarBook:
         self.is_drafting_masked = True
         self.mask_seconds = 0.0  # host time spent walking states and filling masks (BENCHMARKS.md's mask share)
         self.num_mask_rows = 0
+        self.draft_mask_seconds = 0.0  # host time the drafting walks took (draft_mask.py, tree_draft_mask.py)
 
     @staticmethod
     def is_constrained(requests) -> bool:
@@ -123,6 +127,54 @@ class GrammarBook:
             self.num_walked[request.request_id] = num_walked
             row += 1 + len(drafts)
         return bitmask
+
+    # ---- masks of a tree round ------------------------------------------------------------------
+    def masked_tree_logits(self, logits: torch.Tensor, requests, tokens: list[list[int]],
+                           parents: list[list[int]]) -> torch.Tensor:
+        """logits [sum(1 + num_nodes), vocab] of a tree verify (request r's rows: its root, then node i at 1 + i)
+        masked by each constrained request's grammar; tokens / parents [num_reqs][num_nodes_r] the drafted tree on
+        the host (parent -1: a child of the root; parents precede children). Unchanged when none is constrained."""
+        if not self.is_constrained(requests):
+            return logits
+        start = time.perf_counter()
+        num_rows = [1 + len(t) for t in tokens]
+        bitmask = torch.full((sum(num_rows), num_words(self.vocab_size)), -1, dtype=torch.int32)
+        row = 0
+        for request, request_tokens, request_parents in zip(requests, tokens, parents):
+            if request.sampling_params.grammar is not None:
+                self._walk_tree(request, request_tokens, request_parents, bitmask, row)
+                self.num_walked[request.request_id] = 0  # the walk ends at the committed tokens
+            row += 1 + len(request_tokens)
+        bitmask = self.hooks.grammar_tree_mask_rows(parents, self.hooks.grammar_mask_rows(num_rows, bitmask))
+        self.mask_seconds += time.perf_counter() - start
+        self.num_mask_rows += bitmask.shape[0]
+        self._record("grammar.tree_mask")
+        masked = apply_token_bitmask(logits, bitmask)
+        return self.hooks.grammar_bonus_logits(masked, logits, num_rows)
+
+    def _walk_tree(self, request, tokens: list[int], parents: list[int], bitmask: torch.Tensor, first_row: int
+                   ) -> None:
+        """Fill the request's rows first_row (the root) and first_row + 1 + i (node i) depth first, one consume and
+        one rollback per node. A node whose token its path's grammar refuses is never accepted (its parent's row
+        masks it), so its row and its subtree's stay all-allowed, as a chain's rows after a refused draft."""
+        state = self.state_for(request)
+        is_open_before = state.gate.is_open
+        children: list[list[int]] = [[] for _ in range(len(tokens) + 1)]  # [1 + num_nodes]: 0 = the root
+        for node, parent in enumerate(parents):
+            children[parent + 1].append(node)
+
+        def visit(slot: int) -> None:  # the state is at the path to `slot` (0: the root, 1 + i: node i)
+            is_past_drafted_marker = is_open_before and not state.gate.is_open
+            if not is_past_drafted_marker or self.hooks.grammar_masks_after_drafted_marker():
+                state.fill_mask(bitmask, first_row + slot)
+            for node in children[slot]:
+                if state.consume(tokens[node]):
+                    if is_open_before and not state.gate.is_open and not is_past_drafted_marker:
+                        self._record("grammar.reasoning_end_in_drafts")
+                    visit(1 + node)
+                    state.rollback(1)
+
+        visit(0)
 
     # ---- read back ------------------------------------------------------------------------------
     def settle(self, requests, num_accepted: list[int], committed: list[list[int]]) -> None:

@@ -4,6 +4,8 @@ step's drafts), so it is taken only for batches with a constrained request."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from specbench.grammar.bitmask import apply_token_bitmask, num_words
@@ -30,6 +32,14 @@ class DraftMask:
         constrained = [i for i, r in enumerate(rows) if r in self.states]
         if not constrained:
             return logits
+        start = time.perf_counter()
+        try:
+            return self._masked(step, rows, constrained, logits, draft_ids)
+        finally:
+            self.book.draft_mask_seconds += time.perf_counter() - start
+
+    def _masked(self, step: int, rows: list[int], constrained: list[int], logits: torch.Tensor,
+                draft_ids: torch.Tensor) -> torch.Tensor:
         if step > 0:
             previous = draft_ids[:, step - 1].tolist()
             for r in (rows[i] for i in constrained):

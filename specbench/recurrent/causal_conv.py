@@ -28,3 +28,14 @@ def causal_conv(
         # after token t the state is inputs (t + 1 .. t + width] of `full`
         states = full.unfold(1, width, 1)[:, 1:].permute(1, 0, 2).contiguous()  # [T, C, width]
     return F.silu(out).t().to(x.dtype), full[:, num_tokens:].clone(), states
+
+
+def conv_states_at(
+    x: torch.Tensor,  # [num_tokens, channels] one request's tokens
+    state: torch.Tensor,  # [channels, kernel_size - 1] the inputs before them
+    num_tokens_at: list[int],  # [num_points] each in 1 .. num_tokens
+) -> torch.Tensor:  # [num_points, channels, kernel_size - 1]
+    """The conv state after the first num_tokens_at[i] tokens: the last kernel_size - 1 inputs up to there."""
+    width = state.shape[1]
+    full = torch.cat([state.to(x.dtype), x.t()], dim=1)  # [C, width + T]
+    return torch.stack([full[:, n : n + width] for n in num_tokens_at]).to(state.dtype)

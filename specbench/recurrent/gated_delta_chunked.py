@@ -26,7 +26,10 @@ def gated_delta_rule_chunked(
     beta: torch.Tensor,  # [num_tokens, num_v_heads]
     initial_state: torch.Tensor,  # [num_v_heads, k_dim, v_dim] fp32
     chunk_size: int = CHUNK_SIZE,
+    state_at: tuple[int, ...] = (),  # token counts (ascending, 1 .. num_tokens) after which the state is kept too
 ) -> DeltaRuleOutput:
+    """The rule over the tokens from `initial_state`: outputs and the final state; with `state_at`, also the states
+    after those tokens (DeltaRuleOutput.states [len(state_at), ...]): chunks end there too."""
     num_tokens, num_k_heads, k_dim = key.shape
     group = value.shape[1] // num_k_heads
     # heads first: [H, T, D]
@@ -36,8 +39,11 @@ def gated_delta_rule_chunked(
     g, b = log_decay.float().t(), beta.float().t()  # [H, T]
     state = initial_state.float().clone()  # [H, Dk, Dv]
     out = torch.empty_like(v)
-    for start in range(0, num_tokens, chunk_size):
-        end = min(start + chunk_size, num_tokens)
+    kept = []
+    cuts = list(state_at)
+    start = 0
+    while start < num_tokens:
+        end = min(start + chunk_size, num_tokens, cuts[0] if cuts else num_tokens)
         qc, kc, vc, bc = q[:, start:end], k[:, start:end], v[:, start:end], b[:, start:end]
         cum = g[:, start:end].cumsum(dim=1)  # [H, C] G_t
         n = end - start
@@ -53,4 +59,8 @@ def gated_delta_rule_chunked(
         out[:, start:end] = cum.exp()[:, :, None] * (qc @ state) + (causal * (qc @ kc.transpose(1, 2))) @ corrections
         tail = (cum[:, -1:] - cum).exp()  # [H, C] exp(G_C - G_j)
         state = cum[:, -1].exp()[:, None, None] * state + (kc * tail[:, :, None]).transpose(1, 2) @ corrections
-    return DeltaRuleOutput(out.transpose(0, 1), state, None)
+        if cuts and cuts[0] == end:
+            kept.append(state)
+            cuts.pop(0)
+        start = end
+    return DeltaRuleOutput(out.transpose(0, 1), state, torch.stack(kept) if kept else None)

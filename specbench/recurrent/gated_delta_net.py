@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specbench.recurrent import fla_kernels
-from specbench.recurrent.causal_conv import causal_conv
+from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
@@ -101,29 +101,42 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
             conv_out, conv_final, conv_kept = causal_conv(mixed[start:end], conv_state, weight, keep_states=keep)
             qc, kc, vc = conv_out.split([c.key_size, c.key_size, c.value_size], dim=-1)
             n = end - start
+            # committed rows crossing block boundaries: the states there go to the snapshot store too
+            points = () if keep else tuple(p for p in rows.snapshots if p.request == r)
             # committed tokens (prefill, chunks) keep no per-position state: the chunked form; verify rows the
             # per-token reference, which keeps each position's state for the commit
             args = (qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
                     vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end], rec_state)
-            if is_fla and not keep:
-                deferred.append(_CommittedRows(start, end, slot, args))
+            if is_fla and not keep:  # snapshot conv states now: the slot's conv state moves on below
+                cuts = tuple(p.row + 1 for p in points)
+                deferred.append(_CommittedRows(start, end, slot, args, cuts, tuple(p.entry for p in points)))
+                if points:
+                    self._snapshot(states, list(deferred[-1].entries),
+                                   conv_states_at(mixed[start:end], conv_state, list(cuts)), None)
                 conv_slots[slot] = conv_final
                 continue
-            if is_fla:
+            if is_fla and keep:
                 rule = _fla_one_verify(*args)
             else:
                 rule = gated_delta_rule(*args, keep_states=True) if keep else (
-                    gated_delta_rule_chunked(*args) if n > 1 else gated_delta_rule(*args))
+                    gated_delta_rule_chunked(*args, state_at=tuple(p.row + 1 for p in points)) if n > 1 or points
+                    else gated_delta_rule(*args))
             out[start:end] = rule.output.to(x.dtype)
             if keep:
                 p = rows.pending_starts[r]
                 kept_conv[p : p + n] = conv_kept
                 kept_rec[p : p + n] = rule.states
             else:  # committed tokens: the slot moves on now
+                if points:
+                    self._snapshot(states, [p.entry for p in points],
+                                   conv_states_at(mixed[start:end], conv_state, [p.row + 1 for p in points]),
+                                   rule.states)
                 conv_slots[slot] = conv_final
                 rec_slots[slot] = rule.final_state
         if deferred:
-            _fla_committed(deferred, out, rec_slots)
+            for rows_r, at_cuts in zip(deferred, _fla_committed(deferred, out, rec_slots)):
+                if rows_r.entries:
+                    self._snapshot(states, list(rows_r.entries), None, at_cuts)
         if is_fla and paths is not None:  # host-side decisions only: which fla kernels this forward ran
             if deferred:
                 paths.record(CHUNK_PATH)
@@ -131,8 +144,23 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
                 paths.record(RECURRENT_PATH)
         if kept_conv is not None:
             states.keep(self.state_layer, kept_conv, kept_rec)
+            kept_points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
+            if kept_points:  # verify rows crossing block boundaries (only committed ones are ever published)
+                pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in kept_points],
+                                       dtype=torch.int64, device=x.device)
+                self._snapshot(states, [p.entry for p in kept_points], kept_conv[pending], kept_rec[pending])
         normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
         return self.out_proj(normed)
+
+    def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor | None,
+                  recurrent: torch.Tensor | None) -> None:
+        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`."""
+        snapshots = states.snapshots
+        index = torch.tensor(entries, dtype=torch.int64, device=snapshots.conv.device)
+        if conv is not None:  # None: written by another call (fla: the conv before, the recurrent state after)
+            snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
+        if recurrent is not None:
+            snapshots.recurrent[self.state_layer, index] = recurrent
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:
@@ -190,26 +218,43 @@ def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) ->
 
 @dataclass(frozen=True, slots=True)
 class _CommittedRows:
-    """One request's committed rows waiting for the fla varlen call."""
+    """One request's committed rows waiting for the fla varlen calls."""
 
     start: int  # its first token row in the forward
     end: int
     slot: int  # its state slot
     # (q [n, Hk, Dk], k [n, Hk, Dk], v [n, Hv, Dv], log_decay [n, Hv], beta [n, Hv], initial state [Hv, Dk, Dv])
     rule_args: tuple[torch.Tensor, ...]
+    cuts: tuple[int, ...] = ()  # [num_points] rows (1-based, increasing) after which a snapshot takes the state
+    entries: tuple[int, ...] = ()  # [num_points] their snapshot entries
 
 
-def _fla_committed(committed: list[_CommittedRows], out: torch.Tensor, rec_slots: torch.Tensor) -> None:
-    """fla's chunked kernel over every request's committed rows at once; outputs into `out` [num_tokens, Hv, Dv],
-    final states into the slots [num_slots, Hv, Dk, Dv]."""
-    parts = list(zip(*(rows.rule_args for rows in committed)))  # per argument, one tensor per request
-    seq_starts = [0]
-    for rows in committed:
-        seq_starts.append(seq_starts[-1] + rows.end - rows.start)
-    result = fla_kernels.fla_chunk(*(torch.cat(p) for p in parts[:5]), torch.stack(parts[5]), tuple(seq_starts))
-    for i, rows in enumerate(committed):
-        out[rows.start : rows.end] = result.output[seq_starts[i] : seq_starts[i + 1]].to(out.dtype)
-        rec_slots[rows.slot] = result.final_states[i]
+def _fla_committed(committed: list[_CommittedRows], out: torch.Tensor, rec_slots: torch.Tensor) -> list[torch.Tensor]:
+    """fla's chunked kernel over every request's committed rows; outputs into `out` [num_tokens, Hv, Dv], final
+    states into the slots [num_slots, Hv, Dk, Dv]. fla returns each sequence's final state only, so a request's rows
+    are cut at its snapshot points into segments, and round i runs every request's i-th segment in one varlen call
+    from the state the round before left (one round where no request has a point). Returns, per request, the states
+    at its cuts [num_points, Hv, Dk, Dv]."""
+    segments = [[(a, b) for a, b in zip((0, *r.cuts), (*r.cuts, r.end - r.start)) if b > a] for r in committed]
+    state = [r.rule_args[5] for r in committed]  # each request's state entering its next segment
+    at_cuts: list[list[torch.Tensor]] = [[] for _ in committed]
+    for i in range(max(len(s) for s in segments)):
+        live = [r for r, s in enumerate(segments) if i < len(s)]
+        pieces = [(r, *segments[r][i]) for r in live]  # (request, first row, end row) relative to the request
+        seq_starts = [0]
+        for _, a, b in pieces:
+            seq_starts.append(seq_starts[-1] + b - a)
+        args = [torch.cat([committed[r].rule_args[j][a:b] for r, a, b in pieces]) for j in range(5)]
+        result = fla_kernels.fla_chunk(*args, torch.stack([state[r] for r in live]), tuple(seq_starts))
+        for k, (r, a, b) in enumerate(pieces):
+            rows = committed[r]
+            out[rows.start + a : rows.start + b] = result.output[seq_starts[k] : seq_starts[k + 1]].to(out.dtype)
+            state[r] = result.final_states[k]
+            if b in rows.cuts:
+                at_cuts[r].append(state[r])
+    for r, rows in enumerate(committed):
+        rec_slots[rows.slot] = state[r]
+    return [torch.stack(states) if states else None for states in at_cuts]
 
 
 def _fla_one_verify(query, key, value, log_decay, beta, initial_state) -> DeltaRuleOutput:

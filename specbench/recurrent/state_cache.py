@@ -1,10 +1,11 @@
 """Per-request recurrent state of a hybrid target's Gated DeltaNet layers: the one owner of the slots, beside the
 paged KV cache (which keeps the full-attention layers' K/V).
 
-A request gets a slot the first time a forward runs it and gives it back when the engine frees it (finished,
-aborted, preempted). A forward row starting at position 0 starts from zeros (StateRows.starts_fresh), so a
-preempted request that is re-prefilled rebuilds its state from its committed tokens (recompute, no snapshot), and a
-reused slot never leaks the previous owner's state.
+A request gets a slot the first time a forward runs it (or when a prefix hit restores a snapshot into it:
+recurrent/state_snapshots.py) and gives it back when the engine frees it (finished, aborted, preempted). A forward
+row starting at position 0 starts from zeros (StateRows.starts_fresh), so a preempted request that is re-prefilled
+rebuilds its state from its committed tokens (or resumes from a prefix hit's snapshot), and a reused slot never
+leaks the previous owner's state.
 
 Verify: the layers keep each position's conv and recurrent state in `pending` (per layer, [num_pending, ...]); after
 the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot
@@ -15,10 +16,14 @@ next reads the committed state in stream order).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:
+    from specbench.recurrent.state_snapshots import StateSnapshots
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class StateCache:
         self._free = list(range(num_slots - 1, -1, -1))
         # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, Hv, Dk, Dv])
         self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # snapshots at prefix-cache block boundaries (recurrent/state_snapshots.py); None: prefix caching off
+        self.snapshots: StateSnapshots | None = None
 
     # ---- slots ----------------------------------------------------------------------------------
     def slot_for(self, request_id: str) -> int:
@@ -63,6 +70,8 @@ class StateCache:
         slot = self._slot_of.pop(request_id, None)
         if slot is not None:
             self._free.append(slot)
+        if self.snapshots is not None:
+            self.snapshots.forget_request(request_id)
 
     @property
     def num_used(self) -> int:
@@ -84,10 +93,14 @@ class StateCache:
             self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
         self.pending.clear()
 
-def new_state_cache(model, max_concurrency: int) -> StateCache:
-    """Slots for `max_concurrency` running requests of a hybrid DecoderLM."""
+def state_shape(model) -> StateShape:
+    """The per-request state of a hybrid DecoderLM: every Gated DeltaNet layer's."""
     c = model.config
     g = c.gated_delta_net
     num_layers = sum(1 for k in c.attention_kinds if getattr(k, "is_recurrent_state", False))
-    shape = StateShape(num_layers, g.conv_channels, g.conv_kernel_size - 1, g.num_v_heads, g.k_dim, g.v_dim)
-    return StateCache(shape, max_concurrency, model.dtype, model.embed_weight.device)
+    return StateShape(num_layers, g.conv_channels, g.conv_kernel_size - 1, g.num_v_heads, g.k_dim, g.v_dim)
+
+
+def new_state_cache(model, max_concurrency: int) -> StateCache:
+    """Slots for `max_concurrency` running requests of a hybrid DecoderLM."""
+    return StateCache(state_shape(model), max_concurrency, model.dtype, model.embed_weight.device)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.recurrent.state_snapshots import SnapshotPoint
+
 
 @dataclass(frozen=True, slots=True)
 class StateRows:
@@ -21,6 +23,8 @@ class StateRows:
     # [num_reqs] the request's rows start at position 0 (a prefill or re-prefill): its state starts from zeros, not
     # from whatever its slot held (a previous owner's state)
     starts_fresh: tuple[bool, ...] = ()
+    # states the forward writes into the snapshot store as well (block boundaries: recurrent/state_snapshots.py)
+    snapshots: tuple[SnapshotPoint, ...] = ()
 
     @property
     def num_verify_reqs(self) -> int:
@@ -28,7 +32,7 @@ class StateRows:
 
 
 def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
-               starts_fresh: list[bool] | None = None) -> StateRows:
+               starts_fresh: list[bool] | None = None, snapshots: tuple[SnapshotPoint, ...] = ()) -> StateRows:
     """The first `num_verify_reqs` requests are verify rows (they keep positions), the rest committed tokens;
     `starts_fresh` None: none starts fresh."""
     starts: list[int] = []
@@ -38,4 +42,4 @@ def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
         num_pending += n if r < num_verify_reqs else 0
     keeps = tuple(r < num_verify_reqs for r in range(len(slots)))
     fresh = tuple(starts_fresh) if starts_fresh is not None else (False,) * len(slots)
-    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh)
+    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh, snapshots)

@@ -132,6 +132,12 @@ class PhaseHooks:
         `part` ("conv" | "recurrent") state slot takes: the one after its last accepted draft."""
         return num_accepted
 
+    def state_snapshot_block(self, has_snapshot: list[bool]) -> int:
+        """Which block of a prefix hit ([num_hit_blocks] whether each has a state snapshot; the last one has) the
+        request's recurrent state resumes from (recurrent/state_snapshots.py): the last, whose end the prefill
+        continues from."""
+        return len(has_snapshot) - 1
+
     def logprob_rows(self, num_draft_tokens: list[int]) -> list[int] | None:
         """Verify rows ([sum(1 + num_draft_tokens)]) whose distribution gives each emitted token's logprob, in the
         verify's row order; None = each token's own row (row j of a request predicts its output token j)."""
@@ -151,6 +157,12 @@ class PhaseHooks:
     def grammar_mask_rows(self, num_rows_per_request: list[int], bitmask: torch.Tensor) -> torch.Tensor:
         """A step's token bitmask [sum(num_rows_per_request), ceil(vocab / 32)] int32, request r's rows in order: row
         i masked by the grammar state after the request's drafts before i."""
+        return bitmask
+
+    def grammar_tree_mask_rows(self, parents: list[list[int]], bitmask: torch.Tensor) -> torch.Tensor:
+        """A tree round's token bitmask [sum(1 + num_nodes_r), ceil(vocab / 32)] int32 (request r's root row, then
+        node i's at 1 + i, masked by the grammar state after the path to node i); parents [num_reqs][num_nodes_r]
+        (-1: a child of the root)."""
         return bitmask
 
     def grammar_bonus_logits(self, masked: torch.Tensor, raw: torch.Tensor,

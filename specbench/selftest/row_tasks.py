@@ -18,8 +18,7 @@ from specbench.check.reference import ReferenceCrossCheck
 from specbench.check.result import CheckResult
 from specbench.check.setup import CheckSetup
 from specbench.faults.catalog import (needs_chunked_prefill, needs_constrained_decoding, needs_hybrid_target,
-                                      needs_tree_shape,
-                                      needs_window_moe_target)
+                                      needs_tree_shape, needs_window_moe_target, runs_on_tree_rows)
 from specbench.faults.fault import Fault
 from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.hf_reference import cross_check_reference
@@ -166,7 +165,7 @@ def plan_seed(task: SeedTask) -> SeedPlan:
 def _constrained_rows(task: SeedTask, setups: dict[str, CheckSetup], references: dict) -> list[RowTask]:
     """Constrained rows: every method once more, each prompt under a grammar (selftest/constrained.py), its greedy
     check against the plain constrained reference (computed here once per target and prompts; none without the
-    grammar extra: run_row skips the rows, saying so)."""
+    grammar extra: run_row skips the rows, saying so); a method that drafts trees once more with tree rounds."""
     from specbench.selftest.tiny_tokenizer import write_tiny_tokenizer
 
     tokenizer_dir = write_tiny_tokenizer(f"{task.root}/{task.seed}-tokenizer")
@@ -180,6 +179,9 @@ def _constrained_rows(task: SeedTask, setups: dict[str, CheckSetup], references:
             constrained_references[key] = reference_outputs(task.budget.apply(setup)) if is_available else None
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=constrained_references[key], budget=task.budget), task.target))
+        if method in tree_methods(tuple(setups)) and task.trees:  # once more with tree rounds (grammar.tree_mask)
+            rows.append(RowTask(method, task.seed, None, replace(setup, draft_shape=TREE_SHAPE), task.checks,
+                                CheckContext(reference=constrained_references[key], budget=task.budget), task.target))
     return rows
 
 
@@ -225,8 +227,9 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     path that no seed takes is the coverage table's failure. The window and MoE faults run on the sliding-window +
     MoE target only (inert on the seeds' full-attention dense targets), the hybrid-state faults on the hybrid target
     only (no other target has recurrent state), every other fault on the seeds' targets only; the tree faults on tree
-    rows only (inert on chain rounds), every other fault on chain rows only; the chunked prefill faults on chunked
-    rows only, every other fault on whole-prompt rows only; the grammar faults on constrained rows only (inert on
+    rows only (inert on chain rounds), every other fault on chain rows only, but for the grammar faults that tree
+    rounds host too (catalog.GRAMMAR_TREE_MUTANTS: on the constrained tree rows as well); the chunked prefill faults
+    on chunked rows only, every other fault on whole-prompt rows only; the grammar faults on constrained rows only (inert on
     unconstrained requests), every other fault on unconstrained rows only.
     Called per method in task order (`done` carries the earlier tasks' choices per method and target);
     `seed_index` counts the tasks of the clean row's target."""
@@ -235,7 +238,7 @@ def due_faults(chosen: list[Fault], method: str, seed_index: int, clean: Selftes
     due = [f for f in chosen if method in f.methods and f.name not in ran
            and needs_window_moe_target(f.name) == (clean.target == WINDOW_MOE)
            and needs_hybrid_target(f.name) == (clean.target == HYBRID)
-           and needs_tree_shape(f.name) == clean.shape.is_tree
+           and (runs_on_tree_rows(f.name) if clean.shape.is_tree else not needs_tree_shape(f.name))
            and needs_chunked_prefill(f.name) == clean.chunked
            and not (clean.target == HYBRID and f.name in HYBRID_NOT_EXERCISED.get(method, ()))
            and needs_constrained_decoding(f.name) == clean.constrained

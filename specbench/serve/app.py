@@ -55,7 +55,7 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
             return refusal
         try:
             gen = await parser.parse(await read_body(request, config.max_request_bytes), is_chat)
-        except BodyTooLarge as err:  # the rest of the body is unread: the connection cannot serve another request
+        except BodyTooLarge as err:  # the rest of the body may be unread: the connection cannot serve another request
             return error_response(str(err), 413, headers={"connection": "close"})
         except BadRequest as err:
             return error_response(str(err), 400, err.param)

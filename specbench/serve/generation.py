@@ -16,6 +16,7 @@ from specbench.serve.logprobs_format import (
 from specbench.serve.protocol import GenerationRequest
 from specbench.serve.responses import DONE_EVENT, ResponseKind, error_body, sse, usage
 from specbench.serve.text_stream import TextStreamer
+from specbench.serve.tool_call_stream import ToolCallStream
 
 
 async def stream_events(
@@ -26,6 +27,8 @@ async def stream_events(
     streamer = TextStreamer(tokenizer, gen.params.stop)
     num_prompt = len(gen.prompt_token_ids)
     logprobs = _LogprobStream(kind, TokenTexts(tokenizer))
+    # a chat request under a tool-call grammar streams its text as delta.tool_calls (serve/tool_call_stream.py)
+    tool_call = ToolCallStream(kind.call_id) if kind.is_chat and _is_tool_call(gen) else None
 
     def running_usage() -> dict[str, int] | None:
         return usage(num_prompt, len(streamer.token_ids)) if gen.continuous_usage else None
@@ -36,15 +39,23 @@ async def stream_events(
         event = await events.get()
         if isinstance(event, Emitted):
             delta = streamer.push(event.token_ids)
+            calls = None
+            if tool_call is not None:
+                delta, calls = "", tool_call.push(delta)
             step_logprobs, prompt_logprobs = logprobs.of(event)
             # a step whose text is held back still reports its tokens' time, and their logprobs
-            if delta or gen.continuous_usage or step_logprobs is not None or prompt_logprobs is not None:
-                yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs)
+            if delta or calls or gen.continuous_usage or step_logprobs is not None or prompt_logprobs is not None:
+                yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs, calls)
         elif isinstance(event, Finished):
             output = event.output
             final = usage(num_prompt, len(output.output_token_ids), output.stats.num_cached_prompt_tokens)
-            yield kind.chunk(streamer.finish(output.text or ""), output.finish_reason,
-                             final if gen.continuous_usage else None)
+            rest, finish_reason, calls = streamer.finish(output.text or ""), output.finish_reason, None
+            if tool_call is not None:
+                calls = tool_call.push(rest)
+                rest = "" if tool_call.is_started else tool_call.held_text  # never a call: its text as content
+                if tool_call.is_started and finish_reason == "stop":
+                    finish_reason = "tool_calls"
+            yield kind.chunk(rest, finish_reason, final if gen.continuous_usage else None, tool_calls=calls)
             if gen.include_usage:
                 yield kind.usage_chunk(final)
             yield DONE_EVENT
@@ -93,13 +104,17 @@ async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, k
                             else completion_logprobs(output.logprobs, text_of, 0))
             if output.prompt_logprobs is not None and not kind.is_chat:
                 prompt_logprobs = prompt_logprobs_field(output.prompt_logprobs, text_of)
-            grammar = gen.params.grammar
             body = kind.full(output.text or "", output.finish_reason,
                              usage(len(gen.prompt_token_ids), len(output.output_token_ids),
                                    output.stats.num_cached_prompt_tokens), logprobs,
-                             prompt_logprobs, is_tool_call=grammar is not None and grammar.kind == "tool_call")
+                             prompt_logprobs, is_tool_call=_is_tool_call(gen))
             return 200, body
         if isinstance(event, Failed):
             return 500, error_body(event.message, 500)
         if isinstance(event, Aborted):
             return 503, error_body(event.message, 503)
+
+
+def _is_tool_call(gen: GenerationRequest) -> bool:
+    """The request is under a tool-call grammar (tools with tool_choice "required" or a named function)."""
+    return gen.params.grammar is not None and gen.params.grammar.kind == "tool_call"

@@ -1,5 +1,5 @@
 """Reading and parsing a request body without letting one request stall the others: the body is read up to a byte
-limit (past it: 413, the rest unread), and JSON parsing, validation, chat templating and tokenisation run on
+limit (past it: 413, the rest drained within a bound), and JSON parsing, validation, chat templating and tokenisation run on
 worker threads, never on the event loop that serves every other request."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from specbench.serve.protocol import GenerationRequest, parse_chat, parse_completion
 
@@ -21,19 +22,44 @@ class BodyTooLarge(Exception):
         super().__init__(f"the request body is larger than {limit} bytes (the server's --max-request-bytes)")
 
 
+# Past the limit the server still reads (and drops) up to this many bytes for up to this long before it answers 413:
+# a client still sending its body gets the 413 instead of a connection reset mid-upload (a lingering close, as web
+# servers do). Bodies declared larger than the drain cap are refused at once.
+DRAIN_FACTOR = 4
+DRAIN_SECONDS = 5.0
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or BodyTooLarge as soon as it (declared or received) passes `limit` bytes."""
+    """The whole body, or BodyTooLarge once it (declared or received) passes `limit` bytes (the rest drained first,
+    within DRAIN_FACTOR x limit bytes and DRAIN_SECONDS)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
+        if int(declared) <= DRAIN_FACTOR * limit:
+            await _drain(request.stream(), DRAIN_FACTOR * limit)
         raise BodyTooLarge(limit)
     chunks: list[bytes] = []
     num_bytes = 0
-    async for chunk in request.stream():  # a chunked body declares no length: count what arrives
+    stream = request.stream()
+    async for chunk in stream:  # a chunked body declares no length: count what arrives
         num_bytes += len(chunk)
         if num_bytes > limit:
+            await _drain(stream, DRAIN_FACTOR * limit - num_bytes)
             raise BodyTooLarge(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _drain(stream, max_bytes: int) -> None:
+    """Read and drop the rest of a refused body: at most `max_bytes`, for at most DRAIN_SECONDS."""
+    num_bytes = 0
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in stream:
+                num_bytes += len(chunk)
+                if num_bytes > max_bytes:
+                    return
+    except (TimeoutError, ClientDisconnect):
+        return
 
 
 class Parser:

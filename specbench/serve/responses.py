@@ -27,11 +27,15 @@ class ResponseKind:
         return {"id": self.response_id, "object": obj, "created": self.created, "model": self.model}
 
     def chunk(self, text: str | None, finish_reason: str | None, usage: dict | None = None,
-              logprobs: dict | None = None, prompt_logprobs: list | None = None) -> str:
+              logprobs: dict | None = None, prompt_logprobs: list | None = None,
+              tool_calls: list[dict] | None = None) -> str:
         """One SSE event. `text` None on chat's first chunk carries the role instead. `logprobs`: the chunk's
-        tokens' (serve/logprobs_format.py); `prompt_logprobs` (completions, vLLM's extension): in the first chunk."""
+        tokens' (serve/logprobs_format.py); `prompt_logprobs` (completions, vLLM's extension): in the first chunk.
+        `tool_calls` (chat): the chunk's `delta.tool_calls` entries (serve/tool_call_stream.py) instead of text."""
         if self.is_chat:
             delta = {"role": "assistant", "content": ""} if text is None else ({"content": text} if text else {})
+            if tool_calls:
+                delta = {"tool_calls": tool_calls}
             choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
             body = self._head("chat.completion.chunk")
         else:
@@ -48,13 +52,18 @@ class ResponseKind:
         body = self._head("chat.completion.chunk" if self.is_chat else "text_completion")
         return sse({**body, "choices": [], "usage": usage})
 
+    @property
+    def call_id(self) -> str:
+        """The id of the response's one tool call (whole or streamed)."""
+        return f"call_{self.response_id[-24:]}"
+
     def full(self, text: str, finish_reason: str, usage: dict, logprobs: dict | None = None,
              prompt_logprobs: list | None = None, is_tool_call: bool = False) -> dict[str, Any]:
         """`is_tool_call`: the text is a tool-call grammar's {"name", "arguments"}: sent as message.tool_calls."""
         if self.is_chat:
             message = {"role": "assistant", "content": text}
             if is_tool_call:
-                call = tool_calls_message(text, f"call_{self.response_id[-24:]}")
+                call = tool_calls_message(text, self.call_id)
                 if call is not None:
                     message = call
                     finish_reason = "tool_calls" if finish_reason == "stop" else finish_reason

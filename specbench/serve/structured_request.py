@@ -91,15 +91,12 @@ def _structured_outputs(options: dict[str, Any] | None) -> GrammarSpec | None:
 
 def tool_calls_message(text: str, call_id: str) -> dict[str, Any] | None:
     """An assistant message carrying the one tool call a tool-call grammar produced, or None when `text` is not one
-    (cut by length): then it is returned as content."""
-    import json
+    (cut by length): then it is returned as content. The arguments are the text the model generated (what a stream's
+    argument fragments concatenate to: serve/tool_call_stream.py)."""
+    from specbench.serve.tool_call_stream import split_tool_call
 
-    try:
-        call = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+    call = split_tool_call(text)
+    if call is None:
         return None
     return {"role": "assistant", "content": None, "tool_calls": [{
-        "id": call_id, "type": "function",
-        "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}]}
+        "id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}

@@ -9,18 +9,21 @@ import pytest
 
 from specbench.check.budget import BUDGETS
 from specbench.errors import SpecbenchError
-from specbench.faults.catalog import GRAMMAR_MUTANTS, selftest_faults
+from specbench.faults.catalog import GRAMMAR_MUTANTS, GRAMMAR_TREE_MUTANTS, needs_tree_shape, selftest_faults
 from specbench.selftest import constrained
 from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
 from specbench.selftest.runner import METHODS, format_mutation_table, run_selftest, selftest_coverage, selftest_ok
 
 GRAMMAR_FAULTS = tuple(m.fault.name for m in GRAMMAR_MUTANTS)
+CHAIN_GRAMMAR_FAULTS = tuple(f for f in GRAMMAR_FAULTS if not needs_tree_shape(f))
+TREE_GRAMMAR_FAULTS = tuple(m.fault.name for m in GRAMMAR_TREE_MUTANTS)
 GRAMMAR_PATHS = {"grammar.mask", "grammar.draft_cut", "grammar.rebuild", "grammar.reasoning_end_in_drafts"}
+TREE_GRAMMAR_PATHS = {"grammar.tree_mask", "grammar.tree_draft_mask"}
 needs_llguidance = pytest.mark.skipif(not constrained.is_available(), reason="needs the grammar extra (llguidance)")
 
 
-def _plan(tmp_path, methods=("ngram", "draft"), checks=("greedy",), **options):
-    return plan_seed(SeedTask(str(tmp_path), 0, methods, 3, "cpu", None, checks, BUDGETS["fast"], trees=False,
+def _plan(tmp_path, methods=("ngram", "draft"), checks=("greedy",), trees=False, **options):
+    return plan_seed(SeedTask(str(tmp_path), 0, methods, 3, "cpu", None, checks, BUDGETS["fast"], trees=trees,
                               chunked=False, **options)).clean_rows
 
 
@@ -60,6 +63,15 @@ def test_grammar_faults_need_a_constrained_row():
 
 
 @needs_llguidance
+def test_methods_that_draft_trees_get_a_constrained_tree_row(tmp_path):
+    rows = _plan(tmp_path, methods=("ngram", "draft"), trees=True)
+    constrained_rows = [(r.method, r.shape.is_tree) for r in rows if r.constrained]
+    assert constrained_rows == [("ngram", False), ("draft", False), ("draft", True)]
+    assert [(r.method, r.constrained) for r in _plan(tmp_path, methods=("draft",), trees=True)
+            if r.shape.is_tree] == [("draft", False), ("draft", True)]
+
+
+@needs_llguidance
 @pytest.mark.slow  # every method's constrained row and its 5 grammar mutants, greedy only: ~40 s on 2 busy cores
 def test_constrained_rows_pass_clean_and_catch_every_grammar_mutant_on_every_method():
     rows = run_selftest(seeds=(0,), methods=METHODS, faults=GRAMMAR_FAULTS, checks=("greedy",), trees=False,
@@ -67,8 +79,24 @@ def test_constrained_rows_pass_clean_and_catch_every_grammar_mutant_on_every_met
     table = format_mutation_table(rows, ("greedy",))
     assert selftest_ok(rows), table
     assert {(r.method, r.inject) for r in rows if r.inject is not None} == {
-        (m, f) for m in METHODS for f in GRAMMAR_FAULTS}, table
+        (m, f) for m in METHODS for f in CHAIN_GRAMMAR_FAULTS}, table
     assert all(r.constrained for r in rows if r.inject is not None), table  # inert elsewhere: never run there
     coverage = selftest_coverage(rows, "cpu", ("greedy",))
     assert GRAMMAR_PATHS <= coverage.taken and "grammar.violation" not in coverage.taken, coverage.unexercised
     assert GRAMMAR_PATHS <= {p.name for p in coverage.required}
+
+
+@needs_llguidance
+@pytest.mark.slow  # the tree methods' constrained chain and tree rows with their grammar mutants: ~130 s on 2 busy cores
+def test_constrained_tree_rows_pass_clean_and_catch_the_grammar_mutants_trees_host():
+    methods = ("draft", "eagle3")
+    rows = run_selftest(seeds=(0,), methods=methods, faults=GRAMMAR_FAULTS, checks=("greedy",), trees=True,
+                        chunked=False, window_moe=False)
+    table = format_mutation_table(rows, ("greedy",))
+    assert selftest_ok(rows), table
+    tree_rows = {(r.method, r.inject) for r in rows if r.inject is not None and r.shape.is_tree}
+    assert tree_rows == {(m, f) for m in methods for f in TREE_GRAMMAR_FAULTS}, table
+    assert all(r.constrained for r in rows if r.inject is not None), table
+    coverage = selftest_coverage(rows, "cpu", ("greedy",))
+    assert TREE_GRAMMAR_PATHS <= coverage.taken and "grammar.violation" not in coverage.taken, coverage.unexercised
+    assert TREE_GRAMMAR_PATHS <= {p.name for p in coverage.required}

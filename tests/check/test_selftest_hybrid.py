@@ -23,7 +23,8 @@ from specbench.selftest.runner import PLAIN, false_alarms, format_mutation_table
 from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED
 
 HYBRID_FAULTS = tuple(m.fault.name for m in HYBRID_MUTANTS)
-STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit"}
+# the snapshot paths: the greedy check's shared-prefix scenario (check/prefix_scenario.py) hits on the hybrid target
+STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit", "hybrid.snapshot_take", "hybrid.snapshot_restore"}
 
 
 def _result(row, name: str):

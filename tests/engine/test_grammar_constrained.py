@@ -1,5 +1,5 @@
 """Constrained decoding under speculation (issue 46): every method x k at temperature 0 gives output its grammar
-allows, token for token the plain constrained engine's; preemption restores the grammar state; trees refused."""
+allows, token for token the plain constrained engine's; preemption restores the grammar state (trees: test_grammar_trees.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ pytest.importorskip("llguidance")
 
 from specbench import LLM, SamplingParams  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.speculation.draft_shape import DraftShape  # noqa: E402
 from tests.support.grammar_cases import bounded_specs, output_problem  # noqa: E402
 
 SPECS = bounded_specs()
@@ -137,14 +136,6 @@ def test_sampled_constrained_output_is_allowed(tiny_pair, engine_env, prompt_ids
     outputs = _run(engine, prompt_ids[: len(specs)], params)
     library = engine.step_runner.grammar.library
     assert [output_problem(library, s, o) for s, o in zip(specs, outputs)] == [None] * len(specs)
-
-
-def test_tree_drafts_refuse_constrained_requests(tiny_pair, engine_env, prompt_ids):
-    engine = _engine(tiny_pair, engine_env, "none", 0)
-    engine.scheduler.draft_shape = DraftShape(eagle_topk=2, num_draft_tokens=4)
-    engine.scheduler.num_steps = 3
-    with pytest.raises(SpecbenchError, match="not supported with tree drafts"):
-        engine.add_request(prompt_ids[0], SamplingParams(grammar=SPECS["flat"]))
 
 
 def test_a_bad_schema_fails_before_queueing(tiny_pair, engine_env, prompt_ids):

@@ -19,6 +19,8 @@ from specbench.faults import injection
 from specbench.faults.catalog import HYBRID_MUTANTS
 
 NAMES = [m.fault.name for m in HYBRID_MUTANTS]
+# a prefix hit's snapshot is bent only where a hit happens: tests/faults/test_state_snapshot_mutant.py
+CAUGHT_HERE = [n for n in NAMES if n != "state-snapshot-wrong-block"]
 FORCED = (0.8, 0.6, 0.5)
 
 
@@ -61,7 +63,7 @@ def _scripted(dirs, prompts, clean, fault=None, **kwargs):
 REUSING_SLOTS = {"state-slot-not-reset": {"max_concurrency": 3}}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CAUGHT_HERE)
 def test_the_state_oracle_catches_each_mutant(dirs, prompts, clean, name):
     # the zero-draft mutant needs zero-draft rows, which a draft LM never has: the script drafts none at times
     if name == "state-zero-draft-stale":
@@ -76,7 +78,7 @@ def test_the_state_oracle_catches_each_mutant(dirs, prompts, clean, name):
     assert num_checked > 0 and worst > 1e-2, (name, worst)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CAUGHT_HERE)
 def test_greedy_identity_catches_each_mutant(dirs, prompts, clean, name):
     llm = _scripted(dirs, prompts, clean, injection(name), **REUSING_SLOTS.get(name, {}))
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))

@@ -41,17 +41,29 @@ def target(tmp_path_factory):
     return root / "target"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", ["plain", "ngram-chunked"])
-def test_an_engine_on_the_fla_dispatch_gives_the_torch_engines_tokens(target, case):
-    kwargs = {} if case == "plain" else {**NGRAM, "enable_chunked_prefill": True, "max_num_batched_tokens": 16}
+def shared_prefix_prompts() -> list[list[int]]:
+    """Every prompt behind one 17-token prefix (4 blocks of 4 and one token): the second pass hits the prefix cache
+    and resumes the recurrent state from snapshots the fla rounds wrote."""
     prompts = tiny_prompt_ids(PROMPT_LENGTHS)
+    return [prompts[1][:17] + p for p in prompts]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["plain", "ngram-chunked", "prefix-hits"])
+def test_an_engine_on_the_fla_dispatch_gives_the_torch_engines_tokens(target, case):
+    kwargs = {} if case != "ngram-chunked" else {**NGRAM, "enable_chunked_prefill": True,
+                                                  "max_num_batched_tokens": 16}
+    prompts = shared_prefix_prompts() if case == "prefix-hits" else tiny_prompt_ids(PROMPT_LENGTHS)
     params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
-    want = [o.output_token_ids for o in hybrid_llm(target, **kwargs).generate(prompts, params)]
+    passes = 2 if case == "prefix-hits" else 1  # the second pass on the same engine hits the cache
+    ref = hybrid_llm(target, **kwargs)
+    want = [[o.output_token_ids for o in ref.generate(prompts, params)] for _ in range(passes)]
     llm = hybrid_llm(target, **kwargs)
     with fake_fla.installed() as calls:
         assert set_recurrent_kernels(llm.engine.runner.model, FLA) == 2  # the tiny target's two DeltaNet layers
-        got = [o.output_token_ids for o in llm.generate(prompts, params)]
+        got = [[o.output_token_ids for o in llm.generate(prompts, params)] for _ in range(passes)]
     assert got == want
     assert calls["chunk"] > 0 and calls["recurrent"] > 0
     assert {CHUNK_PATH, RECURRENT_PATH} <= llm.engine.paths_taken()
+    if case == "prefix-hits":
+        assert {"hybrid.snapshot_take", "hybrid.snapshot_restore"} <= llm.engine.paths_taken()

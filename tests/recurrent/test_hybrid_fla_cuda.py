@@ -72,29 +72,32 @@ def _first_divergence(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
                                                                                                         len(b)))
 
 
-def _run(target, prompts, kernels: str, **kwargs):
-    """(the LLM, outputs in prompt order with top-2 logprobs, the worst INV-STATE difference, slots checked): the
-    state oracle after every step."""
+def _run(target, prompts, kernels: str, passes: int = 1, **kwargs):
+    """(the LLM, outputs in prompt order with top-2 logprobs, pass after pass, the worst INV-STATE difference, slots
+    checked): the state oracle after every step; later passes on the same engine hit the prefix cache."""
     llm = hybrid_llm(target, recurrent_kernels=kernels, **ENGINE, **kwargs)
     assert llm.engine.parts.recurrent_kernels == kernels
     engine = llm.engine
     params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=2)
-    ids = [engine.add_request(p, params) for p in prompts]
-    outputs, worst, num_checked = {}, 0.0, 0
-    while engine.has_unfinished():
-        for out in engine.step():
-            outputs[out.request_id] = out
-        for diff in state_diffs(engine):
-            num_checked += 1
-            worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
+    outputs, ids, worst, num_checked = {}, [], 0.0, 0
+    for _ in range(passes):
+        ids += [engine.add_request(p, params) for p in prompts]
+        while engine.has_unfinished():
+            for out in engine.step():
+                outputs[out.request_id] = out
+            for diff in state_diffs(engine):
+                num_checked += 1
+                worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
     return llm, [outputs[i] for i in ids], worst, num_checked
 
 
-@pytest.mark.parametrize("case", ["plain", "ngram", "draft"])
+@pytest.mark.parametrize("case", ["plain", "ngram", "draft", "prefix-hits"])
 def test_gpu_fla_engine_matches_the_torch_engine(dirs, prompts, case, monkeypatch):
     monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "1")  # the engines' own invariants too, whatever the shell says
-    kwargs = {"plain": {}, "ngram": dict(NGRAM),
+    kwargs = {"plain": {}, "ngram": dict(NGRAM), "prefix-hits": {"passes": 2},
               "draft": {"method": "draft", "draft": str(dirs / "draft"), "max_num_steps": 3}}[case]
+    if case == "prefix-hits":  # one shared 17-token prefix, run twice: snapshots written by fla's rounds, then hit
+        prompts = [prompts[1][:17] + p for p in prompts]
     ref_llm, ref, ref_worst, _ = _run(dirs / "target", prompts, TORCH, **kwargs)
     llm, got, worst, num_checked = _run(dirs / "target", prompts, FLA, **kwargs)
     assert ref_worst < 1e-4, ref_worst
@@ -115,8 +118,10 @@ def test_gpu_fla_engine_matches_the_torch_engine(dirs, prompts, case, monkeypatc
     record_gpu_result(f"fla_engine_{case}", {"match_rate": rate, "near_ties": near_ties, "divergent": divergent,
                                              "inv_state_worst": worst})
     assert not divergent, f"fla engine diverged away from near-ties: {divergent} (match rate {rate:.3f})"
-    if case != "plain":
+    if case in ("ngram", "draft"):
         assert sum(o.stats.num_draft_tokens for o in got) > 0
+    if case == "prefix-hits":
+        assert {"hybrid.snapshot_take", "hybrid.snapshot_restore"} <= llm.engine.paths_taken()
     taken = llm.engine.paths_taken()
     assert {CHUNK_PATH, RECURRENT_PATH, "prefill.chunked_mixed", "hybrid.state_commit"} <= taken, taken
     assert not {CHUNK_PATH, RECURRENT_PATH} & ref_llm.engine.paths_taken()

@@ -90,3 +90,44 @@ def test_the_reasoning_end_starts_the_grammar_after_it():
     tokenizer = load_tiny_tokenizer()
     assert parse_chat(raw, tokenizer, 256, 1024).params.grammar.starts_after is None
     assert parse_chat(raw, tokenizer, 256, 1024, "</think>").params.grammar.starts_after == "</think>"
+
+
+def _sse_events(text: str) -> list[dict]:
+    return [json.loads(line[len("data: "):]) for line in text.splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}],
+                         ids=["required", "named"])
+def test_streamed_tool_call_deltas_reassemble_to_the_whole_response(client, tool_choice):
+    """OpenAI's stream shape: the call's index, id, type and name first (empty arguments), then argument fragments
+    only, finish_reason tool_calls; the fragments concatenate to the non-streamed response's arguments, and
+    specbench's own stream parsing (backends/stream_state.py) reassembles the call."""
+    from specbench.backends.stream_state import StreamState
+    from specbench.grammar.conformance import judge
+    from specbench.grammar.spec import GrammarSpec
+
+    whole = _chat(client, tools=TOOLS, tool_choice=tool_choice).json()["choices"][0]
+    assert whole["finish_reason"] == "tool_calls", whole
+    (expected,) = whole["message"]["tool_calls"]
+    streamed = _chat(client, tools=TOOLS, tool_choice=tool_choice, stream=True)
+    assert streamed.status_code == 200 and streamed.text.rstrip().endswith("data: [DONE]")
+    events = _sse_events(streamed.text)
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    calls = [entry for d in deltas for entry in d.get("tool_calls", ())]
+    assert not any(d.get("content") for d in deltas)  # the call comes as tool_calls only
+    head, *fragments = calls
+    assert head["index"] == 0 and head["id"].startswith("call_") and head["type"] == "function"
+    assert head["function"] == {"name": expected["function"]["name"], "arguments": ""}
+    assert fragments and all(set(f) == {"index", "function"} and set(f["function"]) == {"arguments"}
+                             for f in fragments)
+    arguments = "".join(f["function"]["arguments"] for f in fragments)
+    assert arguments == expected["function"]["arguments"]
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "tool_calls"
+    state = StreamState()
+    for i, event in enumerate(events):
+        state.add_event(json.dumps(event), float(i))
+    (call,) = state.tool_calls.values()
+    assert (call.call_id, call.name, call.arguments) == (head["id"], head["function"]["name"], arguments)
+    assert state.finish_reason == "tool_calls" and state.text == ""
+    assert judge(GrammarSpec.tool_call(TOOLS), state.answer_text).is_conformant, state.answer_text

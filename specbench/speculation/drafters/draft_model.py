@@ -175,7 +175,10 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
         block_tables = block_table_tensor(inp.block_tables, self.device)
         graphs = self.tree_graphs.get(plan)
         paths = self.model.attn_backend.paths
-        is_replayed = graphs is not None and self.draft_graphs.replays_trees(self._recorder is not None)
+        # a constrained batch drafts its tree eagerly, each step masked on the host (grammar/tree_draft_mask.py)
+        is_masked = inp.draft_mask is not None
+        is_replayed = (graphs is not None and not is_masked
+                       and self.draft_graphs.replays_trees(self._recorder is not None))
         if is_replayed and graphs.fits(block_tables, prefix_lens):
             paths.record("draft.tree_graph")
             grown = GrownTree(*graphs.run((root_hidden,), prefix, block_tables))
@@ -185,7 +188,8 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
             layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
                                 prefix_lens=prefix_lens, read_back=self.debug_invariants)
             grown = self.draft_tree(plan, root_hidden, layout, grow_tree_on_device,
-                                    trace=tree_trace(self._recorder, inp, plan))
+                                    trace=None if is_masked else tree_trace(self._recorder, inp, plan),
+                                    draft_mask=inp.draft_mask)
         for r in rows:
             state = self._state[inp.request_ids[r]]
             state.newest = len(inp.token_ids[r]) - 1
@@ -195,10 +199,11 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
         return DraftProposal(grown.token_ids, (num_kept,) * len(rows), None, grown.parent)
 
     def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, layout: StepLayout, grow: GrowTree,
-                   check_metadata: bool = True, trace: TreeRoundTrace | None = None) -> GrownTree:
+                   check_metadata: bool = True, trace: TreeRoundTrace | None = None, draft_mask=None) -> GrownTree:
         """The trees grown from the catch-up's last rows (root_hidden [num_reqs, H]); with the device `grow` and no
         `trace` (the oracle's, eager rounds only) nothing here syncs: eager rounds and the tree graphs run this same
-        code."""
+        code. `draft_mask` (grammar/tree_draft_mask.py, eager rounds of a constrained batch): every node's
+        log-probs masked by its path's grammar state (host reads)."""
         num_reqs = root_hidden.shape[0]
 
         def run_step(step: TreeStepInput) -> torch.Tensor:
@@ -208,7 +213,14 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
             logits = self.model.compute_logits(step_out.hidden_states)
             return self._log_probs(logits).view(num_reqs, num_frontier, -1)
 
-        return grow(plan, self._log_probs(self.model.compute_logits(root_hidden)), layout, run_step, trace)
+        root_log_probs = self._log_probs(self.model.compute_logits(root_hidden))
+        if draft_mask is None:
+            return grow(plan, root_log_probs, layout, run_step, trace)
+
+        def masked_step(step: TreeStepInput) -> torch.Tensor:
+            return draft_mask.step(step.frontier, run_step(step))
+
+        return grow(plan, draft_mask.root(root_log_probs), layout, masked_step, trace)
 
     def prepare_tree_draft_graphs(self, plan: TreePlan) -> None:
         """Capture the tree draft of `plan` for every batch bucket (once per plan; a no-op until CUDA graphs are

@@ -186,7 +186,10 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
         block_tables = block_table_tensor(inp.block_tables, self.device)
         round_graphs = self.tree_round_graphs.get(plan)
         is_recording = self._recorder is not None
-        if (round_graphs is not None and self.draft_graphs.replays_trees(is_recording)
+        # a constrained batch drafts its tree eagerly: each step's log-probs are masked on the host
+        # (grammar/tree_draft_mask.py)
+        is_masked = inp.draft_mask is not None
+        if (round_graphs is not None and not is_masked and self.draft_graphs.replays_trees(is_recording)
                 and round_graphs.fits(feats, prefix_lens, block_tables)):
             self.head.attn_backend.paths.record("eagle.tree_round_graph")
             states = [self.request_state(request_id) for request_id in inp.request_ids]
@@ -202,7 +205,7 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
         root_hidden = out.hidden[extend.logits_indices]  # [num_reqs, H]
         root_logits_input = out.logits_input[extend.logits_indices]  # [num_reqs, H]
         graphs = self.tree_graphs.get(plan)
-        if (graphs is not None and self.draft_graphs.replays_trees(is_recording)
+        if (graphs is not None and not is_masked and self.draft_graphs.replays_trees(is_recording)
                 and graphs.fits(block_tables, prefix_lens)):
             self.head.attn_backend.paths.record("eagle.tree_graph")
             draft_ids, parents = graphs.run((root_hidden, root_logits_input), prefix, block_tables)
@@ -211,16 +214,18 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
             layout = StepLayout(prefix, block_tables, self.block_size, max(prefix_lens, default=0) + tree_reach(plan),
                                 prefix_lens=prefix_lens, read_back=self.debug_invariants)
             draft_ids, parents = self.draft_tree(plan, root_hidden, root_logits_input, layout, grow_tree_on_device,
-                                                 trace=tree_trace(self._recorder, inp, plan))
+                                                 trace=None if is_masked else tree_trace(self._recorder, inp, plan),
+                                                 draft_mask=inp.draft_mask)
         return DraftProposal(draft_ids, (draft_ids.shape[1],) * num_reqs, None, parents)
 
     def draft_tree(self, plan: TreePlan, root_hidden: torch.Tensor, root_logits_input: torch.Tensor,
                    layout: StepLayout, grow: GrowTree, check_metadata: bool = True,
-                   trace: TreeRoundTrace | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   trace: TreeRoundTrace | None = None, draft_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(draft ids [num_reqs, num_kept] in the target's vocabulary, parents [num_reqs, num_kept]) of the trees
         grown from the root rows (root_hidden, root_logits_input: [num_reqs, H], the catch-up's last rows). With the
         device `grow` and no `trace` (the oracle's, eager rounds only) nothing here syncs: eager rounds and the tree
-        graphs (speculation/tree/graph.py) run this same code."""
+        graphs (speculation/tree/graph.py) run this same code. `draft_mask` (grammar/tree_draft_mask.py, eager
+        rounds of a constrained batch): every node's log-probs masked by its path's grammar state (host reads)."""
         num_reqs, width = root_hidden.shape
         # per tree row the head's hidden output (what the row's children are fed)
         fed_hidden = root_hidden.new_zeros(num_reqs, max(1, (plan.depth - 1) * plan.topk), width)
@@ -239,7 +244,15 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
             return torch.log_softmax(logits, dim=-1).view(num_reqs, num_frontier, -1)
 
         root_log_probs = torch.log_softmax(self.head.compute_logits(root_logits_input), dim=-1)
-        grown = grow(plan, root_log_probs, layout, run_step, trace)
+        step_fn = run_step
+        if draft_mask is not None:
+            to_target = self.head.to_target_ids
+            root_log_probs = draft_mask.root(root_log_probs, to_target)
+
+            def step_fn(step: TreeStepInput) -> torch.Tensor:
+                return draft_mask.step(step.frontier, run_step(step), to_target)
+
+        grown = grow(plan, root_log_probs, layout, step_fn, trace)
         draft_ids = self.head.to_target_ids(grown.token_ids.reshape(-1)).view(grown.token_ids.shape)
         return draft_ids, grown.parent
 
