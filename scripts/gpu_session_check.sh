@@ -4,8 +4,8 @@
 #     every mutant), the hybrid and grammar engine tests on cuda (fp32, invariants on), the grammar acceptance and
 #     mask-share script on cuda, the CUDA tests of the grouped MoE kernel set;
 #   phase 2, on a quiet GPU: the MoE before/after bench (scripts/bench_moe_before_after.py).
-# Writes 8 files to $OUT: summary.txt, selftest_cuda.txt, pytest_cuda.txt, grammar_cuda.txt, pytest_moe.txt,
-# bench.json, bench.md, bench.log. Arguments go to the MoE bench (e.g. --targets qwen3-30b-a3b).
+# Writes to $OUT: summary.txt, selftest_cuda.txt, pytest_cuda.txt, grammar_cuda.txt, pytest_moe.txt, pytest_fla.txt (fla-core's
+# kernels in the hybrid engine, when the wheel is carried), stress_timing.txt (STRESS=1), bench.json, bench.md, bench.log. Arguments go to the MoE bench (e.g. --targets qwen3-30b-a3b).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -16,7 +16,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/summary
 timeout "${SELFTEST_TIMEOUT:-200}" "$PY" -m specbench selftest --device cuda --jobs 4 > "$OUT/selftest_cuda.txt" 2>&1 &
 selftest=$!
 hybrid_grammar=(tests/engine/test_grammar_constrained.py tests/engine/test_grammar_mutants.py)
-for f in tests/models/test_hybrid_vs_hf.py tests/faults/test_hybrid_state_mutants.py tests/recurrent; do
+for f in tests/engine/test_grammar_trees.py tests/models/test_hybrid_vs_hf.py tests/models/test_hybrid_drafters.py \
+    tests/models/test_hybrid_prefix_vs_hf.py tests/faults/test_hybrid_state_mutants.py \
+    tests/faults/test_state_snapshot_mutant.py tests/recurrent; do
   [ -e "$f" ] && hybrid_grammar+=("$f")
 done
 SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 timeout "${TEST_TIMEOUT:-190}" "$PY" -m pytest -q \
@@ -24,14 +26,28 @@ SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp3
 tests=$!
 { timeout "${TEST_TIMEOUT:-150}" "$PY" scripts/grammar_acceptance.py --device cuda; echo "exit $?"; } > "$OUT/grammar_cuda.txt" 2>&1 &
 grammar=$!
+# fla-core on its own path for its own test only (scripts/gpu_wheels.txt says why it is not installed)
+if [ -f tests/recurrent/test_hybrid_fla_cuda.py ] && ls .gpu_wheels/fla_core-*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-deps --target /tmp/fla .gpu_wheels/fla_core-*.whl >/dev/null 2>&1
+  SPECBENCH_DEBUG_INVARIANTS=1 PYTHONPATH="$PYTHONPATH:/tmp/fla" timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q \
+    -p no:cacheprovider tests/recurrent/test_hybrid_fla_cuda.py > "$OUT/pytest_fla.txt" 2>&1 &
+  fla=$!
+fi
+if [ -n "${STRESS:-}" ]; then  # issue 44: the stress matrix against two launched specbench serve on the GPU
+  OUT="$OUT" timeout "${TEST_TIMEOUT:-150}" bash scripts/gpu_stress_timing.sh > /dev/null 2>&1 &
+  stress=$!
+fi
 timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_kernel_moe_grouped_set.py \
   tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py > "$OUT/pytest_moe.txt" 2>&1
 echo "=== pytest moe exit $?" >> "$OUT/summary.txt"
 wait $tests; echo "=== pytest cuda (hybrid, grammar) exit $?" >> "$OUT/summary.txt"
 wait $grammar; wait $selftest; echo "=== selftest cuda exit $?" >> "$OUT/summary.txt"
+if [ -n "${fla:-}" ]; then wait $fla; echo "=== pytest fla exit $?: $(tail -1 "$OUT/pytest_fla.txt")" >> "$OUT/summary.txt"; fi
+if [ -n "${stress:-}" ]; then wait $stress; grep "^=== stress" "$OUT/stress_timing.txt" >> "$OUT/summary.txt"; fi
 timeout "${BENCH_TIMEOUT:-330}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" "$@" > "$OUT/bench.log" 2>&1
 echo "=== moe bench exit $?" >> "$OUT/summary.txt"
 for f in pytest_moe pytest_cuda; do tail -2 "$OUT/$f.txt" >> "$OUT/summary.txt"; done
 grep -E "coverage|false alarms|passed|FAILED|missed" "$OUT/selftest_cuda.txt" | tail -5 >> "$OUT/summary.txt"
 cat "$OUT/summary.txt" "$OUT/grammar_cuda.txt"
+[ -f "$OUT/stress_timing.txt" ] && tail -22 "$OUT/stress_timing.txt"
 cat "$OUT/bench.md" 2>/dev/null || tail -20 "$OUT/bench.log"

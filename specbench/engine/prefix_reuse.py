@@ -129,7 +129,8 @@ class PrefixReuse:
         """The request's slot takes the snapshot of its hit's last block (lookup kept only hits ending at one)."""
         hashes = request.block_hashes[:num_blocks]
         source = self.hooks.state_snapshot_block([self.snapshots.has(h) for h in hashes])
-        self.snapshots.restore(hashes[source], self.states, self.states.slot_for(request.request_id))
+        self.snapshots.restore(hashes[source], self.states.conv, self.states.recurrent,
+                               self.states.slot_for(request.request_id))
         self.paths.record("hybrid.snapshot_restore")
 
     def register(self, request: Request, num_steps: int) -> None:

@@ -26,7 +26,8 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     fresh = hooks.state_starts_fresh([n > 0 and first[r] == 0 for r, n in enumerate(num_query)])
     # with prefix caching, the states at block boundaries the rows cross go to the snapshot store too
     points = () if states.snapshots is None else states.snapshots.plan(request_ids, first, num_query)
-    rows = state_rows([states.slot_for(i) for i in request_ids], num_query, num_verify_reqs, fresh, points)
+    slots = hooks.state_slots(tuple(request_ids), [states.slot_for(i) for i in request_ids])
+    rows = state_rows(slots, num_query, num_verify_reqs, fresh, points)
     states.begin_forward()
     if num_verify_reqs < len(request_ids):
         paths.record("hybrid.state_write")

@@ -56,9 +56,13 @@ from specbench.faults.slow_step import SlowStep
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
 from specbench.faults.state_not_rolled_back import StateNotRolledBack
+from specbench.faults.state_recurrent_only_rolled_back import StateRecurrentOnlyRolledBack
 from specbench.faults.state_rolled_back_too_far import StateRolledBackTooFar
+from specbench.faults.state_rolled_back_too_short import StateRolledBackTooShort
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
+from specbench.faults.state_slot_reused_after_preemption import StateSlotReusedAfterPreemption
 from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
+from specbench.faults.state_verify_one_token import StateVerifyOneToken
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
 from specbench.faults.tree_draft_sibling import TreeDraftSeesSibling
@@ -210,6 +214,10 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateZeroDraftStale,
     StateSlotNotReset,
     StateSnapshotWrongBlock,
+    StateRolledBackTooShort,
+    StateRecurrentOnlyRolledBack,
+    StateVerifyOneToken,
+    StateSlotReusedAfterPreemption,
 )
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS

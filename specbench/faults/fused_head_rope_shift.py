@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from specbench.faults.fault import Fault
 from specbench.faults.path_mutant import PathMutant, recapture_draft_graphs, wrap_method
-from specbench.models import decode_gemv
+from specbench.speculation.drafters.eagle import fused_head
 from specbench.speculation.drafters.eagle.proposer import EagleProposer
 
 
@@ -33,7 +33,7 @@ def _shifted_steps(head, forward):
 
     def bent(input_ids, hidden, md, kv_cache, phase, check_metadata=True):
         # The first layer's input has the head input's rows and dtype: the condition the fused path takes.
-        if md.max_query_len != 1 or not decode_gemv.applies(head.layers[0], hidden):
+        if md.max_query_len != 1 or not fused_head.first_layer_fuses(head.layers[0], hidden):
             return forward(input_ids, hidden, md, kv_cache, phase, check_metadata)
         rotary.cos_sin = lambda positions, max_seq_len: clean_cos_sin(positions + 1, max_seq_len + 1)
         try:

@@ -178,10 +178,7 @@ class DecoderLM(nn.Module):
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
-        # Qwen3-Next rotates the first partial_rotary_dim dims itself (models/qwen3_next.py): a table that wide.
-        self.rotary = (RotaryEmbedding(config.partial_rotary_dim, config.rope_theta, config.rope_scaling)
-                       if config.partial_rotary_dim is not None else
-                       RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim))
+        self.rotary = model_rotary(config)
         self.layer_kinds = LayerKinds.of(config.attention_kinds, config.num_hidden_layers)
         self.layer_kinds.require_backend(attn_backend)
         # Gemma-3: sliding-window (not full) layers rotate with their own base ([num_layers] which layers); else none.
@@ -334,6 +331,14 @@ class DecoderLM(nn.Module):
         gen = torch.Generator(device=self.embed_weight.device).manual_seed(seed)
         fill_dummy_weights(self, gen, std)
         self.is_initialized = True
+
+
+def model_rotary(config: ModelConfig) -> RotaryEmbedding:
+    """The RoPE table of the model's (full-attention) layers: Qwen3-Next rotates the first partial_rotary_dim dims
+    itself (models/qwen3_next.py), so a table that wide; else head_dim wide, GLM's partial dims as rotary_dim."""
+    if config.partial_rotary_dim is not None:
+        return RotaryEmbedding(config.partial_rotary_dim, config.rope_theta, config.rope_scaling)
+    return RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
 
 
 def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:

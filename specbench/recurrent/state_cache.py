@@ -15,29 +15,15 @@ next reads the committed state in stream order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.recurrent.state_shape import StateShape
 
 if TYPE_CHECKING:
     from specbench.recurrent.state_snapshots import StateSnapshots
-
-
-@dataclass(frozen=True)
-class StateShape:
-    num_layers: int  # Gated DeltaNet layers (state layers), in model order
-    conv_channels: int  # q, k and v channels the short convolution mixes (2 * key_dim + value_dim)
-    conv_width: int  # kernel_size - 1 inputs the conv state carries
-    num_v_heads: int
-    k_dim: int
-    v_dim: int
-
-    def bytes_per_slot(self, dtype: torch.dtype) -> int:
-        conv = self.conv_channels * self.conv_width * torch.empty((), dtype=dtype).element_size()
-        return self.num_layers * (conv + self.num_v_heads * self.k_dim * self.v_dim * 4)
 
 
 class StateCache:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specbench.recurrent.state_cache import StateCache, StateShape
+from specbench.recurrent.state_shape import StateShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +108,19 @@ class StateSnapshots:
         """Whether a block ending at `num_tokens` can have a snapshot."""
         return num_tokens % self.interval == 0
 
-    def restore(self, block_hash: bytes, states: StateCache, slot: int) -> None:
+    def restore(
+        self,
+        block_hash: bytes,
+        slot_conv: torch.Tensor,  # [num_state_layers, num_slots, conv_channels, conv_width]: StateCache.conv
+        slot_recurrent: torch.Tensor,  # [num_state_layers, num_slots, num_v_heads, k_dim, v_dim]: StateCache.recurrent
+        slot: int,
+    ) -> None:
         """Copy the snapshot of `block_hash` into `slot` (device copies, in stream order before the forward that
         reads it); the snapshot itself is left as it was."""
         entry = self._published[block_hash]
         self._published.move_to_end(block_hash)
-        states.conv[:, slot] = self.conv[:, entry]
-        states.recurrent[:, slot] = self.recurrent[:, entry]
+        slot_conv[:, slot] = self.conv[:, entry]
+        slot_recurrent[:, slot] = self.recurrent[:, entry]
         self.num_restored += 1
 
     def drop(self, block_hash: bytes) -> None:

@@ -117,6 +117,11 @@ class PhaseHooks:
         return start
 
     # ---- recurrent state of hybrid targets (recurrent/state_cache.py) ------------------------------------
+    def state_slots(self, request_ids: tuple[str, ...], slots: list[int]) -> list[int]:
+        """The state slot ([num_reqs]) each request of a forward reads and writes: the one the cache holds for it
+        (StateCache.slot_for; a preempted request gave its slot back and is handed one afresh)."""
+        return slots
+
     def state_starts_fresh(self, is_first_position: list[bool]) -> list[bool]:
         """Which requests of a forward ([num_reqs]) start their recurrent state from zeros: those whose rows start at
         position 0 (a prefill, or the re-prefill of a preempted request whose slot another request may have held)."""

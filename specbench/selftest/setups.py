@@ -34,14 +34,17 @@ SEED_TARGET = ""  # a setup's target: "" = the seed's own tiny target (its varia
 # target-side ones, the plain row's too).
 WINDOW_MOE_METHODS = ("draft",)
 # Methods run on the hybrid (Qwen3-Next) target (tiny_hybrid.py): the draft LM (a non-hybrid model: a hybrid one is
-# refused) and n-gram (its rounds mix zero-draft requests with drafting ones). EAGLE heads are built from a dense
-# Llama-like layer, MTP from the seed target's copy (drafters.py); trees are refused on hybrids (no tree rows).
-HYBRID_METHODS = ("draft", "ngram")
+# refused), n-gram (its rounds mix zero-draft requests with drafting ones), EAGLE-3 (tiny_hybrid_eagle3.py: a head
+# over the target's aux hidden states) and the target's own MTP module (its Qwen3-Next block). EAGLE-1's selftest head
+# is built from a dense Llama-like layer (tiny_eagle1.py); trees are refused on hybrids (no tree rows).
+HYBRID_METHODS = ("draft", "ngram", "eagle3", "mtp")
 # Hybrid-state faults a method's hybrid row hosts but never exercises, so they do not run there (each runs and is
 # caught on the target's other rows): a draft LM drafts k for every request, so its rounds have no zero-draft row to
-# leave stale; the plain row's greedy runs build a fresh engine each and never hand a slot used by one request's
-# prefill to another's (the invariant sweep on the speculative rows reuses its engine across runs: it does).
-HYBRID_NOT_EXERCISED = {"draft": ("state-zero-draft-stale",), PLAIN: ("state-slot-not-reset",)}
+# leave stale (nor does EAGLE-3 or MTP: every request drafts k once caught up); the plain row's greedy runs build a
+# fresh engine each and never hand a slot used by one request's prefill to another's (the invariant sweep on the
+# speculative rows reuses its engine across runs: it does).
+HYBRID_NOT_EXERCISED = {"draft": ("state-zero-draft-stale",), "eagle3": ("state-zero-draft-stale",),
+                        "mtp": ("state-zero-draft-stale",), PLAIN: ("state-slot-not-reset",)}
 TARGETS = (SEED_TARGET, WINDOW_MOE, HYBRID)
 _EXTRA_METHODS = {WINDOW_MOE: WINDOW_MOE_METHODS, HYBRID: HYBRID_METHODS}
 # The tree rows' shape (each method that drafts trees, on the seed targets, at the run's k): two children per

@@ -1,6 +1,6 @@
 """The selftest's hybrid tiny target (issue 45): a random Qwen3-Next (Gated DeltaNet layers beside gated full
-attention), written as an HF directory, and its draft LM, a non-hybrid tiny model of the same vocabulary (the engine
-refuses a hybrid draft LM: its draft steps would need their own state slots and rollback).
+attention) shipping its own MTP module, written as an HF directory, and its draft LM, a non-hybrid tiny model of the
+same vocabulary (the engine refuses a hybrid draft LM: its draft steps would need their own state slots and rollback).
 
 No tokenizer: the selftest prompts are token ids. The model is built by transformers' own Qwen3-Next class (so its
 parameter names and shapes are the checkpoint format the greedy check's HF cross-check loads), then every parameter
@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from specbench.selftest.tiny import VOCAB_SIZE, build_tiny_pair
+from specbench.selftest.tiny_mtp import MTP_PREFIX, mtp_tensors
 
 TARGET = "hybrid"  # the selftest's name for this target (rows, table)
 # DeltaNet, attention, DeltaNet, attention: both state layers sit under an attention layer, so a wrong state moves
@@ -78,9 +79,13 @@ def build_hybrid_target(out_dir: str | Path, *, seed: int = 0, vocab_size: int =
     with torch.random.fork_rng(devices=[]):  # transformers' init draws from the global RNG: leave it unmoved
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     weights = _random_weights(model, seed)
+    # Its own MTP module in Qwen3-Next's mtp.* names (tiny_mtp.py: the first attention layer's copy over the next
+    # token's embedding); transformers' class ignores mtp.* as it does Qwen3-Next-80B's.
+    weights.update(mtp_tensors(weights, len(LAYER_TYPES), MTP_PREFIX, seed, offset_norms=True))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps({**config.to_dict(), "dtype": "float32"}, indent=2))
+    hf = {**config.to_dict(), "dtype": "float32", "mtp_num_hidden_layers": 1}
+    (out / "config.json").write_text(json.dumps(hf, indent=2))
     save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
     return str(out)
 
@@ -95,15 +100,25 @@ def build_hybrid_pair(out_dir: str | Path, *, seed: int = 0) -> tuple[str, str]:
 
 def hybrid_method_models(method: str, pair, engine_config):
     """setups.HYBRID_METHODS' models and prompts on the hybrid pair (drafters.py's builders make other targets):
-    the draft LM on random prompts; n-gram on prompts that repeat the hybrid target's own continuation
-    (tiny_ngram.py), so that its rounds batch drafting requests beside zero-draft ones (the random target seldom
-    continues a copy as before: most drafts are rejected, which the rollback needs)."""
+    on random prompts the draft LM (accepted rarely), the target's own MTP module (~0.7 of its drafts accepted) and
+    an EAGLE-3 head over the target's aux hidden states (tiny_hybrid_eagle3.py: ~0.3), so that rounds roll back at
+    every accepted length; n-gram on prompts that repeat the hybrid target's own continuation (tiny_ngram.py), so
+    that its rounds batch drafting requests beside zero-draft ones (the random target seldom continues a copy as
+    before: most drafts are rejected, which the rollback needs)."""
     from specbench.selftest.drafters import NUM_PROMPTS, MethodModels
     from specbench.selftest.tiny import random_prompts
     from specbench.selftest.tiny_ngram import repeating_prompts
 
+    random = tuple(tuple(p) for p in random_prompts(NUM_PROMPTS, seed=pair.seed))
     if method == "draft":
-        return MethodModels(pair.target, pair.draft, tuple(tuple(p) for p in random_prompts(NUM_PROMPTS,
-                                                                                            seed=pair.seed)))
+        return MethodModels(pair.target, pair.draft, random)
+    if method == "mtp":
+        return MethodModels(pair.target, None, random)
+    if method == "eagle3":
+        from specbench.selftest.tiny_hybrid_eagle3 import build_hybrid_eagle3_head
+
+        return MethodModels(pair.target, build_hybrid_eagle3_head(pair.target, f"{pair.root}/eagle3", pair.seed),
+                            random)
     prompts = repeating_prompts(pair.target, NUM_PROMPTS, pair.seed, engine_config)
     return MethodModels(pair.target, None, tuple(tuple(p) for p in prompts))
+

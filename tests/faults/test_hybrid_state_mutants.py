@@ -59,8 +59,10 @@ def _scripted(dirs, prompts, clean, fault=None, **kwargs):
     return llm
 
 
-# The slot mutant needs slots handed from one request to the next: fewer slots (concurrency) than requests.
-REUSING_SLOTS = {"state-slot-not-reset": {"max_concurrency": 3}}
+# The slot mutants need slots handed from one request to the next: fewer slots (concurrency) than requests; the
+# preemption one a KV pool too small for three requests' growth too (requests preempted while others wait for slots).
+PREEMPTING = {"max_concurrency": 3, "num_kv_blocks": 18}
+REUSING_SLOTS = {"state-slot-not-reset": {"max_concurrency": 3}, "state-slot-reused-after-preemption": PREEMPTING}
 
 
 @pytest.mark.parametrize("name", CAUGHT_HERE)
@@ -82,6 +84,23 @@ def test_the_state_oracle_catches_each_mutant(dirs, prompts, clean, name):
 def test_greedy_identity_catches_each_mutant(dirs, prompts, clean, name):
     llm = _scripted(dirs, prompts, clean, injection(name), **REUSING_SLOTS.get(name, {}))
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    assert [list(o.output_token_ids) for o in outs] != clean, name
+
+
+def _num_preempted(llm) -> int:
+    return sum(s.num_preempted for s in llm.engine.step_stats)
+
+
+@pytest.mark.parametrize("name", ["state-slot-reused-after-preemption", "state-slot-not-reset"])
+def test_the_slot_mutants_are_caught_where_requests_are_preempted(dirs, prompts, clean, name):
+    """Both slot bugs under preemption (a preempted request's slot given back and handed out while it waits):
+    greedy identity with every request run, and the clean engine identical under the same preemptions."""
+    params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    clean_llm = _scripted(dirs, prompts, clean, **PREEMPTING)
+    assert [list(o.output_token_ids) for o in clean_llm.generate(prompts, params)] == clean
+    bent = _scripted(dirs, prompts, clean, injection(name), **PREEMPTING)
+    outs = bent.generate(prompts, params)
+    assert _num_preempted(clean_llm) > 0 and _num_preempted(bent) > 0
     assert [list(o.output_token_ids) for o in outs] != clean, name
 
 

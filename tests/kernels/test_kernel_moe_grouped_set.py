@@ -101,7 +101,9 @@ def test_down_combine_matches_reference(name, num_tokens):
     assert is_close(got, expected)
     prefetched = expert_down_combine_few(act, weights, order, moe.down_weight, moe.down_bias, num_tokens,
                                          PREFETCHED_DOWN)
-    assert torch.equal(prefetched, got)  # the same loads in another order: the same bits
+    # Other tiles, other reduction order: close, not the same bits (on the H100 they differ; the interpreter
+    # happens to agree), which is one reason the set stays opt-in (README.md, "MoE kernels").
+    assert is_close(prefetched, expected)
     assert torch.equal(got, expert_down_combine_few(act, weights, order, moe.down_weight, moe.down_bias, num_tokens,
                                                     SMALL_DOWN))  # deterministic: no atomics
 
@@ -126,7 +128,9 @@ def test_padded_rows_never_touch_real_rows():
                                down_tiles=SMALL_DOWN, **expert_args(moe))
     real = few_token_experts(x[:3], alone.topk_ids, alone.topk_weights, moe.gate_up_weight, moe.down_weight,
                              down_tiles=SMALL_DOWN, **expert_args(moe))
-    assert (padded[3:] == 0).all() and torch.equal(padded[:3], real)
+    # Padded rows come out zero and leave the real ones right; the real rows are close to the same rows run alone,
+    # not bit-equal on the H100 (the tiles' row count changes the dot's reduction order): not batch-invariant.
+    assert (padded[3:] == 0).all() and is_close(padded[:3], real)
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gpt-oss"])

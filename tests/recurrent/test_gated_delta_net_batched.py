@@ -9,7 +9,8 @@ import torch
 
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_net import GatedDeltaNet
-from specbench.recurrent.state_cache import StateCache, StateShape
+from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_shape import StateShape
 from specbench.recurrent.state_rows import state_rows
 
 CONFIG = GatedDeltaNetConfig(num_k_heads=2, num_v_heads=4, k_dim=8, v_dim=6, conv_kernel_size=4)

@@ -8,7 +8,8 @@ import torch
 
 from specbench import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.recurrent.state_cache import StateCache, StateShape
+from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_shape import StateShape
 from tests.support.hf_greedy import tiny_prompt_ids
 from tests.support.hybrid_runs import hybrid_llm
 from tests.support.tiny_hybrid import build_tiny_hybrid

@@ -13,7 +13,8 @@ from specbench import SamplingParams
 from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import gated_delta_rule
-from specbench.recurrent.state_cache import StateCache, StateShape
+from specbench.recurrent.state_cache import StateCache
+from specbench.recurrent.state_shape import StateShape
 from specbench.recurrent.state_snapshots import SnapshotPoint, StateSnapshots
 from tests.support.hf_greedy import tiny_prompt_ids
 from tests.support.hybrid_runs import hybrid_llm
@@ -71,7 +72,7 @@ def test_restore_copies_without_touching_the_snapshot():
     slots = StateCache(store_shape := StateShape(1, 3, 2, 1, 2, 2), 2, torch.float32, torch.device("cpu"))
     assert slots.shape == store_shape
     slots.snapshots = store
-    store.restore(b"h", slots, slots.slot_for("b"))
+    store.restore(b"h", slots.conv, slots.recurrent, slots.slot_for("b"))
     slots.recurrent.add_(1.0)
     assert bool((slots.recurrent[:, 0] == 3.0).all()) and bool((store.recurrent[:, entry] == 2.0).all())
 

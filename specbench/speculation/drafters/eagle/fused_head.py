@@ -20,16 +20,24 @@ from torch import nn
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.layers import RMSNorm
 from specbench.models.llama import LayerOutput
+from specbench.models.qwen3_next import HybridDecoderLayer
 
 # execution_paths.py: recorded where the head's first decoder layer takes the fused projections (its input
 # projection, fc / eh_proj, goes with it whenever it can)
 FUSED_HEAD_PATH = "eagle.fused_head"
 
 
+def first_layer_fuses(layer, x: torch.Tensor) -> bool:
+    """Whether a head's first layer takes the fused projections on x ([n, H] its input): a DecoderLayer or EAGLE-3's
+    first layer where decode_gemv applies; never the gated-attention block of a Qwen3-Next MTP module (its q_proj
+    carries the output gate, its norms are (1 + w): the eager layer only)."""
+    return not isinstance(layer, HybridDecoderLayer) and decode_gemv.applies(layer, x)
+
+
 def record_first_layer(layer, x: torch.Tensor, paths) -> None:
     """EAGLE-1's and MTP's first layer is a DecoderLayer (it records its proj.* path itself); x [n, H] its input;
     paths: the engine's PathRecorder. EAGLE-3's first layer records in its own forward."""
-    if decode_gemv.applies(layer, x):
+    if first_layer_fuses(layer, x):
         paths.record(FUSED_HEAD_PATH)
 
 

@@ -5,6 +5,10 @@ One step at position p: x = eh_proj([enorm(embedding of the token at p + 1); hno
 as DeepSeek-V3, GLM-4.5 and Qwen3-Next store eh_proj / fc), then one decoder layer of the target's shapes (MoE when
 the target's layers are), then the final norm (`shared_head.norm` / `mtp.norm`); the target's lm_head reads it.
 The normed output is also the hidden the next step is fed (as transformers' MtpLayer post_norm and SGLang chain it).
+
+On a Qwen3-Next (hybrid) target the module's layer is one of its full-attention blocks (gated attention, partial
+RoPE, (1 + w) norms, the target's dense or MoE MLP; models/qwen3_next.py) and its four norms are (1 + w) too: no
+recurrent state, so the module attends its own paged KV as every other MTP module does.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import fused_kernels
 from specbench.models.config import ModelConfig
+from specbench.models.config_hybrid import QWEN3_NEXT
 from specbench.models.dummy_weights import fill_dummy_weights
-from specbench.models.layers import RMSNorm, RotaryEmbedding
-from specbench.models.llama import DecoderLayer, fused_checkpoint_targets
+from specbench.models.layers import OffsetRMSNorm, RMSNorm
+from specbench.models.llama import DecoderLayer, fused_checkpoint_targets, model_rotary
+from specbench.models.qwen3_next import HybridDecoderLayer
 from specbench.speculation.drafters.eagle import fused_head
 from specbench.speculation.drafters.eagle.head import HeadOutput
 
@@ -30,20 +36,24 @@ from specbench.speculation.drafters.eagle.head import HeadOutput
 @dataclass(frozen=True)
 class MtpHeadConfig:
     # The MTP decoder layers' shapes: the target's, one layer per module (KV layer i is module i's; MoE iff the
-    # target has MoE).
+    # target has MoE), every layer full attention (a hybrid target's: no Gated DeltaNet, no state slots).
     layer: ModelConfig
+    # Qwen3-Next's module (a hybrid target's): its layer is the target's gated full-attention block, its norms (1 + w)
+    is_qwen3_next: bool = False
 
 
 def mtp_head_config(target: ModelConfig, num_modules: int = 1) -> MtpHeadConfig:
-    if target.is_hybrid:
-        raise SpecbenchError("--method mtp on a hybrid target (recurrent-state layers) is not supported yet: its MTP "
-                             f"layer is a {target.architecture} block (gated attention) the MTP head does not build")
-    if target.attention_kinds:  # the module's forward attends causally over its whole cache
+    is_qwen3_next = target.architecture == QWEN3_NEXT  # its kinds: Gated DeltaNet or full, never a window
+    if target.attention_kinds and not is_qwen3_next:  # the module's forward attends causally over its whole cache
         raise SpecbenchError("--method mtp on a target with sliding-window attention layers is not supported")
     is_moe = target.moe is not None
-    layer = replace(target, num_hidden_layers=num_modules,
-                    moe_layer_ids=tuple(range(num_modules)) if is_moe else (), num_mtp_modules=0)
-    return MtpHeadConfig(layer)
+    layer = replace(target, num_hidden_layers=num_modules, moe_layer_ids=tuple(range(num_modules)) if is_moe else (),
+                    num_mtp_modules=0, attention_kinds=(), gated_delta_net=None)
+    return MtpHeadConfig(layer, is_qwen3_next)
+
+
+# execution_paths.py: recorded where the module's layer is Qwen3-Next's block (declared by mtp/proposer.py's class)
+QWEN3_NEXT_BLOCK_PATH = "mtp.qwen3_next_block"
 
 
 class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
@@ -61,14 +71,17 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
         self.module_index = module_index  # which MTP module (DeepSeek-V3's depth k - 1): its KV layer
         self.attn_backend = attn_backend
         self.dtype = dtype
+        norm = OffsetRMSNorm if config.is_qwen3_next else RMSNorm
         with torch.device("meta"):
-            self.enorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-            self.hnorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+            self.enorm = norm(c.hidden_size, c.rms_norm_eps)
+            self.hnorm = norm(c.hidden_size, c.rms_norm_eps)
             self.eh_proj = nn.Linear(2 * c.hidden_size, c.hidden_size, bias=False)
             # KV layer `module_index` of the modules' shared cache; named layers.0 as the checkpoint's canonical names
-            self.layers = nn.ModuleList([DecoderLayer(c, module_index)])
-            self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.rotary = RotaryEmbedding(c.head_dim, c.rope_theta, c.rope_scaling, c.rotary_dim)  # the target's RoPE
+            layer = (HybridDecoderLayer(c, module_index, state_layer=None, kv_layer=module_index)
+                     if config.is_qwen3_next else DecoderLayer(c, module_index))
+            self.layers = nn.ModuleList([layer])
+            self.final_norm = norm(c.hidden_size, c.rms_norm_eps)
+        self.rotary = model_rotary(c)  # the target's RoPE
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.eh_norm_weight = fused_head.NormPairWeight()  # [enorm; hnorm] weights, fused path
         self.target_embed: torch.Tensor | None = None  # [vocab, H] the target's, shared by reference
@@ -99,9 +112,12 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
     ) -> HeadOutput:
         if check_metadata:
             self.attn_backend.begin_forward(md, phase)
+        if self.config.is_qwen3_next:
+            self.attn_backend.paths.record(QWEN3_NEXT_BLOCK_PATH)
         cos_sin = self.rotary.cos_sin(md.positions, md.max_seq_len)
         embeds = F.embedding(input_ids, self.target_embed)
-        if fused_head.projects(self.fused_policy, self.eh_proj, hidden):
+        # The fused pair of norms multiplies by w itself: (1 + w) norms (Qwen3-Next) stay eager.
+        if not self.config.is_qwen3_next and fused_head.projects(self.fused_policy, self.eh_proj, hidden):
             x = fused_head.project_norm_pair(self.eh_proj.weight, embeds, hidden, self.enorm, self.hnorm,
                                              self.eh_norm_weight)
         else:
