@@ -108,6 +108,10 @@ FUSED_KERNEL_POLICIES = ("auto", "on", "off")
 # The expert kernels of MoE layers on the fused path (models/moe_kernel_sets.py): gemv (kernels/moe_gemv.py for 1-64
 # tokens, prefill on the torch reference) | grouped (issue 47: few-token down + combine, grouped GEMM prefill).
 MOE_KERNEL_SETS = ("gemv", "grouped")
+# The gated-delta-rule kernels of hybrid targets' Gated DeltaNet layers (recurrent/kernel_choice.py): torch (our
+# references) | fla (fla-core's Triton kernels, CUDA only) | auto (fla on CUDA where fla-core imports, else torch).
+# recurrent/kernel_choice.py CHOICES names the same values (a test holds them equal; neither unit imports the other).
+RECURRENT_KERNEL_CHOICES = ("torch", "fla", "auto")
 
 
 def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
@@ -210,6 +214,11 @@ class EngineConfig:
     # Which expert kernels MoE layers run where the fused kernels run (MOE_KERNEL_SETS; models/moe_kernel_sets.py).
     moe_kernels: str = option("gemv", "MoE expert kernels where fused kernels run: gemv | grouped (few-token down "
                               "with the combine in its epilogue, grouped-GEMM prefill)", before="gemv")
+    # Which gated-delta-rule kernels hybrid targets' Gated DeltaNet layers run (RECURRENT_KERNEL_CHOICES;
+    # recurrent/kernel_choice.py); the conv stays ours. Default torch until the fla engine test passes on the H100.
+    recurrent_kernels: str = option("torch", "gated-delta-rule kernels of hybrid targets: torch (our references) | "
+                                    "fla (fla-core's Triton kernels; CUDA, pip install fla-core) | auto (fla on CUDA "
+                                    "where fla-core imports, else torch)", before="torch")
     # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
     # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).
@@ -253,6 +262,9 @@ class EngineConfig:
         if self.moe_kernels not in MOE_KERNEL_SETS:
             raise SpecbenchError(f"unknown moe_kernels (--moe-kernels) {self.moe_kernels!r}; supported: "
                                  f"{', '.join(MOE_KERNEL_SETS)}")
+        if self.recurrent_kernels not in RECURRENT_KERNEL_CHOICES:
+            raise SpecbenchError(f"unknown recurrent_kernels (--recurrent-kernels) {self.recurrent_kernels!r}; "
+                                 f"supported: {', '.join(RECURRENT_KERNEL_CHOICES)}")
         if self.eagle_aux_convention not in EAGLE_AUX_CONVENTIONS:
             raise SpecbenchError(
                 f"unknown eagle_aux_convention (--eagle-aux-convention) {self.eagle_aux_convention!r}; "

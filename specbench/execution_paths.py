@@ -110,6 +110,14 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
                   "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),
                   target_kind=HYBRID),
+    # Opt-in (--recurrent-kernels fla; the default is torch until the fla engine test passes on the H100: then
+    # production on CUDA where fla-core is installed, and the selftest's hybrid rows must reach both).
+    ExecutionPath("hybrid.fla_chunk", "committed rows (prefill, prompt chunks) of a forward's requests through "
+                  "fla-core's chunk_gated_delta_rule, one varlen call (recurrent/fla_kernels.py)", (),
+                  needs_cuda=True, target_kind=HYBRID),
+    ExecutionPath("hybrid.fla_recurrent", "verify rows (plain decode, k + 1 positions) through fla-core's "
+                  "fused_recurrent_gated_delta_rule over the batch, one call per position chaining the state "
+                  "(recurrent/fla_kernels.py)", (), needs_cuda=True, target_kind=HYBRID),
     ExecutionPath("hybrid.snapshot_take", "the recurrent state after a registered block's last committed token kept "
                   "as that block's snapshot (recurrent/state_snapshots.py, engine/prefix_reuse.py register)",
                   ("cpu", "cuda"), target_kind=HYBRID),

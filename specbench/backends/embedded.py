@@ -84,6 +84,8 @@ class EmbeddedBackend:
             "cuda_graphs": engine.parts.cuda_graphs,
             "prefix_caching": engine.parts.prefix_caching == "on",
             "prefix_caching_note": engine.parts.prefix_caching,
+            # a hybrid target's gated-delta-rule kernels, resolved (engine_config holds the option as given: auto)
+            "recurrent_kernels": engine.parts.recurrent_kernels,
             "models": {"target": {**dataclasses.asdict(engine.parts.target.info),
                                   "architecture": record_entry(engine.parts.target.config)},
                        "draft_source": config.engine.draft},

@@ -13,6 +13,7 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
+from specbench.recurrent.kernel_choice import resolve_recurrent_kernels
 from specbench.recurrent.state_cache import new_state_cache
 from specbench.recurrent.state_snapshots import StateSnapshots
 from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
@@ -55,6 +56,8 @@ class EngineParts:
     hooks: PhaseHooks = NO_HOOKS  # what the engine and proposer call while building phase inputs
     prefix_caching: str = "off (option)"  # "on", or why not (engine/prefix_reuse.py prefix_caching_off_reason)
     cuda_graphs: str = "off"  # "on" or "off: <why>", for the manifest
+    # the gated-delta-rule kernels a hybrid target's layers run (resolved: torch | fla); None: no recurrent layers
+    recurrent_kernels: str | None = None
 
 
 def _triton_usable(device: torch.device) -> bool:
@@ -171,6 +174,9 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         raise SpecbenchError("--synthetic-acceptance needs a speculative method (its drafts are what gets accepted)")
     backend_name = resolve_kernel_choice(config.attention_backend, device, "attention backend")
     verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
+    # refused here for any target: `--recurrent-kernels fla` where fla cannot run is a mistake even when this
+    # target has no recurrent layers
+    recurrent_name = resolve_recurrent_kernels(config.recurrent_kernels, device)
     paths = PathRecorder(path_names())  # the engine's paths and every registered proposer class's
     backend = create_backend(backend_name, paths, check_invariants=config.debug_invariants)
     target = load_model(
@@ -184,6 +190,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         max_model_len=config.max_model_len,
         fused_kernels=config.fused_kernels,
         moe_kernels=config.moe_kernels,
+        recurrent_kernels=recurrent_name,
     )
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")
@@ -251,6 +258,7 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         hooks=hooks,
         cuda_graphs=graphs_note,
         prefix_caching="on" if prefix_note is None else prefix_note,
+        recurrent_kernels=recurrent_name if target.config.is_hybrid else None,
     )
 
 

@@ -90,7 +90,7 @@ class HybridDecoderLayer(nn.Module):
             if states is None or rows is None:
                 raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
                                      "(this phase does not attach them)")
-            mixed = self.linear_attn(normed, md.query_start_loc_cpu, states, rows)
+            mixed = self.linear_attn(normed, md.query_start_loc_cpu, states, rows, backend.paths)
         else:
             mixed = self.self_attn(normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(mixed, residual)

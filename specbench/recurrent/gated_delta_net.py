@@ -2,18 +2,24 @@
 
 Projections run over the whole batch; the short convolution and the delta rule run request by request from the
 request's slot (recurrent/state_cache.py). Parameter names are the checkpoint's, so the loader maps them 1:1.
+The rule runs our torch forms or fla-core's kernels (the model's `recurrent_kernels`, recurrent/kernel_choice.py);
+the conv is ours either way.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.recurrent import fla_kernels
 from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
-from specbench.recurrent.gated_delta_rule import gated_delta_rule
+from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
+from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
 
@@ -32,7 +38,7 @@ class GatedRMSNorm(nn.Module):
         return (self.weight * normed * F.silu(gate.float())).to(x.dtype)
 
 
-class GatedDeltaNet(nn.Module):
+class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set per model (set_recurrent_kernels)
     def __init__(self, config: GatedDeltaNetConfig, hidden_size: int, eps: float, state_layer: int) -> None:
         super().__init__()
         self.config = config
@@ -65,8 +71,10 @@ class GatedDeltaNet(nn.Module):
         query_start_loc_cpu: tuple[int, ...],  # [num_reqs + 1]
         states: StateCache,
         rows: StateRows,  # each request's slot, and whether its rows are verify rows
+        paths=None,  # execution_paths.PathRecorder of the engine (its attention backend's), or None
     ) -> torch.Tensor:  # [num_tokens, hidden]
         c = self.config
+        is_fla = self.recurrent_kernels == FLA
         q, k, v, z, b, a = self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
         mixed = torch.cat([q, k, v.reshape(v.shape[0], -1)], dim=-1)  # [n, conv_channels]
         beta = b.sigmoid()  # in the model's dtype, as transformers rounds it; the rule computes in fp32
@@ -81,6 +89,7 @@ class GatedDeltaNet(nn.Module):
         is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
         if is_batched:
             self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
+        deferred: list[_CommittedRows] = []  # fla: committed rows of every request in one varlen call, after the loop
         for r, slot in enumerate(() if is_batched else rows.slots):
             start, end = query_start_loc_cpu[r], query_start_loc_cpu[r + 1]
             if start == end:
@@ -98,9 +107,20 @@ class GatedDeltaNet(nn.Module):
             # per-token reference, which keeps each position's state for the commit
             args = (qc.view(n, c.num_k_heads, c.k_dim), kc.view(n, c.num_k_heads, c.k_dim),
                     vc.view(n, c.num_v_heads, c.v_dim), log_decay[start:end], beta[start:end], rec_state)
-            rule = gated_delta_rule(*args, keep_states=True) if keep else (
-                gated_delta_rule_chunked(*args, state_at=tuple(p.row + 1 for p in points)) if n > 1 or points
-                else gated_delta_rule(*args))
+            if is_fla and not keep:  # snapshot conv states now: the slot's conv state moves on below
+                cuts = tuple(p.row + 1 for p in points)
+                deferred.append(_CommittedRows(start, end, slot, args, cuts, tuple(p.entry for p in points)))
+                if points:
+                    self._snapshot(states, list(deferred[-1].entries),
+                                   conv_states_at(mixed[start:end], conv_state, list(cuts)), None)
+                conv_slots[slot] = conv_final
+                continue
+            if is_fla and keep:
+                rule = _fla_one_verify(*args)
+            else:
+                rule = gated_delta_rule(*args, keep_states=True) if keep else (
+                    gated_delta_rule_chunked(*args, state_at=tuple(p.row + 1 for p in points)) if n > 1 or points
+                    else gated_delta_rule(*args))
             out[start:end] = rule.output.to(x.dtype)
             if keep:
                 p = rows.pending_starts[r]
@@ -113,6 +133,15 @@ class GatedDeltaNet(nn.Module):
                                    rule.states)
                 conv_slots[slot] = conv_final
                 rec_slots[slot] = rule.final_state
+        if deferred:
+            for rows_r, at_cuts in zip(deferred, _fla_committed(deferred, out, rec_slots)):
+                if rows_r.entries:
+                    self._snapshot(states, list(rows_r.entries), None, at_cuts)
+        if is_fla and paths is not None:  # host-side decisions only: which fla kernels this forward ran
+            if deferred:
+                paths.record(CHUNK_PATH)
+            if rows.num_pending:
+                paths.record(RECURRENT_PATH)
         if kept_conv is not None:
             states.keep(self.state_layer, kept_conv, kept_rec)
             kept_points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
@@ -123,12 +152,15 @@ class GatedDeltaNet(nn.Module):
         normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
         return self.out_proj(normed)
 
-    def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor, recurrent: torch.Tensor) -> None:
+    def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor | None,
+                  recurrent: torch.Tensor | None) -> None:
         """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`."""
         snapshots = states.snapshots
-        index = torch.tensor(entries, dtype=torch.int64, device=conv.device)
-        snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
-        snapshots.recurrent[self.state_layer, index] = recurrent
+        index = torch.tensor(entries, dtype=torch.int64, device=snapshots.conv.device)
+        if conv is not None:  # None: written by another call (fla: the conv before, the recurrent state after)
+            snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
+        if recurrent is not None:
+            snapshots.recurrent[self.state_layer, index] = recurrent
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:
@@ -152,6 +184,19 @@ class GatedDeltaNet(nn.Module):
         def per_token(x: torch.Tensor) -> torch.Tensor:  # [B * n, H] -> [n, B * H]
             return x.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)
 
+        if self.recurrent_kernels == FLA:  # fla takes requests as its batch: [B, n, H, D]
+            def by_request(x: torch.Tensor, num_heads: int, dim: int) -> torch.Tensor:  # [n, B, H * dim]
+                return x.reshape(n, num_reqs, num_heads, dim).transpose(0, 1)
+
+            fla = fla_kernels.fla_recurrent(
+                by_request(qc, c.num_k_heads, c.k_dim), by_request(kc, c.num_k_heads, c.k_dim),
+                by_request(vc, c.num_v_heads, c.v_dim), log_decay.view(num_reqs, n, -1), beta.view(num_reqs, n, -1),
+                rec_slots[slots])
+            out.copy_(fla.output.reshape(out.shape))
+            kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1)
+                            .reshape(kept_conv.shape))
+            kept_rec.copy_(fla.states.reshape(kept_rec.shape))
+            return
         rule = gated_delta_rule(heads(qc, c.num_k_heads, c.k_dim), heads(kc, c.num_k_heads, c.k_dim),
                                 heads(vc, c.num_v_heads, c.v_dim), per_token(log_decay), per_token(beta),
                                 rec_slots[slots].reshape(-1, c.k_dim, c.v_dim), keep_states=True)
@@ -169,3 +214,52 @@ def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) ->
         return False
     n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
     return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))
+
+
+@dataclass(frozen=True, slots=True)
+class _CommittedRows:
+    """One request's committed rows waiting for the fla varlen calls."""
+
+    start: int  # its first token row in the forward
+    end: int
+    slot: int  # its state slot
+    # (q [n, Hk, Dk], k [n, Hk, Dk], v [n, Hv, Dv], log_decay [n, Hv], beta [n, Hv], initial state [Hv, Dk, Dv])
+    rule_args: tuple[torch.Tensor, ...]
+    cuts: tuple[int, ...] = ()  # [num_points] rows (1-based, increasing) after which a snapshot takes the state
+    entries: tuple[int, ...] = ()  # [num_points] their snapshot entries
+
+
+def _fla_committed(committed: list[_CommittedRows], out: torch.Tensor, rec_slots: torch.Tensor) -> list[torch.Tensor]:
+    """fla's chunked kernel over every request's committed rows; outputs into `out` [num_tokens, Hv, Dv], final
+    states into the slots [num_slots, Hv, Dk, Dv]. fla returns each sequence's final state only, so a request's rows
+    are cut at its snapshot points into segments, and round i runs every request's i-th segment in one varlen call
+    from the state the round before left (one round where no request has a point). Returns, per request, the states
+    at its cuts [num_points, Hv, Dk, Dv]."""
+    segments = [[(a, b) for a, b in zip((0, *r.cuts), (*r.cuts, r.end - r.start)) if b > a] for r in committed]
+    state = [r.rule_args[5] for r in committed]  # each request's state entering its next segment
+    at_cuts: list[list[torch.Tensor]] = [[] for _ in committed]
+    for i in range(max(len(s) for s in segments)):
+        live = [r for r, s in enumerate(segments) if i < len(s)]
+        pieces = [(r, *segments[r][i]) for r in live]  # (request, first row, end row) relative to the request
+        seq_starts = [0]
+        for _, a, b in pieces:
+            seq_starts.append(seq_starts[-1] + b - a)
+        args = [torch.cat([committed[r].rule_args[j][a:b] for r, a, b in pieces]) for j in range(5)]
+        result = fla_kernels.fla_chunk(*args, torch.stack([state[r] for r in live]), tuple(seq_starts))
+        for k, (r, a, b) in enumerate(pieces):
+            rows = committed[r]
+            out[rows.start + a : rows.start + b] = result.output[seq_starts[k] : seq_starts[k + 1]].to(out.dtype)
+            state[r] = result.final_states[k]
+            if b in rows.cuts:
+                at_cuts[r].append(state[r])
+    for r, rows in enumerate(committed):
+        rec_slots[rows.slot] = state[r]
+    return [torch.stack(states) if states else None for states in at_cuts]
+
+
+def _fla_one_verify(query, key, value, log_decay, beta, initial_state) -> DeltaRuleOutput:
+    """One request's verify rows (a batch of mixed lengths) through fla's recurrent kernel, as a batch of one; the
+    per-token reference's shapes (gated_delta_rule.py)."""
+    fla = fla_kernels.fla_recurrent(query[None], key[None], value[None], log_decay[None], beta[None],
+                                    initial_state[None])
+    return DeltaRuleOutput(fla.output[0], fla.states[0, -1], fla.states[0])

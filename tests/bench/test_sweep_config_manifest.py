@@ -38,7 +38,8 @@ ADDED_SINCE = {"async_scheduling": False, "cpu_threads": None, "info_timeout": 1
                "enable_prefix_caching": False,  # a run before prefix caching recomputed every prompt
                "enable_chunked_prefill": False,  # and prefilled whole prompts
                "moe_kernels": "gemv",  # and ran the gemv expert kernels (issue 47's grouped set came later)
-               "state_snapshots": 0, "state_snapshot_blocks": 1}  # and recomputed every prompt on hybrid targets
+               "state_snapshots": 0, "state_snapshot_blocks": 1,  # and recomputed every prompt on hybrid targets
+               "recurrent_kernels": "torch"}  # and hybrids' gated delta rule on our torch forms
 
 
 def test_a_stored_flat_config_reads_into_the_engine_and_writes_back_unchanged():

@@ -18,12 +18,16 @@ from specbench.speculation.registry import execution_paths
 # What only a CUDA device reaches (graph capture; flashinfer runs on CUDA only): the CPU selftest cannot.
 CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "eagle.tree_graph",
                        "eagle.tree_round_graph", "draft.step_graph", "draft.tree_graph", "graph.decode",
-                       "graph.verify", "graph.verify_tree", "attention.flashinfer"})
+                       "graph.verify", "graph.verify_tree", "attention.flashinfer",
+                       # fla-core's kernels (--recurrent-kernels fla, opt-in): CUDA only, hybrid targets only;
+                       # tests/recurrent/test_hybrid_fla_cuda.py reaches them
+                       "hybrid.fla_chunk", "hybrid.fla_recurrent"})
 # Taken by the selftest's reference loop (one step at a time), which is the yardstick, not coverage.
 REFERENCE_ONLY = frozenset({"decode.sync"})
 # Hybrid targets' paths (their state, their MTP module's block): production where the selftest's hybrid target runs
 # (run_selftest's `hybrid`, off in these runs); tests/check/test_selftest_hybrid.py reaches them there.
-HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit", "mtp.qwen3_next_block"})
+HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit", "mtp.qwen3_next_block", "hybrid.snapshot_take",
+                         "hybrid.snapshot_restore"})
 # Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
 MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine

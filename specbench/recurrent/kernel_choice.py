@@ -1,0 +1,84 @@
+"""Which gated-delta-rule kernels a hybrid target's Gated DeltaNet layers run: a value of each model, set when it is
+built (EngineConfig.recurrent_kernels, `--recurrent-kernels`, resolved here) or between runs (`set_recurrent_kernels`),
+so a torch engine and an fla engine coexist in one process (tests/recurrent/test_hybrid_fla_cuda.py).
+
+- "torch": our references (recurrent/gated_delta_rule.py per token, gated_delta_chunked.py for committed rows).
+- "fla": fla-core's Triton kernels (recurrent/fla_kernels.py): committed rows (prefill, prompt chunks) in one
+  varlen `chunk_gated_delta_rule` call over the forward's requests (path hybrid.fla_chunk); verify rows (plain
+  decode: one position; a verify: k + 1) by `fused_recurrent_gated_delta_rule` one position at a time over the
+  batch, chaining the state, so each position's state is kept for the commit (path hybrid.fla_recurrent).
+  CUDA only: fla's import needs a CUDA driver, and its kernels run on CUDA tensors.
+- "auto": fla on a CUDA device where fla-core imports, else torch.
+The short causal conv is ours in every case.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import nn
+
+from specbench.errors import SpecbenchError
+
+# The values of EngineConfig.recurrent_kernels (config.py RECURRENT_KERNEL_CHOICES lists them for the option: config
+# and recurrent sit in one import layer, so neither imports the other; tests/recurrent/test_recurrent_kernel_choice.py
+# holds the two to each other).
+TORCH = "torch"
+FLA = "fla"
+AUTO = "auto"
+CHOICES = (TORCH, FLA, AUTO)
+
+CHUNK_PATH = "hybrid.fla_chunk"
+RECURRENT_PATH = "hybrid.fla_recurrent"
+
+
+class RunsRecurrentKernels:
+    """Declares a layer that runs one of the choices (recurrent/gated_delta_net.py GatedDeltaNet); the value is its
+    model's resolved choice: TORCH or FLA, never "auto"."""
+
+    recurrent_kernels: str = TORCH
+
+
+@functools.cache
+def fla_import_error() -> str | None:
+    """None when fla-core's gated-delta-rule ops import here, else why not (one line). Imported once, lazily: the
+    production modules never import fla at module level (it needs a CUDA driver to import)."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any failure (missing, no driver, wrong triton) means "not usable"
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return None
+
+
+def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
+    """TORCH or FLA for `name` (one of RECURRENT_KERNEL_CHOICES) on `device`; "fla" where it cannot run raises one
+    SpecbenchError line."""
+    if name not in CHOICES:
+        raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(CHOICES)}")
+    if name == TORCH:
+        return TORCH
+    if device.type != "cuda":
+        if name == AUTO:
+            return TORCH
+        raise SpecbenchError(f"--recurrent-kernels fla: fla-core's Triton kernels need a CUDA device (device is "
+                             f"{device.type}); use --recurrent-kernels torch or auto")
+    reason = fla_import_error()
+    if reason is None:
+        return FLA
+    if name == AUTO:
+        return TORCH
+    raise SpecbenchError(f"--recurrent-kernels fla: fla-core is not importable here ({reason}); pip install "
+                         "fla-core, or use --recurrent-kernels torch or auto")
+
+
+def set_recurrent_kernels(model: nn.Module, name: str) -> int:
+    """Every Gated DeltaNet layer of `model` runs `name` (TORCH or FLA, resolved) from its next forward; returns how
+    many layers were set."""
+    if name not in (TORCH, FLA):
+        raise SpecbenchError(f"recurrent kernels must be resolved to {TORCH} or {FLA} before they are set, got "
+                             f"{name!r}")
+    layers = [m for m in model.modules() if isinstance(m, RunsRecurrentKernels)]
+    for layer in layers:
+        layer.recurrent_kernels = name
+    return len(layers)
