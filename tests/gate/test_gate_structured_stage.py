@@ -32,10 +32,18 @@ def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp
     assert _rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
 
 
-@pytest.mark.slow
+# The grammar mutants a plain OpenAI request can reach through `specbench serve --inject`: the pool is tight and the
+# 12 schemas run at once, so requests are preempted and resumed (grammar-not-restored needs that). Not here:
+# grammar-marker-in-drafts-unmasked (needs a reasoning template whose end marker the drafts cross) and
+# grammar-tree-sibling-state (serve runs chains only); the selftest's constrained rows catch those two.
+HTTP_GRAMMAR_FAULTS = ("grammar-advanced-over-rejected", "grammar-mask-shifted", "grammar-bonus-unmasked",
+                       "grammar-not-restored")
+
+
+@pytest.mark.slow  # a server per fault: ~2-3 min on 2 busy cores
 def test_structured_stage_over_http_catches_serve_inject(gate_pair, tmp_path, monkeypatch, capsys):
     """`specbench gate --base-url` (the server's own k, no off side): a clean `specbench serve` passes, one built with
-    `--inject grammar-bonus-unmasked` fails (its answers break their grammar, judged from the text alone)."""
+    `--inject` of each grammar mutant above fails (its answers break their grammar, judged from the text alone)."""
     pytest.importorskip("fastapi")
     pytest.importorskip("llguidance")
     from specbench.config import EngineConfig
@@ -44,13 +52,13 @@ def test_structured_stage_over_http_catches_serve_inject(gate_pair, tmp_path, mo
     from tests.support.tiny_models import data_dir
 
     engine = EngineConfig(target=str(gate_pair.target), method="draft", draft=str(gate_pair.draft), device="cpu",
-                          kv_cache_gb=0.05, max_num_steps=3)
-    for inject, expected in ((None, "PASS"), ("grammar-bonus-unmasked", "FAIL")):
+                          kv_cache_gb=0.0004, max_num_steps=3)  # a few blocks: 12 requests at once preempt
+    for inject, expected in ((None, "PASS"), *((name, "FAIL") for name in HTTP_GRAMMAR_FAULTS)):
         with start_server(ServeConfig(engine, served_model_name="tiny"), fault=injection(inject)) as server:
             args = ["--base-url", server.url, "-k", "3", "--data-dir", str(data_dir()), "--results-dir",
                     str(tmp_path / f"r-{inject}"), "--tokenizer", str(gate_pair.target),  # judges cut answers
-                    "--stages", "structured", "--structured-max-tokens", "48",
+                    "--stages", "structured", "--structured-max-tokens", "48", "--concurrency", "12",
                     "--structured-limit", "12", "--quiet"]
             code, out, err = run_gate_cli(args, monkeypatch, capsys)
-        assert _rows(out)["structured"] == expected, out + err
+        assert _rows(out)["structured"] == expected, (inject, out + err)
         assert "no speculation-off side" in out
