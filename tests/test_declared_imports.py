@@ -20,7 +20,7 @@ from specbench.extras import EXTRAS
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("specbench",)  # every product folder lives under specbench/ (tests/test_no_shadowing.py)
 # Modules not installed in the test environment (so packages_distributions cannot map them) -> distribution.
-NOT_INSTALLED_HERE = {"flashinfer": "flashinfer-python", "llguidance": "llguidance"}
+NOT_INSTALLED_HERE = {"flashinfer": "flashinfer-python", "llguidance": "llguidance", "fla": "fla-core"}
 GUARD_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception"}
 
 

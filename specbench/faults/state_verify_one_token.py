@@ -33,11 +33,12 @@ class StateVerifyOneToken(Mutant):
 
 
 def _first_token_only(forward, state_layer: int):
-    def bent(x: torch.Tensor, query_start_loc_cpu: tuple[int, ...], states, rows: StateRows) -> torch.Tensor:
+    def bent(x: torch.Tensor, query_start_loc_cpu: tuple[int, ...], states, rows: StateRows,
+             paths=None) -> torch.Tensor:
         cu = query_start_loc_cpu
         num_query = [cu[r + 1] - cu[r] for r in range(len(rows.slots))]
         if not any(n > 1 for n, keep in zip(num_query, rows.keeps_positions) if keep):
-            return forward(x, query_start_loc_cpu, states, rows)  # no drafts in this forward: nothing to drop
+            return forward(x, query_start_loc_cpu, states, rows, paths)  # no drafts in this forward: nothing to drop
         # the rows that run: a verify request's first, every row of the others
         ran = [min(n, 1) if keep else n for n, keep in zip(num_query, rows.keeps_positions)]
         picked, source = [], []  # [num_run] input rows; [num_tokens] the run row each input row's output comes from
@@ -50,7 +51,8 @@ def _first_token_only(forward, state_layer: int):
             run_cu.append(run_cu[-1] + n)
         run_rows = state_rows(list(rows.slots), ran, rows.num_verify_reqs, list(rows.starts_fresh))
         device = x.device
-        out = forward(x[torch.tensor(picked, dtype=torch.int64, device=device)], tuple(run_cu), states, run_rows)
+        out = forward(x[torch.tensor(picked, dtype=torch.int64, device=device)], tuple(run_cu), states, run_rows,
+                      paths)
         # every kept position of a verify request holds the state after its first token
         kept = [run_rows.pending_starts[r] for r, n in enumerate(num_query) if rows.keeps_positions[r]
                 for _ in range(n)]

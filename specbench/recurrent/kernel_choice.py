@@ -69,7 +69,7 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
     if name == AUTO:
         return TORCH
     raise SpecbenchError(f"--recurrent-kernels fla: fla-core is not importable here ({reason}); pip install "
-                         "fla-core, or use --recurrent-kernels torch or auto")
+                         "'specbench-cli[fla]' (fla-core), or use --recurrent-kernels torch or auto")
 
 
 def set_recurrent_kernels(model: nn.Module, name: str) -> int:

@@ -53,7 +53,7 @@ def test_on_cuda_without_fla_auto_is_torch_and_fla_says_how_to_install(monkeypat
     try:
         assert kernel_choice.fla_import_error() is not None
         assert resolve_recurrent_kernels("auto", CUDA) == TORCH
-        with pytest.raises(SpecbenchError, match="pip install fla-core") as info:
+        with pytest.raises(SpecbenchError, match=r"specbench-cli\[fla\]") as info:
             resolve_recurrent_kernels("fla", CUDA)
         assert "\n" not in str(info.value)
     finally:

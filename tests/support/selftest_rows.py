@@ -37,7 +37,8 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
                                   if PLAIN in FAULTS[n].methods and not needs_constrained_decoding(n)}, table
     assert all(r.detected for r in plain_mutants.values()), table
     rows = [r for r in rows if r.method != PLAIN]
-    trees = [r for r in rows if r.shape.is_tree and r.inject is None]  # the tree rows (methods that draft trees)
+    # the tree rows (methods that draft trees); their constrained twins are _assert_constrained_rows'
+    trees = [r for r in rows if r.shape.is_tree and r.inject is None and not r.constrained]
     assert [r.seed for r in trees] == (list(seeds) if method in tree_methods((method,)) else []), table
     for row in trees:  # every check applies to a tree row, the draft oracle too (check/tree_oracle.py)
         assert not row.detected and [r.name for r in row.results if r.skipped] == [], table
@@ -51,7 +52,7 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert not row.detected, f"false alarm on a chunked row:\n{table}"
         assert {r.name for r in row.results if not r.skipped} == {"greedy", "metrics"}, table
     assert all(r.chunked == needs_chunked_prefill(r.inject) for r in rows if r.inject is not None), table
-    _assert_constrained_rows(rows, seeds, table)
+    _assert_constrained_rows(rows, seeds, method in tree_methods((method,)), table)
     clean = [r for r in rows if r.inject is None and not r.shape.is_tree and not r.chunked and not r.constrained]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
@@ -98,11 +99,14 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
     return mutants
 
 
-def _assert_constrained_rows(rows: list[SelftestRow], seeds: tuple[int, ...], table: str) -> None:
-    """One constrained row per seed (greedy check only), clean on every seed and taking the grammar paths; the grammar
-    faults run there alone. Without the grammar extra: the rows are there, skipped, saying why, and host no fault."""
+def _assert_constrained_rows(rows: list[SelftestRow], seeds: tuple[int, ...], is_tree_method: bool,
+                             table: str) -> None:
+    """One constrained chain row per seed, and one constrained tree row per seed for a method that drafts trees
+    (greedy check only), clean on every seed and taking the grammar paths; the grammar faults run there alone.
+    Without the grammar extra: the rows are there, skipped, saying why, and host no fault."""
     constrained = [r for r in rows if r.constrained and r.inject is None]
-    assert [r.seed for r in constrained] == list(seeds), table
+    assert [r.seed for r in constrained if not r.shape.is_tree] == list(seeds), table
+    assert [r.seed for r in constrained if r.shape.is_tree] == (list(seeds) if is_tree_method else []), table
     assert all(r.constrained == needs_constrained_decoding(r.inject) for r in rows if r.inject is not None), table
     for row in constrained:
         if not constrained_rows.is_available():
