@@ -1,6 +1,6 @@
 """Reading and parsing a request body without letting one request stall the others: the body is read up to a byte
-limit (past it: 413, the rest drained within a bound), and JSON parsing, validation, chat templating and tokenisation run on
-worker threads, never on the event loop that serves every other request."""
+limit (past it: 413, the rest drained within a bound), and JSON parsing, validation, chat templating and
+tokenisation run on worker threads, never on the event loop that serves every other request."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_cli_selftest_prints_the_table_power_and_verdict():
     assert "eagle3 seed 0 bonus-from-wrong-row: detected" in result.stderr
     rows = [line for line in lines if line.split()[:2] == ["eagle3", "0"]]  # its chain rows
     assert [r.split()[3] for r in rows] == ["clean", "bonus-from-wrong-row"], result.output  # eagle3: no window_moe row
-    trees = [line for line in lines if line.startswith("eagle3 t2/6")]  # its tree row: chain mutants stay off it
+    trees = [line for line in lines if line.split()[:3] == ["eagle3", "t2/6", "0"]]  # its tree row (no mutants)
     assert [r.split()[4] for r in trees] == ["clean"] and trees[0].endswith("ok"), result.output
     assert lines[0].split()[4:] == ["greedy", "sampled", "verdict"], lines[0]
     assert rows[0].endswith("ok") and rows[1].endswith("detected"), result.output
