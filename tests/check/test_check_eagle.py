@@ -62,6 +62,7 @@ def test_clean_eagle3_oracle_holds_across_preemption(eagle3_setup):
     assert num > 100 and not bad, bad[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inject", DRAFT_FAULTS)
 def test_every_draft_fault_detected_on_eagle3(eagle3_setup, inject):
     results = _results(eagle3_setup, inject, ("oracle", "invariants"))

@@ -8,6 +8,7 @@ forward flags it.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from specbench.check.battery import run_checks
@@ -63,6 +64,7 @@ def test_wrong_feature_rows_pass_the_trusting_oracle_and_fail_the_recomputing_on
             assert len(bad) > num // 2, bad[:3]
 
 
+@pytest.mark.slow
 def test_wrong_feature_rows_only_the_oracle_sees(tmp_path):
     setup = selftest_setups(str(tmp_path), 0, ("eagle3",), 3)["eagle3"].with_inject(FAULT)
     results = {r.name: r for r in run_checks(setup, ("greedy", "invariants", "oracle"))}

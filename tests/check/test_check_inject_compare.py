@@ -39,6 +39,7 @@ def _row(output: str, label: str) -> str:
     return next(line for line in output.splitlines() if line.startswith(f"| {label}"))
 
 
+@pytest.mark.slow
 def test_compare_flags_a_target_corrupting_mutant(tiny_model_dir, tiny_draft_dir, tmp_path):
     from specbench.cli.app import app
 

@@ -4,12 +4,15 @@ caught there (and runs nowhere else)."""
 
 from __future__ import annotations
 
+import pytest
+
 from specbench.faults.catalog import CHUNK_MUTANTS
 from specbench.selftest.runner import format_mutation_table, run_selftest, selftest_ok
 
 CHUNK_FAULTS = tuple(m.fault.name for m in CHUNK_MUTANTS)
 
 
+@pytest.mark.slow
 def test_chunked_rows_pass_clean_and_catch_every_chunk_mutant():
     checks = ("greedy", "metrics")
     # eagle3 hosts all three (the target-side ones every method does, tests/faults/test_chunk_mutants.py)

@@ -71,6 +71,7 @@ def test_seed_ranges_parse_in_one_place():
             parse_int_ranges(bad, "--seeds")
 
 
+@pytest.mark.slow
 def test_cli_clean_rows_only_over_a_seed_range():
     from specbench.cli.app import app
 

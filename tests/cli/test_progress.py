@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
+
 from specbench.runs.phase_progress import PhaseProgress
 from tests.support.cli_run import run_main
 
@@ -28,6 +30,7 @@ def test_phase_lines_count_time_and_estimate_what_is_left():
     assert quiet.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_selftest_prints_a_line_per_row_and_quiet_silences_them():
     args = ["selftest", "--jobs", "1", "--seeds", "0", "--methods", "ngram", "--faults", "none", "--checks",
             "greedy", "--no-window-moe", "--no-trees", "--no-hybrid"]

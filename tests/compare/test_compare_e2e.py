@@ -55,6 +55,7 @@ def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_compare_gates_on_real_runs(results, tmp_path, monkeypatch, capsys):
     """Greedy speculative decoding is lossless: a draft change cannot move accuracy or agreement at temperature 0."""
     args = ["compare", "before", "after", "--results-dir", str(results), "--resamples", "300",

@@ -84,6 +84,7 @@ def test_runs_without_baselines_or_answers(tmp_path):
     assert throughput.get_xscale() == "log"  # 1..16 spans more than 8x
 
 
+@pytest.mark.slow
 def test_cli_writes_valid_pngs(runs, tmp_path, monkeypatch, capsys):
     import matplotlib.image
 

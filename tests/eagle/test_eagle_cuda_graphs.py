@@ -50,6 +50,7 @@ def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids):
     assert sum(sum(acc) for _, acc in expected) > 0  # the fitted head drafts tokens the target accepts
 
 
+@pytest.mark.slow
 def test_faults_take_the_eager_draft_path(target_dir, head_dir, prompt_ids, monkeypatch):
     # As a production run: with debug invariants on, INV-REQ stops this mutant at its first stale step.
     variant = "eagle3-native-flat"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import zip_longest
 
+import pytest
 import torch
 
 from specbench import LLM
@@ -51,6 +52,7 @@ def _stale_sibling_accept(child_probs: torch.Tensor, tree) -> torch.Tensor:
     return child_probs
 
 
+@pytest.mark.slow
 def test_a_stale_residual_fails_the_same_test(tiny_pair, prompt_ids, monkeypatch):
     # the engine verifies with the batched rule (speculation/verify/tree_batched.py)
     monkeypatch.setattr(tree_verify_batched, "sibling_accept_probs", _stale_sibling_accept)

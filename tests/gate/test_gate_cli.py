@@ -67,6 +67,7 @@ def _server_args(tmp_path: Path, *extra: str) -> list[str]:
             "0", "--max-tokens", "7", "--results-dir", str(tmp_path / "results")]
 
 
+@pytest.mark.slow
 def test_a_launched_server_passes_against_its_reference_and_a_dying_one_fails_outputs(tmp_path, monkeypatch,
                                                                                       capsys):
     ref = tmp_path / "ref.json"
@@ -124,6 +125,7 @@ def test_a_clean_engine_passes_every_stage_against_a_clean_reference(gate_pair, 
     assert "AL " in _row(out, "acceptance")[2] and "(ref " in _row(out, "acceptance")[2]
 
 
+@pytest.mark.slow
 def test_a_target_side_fault_fails_lossless(gate_pair, clean_reference, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPECBENCH_DEBUG_INVARIANTS", "0")  # as a production run: the engine would stop some mutants
     code, out, err = run_gate_cli([*engine_args(gate_pair), "--reference", str(clean_reference), "--inject",
@@ -179,6 +181,7 @@ def test_an_accuracy_drop_against_the_reference_fails_accuracy(gate_pair, clean_
     assert out.startswith("## specbench gate: FAIL (accuracy)") and "strict dropped 0.600" in _row(out, "accuracy")[5]
 
 
+@pytest.mark.slow
 def test_the_near_tie_margin_is_what_classifies_an_embedded_mismatch(gate_pair, clean_reference, tmp_path,
                                                                      monkeypatch, capsys):
     """With a margin wider than any top-2 gap, every mismatch of the faulty engine is a near-tie: lossless passes on

@@ -31,6 +31,7 @@ def _status(out: str, stage: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(f"| {stage} |")).split(" | ")[1]
 
 
+@pytest.mark.slow
 def test_a_clean_server_passes_and_a_faulty_one_fails_lossless(gate_pair, tmp_path, monkeypatch, capsys):
     ref = tmp_path / "ref.json"
     with _server(gate_pair) as clean:

@@ -101,6 +101,7 @@ def assert_close(got: torch.Tensor, expected: torch.Tensor) -> None:
     torch.testing.assert_close(got.float(), expected.float(), atol=tol * expected.float().abs().max().item(), rtol=tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @pytest.mark.parametrize("num_tokens", [1, 3, 17, 64])
 def test_matches_reference_fp32(name, num_tokens):

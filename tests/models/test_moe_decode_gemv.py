@@ -72,6 +72,7 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what
     ("gpt-oss", 32, torch.float16),  # ... and on the tensor-core tiles too
     ("glm", 32, torch.float32),  # biases, partial RoPE, a dense first layer then a MoE layer
 ], ids=str)
+@pytest.mark.slow
 @torch.no_grad()
 def test_moe_decoders_match_the_torch_path(name, head_dim, dtype, monkeypatch):
     config = tiny_config(name, head_dim)
