@@ -13,7 +13,9 @@ mkdir -p "$OUT"
 source scripts/gpu_env.sh
 PRESET=${1:-llama-3.1-8b}
 shift || true
-TOK=$("$PY" -c "from tests.support.tiny_models import tiny_tokenizer_dir; print(tiny_tokenizer_dir())")
+# the directory on a line of its own: building the tokenizer the first time prints to stdout too
+TOK=$("$PY" -c "from tests.support.tiny_models import tiny_tokenizer_dir; print('TOKENIZER_DIR=' + str(tiny_tokenizer_dir()))" \
+  | grep -o 'TOKENIZER_DIR=[^[:space:]]*' | tail -n 1 | cut -d= -f2-)
 DEVICE=${DEVICE:-cuda}
 SERVE="$PY -m specbench serve --target {model} --load-format dummy --tokenizer $TOK --device $DEVICE --dtype bf16 \
 --kv-cache-gb 8 --host {host} --port {port}"

@@ -31,6 +31,9 @@ def test_matches_transformers(form):
     q, k, v, g, beta, state = _inputs()
     ours = gated_delta_rule(q, k, v, g, beta, state)
     fn = hf.torch_recurrent_gated_delta_rule if form == "recurrent" else hf.torch_chunk_gated_delta_rule
+    # k heads repeated to the v heads as Qwen3-Next's layer does (repeat_interleave): transformers before 5.2x
+    # (the GPU image's 5.17) takes equal head counts only, later ones repeat inside
+    q, k = (x.repeat_interleave(HV // HK, dim=1) for x in (q, k))
     out, final = fn(q[None], k[None], v[None], g=g[None], beta=beta[None], initial_state=state[None],
                     output_final_state=True, use_qk_l2norm_in_kernel=True)
     torch.testing.assert_close(ours.output, out[0], atol=1e-5, rtol=1e-5)

@@ -3,6 +3,8 @@ state oracle after every step, and a record of each verify's draft counts (zero-
 
 from __future__ import annotations
 
+import os
+
 from specbench import LLM, SamplingParams
 from specbench.check.state_oracle import state_diffs
 from specbench.runtime.hooks import PhaseHooks
@@ -14,7 +16,9 @@ NGRAM = {"method": "ngram", "ngram_min": 1, "ngram_max": 3, "max_num_steps": 3}
 
 
 def hybrid_llm(target, fault=None, **kwargs) -> LLM:
-    options = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 10, **kwargs}
+    # SPECBENCH_TEST_DEVICE=cuda (scripts/gpu_*.sh): the same tests on the GPU, against the same CPU references
+    device = os.environ.get("SPECBENCH_TEST_DEVICE", "cpu")
+    options = {"dtype": "fp32", "device": device, "block_size": 4, "max_concurrency": 10, **kwargs}
     return LLM(str(target), fault=fault, **options)
 
 
