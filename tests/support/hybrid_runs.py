@@ -19,6 +19,9 @@ def hybrid_llm(target, fault=None, **kwargs) -> LLM:
     # SPECBENCH_TEST_DEVICE=cuda (scripts/gpu_*.sh): the same tests on the GPU, against the same CPU references
     device = os.environ.get("SPECBENCH_TEST_DEVICE", "cpu")
     options = {"dtype": "fp32", "device": device, "block_size": 4, "max_concurrency": 10, **kwargs}
+    if device != "cpu" and "kv_cache_gb" not in options and "num_kv_blocks" not in options:
+        # a fixed pool, not a share of free memory: the GPU scripts run these beside the CUDA selftest's workers
+        options["kv_cache_gb"] = 0.25
     return LLM(str(target), fault=fault, **options)
 
 
