@@ -33,9 +33,9 @@ def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp
 
 
 # The grammar mutants a plain OpenAI request can reach through `specbench serve --inject`: the pool is tight and the
-# 12 schemas run at once, so requests are preempted and resumed (grammar-not-restored needs that). Not here:
-# grammar-marker-in-drafts-unmasked (needs a reasoning template whose end marker the drafts cross) and
-# grammar-tree-sibling-state (serve runs chains only); the selftest's constrained rows catch those two.
+# 12 schemas run at once, so requests are preempted and resumed (grammar-not-restored needs that). The other two,
+# grammar-marker-in-drafts-unmasked (a reasoning target) and grammar-tree-sibling-state (a server drafting trees):
+# tests/gate/test_structured_http_marker_tree.py.
 HTTP_GRAMMAR_FAULTS = ("grammar-advanced-over-rejected", "grammar-mask-shifted", "grammar-bonus-unmasked",
                        "grammar-not-restored")
 
