@@ -6,16 +6,11 @@ from __future__ import annotations
 import pytest
 
 from specbench.gate.stages import DEFAULT_STAGES, STAGES
-from tests.gate.conftest import engine_args, run_gate_cli
+from tests.gate.conftest import engine_args, run_gate_cli, stage_rows
 
 
 def test_the_structured_stage_is_opt_in():
     assert "structured" in STAGES and "structured" not in DEFAULT_STAGES
-
-
-def _rows(out: str) -> dict[str, str]:
-    return {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1] for line in out.splitlines()
-            if line.startswith("| ") and not line.startswith("| stage")}
 
 
 @pytest.mark.parametrize("inject,expected", [
@@ -29,7 +24,7 @@ def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp
         args += ["--inject", inject]
     code, out, err = run_gate_cli(args, monkeypatch, capsys)
     assert code == expected, out + err
-    assert _rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
+    assert stage_rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
 
 
 # The grammar mutants a plain OpenAI request can reach through `specbench serve --inject`: the pool is tight and the
@@ -60,5 +55,5 @@ def test_structured_stage_over_http_catches_serve_inject(gate_pair, tmp_path, mo
                     "--stages", "structured", "--structured-max-tokens", "48", "--concurrency", "12",
                     "--structured-limit", "12", "--quiet"]
             code, out, err = run_gate_cli(args, monkeypatch, capsys)
-        assert _rows(out)["structured"] == expected, (inject, out + err)
+        assert stage_rows(out)["structured"] == expected, (inject, out + err)
         assert "no speculation-off side" in out

@@ -10,8 +10,7 @@ import json
 import httpx
 import pytest
 
-from tests.gate.conftest import run_gate_cli
-from tests.gate.test_gate_structured_stage import _rows
+from tests.gate.conftest import run_gate_cli, stage_rows
 
 pytestmark = pytest.mark.slow  # four servers and a reasoning pair built from the gate pair: ~1-2 min on 2 cores
 
@@ -59,13 +58,13 @@ def test_marker_in_drafts_is_caught_over_http_on_a_reasoning_target(reasoning_pa
     config = ServeConfig(engine, served_model_name="tiny", reasoning_end="</think>")
     with start_server(config) as server:
         out = _gate(server, target, tmp_path, "clean", monkeypatch, capsys)
-        assert _rows(out)["structured"] == "PASS", out
+        assert stage_rows(out)["structured"] == "PASS", out
         assert "reasoning split off by {'server'" in out  # the stage read content, the reasoning came apart
         assert "grammar.reasoning_end_in_drafts" in server.loop.engine.paths_taken()
         _check_whole_and_streamed_split(server.url)
     with start_server(config, fault=injection("grammar-marker-in-drafts-unmasked")) as server:
         out = _gate(server, target, tmp_path, "mutant", monkeypatch, capsys)
-    assert _rows(out)["structured"] == "FAIL", out
+    assert stage_rows(out)["structured"] == "FAIL", out
     assert "answers break their grammar" in out
 
 
@@ -79,13 +78,13 @@ def _check_whole_and_streamed_split(url: str) -> None:
     samples = get_workload("json_schema").load(DataSource(None, "synthetic"), NUM_CASES, 0).samples
     with httpx.Client(base_url=url, timeout=60) as client:
         for sample in samples:
+            if sample.grammar.kind != "json_schema":
+                continue
             body = {"messages": [{"role": "system", "content": sample.system},
                                  {"role": "user", "content": sample.turns[0]}],
                     "max_tokens": MAX_TOKENS, "temperature": 0,
                     "response_format": {"type": "json_schema", "json_schema": {
                         "name": "s", "schema": json.loads(sample.grammar.source), "strict": True}}}
-            if sample.grammar.kind != "json_schema":
-                continue
             message = client.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]
             if not message["content"]:
                 continue  # cut while thinking: all of it reasoning
@@ -113,8 +112,8 @@ def test_tree_sibling_state_is_caught_over_http_on_a_tree_server(gate_pair, tmp_
         version = httpx.get(f"{server.url}/version").json()["speculative"]
         assert (version["eagle_topk"], version["num_draft_tokens"]) == (2, 6)
         out = _gate(server, gate_pair.target, tmp_path, "clean", monkeypatch, capsys)
-        assert _rows(out)["structured"] == "PASS", out
+        assert stage_rows(out)["structured"] == "PASS", out
         assert "grammar.tree_mask" in server.loop.engine.paths_taken()
     with start_server(config, fault=injection("grammar-tree-sibling-state")) as server:
         out = _gate(server, gate_pair.target, tmp_path, "mutant", monkeypatch, capsys)
-    assert _rows(out)["structured"] == "FAIL", out
+    assert stage_rows(out)["structured"] == "FAIL", out

@@ -1,6 +1,6 @@
 """A tiny reasoning target (and its draft) from a tiny pair: Qwen3's shape of thinking, `<think>` and `</think>` as
 added (non-special) tokens, a chat template whose generation prompt opens `<think>`, and a model that writes
-`</think>` a few tokens into its answers.
+`</think>` a few tokens into many of its answers (on the gate pair: 17 of the 32 JSON prompts within 48 tokens).
 
 How a random model comes to end its thinking: one of its frequent early tokens (the stand-in) is relabelled. The
 `</think>` row of the output head is the stand-in's scaled by HEAD_GAIN (> 1: its logit wins wherever the stand-in's
@@ -41,7 +41,8 @@ def reasoning_tokenizer():
 
 def _write(src: Path, dst: Path, tokenizer, stand_in: int | None) -> None:
     """`src` with two more vocabulary rows: `<think>` (a copy of the newline token's: it is only ever read) and
-    `</think>` (the stand-in's, or an all-zero head row that is never the argmax of a peaky head: not written)."""
+    `</think>` (the stand-in's; without one, for the probe, all-zero head rows: logit 0, below a peaky head's maximum,
+    so neither is written)."""
     weights = load_file(src / "model.safetensors")
     embed, head = weights["model.embed_tokens.weight"], weights["lm_head.weight"]
     (newline,) = tokenizer.encode("\n", add_special_tokens=False)
@@ -62,8 +63,8 @@ def _greedy(model_dir: Path, prompts: list[list[int]], num_tokens: int) -> list[
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    return [model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=num_tokens, min_new_tokens=num_tokens,
-                           pad_token_id=0)[0, len(prompt):].tolist() for prompt in prompts]
+    return [model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=num_tokens,
+                           min_new_tokens=num_tokens, pad_token_id=0)[0, len(prompt):].tolist() for prompt in prompts]
 
 
 def pick_stand_in(outputs: list[list[int]], specials: set[int]) -> int:
