@@ -114,11 +114,13 @@ def _side(backend, workload, samples, num_steps: int, max_tokens: int, sweep: Sw
     finished = backend.run_turns(iter(turns), concurrency, id_prefix=f"structured-k{num_steps}-")
     backend.end_window()
     by_id = {f.turn.sample.sample_id: f for f in finished}
+    is_server_split = any(f.reasoning_text is not None for f in finished)  # a reasoning parser on the server
     library = _library(backend)
     answers = []
     for sample in samples:
         done = by_id[sample.sample_id]
-        text, reasoned = judged_text(done.output.text or "", done.reasoning_text, sweep.reasoning_parser)
+        text, reasoned = judged_text(done.output.text or "", done.reasoning_text, sweep.reasoning_parser,
+                                     is_server_split)
         verdict = judge(sample.grammar, text)
         failed = done.error is not None
         finish_reason = None if failed else done.output.finish_reason
@@ -131,14 +133,16 @@ def _side(backend, workload, samples, num_steps: int, max_tokens: int, sweep: Sw
     return StructuredSide(num_steps, tuple(answers))
 
 
-def judged_text(text: str, reasoning_text: str | None, reasoning_parser: str | None) -> tuple[str, str]:
+def judged_text(text: str, reasoning_text: str | None, reasoning_parser: str | None,
+                is_server_split: bool = False) -> tuple[str, str]:
     """(the part of an answer its grammar governs, how its reasoning came apart). A server that split the reasoning
-    off (`reasoning_content`: `reasoning_text`) sent the answer alone. With --reasoning-parser think and the
-    reasoning inline, the answer is the text after the first </think>, as the engine's grammar starts there
+    off (`reasoning_content`: `reasoning_text`) sent the answer alone; `is_server_split`: it did so for another answer
+    of the run, so this one's empty reasoning was simply not sent. With --reasoning-parser think and the reasoning
+    inline, the answer is the text after the first </think>, as the engine's grammar starts there
     (grammar/reasoning.py): "" when none came (cut, or stopped, while thinking)."""
     if reasoning_text is not None:
         return text, "server"
-    if reasoning_parser is None:
+    if reasoning_parser is None or is_server_split:
         return text, ""
     at = text.find(THINK_END)
     return ("" if at < 0 else text[at + len(THINK_END):]), "inline"

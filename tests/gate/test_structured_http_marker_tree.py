@@ -61,6 +61,10 @@ def test_marker_in_drafts_is_caught_over_http_on_a_reasoning_target(reasoning_pa
         assert stage_rows(out)["structured"] == "PASS", out
         assert "reasoning split off by {'server'" in out  # the stage read content, the reasoning came apart
         assert "grammar.reasoning_end_in_drafts" in server.loop.engine.paths_taken()
+        # --reasoning-parser think (meant for inline reasoning) leaves a splitting server's answers alone, those
+        # whose marker came first (no reasoning sent) included
+        out = _gate(server, target, tmp_path, "parser", monkeypatch, capsys, "--reasoning-parser", "think")
+        assert stage_rows(out)["structured"] == "PASS", out
         _check_whole_and_streamed_split(server.url)
     with start_server(config, fault=injection("grammar-marker-in-drafts-unmasked")) as server:
         out = _gate(server, target, tmp_path, "mutant", monkeypatch, capsys)

@@ -62,3 +62,5 @@ def test_the_structured_stage_judges_the_answer_after_the_reasoning():
     assert judged_text("<think>hm</think>{}", None, "think") == ("{}", "inline")
     assert judged_text("hm, still", None, "think") == ("", "inline")  # cut while thinking: nothing to judge yet
     assert judged_text("hm</think>{}", None, None) == ("hm</think>{}", "")  # no parser: judged whole
+    # a splitting server sends no reasoning where there was none (the marker came first): its answer is whole
+    assert judged_text("{}", None, "think", is_server_split=True) == ("{}", "")
