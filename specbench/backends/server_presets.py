@@ -17,7 +17,8 @@ Flags, from each server's own docs (checked 2026-11):
 - llama.cpp (`llama-server --help`; MTP from ggml-org/llama.cpp#22673, builds after 2026-05-16):
   `--spec-type draft-simple` with `-md` (a draft LM), `--spec-type draft-mtp` (the GGUF's own MTP head),
   `--spec-type ngram-simple`; `--spec-draft-n-max` drafts per round. No tree drafting.
-- specbench serve: chains only (its --num-steps; no tree option).
+- specbench serve: its --num-steps, and for trees its --eagle-topk and --num-draft-tokens (drafted nodes, the root
+  excluded; left out: every node the steps and top-k give), as the embedded engine's sweep takes them.
 """
 
 from __future__ import annotations
@@ -156,11 +157,13 @@ class SpecbenchServe:
     baseline: str = "specbench serve --target {model} --host {host} --port {port}"
 
     def speculative(self, point: LaunchPoint) -> str:
+        tree = ""
         if point.shape.is_tree:
-            raise _refuse("specbench", point, "specbench serve takes no tree shape (use --eagle-topk 1, or sweep "
-                          "the embedded engine)")
+            tree = f" --eagle-topk {point.shape.eagle_topk}"
+            if point.shape.num_draft_tokens is not None:
+                tree += f" --num-draft-tokens {point.shape.num_draft_tokens}"
         return (f"specbench serve --target {{model}} --method {{method}} --draft {{draft}} --num-steps "
-                f"{point.num_steps} --host {{host}} --port {{port}}")
+                f"{point.num_steps}{tree} --host {{host}} --port {{port}}")
 
 
 SERVER_PRESETS.register("llama-server")(LlamaServer)

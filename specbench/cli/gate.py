@@ -47,6 +47,7 @@ def gate(
     shots: Annotated[Optional[int], typer.Option("--shots", help="gsm8k few-shot examples",
                                                  rich_help_panel=o.WORKLOAD)] = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", rich_help_panel=o.WORKLOAD)] = None,
+    reasoning_parser: sweep_option("reasoning_parser") = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", rich_help_panel=o.LOAD)] = 1,
     results_dir: Annotated[Optional[str], typer.Option("--results-dir", help="where the gate's sweep run goes "
                                                        "(default: a new temporary directory)",
@@ -74,6 +75,7 @@ def gate(
     import tempfile
     from pathlib import Path
 
+    from specbench.backends.reasoning import REASONING_PARSERS
     from specbench.config import EngineConfig
     from specbench.errors import SpecbenchError
     from specbench.gate.report import check_output_path, to_junit, to_markdown, write_text
@@ -87,6 +89,9 @@ def gate(
     if base_url and server_cmd:
         raise SpecbenchError("--base-url gates a running server, --server-cmd launches one: pass one of them")
     is_server = bool(base_url or server_cmd)
+    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+        raise SpecbenchError(f"--reasoning-parser must be one of {', '.join(REASONING_PARSERS)}, "
+                             f"got {reasoning_parser!r}")
     server_model = server_model or server_model_alias
     if ctx.get_parameter_source("method").name in ("DEFAULT", "DEFAULT_MAP"):
         engine = {**engine, "method": "none" if base_url else default_method(engine["draft"])}
@@ -98,6 +103,7 @@ def gate(
                         api_key_env=api_key_env, request_timeout=request_timeout, server_cmd=server_cmd,
                         server_baseline_cmd=server_baseline_cmd, server_ready_timeout=server_ready_timeout,
                         engine=EngineConfig(**engine), inject=None if fault is None else fault.name,
+                        reasoning_parser=reasoning_parser,
                         results_dir=results_dir or tempfile.mkdtemp(prefix="specbench-gate-"))
     report = run_gate(GateRequest(sweep, num_steps, chosen, Tolerances(**tolerances),
                                   Path(reference) if reference else None,

@@ -31,6 +31,11 @@ def serve(
                                                          "answers (response_format, tools) follow their grammar "
                                                          "after it")] = None,
     num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="draft tokens per round")] = 0,
+    eagle_topk: Annotated[int, typer.Option("--eagle-topk", help="tree drafts: children kept per draft node (1 = "
+                                            "chains; methods draft, eagle, eagle3, mtp)")] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="tree drafts: drafted tokens "
+                                                            "per round, the root excluded (default: every node "
+                                                            "--num-steps and --eagle-topk give)")] = None,
     max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="max running requests")] = 64,
     engine: dict = None,  # the shared engine option group (options.engine_options)
     fault: object = None,  # --inject (options.engine_options): the fault applied to the engine, or None
@@ -46,8 +51,10 @@ def serve(
     require("serve")  # before anything loads: fastapi & co are the `serve` extra
     from specbench.config import EngineConfig
     from specbench.serve import serve as run_server
+    from specbench.speculation.draft_shape import DraftShape
 
     config = EngineConfig(**engine, max_num_steps=num_steps, max_concurrency=max_concurrency)
+    shape = DraftShape(eagle_topk, num_draft_tokens if eagle_topk > 1 else None)
     run_server(ServeConfig(config, served_model_name, api_key_env, log_level, max_request_bytes=max_request_bytes,
-                           is_probe_auth=auth_health, reasoning_end=reasoning_end), host=host, port=port,
-               fault=fault)
+                           is_probe_auth=auth_health, reasoning_end=reasoning_end, draft_shape=shape), host=host,
+               port=port, fault=fault)

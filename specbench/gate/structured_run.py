@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.backends.reasoning import THINK_END
 from specbench.grammar.conformance import judge
 from specbench.runs.cell_key import CellKey
 from specbench.runs.sweep_config import SweepConfig
@@ -34,6 +35,7 @@ class StructuredAnswer:
     # Cut by length: its text is a prefix its grammar allows (checked with a fresh matcher over the target's
     # tokenizer); None where no tokenizer is at hand or the answer was not cut.
     is_prefix_valid: bool | None = None
+    reasoned: str = ""  # how its reasoning came apart: "server" (reasoning_content), "inline" (split here), ""
 
     @property
     def is_ok(self) -> bool:
@@ -65,6 +67,12 @@ class StructuredSide:
     @property
     def finish_reasons(self) -> Counter:
         return Counter(a.finish_reason or "error" for a in self.answers)
+
+    @property
+    def num_inline_markers(self) -> int:
+        """Answers judged whole that hold a reasoning end marker: a reasoning model's text from a server with no
+        reasoning parser (the gate's --reasoning-parser think judges the part after it)."""
+        return sum(not a.reasoned and THINK_END in a.text for a in self.answers)
 
 
 @dataclass(frozen=True)
@@ -106,11 +114,13 @@ def _side(backend, workload, samples, num_steps: int, max_tokens: int, sweep: Sw
     finished = backend.run_turns(iter(turns), concurrency, id_prefix=f"structured-k{num_steps}-")
     backend.end_window()
     by_id = {f.turn.sample.sample_id: f for f in finished}
+    is_server_split = any(f.reasoning_text is not None for f in finished)  # a reasoning parser on the server
     library = _library(backend)
     answers = []
     for sample in samples:
         done = by_id[sample.sample_id]
-        text = done.output.text or ""
+        text, reasoned = judged_text(done.output.text or "", done.reasoning_text, sweep.reasoning_parser,
+                                     is_server_split)
         verdict = judge(sample.grammar, text)
         failed = done.error is not None
         finish_reason = None if failed else done.output.finish_reason
@@ -119,8 +129,23 @@ def _side(backend, workload, samples, num_steps: int, max_tokens: int, sweep: Sw
             is_prefix_valid = is_valid_prefix(library, sample.grammar, text)
         answers.append(StructuredAnswer(sample.sample_id, sample.category, text, finish_reason, done.error,
                                         verdict.is_valid and not failed, verdict.is_conformant and not failed,
-                                        is_prefix_valid))
+                                        is_prefix_valid, reasoned))
     return StructuredSide(num_steps, tuple(answers))
+
+
+def judged_text(text: str, reasoning_text: str | None, reasoning_parser: str | None,
+                is_server_split: bool = False) -> tuple[str, str]:
+    """(the part of an answer its grammar governs, how its reasoning came apart). A server that split the reasoning
+    off (`reasoning_content`: `reasoning_text`) sent the answer alone; `is_server_split`: it did so for another answer
+    of the run, so this one's empty reasoning was simply not sent. With --reasoning-parser think and the reasoning
+    inline, the answer is the text after the first </think>, as the engine's grammar starts there
+    (grammar/reasoning.py): "" when none came (cut, or stopped, while thinking)."""
+    if reasoning_text is not None:
+        return text, "server"
+    if reasoning_parser is None or is_server_split:
+        return text, ""
+    at = text.find(THINK_END)
+    return ("" if at < 0 else text[at + len(THINK_END):]), "inline"
 
 
 def _library(backend):

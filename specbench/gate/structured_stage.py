@@ -1,12 +1,16 @@
 """Stage `structured` (opt-in: `--stages ...,structured`): the JSON workload's schema-constrained answers with
 speculation on and off; fails when speculation makes answers invalid or non-conformant (every miss on a completed
 answer counts; McNemar's exact test over the pairs, each side's rate with its 95% interval), on any HTTP 5xx, or when
-a completed answer on either side breaks its schema. A running server (--base-url) has no off side: on alone."""
+a completed answer on either side breaks its schema. A running server (--base-url) has no off side: on alone.
+A reasoning model's answer is judged after its reasoning: what a server sent as `reasoning_content` is left out, and
+with --reasoning-parser think an inline `<think>...</think>` is cut off first (gate/structured_run.py: judged_text)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
+from specbench.backends.reasoning import THINK_END
 from specbench.gate.stage import StageResult, Status
 from specbench.gate.stage_interface import StageInputs
 from specbench.gate.stage_options import StageOptions, tolerance
@@ -56,6 +60,15 @@ class StructuredStage:
             rows.insert(0, f"- k=0: {rate(off)}; finish reasons {dict(off.finish_reasons)}")
             rows.append(f"- pairs failing only with speculation on {only_on}, only off {only_off} "
                         f"(McNemar p={p_value:.3g}); same text {same}/{n}")
+        for side in (off, on):
+            if side is None:
+                continue
+            reasoned = Counter(a.reasoned for a in side.answers if a.reasoned)
+            if reasoned:  # a reasoning model: the grammar governs the answer after its end marker
+                rows.append(f"- k={side.num_steps}: reasoning split off by {dict(reasoned)}; the answer judged")
+            if side.num_inline_markers:
+                rows.append(f"- k={side.num_steps}: {side.num_inline_markers} answers hold an inline {THINK_END} and "
+                            "were judged whole (pass --reasoning-parser think to judge the part after it)")
         unjudged = sum(a.finish_reason == "length" and a.is_prefix_valid is None
                        for side in (off, on) if side is not None for a in side.answers)
         if unjudged:  # a server's answers cut by length need the target's tokenizer here (--tokenizer)

@@ -74,8 +74,9 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
         kind = ResponseKind.new(is_chat, model_name)
         request_id = first.request_id
         if gen.is_stream:
-            return _EngineStream(stream_events(events, gen, kind, tokenizer), on_close=lambda: loop.abort(request_id))
-        answer = asyncio.ensure_future(whole_response(events, gen, kind, tokenizer))
+            return _EngineStream(stream_events(events, gen, kind, tokenizer, config.reasoning_end),
+                                 on_close=lambda: loop.abort(request_id))
+        answer = asyncio.ensure_future(whole_response(events, gen, kind, tokenizer, config.reasoning_end))
         gone = asyncio.ensure_future(_disconnected(request))
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
         gone.cancel()
@@ -117,6 +118,9 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
         # Its speculative config, so a client that was not told can label what it measures (server_info.py).
         config = loop.engine.config
         speculative = {"method": config.method, "num_steps": config.max_num_steps if config.method != "none" else 0}
+        shape = loop.engine.draft_shape
+        if shape.is_tree:  # SGLang's names; num_draft_tokens here leaves the root out (None: every node)
+            speculative.update(eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens)
         # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine
         return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative,
                              "fault": fault})

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
+from specbench.speculation.draft_shape import CHAIN, DraftShape
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class ServeConfig:
     is_probe_auth: bool = False  # /health and /metrics need the API key too (off: load balancers and scrapers)
     # A reasoning model's end-of-thinking text ("</think>"): a constrained request's grammar starts after it.
     reasoning_end: str | None = None
+    # The draft tree of every round (--eagle-topk, --num-draft-tokens); CHAIN: k drafts in a row.
+    draft_shape: DraftShape = CHAIN
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:

@@ -14,17 +14,21 @@ from specbench.serve.logprobs_format import (
     prompt_logprobs_field,
 )
 from specbench.serve.protocol import GenerationRequest
+from specbench.serve.reasoning_split import ReasoningStream, split_answer
 from specbench.serve.responses import DONE_EVENT, ResponseKind, error_body, sse, usage
 from specbench.serve.text_stream import TextStreamer
 from specbench.serve.tool_call_stream import ToolCallStream
 
 
 async def stream_events(
-    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
+    events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer,
+    reasoning_end: str | None = None,
 ) -> AsyncIterator[str]:
     """One chunk per engine step that settled new text, or per step under continuous usage (a text-less one when
-    its text is held back: a partial character, a possible stop string, end-of-sequence); the finish chunk; usage."""
+    its text is held back: a partial character, a possible stop string, end-of-sequence); the finish chunk; usage.
+    `reasoning_end` (chat): text before it streams as delta.reasoning_content (serve/reasoning_split.py)."""
     streamer = TextStreamer(tokenizer, gen.params.stop)
+    thinking = ReasoningStream(reasoning_end) if kind.is_chat and reasoning_end else None
     num_prompt = len(gen.prompt_token_ids)
     logprobs = _LogprobStream(kind, TokenTexts(tokenizer))
     # a chat request under a tool-call grammar streams its text as delta.tool_calls (serve/tool_call_stream.py)
@@ -38,24 +42,30 @@ async def stream_events(
     while True:
         event = await events.get()
         if isinstance(event, Emitted):
-            delta = streamer.push(event.token_ids)
+            delta, thought = streamer.push(event.token_ids), ""
+            if thinking is not None:
+                thought, delta = thinking.push(delta)
             calls = None
             if tool_call is not None:
                 delta, calls = "", tool_call.push(delta)
             step_logprobs, prompt_logprobs = logprobs.of(event)
             # a step whose text is held back still reports its tokens' time, and their logprobs
-            if delta or calls or gen.continuous_usage or step_logprobs is not None or prompt_logprobs is not None:
-                yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs, calls)
+            if (delta or thought or calls or gen.continuous_usage or step_logprobs is not None
+                    or prompt_logprobs is not None):
+                yield kind.chunk(delta, None, running_usage(), step_logprobs, prompt_logprobs, calls, thought)
         elif isinstance(event, Finished):
             output = event.output
             final = usage(num_prompt, len(output.output_token_ids), output.stats.num_cached_prompt_tokens)
-            rest, finish_reason, calls = streamer.finish(output.text or ""), output.finish_reason, None
+            rest, finish_reason, calls, thought = streamer.finish(output.text or ""), output.finish_reason, None, ""
+            if thinking is not None:
+                thought, rest = thinking.finish(rest)
             if tool_call is not None:
                 calls = tool_call.push(rest)
                 rest = "" if tool_call.is_started else tool_call.held_text  # never a call: its text as content
                 if tool_call.is_started and finish_reason == "stop":
                     finish_reason = "tool_calls"
-            yield kind.chunk(rest, finish_reason, final if gen.continuous_usage else None, tool_calls=calls)
+            yield kind.chunk(rest, finish_reason, final if gen.continuous_usage else None, tool_calls=calls,
+                             reasoning=thought)
             if gen.include_usage:
                 yield kind.usage_chunk(final)
             yield DONE_EVENT
@@ -91,8 +101,9 @@ class _LogprobStream:
         return step, prompt
 
 
-async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer
-                         ) -> tuple[int, dict[str, Any]]:
+async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, kind: ResponseKind, tokenizer,
+                         reasoning_end: str | None = None) -> tuple[int, dict[str, Any]]:
+    """`reasoning_end` (chat): the text before it is sent as message.reasoning_content (serve/reasoning_split.py)."""
     while True:
         event = await events.get()
         if isinstance(event, Finished):
@@ -104,10 +115,13 @@ async def whole_response(events: asyncio.Queue[Event], gen: GenerationRequest, k
                             else completion_logprobs(output.logprobs, text_of, 0))
             if output.prompt_logprobs is not None and not kind.is_chat:
                 prompt_logprobs = prompt_logprobs_field(output.prompt_logprobs, text_of)
-            body = kind.full(output.text or "", output.finish_reason,
+            text, reasoning = output.text or "", None
+            if kind.is_chat and reasoning_end:
+                reasoning, text = split_answer(text, reasoning_end)
+            body = kind.full(text, output.finish_reason,
                              usage(len(gen.prompt_token_ids), len(output.output_token_ids),
                                    output.stats.num_cached_prompt_tokens), logprobs,
-                             prompt_logprobs, is_tool_call=_is_tool_call(gen))
+                             prompt_logprobs, is_tool_call=_is_tool_call(gen), reasoning=reasoning)
             return 200, body
         if isinstance(event, Failed):
             return 500, error_body(event.message, 500)

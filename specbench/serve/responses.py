@@ -28,14 +28,17 @@ class ResponseKind:
 
     def chunk(self, text: str | None, finish_reason: str | None, usage: dict | None = None,
               logprobs: dict | None = None, prompt_logprobs: list | None = None,
-              tool_calls: list[dict] | None = None) -> str:
+              tool_calls: list[dict] | None = None, reasoning: str = "") -> str:
         """One SSE event. `text` None on chat's first chunk carries the role instead. `logprobs`: the chunk's
         tokens' (serve/logprobs_format.py); `prompt_logprobs` (completions, vLLM's extension): in the first chunk.
-        `tool_calls` (chat): the chunk's `delta.tool_calls` entries (serve/tool_call_stream.py) instead of text."""
+        `tool_calls` (chat): the chunk's `delta.tool_calls` entries (serve/tool_call_stream.py) instead of text.
+        `reasoning` (chat, serve --reasoning-end): the chunk's thinking text, as `delta.reasoning_content`."""
         if self.is_chat:
             delta = {"role": "assistant", "content": ""} if text is None else ({"content": text} if text else {})
             if tool_calls:
                 delta = {"tool_calls": tool_calls}
+            if reasoning:
+                delta["reasoning_content"] = reasoning
             choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
             body = self._head("chat.completion.chunk")
         else:
@@ -58,8 +61,10 @@ class ResponseKind:
         return f"call_{self.response_id[-24:]}"
 
     def full(self, text: str, finish_reason: str, usage: dict, logprobs: dict | None = None,
-             prompt_logprobs: list | None = None, is_tool_call: bool = False) -> dict[str, Any]:
-        """`is_tool_call`: the text is a tool-call grammar's {"name", "arguments"}: sent as message.tool_calls."""
+             prompt_logprobs: list | None = None, is_tool_call: bool = False,
+             reasoning: str | None = None) -> dict[str, Any]:
+        """`is_tool_call`: the text is a tool-call grammar's {"name", "arguments"}: sent as message.tool_calls.
+        `reasoning` (chat, serve --reasoning-end): the thinking split off `text`, as message.reasoning_content."""
         if self.is_chat:
             message = {"role": "assistant", "content": text}
             if is_tool_call:
@@ -67,6 +72,8 @@ class ResponseKind:
                 if call is not None:
                     message = call
                     finish_reason = "tool_calls" if finish_reason == "stop" else finish_reason
+            if reasoning is not None:
+                message["reasoning_content"] = reasoning
             choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
             body = self._head("chat.completion")
         else:

@@ -23,7 +23,10 @@ STARTUP_TIMEOUT_S = 30.0
 def _engine(config: ServeConfig, fault: EngineFault | None):
     from specbench.llm import create_engine
 
-    return create_engine(config.engine, fault)  # load_model resolves the 'default' alias
+    engine = create_engine(config.engine, fault)  # load_model resolves the 'default' alias
+    if config.draft_shape.is_tree:
+        engine.set_draft_shape(config.draft_shape)  # refuses a method or target that cannot draft trees
+    return engine
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -79,8 +82,10 @@ def serve(config: ServeConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
 def startup_line(config: ServeConfig, host: str, port: int, is_authenticated: bool, fault: str | None) -> str:
     """What `specbench serve` prints once it listens; a fault-injected engine says so first thing."""
     mutant = f"{mutant_label(fault)} (fault injected: not a real result) " if fault else ""
+    shape = f", {config.draft_shape.label()}" if config.draft_shape.is_tree else ""
+    auth = "API key required" if is_authenticated else "no authentication"
     return (f"specbench serve: {mutant}{config.model_name} on http://{host}:{port} (method {config.engine.method}, "
-            f"k={config.engine.max_num_steps}; {'API key required' if is_authenticated else 'no authentication'})")
+            f"k={config.engine.max_num_steps}{shape}; {auth})")
 
 
 @dataclass

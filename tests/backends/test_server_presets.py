@@ -77,7 +77,6 @@ def test_vllm_speculative_config_per_method_and_its_static_tree():
         ("vllm", "draft", DraftShape(2), "vLLM drafts trees for eagle, eagle3, mtp only"),
         ("llama-server", "mtp", DraftShape(2), "llama.cpp drafts chains only"),
         ("llama-server-ngram", "ngram", DraftShape(4, 8), "llama.cpp drafts chains only"),
-        ("specbench", "eagle3", DraftShape(2), "specbench serve takes no tree shape"),
     ],
 )
 def test_a_preset_refuses_what_its_server_cannot_run_in_one_line(preset, method, shape, message):
@@ -85,6 +84,14 @@ def test_a_preset_refuses_what_its_server_cannot_run_in_one_line(preset, method,
         resolve_template(f"preset:{preset}", None, 3, method, shape)
     assert str(err.value).startswith(f"--server-cmd preset:{preset} cannot launch method {method}, num-steps 3")
     assert "\n" not in str(err.value)
+
+
+def test_specbench_serve_takes_the_tree_shape():
+    assert "--eagle-topk" not in _argv("specbench", "draft", 3)
+    tree = _argv("specbench", "draft", 3, DraftShape(2, 6))
+    assert (_flag(tree, "--num-steps"), _flag(tree, "--eagle-topk"), _flag(tree, "--num-draft-tokens")) == ("3", "2",
+                                                                                                            "6")
+    assert "--num-draft-tokens" not in _argv("specbench", "eagle3", 3, DraftShape(2))  # every node the steps give
 
 
 def test_llama_server_runs_mtp_from_the_target_gguf_and_a_draft_lm_otherwise():

@@ -50,3 +50,9 @@ def run_gate_cli(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
         code = exc.code or 0
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def stage_rows(out: str) -> dict[str, str]:
+    """A gate report's stage table: stage name -> status."""
+    return {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1] for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| stage")}

@@ -6,16 +6,11 @@ from __future__ import annotations
 import pytest
 
 from specbench.gate.stages import DEFAULT_STAGES, STAGES
-from tests.gate.conftest import engine_args, run_gate_cli
+from tests.gate.conftest import engine_args, run_gate_cli, stage_rows
 
 
 def test_the_structured_stage_is_opt_in():
     assert "structured" in STAGES and "structured" not in DEFAULT_STAGES
-
-
-def _rows(out: str) -> dict[str, str]:
-    return {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1] for line in out.splitlines()
-            if line.startswith("| ") and not line.startswith("| stage")}
 
 
 @pytest.mark.parametrize("inject,expected", [
@@ -29,13 +24,13 @@ def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp
         args += ["--inject", inject]
     code, out, err = run_gate_cli(args, monkeypatch, capsys)
     assert code == expected, out + err
-    assert _rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
+    assert stage_rows(out)["structured"] == ("PASS" if expected == 0 else "FAIL"), out
 
 
 # The grammar mutants a plain OpenAI request can reach through `specbench serve --inject`: the pool is tight and the
-# 12 schemas run at once, so requests are preempted and resumed (grammar-not-restored needs that). Not here:
-# grammar-marker-in-drafts-unmasked (needs a reasoning template whose end marker the drafts cross) and
-# grammar-tree-sibling-state (serve runs chains only); the selftest's constrained rows catch those two.
+# 12 schemas run at once, so requests are preempted and resumed (grammar-not-restored needs that). The other two,
+# grammar-marker-in-drafts-unmasked (a reasoning target) and grammar-tree-sibling-state (a server drafting trees):
+# tests/gate/test_structured_http_marker_tree.py.
 HTTP_GRAMMAR_FAULTS = ("grammar-advanced-over-rejected", "grammar-mask-shifted", "grammar-bonus-unmasked",
                        "grammar-not-restored")
 
@@ -60,5 +55,5 @@ def test_structured_stage_over_http_catches_serve_inject(gate_pair, tmp_path, mo
                     "--stages", "structured", "--structured-max-tokens", "48", "--concurrency", "12",
                     "--structured-limit", "12", "--quiet"]
             code, out, err = run_gate_cli(args, monkeypatch, capsys)
-        assert _rows(out)["structured"] == expected, (inject, out + err)
+        assert stage_rows(out)["structured"] == expected, (inject, out + err)
         assert "no speculation-off side" in out
