@@ -69,11 +69,13 @@ def _commit() -> str:
 
 
 def _measure(tmp: str, seeds, num_steps: int, target: str, *, chains: bool = True, trees: bool = True) -> dict:
-    """Per seed and method: the chain baseline (`chains`), and on the seed targets the tree rows' (`trees`:
-    setups.TREE_SHAPE, each method that drafts trees)."""
+    """Per seed and method: the chain baseline (`chains`), and the tree rows' (`trees`: setups.TREE_SHAPE; on the
+    seed targets each method that drafts trees, on the hybrid one each of setups.HYBRID_TREE_METHODS)."""
     from dataclasses import replace
 
     from specbench.selftest.setups import (
+        HYBRID,
+        HYBRID_TREE_METHODS,
         METHODS,
         TREE_SHAPE,
         selftest_setups,
@@ -84,9 +86,10 @@ def _measure(tmp: str, seeds, num_steps: int, target: str, *, chains: bool = Tru
     for seed in seeds:
         setups = selftest_setups(tmp, seed, METHODS, num_steps, target_name=target)
         runs = [(m, s, CHAIN) for m, s in setups.items()] if chains else []
-        if trees:
-            runs += [(m, replace(setups[m], draft_shape=TREE_SHAPE), TREE_SHAPE)
-                     for m in target_tree_methods(target, tuple(setups))]
+        if trees:  # on the hybrid target every method that may host its one tree row (the run's choice)
+            hosts = (tuple(m for m in HYBRID_TREE_METHODS if m in setups) if target == HYBRID
+                     else target_tree_methods(target, tuple(setups)))
+            runs += [(m, replace(setups[m], draft_shape=TREE_SHAPE), TREE_SHAPE) for m in hosts]
         for method, setup, shape in runs:
             measured = measure_acceptance(setup)
             name = f"selftest tiny {target + ' ' if target else ''}target seed {seed}"

@@ -113,9 +113,9 @@ def run_selftest(
         raise SpecbenchError(f"fault {stateful[0].name!r} acts on a hybrid target's recurrent state: it runs on the "
                              f"selftest's hybrid target (--hybrid, with a method of {', '.join(HYBRID_METHODS)})")
     tree_state = [f for f in stateful if needs_tree_shape(f.name)]
-    if tree_state and not (trees and target_tree_methods(HYBRID, tuple(methods))):  # no hybrid tree row hosts them
+    if tree_state and not (hybrid and trees and target_tree_methods(HYBRID, tuple(methods))):  # no hybrid tree row hosts them
         raise SpecbenchError(f"fault {tree_state[0].name!r} acts on a hybrid target's tree verify: it runs on the "
-                             f"selftest's hybrid tree row (trees on, with a method of "
+                             f"selftest's hybrid tree row (--hybrid and trees on, with a method of "
                              f"{', '.join(HYBRID_TREE_METHODS)})")
     grammar = [f.name for f in chosen if needs_constrained_decoding(f.name)]
     if grammar and not hosted:  # no constrained row would host them
