@@ -3,7 +3,8 @@
 Projections run over the whole batch; the short convolution and the delta rule run request by request from the
 request's slot (recurrent/state_cache.py). Parameter names are the checkpoint's, so the loader maps them 1:1.
 The rule runs our torch forms or fla-core's kernels (the model's `recurrent_kernels`, recurrent/kernel_choice.py);
-the conv is ours either way.
+the conv is ours either way. A tree verify (StateRows.tree) runs every row from its parent's state instead
+(recurrent/tree_verify.py; torch only).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.hybrid_prefix import MAX_TOKENS as PREFIX_MAX_TOKENS
+from tests.support.hybrid_prefix import run_waves
 from tests.support.hybrid_runs import MAX_TOKENS, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
 from tests.support.tiny_hybrid import build_tiny_hybrid
 from tests.support.tiny_models import build_tiny_model
@@ -118,14 +120,20 @@ def test_the_tree_sibling_mutant_is_caught_by_greedy_identity_and_the_state_orac
     assert _tokens(chains.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))) == hf_greedy
 
 
-def test_prefix_hits_resume_tree_rounds(dirs, prompts, hf_greedy):
-    """The prompts twice on one engine (prefix caching on, state snapshots at block boundaries, some taken from a
-    tree round's accepted path): the second pass resumes from snapshots and still matches HF."""
-    llm = _tree_llm(dirs, "mtp", enable_prefix_caching=True)
-    first, worst_first, _ = run_with_oracle(llm, prompts[:5])
-    second, worst, num_checked = run_with_oracle(llm, prompts[:5])
-    assert _tokens(first) == _tokens(second) == hf_greedy[:5]
-    assert num_checked > 0 and max(worst, worst_first) < 1e-4
+def test_prefix_hits_resume_tree_rounds(dirs, prompts):
+    """Waves on one engine (tests/support/hybrid_prefix.py): first turns hit a shared system prompt, follow-ups their
+    first turn and its output, whose block snapshots a tree round's commit took from its accepted path; greedy ==
+    HF on every prompt, INV-STATE after every step."""
+    from transformers import AutoModelForCausalLM
+
+    llm = _tree_llm(dirs, "mtp", max_concurrency=8, enable_prefix_caching=True)
+    outs, worst, num_checked = run_waves(llm, prompts)
+    hf = AutoModelForCausalLM.from_pretrained(dirs / "target", dtype=torch.float32).eval()
+    assert _tokens(outs) == hf_greedy_outputs(hf, [list(o.prompt_token_ids) for o in outs], PREFIX_MAX_TOKENS)
+    assert num_checked > 0 and worst < 1e-4, worst
+    turns, follow_ups = outs[1 : 1 + len(prompts)], outs[1 + len(prompts):]
+    # a follow-up hit past its first turn's prompt: into the output blocks the tree rounds committed
+    assert any(f.stats.num_prefix_hit_tokens > len(t.prompt_token_ids) for t, f in zip(turns, follow_ups))
     assert {"prefix.hit", "hybrid.snapshot_restore"} | TREE_PATHS <= llm.engine.paths_taken()
 
 
