@@ -110,6 +110,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
                   "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),
                   target_kind=HYBRID),
+    ExecutionPath("hybrid.tree_verify", "a tree round's verify through the Gated DeltaNet layers: each node's state "
+                  "continues its parent's, level by level (recurrent/tree_verify.py); the slot takes the accepted "
+                  "path's last node's (engine/state_attach.py commit_tree_states)", ("cpu", "cuda"), DRAFTS_TREES,
+                  target_kind=HYBRID),
     # Opt-in (--recurrent-kernels fla; the default is torch until the fla engine test passes on the H100: then
     # production on CUDA where fla-core is installed, and the selftest's hybrid rows must reach both).
     ExecutionPath("hybrid.fla_chunk", "committed rows (prefill, prompt chunks) of a forward's requests through "

@@ -12,7 +12,8 @@ from specbench.backends.base import CellWindow
 from specbench.backends.cache_reset import CacheReset
 from specbench.backends.prefix_cache import embedded_window
 from specbench.config import EngineConfig
-from specbench.engine.llm_engine import HYBRID_TREE_REFUSAL
+from specbench.recurrent.kernel_choice import FLA
+from specbench.recurrent.tree_verify import HYBRID_TREE_FLA_REFUSAL
 from specbench.errors import SpecbenchError
 from specbench.backends.target_record import record_entry
 from specbench.runs.cell_key import CellKey
@@ -60,9 +61,9 @@ class EmbeddedBackend:
             from specbench.llm import create_engine
 
             engine = create_engine(engine_config(config), fault)
-        if engine.runner.model.config.is_hybrid and any(topk > 1 for topk in config.eagle_topk):
+        if engine.parts.recurrent_kernels == FLA and any(topk > 1 for topk in config.eagle_topk):
             # refused before any cell runs, not at the first tree cell after the chain cells ran
-            raise SpecbenchError(HYBRID_TREE_REFUSAL)
+            raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self._first_step = 0

@@ -24,6 +24,8 @@ from specbench.engine.stop import StopChecker
 from specbench.engine.token_logprob import TokenLogprob
 from specbench.errors import SpecbenchError
 from specbench.grammar.book import GrammarBook
+from specbench.recurrent.kernel_choice import FLA
+from specbench.recurrent.tree_verify import HYBRID_TREE_FLA_REFUSAL
 from specbench.runtime.cpu_threads import CpuThreads
 from specbench.runtime.hooks import NO_HOOKS, PhaseHooks
 from specbench.sampling_params import SamplingParams
@@ -34,8 +36,6 @@ from specbench.speculation.registry import methods_with
 from specbench.speculation.sampling import make_generator
 
 
-HYBRID_TREE_REFUSAL = ("tree drafts are not supported on hybrid targets (recurrent-state layers): a tree verify would "
-                       "need one state per tree branch, which the engine does not keep; use chains (eagle_topk 1)")
 
 
 class LLMEngine:
@@ -227,10 +227,12 @@ class LLMEngine:
             raise SpecbenchError(f"eagle_topk {shape.eagle_topk} (tree drafts) is not supported by method "
                                  f"'{self.config.method}'; methods that draft trees: {can}")
         target = self.runner.model.config
-        if shape.is_tree and target.is_hybrid:
-            raise SpecbenchError(HYBRID_TREE_REFUSAL)
-        if shape.is_tree and (not self.runner.model.layer_kinds.is_all_full or target.has_attention_sinks
-                              or target.attn_logit_softcapping is not None):
+        if shape.is_tree and target.is_hybrid and self.parts.recurrent_kernels == FLA:
+            raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
+        # recurrent-state layers take trees (recurrent/tree_verify.py); attention layers must be plain full ones
+        if shape.is_tree and (not all(k.is_full or getattr(k, "is_recurrent_state", False)
+                                      for k in self.runner.model.layer_kinds.kinds)
+                              or target.has_attention_sinks or target.attn_logit_softcapping is not None):
             raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
                                  "layers, attention sinks or soft-capped attention logits")
         self.scheduler.draft_shape = shape

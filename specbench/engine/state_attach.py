@@ -1,7 +1,7 @@
 """Hand a hybrid target's forward its requests' recurrent-state slots (recurrent/state_rows.py) and the block
 boundaries where it snapshots states (recurrent/state_snapshots.py), and commit the verified states after the
-verifier: the step runner's two calls for targets with Gated DeltaNet layers; no-ops for every other target
-(kv_cache.states is None)."""
+verifier: the step runner's two calls for targets with Gated DeltaNet layers (and a tree round's two:
+`with_tree_state_rows`, `commit_tree_states`); no-ops for every other target (kv_cache.states is None)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import dataclasses
 import torch
 
 from specbench.recurrent.state_rows import state_rows
+from specbench.recurrent.tree_verify import TreeStateRows
 from specbench.runtime.hooks import PhaseHooks
+from specbench.speculation.tree.padded import PaddedTree
+from specbench.speculation.verify.tree import TreeVerifyResult
 
 
 def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, paths, hooks: PhaseHooks):
@@ -42,6 +45,71 @@ def commit_states(states, md, num_accepted: torch.Tensor, paths, hooks: PhaseHoo
     rows = None if states is None else md.state_rows
     if rows is None or rows.num_verify_reqs == 0 or not states.pending:
         return
+    _commit(states, rows, num_accepted, paths, hooks)
+
+
+def with_tree_state_rows(inp, states, requests, padded: PaddedTree, depth: int, paths, hooks: PhaseHooks):
+    """`inp` (a tree round's VerifyInput: each request's root, then its padded.width nodes in node order) whose
+    metadata carries each request's slot and the tree its rows' states follow (recurrent/tree_verify.py): every
+    request a verify row, none fresh (its root sits at its committed length). `depth`: the round's TreePlan depth,
+    the deepest node's depth below the root. No host read: the tree stays on the device."""
+    if states is None:
+        return inp
+    request_ids = [r.request_id for r in requests]
+    num_reqs, num_rows = padded.num_reqs, 1 + padded.width
+    device = padded.parent.device
+    slots = hooks.state_slots(tuple(request_ids), [states.slot_for(i) for i in request_ids])
+    rows = state_rows(slots, [num_rows] * num_reqs, num_reqs)
+    roots = torch.arange(num_reqs, device=device) * num_rows  # [num_reqs] each root's kept row
+    # a node continues its parent node's row (1 + parent), a child of the root (-1) the root's; padding (-2) the root's
+    node_parents = roots[:, None] + 1 + padded.parent.clamp_min(-1)  # [num_reqs, width]
+    parent_rows = torch.cat([torch.full_like(roots[:, None], -1), node_parents], dim=1).reshape(-1)
+    depths = torch.nn.functional.pad(1 + padded.depth, (1, 0)).reshape(-1)  # [num_rows * num_reqs], root 0
+    request = torch.arange(num_reqs, device=device).repeat_interleave(num_rows)
+    points = () if states.snapshots is None else states.snapshots.plan(
+        request_ids, [r.num_cached_tokens for r in requests], [1 + depth] * num_reqs)
+    tree = TreeStateRows(hooks.state_tree_parents(parent_rows), request, depths, depth + 1, points)
+    states.begin_forward()
+    paths.record("hybrid.tree_verify")
+    md = inp.md
+    return dataclasses.replace(inp, md=dataclasses.replace(md, state_rows=dataclasses.replace(rows, tree=tree)))
+
+
+def commit_tree_states(states, md, result: TreeVerifyResult, paths, hooks: PhaseHooks) -> None:
+    """After a tree round's verifier: each request's slot takes the state after the last node of its accepted path
+    (its root's when none was accepted), and the snapshot points the path crossed take the path's node there. On
+    the device, no host read."""
+    rows = None if states is None else md.state_rows
+    if rows is None or rows.tree is None or not states.pending:
+        return
+    device = states.conv.device
+    nodes = result.accepted_nodes.to(device)  # [num_reqs, path_width]
+    num_accepted = result.num_accepted.to(device=device, dtype=torch.int64)  # [num_reqs]
+    points = rows.tree.snapshots
+    if points:  # before the commit clears the kept rows
+        request = torch.tensor([p.request for p in points], dtype=torch.int64, device=device)
+        starts = torch.tensor([rows.pending_starts[p.request] for p in points], dtype=torch.int64, device=device)
+        at = _path_rows(nodes, num_accepted, request, torch.tensor([p.row for p in points], device=device))
+        states.snapshot_kept(torch.tensor([p.entry for p in points], dtype=torch.int64, device=device), starts + at)
+    every = torch.arange(nodes.shape[0], device=device)
+    _commit(states, rows, _path_rows(nodes, num_accepted, every, num_accepted), paths, hooks)
+
+
+def _path_rows(nodes: torch.Tensor, num_accepted: torch.Tensor, request: torch.Tensor,
+               depth: torch.Tensor) -> torch.Tensor:  # [n] int64
+    """The kept row, counted from its request's root, of the accepted path's node at `depth` (0: the root) of each
+    `request` ([n] each): 1 + the node's index; the root's (0) where the path is shorter (a snapshot point past it
+    is rewritten by the forward that later commits that position). nodes [num_reqs, path_width] -1 past the path;
+    num_accepted [num_reqs]."""
+    if nodes.shape[1] == 0:
+        return torch.zeros_like(depth)
+    node = nodes[request, (depth - 1).clamp(0, nodes.shape[1] - 1)]
+    return torch.where((depth >= 1) & (depth <= num_accepted[request]), 1 + node, 0)
+
+
+def _commit(states, rows, accepted: torch.Tensor, paths, hooks: PhaseHooks) -> None:
+    """Each verify request's slot takes its kept row pending_start + accepted[r] (accepted [num_verify_reqs] int64
+    on the device: a chain's accepted count, a tree's accepted path's last node row)."""
     paths.record("hybrid.state_commit")
     num_verify = rows.num_verify_reqs
     ends = [*rows.pending_starts[1:num_verify], rows.num_pending]
@@ -54,6 +122,6 @@ def commit_states(states, md, num_accepted: torch.Tensor, paths, hooks: PhaseHoo
     slots = torch.tensor([rows.slots[r] for r in picked], dtype=torch.int64, device=device)
     starts = torch.tensor([rows.pending_starts[r] for r in picked], dtype=torch.int64, device=device)
     drafts = torch.tensor([num_drafts[r] for r in picked], dtype=torch.int64, device=device)
-    accepted = num_accepted.to(device=device, dtype=torch.int64)[torch.tensor(picked, device=device)]
+    accepted = accepted.to(device=device, dtype=torch.int64)[torch.tensor(picked, device=device)]
     states.commit(slots, starts + hooks.state_commit_rows("conv", accepted, drafts),
                   starts + hooks.state_commit_rows("recurrent", accepted, drafts))

@@ -28,6 +28,7 @@ import torch
 
 from specbench.device_copy import to_device
 from specbench.engine.logprobs import StepLogprobs, logprob_table, raw_logprobs, wanted_top
+from specbench.engine.state_attach import commit_tree_states, with_tree_state_rows
 from specbench.engine.step_runner import StepResult, StepRunner
 from specbench.engine.timing import PhaseTimer
 from specbench.engine.tree_inputs import build_uniform_tree_verify_input, is_uniform
@@ -86,7 +87,7 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     paths.record("tree.device_layout")
     layout = build_uniform_tree_verify_input(requests, proposal, runner.block_size, runner.device,
                                              read_back=runner.debug_invariants)
-    inp = layout.inp
+    inp = with_tree_state_rows(layout.inp, runner.states, requests, layout.padded, plan.depth, paths, runner.hooks)
     # A constrained batch reads its trees before the target's forward is enqueued, so the masks of every branch are
     # walked on the host while it runs (the drafts are final: the draft's one sync).
     host_tree = _host_tree(proposal) if runner.is_constrained(requests) else None
@@ -96,14 +97,15 @@ def run_tree_round(runner: StepRunner, batch, st: SamplingTensors, timer: PhaseT
     committed, num_accepted, logprobs = finish_tree_round(runner, requests, st, timer, plan, layout.tree,
                                                           proposal.num_draft_tokens, inp.md.block_tables, out,
                                                           needs_features=needs_features, padded=layout.padded,
-                                                          host_tree=host_tree)
+                                                          host_tree=host_tree, md=inp.md)
     return StepResult(committed, sum(proposal.num_draft_tokens), num_accepted, inp.md.num_tokens, logprobs)
 
 
 def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: PhaseTimer, plan: TreePlan,
                       tree: DraftTree, num_nodes: tuple[int, ...], block_tables: torch.Tensor, out: TargetOutput, *,
                       needs_features: bool, padded: PaddedTree | None = None,
-                      host_tree: HostTree | None = None) -> tuple[list[list[int]], int, StepLogprobs | None]:
+                      host_tree: HostTree | None = None,
+                      md=None) -> tuple[list[list[int]], int, StepLogprobs | None]:
     """Everything after the target's tree verify, launched on the device with no host read until the round's one
     sync: verify, KV compaction, the path's features and logprob rows, the stats' path shape. Then the host
     bookkeeping per request from that one read. num_nodes [num_reqs]: host copy of tree.num_nodes; block_tables
@@ -111,7 +113,8 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     in all, logprobs). `padded`: the tree padded to max(num_nodes) when the caller built it already.
     `host_tree`: the drafted trees on the host, given for a constrained batch: the verifier reads out.logits masked
     by each branch's grammar state (grammar/book.py masked_tree_logits; greedy and sampled verification both see
-    only what each branch's grammar allows); the logprobs are reported from out.logits, as the model produced them."""
+    only what each branch's grammar allows); the logprobs are reported from out.logits, as the model produced them.
+    `md`: the verify's metadata, whose state rows a hybrid target's commit reads (commit_tree_states)."""
     paths = runner.paths
     timer.start("sample")
     padded = pad_tree(tree, max(num_nodes)) if padded is None else padded
@@ -125,6 +128,8 @@ def finish_tree_round(runner: StepRunner, requests, st: SamplingTensors, timer: 
     else:
         paths.record("verify.tree")
         result = verify_tree_batched(logits, tree, st, num_nodes, padded)
+    if md is not None:  # a hybrid target: each slot takes the state after its accepted path's last node
+        commit_tree_states(runner.states, md, result, paths, runner.hooks)
     timer.stop("sample")
     num_cached = [r.num_cached_tokens for r in requests]
     _compact_target_kv(runner.target_runner.kv_cache, block_tables, result,

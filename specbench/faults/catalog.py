@@ -62,6 +62,7 @@ from specbench.faults.state_rolled_back_too_short import StateRolledBackTooShort
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
 from specbench.faults.state_slot_reused_after_preemption import StateSlotReusedAfterPreemption
 from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
+from specbench.faults.state_tree_sibling import StateTreeSibling
 from specbench.faults.state_verify_one_token import StateVerifyOneToken
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
@@ -201,6 +202,11 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
 STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
 
+# Bugs of a hybrid target's tree verify (recurrent/tree_verify.py): hybrid faults and tree faults both, so the selftest
+# runs them on its hybrid target's tree row only (setups.HYBRID_TREE_METHODS); tests/models/test_hybrid_trees.py shows
+# each caught by greedy identity with HF transformers and by the state oracle.
+HYBRID_TREE_MUTANTS: tuple[type[Mutant], ...] = (StateTreeSibling,)
+
 # Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
 # targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
 # (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
@@ -218,7 +224,7 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateRecurrentOnlyRolledBack,
     StateVerifyOneToken,
     StateSlotReusedAfterPreemption,
-)
+) + HYBRID_TREE_MUTANTS
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
                + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS
@@ -251,7 +257,7 @@ def window_moe_faults(device: str) -> tuple[str, ...]:
 
 
 _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANTS)
-_TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS + (GrammarTreeSiblingState,))
+_TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS + HYBRID_TREE_MUTANTS + (GrammarTreeSiblingState,))
 _GRAMMAR_TREE_FAULTS = frozenset(m.fault.name for m in GRAMMAR_TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
 _HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)

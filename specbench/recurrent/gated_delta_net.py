@@ -3,7 +3,8 @@
 Projections run over the whole batch; the short convolution and the delta rule run request by request from the
 request's slot (recurrent/state_cache.py). Parameter names are the checkpoint's, so the loader maps them 1:1.
 The rule runs our torch forms or fla-core's kernels (the model's `recurrent_kernels`, recurrent/kernel_choice.py);
-the conv is ours either way.
+the conv is ours either way. A tree verify (StateRows.tree) runs every row from its parent's state instead
+(recurrent/tree_verify.py; torch only).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specbench.errors import SpecbenchError
 from specbench.recurrent import fla_kernels
 from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
@@ -22,6 +24,7 @@ from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_ru
 from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
+from specbench.recurrent.tree_verify import HYBRID_TREE_FLA_REFUSAL, tree_verify
 
 
 class GatedRMSNorm(nn.Module):
@@ -82,6 +85,9 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
         weight = self.conv1d.weight[:, 0, :]  # [C, kernel]
         out = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
         conv_slots, rec_slots = states.conv[self.state_layer], states.recurrent[self.state_layer]
+        if rows.tree is not None:
+            self._verify_tree(mixed, log_decay, beta, weight, out, states, rows)
+            return self._project(out, z)
         kept_conv = kept_rec = None
         if rows.num_pending:
             kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
@@ -149,8 +155,27 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
                 pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in kept_points],
                                        dtype=torch.int64, device=x.device)
                 self._snapshot(states, [p.entry for p in kept_points], kept_conv[pending], kept_rec[pending])
-        normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
+        return self._project(out, z)
+
+    def _project(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The rule's output [n, Hv, Dv] normed per head, gated by z [n, Hv, Dv], projected back: [n, hidden]."""
+        c = self.config
+        normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(out.shape[0], -1)
         return self.out_proj(normed)
+
+    def _verify_tree(self, mixed, log_decay, beta, weight, out, states: StateCache, rows: StateRows) -> None:
+        """A tree verify (every request a verify row of its root and nodes): each row's state continues its parent's
+        (recurrent/tree_verify.py, torch only: fla's recurrent kernel chains one state per sequence, and trees on
+        the fla kernels are refused before any round). Every row's states are kept for the commit."""
+        if self.recurrent_kernels == FLA:
+            raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
+        c = self.config
+        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        result = tree_verify(mixed, log_decay, beta, weight, states.conv[self.state_layer][slots],
+                             states.recurrent[self.state_layer][slots], rows.tree,
+                             (c.key_size, c.key_size, c.value_size), (c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim))
+        out.copy_(result.output.to(out.dtype))
+        states.keep(self.state_layer, result.conv_states, result.recurrent_states)
 
     def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor | None,
                   recurrent: torch.Tensor | None) -> None:

@@ -51,11 +51,25 @@ def gated_delta_rule(
     states = (torch.empty(num_tokens, *state.shape, dtype=torch.float32, device=value.device)
               if keep_states else None)
     for t in range(num_tokens):
-        state = state * g[t].exp()[:, None, None]
-        remembered = (state * k[t][:, :, None]).sum(dim=1)  # [Hv, Dv] what the state recalls under k_t
-        delta = (v[t] - remembered) * b[t][:, None]
-        state = state + k[t][:, :, None] * delta[:, None, :]
-        out[t] = (state * q[t][:, :, None]).sum(dim=1)
+        state, out[t] = delta_rule_step(state, q[t], k[t], v[t], g[t], b[t])
         if states is not None:
             states[t] = state
     return DeltaRuleOutput(out, state, states)
+
+
+def delta_rule_step(
+    state: torch.Tensor,  # [..., num_v_heads, k_dim, v_dim] fp32 the state before the token
+    query: torch.Tensor,  # [..., num_v_heads, k_dim] fp32, normalised, scaled and repeated to the value heads
+    key: torch.Tensor,  # [..., num_v_heads, k_dim] fp32, normalised and repeated
+    value: torch.Tensor,  # [..., num_v_heads, v_dim] fp32
+    log_decay: torch.Tensor,  # [..., num_v_heads] fp32
+    beta: torch.Tensor,  # [..., num_v_heads] fp32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token of the rule over any leading dims: (state after it, its output [..., num_v_heads, v_dim]). The
+    chain above and the tree verify (recurrent/tree_verify.py) run this same arithmetic, so a tree node's state
+    equals the chain's bit for bit along its path."""
+    state = state * log_decay.exp()[..., None, None]
+    remembered = (state * key[..., None]).sum(dim=-2)  # [..., Hv, Dv] what the state recalls under the key
+    delta = (value - remembered) * beta[..., None]
+    state = state + key[..., None] * delta[..., None, :]
+    return state, (state * query[..., None]).sum(dim=-2)

@@ -7,7 +7,9 @@ so a torch engine and an fla engine coexist in one process (tests/recurrent/test
   varlen `chunk_gated_delta_rule` call over the forward's requests (path hybrid.fla_chunk); verify rows (plain
   decode: one position; a verify: k + 1) by `fused_recurrent_gated_delta_rule` one position at a time over the
   batch, chaining the state, so each position's state is kept for the commit (path hybrid.fla_recurrent).
-  CUDA only: fla's import needs a CUDA driver, and its kernels run on CUDA tensors.
+  CUDA only: fla's import needs a CUDA driver, and its kernels run on CUDA tensors. Tree drafts are refused on it
+  (tree_verify.HYBRID_TREE_FLA_REFUSAL): its recurrent kernel chains one state per sequence, a tree's nodes each
+  continue their parent's (recurrent/tree_verify.py, the torch choice's).
 - "auto": fla on a CUDA device where fla-core imports, else torch.
 The short causal conv is ours in every case.
 """

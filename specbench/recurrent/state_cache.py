@@ -79,6 +79,15 @@ class StateCache:
             self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
         self.pending.clear()
 
+    def snapshot_kept(self, entries: torch.Tensor, rows: torch.Tensor) -> None:
+        """Snapshot entries[i] takes kept row rows[i] of every state layer (both [num_points] int64 on the device):
+        a tree verify's snapshots, taken from its accepted path before the commit clears the kept rows."""
+        snapshots = self.snapshots
+        assert snapshots is not None, "snapshots are taken with prefix caching on only"
+        for layer, (conv_states, recurrent_states) in self.pending.items():
+            snapshots.conv[layer, entries] = conv_states[rows].to(snapshots.conv.dtype)
+            snapshots.recurrent[layer, entries] = recurrent_states[rows]
+
 def state_shape(model) -> StateShape:
     """The per-request state of a hybrid DecoderLM: every Gated DeltaNet layer's."""
     c = model.config

@@ -2,14 +2,20 @@
 
 Rows of committed tokens (a prefill, a prompt chunk) write their final state straight into the request's slot.
 Verify rows (the newest token, then its drafts) keep the state after every position in the cache's pending buffers
-and leave the slot alone: the verifier's accepted count picks which one the slot takes (StateCache.commit).
+and leave the slot alone: the verifier's accepted count picks which one the slot takes (StateCache.commit). A tree
+verify's rows keep the state after every node, each continuing its parent's (`tree`); the accepted path's last node
+picks the slot's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specbench.recurrent.state_snapshots import SnapshotPoint
+
+if TYPE_CHECKING:
+    from specbench.recurrent.tree_verify import TreeStateRows
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,9 @@ class StateRows:
     starts_fresh: tuple[bool, ...] = ()
     # states the forward writes into the snapshot store as well (block boundaries: recurrent/state_snapshots.py)
     snapshots: tuple[SnapshotPoint, ...] = ()
+    # a tree verify (every request a verify row: its root, then its nodes): each row continues its parent's state,
+    # not its previous row's (recurrent/tree_verify.py); None: rows are chains
+    tree: TreeStateRows | None = None
 
     @property
     def num_verify_reqs(self) -> int:

@@ -134,8 +134,15 @@ class PhaseHooks:
 
     def state_commit_rows(self, part: str, num_accepted: torch.Tensor, num_draft_tokens: torch.Tensor) -> torch.Tensor:
         """Which kept position ([num_committed] device int64; 0 = after the newest token) each committed request's
-        `part` ("conv" | "recurrent") state slot takes: the one after its last accepted draft."""
+        `part` ("conv" | "recurrent") state slot takes: the one after its last accepted draft (a tree round: its
+        accepted path's last node's row, 1 + its node index)."""
         return num_accepted
+
+    def state_tree_parents(self, parent_rows: torch.Tensor) -> torch.Tensor:
+        """A tree verify's rows ([num_rows] device int64, each request's root then its nodes): the kept row whose
+        state each row's recurrent layers continue (recurrent/tree_verify.py): its parent's; -1 for a root (its
+        request's slot)."""
+        return parent_rows
 
     def state_snapshot_block(self, has_snapshot: list[bool]) -> int:
         """Which block of a prefix hit ([num_hit_blocks] whether each has a state snapshot; the last one has) the

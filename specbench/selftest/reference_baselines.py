@@ -6,6 +6,7 @@ The selftest checks the engine under test against these, never against a baselin
     python -m specbench.selftest.reference_baselines
     python -m specbench.selftest.reference_baselines --target window_moe   # that target's entries alone
     python -m specbench.selftest.reference_baselines --trees               # the tree rows' entries alone
+    python -m specbench.selftest.reference_baselines --trees --target hybrid  # the hybrid target's tree row's
 
 The file records the commit it was generated at. Every method of the selftest (selftest/drafters.py: each registered
 proposer) has a baseline per shipped seed; a baseline holds per-position drafted / accepted counts and the number of
@@ -68,24 +69,27 @@ def _commit() -> str:
 
 
 def _measure(tmp: str, seeds, num_steps: int, target: str, *, chains: bool = True, trees: bool = True) -> dict:
-    """Per seed and method: the chain baseline (`chains`), and on the seed targets the tree rows' (`trees`:
-    setups.TREE_SHAPE, each method that drafts trees)."""
+    """Per seed and method: the chain baseline (`chains`), and the tree rows' (`trees`: setups.TREE_SHAPE; on the
+    seed targets each method that drafts trees, on the hybrid one each of setups.HYBRID_TREE_METHODS)."""
     from dataclasses import replace
 
     from specbench.selftest.setups import (
+        HYBRID,
+        HYBRID_TREE_METHODS,
         METHODS,
-        SEED_TARGET,
         TREE_SHAPE,
         selftest_setups,
-        tree_methods,
+        target_tree_methods,
     )
 
     baselines = {}
     for seed in seeds:
         setups = selftest_setups(tmp, seed, METHODS, num_steps, target_name=target)
         runs = [(m, s, CHAIN) for m, s in setups.items()] if chains else []
-        if trees and target == SEED_TARGET:
-            runs += [(m, replace(setups[m], draft_shape=TREE_SHAPE), TREE_SHAPE) for m in tree_methods(tuple(setups))]
+        if trees:  # on the hybrid target every method that may host its one tree row (the run's choice)
+            hosts = (tuple(m for m in HYBRID_TREE_METHODS if m in setups) if target == HYBRID
+                     else target_tree_methods(target, tuple(setups)))
+            runs += [(m, replace(setups[m], draft_shape=TREE_SHAPE), TREE_SHAPE) for m in hosts]
         for method, setup, shape in runs:
             measured = measure_acceptance(setup)
             name = f"selftest tiny {target + ' ' if target else ''}target seed {seed}"
@@ -121,14 +125,17 @@ def add_target(target: str, seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_ST
     return data
 
 
-def add_trees(seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_STEPS) -> dict:
-    """The shipped file with the tree rows' baselines (re)measured and every chain entry kept as shipped (`--trees`);
-    their commit is recorded beside the file's."""
+def add_trees(seeds=SHIPPED_SEEDS, num_steps: int = SHIPPED_NUM_STEPS, target: str = "") -> dict:
+    """The shipped file with the tree rows' baselines of `target` ("": the seed targets) (re)measured and every other
+    entry kept as shipped (`--trees [--target NAME]`); their commit is recorded beside the file's."""
     torch.set_num_threads(1)
     data = _load()
     with tempfile.TemporaryDirectory(prefix="specbench-reference-") as tmp:
-        data["baselines"].update(_measure(tmp, seeds, num_steps, "", chains=False))
-    data["tree_commit"] = _commit()
+        data["baselines"].update(_measure(tmp, seeds, num_steps, target, chains=False))
+    if target:
+        data.setdefault("tree_target_commits", {})[target] = _commit()
+    else:
+        data["tree_commit"] = _commit()
     return data
 
 
@@ -144,8 +151,8 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["--target"]:  # e.g. --target window_moe
         PATH.write_text(_dump(add_target(sys.argv[2])))
-    elif sys.argv[1:2] == ["--trees"]:  # the tree rows' entries alone
-        PATH.write_text(_dump(add_trees()))
+    elif sys.argv[1:2] == ["--trees"]:  # the tree rows' entries alone; `--trees --target hybrid`: that target's
+        PATH.write_text(_dump(add_trees(target=sys.argv[3] if sys.argv[2:3] == ["--target"] else "")))
     else:
         PATH.write_text(_dump(generate()))
     print(f"wrote {PATH}")

@@ -38,6 +38,7 @@ from specbench.selftest.setups import (
     WINDOW_MOE,
     plain_setup,
     selftest_setups,
+    target_tree_methods,
     tree_methods,
 )
 from specbench.speculation.draft_shape import CHAIN, DraftShape
@@ -77,7 +78,8 @@ class SeedTask:
     checks: tuple[str, ...]
     budget: Budget
     target: str = SEED_TARGET  # which tiny target the seed's setups are built on (setups.TARGETS)
-    trees: bool = True  # the tree rows too (setups.TREE_SHAPE, methods that draft trees, seed targets only)
+    # the tree rows too (setups.TREE_SHAPE; methods that draft trees: setups.target_tree_methods)
+    trees: bool = True
     chunked: bool = True  # the chunked rows too (setups.CHUNKED_OPTIONS, every method, seed targets only)
     # the constrained rows too (selftest/constrained.py, every method, seed targets only; their check is greedy)
     constrained: bool = True
@@ -142,9 +144,10 @@ def plan_seed(task: SeedTask) -> SeedPlan:
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(
             reference=reference, reference_cross_check=cross_check, budget=task.budget,
             **_reference(method, task.seed, task.num_steps, task.target)), task.target))
-    # Tree rows: every method of the run that drafts trees, once more with tree rounds (seed targets only: the
-    # window + MoE target's windows are refused for trees), against the same plain reference.
-    for method in tree_methods(tuple(setups)) if task.trees and task.target == SEED_TARGET else ():
+    # Tree rows: every method of the run that drafts trees, once more with tree rounds (seed targets; on the hybrid
+    # target HYBRID_TREE_METHODS; the window + MoE target's windows are refused for trees), against the same plain
+    # reference.
+    for method in target_tree_methods(task.target, tuple(setups)) if task.trees else ():
         setup = replace(setups[method], draft_shape=TREE_SHAPE)
         reference, cross_check = references[(setup.engine.target, setup.prompts)]
         rows.append(RowTask(method, task.seed, None, setup, task.checks, CheckContext(

@@ -26,7 +26,7 @@ from specbench.execution_paths import HYBRID as HYBRID_KIND
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import (hybrid_faults, needs_constrained_decoding, needs_hybrid_target,
-                                      selftest_faults, window_moe_faults)
+                                      needs_tree_shape, selftest_faults, window_moe_faults)
 from specbench.faults.fault import LAYERS
 from specbench.runs.phase_progress import PhaseProgress
 from specbench.selftest import constrained as constrained_rows
@@ -43,6 +43,7 @@ from specbench.selftest.row_tasks import (
 from specbench.selftest.setups import (
     HYBRID,
     HYBRID_METHODS,
+    HYBRID_TREE_METHODS,
     KV_CACHE_GB,
     METHODS,
     PLAIN,
@@ -52,6 +53,7 @@ from specbench.selftest.setups import (
     selftest_setups,
     target_label,
     target_methods,
+    target_tree_methods,
 )
 
 # The selftest's names its callers (tests, reference_baselines.py) import from here; declared in setups / row_tasks.
@@ -110,6 +112,11 @@ def run_selftest(
     if stateful and not (hybrid and target_methods(HYBRID, tuple(methods))):  # inert elsewhere: it would be missed
         raise SpecbenchError(f"fault {stateful[0].name!r} acts on a hybrid target's recurrent state: it runs on the "
                              f"selftest's hybrid target (--hybrid, with a method of {', '.join(HYBRID_METHODS)})")
+    tree_state = [f for f in stateful if needs_tree_shape(f.name)]
+    if tree_state and not (hybrid and trees and target_tree_methods(HYBRID, tuple(methods))):  # no hybrid tree row hosts them
+        raise SpecbenchError(f"fault {tree_state[0].name!r} acts on a hybrid target's tree verify: it runs on the "
+                             f"selftest's hybrid tree row (--hybrid and trees on, with a method of "
+                             f"{', '.join(HYBRID_TREE_METHODS)})")
     grammar = [f.name for f in chosen if needs_constrained_decoding(f.name)]
     if grammar and not hosted:  # no constrained row would host them
         why = ("--no-constrained" if not constrained else "their check, greedy, is not run" if "greedy" not in checks
@@ -132,7 +139,7 @@ def run_selftest(
                                   budget, WINDOW_MOE))
         if hybrid and target_methods(HYBRID, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
-                                  budget, HYBRID))
+                                  budget, HYBRID, trees=trees))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []

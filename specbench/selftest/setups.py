@@ -36,8 +36,15 @@ WINDOW_MOE_METHODS = ("draft",)
 # Methods run on the hybrid (Qwen3-Next) target (tiny_hybrid.py): the draft LM (a non-hybrid model: a hybrid one is
 # refused), n-gram (its rounds mix zero-draft requests with drafting ones), EAGLE-3 (tiny_hybrid_eagle3.py: a head
 # over the target's aux hidden states) and the target's own MTP module (its Qwen3-Next block). EAGLE-1's selftest head
-# is built from a dense Llama-like layer (tiny_eagle1.py); trees are refused on hybrids (no tree rows).
+# is built from a dense Llama-like layer (tiny_eagle1.py).
 HYBRID_METHODS = ("draft", "ngram", "eagle3", "mtp")
+# The hybrid target's one tree row (TREE_SHAPE; the hybrid target runs on the run's first seed only): the first of
+# these the run has. The MTP module first, the drafter accepting most (~0.7), so that accepted paths reach depth 2 and
+# 3, where a node's state continues a drafted parent's (recurrent/tree_verify.py) and state-tree-sibling shows in the
+# tokens; then EAGLE-3 (~0.3), then the draft LM (accepting almost nothing: the invariant sweep's forced acceptance
+# shows it). One row, not one per method: each costs about a chain row, and every tree drafter's trees on hybrids run
+# in tests/models/test_hybrid_trees.py.
+HYBRID_TREE_METHODS = ("mtp", "eagle3", "draft")
 # Hybrid-state faults a method's hybrid row hosts but never exercises, so they do not run there (each runs and is
 # caught on the target's other rows): a draft LM drafts k for every request, so its rounds have no zero-draft row to
 # leave stale (nor does EAGLE-3 or MTP: every request drafts k once caught up); the plain row's greedy runs build a
@@ -64,6 +71,14 @@ def tree_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
 
     trees = set(methods_with(DraftsTrees))
     return tuple(m for m in methods if m in trees)
+
+
+def target_tree_methods(target: str, methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The methods of `methods` with a tree row on `target`: every one that drafts trees on the seed targets, the
+    first of HYBRID_TREE_METHODS on the hybrid one, none on the window + MoE one (its windows refuse trees)."""
+    if target == SEED_TARGET:
+        return tree_methods(methods)
+    return next(((m,) for m in HYBRID_TREE_METHODS if m in methods), ()) if target == HYBRID else ()
 
 
 def target_methods(target: str, methods: tuple[str, ...]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import pytest
 from specbench.check.baseline import AcceptanceBaseline, check_baseline, compare_acceptance, measure_acceptance
 from specbench.selftest import reference_baselines as ref
 from specbench.selftest.runner import METHODS, selftest_setups
-from specbench.selftest.setups import TARGETS, target_methods, tree_methods
+from specbench.selftest.setups import HYBRID, HYBRID_TREE_METHODS, TARGETS, target_methods, tree_methods
 
 
 def _counts(accepted: int, drafted: int) -> AcceptanceBaseline:
@@ -45,8 +45,10 @@ def test_shipped_file_is_what_the_documented_command_writes():
     data = json.loads(ref.PATH.read_text())
     assert data["generated_by"] == ref.COMMAND
     # every selftest method on each seed's target, each extra target's methods (setups.TARGETS), and the tree rows
-    # (each method that drafts trees, on the seed's target)
-    per_seed = sum(len(target_methods(target, METHODS)) for target in TARGETS) + len(tree_methods(METHODS))
+    # (each method that drafts trees, on the seed's target; each that may host the hybrid target's tree row)
+    hybrid_trees = [m for m in HYBRID_TREE_METHODS if m in target_methods(HYBRID, METHODS)]
+    per_seed = (sum(len(target_methods(target, METHODS)) for target in TARGETS) + len(tree_methods(METHODS))
+                + len(hybrid_trees))
     assert len(data["baselines"]) == per_seed * len(ref.SHIPPED_SEEDS)
     regenerated = ref.generate(seeds=(0,))["baselines"]
     for key, value in regenerated.items():

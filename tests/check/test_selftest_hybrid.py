@@ -15,17 +15,19 @@ from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS
-from specbench.faults.catalog import HYBRID_MUTANTS, hybrid_faults, selftest_faults, window_moe_faults
+from specbench.faults.catalog import (HYBRID_MUTANTS, hybrid_faults, needs_tree_shape, selftest_faults,
+                                      window_moe_faults)
 from specbench.models.config import ModelConfig
 from specbench.selftest.coverage import format_coverage
 from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
 from specbench.selftest.runner import PLAIN, false_alarms, format_mutation_table, run_selftest, selftest_coverage
-from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED
+from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED, HYBRID_TREE_METHODS
 
 HYBRID_FAULTS = tuple(m.fault.name for m in HYBRID_MUTANTS)
 # the snapshot paths: the greedy check's shared-prefix scenario (check/prefix_scenario.py) hits on the hybrid target
 STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit", "hybrid.snapshot_take", "hybrid.snapshot_restore"}
-HYBRID_PATHS = STATE_PATHS | {"mtp.qwen3_next_block"}  # production where the hybrid target runs
+# production where the hybrid target runs (its MTP tree row takes hybrid.tree_verify)
+HYBRID_PATHS = STATE_PATHS | {"mtp.qwen3_next_block", "hybrid.tree_verify"}
 
 
 def _result(row, name: str):
@@ -38,6 +40,10 @@ def test_hybrid_faults_run_on_the_hybrid_target_only():
         assert not set(HYBRID_FAULTS) & set(selftest_faults(device) + window_moe_faults(device))
     with pytest.raises(SpecbenchError, match="runs on the selftest's hybrid target"):
         run_selftest(seeds=(0,), methods=("draft",), faults=HYBRID_FAULTS[:1])  # hybrid off: it would be missed
+    # the tree verify's mutant needs the hybrid tree row: trees on and a method of HYBRID_TREE_METHODS
+    for options in ({"trees": False, "methods": HYBRID_METHODS}, {"methods": ("ngram",)}):
+        with pytest.raises(SpecbenchError, match="runs on the selftest's hybrid tree row"):
+            run_selftest(seeds=(0,), faults=("state-tree-sibling",), hybrid=True, **options)
 
 
 def test_the_target_is_hybrid_deterministic_per_seed_and_its_draft_lm_is_not(tmp_path):
@@ -68,7 +74,9 @@ def test_the_cli_default_runs_the_hybrid_target():
         (PLAIN, "biased", "clean", "ok"), ("draft", "biased", "clean", "ok"),
         (PLAIN, HYBRID, "clean", "ok"), ("draft", HYBRID, "clean", "ok")], result.output
     assert "Qwen3NextForCausalLM greedy (fp32 CPU): 6/6 prompts identical" in result.stdout
-    for path in STATE_PATHS:  # production on CPU once the hybrid target runs, and taken
+    # the hybrid target's tree row: the run's first method of HYBRID_TREE_METHODS (the draft LM here)
+    assert any(line.split()[:2] == ["draft", "t2/6"] and HYBRID in line.split() for line in result.stdout.splitlines())
+    for path in STATE_PATHS | {"hybrid.tree_verify"}:  # production on CPU once the hybrid target runs, and taken
         assert any(line.startswith(path) and line.endswith("production") for line in result.stdout.splitlines())
     off = CliRunner().invoke(app, [*args, "--no-hybrid"], catch_exceptions=False)
     assert off.exit_code == 0 and HYBRID not in off.stdout.split("path (")[0], off.output
@@ -86,10 +94,13 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
     table = format_mutation_table(rows)
     assert not false_alarms(rows), table
     on_target = [r for r in rows if r.target == HYBRID]
-    assert not any(r.shape.is_tree or r.chunked for r in on_target), table  # trees are refused on hybrids
-    expected = {(m, n) for m in (PLAIN, *HYBRID_METHODS) for n in HYBRID_FAULTS
-                if m in FAULTS[n].methods and n not in HYBRID_NOT_EXERCISED.get(m, ())}
-    assert {(r.method, r.inject) for r in on_target if r.inject} == expected, table
+    assert not any(r.chunked for r in on_target), table
+    assert [r.method for r in on_target if r.shape.is_tree and not r.inject] == ["mtp"], table  # the first
+    # the chain faults on the chain rows, the tree verify's on the tree row
+    expected = {(m, False, n) for m in (PLAIN, *HYBRID_METHODS) for n in HYBRID_FAULTS if not needs_tree_shape(n)
+                and m in FAULTS[n].methods and n not in HYBRID_NOT_EXERCISED.get(m, ())}
+    expected |= {("mtp", True, n) for n in HYBRID_FAULTS if needs_tree_shape(n)}
+    assert {(r.method, r.shape.is_tree, r.inject) for r in on_target if r.inject} == expected, table
     assert {r.inject for r in rows if r.inject} == set(HYBRID_FAULTS), table  # each runs somewhere...
     assert all(r.target == HYBRID for r in rows if r.inject), table  # ...and on the hybrid target only
     for row in (r for r in on_target if r.inject is not None):
@@ -119,6 +130,6 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
 def test_clean_hybrid_rows_pass_on_other_seeds(tmp_path, seed):
     plan = plan_seed(SeedTask(str(tmp_path), seed, HYBRID_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], HYBRID))
     rows = [run_row(task) for task in plan.clean_rows]
-    assert [r.method for r in rows] == [PLAIN, *HYBRID_METHODS]
+    assert [r.method for r in rows] == [PLAIN, *HYBRID_METHODS, HYBRID_TREE_METHODS[0]]  # then the tree row
     assert not false_alarms(rows), format_mutation_table(rows)
     assert all(not r.skipped for row in rows[1:] for r in row.results if r.name in ("sampled", "baseline"))

@@ -1,5 +1,6 @@
 """The selftest's tree rows (setups.TREE_SHAPE on every method whose proposer drafts trees): planned after the chain
-rows on the seed targets only. That their clean rows pass every check (the tree oracle too), that the tree mutants
+rows on the seed targets (and one on the hybrid target: tests/check/test_selftest_hybrid.py), none on the window + MoE
+target. That their clean rows pass every check (the tree oracle too), that the tree mutants
 run on them alone and are caught, and that the tree paths are covered is asserted on every method's selftest run
 (tests/support/selftest_rows.py; the coverage in test_selftest_eagle.py)."""
 

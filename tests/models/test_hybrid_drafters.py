@@ -21,10 +21,8 @@ from specbench.check.eagle_oracle import recompute_eagle_logits
 from specbench.check.oracle import FP32_RTOL, record_and_compare
 from specbench.check.reference import build_reference_drafting_llm
 from specbench.check.target_features import recompute_target_features
-from specbench.errors import SpecbenchError
 from specbench.models.config import ModelConfig
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
-from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_runs import MAX_TOKENS, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
@@ -118,12 +116,6 @@ def test_every_draft_step_matches_the_cache_free_oracle(dirs, prompts, method):
     num, bad = record_and_compare(llm, reference, prompts[:4], SamplingParams(max_tokens=6, ignore_eos=True),
                                   FP32_RTOL)
     assert num > 0 and bad == [], bad[:3]
-
-
-def test_trees_stay_refused_for_eagle3_on_a_hybrid(dirs):
-    llm = hybrid_llm(dirs / "target", method="eagle3", draft=str(dirs / "eagle3"), max_num_steps=3)
-    with pytest.raises(SpecbenchError, match="tree drafts are not supported on hybrid targets"):
-        llm.engine.set_draft_shape(DraftShape(eagle_topk=2, num_draft_tokens=6))
 
 
 @torch.no_grad()
