@@ -62,6 +62,7 @@ from specbench.faults.state_rolled_back_too_short import StateRolledBackTooShort
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
 from specbench.faults.state_slot_reused_after_preemption import StateSlotReusedAfterPreemption
 from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
+from specbench.faults.state_stale_in_mixed_batch import StateStaleInMixedBatch
 from specbench.faults.state_verify_one_token import StateVerifyOneToken
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
 from specbench.faults.tree_bonus_node import TreeBonusWrongNode
@@ -198,8 +199,9 @@ GRAMMAR_TREE_MUTANTS: tuple[type[Mutant], ...] = (
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 
 # Only under one condition the gentle gate never creates (layer "stress"): `specbench stress` is their check
-# (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
-STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
+# (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition; the hybrid
+# one, on a served hybrid target: tests/stress/test_stress_hybrid_serve.py).
+STRESS_MUTANTS: tuple[type[Mutant], ...] = (*CONDITIONAL_MUTANTS, StateStaleInMixedBatch)
 
 # Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
 # targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only

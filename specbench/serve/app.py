@@ -117,9 +117,10 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
         # Its speculative config, so a client that was not told can label what it measures (server_info.py).
         config = loop.engine.config
         speculative = {"method": config.method, "num_steps": config.max_num_steps if config.method != "none" else 0}
-        # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine
+        # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine;
+        # `hybrid`: the target carries recurrent state (the stress stage adds its conditions' reasons)
         return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative,
-                             "fault": fault})
+                             "fault": fault, "hybrid": loop.engine.runner.model.config.is_hybrid})
 
     @app.post("/reset_prefix_cache")
     async def reset_prefix_cache(request: Request) -> Response:
