@@ -151,6 +151,9 @@ class Sglang:
                 f"{num_draft_tokens}")
 
 
+DRAFTS_FROM_TARGET = ("ngram", "mtp")  # specbench's methods that take no --draft
+
+
 @dataclass(frozen=True)
 class SpecbenchServe:
     baseline: str = "specbench serve --target {model} --host {host} --port {port}"
@@ -159,8 +162,11 @@ class SpecbenchServe:
         if point.shape.is_tree:
             raise _refuse("specbench", point, "specbench serve takes no tree shape (use --eagle-topk 1, or sweep "
                           "the embedded engine)")
-        return (f"specbench serve --target {{model}} --method {{method}} --draft {{draft}} --num-steps "
-                f"{point.num_steps} --host {{host}} --port {{port}}")
+        # n-gram and the target's own MTP module draft from the target alone: no --draft (a hybrid target's n-gram
+        # twin is launched this way by `specbench stress --server-cmd preset:specbench`)
+        draft = "" if point.method in DRAFTS_FROM_TARGET else " --draft {draft}"
+        return (f"specbench serve --target {{model}} --method {{method}}{draft} --num-steps {point.num_steps} "
+                "--host {host} --port {port}")
 
 
 SERVER_PRESETS.register("llama-server")(LlamaServer)

@@ -45,7 +45,8 @@ def stress(
                                                            rich_help_panel=STRESS)] = None,
     hybrid: Annotated[Optional[bool], typer.Option("--hybrid/--no-hybrid", help="the target carries recurrent "
                                                    "state (Qwen3-Next): its conditions say why (default: the engine "
-                                                   "knows, a specbench server says in /version)",
+                                                   "knows, a specbench server says in /version, else --target's "
+                                                   "config.json)",
                                                    rich_help_panel=STRESS)] = None,
     report_md: Annotated[Optional[str], typer.Option("--report-md", help="also write the markdown report here",
                                                      rich_help_panel=STRESS)] = None,

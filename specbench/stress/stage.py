@@ -4,6 +4,7 @@ known of the engine or server, run every condition with speculation off and on, 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import tempfile
 import time
@@ -41,7 +42,7 @@ class StressRequest:
     seed: int = 0
     fault: EngineFault | None = None  # applied to the embedded engine (test machinery)
     hybrid: bool | None = None  # the target carries recurrent state; None: the engine knows, a server says
-    # (specbench serve's /version `hybrid`), else not
+    # (specbench serve's /version `hybrid`), else --target's local config.json
     quiet: bool = False
 
 
@@ -67,14 +68,29 @@ def _embedded_shape(request: StressRequest, engine) -> ServerShape:
 
 
 def _server_is_hybrid(request: StressRequest, on: Side) -> bool:
-    """What the user said, else what a running server says of itself (its /version); a server launched per k
-    (--server-cmd) is not asked before it runs: say --hybrid."""
+    """What the user said, else what a running server says of itself (its /version), else what --target's local
+    config.json declares (a server launched per k is not asked before it runs)."""
     if request.hybrid is not None:
         return request.hybrid
-    if request.sweep.base_url is None:
+    if request.sweep.base_url is not None:
+        info = getattr(on.slot.live(), "info", None)
+        if info is not None and info.is_hybrid:
+            return True
+    return _declares_recurrent_state(request.sweep.engine.target)
+
+
+def _declares_recurrent_state(target: str | None) -> bool:
+    """Whether a local checkpoint directory's config.json has recurrent-state layers (False where there is none,
+    or it is not one specbench reads: a server may run what the embedded engine cannot)."""
+    from specbench.models.config import ModelConfig
+
+    path = Path(target).expanduser() / "config.json" if target else None
+    if path is None or not path.is_file():
         return False
-    info = getattr(on.slot.live(), "info", None)
-    return bool(info is not None and info.is_hybrid)
+    try:
+        return ModelConfig.from_hf(json.loads(path.read_text())).is_hybrid
+    except (SpecbenchError, ValueError):
+        return False
 
 
 def _server_shape(request: StressRequest, is_hybrid: bool) -> ServerShape:
