@@ -100,7 +100,7 @@ def stress(
         sweep, num_steps, baseline_url=baseline_url, rule=rule, num_requests=num_requests, max_tokens=max_tokens,
         max_prompt_tokens=max_prompt_tokens, window_tokens=window_tokens, chunk_tokens=chunk_tokens,
         block_size=engine["block_size"] if is_server else None, max_concurrency=max_concurrency, conditions=names,
-        seed=engine["seed"], fault=fault, hybrid=hybrid, quiet=quiet))  # --seed also draws the canaries and their filler
+        seed=engine["seed"], fault=fault, hybrid=hybrid, quiet=quiet))  # --seed also draws the canaries
     markdown = to_markdown(report)
     print(markdown, end="")
     if report_md:

@@ -3,7 +3,7 @@ CPU) with n-gram speculation (k = 3) and prefix caching (recurrent-state snapsho
 speculation-off twin by `specbench stress --conditions hybrid` as a user runs it. The server says it is hybrid
 (/version), so the hybrid conditions come with their reasons; a clean server passes all of them with prefix hits
 counted under speculation (vLLM #54360's class); hybrid-state mutants served with `--inject` fail at the smallest
-condition that reaches them."""
+condition that reaches them, the two the gentle gate passes included."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ pytest.importorskip("uvicorn")
 from tests.stress.test_stress_faults import _verdicts
 from tests.support.cli_run import run_main
 from tests.support.tiny_hybrid import build_tiny_hybrid
+from tests.support.tiny_models import data_dir
 
 pytestmark = pytest.mark.slow  # two servers and a matrix per test (about 5-10 s each on 2 cores)
 
@@ -47,6 +48,26 @@ def plain(hybrid_dir):
         yield server
 
 
+@pytest.fixture(scope="module")
+def clean(hybrid_dir):
+    with _server(hybrid_dir) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gate_reference(clean, tmp_path_factory):
+    """The gentle gate's reference, recorded from the clean speculating server."""
+    ref = tmp_path_factory.mktemp("stress_hybrid_gate") / "ref.json"
+    result = run_main("gate", "--base-url", clean.url, *_gate_args(ref.parent), "--write-reference", str(ref))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    return ref
+
+
+def _gate_args(results) -> list[str]:
+    return ["-k", "3", "--data-dir", str(data_dir()), "--num-prompts", "4", "--shots", "1", "--max-tokens", "12",
+            "--results-dir", str(results / "results")]
+
+
 def _stress(url: str, baseline: str, conditions: str = "hybrid") -> tuple[int, str]:
     result = run_main("stress", "--base-url", url, "--baseline-url", baseline, "-k", "3", "--rule", "output",
                       "--quiet", "--num-requests", "4", "--max-tokens", "12", "--conditions", conditions)
@@ -62,11 +83,10 @@ def _counter(metrics: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(name + "{"))
 
 
-def test_a_clean_served_hybrid_passes_every_hybrid_condition_with_prefix_hits(hybrid_dir, plain):
-    with _server(hybrid_dir) as spec:
-        assert json.loads(_get(spec.url + "/version"))["hybrid"] is True
-        code, out = _stress(spec.url, plain.url)
-        metrics = _get(spec.url + "/metrics")
+def test_a_clean_served_hybrid_passes_every_hybrid_condition_with_prefix_hits(clean, plain):
+    assert json.loads(_get(clean.url + "/version"))["hybrid"] is True
+    code, out = _stress(clean.url, plain.url)
+    metrics = _get(clean.url + "/metrics")
     assert code == 0 and out.startswith("## specbench stress: PASS: no corruption in 5 conditions"), out
     assert "hybrid target (recurrent state)" in out.splitlines()[2]
     assert _verdicts(out) == dict.fromkeys(HYBRID.split(","), "PASS")
@@ -79,17 +99,22 @@ def test_a_clean_served_hybrid_passes_every_hybrid_condition_with_prefix_hits(hy
     assert _counter(metrics, "specbench:spec_decode_num_draft_tokens_total") > 0
 
 
-@pytest.mark.parametrize("fault, conditions, smallest, passing", [
-    # only rounds mixing zero-draft and drafting requests: one request at a time never mixes
-    ("state-stale-in-mixed-batch", "gentle,warm-cache,multi-turn,zero-draft-mix-8", "zero-draft-mix-8", "gentle"),
-    # only prefix hits resume a snapshot: cold conditions pass
-    ("state-snapshot-wrong-block", "gentle,zero-draft-mix-8,warm-cache", "warm-cache", "gentle"),
+@pytest.mark.parametrize("fault, conditions, smallest, passing, gate", [
+    # only rounds mixing zero-draft and drafting requests: one request at a time never mixes (the gate passes it)
+    ("state-stale-in-mixed-batch", "gentle,warm-cache,multi-turn,zero-draft-mix-8", "zero-draft-mix-8", "gentle",
+     "PASS"),
+    # only prefix hits resume a snapshot: cold conditions pass, and so does the gate (a cold server)
+    ("state-snapshot-wrong-block", "gentle,zero-draft-mix-8,warm-cache", "warm-cache", "gentle", "PASS"),
     # every zero-draft round, batched or not: an n-gram drafter's empty rounds at concurrency 1 already show it
-    ("state-zero-draft-stale", "gentle,zero-draft-mix-8", "gentle", None),
+    ("state-zero-draft-stale", "gentle,zero-draft-mix-8", "gentle", None, None),
 ])
-def test_a_served_hybrid_state_mutant_fails_at_its_smallest_condition(hybrid_dir, plain, fault, conditions,
-                                                                       smallest, passing):
+def test_a_served_hybrid_state_mutant_fails_at_its_smallest_condition(hybrid_dir, plain, gate_reference, tmp_path,
+                                                                       fault, conditions, smallest, passing, gate):
     with _server(hybrid_dir, inject=fault) as faulty:
+        if gate:
+            result = run_main("gate", "--base-url", faulty.url, *_gate_args(tmp_path), "--reference",
+                              str(gate_reference))
+            assert result.stdout.startswith(f"## specbench gate: {gate}"), result.stdout + result.stderr
         code, out = _stress(faulty.url, plain.url, conditions)
     assert code == 1, out
     headline = out.splitlines()[0]
