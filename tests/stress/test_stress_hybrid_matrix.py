@@ -79,14 +79,24 @@ def test_equal_sized_failing_conditions_leave_the_first_as_smallest():
 
 def test_a_server_target_is_hybrid_when_its_local_config_says_so(tmp_path):
     """A server launched per k (--server-cmd) is not asked before it runs: --target's config.json decides."""
-    from specbench.stress.stage import _declares_recurrent_state
-    from tests.support.tiny_hybrid import build_tiny_hybrid
-    from tests.support.tiny_models import build_tiny_model
+    import json
 
-    build_tiny_hybrid(tmp_path / "hybrid", seed=0)
-    build_tiny_model(tmp_path / "dense", "qwen3", num_layers=1, seed=1)
+    from specbench.stress.stage import _declares_recurrent_state
+
+    # a Qwen3-Next config of the tiny hybrid's shape (tests/support/tiny_hybrid.py), the fields it cannot default
+    hybrid = {"model_type": "qwen3_next", "vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 4, "num_attention_heads": 4, "num_experts": 0, "linear_conv_kernel_dim": 4,
+              "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+              "linear_value_head_dim": 16}
+    dense = {**hybrid, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}
+    for name, config in (("hybrid", hybrid), ("dense", dense)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
     assert _declares_recurrent_state(str(tmp_path / "hybrid"))
     assert not _declares_recurrent_state(str(tmp_path / "dense"))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    assert not _declares_recurrent_state(str(tmp_path / "broken"))  # what specbench cannot read: not known hybrid
     assert not _declares_recurrent_state(str(tmp_path / "nowhere")) and not _declares_recurrent_state(None)
 
 
@@ -96,3 +106,19 @@ def test_the_specbench_server_preset_launches_draftless_methods_without_a_draft(
     preset = SERVER_PRESETS.get("specbench")()
     assert "--draft" not in preset.speculative(LaunchPoint("ngram", 3))  # a hybrid's n-gram twin: no draft to give
     assert "--draft {draft}" in preset.speculative(LaunchPoint("draft", 3))
+
+
+def test_the_user_says_hybrid_over_what_a_server_or_config_would_say(tmp_path):
+    from specbench.runs.sweep_config import SweepConfig
+    from specbench.stress.runner import BackendSlot, Side
+    from specbench.stress.stage import StressRequest, _server_is_hybrid
+
+    def never_opened():
+        raise AssertionError("the server was asked although the user said")
+
+    side = Side("k=3", 3, BackendSlot(never_opened))
+    sweep = SweepConfig.from_flat({"target": str(tmp_path), "backend": "openai", "base_url": "http://127.0.0.1:9"})
+    assert _server_is_hybrid(StressRequest(sweep, 3, hybrid=True), side) is True
+    assert _server_is_hybrid(StressRequest(sweep, 3, hybrid=False), side) is False
+    launched = SweepConfig.from_flat({"target": str(tmp_path), "backend": "openai", "server_cmd": "x {port}"})
+    assert _server_is_hybrid(StressRequest(launched, 3), side) is False  # not asked before it runs; no config.json
