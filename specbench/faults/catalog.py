@@ -45,6 +45,7 @@ from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.preempt_stale_computed import PreemptStaleComputed
 from specbench.faults.prefix_draft_lookahead import PrefixDraftLookahead
+from specbench.faults.prefix_cache_off_when_drafting import PrefixCacheOffWhenDrafting
 from specbench.faults.prefix_hash_no_parent import PrefixHashNoParent
 from specbench.faults.prefix_stale_after_evict import PrefixStaleAfterEvict
 from specbench.faults.prefix_uncommitted_block import PrefixUncommittedBlock
@@ -200,8 +201,8 @@ SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 
 # Only under one condition the gentle gate never creates (layer "stress"): `specbench stress` is their check
 # (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition; the hybrid
-# one, on a served hybrid target: tests/stress/test_stress_hybrid_serve.py).
-STRESS_MUTANTS: tuple[type[Mutant], ...] = (*CONDITIONAL_MUTANTS, StateStaleInMixedBatch)
+# state one and prefix caching off while drafting, on a served hybrid target: tests/stress/test_stress_hybrid_serve.py).
+STRESS_MUTANTS: tuple[type[Mutant], ...] = (*CONDITIONAL_MUTANTS, StateStaleInMixedBatch, PrefixCacheOffWhenDrafting)
 
 # Bugs of hybrid targets' recurrent state (rollback, zero-draft rows, slot reuse, prefix-hit snapshots): inert on
 # targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only

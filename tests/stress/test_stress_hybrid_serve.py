@@ -123,3 +123,19 @@ def test_a_served_hybrid_state_mutant_fails_at_its_smallest_condition(hybrid_dir
     assert verdicts[smallest] == "FAIL"
     if passing:
         assert f"passes at {passing} (" in headline and verdicts[passing] == "PASS", out
+
+
+def test_prefix_caching_off_while_drafting_passes_the_gate_and_fails_stress_as_no_cache_hits(hybrid_dir, plain,
+                                                                                             gate_reference, tmp_path):
+    """vLLM #54360's class served: outputs exact, the prefix cache serves nothing with speculation on."""
+    with _server(hybrid_dir, inject="prefix-cache-off-when-drafting") as faulty:
+        result = run_main("gate", "--base-url", faulty.url, *_gate_args(tmp_path), "--reference", str(gate_reference))
+        assert result.stdout.startswith("## specbench gate: PASS"), result.stdout + result.stderr
+        code, out = _stress(faulty.url, plain.url, "gentle,warm-cache,multi-turn")
+        metrics = _get(faulty.url + "/metrics")
+    assert code == 1, out
+    assert out.startswith("## specbench stress: FAIL: NO-CACHE-HITS at warm-cache ("), out
+    assert _verdicts(out) == {"gentle": "PASS", "warm-cache": "NO-CACHE-HITS", "multi-turn": "NO-CACHE-HITS"}
+    rows = [line for line in out.splitlines() if "NO-CACHE-HITS |" in line]
+    assert all(" | 0 [0.0%, " in row and "| 0.0% / " in row for row in rows), rows  # nothing corrupt; hits 0 on
+    assert _counter(metrics, "specbench:prefix_cache_hits_total") == 0
