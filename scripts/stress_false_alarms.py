@@ -3,9 +3,12 @@ the same target without speculation, fp32 on --device), stressed RUNS times with
 rule: what a 16-bit server gets); prints each run's headline and "false alarms: N of RUNS runs"; exit 1 on any.
 `--server llama`: two real llama.cpp `llama-server` instead (scripts/build_llama_server.sh), the packaged SmolLM2
 GGUF as target and draft (`--spec-type draft-simple`, k = 3) and as the plain twin, judged by the canary rule.
+`--server hybrid`: two `specbench serve` on a tiny random Qwen3-Next (Gated DeltaNet + attention, fp32), n-gram k = 3
+with prefix caching (recurrent-state snapshots) against its plain twin: the hybrid conditions' false alarms.
 
     python scripts/stress_false_alarms.py [--runs 10] [--device cpu] [--conditions gentle,concurrency-8,...]
     python scripts/stress_false_alarms.py --server llama [--runs 10]
+    python scripts/stress_false_alarms.py --server hybrid [--runs 10] [--conditions hybrid]
 """
 
 from __future__ import annotations
@@ -68,6 +71,17 @@ def _servers(args) -> Iterator[tuple[str, str]]:
     from specbench.serve import ServeConfig, start_server
     from tests.support.tiny_models import VOCAB_SIZE, load_tiny_tokenizer
 
+    if args.server == "hybrid":
+        from tests.support.tiny_hybrid import build_tiny_hybrid
+
+        target = Path(tempfile.mkdtemp(prefix="stress-hybrid-")) / "target"
+        build_tiny_hybrid(target, seed=0)
+        common = dict(target=str(target), device=args.device, dtype="fp32", kv_cache_gb=0.25)
+        on = ServeConfig(EngineConfig(method="ngram", max_num_steps=3, **common), served_model_name="h")
+        off = ServeConfig(EngineConfig(method="none", **common), served_model_name="h")
+        with start_server(on) as spec, start_server(off) as plain:
+            yield spec.url, plain.url
+        return
     pair = tempfile.mkdtemp(prefix="stress-pair-")
     target, draft = build_tiny_pair(pair, seed=0, vocab_size=VOCAB_SIZE)
     for path in (target, draft):
@@ -83,7 +97,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--server", choices=("specbench", "llama"), default="specbench")
+    ap.add_argument("--server", choices=("specbench", "llama", "hybrid"), default="specbench")
     ap.add_argument("--conditions", default="")
     ap.add_argument("--num-requests", default="4")
     args = ap.parse_args()

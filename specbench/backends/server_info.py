@@ -60,6 +60,11 @@ class ServerInfo:
         return speculation_of(self.probe.version, self.probe.props)
 
     @property
+    def is_hybrid(self) -> bool:
+        """Whether the server says its target carries recurrent state (specbench serve's /version `hybrid`)."""
+        return (self.version or {}).get("hybrid") is True
+
+    @property
     def fault(self) -> str | None:
         """The fault a `specbench serve --inject` server runs with (its /version `fault`); None: a real engine, or
         a server that does not say."""

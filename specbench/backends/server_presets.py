@@ -152,6 +152,9 @@ class Sglang:
                 f"{num_draft_tokens}")
 
 
+DRAFTS_FROM_TARGET = ("ngram", "mtp")  # specbench's methods that take no --draft
+
+
 @dataclass(frozen=True)
 class SpecbenchServe:
     baseline: str = "specbench serve --target {model} --host {host} --port {port}"
@@ -162,8 +165,11 @@ class SpecbenchServe:
             tree = f" --eagle-topk {point.shape.eagle_topk}"
             if point.shape.num_draft_tokens is not None:
                 tree += f" --num-draft-tokens {point.shape.num_draft_tokens}"
-        return (f"specbench serve --target {{model}} --method {{method}} --draft {{draft}} --num-steps "
-                f"{point.num_steps}{tree} --host {{host}} --port {{port}}")
+        # n-gram and the target's own MTP module draft from the target alone: no --draft (a hybrid target's n-gram
+        # twin is launched this way by `specbench stress --server-cmd preset:specbench`)
+        draft = "" if point.method in DRAFTS_FROM_TARGET else " --draft {draft}"
+        return (f"specbench serve --target {{model}} --method {{method}}{draft} --num-steps {point.num_steps}{tree} "
+                "--host {host} --port {port}")
 
 
 SERVER_PRESETS.register("llama-server")(LlamaServer)

@@ -27,7 +27,9 @@ def stress(
     num_requests: Annotated[int, typer.Option("--num-requests", help="requests per condition (more where its "
                                               "concurrency needs more)", rich_help_panel=STRESS)] = 8,
     conditions: Annotated[Optional[str], typer.Option("--conditions", help="comma list of conditions to run "
-                                                      "(default: the whole matrix)", rich_help_panel=STRESS)] = None,
+                                                      "(default: the whole matrix; `hybrid`: the gentle one and "
+                                                      "those reaching a recurrent state)",
+                                                      rich_help_panel=STRESS)] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="tokens per answer",
                                             rich_help_panel=STRESS)] = 24,
     max_prompt_tokens: Annotated[Optional[int], typer.Option("--max-prompt-tokens", help="the longest prompt "
@@ -41,6 +43,11 @@ def stress(
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="the saturating condition's "
                                                            "concurrency (default: 32 embedded, 16 for a server)",
                                                            rich_help_panel=STRESS)] = None,
+    hybrid: Annotated[Optional[bool], typer.Option("--hybrid/--no-hybrid", help="the target carries recurrent "
+                                                   "state (Qwen3-Next): its conditions say why (default: the engine "
+                                                   "knows, a specbench server says in /version, else --target's "
+                                                   "config.json)",
+                                                   rich_help_panel=STRESS)] = None,
     report_md: Annotated[Optional[str], typer.Option("--report-md", help="also write the markdown report here",
                                                      rich_help_panel=STRESS)] = None,
     results_dir: Annotated[Optional[str], typer.Option("--results-dir", help="where launched servers' logs go "
@@ -93,7 +100,7 @@ def stress(
         sweep, num_steps, baseline_url=baseline_url, rule=rule, num_requests=num_requests, max_tokens=max_tokens,
         max_prompt_tokens=max_prompt_tokens, window_tokens=window_tokens, chunk_tokens=chunk_tokens,
         block_size=engine["block_size"] if is_server else None, max_concurrency=max_concurrency, conditions=names,
-        seed=engine["seed"], fault=fault, quiet=quiet))  # --seed also draws the canaries and their filler
+        seed=engine["seed"], fault=fault, hybrid=hybrid, quiet=quiet))  # --seed also draws the canaries
     markdown = to_markdown(report)
     print(markdown, end="")
     if report_md:

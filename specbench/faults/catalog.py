@@ -45,6 +45,7 @@ from specbench.faults.overlap_stale_input import OverlapStaleInput
 from specbench.faults.phase_state_leak import PhaseStateLeak
 from specbench.faults.preempt_stale_computed import PreemptStaleComputed
 from specbench.faults.prefix_draft_lookahead import PrefixDraftLookahead
+from specbench.faults.prefix_cache_off_when_drafting import PrefixCacheOffWhenDrafting
 from specbench.faults.prefix_hash_no_parent import PrefixHashNoParent
 from specbench.faults.prefix_stale_after_evict import PrefixStaleAfterEvict
 from specbench.faults.prefix_uncommitted_block import PrefixUncommittedBlock
@@ -62,6 +63,7 @@ from specbench.faults.state_rolled_back_too_short import StateRolledBackTooShort
 from specbench.faults.state_slot_not_reset import StateSlotNotReset
 from specbench.faults.state_slot_reused_after_preemption import StateSlotReusedAfterPreemption
 from specbench.faults.state_snapshot_wrong_block import StateSnapshotWrongBlock
+from specbench.faults.state_stale_in_mixed_batch import StateStaleInMixedBatch
 from specbench.faults.state_tree_sibling import StateTreeSibling
 from specbench.faults.state_verify_one_token import StateVerifyOneToken
 from specbench.faults.state_zero_draft_stale import StateZeroDraftStale
@@ -199,8 +201,9 @@ GRAMMAR_TREE_MUTANTS: tuple[type[Mutant], ...] = (
 SPEED_MUTANTS: tuple[type[Mutant], ...] = (VerifyStall, SlowStep)
 
 # Only under one condition the gentle gate never creates (layer "stress"): `specbench stress` is their check
-# (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition).
-STRESS_MUTANTS: tuple[type[Mutant], ...] = CONDITIONAL_MUTANTS
+# (tests/stress/test_stress_faults.py: each passes the gate and fails the stress stage at its condition; the hybrid
+# state one and prefix caching off while drafting, on a served hybrid target: tests/stress/test_stress_hybrid_serve.py).
+STRESS_MUTANTS: tuple[type[Mutant], ...] = (*CONDITIONAL_MUTANTS, StateStaleInMixedBatch, PrefixCacheOffWhenDrafting)
 
 # Bugs of a hybrid target's tree verify (recurrent/tree_verify.py): hybrid faults and tree faults both, so the selftest
 # runs them on its hybrid target's tree row only (setups.HYBRID_TREE_METHODS); tests/models/test_hybrid_trees.py shows

@@ -27,8 +27,9 @@ LAYERS: dict[str, Layer] = {
     "speed": Layer("slows speculation only", "gate's speed stage, not the selftest"),
     "grammar": Layer("corrupts grammar-constrained output only", "greedy (the selftest's constrained rows), gate's "
                      "structured stage"),
-    "stress": Layer("corrupts the output (or stops drafting) only under one condition: concurrency, length, batch "
-                    "shape, zero-draft rounds", "`specbench stress`, not the gentle gate"),
+    "stress": Layer("corrupts the output (or stops drafting, or prefix caching) only under one condition: "
+                    "concurrency, length, batch shape, zero-draft rounds, a warm cache", "`specbench stress`, not the "
+                    "gentle gate"),
 }
 
 

@@ -121,9 +121,10 @@ def build_app(loop: EngineLoop, config: ServeConfig, api_key: str | None, fault:
         shape = loop.engine.draft_shape
         if shape.is_tree:  # SGLang's names; num_draft_tokens here leaves the root out (None: every node)
             speculative.update(eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens)
-        # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine
+        # `fault`: the injected fault's name (serve --inject: a mutant, not a real result), None for a real engine;
+        # `hybrid`: the target carries recurrent state (the stress stage adds its conditions' reasons)
         return JSONResponse({"version": specbench.__version__, "server": "specbench", "speculative": speculative,
-                             "fault": fault})
+                             "fault": fault, "hybrid": loop.engine.runner.model.config.is_hybrid})
 
     @app.post("/reset_prefix_cache")
     async def reset_prefix_cache(request: Request) -> Response:

@@ -3,6 +3,7 @@ server (its block size, windows, chunk size, CUDA-graph capture sizes, context):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 CACHE_STATES = ("cold", "warm", "restart")  # in order of how far from the gentle gate (cold: what it creates)
@@ -19,6 +20,7 @@ class ServerShape:
     max_concurrency: int  # requests the server runs at once
     max_prompt_tokens: int  # the longest prompt to try (below the context, leaving room for the answer)
     can_restart: bool  # the stage can restart the server (--server-cmd, or the embedded engine)
+    is_hybrid: bool = False  # the target carries recurrent state (Gated DeltaNet): its conditions say why (HYBRID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,15 +35,20 @@ class Condition:
     shared_prefix: bool = False  # every request's filler is the same (a long system prompt)
     zero_draft_mix: bool = False  # half the requests ask what drafts nothing (fresh numbers), half what drafts a lot
     # (text to copy), in the same batches
+    multi_turn: bool = False  # (cache "warm") the second pass is the next turn: each request's first prompt and its
+    # own answer, then a new question; judged on that turn (a hit on blocks its speculative rounds committed)
 
     @property
-    def size(self) -> tuple[int, int, int, int]:
+    def size(self) -> tuple[int, int, int, int, int]:
         """How far from the gentle gate: smaller in every factor = gentler (the report's smallest failing one)."""
-        return (self.concurrency, self.prompt_tokens, CACHE_STATES.index(self.cache), int(self.zero_draft_mix))
+        return (self.concurrency, self.prompt_tokens, CACHE_STATES.index(self.cache), int(self.multi_turn),
+                int(self.zero_draft_mix))
 
     def describe(self) -> str:
         parts = [f"concurrency {self.concurrency}", f"prompts of {self.prompt_tokens} tokens"]
-        if self.cache != "cold":
+        if self.multi_turn:
+            parts.append("second turn over the first answer")
+        elif self.cache != "cold":
             parts.append({"warm": "prefix cache warm", "restart": "after a restart"}[self.cache])
         if self.shared_prefix and self.cache == "cold":
             parts.append("one shared prefix")
@@ -111,6 +118,9 @@ def default_matrix(shape: ServerShape, *, num_requests: int = 8) -> tuple[tuple[
                                 "blocks (LMCache #4345)", 8, long_prefix, max(n, 8), shared_prefix=True))
     conditions.append(Condition("warm-cache", "the same prompts again: prefix-cache hits (vLLM #54360, #43559)", 1,
                                 long_prefix, n, cache="warm", shared_prefix=True))
+    conditions.append(Condition("multi-turn", "the next turn over the first answer: a hit on blocks that "
+                                "speculative rounds committed, not only the prompt's", 1, long_prefix - 2, n,
+                                cache="warm", shared_prefix=True, multi_turn=True))
     if shape.can_restart:
         conditions.append(Condition("after-restart", "the same prompts after a restart (vLLM #39273: not "
                                     "reproducible after one)", 1, long_prefix, n, cache="restart", shared_prefix=True))
@@ -119,4 +129,27 @@ def default_matrix(shape: ServerShape, *, num_requests: int = 8) -> tuple[tuple[
     conditions.append(Condition("zero-draft-mix-8", "requests that draft nothing batched with ones that draft a lot "
                                 "(PR #52942: zero-draft rows read stale state)", 8, SHORT, max(n, 16),
                                 zero_draft_mix=True))
+    if shape.is_hybrid:
+        conditions = [dataclasses.replace(c, why=HYBRID_WHY[c.name]) if c.name in HYBRID_WHY else c
+                      for c in conditions]
+        skipped = [NotRun(s.name, f"{s.why}; {HYBRID_WHY[s.name]}") if s.name in HYBRID_WHY else s for s in skipped]
     return tuple(conditions), tuple(skipped)
+
+
+# A hybrid target's recurrent state (Gated DeltaNet: per-request slots, rolled back to the last accepted token,
+# snapshots at cached block boundaries) is where 2026's speculative bugs clustered; these conditions reach it, so on a
+# hybrid each says how. `--conditions hybrid` runs them alone, beside the gentle one.
+HYBRID_WHY = {
+    "zero-draft-mix-8": "hybrid: zero-draft rows batched with drafting ones must still commit their own recurrent "
+                        "state (vLLM PR #52942: stale state; SGLang #35150: 111/304 wrong at c=8 on a Gated DeltaNet "
+                        "target, 0 serial)",
+    "shared-prefix-8": "hybrid: concurrent hits on one long system prompt, each resuming the state snapshot at its "
+                       "end into its own slot (the snapshot is shared, never written)",
+    "warm-cache": "hybrid: a prefix hit resumes the recurrent state from the snapshot at its last block (vLLM #43559: "
+                  "~20% accuracy lost with MTP + prefix caching; #54360: hits 0 with speculation on)",
+    "multi-turn": "hybrid: the next turn hits blocks committed by verify rounds, whose snapshots come from the kept "
+                  "per-position states (a rejected draft's must never be published)",
+    "after-restart": "hybrid: n-gram corrupting Gated DeltaNet / Mamba-2 models, gone after a restart (vLLM #39273): "
+                     "fresh state slots and no snapshots",
+}
+HYBRID_CONDITIONS = ("gentle", *HYBRID_WHY)  # what `--conditions hybrid` selects (those the matrix has)

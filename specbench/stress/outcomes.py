@@ -34,6 +34,9 @@ class SideRun:
     num_steps: int
     outcomes: tuple[RequestOutcome, ...]  # [num_requests] by index
     drafts: DraftCounts
+    # prompt tokens served from the prefix cache / looked up, over the judged pass (the backend's window: engine
+    # statistics or the server's /metrics); None where nothing says
+    prefix_hit_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

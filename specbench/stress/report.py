@@ -54,12 +54,18 @@ def _drafts(v: ConditionVerdict) -> str:
     return f"{d.num_draft_tokens}{rate}"
 
 
+def _hits(v: ConditionVerdict) -> str:
+    """Prefix-cache hit rates of the judged pass, speculation on / off ("-": nothing says, or no lookups)."""
+    rates = (v.run.on.prefix_hit_rate, v.run.off.prefix_hit_rate)
+    return " / ".join("-" if r is None else _pct(r) for r in rates)
+
+
 def to_markdown(report: StressReport) -> str:
     lines = [f"## specbench stress: {report.headline()}", "", f"{report.title}; rule: {report.rule}; "
              f"{report.seconds:.0f} s", "",
              "| condition | verdict | prompt tokens | requests | corrupt (95% CI) | canaries failed on / off only "
-             "| McNemar p | outputs differ | drafted at k | why |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| McNemar p | outputs differ | drafted at k | prefix hits on / off | why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in report.verdicts:
         c, run = v.condition, v.run
         low, high = v.interval
@@ -67,7 +73,7 @@ def to_markdown(report: StressReport) -> str:
         lines.append(f"| {c.name} (c={c.concurrency}{', ' + c.cache if c.cache != 'cold' else ''}) | "
                      f"{v.verdict.value} | {length} | {v.num_requests} | {v.num_corrupt} "
                      f"[{_pct(low)}, {_pct(high)}] | {v.num_only_on_fails} / {v.num_only_off_fails} | "
-                     f"{v.mcnemar_p:.3g} | {v.num_diverged} | {_drafts(v)} | {c.why} |")
+                     f"{v.mcnemar_p:.3g} | {v.num_diverged} | {_drafts(v)} | {_hits(v)} | {c.why} |")
     examples = [v for v in report.verdicts if v.first_corrupt]
     if examples:
         lines += ["", "first corrupt request per failing condition:"]

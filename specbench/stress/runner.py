@@ -2,7 +2,8 @@
 
 A side is a backend and its k: the embedded engine and a server launched with --server-cmd change k themselves
 (start_cell), a running server's k is fixed (its baseline is another server, --baseline-url). Warm-cache
-conditions send their prompts twice and are judged on the second pass; restart conditions restart the backend
+conditions send their prompts twice and are judged on the second pass (multi-turn: the second pass is each
+conversation's next turn, over this side's own first answer); restart conditions restart the backend
 between the passes (a new engine; a relaunched server)."""
 
 from __future__ import annotations
@@ -64,14 +65,16 @@ class StressSettings:
     seed: int
 
 
-def condition_canaries(condition: Condition, seed: int) -> tuple[Canary, ...]:
+def condition_canaries(condition: Condition, seed: int, turn: int = 0) -> tuple[Canary, ...]:
+    """Request i's canary; `turn` 1: the multi-turn condition's second question (its own numbers)."""
     out = []
+    name = condition.name if turn == 0 else f"{condition.name}/turn{turn}"
     for i in range(condition.num_requests):
         if condition.zero_draft_mix:
             kind = _DRAFTS_A_LOT if i % 2 == 0 else _DRAFTS_NOTHING
         else:
-            kind = KINDS_CYCLE[i % len(KINDS_CYCLE)]
-        out.append(make_canary(kind, _stable_seed(seed, condition.name, i)))
+            kind = KINDS_CYCLE[(i + turn) % len(KINDS_CYCLE)]
+        out.append(make_canary(kind, _stable_seed(seed, name, i)))
     return tuple(out)
 
 
@@ -95,6 +98,26 @@ def _turns(condition: Condition, canaries: tuple[Canary, ...], backend: BenchBac
                                                                                                   "req", i))
         turns.append(Turn(sample, 0, prompt, tuple(built.token_ids or ()), params, None))
     return turns, max(lengths, default=0), exact
+
+
+def _next_turns(turns: list[Turn], first: SideRun, canaries: tuple[Canary, ...], backend: BenchBackend) -> list[Turn]:
+    """The second turn of each conversation: its first prompt, this side's own answer, then a new question (token
+    ids where the first turn had them: the cached blocks of prompt and answer are hit exactly)."""
+    tokenizer = backend.tokenizer if backend.can_tokenize else None
+    out = []
+    for turn, outcome, canary in zip(turns, first.outcomes, canaries):
+        question = "\n\n" + canary.question
+        if turn.token_ids and tokenizer is not None:
+            answer = outcome.token_ids or tuple(tokenizer(outcome.text, add_special_tokens=False)["input_ids"])
+            ids = (*turn.token_ids, *answer, *tokenizer(question, add_special_tokens=False)["input_ids"])
+            prompt = Prompt(tokenizer.decode(ids, skip_special_tokens=False), token_ids=ids, add_special_tokens=False,
+                            turn_index=1)
+        else:
+            ids = ()
+            prompt = Prompt(turn.prompt.text + outcome.text + question, turn_index=1)
+        sample = Sample(sample_id=turn.sample.sample_id, category=canary.kind)
+        out.append(Turn(sample, 1, prompt, ids, turn.params, None))
+    return out
 
 
 def _outcomes(finished: list[FinishedTurn], canaries: tuple[Canary, ...]) -> tuple[RequestOutcome, ...]:
@@ -131,14 +154,18 @@ def _pass(side: Side, condition: Condition, turns: list[Turn], canaries, *, rese
     backend.begin_window()
     finished = backend.run_turns(iter(turns), condition.concurrency, id_prefix=f"stress-{condition.name}-")
     window = backend.end_window()
-    return SideRun(side.label, side.num_steps, _outcomes(finished, canaries), _drafts(finished, window))
+    hit_rate = window.prefix_cache.hit_rate if window is not None else None
+    return SideRun(side.label, side.num_steps, _outcomes(finished, canaries), _drafts(finished, window), hit_rate)
 
 
 def run_side(side: Side, condition: Condition, settings: StressSettings) -> tuple[SideRun, int, bool]:
     canaries = condition_canaries(condition, settings.seed)
     turns, num_tokens, exact = _turns(condition, canaries, side.slot.live(), settings)
     run = _pass(side, condition, turns, canaries, reset_cache=True)
-    if condition.cache == "warm":
+    if condition.multi_turn:
+        second = condition_canaries(condition, settings.seed, turn=1)
+        run = _pass(side, condition, _next_turns(turns, run, second, side.slot.live()), second, reset_cache=False)
+    elif condition.cache == "warm":
         run = _pass(side, condition, turns, canaries, reset_cache=False)
     elif condition.cache == "restart":
         side.slot.restart()

@@ -4,6 +4,7 @@ known of the engine or server, run every condition with speculation off and on, 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import tempfile
 import time
@@ -14,7 +15,7 @@ from specbench.errors import SpecbenchError
 from specbench.runs.sweep_config import SweepConfig
 from specbench.runtime.cuda_graph import batch_buckets
 from specbench.runtime.hooks import EngineFault
-from specbench.stress.conditions import Condition, NotRun, ServerShape, default_matrix
+from specbench.stress.conditions import HYBRID_CONDITIONS, Condition, NotRun, ServerShape, default_matrix
 from specbench.stress.report import StressReport
 from specbench.stress.runner import BackendSlot, Side, StressSettings, plan_lines, run_matrix
 from specbench.stress.verdict import JUDGES, judge
@@ -40,6 +41,8 @@ class StressRequest:
     conditions: tuple[str, ...] = ()  # run only these (names); () = the whole matrix
     seed: int = 0
     fault: EngineFault | None = None  # applied to the embedded engine (test machinery)
+    hybrid: bool | None = None  # the target carries recurrent state; None: the engine knows, a server says
+    # (specbench serve's /version `hybrid`), else --target's local config.json
     quiet: bool = False
 
 
@@ -60,10 +63,37 @@ def _embedded_shape(request: StressRequest, engine) -> ServerShape:
         max_concurrency=config.max_concurrency,
         max_prompt_tokens=min(request.max_prompt_tokens or room, room),
         can_restart=True,
+        is_hybrid=engine.parts.target.config.is_hybrid if request.hybrid is None else request.hybrid,
     )
 
 
-def _server_shape(request: StressRequest) -> ServerShape:
+def _server_is_hybrid(request: StressRequest, on: Side) -> bool:
+    """What the user said, else what a running server says of itself (its /version), else what --target's local
+    config.json declares (a server launched per k is not asked before it runs)."""
+    if request.hybrid is not None:
+        return request.hybrid
+    if request.sweep.base_url is not None:
+        info = getattr(on.slot.live(), "info", None)
+        if info is not None and info.is_hybrid:
+            return True
+    return _declares_recurrent_state(request.sweep.engine.target)
+
+
+def _declares_recurrent_state(target: str | None) -> bool:
+    """Whether a local checkpoint directory's config.json has recurrent-state layers (False where there is none,
+    or it is not one specbench reads: a server may run what the embedded engine cannot)."""
+    from specbench.models.config import ModelConfig
+
+    path = Path(target).expanduser() / "config.json" if target else None
+    if path is None or not path.is_file():
+        return False
+    try:
+        return ModelConfig.from_hf(json.loads(path.read_text())).is_hybrid
+    except (SpecbenchError, ValueError):
+        return False
+
+
+def _server_shape(request: StressRequest, is_hybrid: bool) -> ServerShape:
     return ServerShape(
         block_size=request.block_size or 16,
         window=request.window_tokens,
@@ -72,12 +102,17 @@ def _server_shape(request: StressRequest) -> ServerShape:
         max_concurrency=request.max_concurrency or 16,
         max_prompt_tokens=request.max_prompt_tokens or 2048,
         can_restart=request.sweep.server_cmd is not None,
+        is_hybrid=is_hybrid,
     )
 
 
 def _select(conditions: tuple[Condition, ...], names: tuple[str, ...]) -> tuple[Condition, ...]:
     if not names:
         return conditions
+    if "hybrid" in names:  # the hybrid conditions this matrix has, in place of the word
+        at = names.index("hybrid")
+        present = tuple(c.name for c in conditions if c.name in HYBRID_CONDITIONS and c.name not in names)
+        names = names[:at] + present + names[at + 1:]
     known = {c.name: c for c in conditions}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -119,7 +154,7 @@ def run_stress(request: StressRequest) -> StressReport:
         if request.sweep.backend == "embedded":
             shape = _embedded_shape(request, on.slot.live().engine)
         else:
-            shape = _server_shape(request)
+            shape = _server_shape(request, _server_is_hybrid(request, on))
         conditions, not_run = default_matrix(shape, num_requests=request.num_requests)
         conditions = _select(conditions, request.conditions)
         rule = request.rule if request.rule != "auto" else ("output" if request.sweep.backend == "embedded"
@@ -137,7 +172,8 @@ def run_stress(request: StressRequest) -> StressReport:
         for side in (off, on):
             side.slot.close()
     verdicts = tuple(judge(run, rule) for run in runs)
-    title = f"{where}, k={request.num_steps} vs k=0, greedy, {request.max_tokens} tokens per answer"
+    target = "hybrid target (recurrent state), " if shape.is_hybrid else ""
+    title = f"{where}, {target}k={request.num_steps} vs k=0, greedy, {request.max_tokens} tokens per answer"
     return StressReport(title, rule, verdicts, not_run, time.perf_counter() - start)
 
 

@@ -28,6 +28,9 @@ class Verdict(Enum):
     # speculation on, yet nothing drafted here: an n-gram drafter may find no match on some prompts, so one such
     # condition is shown, not failed; nothing drafted in any condition is speculation silently off (report.py)
     NO_DRAFTS = "NO-DRAFTS"
+    # outputs fine, but the prefix cache served nothing with speculation on where it did with it off (vLLM #54360:
+    # hits 0 for hybrids with speculation on): speculation disabling caching is a bug, failed as one
+    NO_CACHE_HITS = "NO-CACHE-HITS"
     SUSPECT = "SUSPECT"  # canary rule: on-only failures, not significant
     ERRORS = "ERRORS"  # requests failed on both sides alike: nothing to compare
 
@@ -51,7 +54,7 @@ class ConditionVerdict:
 
     @property
     def is_failure(self) -> bool:
-        return self.verdict is Verdict.FAIL
+        return self.verdict in (Verdict.FAIL, Verdict.NO_CACHE_HITS)
 
 
 def _differs(on: RequestOutcome, off: RequestOutcome) -> bool:
@@ -83,6 +86,8 @@ def judge(run: ConditionRun, rule: str) -> ConditionVerdict:
         verdict = Verdict.SUSPECT if len(only_on) > len(only_off) else Verdict.PASS
     if verdict is Verdict.PASS and n and both_failed == n:
         verdict = Verdict.ERRORS
+    if verdict in (Verdict.PASS, Verdict.SUSPECT) and _cache_lost(run):
+        verdict = Verdict.NO_CACHE_HITS
     example = None
     if corrupt:
         on, off = corrupt[0]
@@ -90,6 +95,12 @@ def judge(run: ConditionRun, rule: str) -> ConditionVerdict:
                    f"answer {on.canary.answer!r}")
     return ConditionVerdict(run, verdict, n, len(corrupt), clopper_pearson(len(corrupt), n), len(only_on),
                             len(only_off), p, len(diverged), example)
+
+
+def _cache_lost(run: ConditionRun) -> bool:
+    """A cache condition whose judged pass hit the prefix cache with speculation off and never with it on."""
+    on, off = run.on.prefix_hit_rate, run.off.prefix_hit_rate
+    return run.condition.cache != "cold" and on is not None and off is not None and off > 0 and on == 0
 
 
 def _show(outcome: RequestOutcome) -> str:
@@ -102,10 +113,11 @@ def smallest_failing(verdicts: list[ConditionVerdict]) -> list[ConditionVerdict]
     """The failing conditions no gentler failing condition lies below (gentler or equal in every factor)."""
     failing = [v for v in verdicts if v.is_failure]
 
-    def below(a: Condition, b: Condition) -> bool:
-        return a is not b and all(x <= y for x, y in zip(a.size, b.size))
+    def below(a: int, b: int) -> bool:  # indices into failing; equal sizes: the earlier one is below
+        x, y = failing[a].condition.size, failing[b].condition.size
+        return a != b and all(p <= q for p, q in zip(x, y)) and (x != y or a < b)
 
-    return [v for v in failing if not any(below(w.condition, v.condition) for w in failing)]
+    return [v for i, v in enumerate(failing) if not any(below(j, i) for j in range(len(failing)))]
 
 
 def explain(failing: ConditionVerdict, verdicts: list[ConditionVerdict]) -> str:

@@ -55,6 +55,9 @@ class Example:
     skip: str = ""  # why it cannot run on this machine (the reason is printed with the skip)
 
 
+HYBRID_CHAIN = ("two servers on a tiny Qwen3-Next left running: tests/stress/test_stress_hybrid_serve.py serves it "
+                "and stresses it with --conditions hybrid")
+
 EXAMPLES: dict[str, Example] = {
     "specbench generate --target default --method ngram --num-steps 3 -p 'The capital of France is'": Example(
         'generate --target default --method ngram --num-steps 3 -p "The capital of France is" --max-tokens 4',
@@ -137,6 +140,12 @@ EXAMPLES: dict[str, Example] = {
     "--window-tokens 4096": Example(
         "", skip="needs a speculating server and its speculation-off twin: tests/stress/test_stress_server.py runs "
                  "it against two specbench serve"),
+    # the hybrid chain (two servers left running, then stress): tests/stress/test_stress_hybrid_serve.py runs it
+    "specbench serve --target ./tiny-qwen3-next --method ngram -k 3 --port 8000 &": Example(
+        "", skip=HYBRID_CHAIN),
+    "specbench serve --target ./tiny-qwen3-next --method none --port 8001 &": Example("", skip=HYBRID_CHAIN),
+    "specbench stress --base-url http://127.0.0.1:8000 --baseline-url http://127.0.0.1:8001 -k 3 "
+    "--conditions hybrid": Example("", skip=HYBRID_CHAIN),
     "specbench check": Example(
         # the default target (SmolLM2-135M) through every check takes 15-20 min on 2 cores; here the default model
         # and --device auto through greedy (its near-tie probe: test_check_device_auto.py runs sampled's on the tiny
