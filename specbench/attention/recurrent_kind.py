@@ -1,4 +1,4 @@
-"""The recurrent-state kind: a layer that mixes tokens through a per-request state (Gated DeltaNet), not by
+"""The recurrent-state kinds: a layer that mixes tokens through a per-request state (Gated DeltaNet, Mamba-2), not by
 attending the paged KV. Its layers never call the attention backend, so every backend "implements" it
 (layer_kinds.implements); what it needs per forward is which state slot each request owns (recurrent/state_rows.py),
 which the engine attaches to the metadata, not this builder (slots are the engine's, not the positions')."""
@@ -43,3 +43,32 @@ class GatedDeltaNetKind:
 
     def check(self, built: KindMetadata, md: AttentionMetadata, layer: int, where: str) -> None:
         pass  # its state is checked against a recomputation by the state oracle (check/state_oracle.py)
+
+
+@register_kind
+@dataclass(frozen=True)
+class Mamba2Kind:
+    """A Mamba-2 mixer (Bamba): a per-request conv + SSM state, the same slots as Gated DeltaNet's."""
+
+    name: ClassVar[str] = "mamba2"
+    hf_layer_types: ClassVar[tuple[str, ...]] = ("mamba",)  # Nemotron-H / Granite-4's name; Bamba lists indices
+    is_full: ClassVar[bool] = False
+    is_key_window: ClassVar[bool] = False
+    is_recurrent_state: ClassVar[bool] = True
+
+    @classmethod
+    def from_hf(cls, sliding_window: int) -> Mamba2Kind:
+        return cls()
+
+    def __str__(self) -> str:
+        return "a Mamba-2 recurrent state"
+
+    @property
+    def kv_window(self) -> int | None:
+        return None
+
+    def build(self, md: AttentionMetadata) -> KindMetadata:
+        return RecurrentStateMetadata(self)
+
+    def check(self, built: KindMetadata, md: AttentionMetadata, layer: int, where: str) -> None:
+        pass  # the state oracle checks its state (check/state_oracle.py)

@@ -23,7 +23,7 @@ from specbench.recurrent.state_shape import StateShape
 def state_bytes_per_step(shape: StateShape, conv_dtype: torch.dtype, num_reqs: int) -> int:
     """Bytes of recurrent + conv state one step reads and writes: read once and written once per request per layer."""
     conv = shape.conv_channels * shape.conv_width * torch.empty((), dtype=conv_dtype).element_size()
-    recurrent = shape.num_v_heads * shape.k_dim * shape.v_dim * 4  # fp32
+    recurrent = shape.recurrent_size * 4  # fp32
     return 2 * num_reqs * shape.num_layers * (conv + recurrent)
 
 

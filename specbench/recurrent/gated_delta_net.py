@@ -20,6 +20,7 @@ from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
 from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
+from specbench.recurrent.mixer import RecurrentMixer, keep_verify_states, write_snapshots
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
 
@@ -38,7 +39,7 @@ class GatedRMSNorm(nn.Module):
         return (self.weight * normed * F.silu(gate.float())).to(x.dtype)
 
 
-class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set per model (set_recurrent_kernels)
+class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels: set per model (set_recurrent_kernels)
     def __init__(self, config: GatedDeltaNetConfig, hidden_size: int, eps: float, state_layer: int) -> None:
         super().__init__()
         self.config = config
@@ -143,24 +144,15 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
             if rows.num_pending:
                 paths.record(RECURRENT_PATH)
         if kept_conv is not None:
-            states.keep(self.state_layer, kept_conv, kept_rec)
-            kept_points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
-            if kept_points:  # verify rows crossing block boundaries (only committed ones are ever published)
-                pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in kept_points],
-                                       dtype=torch.int64, device=x.device)
-                self._snapshot(states, [p.entry for p in kept_points], kept_conv[pending], kept_rec[pending])
+            keep_verify_states(states, self.state_layer, rows, kept_conv, kept_rec)
         normed = self.norm(out.reshape(-1, c.v_dim), z.reshape(-1, c.v_dim)).view(x.shape[0], -1)
         return self.out_proj(normed)
 
     def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor | None,
                   recurrent: torch.Tensor | None) -> None:
-        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`."""
-        snapshots = states.snapshots
-        index = torch.tensor(entries, dtype=torch.int64, device=snapshots.conv.device)
-        if conv is not None:  # None: written by another call (fla: the conv before, the recurrent state after)
-            snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
-        if recurrent is not None:
-            snapshots.recurrent[self.state_layer, index] = recurrent
+        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`
+        (None: written by another call; fla: the conv before, the recurrent state after)."""
+        write_snapshots(states, self.state_layer, entries, conv, recurrent)
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:
