@@ -89,7 +89,7 @@ class Mamba2Mixer(RecurrentMixer):
             ssm_state = torch.zeros_like(ssm_slots[slot]) if is_fresh else ssm_slots[slot]
             keep = rows.keeps_positions[r]
             conv_out, conv_final, conv_kept = causal_conv(xbc[start:end], conv_state, weight, keep_states=keep,
-                                                          bias=bias)
+                                                          bias=bias, windowed=True)
             xs, b, cc = conv_out.split([c.intermediate_size, c.num_groups * c.state_size,
                                         c.num_groups * c.state_size], dim=-1)
             args = (xs.reshape(n, c.num_heads, c.head_dim), dt[start:end], a,
