@@ -80,7 +80,8 @@ class StateCache:
         self.pending.clear()
 
 def state_shape(model) -> StateShape:
-    """The per-request state of a hybrid DecoderLM: every state layer's (its kind's layout: ModelConfig.state_layout)."""
+    """The per-request state of a hybrid DecoderLM: every state layer's, in its kind's layout
+    (ModelConfig.state_layout)."""
     c = model.config
     num_layers = sum(1 for k in c.attention_kinds if getattr(k, "is_recurrent_state", False))
     return StateShape.of(c.state_layout, num_layers)

@@ -34,7 +34,7 @@ def test_the_target_is_a_mamba2_hybrid_deterministic_per_seed(tmp_path):
     assert config.is_hybrid and config.mamba2 is not None and config.gated_delta_net is None
 
 
-@pytest.mark.slow  # the two rows' greedy checks (HF cross-check, shared-prefix scenario): 5 s idle, ~45 s on 2 busy cores
+@pytest.mark.slow  # the two rows' greedy checks (HF cross-check, shared-prefix scenario): 5 s idle, ~45 s busy
 def test_the_mamba2_rows_pass_and_reach_its_paths(tmp_path):
     plan = plan_seed(SeedTask(str(tmp_path), 0, MAMBA2_METHODS, 3, "cpu", None, CHECKS, BUDGETS["full"], MAMBA2))
     rows = [run_row(task) for task in plan.clean_rows]

@@ -1,8 +1,10 @@
 """A Mamba-2 hybrid target (Bamba: Mamba-2 mixers beside plain full attention) through the engine: greedy output ==
 HF transformers' own BambaForCausalLM (fp32, CPU), plain and with n-gram speculation at k = 3 (scripted drafts that
-reject at every position, accept all, or draft none, mixed in each batch), draft-LM speculation, 10 concurrent
-requests, preemption, chunked prefill; the state oracle (INV-STATE) after every step. The Mamba-2 state rides on the same slots,
-verify-kept positions and commit as Qwen3-Next's Gated DeltaNet state (tests/models/test_hybrid_vs_hf.py).
+reject at every position, accept all, or draft none, mixed in each batch), draft-LM and EAGLE-3 (a dummy head over
+the target's aux hidden states: drafts rejected, the rollback exercised) speculation, 10 concurrent
+requests, preemption, chunked prefill; the state oracle (INV-STATE) after every step. The Mamba-2 state rides on the
+same slots, verify-kept positions and commit as Qwen3-Next's Gated DeltaNet state
+(tests/models/test_hybrid_vs_hf.py).
 
 The target is a tiny random checkpoint built on the fly by transformers (tests/support/tiny_bamba.py).
 """
@@ -22,6 +24,8 @@ from tests.support.tiny_bamba import build_tiny_bamba
 from tests.support.tiny_models import build_tiny_model
 
 from specbench import SamplingParams
+from specbench.models.config import ModelConfig
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
 
@@ -32,6 +36,8 @@ def dirs(tmp_path_factory):
     model = build_tiny_bamba(root / "target", seed=0)
     assert type(model.model.layers[0].mamba).__name__ == "BambaMixer"
     build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    config = ModelConfig.from_hf(json.loads((root / "target" / "config.json").read_text()))
+    write_dummy_eagle3_head(config, root / "eagle3", draft_vocab_size=config.vocab_size)  # over the aux states
     return root
 
 
@@ -54,8 +60,6 @@ def _tokens(outs):
 
 def test_config_reads_as_transformers_builds_it(dirs):
     from transformers import AutoModelForCausalLM
-
-    from specbench.models.config import ModelConfig
 
     config = ModelConfig.from_hf(json.loads((dirs / "target" / "config.json").read_text()))
     model = AutoModelForCausalLM.from_pretrained(dirs / "target", dtype=torch.float32)
@@ -89,9 +93,9 @@ def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, promp
     assert MAMBA2_PATHS <= llm.engine.paths_taken()
 
 
-@pytest.mark.parametrize("case", ["ngram", "draft", "ngram-preempting", "ngram-chunked"])
+@pytest.mark.parametrize("case", ["ngram", "draft", "eagle3", "ngram-preempting", "ngram-chunked"])
 def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
-    kwargs = dict(NGRAM) if case.startswith("ngram") else {"method": "draft", "draft": str(dirs / "draft"),
+    kwargs = dict(NGRAM) if case.startswith("ngram") else {"method": case, "draft": str(dirs / case),
                                                            "max_num_steps": 3}
     if case.endswith("preempting"):
         kwargs["num_kv_blocks"] = 40  # 10 requests of up to 33 + 12 + 3 tokens in 160 slots: preemption
