@@ -21,6 +21,7 @@ from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
 from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
 from specbench.recurrent.mixer import RecurrentMixer, keep_verify_states, write_snapshots
+from specbench.recurrent.mixer import is_uniform_verify as _is_uniform_verify  # a module name tests patch
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
 
@@ -197,15 +198,6 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1).reshape(kept_conv.shape))
         kept_rec.copy_(rule.states.view(n, num_reqs, c.num_v_heads, c.k_dim, c.v_dim).transpose(0, 1)
                        .reshape(kept_rec.shape))
-
-
-def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
-    """Every request is a verify row (none fresh) with the same number of tokens: the batched path applies."""
-    num_reqs = len(rows.slots)
-    if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
-        return False
-    n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
-    return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))
 
 
 @dataclass(frozen=True, slots=True)

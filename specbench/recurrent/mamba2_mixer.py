@@ -16,7 +16,7 @@ from torch import nn
 
 from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.mamba2_config import Mamba2Config
-from specbench.recurrent.mixer import RecurrentMixer, keep_verify_states, write_snapshots
+from specbench.recurrent.mixer import RecurrentMixer, is_uniform_verify, keep_verify_states, write_snapshots
 from specbench.recurrent.ssd_rule import ssd_scan, ssd_scan_chunked
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
@@ -79,7 +79,10 @@ class Mamba2Mixer(RecurrentMixer):
             kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
             kept_ssm = x.new_empty(rows.num_pending, c.num_heads, c.head_dim, c.state_size, dtype=torch.float32)
         has_committed = False
-        for r, slot in enumerate(rows.slots):
+        is_batched = is_uniform_verify(rows, query_start_loc_cpu)
+        if is_batched:
+            self._verify_batched(xbc, dt, a, out, kept_conv, kept_ssm, conv_slots, ssm_slots, rows)
+        for r, slot in enumerate(() if is_batched else rows.slots):
             start, end = query_start_loc_cpu[r], query_start_loc_cpu[r + 1]
             if start == end:
                 continue
@@ -119,3 +122,29 @@ class Mamba2Mixer(RecurrentMixer):
             if has_committed:
                 paths.record(CHUNKED_PATH)
         return self.out_proj(self.norm(out.view(x.shape[0], -1), gate))
+
+    def _verify_batched(self, xbc, dt, a, out, kept_conv, kept_ssm, conv_slots, ssm_slots, rows: StateRows) -> None:
+        """Every request a verify row of n tokens: one conv and one scan over all of them, request r's channels,
+        heads and B/C groups side by side as extra ones (head r * H + h reads group r * G + h // (H / G), as the
+        scan's per-head grouping maps it), which the per-head arithmetic cannot tell from a loop over requests."""
+        c = self.config
+        num_reqs = len(rows.slots)
+        n = xbc.shape[0] // num_reqs
+        slots = torch.tensor(rows.slots, dtype=torch.int64, device=xbc.device)
+        by_token = xbc.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
+        weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
+        bias = None if self.conv1d.bias is None else self.conv1d.bias.repeat(num_reqs)
+        conv_out, _, conv_kept = causal_conv(by_token, conv_slots[slots].reshape(-1, c.conv_kernel_size - 1), weight,
+                                             keep_states=True, bias=bias, windowed=True)
+        xs, b, cc = conv_out.view(n, num_reqs, -1).split(
+            [c.intermediate_size, c.num_groups * c.state_size, c.num_groups * c.state_size], dim=-1)  # [n, B, ...]
+        scan = ssd_scan(xs.reshape(n, num_reqs * c.num_heads, c.head_dim),
+                        dt.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1), a.repeat(num_reqs),
+                        b.reshape(n, num_reqs * c.num_groups, c.state_size),
+                        cc.reshape(n, num_reqs * c.num_groups, c.state_size), self.D.repeat(num_reqs),
+                        ssm_slots[slots].reshape(-1, c.head_dim, c.state_size), keep_states=True)
+        # back to request-major rows: token row r * n + j, pending row r * n + j (uniform rows)
+        out.copy_(scan.output.view(n, num_reqs, c.num_heads, c.head_dim).transpose(0, 1).reshape(out.shape))
+        kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1).reshape(kept_conv.shape))
+        kept_ssm.copy_(scan.states.view(n, num_reqs, c.num_heads, c.head_dim, c.state_size).transpose(0, 1)
+                       .reshape(kept_ssm.shape))

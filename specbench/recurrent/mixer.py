@@ -53,3 +53,13 @@ def keep_verify_states(states: StateCache, layer: int, rows: StateRows, kept_con
         pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in points], dtype=torch.int64,
                                device=kept_conv.device)
         write_snapshots(states, layer, [p.entry for p in points], kept_conv[pending], kept_recurrent[pending])
+
+
+def is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
+    """Every request is a verify row (none fresh) with the same number of tokens (plain decode; every request
+    drafting k): a mixer may run them as one batch, each request's heads side by side as extra heads."""
+    num_reqs = len(rows.slots)
+    if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
+        return False
+    n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
+    return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))

@@ -138,3 +138,29 @@ def test_the_mixer_matches_transformers_over_a_prefill_then_a_verify():
         ours(x[:n], (0, n), fresh, state_rows([0], [n], 0, [True]))
         torch.testing.assert_close(kept_conv[j], fresh.conv[0, 0], atol=1e-6, rtol=1e-6)
         torch.testing.assert_close(kept_ssm[j], fresh.recurrent[0, 0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("num_tokens", [1, 4])
+@torch.no_grad()
+def test_the_batched_verify_equals_the_per_request_loop(num_tokens, monkeypatch):
+    """Every request a verify row of the same length (plain decode; every request drafting k): one conv and one scan
+    over the batch, the same outputs and kept states as the loop over requests."""
+    import specbench.recurrent.mamba2_mixer as module
+
+    _, layer, config, hidden = _mixers(seed=3)
+    slots = [3, 0, 2]
+    batched = StateCache(StateShape.of(config.state_layout(), 1), 4, torch.float32, torch.device("cpu"))
+    batched.conv.normal_()
+    batched.recurrent.normal_(0, 0.1)
+    looped = StateCache(StateShape.of(config.state_layout(), 1), 4, torch.float32, torch.device("cpu"))
+    looped.conv.copy_(batched.conv)
+    looped.recurrent.copy_(batched.recurrent)
+    x = torch.randn(len(slots) * num_tokens, hidden, generator=torch.Generator().manual_seed(4))
+    cu = tuple(range(0, x.shape[0] + 1, num_tokens))
+    rows = state_rows(slots, [num_tokens] * len(slots), len(slots), [False] * len(slots))
+    out = layer(x, cu, batched, rows)
+    monkeypatch.setattr(module, "is_uniform_verify", lambda rows, cu: False)  # the per-request loop
+    looped_out = layer(x, cu, looped, rows)
+    torch.testing.assert_close(out, looped_out, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(batched.pending[0][0], looped.pending[0][0], atol=0, rtol=0)
+    torch.testing.assert_close(batched.pending[0][1], looped.pending[0][1], atol=1e-6, rtol=1e-6)
