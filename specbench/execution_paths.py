@@ -105,8 +105,9 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # ---- hybrid targets (recurrent-state layers): production where a hybrid target runs (the selftest's does) ----
-    ExecutionPath("hybrid.state_write", "Gated DeltaNet layers write the final state of committed tokens (prefill, "
-                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py)",
+    ExecutionPath("hybrid.state_write", "recurrent-state layers write the final state of committed tokens (prefill, "
+                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py, "
+                  "recurrent/mamba2_mixer.py)",
                   ("cpu", "cuda"), target_kind=HYBRID),
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
                   "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),

@@ -16,7 +16,6 @@ from specbench.recurrent.mamba2_config import Mamba2Config, mamba2_from_hf
 
 QWEN3_NEXT = "qwen3_next"
 BAMBA = "bamba"
-HYBRID_ARCHITECTURES = (QWEN3_NEXT, BAMBA)
 
 
 @dataclass(frozen=True)

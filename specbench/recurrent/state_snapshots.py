@@ -1,5 +1,5 @@
 """Recurrent-state snapshots at prefix-cache block boundaries (hybrid targets): what lets a prefix hit resume the
-Gated DeltaNet layers, whose state after a cached block the block's K/V does not hold.
+recurrent layers (Gated DeltaNet, Mamba-2), whose state after a cached block the block's K/V does not hold.
 
 A forward whose rows cross a snapshot point (a multiple of `interval` tokens: `stride` whole blocks) writes the state
 after that point into an entry claimed for (request, point) (`plan`, then the layer: recurrent/gated_delta_net.py).
