@@ -51,7 +51,9 @@ class Mamba2Kind:
     """A Mamba-2 mixer (Bamba): a per-request conv + SSM state, the same slots as Gated DeltaNet's."""
 
     name: ClassVar[str] = "mamba2"
-    hf_layer_types: ClassVar[tuple[str, ...]] = ("mamba",)  # Nemotron-H / Granite-4's name; Bamba lists indices
+    # none: Bamba names its attention layers by index (models/config_hybrid.py), and no supported architecture lists
+    # Mamba-2 layers in `layer_types` (Nemotron-H / Granite-4 say "mamba": theirs to register when they come)
+    hf_layer_types: ClassVar[tuple[str, ...]] = ()
     is_full: ClassVar[bool] = False
     is_key_window: ClassVar[bool] = False
     is_recurrent_state: ClassVar[bool] = True
