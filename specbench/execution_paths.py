@@ -55,6 +55,7 @@ class ExecutionPath:
 
 
 HYBRID = "hybrid"  # the target kind of models with recurrent-state layers (Qwen3-Next's Gated DeltaNet)
+MAMBA2 = "mamba2"  # the target kind of hybrids whose recurrent layers are Mamba-2 mixers (Bamba)
 SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
 DRAFTS_AHEAD = MethodGroup("DraftsAhead")
 DRAFTS_TREES = MethodGroup("DraftsTrees")
@@ -104,8 +105,9 @@ LOOP_PATHS: tuple[ExecutionPath, ...] = (
 
 FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # ---- hybrid targets (recurrent-state layers): production where a hybrid target runs (the selftest's does) ----
-    ExecutionPath("hybrid.state_write", "Gated DeltaNet layers write the final state of committed tokens (prefill, "
-                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py)",
+    ExecutionPath("hybrid.state_write", "recurrent-state layers write the final state of committed tokens (prefill, "
+                  "prompt chunks) into the requests' slots (engine/state_attach.py, recurrent/gated_delta_net.py, "
+                  "recurrent/mamba2_mixer.py)",
                   ("cpu", "cuda"), target_kind=HYBRID),
     ExecutionPath("hybrid.state_commit", "a verify keeps each position's recurrent state; the verifier's accepted "
                   "count picks the one each slot takes (recurrent/state_cache.py commit)", ("cpu", "cuda"),
@@ -122,6 +124,13 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.fla_recurrent", "verify rows (plain decode, k + 1 positions) through fla-core's "
                   "fused_recurrent_gated_delta_rule over the batch, one call per position chaining the state "
                   "(recurrent/fla_kernels.py)", (), needs_cuda=True, target_kind=HYBRID),
+    # Mamba-2 mixers (recurrent/mamba2_mixer.py): production where a Mamba-2 target runs (the selftest's Bamba row)
+    ExecutionPath("hybrid.mamba2_verify", "Mamba-2 mixers run verify rows (plain decode, k + 1 positions) through "
+                  "the per-token SSD scan, keeping each position's conv and SSM state for the commit "
+                  "(recurrent/mamba2_mixer.py, recurrent/ssd_rule.py)", ("cpu", "cuda"), target_kind=MAMBA2),
+    ExecutionPath("hybrid.mamba2_chunked", "Mamba-2 mixers run committed rows (prefill, prompt chunks) through the "
+                  "chunked SSD scan, the final state into the slot (recurrent/mamba2_mixer.py)", ("cpu", "cuda"),
+                  target_kind=MAMBA2),
     ExecutionPath("hybrid.snapshot_take", "the recurrent state after a registered block's last committed token kept "
                   "as that block's snapshot (recurrent/state_snapshots.py, engine/prefix_reuse.py register)",
                   ("cpu", "cuda"), target_kind=HYBRID),

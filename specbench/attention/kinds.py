@@ -30,6 +30,11 @@ class AttentionKind(Protocol):
     # The kind's metadata is a window over the causal keys (its key_window() says all a masking kernel needs): every
     # backend that attends key windows attends it with no kernel of its own.
     is_key_window: ClassVar[bool]
+    # The layer mixes tokens through a per-request state, not the paged KV (recurrent_kind.py): no attention backend
+    # is involved, and the engine keeps a state slot per request for it.
+    is_recurrent_state: ClassVar[bool]
+    # The layer verifies a draft tree (each node sees its own path: a tree mask, or its parent's state).
+    verifies_trees: ClassVar[bool]
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> AttentionKind:
@@ -79,6 +84,8 @@ class FullAttention:
     hf_layer_types: ClassVar[tuple[str, ...]] = ("full_attention",)
     is_full: ClassVar[bool] = True
     is_key_window: ClassVar[bool] = True  # no window: key_window() is None
+    is_recurrent_state: ClassVar[bool] = False
+    verifies_trees: ClassVar[bool] = True
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> FullAttention:
@@ -106,6 +113,8 @@ class SlidingWindowAttention:
     hf_layer_types: ClassVar[tuple[str, ...]] = ("sliding_attention",)
     is_full: ClassVar[bool] = False
     is_key_window: ClassVar[bool] = True
+    is_recurrent_state: ClassVar[bool] = False
+    verifies_trees: ClassVar[bool] = False  # the tree kernels mask paths, not windows
 
     def __post_init__(self) -> None:
         check_window(self.window)

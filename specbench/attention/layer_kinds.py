@@ -59,4 +59,4 @@ def implements(backend: AttentionBackend, kind: type[AttentionKind]) -> bool:
     """What the backend declares: the kinds it names, and every key-window kind when it attends key windows."""
     # A recurrent-state kind's layers run their own state rule and never reach the backend.
     return (kind.name in backend.supported_kinds or (kind.is_key_window and backend.attends_key_windows)
-            or getattr(kind, "is_recurrent_state", False))
+            or kind.is_recurrent_state)

@@ -2,10 +2,11 @@
 equals the state a fresh forward over its committed tokens alone leaves (fp32: to rounding).
 
 The recomputation shares no code with the engine's verify-and-commit path: one cache-free prefill over
-token_ids[:num_cached_tokens] on a private KV cache and a private state slot (check/fresh_forward.py), whose Gated
-DeltaNet layers write their final state straight into that slot. A rollback that keeps a rejected draft's state,
-stops one position short or too far, rolls back one of the two states only, or leaves a zero-draft request's state
-at the previous round all leave a slot this forward does not reproduce, whatever the tokens looked like.
+token_ids[:num_cached_tokens] on a private KV cache and a private state slot (check/fresh_forward.py), whose recurrent
+layers (Gated DeltaNet, Mamba-2) write their final state straight into that slot. A rollback that keeps a rejected
+draft's state, stops one position short or too far, rolls back one of the two states only, or leaves a zero-draft
+request's state at the previous round all leave a slot this forward does not reproduce, whatever the tokens looked
+like.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def selftest(
     hybrid: Annotated[bool, typer.Option("--hybrid/--no-hybrid", help="also run the first seed on the hybrid tiny "
                                          "target (Qwen3-Next: Gated DeltaNet + gated attention; plain, draft LM, "
                                          "n-gram, EAGLE-3, its own MTP module), where the recurrent-state faults "
-                                         "run")] = True,
+                                         "run, and on the Mamba-2 hybrid tiny target (Bamba; plain and n-gram, "
+                                         "the greedy check)")] = True,
     trees: Annotated[bool, typer.Option("--trees/--no-trees", help="also run each method that drafts trees with "
                                         "tree drafts (eagle_topk 2, 6 draft tokens), where the tree faults run")] = True,
     chunked: Annotated[bool, typer.Option("--chunked/--no-chunked", help="also run each method with chunked prefill "

@@ -229,12 +229,14 @@ class LLMEngine:
         target = self.runner.model.config
         if shape.is_tree and target.is_hybrid and self.parts.recurrent_kernels == FLA:
             raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
-        # recurrent-state layers take trees (recurrent/tree_verify.py); attention layers must be plain full ones
-        if shape.is_tree and (not all(k.is_full or getattr(k, "is_recurrent_state", False)
-                                      for k in self.runner.model.layer_kinds.kinds)
+        # each layer kind says whether it verifies trees (full attention, Gated DeltaNet: recurrent/tree_verify.py)
+        kinds = self.runner.model.layer_kinds.kinds
+        if shape.is_tree and (not all(k.verifies_trees for k in kinds)
                               or target.has_attention_sinks or target.attn_logit_softcapping is not None):
-            raise SpecbenchError("tree drafts need plain full-attention layers; this target has sliding-window "
-                                 "layers, attention sinks or soft-capped attention logits")
+            refused = sorted({str(k) for k in kinds if not k.verifies_trees})
+            raise SpecbenchError("tree drafts need layers that verify trees (full attention, Gated DeltaNet); this "
+                                 f"target has layers of {', '.join(refused) or 'attention sinks or soft-capped attention logits'}"
+                                 "; use chains (eagle_topk 1)")
         self.scheduler.draft_shape = shape
         self._prepare_tree_graphs()
 

@@ -1,7 +1,8 @@
 """Hand a hybrid target's forward its requests' recurrent-state slots (recurrent/state_rows.py) and the block
 boundaries where it snapshots states (recurrent/state_snapshots.py), and commit the verified states after the
-verifier: the step runner's two calls for targets with Gated DeltaNet layers (and a tree round's two:
-`with_tree_state_rows`, `commit_tree_states`); no-ops for every other target (kv_cache.states is None)."""
+verifier: the step runner's two calls for targets with recurrent-state layers (Gated DeltaNet, Mamba-2), and a tree
+round's two (`with_tree_state_rows`, `commit_tree_states`: Gated DeltaNet only); no-ops for every other target
+(kv_cache.states is None)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A hybrid target's verify runs its Gated DeltaNet layers on the first token of each verify row only (transformers
+"""A hybrid target's verify runs its recurrent layers (Gated DeltaNet, Mamba-2) on the first token of each verify row
+only (transformers
 PR #46741: a Mamba-2 mixer took its single-token decode branch whenever the cache held a state, whatever the number
 of tokens: one conv step, one recurrent step, the first token's output standing for the whole row).
 
@@ -16,7 +17,7 @@ import torch
 
 from specbench.faults.fault import Fault, Mutant
 from specbench.faults.path_mutant import wrap_method
-from specbench.recurrent.gated_delta_net import GatedDeltaNet
+from specbench.recurrent.mixer import RecurrentMixer
 from specbench.recurrent.state_rows import StateRows, state_rows
 from specbench.speculation.capabilities import Proposer
 
@@ -27,7 +28,7 @@ class StateVerifyOneToken(Mutant):
 
     def install(self, engine) -> None:
         for module in engine.runner.model.modules():
-            if isinstance(module, GatedDeltaNet):  # none on a target without recurrent state: inert
+            if isinstance(module, RecurrentMixer):  # none on a target without recurrent state: inert
                 wrap_method(module, "forward", lambda forward, layer=module.state_layer: _first_token_only(forward,
                                                                                                           layer))
 

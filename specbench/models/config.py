@@ -15,8 +15,10 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_hybrid import QWEN3_NEXT, HybridFields, hybrid_from_hf
+from specbench.models.config_hybrid import BAMBA, QWEN3_NEXT, HybridFields, bamba_from_hf, hybrid_from_hf
 from specbench.recurrent.config import GatedDeltaNetConfig
+from specbench.recurrent.mamba2_config import Mamba2Config
+from specbench.recurrent.state_shape import StateLayout
 from specbench.models.moe_from_hf import REFUSED_ARCHITECTURES, moe_from_hf
 from specbench.models.config_rope import RopeScaling, per_layer_type_rope, rope_from_hf
 from specbench.models.config_shape import HFConfigShape, RopeShape, validated_shape
@@ -35,16 +37,18 @@ _ARCHITECTURES = {
     "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
     "Qwen3NextForCausalLM": QWEN3_NEXT,
+    "BambaForCausalLM": BAMBA,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT}
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3"
+    # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3" |
+    # "qwen3_next" | "bamba"
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -86,6 +90,8 @@ class ModelConfig:
     # Qwen3-Next's partial RoPE: the first `partial_rotary_dim` dims of each head rotate (models/qwen3_next.py does it
     # directly, q carries an output gate GLM's weight permutation would scramble); None: rotary_dim's rule.
     partial_rotary_dim: int | None = None
+    # Hybrid targets (Bamba): the Mamba-2 mixers' shape (their kind is Mamba2Kind); None: no Mamba-2 layers.
+    mamba2: Mamba2Config | None = None
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -118,8 +124,16 @@ class ModelConfig:
 
     @property
     def is_hybrid(self) -> bool:
-        """Some layers carry a per-request recurrent state (Gated DeltaNet) beside full-attention layers."""
-        return self.gated_delta_net is not None
+        """Some layers carry a per-request recurrent state (Gated DeltaNet, Mamba-2) beside full-attention layers."""
+        return self.gated_delta_net is not None or self.mamba2 is not None
+
+    @property
+    def state_layout(self) -> StateLayout:
+        """One state layer's per-request state (recurrent/state_shape.py): its kind's conv and recurrent parts."""
+        mixer = self.gated_delta_net if self.gated_delta_net is not None else self.mamba2
+        if mixer is None:
+            raise SpecbenchError(f"a {self.architecture} model has no recurrent-state layers")
+        return mixer.state_layout()
 
     @property
     def num_kv_layers(self) -> int:
@@ -127,7 +141,7 @@ class ModelConfig:
         layers keep state slots instead)."""
         if not self.is_hybrid:
             return self.num_hidden_layers
-        return sum(1 for k in self.attention_kinds if not getattr(k, "is_recurrent_state", False))
+        return sum(1 for k in self.attention_kinds if not k.is_recurrent_state)
 
     @property
     def has_offset_norms(self) -> bool:
@@ -157,11 +171,14 @@ class ModelConfig:
             attn += self.num_attention_heads
         layer = attn + (4 if self.is_gemma else 2) * h
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        if self.is_hybrid:  # per layer its own mixer: gated attention (q_proj twice as wide) or a Gated DeltaNet
-            num_linear = sum(1 for k in self.attention_kinds if getattr(k, "is_recurrent_state", False))
-            gated_attn = attn + h * self.q_size
+        if self.is_hybrid:  # per layer its own mixer: attention (Qwen3-Next's gated: q_proj twice as wide) or a
+            # recurrent one (Gated DeltaNet, Mamba-2)
+            num_linear = sum(1 for k in self.attention_kinds if k.is_recurrent_state)
             num_attn = self.num_hidden_layers - num_linear
-            mixers = num_linear * self.gated_delta_net.num_params(h) + num_attn * gated_attn
+            if self.mamba2 is not None:
+                mixers = num_linear * self.mamba2.num_params(h) + num_attn * attn
+            else:
+                mixers = num_linear * self.gated_delta_net.num_params(h) + num_attn * (attn + h * self.q_size)
             return embed + mixers + self.num_hidden_layers * 2 * h + self._num_mlp_params(active=False) + h
         return embed + self.num_hidden_layers * layer + self._num_mlp_params(active=False) + h
 
@@ -193,7 +210,8 @@ class ModelConfig:
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)
-        hybrid = hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT else HybridFields()
+        hybrid = (hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT
+                  else bamba_from_hf(hf, shape) if architecture == BAMBA else HybridFields())
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
@@ -229,6 +247,7 @@ class ModelConfig:
             sliding_rope_theta=rope.sliding_theta,
             gated_delta_net=hybrid.gated_delta_net,
             partial_rotary_dim=hybrid.partial_rotary_dim,
+            mamba2=hybrid.mamba2,
         )
 
 
@@ -252,12 +271,13 @@ def _architecture(hf: dict) -> str:
 
 
 def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int | None:
-    """GLM-4.5 rotates part of each head (transformers' default factor for it is 0.5); others all of it."""
+    """GLM-4.5 and Bamba rotate part of each head (transformers' default factor for both is 0.5); others all of it."""
     params = shape.rope_parameters or shape.rope_scaling or RopeShape()
     factor = params.partial_rotary_factor or shape.partial_rotary_factor
-    if architecture != "glm4_moe":
+    if architecture not in ("glm4_moe", BAMBA):
         if factor is not None and factor != 1.0:
-            raise SpecbenchError(f"partial rotary embeddings (factor {factor}) are only supported for GLM-4.5")
+            raise SpecbenchError(f"partial rotary embeddings (factor {factor}) are only supported for GLM-4.5 and "
+                                 "Bamba")
         return None
     rotary_dim = int(head_dim * (0.5 if factor is None else factor))
     return None if rotary_dim == head_dim else rotary_dim

@@ -1,5 +1,6 @@
-"""What a hybrid architecture (Qwen3-Next: Gated DeltaNet layers beside full attention) adds to a model config:
-the per-layer kinds from `layer_types`, the linear layers' shape, the partial RoPE width; and what the engine refuses.
+"""What a hybrid architecture adds to a model config: the per-layer kinds, the recurrent layers' shape, the partial
+RoPE width; and what the engine refuses. Qwen3-Next: Gated DeltaNet layers beside gated full attention
+(`layer_types`); Bamba: Mamba-2 mixers beside plain full attention (`attn_layer_indices`).
 """
 
 from __future__ import annotations
@@ -7,12 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.attention.kinds import AttentionKind, FullAttention
-from specbench.attention.recurrent_kind import GatedDeltaNetKind
+from specbench.attention.recurrent_kind import GatedDeltaNetKind, Mamba2Kind
 from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape, RopeShape
 from specbench.recurrent.config import GatedDeltaNetConfig, gated_delta_net_from_hf
+from specbench.recurrent.mamba2_config import Mamba2Config, mamba2_from_hf
 
 QWEN3_NEXT = "qwen3_next"
+BAMBA = "bamba"
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,18 @@ class HybridFields:
     kinds: tuple[AttentionKind, ...] = ()
     gated_delta_net: GatedDeltaNetConfig | None = None
     partial_rotary_dim: int | None = None
+    mamba2: Mamba2Config | None = None
+
+
+def bamba_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
+    """Bamba: layers in `attn_layer_indices` full attention, the others Mamba-2 (RoPE: config.py's rotary_dim)."""
+    indices = hf.get("attn_layer_indices") or []
+    if not isinstance(indices, list) or not all(isinstance(i, int) and 0 <= i < shape.num_hidden_layers
+                                                for i in indices):
+        raise SpecbenchError(f"model config field 'attn_layer_indices' must list layer indices in "
+                             f"[0, {shape.num_hidden_layers}), got {indices!r}")
+    kinds = tuple(FullAttention() if i in indices else Mamba2Kind() for i in range(shape.num_hidden_layers))
+    return HybridFields(kinds, mamba2=mamba2_from_hf(hf, shape.hidden_size))
 
 
 def hybrid_from_hf(architecture: str, hf: dict, shape: HFConfigShape, head_dim: int) -> HybridFields:

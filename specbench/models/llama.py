@@ -39,6 +39,8 @@ from specbench.models.moe_weights import (
     per_expert_names,
 )
 from specbench.models.partial_rotary import permuted_for_rope
+from specbench.models.bamba import BambaDecoderLayer
+from specbench.models.config_hybrid import BAMBA
 from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
 
 
@@ -270,8 +272,10 @@ class DecoderLM(nn.Module):
 
     def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
         """HF checkpoint name -> (our parameter, first row, end row) it fills."""
+        final_norm = "final_layernorm." if self.config.architecture == BAMBA else "norm."  # Bamba's name for it
         return fused_checkpoint_targets(
-            self, self.config, lambda name: name if name.startswith("lm_head.") else "model." + name
+            self, self.config, lambda name: name if name.startswith("lm_head.") else "model." + (
+                final_norm + name[len("norm."):] if name.startswith("norm.") else name)
         )
 
     @torch.no_grad()
@@ -342,6 +346,9 @@ def model_rotary(config: ModelConfig) -> RotaryEmbedding:
 
 
 def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
+    if config.architecture == BAMBA:
+        kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
+        return BambaDecoderLayer(config, None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
     if config.is_hybrid:
         return HybridDecoderLayer(config, layer_idx, state_layer_ids(config)[layer_idx],
                                   kv_layer_ids(config)[layer_idx])
@@ -363,6 +370,9 @@ def fused_checkpoint_targets(
         "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
                                ("self_attn.v_proj", c.kv_size)],
         "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
+        # Bamba's dense MLP (models/bamba.py)
+        "feed_forward.gate_up_proj": [("feed_forward.gate_proj", c.intermediate_size),
+                                      ("feed_forward.up_proj", c.intermediate_size)],
     }
     targets: dict[str, tuple[torch.Tensor, int, int]] = {}
     moe_prefixes = tuple(f"{path}." for path, m in module.named_modules() if isinstance(m, MoeMLP))

@@ -103,7 +103,7 @@ def kv_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:
     ids: list[int | None] = []
     count = 0
     for kind in config.attention_kinds:
-        if getattr(kind, "is_recurrent_state", False):
+        if kind.is_recurrent_state:
             ids.append(None)
         else:
             ids.append(count)
@@ -116,7 +116,7 @@ def state_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:
     ids: list[int | None] = []
     count = 0
     for kind in config.attention_kinds:
-        if getattr(kind, "is_recurrent_state", False):
+        if kind.is_recurrent_state:
             ids.append(count)
             count += 1
         else:

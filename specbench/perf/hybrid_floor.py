@@ -23,7 +23,7 @@ from specbench.recurrent.state_shape import StateShape
 def state_bytes_per_step(shape: StateShape, conv_dtype: torch.dtype, num_reqs: int) -> int:
     """Bytes of recurrent + conv state one step reads and writes: read once and written once per request per layer."""
     conv = shape.conv_channels * shape.conv_width * torch.empty((), dtype=conv_dtype).element_size()
-    recurrent = shape.num_v_heads * shape.k_dim * shape.v_dim * 4  # fp32
+    recurrent = shape.recurrent_size * 4  # fp32
     return 2 * num_reqs * shape.num_layers * (conv + recurrent)
 
 
@@ -52,5 +52,5 @@ class HybridStepBytes:
 def is_whole_pattern(kinds: tuple, num_layers: int) -> bool:
     """A cut to the first num_layers layers ends on a full-attention layer (Qwen3-Next's 3 DeltaNet + 1 attention
     pattern holds: num_layers a multiple of 4)."""
-    return 1 <= num_layers <= len(kinds) and not getattr(kinds[num_layers - 1], "is_recurrent_state", False)
+    return 1 <= num_layers <= len(kinds) and not kinds[num_layers - 1].is_recurrent_state
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.errors import SpecbenchError
+from specbench.recurrent.state_shape import StateLayout
 
 _FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
            "linear_conv_kernel_dim")
@@ -36,6 +37,10 @@ class GatedDeltaNetConfig:
     @property
     def conv_channels(self) -> int:
         return 2 * self.key_size + self.value_size
+
+    def state_layout(self) -> StateLayout:
+        """Conv over q, k, v; recurrent [num_v_heads, k_dim, v_dim]."""
+        return StateLayout(self.conv_channels, self.conv_kernel_size - 1, (self.num_v_heads, self.k_dim, self.v_dim))
 
     def num_params(self, hidden_size: int) -> int:
         """One layer: qkvz and ba projections, conv, dt_bias + A_log, gated norm, out projection."""

@@ -22,6 +22,8 @@ from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
 from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
+from specbench.recurrent.mixer import RecurrentMixer, keep_verify_states, write_snapshots
+from specbench.recurrent.mixer import is_uniform_verify as _is_uniform_verify  # a module name tests patch
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
 from specbench.recurrent.tree_verify import HYBRID_TREE_FLA_REFUSAL, tree_verify
@@ -41,7 +43,7 @@ class GatedRMSNorm(nn.Module):
         return (self.weight * normed * F.silu(gate.float())).to(x.dtype)
 
 
-class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set per model (set_recurrent_kernels)
+class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels: set per model (set_recurrent_kernels)
     def __init__(self, config: GatedDeltaNetConfig, hidden_size: int, eps: float, state_layer: int) -> None:
         super().__init__()
         self.config = config
@@ -149,12 +151,7 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
             if rows.num_pending:
                 paths.record(RECURRENT_PATH)
         if kept_conv is not None:
-            states.keep(self.state_layer, kept_conv, kept_rec)
-            kept_points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
-            if kept_points:  # verify rows crossing block boundaries (only committed ones are ever published)
-                pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in kept_points],
-                                       dtype=torch.int64, device=x.device)
-                self._snapshot(states, [p.entry for p in kept_points], kept_conv[pending], kept_rec[pending])
+            keep_verify_states(states, self.state_layer, rows, kept_conv, kept_rec)
         return self._project(out, z)
 
     def _project(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -179,13 +176,9 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
 
     def _snapshot(self, states: StateCache, entries: list[int], conv: torch.Tensor | None,
                   recurrent: torch.Tensor | None) -> None:
-        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`."""
-        snapshots = states.snapshots
-        index = torch.tensor(entries, dtype=torch.int64, device=snapshots.conv.device)
-        if conv is not None:  # None: written by another call (fla: the conv before, the recurrent state after)
-            snapshots.conv[self.state_layer, index] = conv.to(snapshots.conv.dtype)
-        if recurrent is not None:
-            snapshots.recurrent[self.state_layer, index] = recurrent
+        """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`
+        (None: written by another call; fla: the conv before, the recurrent state after)."""
+        write_snapshots(states, self.state_layer, entries, conv, recurrent)
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:
@@ -230,15 +223,6 @@ class GatedDeltaNet(RunsRecurrentKernels, nn.Module):  # recurrent_kernels: set 
         kept_conv.copy_(conv_kept.view(n, num_reqs, c.conv_channels, -1).transpose(0, 1).reshape(kept_conv.shape))
         kept_rec.copy_(rule.states.view(n, num_reqs, c.num_v_heads, c.k_dim, c.v_dim).transpose(0, 1)
                        .reshape(kept_rec.shape))
-
-
-def _is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
-    """Every request is a verify row (none fresh) with the same number of tokens: the batched path applies."""
-    num_reqs = len(rows.slots)
-    if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
-        return False
-    n = query_start_loc_cpu[1] - query_start_loc_cpu[0]
-    return n > 0 and all(query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] == n for r in range(num_reqs))
 
 
 @dataclass(frozen=True, slots=True)

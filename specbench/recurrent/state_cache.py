@@ -33,12 +33,12 @@ class StateCache:
         s = shape
         # [num_state_layers, num_slots, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
         self.conv = torch.zeros(s.num_layers, num_slots, s.conv_channels, s.conv_width, dtype=dtype, device=device)
-        # [num_state_layers, num_slots, num_v_heads, k_dim, v_dim] fp32: the recurrence accumulates in fp32
-        self.recurrent = torch.zeros(s.num_layers, num_slots, s.num_v_heads, s.k_dim, s.v_dim, dtype=torch.float32,
-                                     device=device)
+        # [num_state_layers, num_slots, *recurrent_dims] fp32 (Gated DeltaNet: [Hv, Dk, Dv]; Mamba-2: [H, P, N]):
+        # the recurrence accumulates in fp32
+        self.recurrent = torch.zeros(s.num_layers, num_slots, *s.recurrent_dims, dtype=torch.float32, device=device)
         self._slot_of: dict[str, int] = {}
         self._free = list(range(num_slots - 1, -1, -1))
-        # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, Hv, Dk, Dv])
+        # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, *dims])
         self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # snapshots at prefix-cache block boundaries (recurrent/state_snapshots.py); None: prefix caching off
         self.snapshots: StateSnapshots | None = None
@@ -89,11 +89,11 @@ class StateCache:
             snapshots.recurrent[layer, entries] = recurrent_states[rows]
 
 def state_shape(model) -> StateShape:
-    """The per-request state of a hybrid DecoderLM: every Gated DeltaNet layer's."""
+    """The per-request state of a hybrid DecoderLM: every state layer's, in its kind's layout
+    (ModelConfig.state_layout)."""
     c = model.config
-    g = c.gated_delta_net
-    num_layers = sum(1 for k in c.attention_kinds if getattr(k, "is_recurrent_state", False))
-    return StateShape(num_layers, g.conv_channels, g.conv_kernel_size - 1, g.num_v_heads, g.k_dim, g.v_dim)
+    num_layers = sum(1 for k in c.attention_kinds if k.is_recurrent_state)
+    return StateShape.of(c.state_layout, num_layers)
 
 
 def new_state_cache(model, max_concurrency: int) -> StateCache:

@@ -1,5 +1,5 @@
 """Recurrent-state snapshots at prefix-cache block boundaries (hybrid targets): what lets a prefix hit resume the
-Gated DeltaNet layers, whose state after a cached block the block's K/V does not hold.
+recurrent layers (Gated DeltaNet, Mamba-2), whose state after a cached block the block's K/V does not hold.
 
 A forward whose rows cross a snapshot point (a multiple of `interval` tokens: `stride` whole blocks) writes the state
 after that point into an entry claimed for (request, point) (`plan`, then the layer: recurrent/gated_delta_net.py).
@@ -40,9 +40,8 @@ class StateSnapshots:
         s = shape
         # [num_state_layers, capacity, conv_channels, conv_width], as StateCache.conv
         self.conv = torch.zeros(s.num_layers, capacity, s.conv_channels, s.conv_width, dtype=dtype, device=device)
-        # [num_state_layers, capacity, num_v_heads, k_dim, v_dim] fp32, as StateCache.recurrent
-        self.recurrent = torch.zeros(s.num_layers, capacity, s.num_v_heads, s.k_dim, s.v_dim, dtype=torch.float32,
-                                     device=device)
+        # [num_state_layers, capacity, *recurrent_dims] fp32, as StateCache.recurrent
+        self.recurrent = torch.zeros(s.num_layers, capacity, *s.recurrent_dims, dtype=torch.float32, device=device)
         self._published: OrderedDict[bytes, int] = OrderedDict()  # block hash -> entry, least recently used first
         self._provisional: dict[str, dict[int, int]] = {}  # request -> {tokens covered: entry}, not yet published
         self._free = list(range(capacity - 1, -1, -1))
@@ -112,7 +111,7 @@ class StateSnapshots:
         self,
         block_hash: bytes,
         slot_conv: torch.Tensor,  # [num_state_layers, num_slots, conv_channels, conv_width]: StateCache.conv
-        slot_recurrent: torch.Tensor,  # [num_state_layers, num_slots, num_v_heads, k_dim, v_dim]: StateCache.recurrent
+        slot_recurrent: torch.Tensor,  # [num_state_layers, num_slots, *recurrent_dims]: StateCache.recurrent
         slot: int,
     ) -> None:
         """Copy the snapshot of `block_hash` into `slot` (device copies, in stream order before the forward that

@@ -23,6 +23,7 @@ from specbench.check.result import CheckResult
 from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import HYBRID as HYBRID_KIND
+from specbench.execution_paths import MAMBA2 as MAMBA2_KIND
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import (hybrid_faults, needs_constrained_decoding, needs_hybrid_target,
@@ -45,6 +46,7 @@ from specbench.selftest.setups import (
     HYBRID_METHODS,
     HYBRID_TREE_METHODS,
     KV_CACHE_GB,
+    MAMBA2,
     METHODS,
     PLAIN,
     WINDOW_MOE,
@@ -79,7 +81,8 @@ def run_selftest(
     `window_moe` (the CLI's default): after the seeds, the first seed once more on the sliding-window + MoE tiny
     target (setups.WINDOW_MOE_METHODS of `methods`, and its plain row), where the window and MoE faults run.
     `hybrid` (the CLI's default): then the first seed once more on the hybrid (Qwen3-Next) tiny target
-    (setups.HYBRID_METHODS of `methods`, and its plain row), where the hybrid-state faults run.
+    (setups.HYBRID_METHODS of `methods`, and its plain row), where the hybrid-state faults run, and on the Mamba-2
+    hybrid (Bamba) tiny target (setups.MAMBA2_METHODS, and its plain row: the Mamba-2 mixer's paths, no faults).
     `trees`: per seed also a tree row (setups.TREE_SHAPE) for each method that drafts trees, where the tree
     faults run. `chunked`: per seed also a chunked row (setups.CHUNKED_OPTIONS) for each method, its greedy and
     metrics checks only, where the chunked-prefill faults run. `constrained`: per seed also a constrained row for
@@ -140,6 +143,9 @@ def run_selftest(
         if hybrid and target_methods(HYBRID, tuple(methods)):
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, HYBRID, trees=trees))
+        if hybrid and target_methods(MAMBA2, tuple(methods)) and "greedy" in checks:  # its rows: greedy only
+            tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
+                                  budget, MAMBA2))
         if jobs > 1:
             return run_parallel(tasks, chosen, jobs, on_row)
         rows: list[SelftestRow] = []
@@ -159,10 +165,11 @@ def run_selftest(
 
 def selftest_coverage(rows: list[SelftestRow], device: str = "cpu", checks: tuple[str, ...] = CHECKS) -> PathCoverage:
     """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N); with rows on the hybrid
-    target, its recurrent-state paths are production."""
+    target, its recurrent-state paths are production (with rows on the Mamba-2 one, its mixer's too)."""
+    kinds = ((HYBRID_KIND,) if any(row.target in (HYBRID, MAMBA2) for row in rows) else ()) + (
+        (MAMBA2_KIND,) if any(row.target == MAMBA2 for row in rows) else ())
     return path_coverage([(row.method, row.results) for row in rows if row.inject is None],
-                         device_class(resolve_device(device).type), checks,
-                         target_kinds=(HYBRID_KIND,) if any(row.target == HYBRID for row in rows) else ())
+                         device_class(resolve_device(device).type), checks, target_kinds=kinds)
 
 
 def _cell(r: CheckResult) -> str:

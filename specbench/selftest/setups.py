@@ -14,6 +14,8 @@ from specbench.selftest.drafters import TinyPair, build_method, selftest_methods
 from specbench.selftest.tiny import build_tiny_pair, variant_for_seed
 from specbench.selftest.tiny_hybrid import TARGET as HYBRID
 from specbench.selftest.tiny_hybrid import build_hybrid_pair, hybrid_method_models
+from specbench.selftest.tiny_mamba2 import TARGET as MAMBA2
+from specbench.selftest.tiny_mamba2 import build_mamba2_pair
 from specbench.selftest.tiny_window_moe import TARGET as WINDOW_MOE
 from specbench.selftest.tiny_window_moe import build_window_moe_pair
 from specbench.speculation.draft_shape import DraftShape
@@ -52,8 +54,14 @@ HYBRID_TREE_METHODS = ("mtp", "eagle3", "draft")
 # speculative rows reuses its engine across runs: it does).
 HYBRID_NOT_EXERCISED = {"draft": ("state-zero-draft-stale",), "eagle3": ("state-zero-draft-stale",),
                         "mtp": ("state-zero-draft-stale",), PLAIN: ("state-slot-not-reset",)}
-TARGETS = (SEED_TARGET, WINDOW_MOE, HYBRID)
-_EXTRA_METHODS = {WINDOW_MOE: WINDOW_MOE_METHODS, HYBRID: HYBRID_METHODS}
+# Methods run on the Mamba-2 hybrid (Bamba) target (tiny_mamba2.py), with the hybrid target and on the first seed
+# only: n-gram, whose rounds verify k + 1 positions and zero-draft rows beside each other through the Mamba-2 mixer
+# (its paths); no faults run there (the hybrid-state faults run on the Qwen3-Next target).
+MAMBA2_METHODS = ("ngram",)
+TARGETS = (SEED_TARGET, WINDOW_MOE, HYBRID)  # the targets with shipped baselines (reference_baselines.py)
+# Targets whose rows run the greedy check only (row_tasks.run_row), so no baseline is shipped for them.
+GREEDY_ONLY_TARGETS = (MAMBA2,)
+_EXTRA_METHODS = {WINDOW_MOE: WINDOW_MOE_METHODS, HYBRID: HYBRID_METHODS, MAMBA2: MAMBA2_METHODS}
 # The tree rows' shape (each method that drafts trees, on the seed targets, at the run's k): two children per
 # frontier node and a 6-node budget, so that at k = 3 the budget cuts the deepest level (the pruned tree, not the
 # full one) and siblings, cousins and depth 3 all occur.
@@ -104,18 +112,20 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     """One setup per method on the seed's tiny target (written under root; its variant, tiny.py, cycles with the
     seed so that the default seeds reach the biased and the fused layer paths), or with `target_name` WINDOW_MOE on
     the sliding-window + MoE target (WINDOW_MOE_METHODS of `methods` only), or HYBRID on the hybrid (Qwen3-Next)
-    target (HYBRID_METHODS only). `engine_options`: EngineConfig fields
+    target (HYBRID_METHODS only), or MAMBA2 on the Mamba-2 hybrid (Bamba) target (MAMBA2_METHODS only). `engine_options`: EngineConfig fields
     over the check defaults (e.g. the Triton attention and verifier for a CPU run of CUDA's paths)."""
     check_methods(methods)
-    if target_name not in TARGETS:
-        raise SpecbenchError(f"unknown selftest target {target_name!r}; supported: {WINDOW_MOE}, {HYBRID} (or the "
-                             "seed's own)")
+    if target_name not in TARGETS + GREEDY_ONLY_TARGETS:
+        raise SpecbenchError(f"unknown selftest target {target_name!r}; supported: {WINDOW_MOE}, {HYBRID}, "
+                             f"{MAMBA2} (or the seed's own)")
     methods = target_methods(target_name, methods)
     root = f"{root}/{seed}" + (f"-{target_name}" if target_name else "")
     if target_name == WINDOW_MOE:
         target, draft = build_window_moe_pair(root, seed=seed)
     elif target_name == HYBRID:
         target, draft = build_hybrid_pair(root, seed=seed)
+    elif target_name == MAMBA2:
+        target, draft = build_mamba2_pair(root, seed=seed)
     else:
         target, draft = build_tiny_pair(root, seed=seed, variant=variant_for_seed(seed))
     pair = TinyPair(root, seed, target, draft)
@@ -123,7 +133,8 @@ def selftest_setups(root: str, seed: int, methods: tuple[str, ...], num_steps: i
     base = check_engine(target=target, **options)  # plain: builds prompts
     setups = {}
     for m in methods:
-        models = hybrid_method_models(m, pair, base) if target_name == HYBRID else build_method(m, pair, base)
+        models = (hybrid_method_models(m, pair, base) if target_name in (HYBRID, MAMBA2)
+                  else build_method(m, pair, base))
         setups[m] = CheckSetup(check_engine(target=models.target, method=m, draft=models.draft,
                                             max_num_steps=num_steps, **options), models.prompts)
     return setups

@@ -28,7 +28,7 @@ NUM_QUERY, NUM_CONTEXT = [9, 3, 1, 4], [0, 6, 20, 11]
 def test_registry_creates_kinds_and_names_the_supported_ones_for_an_unknown_one():
     assert ATTENTION_KINDS.create("full") == FullAttention()
     assert ATTENTION_KINDS.create("sliding_window", 4) == SlidingWindowAttention(4)
-    with pytest.raises(SpecbenchError, match="unknown attention kind 'recurrent'; supported: full, gated_delta_net, sliding_window"):
+    with pytest.raises(SpecbenchError, match="unknown attention kind 'recurrent'; supported: full, gated_delta_net, mamba2, sliding_window"):
         ATTENTION_KINDS.create("recurrent")
     with pytest.raises(ValueError, match="sliding_window must be >= 1"):
         SlidingWindowAttention(0)

@@ -156,7 +156,7 @@ def test_a_backend_that_does_not_declare_the_kind_refuses_it_at_model_load(chunk
     target = _tiny_target(tmp_path, ["full_attention", "test_state_attention", "chunked_attention",
                                      "test_state_attention"])
     message = ("attention backend 'torch' does not implement attention kind 'test_state' \\(layers 1, 3\\); "
-               "it implements: full, gated_delta_net, sliding_window, test_chunked")
+               "it implements: full, gated_delta_net, mamba2, sliding_window, test_chunked")
     with pytest.raises(SpecbenchError, match=message):
         load_model(str(target), dtype=torch.float32, device="cpu", attn_backend="torch")
     kinds = LayerKinds.of((StateKind(), ChunkedAttention(2)), 2)

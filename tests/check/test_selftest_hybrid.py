@@ -21,13 +21,14 @@ from specbench.models.config import ModelConfig
 from specbench.selftest.coverage import format_coverage
 from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
 from specbench.selftest.runner import PLAIN, false_alarms, format_mutation_table, run_selftest, selftest_coverage
-from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED, HYBRID_TREE_METHODS
+from specbench.selftest.setups import HYBRID, HYBRID_METHODS, HYBRID_NOT_EXERCISED, HYBRID_TREE_METHODS, MAMBA2
 
 HYBRID_FAULTS = tuple(m.fault.name for m in HYBRID_MUTANTS)
 # the snapshot paths: the greedy check's shared-prefix scenario (check/prefix_scenario.py) hits on the hybrid target
 STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit", "hybrid.snapshot_take", "hybrid.snapshot_restore"}
 # production where the hybrid target runs (its MTP tree row takes hybrid.tree_verify)
 HYBRID_PATHS = STATE_PATHS | {"mtp.qwen3_next_block", "hybrid.tree_verify"}
+MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked"}  # production where the Mamba-2 target runs
 
 
 def _result(row, name: str):
@@ -120,8 +121,10 @@ def test_each_hybrid_mutant_is_caught_and_the_state_paths_are_covered():
     coverage = selftest_coverage(rows, "cpu", MUTANT_CHECKS)
     assert coverage.is_complete, format_coverage(coverage)
     assert HYBRID_PATHS <= {p.name for p in coverage.required} and HYBRID_PATHS <= coverage.taken
+    # the Mamba-2 target's rows ran too (n-gram is a hybrid method): its mixer's paths required and taken
+    assert MAMBA2_PATHS <= {p.name for p in coverage.required} and MAMBA2_PATHS <= coverage.taken
     # without the hybrid rows its paths are not required (no hybrid target ran)
-    dense = selftest_coverage([r for r in rows if r.target != HYBRID], "cpu", MUTANT_CHECKS)
+    dense = selftest_coverage([r for r in rows if r.target not in (HYBRID, MAMBA2)], "cpu", MUTANT_CHECKS)
     assert not HYBRID_PATHS & {p.name for p in dense.required}
 
 

@@ -27,7 +27,9 @@ REFERENCE_ONLY = frozenset({"decode.sync"})
 # Hybrid targets' paths (their state, their MTP module's block): production where the selftest's hybrid target runs
 # (run_selftest's `hybrid`, off in these runs); tests/check/test_selftest_hybrid.py reaches them there.
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit", "mtp.qwen3_next_block", "hybrid.snapshot_take",
-                         "hybrid.snapshot_restore", "hybrid.tree_verify"})
+                         "hybrid.snapshot_restore", "hybrid.tree_verify",
+                         # the Mamba-2 target's (tests/check/test_selftest_mamba2.py)
+                         "hybrid.mamba2_verify", "hybrid.mamba2_chunked"})
 # Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
 MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine

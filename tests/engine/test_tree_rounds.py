@@ -288,5 +288,5 @@ def test_targets_with_sliding_window_layers_refuse_trees(tmp_path):
     build_tiny_model(tmp_path / "d", "mistral", num_layers=1, seed=1, sliding_window=8)
     llm = LLM(str(tmp_path / "t"), dtype="fp32", device="cpu", block_size=4, kv_cache_gb=0.01, method="draft",
               draft=str(tmp_path / "d"), max_num_steps=2)
-    with pytest.raises(SpecbenchError, match="tree drafts need plain full-attention layers"):
+    with pytest.raises(SpecbenchError, match="tree drafts need layers that verify trees .*a window of 8 keys"):
         llm.engine.set_draft_shape(DraftShape(2, 4))

@@ -33,7 +33,7 @@ def load_script():
 def test_state_bytes_by_hand():
     # Qwen3-Next-80B's Gated DeltaNet shape, 9 layers (the 12-layer cut): recurrent 32 x 128 x 128 fp32 = 2 MiB,
     # conv (2 * 16 * 128 + 32 * 128) = 8192 channels x 3 bf16 = 48 KiB; read once + written once.
-    shape = StateShape(num_layers=9, conv_channels=8192, conv_width=3, num_v_heads=32, k_dim=128, v_dim=128)
+    shape = StateShape(num_layers=9, conv_channels=8192, conv_width=3, recurrent_dims=(32, 128, 128))
     per_layer = 32 * 128 * 128 * 4 + 8192 * 3 * 2
     assert per_layer == 2_146_304
     assert state_bytes_per_step(shape, torch.bfloat16, 1) == 2 * 9 * per_layer == 38_633_472

@@ -27,7 +27,7 @@ def _layer() -> GatedDeltaNet:
 
 def _states(num_slots: int) -> StateCache:
     c = CONFIG
-    cache = StateCache(StateShape(1, c.conv_channels, c.conv_kernel_size - 1, c.num_v_heads, c.k_dim, c.v_dim),
+    cache = StateCache(StateShape.of(c.state_layout(), 1),
                        num_slots, torch.float32, torch.device("cpu"))
     cache.conv.normal_()
     cache.recurrent.normal_(0, 0.1)

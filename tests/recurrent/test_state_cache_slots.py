@@ -16,7 +16,7 @@ from tests.support.tiny_hybrid import build_tiny_hybrid
 
 
 def test_slots_are_handed_out_once_and_reused_after_free():
-    cache = StateCache(StateShape(1, 4, 3, 2, 2, 2), 2, torch.float32, torch.device("cpu"))
+    cache = StateCache(StateShape(1, 4, 3, (2, 2, 2)), 2, torch.float32, torch.device("cpu"))
     a, b = cache.slot_for("a"), cache.slot_for("b")
     assert a != b and cache.slot_for("a") == a and cache.num_used == 2
     with pytest.raises(SpecbenchError, match="all 2 recurrent-state slots are taken"):

@@ -42,7 +42,7 @@ def test_chunked_states_at_cuts_are_the_token_by_token_states():
 
 
 def _store(capacity: int, stride: int = 1) -> StateSnapshots:
-    return StateSnapshots(StateShape(1, 3, 2, 1, 2, 2), capacity, 4, stride, torch.float32, torch.device("cpu"))
+    return StateSnapshots(StateShape(1, 3, 2, (1, 2, 2)), capacity, 4, stride, torch.float32, torch.device("cpu"))
 
 
 def test_points_entries_publishing_and_eviction():
@@ -69,7 +69,7 @@ def test_restore_copies_without_touching_the_snapshot():
     entry = store.plan(["a"], [0], [4])[0].entry
     store.conv[:, entry], store.recurrent[:, entry] = 1.0, 2.0
     store.publish("a", 4, b"h")
-    slots = StateCache(store_shape := StateShape(1, 3, 2, 1, 2, 2), 2, torch.float32, torch.device("cpu"))
+    slots = StateCache(store_shape := StateShape(1, 3, 2, (1, 2, 2)), 2, torch.float32, torch.device("cpu"))
     assert slots.shape == store_shape
     slots.snapshots = store
     store.restore(b"h", slots.conv, slots.recurrent, slots.slot_for("b"))

@@ -59,7 +59,7 @@ def _layer(device: torch.device) -> GatedDeltaNet:
 
 def _states(device: torch.device) -> StateCache:
     c = CONFIG
-    cache = StateCache(StateShape(1, c.conv_channels, c.conv_kernel_size - 1, c.num_v_heads, c.k_dim, c.v_dim),
+    cache = StateCache(StateShape.of(c.state_layout(), 1),
                        NUM_SLOTS, torch.float32, device)
     gen = torch.Generator().manual_seed(1)
     cache.conv.copy_(torch.randn(cache.conv.shape, generator=gen))

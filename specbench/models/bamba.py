@@ -1,0 +1,58 @@
+"""Bamba's decoder blocks (a hybrid target): Mamba-2 mixers (recurrent/mamba2_mixer.py) beside plain Llama-style
+full attention, RMSNorms, dense gated MLPs (HF `feed_forward`).
+
+Its attention is the Llama one (models/llama.py SelfAttention: fused q/k/v, RoPE on the first half of each head as
+GLM-4.5's partial RoPE, K/V index counting attention layers only); its Mamba-2 layers read and write the requests'
+state slots (kv_cache.states, md.state_rows) as Qwen3-Next's Gated DeltaNet layers do (models/qwen3_next.py).
+Parameter names are the checkpoint's except the fused q/k/v and gate/up (llama.fused_checkpoint_targets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from specbench.attention.backend import AttentionBackend
+from specbench.attention.metadata import AttentionMetadata
+from specbench.errors import SpecbenchError
+from specbench.kv.kv_cache import KVCache
+from specbench.models.config import ModelConfig
+from specbench.models.layer_output import LayerOutput
+from specbench.models.layers import GatedMLP, RMSNorm
+from specbench.recurrent.mamba2_mixer import Mamba2Mixer
+
+
+class BambaDecoderLayer(nn.Module):
+    """Pre-norm residual block whose token mixer is a Mamba-2 mixer (`mamba`) or full attention (`self_attn`)."""
+
+    def __init__(self, config: ModelConfig, attention: nn.Module | None, state_layer: int | None) -> None:
+        super().__init__()
+        eps = config.rms_norm_eps
+        self.input_layernorm = RMSNorm(config.hidden_size, eps)
+        self.pre_ff_layernorm = RMSNorm(config.hidden_size, eps)
+        # state_layer None: an attention layer (`attention`, llama.SelfAttention); else its state's StateCache index
+        self.mamba = None if state_layer is None else Mamba2Mixer(config.mamba2, config.hidden_size, eps, state_layer)
+        self.self_attn = attention if state_layer is None else None
+        self.feed_forward = GatedMLP(config.hidden_size, config.intermediate_size)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor | None, cos_sin: torch.Tensor,
+                kv_cache: KVCache, md: AttentionMetadata, backend: AttentionBackend) -> LayerOutput:
+        if residual is None:
+            normed, residual = self.input_layernorm(hidden), hidden
+        else:
+            normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
+        layer_input = residual
+        if self.mamba is not None:
+            states, rows = getattr(kv_cache, "states", None), md.state_rows
+            if states is None or rows is None:
+                raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
+                                     "(this phase does not attach them)")
+            mixed = self.mamba(normed, md.query_start_loc_cpu, states, rows, backend.paths)
+        else:
+            # its K/V index counts attention layers only: the backend sees no per-layer kinds (every layer it is
+            # handed plain causal), never a Mamba-2 layer's (as Qwen3-Next's GatedSelfAttention)
+            mixed = self.self_attn(normed, cos_sin, kv_cache, dataclasses.replace(md, layer_kinds=()), backend)
+        normed, residual = self.pre_ff_layernorm.add_and_norm(mixed, residual)
+        return LayerOutput(hidden=self.feed_forward(normed), residual=residual, layer_input=layer_input)
