@@ -61,8 +61,16 @@ HF_LAYER_TYPES: Registry[AttentionKind] = Registry("attention layer type")  # HF
 K = TypeVar("K")
 
 
+KIND_FLAGS = ("is_full", "is_key_window", "is_recurrent_state", "verifies_trees")  # AttentionKind's ClassVar[bool]s
+
+
 def register_kind(cls: type[K]) -> type[K]:
-    """Class decorator: `cls` under its name and under each HF layer type it stands for."""
+    """Class decorator: `cls` under its name and under each HF layer type it stands for; a kind that leaves one of
+    the protocol's flags undeclared fails here, naming it (never later as an AttributeError mid-load)."""
+    missing = [flag for flag in KIND_FLAGS if not isinstance(getattr(cls, flag, None), bool)]
+    if missing:
+        raise SpecbenchError(f"attention kind {cls.__name__} declares no {', '.join(missing)} "
+                             f"(ClassVar[bool]; AttentionKind says what each means)")
     ATTENTION_KINDS.register(cls.name)(cls)
     for layer_type in cls.hf_layer_types:
         HF_LAYER_TYPES.register(layer_type)(cls)

@@ -61,6 +61,8 @@ class ChunkedAttention:
     hf_layer_types: ClassVar[tuple[str, ...]] = ("chunked_attention",)
     is_full: ClassVar[bool] = False
     is_key_window: ClassVar[bool] = True
+    is_recurrent_state: ClassVar[bool] = False
+    verifies_trees: ClassVar[bool] = False
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> ChunkedAttention:
@@ -94,6 +96,8 @@ class StateKind:
     hf_layer_types: ClassVar[tuple[str, ...]] = ("test_state_attention",)
     is_full: ClassVar[bool] = False
     is_key_window: ClassVar[bool] = False
+    is_recurrent_state: ClassVar[bool] = False
+    verifies_trees: ClassVar[bool] = False
 
     @classmethod
     def from_hf(cls, sliding_window: int) -> StateKind:
@@ -290,3 +294,17 @@ def test_the_triton_backend_masks_with_any_key_window(chunked):
     for layer in range(3):
         torch.testing.assert_close(triton_backend.attend_stored(layer, b.q, cache, md), outs[layer], atol=1e-4,
                                    rtol=1e-3)
+
+
+def test_a_kind_that_leaves_a_flag_undeclared_fails_at_registration():
+    from specbench.attention.kinds import register_kind
+
+    @dataclass(frozen=True)
+    class Undeclared:
+        name: ClassVar[str] = "test_undeclared"
+        hf_layer_types: ClassVar[tuple[str, ...]] = ()
+        is_full: ClassVar[bool] = False
+        is_key_window: ClassVar[bool] = True
+
+    with pytest.raises(SpecbenchError, match="declares no is_recurrent_state, verifies_trees"):
+        register_kind(Undeclared)
