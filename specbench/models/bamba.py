@@ -16,7 +16,7 @@ from torch import nn
 
 from specbench.attention.backend import AttentionBackend
 from specbench.attention.metadata import AttentionMetadata
-from specbench.errors import SpecbenchError
+from specbench.recurrent.mixer import mix_tokens
 from specbench.kv.kv_cache import KVCache
 from specbench.models.config import ModelConfig
 from specbench.models.layer_output import LayerOutput
@@ -45,11 +45,7 @@ class BambaDecoderLayer(nn.Module):
             normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
         layer_input = residual
         if self.mamba is not None:
-            states, rows = getattr(kv_cache, "states", None), md.state_rows
-            if states is None or rows is None:
-                raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
-                                     "(this phase does not attach them)")
-            mixed = self.mamba(normed, md.query_start_loc_cpu, states, rows, backend.paths)
+            mixed = mix_tokens(self.mamba, normed, md.query_start_loc_cpu, kv_cache, md.state_rows, backend.paths)
         else:
             # its K/V index counts attention layers only: the backend sees no per-layer kinds (every layer it is
             # handed plain causal), never a Mamba-2 layer's (as Qwen3-Next's GatedSelfAttention)

@@ -17,6 +17,7 @@ from specbench.attention.backend import AttentionBackend
 from specbench.attention.metadata import AttentionMetadata
 from specbench.attention.score_params import PLAIN
 from specbench.errors import SpecbenchError
+from specbench.recurrent.mixer import mix_tokens
 from specbench.kv.kv_cache import KVCache
 from specbench.models.config import ModelConfig
 from specbench.models.layer_output import LayerOutput
@@ -86,11 +87,8 @@ class HybridDecoderLayer(nn.Module):
             normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
         layer_input = residual
         if self.linear_attn is not None:
-            states, rows = getattr(kv_cache, "states", None), md.state_rows
-            if states is None or rows is None:
-                raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
-                                     "(this phase does not attach them)")
-            mixed = self.linear_attn(normed, md.query_start_loc_cpu, states, rows, backend.paths)
+            mixed = mix_tokens(self.linear_attn, normed, md.query_start_loc_cpu, kv_cache, md.state_rows,
+                               backend.paths)
         else:
             mixed = self.self_attn(normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.post_attention_layernorm.add_and_norm(mixed, residual)

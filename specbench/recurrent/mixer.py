@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specbench.errors import SpecbenchError
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
 
@@ -28,6 +29,17 @@ class RecurrentMixer(nn.Module):
     def forward(self, x: torch.Tensor, query_start_loc_cpu: tuple[int, ...], states: StateCache, rows: StateRows,
                 paths=None) -> torch.Tensor:  # x [num_tokens, hidden] -> [num_tokens, hidden]
         raise NotImplementedError
+
+
+def mix_tokens(mixer: RecurrentMixer, normed: torch.Tensor, query_start_loc_cpu: tuple[int, ...], kv_cache,
+               state_rows: StateRows | None, paths=None) -> torch.Tensor:  # normed [num_tokens, hidden] -> same
+    """A hybrid layer's recurrent mixer over its requests' state slots (the KV cache's StateCache, the metadata's
+    rows); a phase that attached no slots is one clear error, never a forward over someone else's state."""
+    states = getattr(kv_cache, "states", None)  # None: a cache without recurrent layers (kv/ owns both shapes)
+    if states is None or state_rows is None:
+        raise SpecbenchError("a hybrid target's forward needs its requests' recurrent-state slots "
+                             "(this phase does not attach them)")
+    return mixer(normed, query_start_loc_cpu, states, state_rows, paths)
 
 
 def write_snapshots(states: StateCache, layer: int, entries: list[int], conv: torch.Tensor | None,

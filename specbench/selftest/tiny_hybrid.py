@@ -15,6 +15,7 @@ invariant sweep's forced acceptance (INV-STATE), not by greedy output.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -56,15 +57,31 @@ def hybrid_config(vocab_size: int = VOCAB_SIZE):
 def _random_weights(model, seed: int) -> dict[str, torch.Tensor]:
     """Every parameter drawn anew, in sorted-name order, from a generator of `seed` alone."""
     gen = torch.Generator().manual_seed(5_000_011 + seed)  # never replays tiny.py's build streams
+
+    def own_law(name: str, shape: torch.Size) -> torch.Tensor | None:
+        if name.endswith("norm.weight"):  # (1 + w) norms: w ~ 0.2 keeps every scale near one
+            return 0.2 * torch.randn(shape, generator=gen)
+        if name.endswith("dt_bias") or name.endswith("A_log"):
+            return 0.5 * torch.randn(shape, generator=gen)
+        return None
+
+    return draw_weights(model, gen, own_law)
+
+
+def draw_weights(model, gen: torch.Generator,
+                 own_law: Callable[[str, torch.Size], torch.Tensor | None]) -> dict[str, torch.Tensor]:
+    """Every parameter of `model` drawn from `gen`, one draw each in sorted-name order (the tiny hybrid targets'
+    weights, and so their shipped baselines, depend on that order): `own_law` for those whose law is the
+    architecture's own (None: the common one: biases 0.5 N(0, 1), embeddings N(0, 1), matrices and convs N(0, 1)
+    scaled by gain / sqrt(fan-in))."""
     weights = {}
     for name, param in sorted(model.state_dict().items()):
-        if name.endswith("norm.weight"):  # (1 + w) norms: w ~ 0.2 keeps every scale near one
-            w = 0.2 * torch.randn(param.shape, generator=gen)
-        elif name.endswith(".bias") or name.endswith("dt_bias") or name.endswith("A_log"):
+        w = own_law(name, param.shape)
+        if w is None and name.endswith(".bias"):
             w = 0.5 * torch.randn(param.shape, generator=gen)
-        elif name.endswith("embed_tokens.weight"):
+        elif w is None and name.endswith("embed_tokens.weight"):
             w = torch.randn(param.shape, generator=gen)
-        else:  # the last dim is the fan-in of a matrix and of the conv's [channels, 1, kernel] alike
+        elif w is None:  # the last dim is the fan-in of a matrix and of the conv's [channels, 1, kernel] alike
             gain = HEAD_GAIN if name.startswith("lm_head") else LAYER_GAIN
             w = torch.randn(param.shape, generator=gen) * (gain / param.shape[-1] ** 0.5)
         weights[name] = w.to(param.dtype)

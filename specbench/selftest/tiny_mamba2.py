@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from specbench.selftest.tiny import VOCAB_SIZE, build_tiny_pair
-from specbench.selftest.tiny_hybrid import DRAFT_VARIANT, HEAD_GAIN, LAYER_GAIN
+from specbench.selftest.tiny_hybrid import DRAFT_VARIANT, draw_weights
 
 TARGET = "mamba2"  # the selftest's name for this target (rows, table)
 ATTN_LAYER_INDICES = (1, 3)  # Mamba-2, attention, Mamba-2, attention
@@ -45,23 +45,17 @@ def _random_weights(model, seed: int) -> dict[str, torch.Tensor]:
     """Every parameter drawn anew, in sorted-name order, from a generator of `seed` alone; decays that keep a few
     tokens of memory (exp(-dt * A) ~ 0.8 a token) so a wrong state shows in the next tokens."""
     gen = torch.Generator().manual_seed(7_000_003 + seed)  # never replays the other tiny targets' streams
-    weights = {}
-    for name, param in sorted(model.state_dict().items()):
+
+    def own_law(name: str, shape: torch.Size) -> torch.Tensor | None:
         if name.endswith("mamba.A_log"):
-            w = torch.empty(param.shape).uniform_(0.2, 1.0, generator=gen).log()
-        elif name.endswith("mamba.dt_bias"):
-            w = -1.0 + 0.5 * torch.randn(param.shape, generator=gen)
-        elif name.endswith("mamba.D") or name.endswith("norm.weight"):  # plain (x * w) norms: w near one
-            w = 1.0 + 0.2 * torch.randn(param.shape, generator=gen)
-        elif name.endswith(".bias"):
-            w = 0.5 * torch.randn(param.shape, generator=gen)
-        elif name.endswith("embed_tokens.weight"):
-            w = torch.randn(param.shape, generator=gen)
-        else:  # the last dim is the fan-in of a matrix and of the conv's [channels, 1, kernel] alike
-            gain = HEAD_GAIN if name.startswith("lm_head") else LAYER_GAIN
-            w = torch.randn(param.shape, generator=gen) * (gain / param.shape[-1] ** 0.5)
-        weights[name] = w.to(param.dtype)
-    return weights
+            return torch.empty(shape).uniform_(0.2, 1.0, generator=gen).log()
+        if name.endswith("mamba.dt_bias"):
+            return -1.0 + 0.5 * torch.randn(shape, generator=gen)
+        if name.endswith("mamba.D") or name.endswith("norm.weight"):  # plain (x * w) norms: w near one
+            return 1.0 + 0.2 * torch.randn(shape, generator=gen)
+        return None
+
+    return draw_weights(model, gen, own_law)
 
 
 def build_mamba2_target(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> str:

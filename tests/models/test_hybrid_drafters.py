@@ -24,7 +24,7 @@ from specbench.check.target_features import recompute_target_features
 from specbench.models.config import ModelConfig
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_runs import MAX_TOKENS, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
 from tests.support.tiny_hybrid import build_tiny_hybrid
 
@@ -51,10 +51,7 @@ def prompts():
 
 @pytest.fixture(scope="module")
 def hf_greedy(dirs, prompts):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(dirs / "target", dtype=torch.float32).eval()
-    return hf_greedy_outputs(model, prompts, MAX_TOKENS)
+    return hf_greedy_of(dirs / "target", prompts, MAX_TOKENS)
 
 
 def _tokens(outs):

@@ -21,7 +21,7 @@ from specbench.recurrent.kernel_choice import FLA
 from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_prefix import MAX_TOKENS as PREFIX_MAX_TOKENS
 from tests.support.hybrid_prefix import run_waves
 from tests.support.hybrid_runs import MAX_TOKENS, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
@@ -51,10 +51,7 @@ def prompts():
 
 @pytest.fixture(scope="module")
 def hf_greedy(dirs, prompts):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(dirs / "target", dtype=torch.float32).eval()
-    return hf_greedy_outputs(model, prompts, MAX_TOKENS)
+    return hf_greedy_of(dirs / "target", prompts, MAX_TOKENS)
 
 
 def _tree_llm(dirs, method: str, fault=None, shape: DraftShape = TREE, **options):

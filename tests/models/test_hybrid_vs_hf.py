@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.support.hf_greedy import hf_greedy_outputs, tiny_prompt_ids
+from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, record_commits,
                                        run_with_oracle)
 from tests.support.scripted_drafts import install_scripted
@@ -38,10 +38,7 @@ def prompts():
 
 @pytest.fixture(scope="module")
 def hf_greedy(dirs, prompts):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(dirs / "target", dtype=torch.float32).eval()
-    return hf_greedy_outputs(model, prompts, MAX_TOKENS)
+    return hf_greedy_of(dirs / "target", prompts, MAX_TOKENS)
 
 
 def _tokens(outs):

@@ -26,3 +26,11 @@ def tiny_prompt_ids(lengths: tuple[int, ...] = PROMPT_LENGTHS) -> list[list[int]
 
     tok = load_tiny_tokenizer()
     return [tok(q)["input_ids"][:n] for q, n in zip(gsm8k_questions("test")[:len(lengths)], lengths)]
+
+
+def hf_greedy_of(checkpoint, prompt_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
+    """hf_greedy_outputs of the fp32 transformers model at `checkpoint` (a directory)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    return hf_greedy_outputs(model, prompt_ids, max_tokens)
