@@ -107,7 +107,7 @@ def debug_invariants_from_env() -> bool:
 FUSED_KERNEL_POLICIES = ("auto", "on", "off")
 # The expert kernels of MoE layers on the fused path (models/moe_kernel_sets.py): gemv (kernels/moe_gemv.py for 1-64
 # tokens, prefill on the torch reference) | grouped (issue 47: few-token down + combine, grouped GEMM prefill).
-MOE_KERNEL_SETS = ("gemv", "grouped")
+MOE_KERNEL_SETS = ("auto", "gemv", "grouped")  # the first is the default (models/moe_kernel_sets.py)
 # The gated-delta-rule kernels of hybrid targets' Gated DeltaNet layers (recurrent/kernel_choice.py): torch (our
 # references) | fla (fla-core's Triton kernels, CUDA only) | auto (fla on CUDA where fla-core imports, else torch).
 # recurrent/kernel_choice.py CHOICES names the same values (a test holds them equal; neither unit imports the other).
@@ -212,8 +212,10 @@ class EngineConfig:
     fused_kernels: str = option("auto", "fused Triton kernels in the model layers: auto (on CUDA when triton "
                                 "imports) | on | off (the eager torch layers)", before="auto")
     # Which expert kernels MoE layers run where the fused kernels run (MOE_KERNEL_SETS; models/moe_kernel_sets.py).
-    moe_kernels: str = option("gemv", "MoE expert kernels where fused kernels run: gemv | grouped (few-token down "
-                              "with the combine in its epilogue, grouped-GEMM prefill)", before="gemv")
+    moe_kernels: str = option("auto", "MoE expert kernels where fused kernels run: auto (gemv for 1-64 tokens, the "
+                              "grouped GEMM for prefill: each phase's faster set on the H100) | gemv (prefill: the "
+                              "per-expert torch loop) | grouped (also the few-token down with the combine in its "
+                              "epilogue)", before="gemv")
     # Which gated-delta-rule kernels hybrid targets' Gated DeltaNet layers run (RECURRENT_KERNEL_CHOICES;
     # recurrent/kernel_choice.py); the conv stays ours. Default torch until the fla engine test passes on the H100.
     recurrent_kernels: str = option("torch", "gated-delta-rule kernels of hybrid targets: torch (our references) | "

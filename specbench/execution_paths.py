@@ -55,6 +55,7 @@ class ExecutionPath:
 
 
 HYBRID = "hybrid"  # the target kind of models with recurrent-state layers (Qwen3-Next's Gated DeltaNet)
+MOE = "moe"  # the target kind of models with MoE layers (the selftest's window + MoE target)
 MAMBA2 = "mamba2"  # the target kind of hybrids whose recurrent layers are Mamba-2 mixers (Bamba)
 SPECULATIVE = MethodGroup("Proposer")  # every method with a proposer
 DRAFTS_AHEAD = MethodGroup("DraftsAhead")
@@ -159,13 +160,14 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "kernels/qk_norm_rope.py)", ("cuda",)),
     ExecutionPath("proj.rope_store", "fused qkv projection (+ bias) that also rotates q/k and stores K/V "
                   "(models/decode_gemv.py, kernels/gemv_rope.py)", ("cuda",)),
-    # Opt-in (the "grouped" MoE kernel set, models/moe_kernel_sets.py) until its H100 rows say it wins; then
-    # production on CUDA, and the selftest's window + MoE target must reach both.
+    # The "grouped" MoE kernel set's (models/moe_kernel_sets.py): the few-token one opt-in (slower than gemv on the
+    # H100); the prefill one also the default "auto" set's, production on CUDA where a MoE target ran (the
+    # selftest's window + MoE target reaches it: its prefills batch its prompts past 64 tokens).
     ExecutionPath("moe.few_token_combine", "MoE experts of a 2-16 token batch (verify): grouped gate_up, then the "
                   "down projection with the routing-weighted sum over a token's experts in its epilogue "
                   "(kernels/moe_few_token.py, kernels/moe_down_combine.py)", ()),
     ExecutionPath("moe.prefill_grouped", "MoE experts of a batch past 64 tokens (prefill) as a grouped GEMM over "
-                  "experts, slots sorted by expert in torch ops (kernels/moe_prefill.py)", ()),
+                  "experts, slots sorted by expert in torch ops (kernels/moe_prefill.py)", ("cuda",), target_kind=MOE),
     # ---- attention and verification ------------------------------------------------------------------------------
     ExecutionPath("attention.torch", "paged attention, torch reference (attention/torch_ref.py)", ("cpu",)),
     ExecutionPath("attention.triton", "paged attention, Triton kernels (attention/triton_backend.py)", ("cuda",)),

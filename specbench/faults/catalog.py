@@ -139,9 +139,9 @@ WINDOW_MUTANTS: tuple[type[Mutant], ...] = (
 SINK_MUTANTS: tuple[type[Mutant], ...] = (SinksDroppedInDraft,)
 
 # Bugs of the MoE layers' fast paths: inert on dense targets (no experts), run on the window + MoE target only. Path
-# mutants: run where their path is production (the CUDA graphs: CUDA only). The "grouped" kernel set's three
-# (issue 47) bend opt-in paths: the selftest runs them once that set is the default; until then
-# tests/kernels/test_kernel_moe_grouped_set.py catches each against the eager reference.
+# mutants: run where their path is production (the CUDA graphs: CUDA only). The "grouped" kernel set's (issue 47):
+# the prefill one's path is the default "auto" set's, so the CUDA selftest runs it; the two few-token ones bend an
+# opt-in path, and tests/kernels/test_kernel_moe_grouped_set.py catches each against the eager reference.
 MOE_MUTANTS: tuple[type[Mutant], ...] = (MoePaddingMaskFrozenAtCapture, MoeCombineWeightSwapped, MoeVerifyRowsShared,
                                          MoePrefillRowsShifted)
 

@@ -2,9 +2,9 @@
 it), so at every expert's first row a token's slot is computed with the wrong expert's weights (seed class: an
 off-by-one in the tile map of a grouped GEMM).
 
-Acts on the "grouped" MoE kernel set's uncaptured batches past 64 tokens (prefills of longer prompts); inert under
-the default "gemv" set, on short prompts and on dense targets. tests/kernels/test_kernel_moe_grouped_set.py shows
-it caught against the eager reference.
+Acts on the uncaptured batches past 64 tokens (prefills) of the "auto" (default) and "grouped" MoE kernel sets;
+inert under "gemv", on short prompts and on dense targets. The CUDA selftest runs it on its window + MoE target;
+tests/kernels/test_kernel_moe_grouped_set.py shows it caught against the eager reference.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from specbench.json_file import read_json_object
 from specbench.models.config import ModelConfig
 from specbench.models.default_model import resolve_model_source
 from specbench.models.fused_kernels import set_policy
-from specbench.models.moe_kernel_sets import set_moe_kernels
+from specbench.models.moe_kernel_sets import DEFAULT_MOE_KERNELS, set_moe_kernels
 from specbench.recurrent.kernel_choice import TORCH, set_recurrent_kernels
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
@@ -73,7 +73,7 @@ def load_model(
     seed: int = 0,
     max_model_len: int | None = None,
     fused_kernels: str = "auto",
-    moe_kernels: str = "gemv",
+    moe_kernels: str = DEFAULT_MOE_KERNELS,
     recurrent_kernels: str = TORCH,
 ) -> LoadedModel:
     """`max_model_len`: the context the engine will use; refused before allocating when above the trained one.

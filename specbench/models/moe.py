@@ -22,7 +22,7 @@ from specbench.models import fused_kernels
 from specbench.models.fused_kernels import UsesFusedKernels
 from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
-from specbench.models.moe_kernel_sets import RunsMoeKernels
+from specbench.models.moe_kernel_sets import PREFILL_GROUPED_SETS, RunsMoeKernels
 from specbench.models.moe_routing import ExpertRouting, route
 
 
@@ -95,7 +95,7 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
     def _is_prefill_grouped(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes only
         from specbench.kernels.moe_gemv import MAX_TOKENS
 
-        return self.moe_kernels == "grouped" and x.shape[0] > MAX_TOKENS
+        return self.moe_kernels in PREFILL_GROUPED_SETS and x.shape[0] > MAX_TOKENS
 
     def _is_shared_fused(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes and dtypes only
         shared = self.shared_expert

@@ -21,7 +21,7 @@ import torch
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.models import fused_kernels
 from specbench.models.moe import MoeMLP
-from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_PATH
+from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_GROUPED_SETS, PREFILL_PATH
 
 
 def _max_kernel_tokens() -> int:
@@ -42,12 +42,12 @@ def is_capturing(x: torch.Tensor) -> bool:
 
 def grouped_path(mlp: MoeMLP, x: torch.Tensor) -> str | None:  # x: [num_tokens, hidden]
     """The "grouped" set's path this forward takes (shapes, policy and the layer's set only), None: another one."""
-    if mlp.moe_kernels != "grouped" or not fused_kernels.use_fused(mlp.fused_policy, x):
+    if mlp.moe_kernels not in PREFILL_GROUPED_SETS or not fused_kernels.use_fused(mlp.fused_policy, x):
         return None
     from specbench.kernels.moe_down_combine import FEW_MAX_TOKENS
 
     num_tokens = x.shape[0]
-    if 2 <= num_tokens <= FEW_MAX_TOKENS:
+    if mlp.moe_kernels == "grouped" and 2 <= num_tokens <= FEW_MAX_TOKENS:
         return FEW_TOKEN_PATH
     if num_tokens > _max_kernel_tokens() and not is_capturing(x):
         return PREFILL_PATH

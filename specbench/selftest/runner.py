@@ -24,6 +24,7 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import HYBRID as HYBRID_KIND
 from specbench.execution_paths import MAMBA2 as MAMBA2_KIND
+from specbench.execution_paths import MOE as MOE_KIND
 from specbench.execution_paths import device_class
 from specbench.faults import resolve_fault
 from specbench.faults.catalog import (hybrid_faults, needs_constrained_decoding, needs_hybrid_target,
@@ -165,9 +166,11 @@ def run_selftest(
 
 def selftest_coverage(rows: list[SelftestRow], device: str = "cpu", checks: tuple[str, ...] = CHECKS) -> PathCoverage:
     """Path x check coverage of the clean rows on `device` (cpu | cuda | auto | cuda:N); with rows on the hybrid
-    target, its recurrent-state paths are production (with rows on the Mamba-2 one, its mixer's too)."""
+    target, its recurrent-state paths are production (with rows on the Mamba-2 one, its mixer's too; with rows on
+    the window + MoE target, the MoE prefill's)."""
     kinds = ((HYBRID_KIND,) if any(row.target in (HYBRID, MAMBA2) for row in rows) else ()) + (
-        (MAMBA2_KIND,) if any(row.target == MAMBA2 for row in rows) else ())
+        (MAMBA2_KIND,) if any(row.target == MAMBA2 for row in rows) else ()) + (
+        (MOE_KIND,) if any(row.target == WINDOW_MOE for row in rows) else ())
     return path_coverage([(row.method, row.results) for row in rows if row.inject is None],
                          device_class(resolve_device(device).type), checks, target_kinds=kinds)
 

@@ -1,4 +1,4 @@
-"""The "grouped" MoE kernel set through the engine (CPU interpreter, fp32, tiny Qwen3-MoE): greedy n-gram
+"""The "grouped" MoE kernel set (and the default "auto" one: its prefill GEMM only) through the engine (CPU interpreter, fp32, tiny Qwen3-MoE): greedy n-gram
 speculation (verify batches of up to 4 tokens) and a 70-token prompt (prefill past 64 tokens) give the unfused
 engine's tokens, and the engine records both of the set's paths."""
 
@@ -62,8 +62,21 @@ def test_grouped_set_matches_the_unfused_engine():
     assert {FEW_TOKEN_PATH, PREFILL_PATH} <= llm.engine.paths_taken()
 
 
+@pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
+@pytest.mark.slow  # tens of seconds under the interpreter
+def test_the_default_auto_set_prefills_grouped_and_verifies_with_gemv():
+    """The default set: the grouped GEMM for the 70-token prompt's prefill, gemv for the verify batches (never the
+    few-token down-combine), and the unfused engine's tokens; the prefill mutant is caught there."""
+    assert EngineConfig().moe_kernels == "auto"
+    got, llm = _generate("on", "auto")
+    assert got == _unfused_tokens()
+    assert PREFILL_PATH in llm.engine.paths_taken() and FEW_TOKEN_PATH not in llm.engine.paths_taken()
+    bent, _ = _generate("on", "auto", "moe-prefill-rows-shifted")
+    assert bent != _unfused_tokens()
+
+
 def test_an_unknown_set_is_refused_with_the_supported_ones():
-    with pytest.raises(SpecbenchError, match="gemv, grouped"):
+    with pytest.raises(SpecbenchError, match="auto, gemv, grouped"):
         EngineConfig(moe_kernels="fast")
 
 
