@@ -97,7 +97,6 @@ def model_bytes(model) -> ModelBytes:
     spec = model.kv_cache_spec()
     kinds = config.attention_kinds or (None,) * config.num_hidden_layers
     # A hybrid's Gated DeltaNet layers read no K/V (their state: specbench/perf/hybrid_floor.py)
-    windows = tuple(k.kv_window if k is not None else None for k in kinds
-                    if not k.is_recurrent_state)
+    windows = tuple(None if k is None else k.kv_window for k in kinds if k is None or not k.is_recurrent_state)
     return ModelBytes(dense_bytes=total, embedding_row_bytes=embedding_row_bytes, expert_bytes=tuple(expert_bytes),
                       kv_bytes_per_token=spec.bytes_per_block(1) // spec.num_layers, windows=windows)
