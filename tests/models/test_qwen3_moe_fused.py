@@ -59,9 +59,14 @@ def test_fused_only_for_decode_sized_batches():
 @runnable
 @torch.no_grad()
 def test_decoder_routes_prefill_to_reference_and_decode_to_kernels(monkeypatch):
+    """Under the "gemv" set a fused prefill past 64 tokens takes the reference loop; under the default "auto" set
+    the grouped GEMM (prefill_experts); one token the kernels either way."""
+    from specbench.models.moe_kernel_sets import set_moe_kernels
+
     model = _tiny_moe_model()
+    set_moe_kernels(model, "gemv")
     calls = []
-    for path in ("reference_experts", "fused_experts"):
+    for path in ("reference_experts", "fused_experts", "prefill_experts"):
         original = getattr(MoeMLP, path)
         monkeypatch.setattr(MoeMLP, path, lambda self, *a, _o=original, _p=path, **k: calls.append(_p) or _o(
             self, *a, **k))
@@ -76,6 +81,10 @@ def test_decoder_routes_prefill_to_reference_and_decode_to_kernels(monkeypatch):
     fused.set_policy(model, "on")
     moe_forward(model.layers[1].mlp, torch.randn(70, 64, device=DEVICE), md)  # prefill-sized: past the 64
     assert calls == ["reference_experts"]
+    calls.clear()
+    set_moe_kernels(model, "auto")
+    moe_forward(model.layers[1].mlp, torch.randn(70, 64, device=DEVICE), md)
+    assert calls == ["prefill_experts"]
     calls.clear()
     md = build_metadata(positions=[70], num_query=[1], seq_lens=[71], block_tables=[list(range(1, 19))],
                         block_size=BLOCK_SIZE, device=DEVICE)

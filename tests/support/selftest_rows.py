@@ -26,8 +26,10 @@ def _result(row: SelftestRow, name: str):
     return next(r for r in row.results if r.name == name)
 
 
-def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int, ...]) -> dict[str, SelftestRow]:
-    """Returns the fault rows by fault name."""
+def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int, ...],
+                         constrained: bool = True) -> dict[str, SelftestRow]:
+    """Returns the fault rows by fault name. `constrained`: the run had its constrained rows (run_selftest's flag;
+    tests/check/test_selftest_constrained.py runs them, and every grammar fault, on every method)."""
     table = format_mutation_table(rows)
     plain = [r for r in rows if r.method == PLAIN and r.inject is None]  # the production plain engine, one per seed
     assert [r.seed for r in plain] == list(seeds) and not any(r.detected for r in plain), table
@@ -52,12 +54,16 @@ def assert_selftest_rows(rows: list[SelftestRow], method: str, seeds: tuple[int,
         assert not row.detected, f"false alarm on a chunked row:\n{table}"
         assert {r.name for r in row.results if not r.skipped} == {"greedy", "metrics"}, table
     assert all(r.chunked == needs_chunked_prefill(r.inject) for r in rows if r.inject is not None), table
-    _assert_constrained_rows(rows, seeds, method in tree_methods((method,)), table)
+    if constrained:
+        _assert_constrained_rows(rows, seeds, method in tree_methods((method,)), table)
+    else:
+        assert not any(r.constrained for r in rows), table
     clean = [r for r in rows if r.inject is None and not r.shape.is_tree and not r.chunked and not r.constrained]
     mutants = {r.inject: r for r in rows if r.inject is not None}
     assert {r.method for r in rows} == {method}, table
     assert [r.seed for r in clean] == list(seeds), table
-    assert set(mutants) == {name for name in selftest_faults("cpu") if method in FAULTS[name].methods}, table
+    assert set(mutants) == {name for name in selftest_faults("cpu") if method in FAULTS[name].methods
+                            and (constrained or not needs_constrained_decoding(name))}, table
     for row in clean:
         assert not row.detected, f"false alarm on the clean engine:\n{table}"
         # every seed selftest runs has a shipped baseline; only n-gram has no draft model for the oracle to check
