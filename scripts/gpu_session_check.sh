@@ -13,8 +13,13 @@ OUT=${OUT:-/tmp/specbench_gpu}
 mkdir -p "$OUT"
 source scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/summary.txt"
-timeout "${SELFTEST_TIMEOUT:-200}" "$PY" -m specbench selftest --device cuda --jobs 4 > "$OUT/selftest_cuda.txt" 2>&1 &
-selftest=$!
+# The CUDA selftest needs ~10 min with 8+ workers (235 rows in 7m42s at --jobs 8, session 19): SKIP_SELFTEST=1 leaves
+# it to a call of its own (timeout 580 python -m specbench selftest --device cuda --jobs 12).
+if [ -z "${SKIP_SELFTEST:-}" ]; then
+  timeout "${SELFTEST_TIMEOUT:-200}" "$PY" -m specbench selftest --device cuda --jobs "${SELFTEST_JOBS:-8}" \
+    > "$OUT/selftest_cuda.txt" 2>&1 &
+  selftest=$!
+fi
 hybrid_grammar=(tests/engine/test_grammar_constrained.py tests/engine/test_grammar_mutants.py)
 for f in tests/engine/test_grammar_trees.py tests/models/test_hybrid_vs_hf.py tests/models/test_hybrid_drafters.py \
     tests/models/test_hybrid_prefix_vs_hf.py tests/faults/test_hybrid_state_mutants.py \
@@ -41,13 +46,14 @@ timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider tests/kern
   tests/models/test_moe_grouped_engine.py tests/perf/test_moe_set_timing.py > "$OUT/pytest_moe.txt" 2>&1
 echo "=== pytest moe exit $?" >> "$OUT/summary.txt"
 wait $tests; echo "=== pytest cuda (hybrid, grammar) exit $?" >> "$OUT/summary.txt"
-wait $grammar; wait $selftest; echo "=== selftest cuda exit $?" >> "$OUT/summary.txt"
+wait $grammar
+if [ -n "${selftest:-}" ]; then wait $selftest; echo "=== selftest cuda exit $?" >> "$OUT/summary.txt"; fi
 if [ -n "${fla:-}" ]; then wait $fla; echo "=== pytest fla exit $?: $(tail -1 "$OUT/pytest_fla.txt")" >> "$OUT/summary.txt"; fi
 if [ -n "${stress:-}" ]; then wait $stress; grep "^=== stress" "$OUT/stress_timing.txt" >> "$OUT/summary.txt"; fi
 timeout "${BENCH_TIMEOUT:-330}" "$PY" scripts/bench_moe_before_after.py --out "$OUT" "$@" > "$OUT/bench.log" 2>&1
 echo "=== moe bench exit $?" >> "$OUT/summary.txt"
 for f in pytest_moe pytest_cuda; do tail -2 "$OUT/$f.txt" >> "$OUT/summary.txt"; done
-grep -E "coverage|false alarms|passed|FAILED|missed" "$OUT/selftest_cuda.txt" | tail -5 >> "$OUT/summary.txt"
+[ -f "$OUT/selftest_cuda.txt" ] && grep -E "coverage|false alarms|passed|FAILED|missed" "$OUT/selftest_cuda.txt" | tail -5 >> "$OUT/summary.txt"
 cat "$OUT/summary.txt" "$OUT/grammar_cuda.txt"
 [ -f "$OUT/stress_timing.txt" ] && tail -22 "$OUT/stress_timing.txt"
 cat "$OUT/bench.md" 2>/dev/null || tail -20 "$OUT/bench.log"
