@@ -90,19 +90,27 @@ def draw_weights(model, gen: torch.Generator,
 
 def build_hybrid_target(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> str:
     """Write the fp32 Qwen3-Next target (config.json + model.safetensors) to `out_dir`."""
-    from transformers import AutoModelForCausalLM
-
     config = hybrid_config(vocab_size)
-    with torch.random.fork_rng(devices=[]):  # transformers' init draws from the global RNG: leave it unmoved
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    weights = _random_weights(model, seed)
+    weights = _random_weights(hf_model_of(config), seed)
     # Its own MTP module in Qwen3-Next's mtp.* names (tiny_mtp.py: the first attention layer's copy over the next
     # token's embedding); transformers' class ignores mtp.* as it does Qwen3-Next-80B's.
     weights.update(mtp_tensors(weights, len(LAYER_TYPES), MTP_PREFIX, seed, offset_norms=True))
+    return write_checkpoint(out_dir, {**config.to_dict(), "dtype": "float32", "mtp_num_hidden_layers": 1}, weights)
+
+
+def hf_model_of(config):
+    """transformers' fp32 model of `config`, its init drawn without moving the global RNG (the weights are ours)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.random.fork_rng(devices=[]):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def write_checkpoint(out_dir: str | Path, hf_config: dict, weights: dict[str, torch.Tensor]) -> str:
+    """config.json + model.safetensors under `out_dir`; its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    hf = {**config.to_dict(), "dtype": "float32", "mtp_num_hidden_layers": 1}
-    (out / "config.json").write_text(json.dumps(hf, indent=2))
+    (out / "config.json").write_text(json.dumps(hf_config, indent=2))
     save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
     return str(out)
 

@@ -14,10 +14,9 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from specbench.selftest.tiny import VOCAB_SIZE, build_tiny_pair
-from specbench.selftest.tiny_hybrid import DRAFT_VARIANT, draw_weights
+from specbench.selftest.tiny_hybrid import DRAFT_VARIANT, draw_weights, hf_model_of, write_checkpoint
 
 TARGET = "mamba2"  # the selftest's name for this target (rows, table)
 ATTN_LAYER_INDICES = (1, 3)  # Mamba-2, attention, Mamba-2, attention
@@ -60,19 +59,10 @@ def _random_weights(model, seed: int) -> dict[str, torch.Tensor]:
 
 def build_mamba2_target(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> str:
     """Write the fp32 Bamba target (config.json + model.safetensors) to `out_dir`."""
-    from transformers import AutoModelForCausalLM
-
     config = mamba2_config(vocab_size)
-    with torch.random.fork_rng(devices=[]):  # transformers' init draws from the global RNG: leave it unmoved
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    weights = _random_weights(model, seed)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    weights = _random_weights(hf_model_of(config), seed)
     # transformers' own JSON (it writes time_step_limit's infinity as {"__float__": "Infinity"}: JSON has no inf)
-    hf = {**json.loads(config.to_json_string()), "dtype": "float32"}
-    (out / "config.json").write_text(json.dumps(hf, indent=2))
-    save_file({k: v.contiguous() for k, v in weights.items()}, out / "model.safetensors", metadata={"format": "pt"})
-    return str(out)
+    return write_checkpoint(out_dir, {**json.loads(config.to_json_string()), "dtype": "float32"}, weights)
 
 
 def build_mamba2_pair(out_dir: str | Path, *, seed: int = 0) -> tuple[str, str]:
