@@ -70,6 +70,10 @@ def selftest(
                                               "every request under a grammar (JSON schema, regex; greedy check: "
                                               "validity and identity with plain constrained decoding), where the "
                                               "grammar faults run; skipped without the grammar extra")] = True,
+    record: Annotated[str, typer.Option("--record", help="append each finished row to this JSON-lines file; the "
+                                        "rows it holds from a run with the same options are taken, not run again "
+                                        "(a selftest longer than a machine's time limit finishes over several "
+                                        "runs)")] = "",
     quiet: sweep_option("quiet") = False,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="list every fault (what it breaks, which check "
                                               "should catch it) and exit", callback=_list_faults,
@@ -96,7 +100,7 @@ def selftest(
                                    faults=_names(faults) or None, checks=_names(checks), num_steps=num_steps,
                                    device=device, on_row=row_progress(quiet), jobs=_jobs(jobs) or default_jobs(device),
                                    window_moe=window_moe, trees=trees, chunked=chunked, hybrid=hybrid,
-                                   constrained=constrained)
+                                   constrained=constrained, record_path=record or None)
     print(format_mutation_table(rows, _names(checks)))
     for row in rows:
         for crashed in (r for r in row.results if r.is_crashed):

@@ -9,9 +9,36 @@ on the reference is void.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 from specbench.check.reference import ReferenceCrossCheck
+
+# transformers before 5.23 normalizes Bamba's gated RMSNorm over the whole intermediate size; mamba_ssm, and
+# transformers since 5.23, over each of the mamba_n_groups groups (what the engine does). The two agree for one
+# group; for more, an older transformers is no reference for the target (the GPU image ships 5.17).
+HF_BAMBA_GROUPED_NORM = "5.23.0"
+
+
+def hf_bamba_mismatch(n_groups: int) -> str | None:
+    """Why the installed transformers cannot be the reference of a Bamba target with `n_groups` groups; None: it can."""
+    import transformers
+    from packaging.version import Version
+
+    if n_groups > 1 and Version(transformers.__version__) < Version(HF_BAMBA_GROUPED_NORM):
+        return (f"transformers {transformers.__version__} normalizes Bamba's gated RMSNorm over all {n_groups} "
+                f"groups together (per group, as mamba_ssm does, since {HF_BAMBA_GROUPED_NORM})")
+    return None
+
+
+def hf_reference_mismatch(target_dir: str) -> str | None:
+    """hf_bamba_mismatch for the HF directory's config (None for every other model type)."""
+    config = json.loads((Path(target_dir) / "config.json").read_text())
+    if config.get("model_type") != "bamba":
+        return None
+    return hf_bamba_mismatch(int(config.get("mamba_n_groups", 1)))
 
 
 @torch.inference_mode()
@@ -41,6 +68,9 @@ def hf_greedy(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens:
 
 def cross_check_reference(target_dir: str, prompts: tuple[tuple[int, ...], ...], max_tokens: int,
                           reference: list[tuple[int, ...]]) -> ReferenceCrossCheck:
+    mismatch = hf_reference_mismatch(target_dir)
+    if mismatch is not None:  # not compared, saying why: a disagreement would be transformers', not the engine's
+        return ReferenceCrossCheck(True, f"reference engine vs HF transformers: not compared: {mismatch}")
     hf_class, expected = hf_greedy(target_dir, prompts, max_tokens)
     firsts = [next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None if len(got) == len(want) else 0)
               for got, want in zip(reference, expected)]

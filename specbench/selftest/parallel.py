@@ -33,6 +33,7 @@ from specbench.engine.builder import resolve_device
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import device_class
 from specbench.faults.fault import Fault
+from specbench.selftest.row_record import RowRecord
 from specbench.selftest.tiny import VARIANTS
 from specbench.selftest.row_tasks import (
     RowTask,
@@ -174,8 +175,10 @@ class _Pools:
 
 def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
                  on_row: Callable[[SelftestRow], None] | None = None,
-                 row_runner: Callable[[RowTask], SelftestRow] = run_row) -> list[SelftestRow]:
-    """`row_runner`: what a worker runs for a row (tests pass one that crashes its process)."""
+                 row_runner: Callable[[RowTask], SelftestRow] = run_row,
+                 record: RowRecord | None = None) -> list[SelftestRow]:
+    """`row_runner`: what a worker runs for a row (tests pass one that crashes its process). `record`: rows it holds
+    are taken instead of submitted; every row that comes back is added to it (by this process only)."""
     seeds = tuple(t.seed for t in seed_tasks)
     context = multiprocessing.get_context("spawn")
     pools = _Pools(jobs, context, context.SimpleQueue())  # SimpleQueue: a report is written before a crash can lose it
@@ -198,7 +201,11 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
         pending[pool.submit(_tracked, task_id, runner, arg)] = _Entry(slot, task, arg, task_id, pool, isolated)
 
     def submit(slot: _Slot, task: RowTask) -> None:
-        put(slot, task, task, pools.main)
+        recorded = None if record is None else record.get(task)
+        if recorded is not None:
+            take_row(slot, recorded)
+        else:
+            put(slot, task, task, pools.main)
 
     def choose_faults(lane: tuple[str, bool, bool, bool]) -> None:
         """Fault rows of `lane` at every seed index whose clean rows up to it are in, in seed order."""
@@ -216,7 +223,12 @@ def run_parallel(seed_tasks: list[SeedTask], chosen: list[Fault], jobs: int,
                 clean_tasks[(clean.lane, entry.slot.seed_index)] = (row_index, clean)
                 submit(_Slot(entry.slot.seed_index, row_index), clean)
             return
-        slot = entry.slot
+        if record is not None:
+            record.add(result)
+        take_row(entry.slot, result)
+
+    def take_row(slot: _Slot, result: SelftestRow) -> None:
+        """A row in (run now or recorded earlier): into the table; a clean row lets its lane's faults be chosen."""
         rows[(slot.seed_index, slot.row_index, slot.fault_index)] = result
         if on_row is not None:
             on_row(result)

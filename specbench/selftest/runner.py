@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+import specbench
 from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS, Budget
 from specbench.check.result import CheckResult
@@ -34,6 +35,7 @@ from specbench.runs.phase_progress import PhaseProgress
 from specbench.selftest import constrained as constrained_rows
 from specbench.selftest.coverage import PathCoverage, path_coverage
 from specbench.selftest.parallel import run_parallel
+from specbench.selftest.row_record import RowRecord
 from specbench.selftest.row_tasks import (
     SeedTask,
     SelftestRow,
@@ -75,7 +77,7 @@ def run_selftest(
     checks: tuple[str, ...] = CHECKS, num_steps: int = 3, device: str = "cpu",
     on_row: Callable[[SelftestRow], None] | None = None, engine_options: dict | None = None,
     budget: Budget = BUDGETS["full"], jobs: int | None = None, window_moe: bool = False, trees: bool = True,
-    chunked: bool = True, hybrid: bool = False, constrained: bool = True,
+    chunked: bool = True, hybrid: bool = False, constrained: bool = True, record_path: str | None = None,
 ) -> list[SelftestRow]:
     """Per seed: the plain row, then per method a clean row (models and prompts differ per seed) and one row per fault
     due there (row_tasks.due_faults: the first seed, or a path mutant's first seed whose clean row took its path).
@@ -95,7 +97,9 @@ def run_selftest(
     (reference_baselines.py), never a measurement of the engine under test. `budget` trims the battery (check/budget.py;
     tests reach paths under the Triton interpreter with a small one). `jobs`: worker processes (None or 1: in-process,
     one row after another, `on_row` in table order; more: `on_row` in completion order; the CLI's `--jobs auto` is
-    parallel.default_jobs); the rows and their order are the same for every value.
+    parallel.default_jobs); the rows and their order are the same for every value. `record_path`: a JSON-lines file
+    each finished row is appended to; the rows it holds from a run with the same options are taken, not run again
+    (selftest/row_record.py: a selftest longer than a machine's time limit finishes over several runs).
     """
     # the constrained rows that host the grammar faults run (greedy is their check)
     hosted = constrained and "greedy" in checks and constrained_rows.is_available()
@@ -134,6 +138,11 @@ def run_selftest(
     jobs = 1 if jobs is None else jobs
     if jobs < 1:
         raise SpecbenchError(f"selftest jobs must be at least 1, got {jobs}")
+    record = None if record_path is None else RowRecord(record_path, {
+        "device": device_class(resolve_device(device).type), "seeds": list(seeds), "methods": list(methods),
+        "faults": [f.name for f in chosen], "checks": list(checks), "num_steps": num_steps, "budget": budget.name,
+        "engine_options": engine_options or {}, "window_moe": window_moe, "trees": trees, "chunked": chunked,
+        "hybrid": hybrid, "constrained": constrained, "version": specbench.__version__})
     torch.set_num_threads(1)  # tiny models: thread fork/join costs more than it saves
     with tempfile.TemporaryDirectory(prefix="specbench-selftest-") as tmp:
         tasks = [SeedTask(tmp, seed, tuple(methods), num_steps, device, engine_options, tuple(checks), budget,
@@ -148,17 +157,26 @@ def run_selftest(
             tasks.append(SeedTask(tmp, seeds[0], tuple(methods), num_steps, device, engine_options, tuple(checks),
                                   budget, MAMBA2))
         if jobs > 1:
-            return run_parallel(tasks, chosen, jobs, on_row)
+            return run_parallel(tasks, chosen, jobs, on_row, record=record)
         rows: list[SelftestRow] = []
+
+        def run_one(task: RowTask) -> SelftestRow:
+            row = None if record is None else record.get(task)
+            if row is None:
+                row = run_row(task)
+                if record is not None:
+                    record.add(row)
+            return row
+
         # (method, target, tree, chunked, constrained) -> faults run
         done: dict[tuple[str, str, bool, bool, bool], set[str]] = {}
         for task, index in zip(tasks, target_indices(tasks)):
             for clean_task in plan_seed(task).clean_rows:
-                rows.append(run_row(clean_task))
+                rows.append(run_one(clean_task))
                 if on_row is not None:
                     on_row(rows[-1])
                 for fault in due_faults(chosen, clean_task.method, index, rows[-1], done):
-                    rows.append(run_row(clean_task.with_inject(fault.name)))
+                    rows.append(run_one(clean_task.with_inject(fault.name)))
                     if on_row is not None:
                         on_row(rows[-1])
         return rows

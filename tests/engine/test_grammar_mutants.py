@@ -42,6 +42,14 @@ SCENARIO_OF = {
 TREE_ONLY = ("grammar-tree-sibling-state",)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fp32_only(engine_env):
+    """Exact identity with plain constrained decoding is an fp32 question: in bf16, tree- and verify-shaped kernels
+    round differently from decode-shaped ones and near-ties flip (the GPU script's fp32 run covers these tests)."""
+    if engine_env[1] != "fp32":
+        pytest.skip("exact identity is checked in fp32 only")
+
+
 def _specs(marker):
     return [dataclasses.replace(s, starts_after=marker) for s in bounded_specs().values()]
 

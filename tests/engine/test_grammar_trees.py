@@ -23,6 +23,14 @@ MAX_TOKENS = 40
 TREE = DraftShape(eagle_topk=2, num_draft_tokens=6)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fp32_only(engine_env):
+    """Exact identity with plain constrained decoding is an fp32 question: in bf16, tree- and verify-shaped kernels
+    round differently from decode-shaped ones and near-ties flip (the GPU script's fp32 run covers these tests)."""
+    if engine_env[1] != "fp32":
+        pytest.skip("exact identity is checked in fp32 only")
+
+
 @pytest.fixture(scope="module")
 def eagle_head(tiny_pair, tmp_path_factory) -> str:
     from specbench.selftest.tiny_eagle import build_tiny_eagle_head

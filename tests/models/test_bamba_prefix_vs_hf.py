@@ -14,6 +14,8 @@ from tests.support.hybrid_prefix import MAX_TOKENS, hit_tokens, run_waves
 from tests.support.hybrid_runs import NGRAM, PROMPT_LENGTHS, hybrid_llm
 from tests.support.tiny_bamba import build_tiny_bamba
 
+from specbench.selftest.hf_reference import hf_reference_mismatch
+
 NUM_PROMPTS = 8
 
 
@@ -31,6 +33,9 @@ def prompts():
 @pytest.mark.parametrize("case", ["plain", "ngram"])
 def test_prefix_hits_match_hf_and_the_state_oracle(target, prompts, case):
     hf_model, path = target
+    mismatch = hf_reference_mismatch(str(path))
+    if mismatch is not None:  # the GPU image's transformers: its Bamba is not the engine's model
+        pytest.skip(f"no HF reference: {mismatch}")
     llm = hybrid_llm(path, max_concurrency=8, **(NGRAM if case == "ngram" else {}))
     assert llm.engine.parts.prefix_caching == "on"
     outs, worst, num_checked = run_waves(llm, prompts)

@@ -115,6 +115,11 @@ def test_every_draft_step_matches_the_cache_free_oracle(dirs, prompts, method):
     assert num > 0 and bad == [], bad[:3]
 
 
+def _device_of(model) -> torch.device:
+    """The engine's device (SPECBENCH_TEST_DEVICE=cuda in the GPU scripts): a recomputation runs where the model is."""
+    return next(model.parameters()).device
+
+
 @torch.no_grad()
 def test_aux_hidden_states_are_transformers_hidden_states(dirs):
     """EAGLE-3's features on a hybrid: HF hidden_states[i] (the input of layer i; index L the last layer's output
@@ -125,7 +130,7 @@ def test_aux_hidden_states_are_transformers_hidden_states(dirs):
     expected = hf(torch.tensor([TOKENS]), output_hidden_states=True).hidden_states  # [L + 1] of [1, n, H]
     llm = hybrid_llm(dirs / "target")
     model, num_layers = llm.engine.runner.model, llm.engine.runner.model.config.num_hidden_layers
-    ours = recompute_target_features(model, tuple(range(num_layers + 1)), TOKENS, 4, "cpu")
+    ours = recompute_target_features(model, tuple(range(num_layers + 1)), TOKENS, 4, _device_of(model))
     per_layer = ours.view(len(TOKENS), num_layers + 1, -1)
     for i in range(num_layers):
         assert torch.allclose(per_layer[:, i], expected[i][0], atol=1e-5), i
@@ -197,7 +202,8 @@ def test_the_mtp_module_matches_a_transformers_reference(dirs, tmp_path):
 
     llm = hybrid_llm(target, method="mtp", max_num_steps=2)
     proposer = llm.engine.proposer
-    features = recompute_target_features(llm.engine.runner.model, proposer.target_feature_layers, TOKENS, 4, "cpu")
+    model = llm.engine.runner.model
+    features = recompute_target_features(model, proposer.target_feature_layers, TOKENS, 4, _device_of(model))
     assert torch.allclose(features, target_hidden[0], atol=1e-5)
     for m in range(3, n + 1):  # every prefix's step 1
         ours = recompute_eagle_logits(proposer, TOKENS[:m], 1, features)[0]
