@@ -8,6 +8,7 @@ between the passes (a new engine; a relaunched server)."""
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -173,10 +174,30 @@ def run_side(side: Side, condition: Condition, settings: StressSettings) -> tupl
     return run, num_tokens, exact
 
 
+# Prompt tokens a server prefills in about the time of one decode step (an order of magnitude: a prefill step is
+# compute bound, a decode step reads the weights once); only to weigh long prompts in the time estimate.
+PREFILL_TOKENS_PER_STEP = 512
+
+
 def _work(condition: Condition, settings: StressSettings) -> float:
-    """Tokens a condition's side processes (passes x requests x (prompt + answer)): what its time scales with."""
+    """Sequential steps a condition's side takes (passes x waves of `concurrency` requests x (answer tokens +
+    prompt tokens / PREFILL_TOKENS_PER_STEP)): what its time scales with, a batch's step costing about what one
+    request's does."""
     passes = 1 if condition.cache == "cold" else 2
-    return passes * condition.num_requests * (condition.prompt_tokens + settings.max_tokens)
+    waves = math.ceil(condition.num_requests / max(condition.concurrency, 1))
+    return passes * waves * (settings.max_tokens + condition.prompt_tokens / PREFILL_TOKENS_PER_STEP)
+
+
+def _estimate_line(num_done: int, work_done: float, work_left: float, seconds: float, first: tuple[float, float]
+                   ) -> str:
+    """The time left, from the rate so far; past the first condition without it (its time holds the server's
+    warm-up: compiles, graph captures, first allocations), said which."""
+    first_work, first_seconds = first
+    if num_done > 1 and work_done > first_work:
+        rate, basis = (seconds - first_seconds) / (work_done - first_work), f"the last {num_done - 1} conditions' rate"
+    else:
+        rate, basis = seconds / work_done, "the first condition's rate, its warm-up included"
+    return f"stress: about {rate * work_left / 60:.1f} min more (a guess from {basis})"
 
 
 def plan_lines(conditions: tuple[Condition, ...], not_run, off: Side, on: Side,
@@ -197,17 +218,17 @@ def run_matrix(conditions: tuple[Condition, ...], off: Side, on: Side, settings:
     relaunches to change k (fewer restarts); each condition's prompts are the same on both."""
     runs: dict[str, dict[str, tuple]] = {c.name: {} for c in conditions}
     total = 2 * sum(_work(c, settings) for c in conditions)
-    done, began = 0.0, time.perf_counter()
+    done, began, num_done, first = 0.0, time.perf_counter(), 0, (0.0, 0.0)
     for side in (off, on):
         for c in conditions:
             start = time.perf_counter()
             progress(f"stress: {c.name} ({c.describe()}) at {side.label}")
             runs[c.name][side.label] = (*run_side(side, c, settings), time.perf_counter() - start)
-            if done == 0.0:  # after the first condition: the rest scaled by their tokens (a guess, said so)
-                seconds = (time.perf_counter() - began) * (total / _work(c, settings) - 1)
-                progress(f"stress: about {seconds / 60:.1f} min more (a guess: the first condition's time scaled "
-                         "by tokens)")
-            done += _work(c, settings)
+            done, num_done = done + _work(c, settings), num_done + 1
+            if num_done == 1:
+                first = (done, time.perf_counter() - began)
+            if num_done & (num_done - 1) == 0 and done < total:  # after conditions 1, 2, 4, 8, ...: a refined guess
+                progress(_estimate_line(num_done, done, total - done, time.perf_counter() - began, first))
     out = []
     for c in conditions:
         (off_run, num_tokens, exact, t_off), (on_run, _, _, t_on) = runs[c.name][off.label], runs[c.name][on.label]
