@@ -10,6 +10,7 @@ on the reference is void.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -22,12 +23,16 @@ from specbench.check.reference import ReferenceCrossCheck
 HF_BAMBA_GROUPED_NORM = "5.23.0"
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of a version string ("5.23.0.dev0" -> (5, 23, 0))."""
+    return tuple(int(re.match(r"\d*", part).group() or 0) for part in version.split(".")[:3])
+
+
 def hf_bamba_mismatch(n_groups: int) -> str | None:
     """Why the installed transformers cannot be the reference of a Bamba target with `n_groups` groups; None: it can."""
     import transformers
-    from packaging.version import Version
 
-    if n_groups > 1 and Version(transformers.__version__) < Version(HF_BAMBA_GROUPED_NORM):
+    if n_groups > 1 and _release(transformers.__version__) < _release(HF_BAMBA_GROUPED_NORM):
         return (f"transformers {transformers.__version__} normalizes Bamba's gated RMSNorm over all {n_groups} "
                 f"groups together (per group, as mamba_ssm does, since {HF_BAMBA_GROUPED_NORM})")
     return None

@@ -13,7 +13,8 @@ from specbench.selftest.hf_reference import cross_check_reference, hf_bamba_mism
 
 
 @pytest.mark.parametrize(("version", "n_groups", "refused"), [
-    ("5.17.0", 2, True), ("5.22.0", 8, True), ("5.17.0", 1, False), ("5.23.0", 2, False), ("5.25.0", 8, False),
+    ("5.17.0", 2, True), ("5.22.0", 8, True), ("5.9.1", 2, True), ("5.17.0", 1, False), ("5.23.0", 2, False),
+    ("5.23.0.dev0", 2, False), ("5.25.0", 8, False), ("6.0.0", 2, False),
 ])
 def test_an_older_transformers_is_no_reference_for_grouped_norms(monkeypatch, version, n_groups, refused):
     monkeypatch.setattr(transformers, "__version__", version)
