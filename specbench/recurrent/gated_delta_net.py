@@ -151,7 +151,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
             if rows.num_pending:
                 paths.record(RECURRENT_PATH)
         if kept_conv is not None:
-            keep_verify_states(states, self.state_layer, rows, kept_conv, kept_rec)
+            keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
         return self._project(out, z)
 
     def _project(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -167,7 +167,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         if self.recurrent_kernels == FLA:
             raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
         c = self.config
-        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        slots = rows.slot_tensor(mixed.device)  # [num_reqs] the per-step device tensor
         result = tree_verify(mixed, log_decay, beta, weight, states.conv[self.state_layer][slots],
                              states.recurrent[self.state_layer][slots], rows.tree,
                              (c.key_size, c.key_size, c.value_size), (c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim))
@@ -188,7 +188,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         c = self.config
         num_reqs = len(rows.slots)
         n = mixed.shape[0] // num_reqs
-        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        slots = rows.slot_tensor(mixed.device)  # [num_reqs] the per-step device tensor
         by_token = mixed.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
         weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
         conv_out, _, conv_kept = causal_conv(by_token, conv_slots[slots].reshape(-1, c.conv_kernel_size - 1),

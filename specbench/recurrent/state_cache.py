@@ -11,6 +11,9 @@ Verify: the layers keep each position's conv and recurrent state in `pending` (p
 the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot
 (engine/state_attach.py picks the rows), on the device (no host sync: an overlapped or drafted-ahead step launched
 next reads the committed state in stream order).
+
+One more slot than requests, `scratch_slot`, is never handed out: the padding requests of a CUDA graph's batch
+bucket read it (recurrent/graph_rows.py), so a padding row can never read or move a real request's state.
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ if TYPE_CHECKING:
 class StateCache:
     def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype, device: torch.device) -> None:
         self.shape = shape
-        self.num_slots = num_slots
+        self.num_slots = num_slots  # slots requests may own; index num_slots is the scratch slot
+        self.scratch_slot = num_slots
         s = shape
-        # [num_state_layers, num_slots, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
-        self.conv = torch.zeros(s.num_layers, num_slots, s.conv_channels, s.conv_width, dtype=dtype, device=device)
-        # [num_state_layers, num_slots, *recurrent_dims] fp32 (Gated DeltaNet: [Hv, Dk, Dv]; Mamba-2: [H, P, N]):
+        # [num_state_layers, num_slots + 1, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
+        self.conv = torch.zeros(s.num_layers, num_slots + 1, s.conv_channels, s.conv_width, dtype=dtype,
+                                device=device)
+        # [num_state_layers, num_slots + 1, *recurrent_dims] fp32 (Gated DeltaNet: [Hv, Dk, Dv]; Mamba-2: [H, P, N]):
         # the recurrence accumulates in fp32
-        self.recurrent = torch.zeros(s.num_layers, num_slots, *s.recurrent_dims, dtype=torch.float32, device=device)
+        self.recurrent = torch.zeros(s.num_layers, num_slots + 1, *s.recurrent_dims, dtype=torch.float32,
+                                     device=device)
         self._slot_of: dict[str, int] = {}
         self._free = list(range(num_slots - 1, -1, -1))
         # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, *dims])
