@@ -1,7 +1,8 @@
 """A hybrid target's CUDA-graph runner (recurrent/graph_rows.py) reproduces its eager engine: greedy tokens, the
 state oracle after every step, and the scratch slot left at zeros, on the tiny Qwen3-Next (Gated DeltaNet) and
 Bamba (Mamba-2) targets, plain decoding and a draft LM at k = 3 (every round a uniform verify), and n-gram at k = 3 on
-Qwen3-Next (its rounds mostly ragged, zero-draft requests beside drafting ones: eager, between graph replays).
+Qwen3-Next (its rounds mostly ragged, zero-draft requests beside drafting ones: eager, between graph replays), and
+the Qwen3-Next checkpoint's MTP module at k = 3 (its draft-step and round graphs too; no round drafted ahead).
 
 On CPU the runner "replays" by rerunning the forward on its static buffers through the Triton interpreter: the graph
 form of the hybrid forward (padded bucket, slots from the static buffer, kept states handed back as outputs) runs
@@ -31,6 +32,7 @@ LENGTHS = (6, 9, 12, 7, 10)  # requests finish at different steps: buckets 6 (on
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
     from specbench.selftest.tiny_mamba2 import build_mamba2_pair
+    from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
     from tests.support.tiny_hybrid import build_tiny_hybrid
     from tests.support.tiny_models import build_tiny_model
 
@@ -38,7 +40,9 @@ def dirs(tmp_path_factory):
     build_tiny_hybrid(root / "qwen3_next", seed=0)
     bamba, bamba_draft = build_mamba2_pair(root / "bamba", seed=0)  # a draft LM of its vocabulary beside it
     build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
-    return {"qwen3_next": (root / "qwen3_next", root / "draft"), "bamba": (bamba, bamba_draft)}
+    build_mtp_target(root / "qwen3_next", root / "mtp", MTP_PREFIX)
+    return {"qwen3_next": (root / "qwen3_next", root / "draft"), "bamba": (bamba, bamba_draft),
+            "mtp": (root / "mtp", None)}
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +79,12 @@ def _run(llm: LLM, prompts) -> tuple[list[list[int]], float]:
 
 @pytest.mark.slow  # the Triton interpreter: ~20-40 s per case on 2 busy cores
 @pytest.mark.parametrize("target, method", [("qwen3_next", "none"), ("qwen3_next", "draft"), ("qwen3_next", "ngram"),
-                                            ("bamba", "none"), ("bamba", "draft")])
+                                            ("bamba", "none"), ("bamba", "draft"), ("mtp", "mtp")])
 def test_hybrid_graph_replays_match_eager(dirs, prompts, target, method):
     checkpoint, draft = dirs[target]
     kwargs = {"none": {}, "draft": dict(method="draft", draft=str(draft), max_num_steps=3),
-              "ngram": dict(method="ngram", ngram_min=1, ngram_max=3, max_num_steps=3)}[method]
+              "ngram": dict(method="ngram", ngram_min=1, ngram_max=3, max_num_steps=3),
+              "mtp": dict(method="mtp", max_num_steps=3)}[method]
     expected, _ = _run(_build(checkpoint, graphs=False, **kwargs), prompts)
     graphed = _build(checkpoint, graphs=True, **kwargs)
     got, worst = _run(graphed, prompts)
@@ -87,8 +92,11 @@ def test_hybrid_graph_replays_match_eager(dirs, prompts, target, method):
     assert worst < 1e-4
     engine = graphed.engine
     assert engine.runner.graphs.num_replays > 0
+    taken = engine.paths_taken()
     if method != "ngram":  # n-gram's uniform rounds depend on what it finds: its ragged ones run eagerly
-        assert ("graph.hybrid_decode" if method == "none" else "graph.hybrid_verify") in engine.paths_taken()
+        assert ("graph.hybrid_decode" if method == "none" else "graph.hybrid_verify") in taken
+    if method == "mtp":  # its draft graphs run, but a hybrid target reads every round back (engine/step_loop.py)
+        assert "eagle.round_graph" in taken and "eagle.ahead" not in taken
     states = engine.runner.kv_cache.states
     scratch = states.scratch_slot
     assert not states.conv[:, scratch].any() and not states.recurrent[:, scratch].any()
