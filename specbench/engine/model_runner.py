@@ -101,20 +101,21 @@ class TargetRunner:
     def _graph_forward(self, input_ids, md, hidden):
         """What a graph captures (off CUDA: what a "replay" reruns) on the static buffers' metadata; a hybrid
         target's forward also reads its rows from the static slot buffer and returns its kept states."""
-        kept = ()
-        if self.graph_states is not None:
-            md = dataclasses.replace(md, state_rows=self.graph_states.rows(md.seq_lens.shape[0], md.max_query_len))
-            self.kv_cache.states.begin_forward()
-        out = self._verify_eager(input_ids, md, check_metadata=False)
-        if self.graph_states is not None:
-            kept = self.graph_states.kept_outputs()
+        if self.graph_states is None:
+            out = self._verify_eager(input_ids, md, check_metadata=False)
+            return (out.logits,) if out.features is None else (out.logits, out.features)
+        md = dataclasses.replace(md, state_rows=self.graph_states.rows(md.seq_lens.shape[0], md.max_query_len))
+        self.kv_cache.states.begin_forward()
+        with self.graph_states.forward_on_static_kept():
+            out = self._verify_eager(input_ids, md, check_metadata=False)
+        kept = self.graph_states.kept_outputs()
         return ((out.logits,) if out.features is None else (out.logits, out.features)) + kept
 
     def enable_cuda_graphs(self, plan: GraphPlan, max_query_len: int) -> None:
         self.model.reserve_rope(plan.max_positions, plan.device)
         self._plan = plan
         states = self.kv_cache.states
-        self.graph_states = None if states is None else GraphStateRows(states, plan.max_num_reqs)
+        self.graph_states = None if states is None else GraphStateRows(states, plan.max_num_reqs, max_query_len)
         self.graphs = CudaGraphRunner(self._graph_forward, plan, name="verify", max_query_len=max_query_len,
                                       check_metadata=self.model.attn_backend.begin_forward,
                                       paths=self.model.attn_backend.paths)

@@ -40,7 +40,9 @@ class StateVerifyOneToken(Mutant):
 def _first_token_only(forward, state_layer: int):
     def bent(x: torch.Tensor, query_start_loc_cpu: tuple[int, ...], states, rows: StateRows,
              paths=None) -> torch.Tensor:
-        if rows.graph_query_len > 1:  # a CUDA graph's form: no host offsets, no host-built index inside a capture
+        if rows.graph_query_len:  # a CUDA graph's form: no host offsets, no host-built index inside a capture
+            if rows.graph_query_len == 1:  # plain decode: no drafts to drop
+                return forward(x, query_start_loc_cpu, states, rows, paths)
             return _graph_first_token_only(forward, state_layer, x, states, rows, paths)
         cu = query_start_loc_cpu
         num_query = [cu[r + 1] - cu[r] for r in range(len(rows.slots))]

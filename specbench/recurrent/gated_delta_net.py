@@ -91,9 +91,8 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
             self._verify_tree(mixed, log_decay, beta, weight, out, states, rows)
             return self._project(out, z)
         kept_conv = kept_rec = None
-        if rows.num_pending:
-            kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
-            kept_rec = x.new_empty(rows.num_pending, c.num_v_heads, c.k_dim, c.v_dim, dtype=torch.float32)
+        if rows.num_pending:  # [num_pending, C, W], [num_pending, Hv, Dk, Dv] fp32
+            kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
         is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
         if is_batched:
             self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)

@@ -8,12 +8,19 @@ is fixed by the graph's shape: every request keeps its positions, request r's ke
 (state_rows' offsets for a uniform verify), none starts fresh, and no snapshot is written inside the graph (the
 commit writes the verify rows' snapshots from the kept states after the forward: mixer.write_verify_snapshots).
 
+The kept per-position states are written into static buffers every graph of the target shares (StateCache.static_kept,
+set while a graph's forward runs), so a graph's outputs include views of them and no graph holds kept states of its
+own (per graph they would be batch x (k + 1) x every state layer's state: gigabytes over the buckets).
+
 Nothing a uniform verify runs writes a slot (the commit does, for real requests only), so a padding row's worst
 case is reading the scratch slot and keeping states no commit picks. Everything else (prefill, prompt chunks, mixed
 steps, ragged verifies with zero-draft requests, tree verifies, the fla kernels) stays eager: `replays_graph`.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
@@ -25,10 +32,27 @@ from specbench.recurrent.state_rows import StateRows
 class GraphStateRows:
     """The static slot buffer of one target's graphs (every bucket and query length reads a prefix of it)."""
 
-    def __init__(self, states: StateCache, max_num_reqs: int) -> None:
+    def __init__(self, states: StateCache, max_num_reqs: int, max_query_len: int) -> None:
         self.states = states
+        device, s = states.conv.device, states.shape
         # [max_num_reqs] int64: each graph request's slot; the scratch slot until a replay loads real ones
-        self.slots = torch.full((max_num_reqs,), states.scratch_slot, dtype=torch.int64, device=states.conv.device)
+        self.slots = torch.full((max_num_reqs,), states.scratch_slot, dtype=torch.int64, device=device)
+        max_rows = max_num_reqs * max_query_len
+        # [num_state_layers, max_rows, C, W] and [num_state_layers, max_rows, *dims] fp32: the kept states of
+        # whichever graph replayed last (StateCache.static_kept while a graph's forward runs)
+        self.kept = (torch.zeros(s.num_layers, max_rows, s.conv_channels, s.conv_width, dtype=states.conv.dtype,
+                                 device=device),
+                     torch.zeros(s.num_layers, max_rows, *s.recurrent_dims, dtype=torch.float32, device=device))
+
+    @contextlib.contextmanager
+    def forward_on_static_kept(self) -> Iterator[None]:
+        """A graph's forward (its capture, or its rerun off CUDA): the layers keep their states in the static
+        buffers; an eager forward afterwards allocates its own again."""
+        self.states.static_kept = self.kept
+        try:
+            yield
+        finally:
+            self.states.static_kept = None
 
     def rows(self, num_reqs: int, query_len: int) -> StateRows:
         """The rows a graph of `num_reqs` requests (its bucket) of `query_len` tokens each is captured on. The host

@@ -75,9 +75,8 @@ class Mamba2Mixer(RecurrentMixer):
         out = torch.empty(x.shape[0], c.num_heads, c.head_dim, dtype=x.dtype, device=x.device)
         conv_slots, ssm_slots = states.conv[self.state_layer], states.recurrent[self.state_layer]
         kept_conv = kept_ssm = None
-        if rows.num_pending:
-            kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
-            kept_ssm = x.new_empty(rows.num_pending, c.num_heads, c.head_dim, c.state_size, dtype=torch.float32)
+        if rows.num_pending:  # [num_pending, C, W], [num_pending, H, P, N] fp32
+            kept_conv, kept_ssm = states.kept_rows(self.state_layer, rows.num_pending)
         has_committed = False
         is_batched = is_uniform_verify(rows, query_start_loc_cpu)
         if is_batched:

@@ -48,6 +48,10 @@ class StateCache:
         self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # snapshots at prefix-cache block boundaries (recurrent/state_snapshots.py); None: prefix caching off
         self.snapshots: StateSnapshots | None = None
+        # While a CUDA graph's forward runs (recurrent/graph_rows.py): static buffers its kept states are written to,
+        # (conv [num_state_layers, max_rows, C, W], recurrent [num_state_layers, max_rows, *dims] fp32), shared by
+        # every graph so that each graph does not hold kept states of its own; None: fresh tensors per forward.
+        self.static_kept: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # ---- slots ----------------------------------------------------------------------------------
     def slot_for(self, request_id: str) -> int:
@@ -72,6 +76,16 @@ class StateCache:
     # ---- a forward ------------------------------------------------------------------------------
     def begin_forward(self) -> None:
         self.pending.clear()
+
+    def kept_rows(self, layer: int, num_pending: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Storage for a forward's kept states of state layer `layer`: conv [num_pending, C, W] in the slots' dtype
+        and recurrent [num_pending, *dims] fp32; rows of the static buffers while a graph's forward runs."""
+        if self.static_kept is not None:
+            conv, recurrent = self.static_kept
+            return conv[layer, :num_pending], recurrent[layer, :num_pending]
+        s = self.shape
+        return (torch.empty(num_pending, s.conv_channels, s.conv_width, dtype=self.conv.dtype, device=self.conv.device),
+                torch.empty(num_pending, *s.recurrent_dims, dtype=torch.float32, device=self.conv.device))
 
     def keep(self, layer: int, conv_states: torch.Tensor, recurrent_states: torch.Tensor) -> None:
         """A state layer's kept per-position states of the forward's verify rows (in pending-row order)."""

@@ -64,18 +64,21 @@ def test_the_graph_form_is_the_eager_forward_and_padding_moves_no_slot(kind, num
     assert replays_graph(rows, cu)
     out = layer(x, cu, eager, rows)
 
-    static = GraphStateRows(graphed, max_num_reqs=8)
+    static = GraphStateRows(graphed, max_num_reqs=8, max_query_len=4)
     static.load(state_rows([1, 4, 0, 3, 2], [1] * 5, 5), 8)  # an earlier, larger step left its slots behind
     static.load(rows, BUCKET)
     assert static.slots[:BUCKET].tolist() == SLOTS + [graphed.scratch_slot]
     graph_rows = static.rows(BUCKET, num_tokens)
     padding = torch.randn(num_tokens, HIDDEN, generator=torch.Generator().manual_seed(3)) * 5
-    graphed_out = layer(torch.cat([x, padding]), (), graphed, graph_rows)  # no host offsets, as in a graph
+    with static.forward_on_static_kept():
+        graphed_out = layer(torch.cat([x, padding]), (), graphed, graph_rows)  # no host offsets, as in a graph
+    assert graphed.static_kept is None
 
     real = len(SLOTS) * num_tokens
     torch.testing.assert_close(graphed_out[:real], out, atol=1e-6, rtol=1e-6)
     kept = static.kept_outputs()
     assert kept[0].shape[0] == BUCKET * num_tokens  # the padding request's rows too: the commit never picks them
+    assert kept[1].data_ptr() == static.kept[1].data_ptr()  # in the static buffers every graph shares
     # (to fp32 rounding: the projections ran over one more row)
     torch.testing.assert_close(kept[0][:real], eager.pending[0][0], atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(kept[1][:real], eager.pending[0][1], atol=1e-6, rtol=1e-6)
