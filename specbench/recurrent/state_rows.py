@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specbench.device_copy import to_device
 from specbench.recurrent.state_snapshots import SnapshotPoint
 
 if TYPE_CHECKING:
@@ -58,9 +57,10 @@ class StateRows:
 
 def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
                starts_fresh: list[bool] | None = None, snapshots: tuple[SnapshotPoint, ...] = (),
-               device: torch.device | None = None) -> StateRows:
+               slot_index: torch.Tensor | None = None) -> StateRows:
     """The first `num_verify_reqs` requests are verify rows (they keep positions), the rest committed tokens;
-    `starts_fresh` None: none starts fresh. `device`: the slots' device tensor is built too (one copy per forward)."""
+    `starts_fresh` None: none starts fresh. `slot_index`: `slots` on the device, built by the caller (the engine:
+    one copy per forward)."""
     starts: list[int] = []
     num_pending = 0
     for r, n in enumerate(num_query):
@@ -68,5 +68,4 @@ def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
         num_pending += n if r < num_verify_reqs else 0
     keeps = tuple(r < num_verify_reqs for r in range(len(slots)))
     fresh = tuple(starts_fresh) if starts_fresh is not None else (False,) * len(slots)
-    index = None if device is None or not slots else to_device(list(slots), torch.int64, device)
-    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh, snapshots, slot_index=index)
+    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh, snapshots, slot_index=slot_index)

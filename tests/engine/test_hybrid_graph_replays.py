@@ -13,7 +13,6 @@ tests/models/test_hybrid_graphs_cuda.py captures real graphs on a GPU).
 from __future__ import annotations
 
 import pytest
-import torch
 
 pytest.importorskip("triton")
 
