@@ -5,7 +5,9 @@ MTP and EAGLE-3 speedups at synthetic acceptance.
     python scripts/bench_hybrid.py --out results/bench_hybrid            # H100: qwen3-next-80b-a3b, first 12 layers
     python scripts/bench_hybrid.py --tiny --out /tmp/bench_hybrid_tiny   # CPU, a tiny random hybrid (the test's run)
 
-Rows (one engine for plain + MTP, then one for EAGLE-3; hybrids run eagerly, no CUDA graphs):
+Rows (one engine for plain + MTP, then one for EAGLE-3; on CUDA their decode and uniform verify steps replay CUDA
+graphs, recurrent/graph_rows.py; then, with --eager-rows, the default on CUDA, one more MTP engine with
+--enforce-eager, its rows keyed `mtp-eager:`, side by side with the graphed ones):
 - plain c = each --concurrency: median decode step, tok/s, and the floor: specbench/perf/hybrid_floor.py's bytes
   (dense weights, the experts the step wakes as counted by the routing probe, the attention layers' K/V, each
   request's recurrent + conv state read and written in every Gated DeltaNet layer) / the measured copy bandwidth;
@@ -163,25 +165,33 @@ def free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def rows_section(out: Out, args, preset: str, bw: float, method: str, head_dir: Path | None) -> None:
+EAGER = "-eager"  # the suffix of the --enforce-eager section's row keys (mtp-eager:plain_c1, ...)
+
+
+def rows_section(out: Out, args, preset: str, bw: float, method: str, head_dir: Path | None,
+                 eager: bool = False) -> None:
     """One engine: plain rows (on the MTP engine: every --concurrency; on EAGLE-3's: c = 1, its own baseline), then
-    the method's rows at c = 1."""
+    the method's rows at c = 1 (k = 1..3 on the MTP engine, k = 3 on the others). `eager`: --enforce-eager, keys
+    `<method>-eager:`, plain rows and k = 3 only (the graphs' comparison)."""
+    section = method + (EAGER if eager else "")
     t0 = time.perf_counter()
-    llm = LLM(preset, method=method, draft=str(head_dir) if head_dir else None, **engine_kwargs(args))
-    out.put(f"{method}:build", {"seconds": time.perf_counter() - t0})
+    llm = LLM(preset, method=method, draft=str(head_dir) if head_dir else None, enforce_eager=eager,
+              **engine_kwargs(args))
+    out.put(f"{section}:build", {"seconds": time.perf_counter() - t0, "cuda_graphs": llm.engine.parts.cuda_graphs})
     floors = Floors(llm, args, bw)
     plain_concurrency = args.concurrency if method == "mtp" else [1]
     for conc in plain_concurrency:
         try:
-            out.put(f"{method}:plain_c{conc}", decode_row(llm, floors, args, label="plain", concurrency=conc, k=0))
+            out.put(f"{section}:plain_c{conc}", decode_row(llm, floors, args, label="plain", concurrency=conc, k=0))
         except Exception:  # noqa: BLE001 - one row's failure keeps the others
-            out.error(f"{method}:plain_c{conc}")
-    ks = range(1, MAX_K + 1) if method == "mtp" else [MAX_K]
+            out.error(f"{section}:plain_c{conc}")
+    ks = range(1, MAX_K + 1) if method == "mtp" and not eager else [MAX_K]
     for k in ks:
         try:
-            out.put(f"{method}:k{k}_c1", decode_row(llm, floors, args, label=f"{method} synthetic", concurrency=1, k=k))
+            out.put(f"{section}:k{k}_c1", decode_row(llm, floors, args, label=f"{method} synthetic", concurrency=1,
+                                                     k=k))
         except Exception:  # noqa: BLE001
-            out.error(f"{method}:k{k}_c1")
+            out.error(f"{section}:k{k}_c1")
     del llm, floors
     free(args.device)
 
@@ -194,7 +204,7 @@ def table(data: dict) -> str:
     rows, h = data["rows"], data
     lines = [f"{h['device']}, {h['date']}, torch {h['torch']}, dtype {h['dtype']}; target {h['preset']} dummy weights, "
              f"{h['cut']}; prompt {h['prompt_len']} -> {h['output_len']} tokens; copy bandwidth "
-             f"{fmt(rows.get('copy_bandwidth_gbps'), '.0f')} GB/s; hybrids run eagerly (no CUDA graphs); synthetic "
+             f"{fmt(rows.get('copy_bandwidth_gbps'), '.0f')} GB/s; CUDA graphs: {graphs_note(rows)}; synthetic "
              f"acceptance {list(SYNTHETIC)}", "",
              "| row | step ms | target ms | tok/s | floor ms (weights + experts + KV + state GB) | % of floor "
              "| vs plain c=1 |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -203,7 +213,8 @@ def table(data: dict) -> str:
         if not isinstance(row, dict) or "step_ms" not in row:
             continue
         b = row["bytes"]
-        base = plain if key.startswith("mtp:") else rows.get("eagle3:plain_c1")
+        section = key.split(":")[0]
+        base = plain if section == "mtp" else rows.get(f"{section}:plain_c1")
         speedup = row["decode_tok_s"] / base["decode_tok_s"] if base and row["k"] else None
         lines.append(
             f"| {key} ({data['cut']}) | {row['step_ms']:.2f} | {row['target_ms']:.2f} | {row['decode_tok_s']:.1f} | "
@@ -214,6 +225,12 @@ def table(data: dict) -> str:
     if verify:
         lines += ["", f"verify (k + 1 = 4 tokens, c = 1) / decode target forward ({data['cut']}): "
                       f"{verify['time_ratio']:.2f}x time for {verify['bytes_ratio']:.2f}x floor bytes"]
+    pairs = [(key, rows[f"mtp{EAGER}:{key.split(':')[1]}"]) for key in rows
+             if key.startswith("mtp:") and f"mtp{EAGER}:{key.split(':')[1]}" in rows and "step_ms" in rows[key]]
+    if pairs:
+        lines += ["", "CUDA graphs vs eager (step ms): " + "; ".join(
+            f"{key.split(':')[1]} {rows[key]['step_ms']:.2f} vs {eager['step_ms']:.2f} "
+            f"({eager['step_ms'] / rows[key]['step_ms']:.2f}x)" for key, eager in pairs if "step_ms" in eager)]
     experts = {k: (r["bytes"]["experts_per_layer"], r["bytes"]["experts_source"]) for k, r in rows.items()
                if isinstance(r, dict) and "bytes" in r}
     if experts:
@@ -221,6 +238,13 @@ def table(data: dict) -> str:
             f"{k} {n:.1f} ({src})" for k, (n, src) in experts.items())]
     lines += [f"- FAILED {k}: {v.strip().splitlines()[-1]}" for k, v in data["errors"].items()]
     return "\n".join(lines) + "\n"
+
+
+def graphs_note(rows: dict) -> str:
+    """What the engines said of their CUDA graphs (EngineParts.cuda_graphs), per section."""
+    notes = {key.split(":")[0]: row["cuda_graphs"] for key, row in rows.items()
+             if key.endswith(":build") and isinstance(row, dict) and "cuda_graphs" in row}
+    return "; ".join(f"{section} {note}" for section, note in notes.items()) or "-"
 
 
 def run(args) -> dict:
@@ -242,6 +266,13 @@ def run(args) -> dict:
                 out.error(f"{method}:section")
             free(args.device)  # outside the handler: its traceback's frames no longer hold the engine
             (out.path / "bench.md").write_text(table(out.data))  # a time-out keeps the table so far
+        if args.eager_rows and "mtp" in args.methods:  # the same rows without graphs, after the graphed ones
+            try:
+                rows_section(out, args, preset, bw, "mtp", None, eager=True)
+            except Exception:  # noqa: BLE001
+                out.error(f"mtp{EAGER}:section")
+            free(args.device)
+            (out.path / "bench.md").write_text(table(out.data))
     rows = out.data["rows"]
     plain, verify = rows.get("mtp:plain_c1"), rows.get(f"mtp:k{MAX_K}_c1")
     if plain and verify:
@@ -270,6 +301,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--out", default="results/bench_hybrid")
+    ap.add_argument("--eager-rows", action=argparse.BooleanOptionalAction, default=None,
+                    help="one more MTP engine with --enforce-eager (rows mtp-eager:*, beside the graphed ones); "
+                         "default: on for --device cuda")
     ap.add_argument("--tiny", action="store_true",
                     help=f"CPU, {TINY_PRESET} (4 layers), short runs: the whole flow in seconds (the test's run)")
     args = ap.parse_args(argv)
@@ -279,6 +313,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.kv_cache_gb, args.num_kv_blocks = None, 128
     if args.layers == 0:
         args.layers = None
+    if args.eager_rows is None:
+        args.eager_rows = args.device == "cuda"  # on CPU every engine runs eagerly: nothing to compare
     bad = [m for m in args.methods if m not in ("mtp", "eagle3")]
     if bad:
         ap.error(f"unknown method {bad[0]!r}; supported: mtp, eagle3")

@@ -23,7 +23,7 @@ fi
 hybrid_grammar=(tests/engine/test_grammar_constrained.py tests/engine/test_grammar_mutants.py)
 for f in tests/engine/test_grammar_trees.py tests/models/test_hybrid_vs_hf.py tests/models/test_hybrid_drafters.py \
     tests/models/test_hybrid_prefix_vs_hf.py tests/faults/test_hybrid_state_mutants.py \
-    tests/faults/test_state_snapshot_mutant.py tests/recurrent; do
+    tests/faults/test_state_snapshot_mutant.py tests/recurrent tests/models/test_hybrid_graphs_cuda.py; do
   [ -e "$f" ] && hybrid_grammar+=("$f")
 done
 SPECBENCH_DEBUG_INVARIANTS=1 SPECBENCH_TEST_DEVICE=cuda SPECBENCH_TEST_DTYPE=fp32 timeout "${TEST_TIMEOUT:-190}" "$PY" -m pytest -q \

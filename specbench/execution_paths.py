@@ -149,6 +149,15 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "words as static buffers (runtime/cuda_graph.py TreeBuffers, engine/model_runner.py)", ("cuda",),
                   DRAFTS_TREES,
                   needs_cuda=True),
+    # Hybrid targets' graphs (recurrent/graph_rows.py): their decode and uniform chain verifies, recorded beside
+    # graph.decode / graph.verify; prefill, mixed, ragged and tree verifies and the fla kernels run eagerly. The
+    # selftest's hybrid rows replay them on CUDA.
+    ExecutionPath("graph.hybrid_decode", "hybrid target plain decode step replayed from a CUDA graph, the requests' "
+                  "state slots a static buffer, padding on the scratch slot (recurrent/graph_rows.py, "
+                  "engine/model_runner.py)", ("cuda",), ("none",), needs_cuda=True, target_kind=HYBRID),
+    ExecutionPath("graph.hybrid_verify", "hybrid target uniform chain verify (every request k + 1 tokens) replayed "
+                  "from a CUDA graph, kept states handed back to the commit (recurrent/graph_rows.py, "
+                  "engine/model_runner.py)", ("cuda",), SPECULATIVE, needs_cuda=True, target_kind=HYBRID),
     # ---- layers (target, draft LM and EAGLE head alike) ----------------------------------------------------------
     ExecutionPath("layers.torch", "decoder block as torch projections, norms, RoPE and activation (models/llama.py)",
                   ("cpu",)),

@@ -13,7 +13,7 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
-from specbench.recurrent.kernel_choice import resolve_recurrent_kernels
+from specbench.recurrent.kernel_choice import FLA, resolve_recurrent_kernels
 from specbench.recurrent.state_cache import new_state_cache
 from specbench.recurrent.state_snapshots import StateSnapshots
 from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
@@ -238,8 +238,10 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     scheduler.hooks = hooks
     feature_layers = proposer.target_feature_layers if isinstance(proposer, ConsumesTargetFeatures) else ()
     runner = TargetRunner(target.model, target_kv, feature_layers)
-    graphs_note = ("off: the target's recurrent-state layers run eagerly" if target.config.is_hybrid
+    graphs_note = (HYBRID_FLA_GRAPHS_NOTE if target.config.is_hybrid and recurrent_name == FLA
                    else enable_cuda_graphs(config, backend, device, runner, proposer, max_model_len))
+    if target.config.is_hybrid and graphs_note == "on":
+        graphs_note = HYBRID_GRAPHS_NOTE
     return EngineParts(
         device=device,
         dtype=dtype,
@@ -260,6 +262,11 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         prefix_caching="on" if prefix_note is None else prefix_note,
         recurrent_kernels=recurrent_name if target.config.is_hybrid else None,
     )
+
+
+# A hybrid target's graphs (recurrent/graph_rows.py): what replays and what stays eager, for the manifest
+HYBRID_GRAPHS_NOTE = "on (hybrid: decode, chain verify; eager: prefill, mixed, ragged and tree verifies)"
+HYBRID_FLA_GRAPHS_NOTE = "off: --recurrent-kernels fla runs eagerly (graphs: the torch kernels)"
 
 
 def enable_cuda_graphs(config: EngineConfig, backend, device: torch.device, runner: TargetRunner, proposer,

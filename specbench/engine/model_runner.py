@@ -1,4 +1,8 @@
-"""Runs the target model's phases (prefill, verify) over the paged KV cache; verify replays CUDA graphs when on."""
+"""Runs the target model's phases (prefill, verify) over the paged KV cache; verify replays CUDA graphs when on.
+
+A hybrid target (recurrent-state layers) replays graphs for its plain decode and uniform chain verifies only
+(recurrent/graph_rows.py): the graph's rows read the slots from a static buffer loaded before each replay, and its
+kept per-position states come back as graph outputs for the commit. Its other verifies run eagerly."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import dataclasses
 
 import torch
 
+from specbench.recurrent.graph_rows import GraphStateRows, replays_graph
 from specbench.runtime.cuda_graph import CudaGraphRunner, GraphPlan, GraphShape
 from specbench.runtime.phases import MixedInput, PrefillInput, TargetOutput, VerifyInput
 from specbench.kv.kv_cache import KVCache
@@ -23,6 +28,8 @@ class TargetRunner:
         # Tree verify graphs per query length (root + num_draft_tokens nodes), captured when a tree DraftShape is set
         # (prepare_tree_graphs); replayed only while `graphs` is on (GraphsOff turns both off).
         self.tree_graphs: dict[int, CudaGraphRunner] = {}
+        # A hybrid target's graph inputs (the static slot buffer); None: no recurrent state, or graphs off
+        self.graph_states: GraphStateRows | None = None
 
     def _features(self, out) -> torch.Tensor | None:
         if not self.feature_layers:
@@ -57,6 +64,8 @@ class TargetRunner:
         verifies on the tree graphs of their query length (captured for the run's DraftShape)."""
         if self.graphs is None:
             return None
+        if self.graph_states is not None and not replays_graph(md.state_rows, md.query_start_loc_cpu):
+            return None  # a hybrid target's prefill-like, ragged or tree verify: eager
         runner = self.graphs if md.tree is None else self.tree_graphs.get(md.max_query_len)
         shape = None if runner is None else runner.shape_for(md)
         return None if shape is None else (runner, shape)
@@ -73,7 +82,14 @@ class TargetRunner:
             paths.record("graph.verify_tree")
         else:
             paths.record("graph.decode" if shape.query_len == 1 else "graph.verify")
+        if self.graph_states is not None:
+            paths.record("graph.hybrid_decode" if shape.query_len == 1 else "graph.hybrid_verify")
+            self.graph_states.load(inp.md.state_rows, shape.num_reqs)
         outputs = runner.replay(shape, inp.input_ids, inp.md)
+        if self.graph_states is not None:  # the kept states' rows (the real requests': the replay's first rows)
+            num_kept = self.graph_states.num_kept_outputs
+            self.graph_states.restore_kept(outputs[-num_kept:])
+            outputs = outputs[:-num_kept]
         # Features outlive the step (the proposer reads them next round): copy them out of the graph's pool.
         return TargetOutput(outputs[0], outputs[1].clone() if len(outputs) > 1 else None)
 
@@ -83,12 +99,23 @@ class TargetRunner:
         return TargetOutput(self.model.compute_logits(out.hidden_states), self._features(out))
 
     def _graph_forward(self, input_ids, md, hidden):
-        out = self._verify_eager(input_ids, md, check_metadata=False)
-        return (out.logits,) if out.features is None else (out.logits, out.features)
+        """What a graph captures (off CUDA: what a "replay" reruns) on the static buffers' metadata; a hybrid
+        target's forward also reads its rows from the static slot buffer and returns its kept states."""
+        if self.graph_states is None:
+            out = self._verify_eager(input_ids, md, check_metadata=False)
+            return (out.logits,) if out.features is None else (out.logits, out.features)
+        md = dataclasses.replace(md, state_rows=self.graph_states.rows(md.seq_lens.shape[0], md.max_query_len))
+        self.kv_cache.states.begin_forward()
+        with self.graph_states.forward_on_static_kept():
+            out = self._verify_eager(input_ids, md, check_metadata=False)
+        kept = self.graph_states.kept_outputs()
+        return ((out.logits,) if out.features is None else (out.logits, out.features)) + kept
 
     def enable_cuda_graphs(self, plan: GraphPlan, max_query_len: int) -> None:
         self.model.reserve_rope(plan.max_positions, plan.device)
         self._plan = plan
+        states = self.kv_cache.states
+        self.graph_states = None if states is None else GraphStateRows(states, plan.max_num_reqs, max_query_len)
         self.graphs = CudaGraphRunner(self._graph_forward, plan, name="verify", max_query_len=max_query_len,
                                       check_metadata=self.model.attn_backend.begin_forward,
                                       paths=self.model.attn_backend.paths)
@@ -97,6 +124,8 @@ class TargetRunner:
         """Capture tree verify graphs for `query_len` rows per request (root + nodes) at every batch bucket, once
         per query length, outside any timed region. No-op while CUDA graphs are off (eager engines, GraphsOff)."""
         if self.graphs is None or self._plan is None or query_len in self.tree_graphs:
+            return
+        if self.graph_states is not None:  # a hybrid target's tree verifies run eagerly (graph_rows.replays_graph)
             return
         plan = tree_graph_plan(self._plan, query_len)
         runner = CudaGraphRunner(self._graph_forward, plan, name="verify_tree", max_query_len=query_len,

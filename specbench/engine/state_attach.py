@@ -10,6 +10,8 @@ import dataclasses
 
 import torch
 
+from specbench.device_copy import to_device
+from specbench.recurrent.mixer import write_verify_snapshots
 from specbench.recurrent.state_rows import state_rows
 from specbench.recurrent.tree_verify import TreeStateRows
 from specbench.runtime.hooks import PhaseHooks
@@ -31,21 +33,28 @@ def with_state_rows(inp, states, request_ids: list[str], num_verify_reqs: int, p
     # with prefix caching, the states at block boundaries the rows cross go to the snapshot store too
     points = () if states.snapshots is None else states.snapshots.plan(request_ids, first, num_query)
     slots = hooks.state_slots(tuple(request_ids), [states.slot_for(i) for i in request_ids])
-    rows = state_rows(slots, num_query, num_verify_reqs, fresh, points)
+    rows = state_rows(slots, num_query, num_verify_reqs, fresh, points, _slot_index(slots, states))
     states.begin_forward()
     if num_verify_reqs < len(request_ids):
         paths.record("hybrid.state_write")
     return dataclasses.replace(inp, md=dataclasses.replace(md, state_rows=rows))
 
 
+def _slot_index(slots: list[int], states) -> torch.Tensor | None:  # [num_reqs] int64 on the slots' device
+    """The forward's slots as a device tensor, copied once per forward (StateRows.slot_index)."""
+    return to_device(list(slots), torch.int64, states.conv.device) if slots else None
+
+
 def commit_states(states, md, num_accepted: torch.Tensor, paths, hooks: PhaseHooks) -> None:
     """After the verifier: each verify request's slot takes the state after its last accepted token
     (num_accepted [num_verify_reqs], device): kept row pending_start + num_accepted. Every verify request commits,
-    a zero-draft one included (its newest token moved its state). No host sync: the rows are built from host
-    lists and the device counts."""
+    a zero-draft one included (its newest token moved its state). First the verify rows' kept states at snapshot
+    points go to the store, after the forward whether it ran eagerly or replayed a graph. No host sync: the rows
+    are built from host lists and the device counts."""
     rows = None if states is None else md.state_rows
     if rows is None or rows.num_verify_reqs == 0 or not states.pending:
         return
+    write_verify_snapshots(states, rows)
     _commit(states, rows, num_accepted, paths, hooks)
 
 
@@ -60,7 +69,7 @@ def with_tree_state_rows(inp, states, requests, padded: PaddedTree, depth: int, 
     num_reqs, num_rows = padded.num_reqs, 1 + padded.width
     device = padded.parent.device
     slots = hooks.state_slots(tuple(request_ids), [states.slot_for(i) for i in request_ids])
-    rows = state_rows(slots, [num_rows] * num_reqs, num_reqs)
+    rows = state_rows(slots, [num_rows] * num_reqs, num_reqs, slot_index=_slot_index(slots, states))
     roots = torch.arange(num_reqs, device=device) * num_rows  # [num_reqs] each root's kept row
     # a node continues its parent node's row (1 + parent), a child of the root (-1) the root's; padding (-2) the root's
     node_parents = roots[:, None] + 1 + padded.parent.clamp_min(-1)  # [num_reqs, width]

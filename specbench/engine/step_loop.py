@@ -165,6 +165,11 @@ class StepLoop:
             return None
         if self.runner.is_constrained(batch.requests):  # drafts made ahead would skip the grammar's mask walk
             return None
+        # A hybrid target reads every round back: a verify launched from a round drafted ahead commits its recurrent
+        # states before the host counts the previous round's tokens, so between steps a slot would run a round ahead
+        # of its request's committed tokens, which INV-STATE (check/state_oracle.py) cannot tell from a wrong commit.
+        if self.runner.states is not None:
+            return None
         k = launch.output_token_ids.shape[1] - 1
         if k < 1 or any(n != k for n in batch.num_draft_tokens):  # a round graph drafts k for every request
             return None

@@ -56,6 +56,7 @@ from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.slow_step import SlowStep
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
+from specbench.faults.state_graph_slots_stale import StateGraphSlotsStale
 from specbench.faults.state_not_rolled_back import StateNotRolledBack
 from specbench.faults.state_recurrent_only_rolled_back import StateRecurrentOnlyRolledBack
 from specbench.faults.state_rolled_back_too_far import StateRolledBackTooFar
@@ -229,9 +230,15 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateSlotReusedAfterPreemption,
 ) + HYBRID_TREE_MUTANTS
 
+# Bugs of a hybrid target's CUDA graphs (recurrent/graph_rows.py): path mutants of graph.hybrid_decode / _verify, run
+# by the selftest on its hybrid target where the path is production (CUDA: hybrid_faults); off CUDA the engine
+# captures no graphs. tests/engine/test_hybrid_graph_replays.py catches each with graphs captured by hand (CPU reruns),
+# tests/models/test_hybrid_graphs_cuda.py on a GPU.
+HYBRID_GRAPH_MUTANTS: tuple[type[Mutant], ...] = (StateGraphSlotsStale,)
+
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
                + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS
-               + HYBRID_MUTANTS)
+               + HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -263,13 +270,15 @@ _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANT
 _TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS + HYBRID_TREE_MUTANTS + (GrammarTreeSiblingState,))
 _GRAMMAR_TREE_FAULTS = frozenset(m.fault.name for m in GRAMMAR_TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
-_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS)
+_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS)
 
 
 def hybrid_faults(device: str) -> tuple[str, ...]:
     """What `specbench selftest` runs by default on its hybrid target: every hybrid-state mutant (phase hooks of the
-    engine's state commit and prefill, on every device)."""
-    return tuple(m.fault.name for m in HYBRID_MUTANTS)
+    engine's state commit and prefill, on every device), and the hybrid graph mutants where their path is
+    production (CUDA)."""
+    return tuple(m.fault.name for m in HYBRID_MUTANTS) + tuple(
+        m.fault.name for m in HYBRID_GRAPH_MUTANTS if device in execution_path(m.fault.path).production_on)
 
 
 def needs_hybrid_target(name: str) -> bool:

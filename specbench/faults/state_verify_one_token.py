@@ -7,16 +7,19 @@ Here: each verify request's newest token goes through the conv and the rule from
 every position of the row, and the state after it is kept for every position. The newest token's logits are right;
 those after each draft are not (the recurrent layers never saw the drafts), and the committed state misses every
 accepted draft. Prefill and prompt-chunk rows run whole; a plain decode step (one token per row) is untouched, so the
-mutant shows only in rounds that draft. Hybrid targets run eagerly (no CUDA graphs), so the wrapped forward is the one
-that runs.
+mutant shows only in rounds that draft. On CUDA the uniform verifies replay graphs (recurrent/graph_rows.py): the
+target's graphs are captured again through the wrapped forward, whose graph form (every request k + 1 tokens) drops
+the drafts with device ops alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from specbench.faults.fault import Fault, Mutant
-from specbench.faults.path_mutant import wrap_method
+from specbench.faults.path_mutant import recapture_target_graphs, wrap_method
 from specbench.recurrent.mixer import RecurrentMixer
 from specbench.recurrent.state_rows import StateRows, state_rows
 from specbench.speculation.capabilities import Proposer
@@ -31,11 +34,16 @@ class StateVerifyOneToken(Mutant):
             if isinstance(module, RecurrentMixer):  # none on a target without recurrent state: inert
                 wrap_method(module, "forward", lambda forward, layer=module.state_layer: _first_token_only(forward,
                                                                                                           layer))
+        recapture_target_graphs(engine)
 
 
 def _first_token_only(forward, state_layer: int):
     def bent(x: torch.Tensor, query_start_loc_cpu: tuple[int, ...], states, rows: StateRows,
              paths=None) -> torch.Tensor:
+        if rows.graph_query_len:  # a CUDA graph's form: no host offsets, no host-built index inside a capture
+            if rows.graph_query_len == 1:  # plain decode: no drafts to drop
+                return forward(x, query_start_loc_cpu, states, rows, paths)
+            return _graph_first_token_only(forward, state_layer, x, states, rows, paths)
         cu = query_start_loc_cpu
         num_query = [cu[r + 1] - cu[r] for r in range(len(rows.slots))]
         if not any(n > 1 for n, keep in zip(num_query, rows.keeps_positions) if keep):
@@ -63,3 +71,15 @@ def _first_token_only(forward, state_layer: int):
         return out[torch.tensor(source, dtype=torch.int64, device=device)]
 
     return bent
+
+
+def _graph_first_token_only(forward, state_layer: int, x: torch.Tensor, states, rows: StateRows, paths):
+    """The graph form's bend: every request's first token through the layer (one-token rows), its output and kept
+    state repeated over the row."""
+    num_reqs, n = len(rows.slots), rows.graph_query_len
+    first_rows = dataclasses.replace(rows, pending_starts=tuple(range(num_reqs)), num_pending=num_reqs,
+                                     graph_query_len=1)
+    out = forward(x.view(num_reqs, n, -1)[:, 0].contiguous(), (), states, first_rows, paths)
+    conv, recurrent = states.pending[state_layer]
+    states.keep(state_layer, conv.repeat_interleave(n, dim=0), recurrent.repeat_interleave(n, dim=0))
+    return out.repeat_interleave(n, dim=0)

@@ -91,9 +91,8 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
             self._verify_tree(mixed, log_decay, beta, weight, out, states, rows)
             return self._project(out, z)
         kept_conv = kept_rec = None
-        if rows.num_pending:
-            kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
-            kept_rec = x.new_empty(rows.num_pending, c.num_v_heads, c.k_dim, c.v_dim, dtype=torch.float32)
+        if rows.num_pending:  # [num_pending, C, W], [num_pending, Hv, Dk, Dv] fp32
+            kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
         is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
         if is_batched:
             self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
@@ -151,7 +150,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
             if rows.num_pending:
                 paths.record(RECURRENT_PATH)
         if kept_conv is not None:
-            keep_verify_states(states, self.state_layer, rows, kept_conv, kept_rec)
+            keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
         return self._project(out, z)
 
     def _project(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -167,7 +166,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         if self.recurrent_kernels == FLA:
             raise SpecbenchError(HYBRID_TREE_FLA_REFUSAL)
         c = self.config
-        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        slots = rows.slot_tensor(mixed.device)  # [num_reqs] the per-step device tensor
         result = tree_verify(mixed, log_decay, beta, weight, states.conv[self.state_layer][slots],
                              states.recurrent[self.state_layer][slots], rows.tree,
                              (c.key_size, c.key_size, c.value_size), (c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim))
@@ -188,7 +187,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         c = self.config
         num_reqs = len(rows.slots)
         n = mixed.shape[0] // num_reqs
-        slots = torch.tensor(rows.slots, dtype=torch.int64, device=mixed.device)
+        slots = rows.slot_tensor(mixed.device)  # [num_reqs] the per-step device tensor
         by_token = mixed.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
         weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
         conv_out, _, conv_kept = causal_conv(by_token, conv_slots[slots].reshape(-1, c.conv_kernel_size - 1),

@@ -75,9 +75,8 @@ class Mamba2Mixer(RecurrentMixer):
         out = torch.empty(x.shape[0], c.num_heads, c.head_dim, dtype=x.dtype, device=x.device)
         conv_slots, ssm_slots = states.conv[self.state_layer], states.recurrent[self.state_layer]
         kept_conv = kept_ssm = None
-        if rows.num_pending:
-            kept_conv = x.new_empty(rows.num_pending, c.conv_channels, c.conv_kernel_size - 1, dtype=conv_slots.dtype)
-            kept_ssm = x.new_empty(rows.num_pending, c.num_heads, c.head_dim, c.state_size, dtype=torch.float32)
+        if rows.num_pending:  # [num_pending, C, W], [num_pending, H, P, N] fp32
+            kept_conv, kept_ssm = states.kept_rows(self.state_layer, rows.num_pending)
         has_committed = False
         is_batched = is_uniform_verify(rows, query_start_loc_cpu)
         if is_batched:
@@ -115,7 +114,7 @@ class Mamba2Mixer(RecurrentMixer):
                 ssm_slots[slot] = scan.final_state
             out[start:end] = scan.output.to(x.dtype)
         if kept_conv is not None:
-            keep_verify_states(states, self.state_layer, rows, kept_conv, kept_ssm)
+            keep_verify_states(states, self.state_layer, kept_conv, kept_ssm)
         if paths is not None:  # host-side decisions only
             if rows.num_pending:
                 paths.record(VERIFY_PATH)
@@ -130,7 +129,7 @@ class Mamba2Mixer(RecurrentMixer):
         c = self.config
         num_reqs = len(rows.slots)
         n = xbc.shape[0] // num_reqs
-        slots = torch.tensor(rows.slots, dtype=torch.int64, device=xbc.device)
+        slots = rows.slot_tensor(xbc.device)  # [num_reqs] the per-step device tensor
         by_token = xbc.view(num_reqs, n, -1).transpose(0, 1).reshape(n, -1)  # [n, B * C], request-major channels
         weight = self.conv1d.weight[:, 0, :].repeat(num_reqs, 1)  # [B * C, kernel]
         bias = None if self.conv1d.bias is None else self.conv1d.bias.repeat(num_reqs)

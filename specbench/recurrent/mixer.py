@@ -6,7 +6,9 @@ A mixer's forward over a ragged batch (query_start_loc_cpu [num_reqs + 1]) reads
 - committed rows (a prefill, a prompt chunk): the state after the last token straight into the slot, from zeros
   where rows.starts_fresh[r]; the states at rows.snapshots' points into the snapshot store;
 - verify rows (keeps_positions): the conv and recurrent state after every position into the StateCache's pending
-  buffers (StateCache.keep, rows pending_starts[r] ..), the slot left alone until the commit picks one.
+  buffers (StateCache.keep, rows pending_starts[r] ..), the slot left alone until the commit picks one; those at
+  rows.snapshots' points reach the store after the forward (write_verify_snapshots, the engine's commit), so a
+  forward replayed from a CUDA graph writes exactly what an eager one does.
 Its state is a conv part and a recurrent part in the layout its config declares (recurrent/state_shape.py), so the
 cache, the commit, the snapshots, the oracle and the state mutants act on every kind alike.
 """
@@ -54,22 +56,33 @@ def write_snapshots(states: StateCache, layer: int, entries: list[int], conv: to
         snapshots.recurrent[layer, index] = recurrent
 
 
-def keep_verify_states(states: StateCache, layer: int, rows: StateRows, kept_conv: torch.Tensor,
-                       kept_recurrent: torch.Tensor) -> None:
+def keep_verify_states(states: StateCache, layer: int, kept_conv: torch.Tensor, kept_recurrent: torch.Tensor) -> None:
     """A forward's verify rows' per-position states (kept_conv [num_pending, C, W], kept_recurrent
-    [num_pending, *dims]) kept for the commit; those at snapshot points go to the store too (provisional: only a
-    committed one is ever published)."""
+    [num_pending, *dims]) kept for the commit. Those at snapshot points reach the store after the forward
+    (write_verify_snapshots), never from inside it: a CUDA graph's forward cannot see the step's points."""
     states.keep(layer, kept_conv, kept_recurrent)
+
+
+def write_verify_snapshots(states: StateCache, rows: StateRows) -> None:
+    """After a forward (eager or a graph's replay), before the commit: the kept states of its verify rows at
+    snapshot points into the store, every state layer (provisional: only a committed one is ever published)."""
     points = [p for p in rows.snapshots if rows.keeps_positions[p.request]]
-    if points:
-        pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in points], dtype=torch.int64,
-                               device=kept_conv.device)
-        write_snapshots(states, layer, [p.entry for p in points], kept_conv[pending], kept_recurrent[pending])
+    if not points or not states.pending:
+        return
+    device = states.conv.device
+    pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in points], dtype=torch.int64,
+                           device=device)
+    entries = [p.entry for p in points]
+    for layer, (kept_conv, kept_recurrent) in states.pending.items():
+        write_snapshots(states, layer, entries, kept_conv[pending], kept_recurrent[pending])
 
 
 def is_uniform_verify(rows: StateRows, query_start_loc_cpu: tuple[int, ...]) -> bool:
     """Every request is a verify row (none fresh) with the same number of tokens (plain decode; every request
-    drafting k): a mixer may run them as one batch, each request's heads side by side as extra heads."""
+    drafting k): a mixer may run them as one batch, each request's heads side by side as extra heads. A CUDA
+    graph's rows are uniform by construction (StateRows.graph_query_len)."""
+    if rows.graph_query_len:
+        return True
     num_reqs = len(rows.slots)
     if num_reqs == 0 or not all(rows.keeps_positions) or any(rows.starts_fresh):
         return False

@@ -11,6 +11,9 @@ Verify: the layers keep each position's conv and recurrent state in `pending` (p
 the verifier, `commit` copies row (pending_start + num_accepted) of each verify request into its slot
 (engine/state_attach.py picks the rows), on the device (no host sync: an overlapped or drafted-ahead step launched
 next reads the committed state in stream order).
+
+One more slot than requests, `scratch_slot`, is never handed out: the padding requests of a CUDA graph's batch
+bucket read it (recurrent/graph_rows.py), so a padding row can never read or move a real request's state.
 """
 
 from __future__ import annotations
@@ -29,19 +32,26 @@ if TYPE_CHECKING:
 class StateCache:
     def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype, device: torch.device) -> None:
         self.shape = shape
-        self.num_slots = num_slots
+        self.num_slots = num_slots  # slots requests may own; index num_slots is the scratch slot
+        self.scratch_slot = num_slots
         s = shape
-        # [num_state_layers, num_slots, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
-        self.conv = torch.zeros(s.num_layers, num_slots, s.conv_channels, s.conv_width, dtype=dtype, device=device)
-        # [num_state_layers, num_slots, *recurrent_dims] fp32 (Gated DeltaNet: [Hv, Dk, Dv]; Mamba-2: [H, P, N]):
+        # [num_state_layers, num_slots + 1, conv_channels, conv_width], the model's dtype (as the inputs it keeps)
+        self.conv = torch.zeros(s.num_layers, num_slots + 1, s.conv_channels, s.conv_width, dtype=dtype,
+                                device=device)
+        # [num_state_layers, num_slots + 1, *recurrent_dims] fp32 (Gated DeltaNet: [Hv, Dk, Dv]; Mamba-2: [H, P, N]):
         # the recurrence accumulates in fp32
-        self.recurrent = torch.zeros(s.num_layers, num_slots, *s.recurrent_dims, dtype=torch.float32, device=device)
+        self.recurrent = torch.zeros(s.num_layers, num_slots + 1, *s.recurrent_dims, dtype=torch.float32,
+                                     device=device)
         self._slot_of: dict[str, int] = {}
         self._free = list(range(num_slots - 1, -1, -1))
         # per state layer, this forward's kept states: (conv [num_pending, C, W], recurrent [num_pending, *dims])
         self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # snapshots at prefix-cache block boundaries (recurrent/state_snapshots.py); None: prefix caching off
         self.snapshots: StateSnapshots | None = None
+        # While a CUDA graph's forward runs (recurrent/graph_rows.py): static buffers its kept states are written to,
+        # (conv [num_state_layers, max_rows, C, W], recurrent [num_state_layers, max_rows, *dims] fp32), shared by
+        # every graph so that each graph does not hold kept states of its own; None: fresh tensors per forward.
+        self.static_kept: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # ---- slots ----------------------------------------------------------------------------------
     def slot_for(self, request_id: str) -> int:
@@ -66,6 +76,16 @@ class StateCache:
     # ---- a forward ------------------------------------------------------------------------------
     def begin_forward(self) -> None:
         self.pending.clear()
+
+    def kept_rows(self, layer: int, num_pending: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Storage for a forward's kept states of state layer `layer`: conv [num_pending, C, W] in the slots' dtype
+        and recurrent [num_pending, *dims] fp32; rows of the static buffers while a graph's forward runs."""
+        if self.static_kept is not None:
+            conv, recurrent = self.static_kept
+            return conv[layer, :num_pending], recurrent[layer, :num_pending]
+        s = self.shape
+        return (torch.empty(num_pending, s.conv_channels, s.conv_width, dtype=self.conv.dtype, device=self.conv.device),
+                torch.empty(num_pending, *s.recurrent_dims, dtype=torch.float32, device=self.conv.device))
 
     def keep(self, layer: int, conv_states: torch.Tensor, recurrent_states: torch.Tensor) -> None:
         """A state layer's kept per-position states of the forward's verify rows (in pending-row order)."""

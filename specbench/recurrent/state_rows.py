@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
 from specbench.recurrent.state_snapshots import SnapshotPoint
 
 if TYPE_CHECKING:
@@ -34,16 +36,31 @@ class StateRows:
     # a tree verify (every request a verify row: its root, then its nodes): each row continues its parent's state,
     # not its previous row's (recurrent/tree_verify.py); None: rows are chains
     tree: TreeStateRows | None = None
+    # [num_reqs] int64 on the device: `slots`, built once per forward (engine/state_attach.py) so the batched verify
+    # gathers and a CUDA graph reads slots from a tensor, never from the host tuple (a graph's is a static buffer
+    # reloaded before each replay: recurrent/graph_rows.py). None: built from `slots` where needed (tests, oracles).
+    slot_index: torch.Tensor | None = None
+    # A CUDA graph's rows (recurrent/graph_rows.py): every request, padding included, a verify row of this many
+    # tokens, known without the forward's host offsets (a graph's metadata has none); 0 = an ordinary forward.
+    graph_query_len: int = 0
 
     @property
     def num_verify_reqs(self) -> int:
         return sum(self.keeps_positions)
 
+    def slot_tensor(self, device: torch.device) -> torch.Tensor:  # [num_reqs] int64
+        """The requests' slots on `device`: `slot_index` where the forward was handed one."""
+        if self.slot_index is not None:
+            return self.slot_index
+        return torch.tensor(self.slots, dtype=torch.int64, device=device)
+
 
 def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
-               starts_fresh: list[bool] | None = None, snapshots: tuple[SnapshotPoint, ...] = ()) -> StateRows:
+               starts_fresh: list[bool] | None = None, snapshots: tuple[SnapshotPoint, ...] = (),
+               slot_index: torch.Tensor | None = None) -> StateRows:
     """The first `num_verify_reqs` requests are verify rows (they keep positions), the rest committed tokens;
-    `starts_fresh` None: none starts fresh."""
+    `starts_fresh` None: none starts fresh. `slot_index`: `slots` on the device, built by the caller (the engine:
+    one copy per forward)."""
     starts: list[int] = []
     num_pending = 0
     for r, n in enumerate(num_query):
@@ -51,4 +68,4 @@ def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
         num_pending += n if r < num_verify_reqs else 0
     keeps = tuple(r < num_verify_reqs for r in range(len(slots)))
     fresh = tuple(starts_fresh) if starts_fresh is not None else (False,) * len(slots)
-    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh, snapshots)
+    return StateRows(tuple(slots), keeps, tuple(starts), num_pending, fresh, snapshots, slot_index=slot_index)

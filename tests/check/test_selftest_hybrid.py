@@ -15,8 +15,8 @@ from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS
 from specbench.errors import SpecbenchError
 from specbench.faults import FAULTS
-from specbench.faults.catalog import (HYBRID_MUTANTS, hybrid_faults, needs_tree_shape, selftest_faults,
-                                      window_moe_faults)
+from specbench.faults.catalog import (HYBRID_GRAPH_MUTANTS, HYBRID_MUTANTS, hybrid_faults, needs_hybrid_target,
+                                      needs_tree_shape, selftest_faults, window_moe_faults)
 from specbench.models.config import ModelConfig
 from specbench.selftest.coverage import format_coverage
 from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
@@ -36,9 +36,13 @@ def _result(row, name: str):
 
 
 def test_hybrid_faults_run_on_the_hybrid_target_only():
+    # the hybrid graph mutants where the target's graphs are production (CUDA), the state mutants everywhere
+    graph_faults = tuple(m.fault.name for m in HYBRID_GRAPH_MUTANTS)
+    assert graph_faults and hybrid_faults("cpu") == HYBRID_FAULTS
+    assert hybrid_faults("cuda") == HYBRID_FAULTS + graph_faults
     for device in ("cpu", "cuda"):
-        assert hybrid_faults(device) == HYBRID_FAULTS
-        assert not set(HYBRID_FAULTS) & set(selftest_faults(device) + window_moe_faults(device))
+        assert not set(hybrid_faults(device)) & set(selftest_faults(device) + window_moe_faults(device))
+        assert all(needs_hybrid_target(name) for name in hybrid_faults(device))
     with pytest.raises(SpecbenchError, match="runs on the selftest's hybrid target"):
         run_selftest(seeds=(0,), methods=("draft",), faults=HYBRID_FAULTS[:1])  # hybrid off: it would be missed
     # the tree verify's mutant needs the hybrid tree row: trees on and a method of HYBRID_TREE_METHODS

@@ -19,6 +19,8 @@ from specbench.speculation.registry import execution_paths
 CUDA_ONLY = frozenset({"eagle.ahead", "eagle.round_graph", "eagle.step_graph", "eagle.tree_graph",
                        "eagle.tree_round_graph", "draft.step_graph", "draft.tree_graph", "graph.decode",
                        "graph.verify", "graph.verify_tree", "attention.flashinfer",
+                       # hybrid targets' graphs (recurrent/graph_rows.py): the CUDA selftest's hybrid rows
+                       "graph.hybrid_decode", "graph.hybrid_verify",
                        # fla-core's kernels (--recurrent-kernels fla, opt-in): CUDA only, hybrid targets only;
                        # tests/recurrent/test_hybrid_fla_cuda.py reaches them
                        "hybrid.fla_chunk", "hybrid.fla_recurrent"})

@@ -39,13 +39,15 @@ def test_generate_runs_a_hybrid_target_with_ngram(dirs):
     assert "method=ngram" in result.stdout
 
 
-def test_sweep_runs_a_hybrid_target_and_records_why_prefix_caching_is_off(dirs, tmp_path):
+def test_sweep_runs_a_hybrid_target_and_records_its_engine_notes(dirs, tmp_path):
     result = run_main("sweep", "--target", str(dirs / "target"), "--method", "draft", "--draft", str(dirs / "draft"),
                       "-k", "3", "-w", "gsm8k", "-n", "2", "--max-tokens", "6", "-c", "2", "--enable-prefix-caching",
                       "--results-dir", str(tmp_path), "-q", *CPU)
     assert result.exit_code == 0, result.stderr
     manifest = json.loads(next(tmp_path.glob("*/manifest.json")).read_text())
-    assert "recurrent-state" in json.dumps(manifest)
+    # prefix hits resume the recurrent layers from state snapshots; graphs: CUDA only
+    assert manifest["prefix_caching"] is True and manifest["prefix_caching_note"] == "on"
+    assert manifest["recurrent_kernels"] == "torch" and manifest["cuda_graphs"] == "off: cpu"
 
 
 def test_tree_drafts_on_a_hybrid_target_sweep(dirs, tmp_path):

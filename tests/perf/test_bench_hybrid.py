@@ -78,10 +78,11 @@ def test_preset_matches_transformers_defaults_and_cuts():
 
 def test_tiny_run_end_to_end(tmp_path):
     bench = load_script()
-    data = bench.main(["--tiny", "--concurrency", "1,4", "--out", str(tmp_path)])
+    data = bench.main(["--tiny", "--concurrency", "1,4", "--out", str(tmp_path), "--eager-rows"])
     assert data["errors"] == {}
     rows = data["rows"]
-    keys = ["mtp:plain_c1", "mtp:plain_c4", "mtp:k1_c1", "mtp:k2_c1", "mtp:k3_c1", "eagle3:plain_c1", "eagle3:k3_c1"]
+    keys = ["mtp:plain_c1", "mtp:plain_c4", "mtp:k1_c1", "mtp:k2_c1", "mtp:k3_c1", "eagle3:plain_c1", "eagle3:k3_c1",
+            "mtp-eager:plain_c1", "mtp-eager:plain_c4", "mtp-eager:k3_c1"]
     for key in keys:
         row = rows[key]
         assert row["step_ms"] > 0 and row["floor_ms"] > 0 and row["bytes"]["state_gb"] > 0
@@ -99,3 +100,4 @@ def test_tiny_run_end_to_end(tmp_path):
         if ":k" in key:
             assert re.match(r"^[0-9.]+x$", cells[6]), line
     assert "verify (k + 1 = 4 tokens, c = 1) / decode" in md and "FAILED" not in md
+    assert "CUDA graphs vs eager (step ms): plain_c1 " in md and "mtp-eager off: enforce_eager" in md
