@@ -14,6 +14,7 @@ from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
 from specbench.recurrent.kernel_choice import FLA, resolve_recurrent_kernels
+from specbench.recurrent.graph_rows import new_graph_kept
 from specbench.recurrent.state_cache import new_state_cache
 from specbench.recurrent.state_snapshots import StateSnapshots
 from specbench.engine.prefix_reuse import PrefixReuse, new_prefix_cache, prefix_caching_off_reason
@@ -209,6 +210,9 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     # Hybrid targets: the state slots (and, with prefix caching, their block-boundary snapshots) first, so a pool
     # sized from free GPU memory leaves room for them (a --kv-cache-gb budget counts K/V only).
     states = new_state_cache(target.model, config.max_concurrency) if target.config.is_hybrid else None
+    if states is not None and recurrent_name != FLA and graphs_off_reason(config, backend, device) is None:
+        # the graphs' kept-state buffers too: max concurrency x (k_max + 1) rows of every state layer
+        states.graph_kept = new_graph_kept(states, config.max_concurrency * (config.max_num_steps + 1))
     if states is not None and prefix_note is None:
         states.snapshots = StateSnapshots(states.shape, config.state_snapshots, config.block_size,
                                           config.state_snapshot_blocks, states.conv.dtype, states.conv.device)
@@ -272,13 +276,21 @@ HYBRID_FLA_GRAPHS_NOTE = "off: --recurrent-kernels fla runs eagerly (graphs: the
 def enable_cuda_graphs(config: EngineConfig, backend, device: torch.device, runner: TargetRunner, proposer,
                        max_model_len: int) -> str:
     """Capture target decode/verify and draft-step graphs unless they cannot or must not be used; says which."""
+    off = graphs_off_reason(config, backend, device)
+    if off is not None:
+        return off
+    return capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.max_num_steps)
+
+
+def graphs_off_reason(config: EngineConfig, backend, device: torch.device) -> str | None:
+    """Why this engine runs without CUDA graphs ("off: ..."), or None: it captures them."""
     if config.enforce_eager:
         return "off: enforce_eager"
     if device.type != "cuda":
         return f"off: {device.type}"
     if not getattr(backend, "supports_cuda_graphs", False):
         return f"off: attention backend {backend.name!r} runs eagerly"
-    return capture_graphs(graph_plan(config, device, max_model_len), runner, proposer, config.max_num_steps)
+    return None
 
 
 def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -> GraphPlan:

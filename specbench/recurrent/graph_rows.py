@@ -34,15 +34,13 @@ class GraphStateRows:
 
     def __init__(self, states: StateCache, max_num_reqs: int, max_query_len: int) -> None:
         self.states = states
-        device, s = states.conv.device, states.shape
         # [max_num_reqs] int64: each graph request's slot; the scratch slot until a replay loads real ones
-        self.slots = torch.full((max_num_reqs,), states.scratch_slot, dtype=torch.int64, device=device)
+        self.slots = torch.full((max_num_reqs,), states.scratch_slot, dtype=torch.int64, device=states.conv.device)
         max_rows = max_num_reqs * max_query_len
-        # [num_state_layers, max_rows, C, W] and [num_state_layers, max_rows, *dims] fp32: the kept states of
-        # whichever graph replayed last (StateCache.static_kept while a graph's forward runs)
-        self.kept = (torch.zeros(s.num_layers, max_rows, s.conv_channels, s.conv_width, dtype=states.conv.dtype,
-                                 device=device),
-                     torch.zeros(s.num_layers, max_rows, *s.recurrent_dims, dtype=torch.float32, device=device))
+        if states.graph_kept is None or states.graph_kept[0].shape[1] < max_rows:  # not reserved by the builder
+            states.graph_kept = new_graph_kept(states, max_rows)
+        # the kept states of whichever graph replayed last (StateCache.static_kept while a graph's forward runs)
+        self.kept = states.graph_kept
 
     @contextlib.contextmanager
     def forward_on_static_kept(self) -> Iterator[None]:
@@ -95,6 +93,17 @@ class GraphStateRows:
         self.states.pending.clear()
         for layer in range(self.states.shape.num_layers):
             self.states.keep(layer, kept[2 * layer], kept[2 * layer + 1])
+
+
+def new_graph_kept(states: StateCache, max_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The static kept-state buffers of a target's graphs: conv [num_state_layers, max_rows, C, W] in the slots'
+    dtype and recurrent [num_state_layers, max_rows, *dims] fp32 (max_rows = max concurrency x (k_max + 1)). The
+    builder allocates them before it sizes the KV pool from free memory, as it does the slots: allocated after, at
+    a real hybrid's concurrency (gigabytes), a full pool would leave capture out of memory."""
+    s, device = states.shape, states.conv.device
+    return (torch.zeros(s.num_layers, max_rows, s.conv_channels, s.conv_width, dtype=states.conv.dtype,
+                        device=device),
+            torch.zeros(s.num_layers, max_rows, *s.recurrent_dims, dtype=torch.float32, device=device))
 
 
 def replays_graph(rows: StateRows | None, query_start_loc_cpu: tuple[int, ...]) -> bool:

@@ -52,6 +52,9 @@ class StateCache:
         # (conv [num_state_layers, max_rows, C, W], recurrent [num_state_layers, max_rows, *dims] fp32), shared by
         # every graph so that each graph does not hold kept states of its own; None: fresh tensors per forward.
         self.static_kept: tuple[torch.Tensor, torch.Tensor] | None = None
+        # the CUDA graphs' kept-state buffers (recurrent/graph_rows.new_graph_kept), reserved before the KV pool is
+        # sized; None: no graphs (or not reserved yet)
+        self.graph_kept: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # ---- slots ----------------------------------------------------------------------------------
     def slot_for(self, request_id: str) -> int:

@@ -103,3 +103,22 @@ def test_only_uniform_chain_verifies_replay_graphs():
     assert not replays_graph(state_rows([0, 1], [1, 5], 1), (0, 1, 6))  # a verify beside a prompt chunk
     assert not replays_graph(state_rows([0], [6], 0, [True]), (0, 6))  # a prefill
     assert not replays_graph(None, (0, 1))
+
+
+def test_graphs_use_the_kept_buffers_the_builder_reserved_before_the_kv_pool():
+    """The builder reserves the graphs' kept-state buffers before it sizes the KV pool from free memory
+    (graph_rows.new_graph_kept); the graphs then write into those, allocating nothing; a reservation too small for
+    the graphs' rows is replaced."""
+    from specbench.recurrent.graph_rows import new_graph_kept
+
+    _, config = _layer("gated_delta_net")
+    cache = _states(config, seed=3)
+    reserved = new_graph_kept(cache, max_rows=8 * 4)
+    assert reserved[0].shape[:2] == (1, 32) and reserved[1].dtype == torch.float32
+    cache.graph_kept = reserved
+    static = GraphStateRows(cache, max_num_reqs=8, max_query_len=4)
+    assert static.kept is reserved
+    small = _states(config, seed=4)
+    small.graph_kept = new_graph_kept(small, max_rows=4)
+    grown = GraphStateRows(small, max_num_reqs=8, max_query_len=4)
+    assert grown.kept[0].shape[1] == 32 and small.graph_kept is grown.kept
