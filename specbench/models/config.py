@@ -15,7 +15,9 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_hybrid import BAMBA, QWEN3_NEXT, HybridFields, bamba_from_hf, hybrid_from_hf
+from specbench.models.config_hybrid import (BAMBA, QWEN3_NEXT, HybridFields, bamba_from_hf, hybrid_from_hf,
+                                            nemotron_h_from_hf)
+from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.mamba2_config import Mamba2Config
 from specbench.recurrent.state_shape import StateLayout
@@ -38,17 +40,19 @@ _ARCHITECTURES = {
     "Gemma3ForCausalLM": GEMMA3,
     "Qwen3NextForCausalLM": QWEN3_NEXT,
     "BambaForCausalLM": BAMBA,
+    "NemotronHForCausalLM": NEMOTRON_H,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA}
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA,
+                NEMOTRON_H: NEMOTRON_H}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3" |
-    # "qwen3_next" | "bamba"
+    # "qwen3_next" | "bamba" | "nemotron_h"
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -92,6 +96,11 @@ class ModelConfig:
     partial_rotary_dim: int | None = None
     # Hybrid targets (Bamba): the Mamba-2 mixers' shape (their kind is Mamba2Kind); None: no Mamba-2 layers.
     mamba2: Mamba2Config | None = None
+    # Nemotron-H (models/nemotron_h.py): [num_hidden_layers] each engine layer's HF blocks as pattern letters, its
+    # mixer ('M' Mamba-2 or '*' attention) with the relu^2 MLP blocks ('-') it runs after (config_nemotron_h.py);
+    # () other architectures.
+    nemotron_blocks: tuple[str, ...] = ()
+    mlp_bias: bool = False  # Nemotron-H's MLP blocks: biases on up_proj and down_proj
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -106,6 +115,9 @@ class ModelConfig:
         bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
         if bad:
             raise SpecbenchError(f"MoE layer ids {bad} out of range [0, {self.num_hidden_layers})")
+        if self.nemotron_blocks and len(self.nemotron_blocks) != self.num_hidden_layers:
+            raise SpecbenchError(f"{len(self.nemotron_blocks)} Nemotron-H block groups for {self.num_hidden_layers} "
+                                 "layers")
         if self.attention_kinds and len(self.attention_kinds) != self.num_hidden_layers:
             raise SpecbenchError(f"{len(self.attention_kinds)} attention kinds for {self.num_hidden_layers} layers")
 
@@ -149,6 +161,12 @@ class ModelConfig:
         return self.is_gemma or self.architecture == QWEN3_NEXT
 
     @property
+    def has_rope(self) -> bool:
+        """Attention rotates q and k; Nemotron-H's attention blocks have no position encoding (its Mamba-2 layers
+        carry the order)."""
+        return self.architecture != NEMOTRON_H
+
+    @property
     def is_gemma(self) -> bool:
         """Gemma-2/3 blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP,
         embeddings scaled by sqrt(hidden_size) (models/gemma.py)."""
@@ -161,6 +179,8 @@ class ModelConfig:
 
     def num_params(self) -> int:
         """Parameter count of the model these shapes describe (tied embeddings counted once)."""
+        if self.nemotron_blocks:
+            return nemotron_h_num_params(self)
         h = self.hidden_size
         attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
         if self.attention_bias:
@@ -202,6 +222,8 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise SpecbenchError(f"model config must be a JSON object, got {type(hf).__name__}")
         architecture = _architecture(hf)
+        if architecture == NEMOTRON_H:
+            hf = nemotron_h_shape_fields(hf)
         hf, per_layer_rope = per_layer_type_rope(hf)
         shape = validated_shape(hf)
         refuse_quantized(shape)
@@ -211,7 +233,8 @@ class ModelConfig:
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)
         hybrid = (hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT
-                  else bamba_from_hf(hf, shape) if architecture == BAMBA else HybridFields())
+                  else bamba_from_hf(hf, shape) if architecture == BAMBA
+                  else nemotron_h_from_hf(hf) if architecture == NEMOTRON_H else HybridFields())
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
@@ -248,6 +271,8 @@ class ModelConfig:
             gated_delta_net=hybrid.gated_delta_net,
             partial_rotary_dim=hybrid.partial_rotary_dim,
             mamba2=hybrid.mamba2,
+            nemotron_blocks=hybrid.nemotron_blocks,
+            mlp_bias=architecture == NEMOTRON_H and bool(hf.get("mlp_bias", False)),
         )
 
 
