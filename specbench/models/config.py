@@ -15,8 +15,8 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_hybrid import (BAMBA, QWEN3_NEXT, HybridFields, bamba_from_hf, hybrid_from_hf,
-                                            nemotron_h_from_hf)
+from specbench.models.config_hybrid import (BAMBA, GRANITE_HYBRID, QWEN3_NEXT, HybridFields, bamba_from_hf,
+                                            granite_hybrid_from_hf, hybrid_from_hf, nemotron_h_from_hf)
 from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.mamba2_config import Mamba2Config
@@ -41,18 +41,19 @@ _ARCHITECTURES = {
     "Qwen3NextForCausalLM": QWEN3_NEXT,
     "BambaForCausalLM": BAMBA,
     "NemotronHForCausalLM": NEMOTRON_H,
+    "GraniteMoeHybridForCausalLM": GRANITE_HYBRID,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
                 "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA,
-                NEMOTRON_H: NEMOTRON_H}
+                NEMOTRON_H: NEMOTRON_H, GRANITE_HYBRID: GRANITE_HYBRID}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3" |
-    # "qwen3_next" | "bamba" | "nemotron_h"
+    # "qwen3_next" | "bamba" | "nemotron_h" | "granitemoehybrid"
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -101,6 +102,15 @@ class ModelConfig:
     # () other architectures.
     nemotron_blocks: tuple[str, ...] = ()
     mlp_bias: bool = False  # Nemotron-H's MLP blocks: biases on up_proj and down_proj
+    # False: attention rotates nothing (Nemotron-H; Granite-4 unless position_embedding_type is "rope").
+    has_rope: bool = True
+    # Granite-4's muP multipliers (models/granite_hybrid.py): embeddings times embedding_multiplier (None: off),
+    # each block output times residual_multiplier before its add, q.k times attention_multiplier (None: the
+    # attention_scale rule), logits divided by logits_scaling.
+    embedding_multiplier: float | None = None
+    residual_multiplier: float = 1.0
+    attention_multiplier: float | None = None
+    logits_scaling: float = 1.0
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -161,12 +171,6 @@ class ModelConfig:
         return self.is_gemma or self.architecture == QWEN3_NEXT
 
     @property
-    def has_rope(self) -> bool:
-        """Attention rotates q and k; Nemotron-H's attention blocks have no position encoding (its Mamba-2 layers
-        carry the order)."""
-        return self.architecture != NEMOTRON_H
-
-    @property
     def is_gemma(self) -> bool:
         """Gemma-2/3 blocks: (1 + weight) RMSNorms, sandwich norms around attention and MLP, GELU-tanh MLP,
         embeddings scaled by sqrt(hidden_size) (models/gemma.py)."""
@@ -175,6 +179,8 @@ class ModelConfig:
     @property
     def attention_scale(self) -> float | None:
         """Softmax scale of q.k; None: the backends' default head_dim ** -0.5."""
+        if self.attention_multiplier is not None:
+            return self.attention_multiplier
         return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
 
     def num_params(self) -> int:
@@ -234,13 +240,16 @@ class ModelConfig:
         features = arch_features(architecture, shape)
         hybrid = (hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT
                   else bamba_from_hf(hf, shape) if architecture == BAMBA
-                  else nemotron_h_from_hf(hf) if architecture == NEMOTRON_H else HybridFields())
+                  else nemotron_h_from_hf(hf) if architecture == NEMOTRON_H
+                  else granite_hybrid_from_hf(hf, shape) if architecture == GRANITE_HYBRID else HybridFields())
+        is_granite = architecture == GRANITE_HYBRID
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
             vocab_size=shape.vocab_size,
             hidden_size=shape.hidden_size,
-            intermediate_size=shape.intermediate_size,
+            # Granite-4 without experts: its one MLP is the shared one
+            intermediate_size=(_granite_shared_width(hf) if is_granite and moe is None else shape.intermediate_size),
             num_hidden_layers=shape.num_hidden_layers,
             num_attention_heads=heads,
             num_key_value_heads=shape.num_key_value_heads or heads,
@@ -273,6 +282,9 @@ class ModelConfig:
             mamba2=hybrid.mamba2,
             nemotron_blocks=hybrid.nemotron_blocks,
             mlp_bias=architecture == NEMOTRON_H and bool(hf.get("mlp_bias", False)),
+            # Nemotron-H's attention has no position encoding; Granite-4's only with position_embedding_type "rope"
+            has_rope=architecture != NEMOTRON_H and (not is_granite or hf.get("position_embedding_type") == "rope"),
+            **(_granite_multipliers(hf) if is_granite else {}),
         )
 
 
@@ -306,6 +318,25 @@ def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int |
         return None
     rotary_dim = int(head_dim * (0.5 if factor is None else factor))
     return None if rotary_dim == head_dim else rotary_dim
+
+
+def _granite_shared_width(hf: dict) -> int:
+    width = hf.get("shared_intermediate_size", 1024)  # transformers' default
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise SpecbenchError(f"model config field 'shared_intermediate_size' must be a positive integer, got {width!r}")
+    return width
+
+
+def _granite_multipliers(hf: dict) -> dict[str, float]:
+    """Granite's muP multipliers (transformers' default 1.0 each); a bad one is one SpecbenchError naming it."""
+    out = {}
+    for name in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+        value = hf.get(name)
+        value = 1.0 if value is None else value
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+            raise SpecbenchError(f"model config field {name!r} must be a positive number, got {value!r}")
+        out[name] = float(value)
+    return out
 
 
 def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:

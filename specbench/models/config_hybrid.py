@@ -18,6 +18,8 @@ from specbench.recurrent.mamba2_config import Mamba2Config, mamba2_from_hf
 
 QWEN3_NEXT = "qwen3_next"
 BAMBA = "bamba"
+GRANITE_HYBRID = "granitemoehybrid"
+_GRANITE_LAYER_TYPES = {"mamba": "mamba2", "linear_attention": "mamba2", "attention": "full", "full_attention": "full"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,18 @@ def bamba_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
         raise SpecbenchError(f"model config field 'attn_layer_indices' must list layer indices in "
                              f"[0, {shape.num_hidden_layers}), got {indices!r}")
     kinds = tuple(FullAttention() if i in indices else Mamba2Kind() for i in range(shape.num_hidden_layers))
+    return HybridFields(kinds, mamba2=mamba2_from_hf(hf, shape.hidden_size))
+
+
+def granite_hybrid_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
+    """Granite-4: `layer_types` (mamba / attention, or transformers 5's linear_attention / full_attention) name each
+    layer's mixer; the Mamba-2 fields are Bamba's `mamba_*` ones."""
+    types = hf.get("layer_types") or hf.get("layers_block_type")
+    if (not isinstance(types, list) or len(types) != shape.num_hidden_layers
+            or not all(t in _GRANITE_LAYER_TYPES for t in types)):
+        raise SpecbenchError(f"model config field 'layer_types' must list {shape.num_hidden_layers} layer types among "
+                             f"{sorted(_GRANITE_LAYER_TYPES)}, got {types!r}")
+    kinds = tuple(Mamba2Kind() if _GRANITE_LAYER_TYPES[t] == "mamba2" else FullAttention() for t in types)
     return HybridFields(kinds, mamba2=mamba2_from_hf(hf, shape.hidden_size))
 
 

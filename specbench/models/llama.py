@@ -40,7 +40,8 @@ from specbench.models.moe_weights import (
 )
 from specbench.models.partial_rotary import permuted_for_rope
 from specbench.models.bamba import BambaDecoderLayer
-from specbench.models.config_hybrid import BAMBA
+from specbench.models.config_hybrid import BAMBA, GRANITE_HYBRID
+from specbench.models.granite_hybrid import GraniteHybridDecoderLayer, granite_names
 from specbench.models.config_nemotron_h import NEMOTRON_H
 from specbench.models.nemotron_h import Fp32WeightRMSNorm, NemotronHLayer, backbone_names, nemotron_checkpoint_name
 from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
@@ -193,8 +194,8 @@ class DecoderLM(nn.Module):
         # Gemma: embeddings times sqrt(hidden_size) rounded to the weights' dtype (as transformers multiplies by a
         # 0-dim tensor of that dtype); kept as that rounded Python float, so a forward makes no host-to-device copy
         # (CUDA-graph capture refuses one) and the product is the same (both compute in fp32 and round once).
-        self.embed_scale = (None if not config.is_gemma
-                            else float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)))
+        self.embed_scale = (float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)) if config.is_gemma
+                            else config.embedding_multiplier)  # Granite-4's, a Python float as transformers'
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -224,6 +225,8 @@ class DecoderLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [n, hidden] -> [n, vocab] fp32
         logits = F.linear(hidden, self.lm_head_weight)
+        if self.config.logits_scaling != 1.0:  # Granite-4: in the model's dtype, as transformers divides them
+            logits = logits / self.config.logits_scaling
         cap = self.config.final_logit_softcapping
         if cap is not None:  # in the model's dtype, as transformers caps them
             logits = torch.tanh(logits / cap) * cap
@@ -299,6 +302,8 @@ class DecoderLM(nn.Module):
             weights = gpt_oss_layout(weights)
         if c.architecture == NEMOTRON_H:
             weights = backbone_names(weights)
+        if c.architecture == GRANITE_HYBRID:
+            weights = granite_names(weights, has_experts=c.moe is not None)
         for name, tensor in weights:
             if name.endswith("rotary_emb.inv_freq") or self._is_mtp_layer(name):
                 continue
@@ -365,6 +370,10 @@ def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
         kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
         return NemotronHLayer(config, config.nemotron_blocks[layer_idx],
                               None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
+    if config.architecture == GRANITE_HYBRID:
+        kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
+        return GraniteHybridDecoderLayer(config, layer_idx, None if kv_layer is None else SelfAttention(config, kv_layer),
+                                         state_layer)
     if config.architecture == BAMBA:
         kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
         return BambaDecoderLayer(config, None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
