@@ -81,7 +81,8 @@ def granite_names(weights: Iterable[tuple[str, torch.Tensor]], has_experts: bool
     """The checkpoint's tensors under the names moe_weights' targets use (per-expert views, no copies): experts
     `{layer}.block_sparse_moe.experts.{e}.{gate,up,down}_proj.weight`, router `{layer}.block_sparse_moe.gate.weight`,
     the shared MLP's gate/up/down `{layer}.block_sparse_moe.shared_mlp.*` in a MoE layer (moe_weights' shared
-    expert), `{layer}.shared_mlp.*` in a dense one (llama.fused_checkpoint_targets' gate_up_proj). Also reads transformers' in-memory names (experts.gate_up_proj, router.weight)."""
+    expert), `{layer}.shared_mlp.*` in a dense one (llama.fused_checkpoint_targets' gate_up_proj). Also reads
+    transformers' in-memory names (experts.gate_up_proj, router.weight)."""
     for name, tensor in weights:
         experts, router, shared = _EXPERTS.match(name), _ROUTER.match(name), _SHARED.match(name)
         if experts is not None:

@@ -372,8 +372,8 @@ def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
                               None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
     if config.architecture == GRANITE_HYBRID:
         kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
-        return GraniteHybridDecoderLayer(config, layer_idx, None if kv_layer is None else SelfAttention(config, kv_layer),
-                                         state_layer)
+        attention = None if kv_layer is None else SelfAttention(config, kv_layer)
+        return GraniteHybridDecoderLayer(config, layer_idx, attention, state_layer)
     if config.architecture == BAMBA:
         kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
         return BambaDecoderLayer(config, None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)

@@ -1,7 +1,8 @@
 """A Nemotron-H target (one mixer per block: Mamba-2, attention without RoPE, relu^2 MLP) through the engine: greedy
-output == HF transformers' own NemotronHForCausalLM (fp32, CPU), plain and with n-gram speculation at k = 3 (scripted
-drafts rejecting at every position), 10 concurrent requests, preemption, chunked prefill, prefix-cache hits on a
-shared system prompt; the state oracle (INV-STATE) after every step; a state-rollback mutant caught.
+output == HF transformers' own NemotronHForCausalLM (fp32, CPU), plain, with n-gram speculation at k = 3 (scripted
+drafts rejecting at every position), a draft LM and EAGLE-3, 10 concurrent requests, preemption, chunked prefill,
+prefix-cache hits on a shared system prompt; the state oracle (INV-STATE) after every step; a state-rollback mutant
+caught.
 
 The engine's layers group each mixer block with the MLP blocks after it (models/config_nemotron_h.py); the Mamba-2
 state rides on Bamba's mixer and slots (tests/models/test_bamba_vs_hf.py). The target is a tiny random checkpoint
@@ -26,6 +27,7 @@ from specbench import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.faults import injection
 from specbench.models.config import ModelConfig
+from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
 
 MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
 
@@ -104,6 +106,20 @@ def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, promp
     assert script.accepted_lengths == {-1, 0, 1, 2, 3}
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS <= llm.engine.paths_taken()
+
+
+@pytest.mark.parametrize("case", ["draft", "eagle3"])
+def test_draft_lm_and_eagle3_match_hf(dirs, prompts, hf_greedy, case):
+    """A draft LM, and EAGLE-3 (a dummy head over the engine layers' aux hidden states: drafts rejected, the
+    rollback exercised)."""
+    root, _ = dirs
+    if case == "eagle3" and not (root / "eagle3").exists():
+        config = ModelConfig.from_hf(_config(root))
+        write_dummy_eagle3_head(config, root / "eagle3", draft_vocab_size=config.vocab_size)
+    llm = hybrid_llm(root / "target", method=case, draft=str(root / case), max_num_steps=3)
+    outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+    assert _tokens(outs) == hf_greedy
+    assert sum(o.stats.num_draft_tokens for o in outs) > 0
 
 
 @pytest.mark.parametrize("case", ["preempting", "chunked"])
