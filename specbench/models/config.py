@@ -15,7 +15,9 @@ from specbench.models.config_arch import (
     refuse_quantized,
 )
 from specbench.models.config_attention import attention_kinds_from_hf
-from specbench.models.config_hybrid import BAMBA, QWEN3_NEXT, HybridFields, bamba_from_hf, hybrid_from_hf
+from specbench.models.config_hybrid import (BAMBA, GRANITE_HYBRID, QWEN3_NEXT, HybridFields, bamba_from_hf,
+                                            granite_hybrid_from_hf, hybrid_from_hf, nemotron_h_from_hf)
+from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.mamba2_config import Mamba2Config
 from specbench.recurrent.state_shape import StateLayout
@@ -38,17 +40,20 @@ _ARCHITECTURES = {
     "Gemma3ForCausalLM": GEMMA3,
     "Qwen3NextForCausalLM": QWEN3_NEXT,
     "BambaForCausalLM": BAMBA,
+    "NemotronHForCausalLM": NEMOTRON_H,
+    "GraniteMoeHybridForCausalLM": GRANITE_HYBRID,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA}
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA,
+                NEMOTRON_H: NEMOTRON_H, GRANITE_HYBRID: GRANITE_HYBRID}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3" |
-    # "qwen3_next" | "bamba"
+    # "qwen3_next" | "bamba" | "nemotron_h" | "granitemoehybrid"
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -92,6 +97,20 @@ class ModelConfig:
     partial_rotary_dim: int | None = None
     # Hybrid targets (Bamba): the Mamba-2 mixers' shape (their kind is Mamba2Kind); None: no Mamba-2 layers.
     mamba2: Mamba2Config | None = None
+    # Nemotron-H (models/nemotron_h.py): [num_hidden_layers] each engine layer's HF blocks as pattern letters, its
+    # mixer ('M' Mamba-2 or '*' attention) with the relu^2 MLP blocks ('-') it runs after (config_nemotron_h.py);
+    # () other architectures.
+    nemotron_blocks: tuple[str, ...] = ()
+    mlp_bias: bool = False  # Nemotron-H's MLP blocks: biases on up_proj and down_proj
+    # False: attention rotates nothing (Nemotron-H; Granite-4 unless position_embedding_type is "rope").
+    has_rope: bool = True
+    # Granite-4's muP multipliers (models/granite_hybrid.py): embeddings times embedding_multiplier (None: off),
+    # each block output times residual_multiplier before its add, q.k times attention_multiplier (None: the
+    # attention_scale rule), logits divided by logits_scaling.
+    embedding_multiplier: float | None = None
+    residual_multiplier: float = 1.0
+    attention_multiplier: float | None = None
+    logits_scaling: float = 1.0
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -106,6 +125,9 @@ class ModelConfig:
         bad = [i for i in self.moe_layer_ids if not 0 <= i < self.num_hidden_layers]
         if bad:
             raise SpecbenchError(f"MoE layer ids {bad} out of range [0, {self.num_hidden_layers})")
+        if self.nemotron_blocks and len(self.nemotron_blocks) != self.num_hidden_layers:
+            raise SpecbenchError(f"{len(self.nemotron_blocks)} Nemotron-H block groups for {self.num_hidden_layers} "
+                                 "layers")
         if self.attention_kinds and len(self.attention_kinds) != self.num_hidden_layers:
             raise SpecbenchError(f"{len(self.attention_kinds)} attention kinds for {self.num_hidden_layers} layers")
 
@@ -157,10 +179,14 @@ class ModelConfig:
     @property
     def attention_scale(self) -> float | None:
         """Softmax scale of q.k; None: the backends' default head_dim ** -0.5."""
+        if self.attention_multiplier is not None:
+            return self.attention_multiplier
         return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
 
     def num_params(self) -> int:
         """Parameter count of the model these shapes describe (tied embeddings counted once)."""
+        if self.nemotron_blocks:
+            return nemotron_h_num_params(self)
         h = self.hidden_size
         attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
         if self.attention_bias:
@@ -202,6 +228,8 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise SpecbenchError(f"model config must be a JSON object, got {type(hf).__name__}")
         architecture = _architecture(hf)
+        if architecture == NEMOTRON_H:
+            hf = nemotron_h_shape_fields(hf)
         hf, per_layer_rope = per_layer_type_rope(hf)
         shape = validated_shape(hf)
         refuse_quantized(shape)
@@ -211,13 +239,17 @@ class ModelConfig:
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)
         hybrid = (hybrid_from_hf(architecture, hf, shape, head_dim) if architecture == QWEN3_NEXT
-                  else bamba_from_hf(hf, shape) if architecture == BAMBA else HybridFields())
+                  else bamba_from_hf(hf, shape) if architecture == BAMBA
+                  else nemotron_h_from_hf(hf) if architecture == NEMOTRON_H
+                  else granite_hybrid_from_hf(hf, shape) if architecture == GRANITE_HYBRID else HybridFields())
+        is_granite = architecture == GRANITE_HYBRID
         is_glm = architecture == "glm4_moe"  # its config says whether q/k are normed
         return ModelConfig(
             architecture=architecture,
             vocab_size=shape.vocab_size,
             hidden_size=shape.hidden_size,
-            intermediate_size=shape.intermediate_size,
+            # Granite-4 without experts: its one MLP is the shared one
+            intermediate_size=(_granite_shared_width(hf) if is_granite and moe is None else shape.intermediate_size),
             num_hidden_layers=shape.num_hidden_layers,
             num_attention_heads=heads,
             num_key_value_heads=shape.num_key_value_heads or heads,
@@ -248,6 +280,11 @@ class ModelConfig:
             gated_delta_net=hybrid.gated_delta_net,
             partial_rotary_dim=hybrid.partial_rotary_dim,
             mamba2=hybrid.mamba2,
+            nemotron_blocks=hybrid.nemotron_blocks,
+            mlp_bias=architecture == NEMOTRON_H and bool(hf.get("mlp_bias", False)),
+            # Nemotron-H's attention has no position encoding; Granite-4's only with position_embedding_type "rope"
+            has_rope=architecture != NEMOTRON_H and (not is_granite or hf.get("position_embedding_type") == "rope"),
+            **(_granite_multipliers(hf) if is_granite else {}),
         )
 
 
@@ -281,6 +318,25 @@ def _rotary_dim(architecture: str, shape: HFConfigShape, head_dim: int) -> int |
         return None
     rotary_dim = int(head_dim * (0.5 if factor is None else factor))
     return None if rotary_dim == head_dim else rotary_dim
+
+
+def _granite_shared_width(hf: dict) -> int:
+    width = hf.get("shared_intermediate_size", 1024)  # transformers' default
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise SpecbenchError(f"model config field 'shared_intermediate_size' must be a positive integer, got {width!r}")
+    return width
+
+
+def _granite_multipliers(hf: dict) -> dict[str, float]:
+    """Granite's muP multipliers (transformers' default 1.0 each); a bad one is one SpecbenchError naming it."""
+    out = {}
+    for name in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+        value = hf.get(name)
+        value = 1.0 if value is None else value
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+            raise SpecbenchError(f"model config field {name!r} must be a positive number, got {value!r}")
+        out[name] = float(value)
+    return out
 
 
 def _eos_ids(value: int | list[int] | None) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
 """What a hybrid architecture adds to a model config: the per-layer kinds, the recurrent layers' shape, the partial
 RoPE width; and what the engine refuses. Qwen3-Next: Gated DeltaNet layers beside gated full attention
-(`layer_types`); Bamba: Mamba-2 mixers beside plain full attention (`attn_layer_indices`).
+(`layer_types`); Bamba: Mamba-2 mixers beside plain full attention (`attn_layer_indices`); Nemotron-H: Mamba-2
+mixers, attention without RoPE and relu^2 MLPs, one per block (`hybrid_override_pattern`, config_nemotron_h.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from specbench.attention.recurrent_kind import GatedDeltaNetKind, Mamba2Kind
 from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape, RopeShape
 from specbench.recurrent.config import GatedDeltaNetConfig, gated_delta_net_from_hf
+from specbench.models.config_nemotron_h import ATTENTION, block_pattern, group_blocks, nemotron_h_mamba2
 from specbench.recurrent.mamba2_config import Mamba2Config, mamba2_from_hf
 
 QWEN3_NEXT = "qwen3_next"
 BAMBA = "bamba"
+GRANITE_HYBRID = "granitemoehybrid"
+_GRANITE_LAYER_TYPES = {"mamba": "mamba2", "linear_attention": "mamba2", "attention": "full", "full_attention": "full"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class HybridFields:
     gated_delta_net: GatedDeltaNetConfig | None = None
     partial_rotary_dim: int | None = None
     mamba2: Mamba2Config | None = None
+    nemotron_blocks: tuple[str, ...] = ()
 
 
 def bamba_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
@@ -35,6 +40,26 @@ def bamba_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
                              f"[0, {shape.num_hidden_layers}), got {indices!r}")
     kinds = tuple(FullAttention() if i in indices else Mamba2Kind() for i in range(shape.num_hidden_layers))
     return HybridFields(kinds, mamba2=mamba2_from_hf(hf, shape.hidden_size))
+
+
+def granite_hybrid_from_hf(hf: dict, shape: HFConfigShape) -> HybridFields:
+    """Granite-4: `layer_types` (mamba / attention, or transformers 5's linear_attention / full_attention) name each
+    layer's mixer; the Mamba-2 fields are Bamba's `mamba_*` ones."""
+    types = hf.get("layer_types") or hf.get("layers_block_type")
+    if (not isinstance(types, list) or len(types) != shape.num_hidden_layers
+            or not all(t in _GRANITE_LAYER_TYPES for t in types)):
+        raise SpecbenchError(f"model config field 'layer_types' must list {shape.num_hidden_layers} layer types among "
+                             f"{sorted(_GRANITE_LAYER_TYPES)}, got {types!r}")
+    kinds = tuple(Mamba2Kind() if _GRANITE_LAYER_TYPES[t] == "mamba2" else FullAttention() for t in types)
+    return HybridFields(kinds, mamba2=mamba2_from_hf(hf, shape.hidden_size))
+
+
+def nemotron_h_from_hf(hf: dict) -> HybridFields:
+    """Nemotron-H: one engine layer per mixer block, full attention ('*') or Mamba-2 ('M'), each with the MLP blocks
+    after it (config_nemotron_h.py)."""
+    groups = group_blocks(block_pattern(hf))
+    kinds = tuple(FullAttention() if ATTENTION in g else Mamba2Kind() for g in groups)
+    return HybridFields(kinds, mamba2=nemotron_h_mamba2(hf), nemotron_blocks=groups)
 
 
 def hybrid_from_hf(architecture: str, hf: dict, shape: HFConfigShape, head_dim: int) -> HybridFields:

@@ -40,7 +40,10 @@ from specbench.models.moe_weights import (
 )
 from specbench.models.partial_rotary import permuted_for_rope
 from specbench.models.bamba import BambaDecoderLayer
-from specbench.models.config_hybrid import BAMBA
+from specbench.models.config_hybrid import BAMBA, GRANITE_HYBRID
+from specbench.models.granite_hybrid import GraniteHybridDecoderLayer, granite_names
+from specbench.models.config_nemotron_h import NEMOTRON_H
+from specbench.models.nemotron_h import Fp32WeightRMSNorm, NemotronHLayer, backbone_names, nemotron_checkpoint_name
 from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
 
 
@@ -75,6 +78,7 @@ class SelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
         self.sinks = nn.Parameter(torch.empty(self.num_heads)) if config.has_attention_sinks else None
         self.scale = config.attention_scale
         self.softcap = config.attn_logit_softcapping
+        self.has_rope = config.has_rope  # False: q and k attend unrotated (Nemotron-H)
 
     def score_params(self) -> ScoreParams:
         """This layer's scale, soft-cap and sinks, as every attention call hands them to the backend."""
@@ -107,7 +111,8 @@ class SelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
         v = v.view(n, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin, self.fused_policy)
+        if self.has_rope:
+            q, k = RotaryEmbedding.rotate_qk(q, k, cos_sin, self.fused_policy)
         score = self.score_params()
         out = backend.forward(self.layer_idx, q, k, v, kv_cache, md, score)  # [num_tokens, num_heads, head_dim]
         if backend.check_invariants and not score.is_plain:
@@ -175,8 +180,7 @@ class DecoderLM(nn.Module):
         with torch.device("meta"):
             self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
             self.layers = nn.ModuleList(_decoder_layer(config, i) for i in range(config.num_hidden_layers))
-            self.norm = (OffsetRMSNorm if config.has_offset_norms else RMSNorm)(config.hidden_size,
-                                                                                config.rms_norm_eps)
+            self.norm = _final_norm(config)
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
                 config.hidden_size, config.vocab_size, bias=False
             )
@@ -190,8 +194,8 @@ class DecoderLM(nn.Module):
         # Gemma: embeddings times sqrt(hidden_size) rounded to the weights' dtype (as transformers multiplies by a
         # 0-dim tensor of that dtype); kept as that rounded Python float, so a forward makes no host-to-device copy
         # (CUDA-graph capture refuses one) and the product is the same (both compute in fp32 and round once).
-        self.embed_scale = (None if not config.is_gemma
-                            else float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)))
+        self.embed_scale = (float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)) if config.is_gemma
+                            else config.embedding_multiplier)  # Granite-4's, a Python float as transformers'
         self.to(dtype).to_empty(device=device).requires_grad_(False)
         self.is_initialized = False
 
@@ -221,6 +225,8 @@ class DecoderLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:  # [n, hidden] -> [n, vocab] fp32
         logits = F.linear(hidden, self.lm_head_weight)
+        if self.config.logits_scaling != 1.0:  # Granite-4: in the model's dtype, as transformers divides them
+            logits = logits / self.config.logits_scaling
         cap = self.config.final_logit_softcapping
         if cap is not None:  # in the model's dtype, as transformers caps them
             logits = torch.tanh(logits / cap) * cap
@@ -272,6 +278,8 @@ class DecoderLM(nn.Module):
 
     def checkpoint_targets(self) -> dict[str, tuple[torch.Tensor, int, int]]:
         """HF checkpoint name -> (our parameter, first row, end row) it fills."""
+        if self.config.architecture == NEMOTRON_H:
+            return fused_checkpoint_targets(self, self.config, nemotron_checkpoint_name(self.config))
         final_norm = "final_layernorm." if self.config.architecture == BAMBA else "norm."  # Bamba's name for it
         return fused_checkpoint_targets(
             self, self.config, lambda name: name if name.startswith("lm_head.") else "model." + (
@@ -292,6 +300,10 @@ class DecoderLM(nn.Module):
                                     c.rotary_dim)
         if c.architecture == GPT_OSS:
             weights = gpt_oss_layout(weights)
+        if c.architecture == NEMOTRON_H:
+            weights = backbone_names(weights)
+        if c.architecture == GRANITE_HYBRID:
+            weights = granite_names(weights, has_experts=c.moe is not None)
         for name, tensor in weights:
             if name.endswith("rotary_emb.inv_freq") or self._is_mtp_layer(name):
                 continue
@@ -345,7 +357,23 @@ def model_rotary(config: ModelConfig) -> RotaryEmbedding:
     return RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling, config.rotary_dim)
 
 
+def _final_norm(config: ModelConfig) -> nn.Module:
+    if config.has_offset_norms:
+        return OffsetRMSNorm(config.hidden_size, config.rms_norm_eps)
+    if config.architecture == NEMOTRON_H:  # `norm_f`, weight multiplied in fp32 (models/nemotron_h.py)
+        return Fp32WeightRMSNorm(config.hidden_size, config.rms_norm_eps)
+    return RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
 def _decoder_layer(config: ModelConfig, layer_idx: int) -> nn.Module:
+    if config.architecture == NEMOTRON_H:
+        kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
+        return NemotronHLayer(config, config.nemotron_blocks[layer_idx],
+                              None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
+    if config.architecture == GRANITE_HYBRID:
+        kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
+        attention = None if kv_layer is None else SelfAttention(config, kv_layer)
+        return GraniteHybridDecoderLayer(config, layer_idx, attention, state_layer)
     if config.architecture == BAMBA:
         kv_layer, state_layer = kv_layer_ids(config)[layer_idx], state_layer_ids(config)[layer_idx]
         return BambaDecoderLayer(config, None if kv_layer is None else SelfAttention(config, kv_layer), state_layer)
@@ -370,6 +398,8 @@ def fused_checkpoint_targets(
         "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
                                ("self_attn.v_proj", c.kv_size)],
         "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
+        # Nemotron-H's attention blocks (models/nemotron_h.py)
+        "mixer.qkv_proj": [("mixer.q_proj", c.q_size), ("mixer.k_proj", c.kv_size), ("mixer.v_proj", c.kv_size)],
         # Bamba's dense MLP (models/bamba.py)
         "feed_forward.gate_up_proj": [("feed_forward.gate_proj", c.intermediate_size),
                                       ("feed_forward.up_proj", c.intermediate_size)],

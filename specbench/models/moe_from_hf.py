@@ -8,6 +8,9 @@ GLM-4.5: layers from `first_k_dense_replace` on are sparse; sigmoid scores, top-
 bias, renormalised when `norm_topk_prob`, times `routed_scaling_factor`; `n_shared_experts` experts' worth of
 ungated shared MLP. Group-limited selection (n_group, topk_group > 1, DeepSeek-V3) is refused.
 
+Granite-4 (GraniteMoeHybrid): every layer sparse when `num_local_experts` > 0; top-k of the logits softmaxed over
+those k; an ungated shared MLP beside the experts.
+
 Architectures whose MoE needs what the engine's attention lacks are refused by name with the reason
 (`REFUSED_ARCHITECTURES`), so a user reads one line rather than a list of supported names.
 """
@@ -18,7 +21,7 @@ from specbench.errors import SpecbenchError
 from specbench.models.config_shape import HFConfigShape
 from specbench.models.moe_config import MoeConfig
 
-MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe", "gpt_oss", "qwen3_next")
+MOE_ARCHITECTURES = ("qwen3_moe", "mixtral", "glm4_moe", "gpt_oss", "qwen3_next", "granitemoehybrid")
 
 # HF architecture -> why the engine cannot run it yet (none today: kept for the next such architecture).
 REFUSED_ARCHITECTURES: dict[str, str] = {}
@@ -32,6 +35,8 @@ def moe_from_hf(architecture: str, shape: HFConfigShape) -> tuple[MoeConfig | No
         return _glm4_moe(shape)
     if architecture == "gpt_oss":
         return _gpt_oss(shape)
+    if architecture == "granitemoehybrid":
+        return _granite_hybrid(shape)
     num_experts = _num_experts(shape)
     if num_experts == 0:
         return None, ()
@@ -99,6 +104,24 @@ def _gpt_oss(shape: HFConfigShape) -> tuple[MoeConfig, tuple[int, ...]]:
         activation="swiglu_oai",
         swiglu_alpha=shape.swiglu_alpha or 1.702,
         swiglu_limit=shape.swiglu_limit or 7.0,
+    )
+    return moe, tuple(range(shape.num_hidden_layers))
+
+
+def _granite_hybrid(shape: HFConfigShape) -> tuple[MoeConfig | None, tuple[int, ...]]:
+    """Granite-4: every layer, experts of `intermediate_size`, the top k of the router logits softmaxed over those k,
+    an ungated shared MLP of `shared_intermediate_size` beside them; none (the shared MLP alone) at 0 experts."""
+    num_experts = shape.num_local_experts if shape.num_local_experts is not None else 8  # transformers' default
+    if num_experts == 0:
+        return None, ()
+    moe = MoeConfig(
+        hidden_size=shape.hidden_size,
+        num_experts=num_experts,
+        num_experts_per_tok=shape.num_experts_per_tok or 2,
+        moe_intermediate_size=shape.intermediate_size,
+        scoring="topk_softmax",
+        norm_topk_prob=False,
+        shared_intermediate_size=getattr(shape, "shared_intermediate_size", None) or 1024,
     )
     return moe, tuple(range(shape.num_hidden_layers))
 

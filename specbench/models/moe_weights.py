@@ -47,6 +47,8 @@ EXPERT_NAMES = {
     "glm4_moe": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj", shared="shared_experts"),
     "qwen3_next": ExpertNames("mlp", "gate_proj", "up_proj", "down_proj", shared="shared_expert",
                               shared_gate="shared_expert_gate"),
+    # Granite-4: its stacked input_linear / output_linear and shared_mlp arrive renamed (models/granite_hybrid.py)
+    "granitemoehybrid": ExpertNames("block_sparse_moe", "gate_proj", "up_proj", "down_proj", shared="shared_mlp"),
 }
 
 

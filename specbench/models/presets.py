@@ -108,6 +108,17 @@ _QWEN3_NEXT_80B = dict(architectures=["Qwen3NextForCausalLM"], vocab_size=151936
                        mtp_num_hidden_layers=1, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
 _hf_preset("qwen3-next-80b-a3b", _QWEN3_NEXT_80B)
 
+# Nemotron-H-8B: 52 blocks (24 Mamba-2, 4 attention, 24 relu^2 MLP; 28 engine layers, config_nemotron_h.py), Mamba-2
+# 128 heads of 64 over 8 groups, state 128; attention 32 q / 8 kv heads of 128, no RoPE. Field names as NVIDIA's
+# config.json (hybrid_override_pattern, attention_head_dim); check the widths against the hub's before quoting a size.
+_hf_preset("nemotron-h-8b", dict(
+    architectures=["NemotronHForCausalLM"], vocab_size=131072, hidden_size=4096, intermediate_size=21504,
+    hybrid_override_pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", num_hidden_layers=52,
+    num_attention_heads=32, num_key_value_heads=8, attention_head_dim=128, mamba_num_heads=128, mamba_head_dim=64,
+    n_groups=8, ssm_state_size=128, conv_kernel=4, layer_norm_epsilon=1e-5, max_position_embeddings=8192,
+    tie_word_embeddings=False, use_bias=False, use_conv_bias=True, mlp_bias=False, bos_token_id=1, eos_token_id=2,
+    torch_dtype="bfloat16"))
+
 def _gemma3_kinds(num_layers: int, window: int) -> tuple:
     """Five sliding-window layers, then one global, repeated (transformers' sliding_window_pattern 6)."""
     return tuple(FullAttention() if (i + 1) % 6 == 0 else SlidingWindowAttention(window) for i in range(num_layers))

@@ -60,7 +60,7 @@ class Mamba2Config:
         return params
 
 
-def _json_float(value):
+def json_float(value):
     """transformers writes infinity into config.json as {"__float__": "Infinity"}; anything else as it is."""
     if isinstance(value, dict) and isinstance(value.get("__float__"), str):
         try:
@@ -80,7 +80,7 @@ def mamba2_from_hf(hf: dict, hidden_size: int) -> Mamba2Config:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise SpecbenchError(f"model config field {name!r} must be a positive integer, got {value!r}")
         values[name] = value
-    limit = [_json_float(v) for v in hf.get("time_step_limit") or (0.0, math.inf)]
+    limit = [json_float(v) for v in hf.get("time_step_limit") or (0.0, math.inf)]
     if (not isinstance(limit, (list, tuple)) or len(limit) != 2
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in limit) or limit[0] > limit[1]):
         raise SpecbenchError(f"model config field 'time_step_limit' must be [low, high], got {limit!r}")

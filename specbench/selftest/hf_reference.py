@@ -39,9 +39,9 @@ def hf_bamba_mismatch(n_groups: int) -> str | None:
 
 
 def hf_reference_mismatch(target_dir: str) -> str | None:
-    """hf_bamba_mismatch for the HF directory's config (None for every other model type)."""
+    """hf_bamba_mismatch for the HF directory's config (Bamba, Granite-4; None for every other model type)."""
     config = json.loads((Path(target_dir) / "config.json").read_text())
-    if config.get("model_type") != "bamba":
+    if config.get("model_type") not in ("bamba", "granitemoehybrid"):  # Granite-4's mixer is transformers' Bamba one
         return None
     return hf_bamba_mismatch(int(config.get("mamba_n_groups", 1)))
 
