@@ -24,6 +24,18 @@ from specbench.models.layers import GatedMLP, RMSNorm
 from specbench.recurrent.mamba2_mixer import Mamba2Mixer
 
 
+def mamba_or_attention(mamba: Mamba2Mixer | None, self_attn: nn.Module | None, normed: torch.Tensor,
+                       cos_sin: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
+                       backend: AttentionBackend) -> torch.Tensor:  # normed [num_tokens, hidden] -> same
+    """The token mixer of a layer that is either Mamba-2 (`mamba`) or full attention (`self_attn`): Bamba's, and
+    Granite-4's."""
+    if mamba is not None:
+        return mix_tokens(mamba, normed, md.query_start_loc_cpu, kv_cache, md.state_rows, backend.paths)
+    # its K/V index counts attention layers only: the backend sees no per-layer kinds (every layer it is handed
+    # plain causal), never a Mamba-2 layer's (as Qwen3-Next's GatedSelfAttention)
+    return self_attn(normed, cos_sin, kv_cache, dataclasses.replace(md, layer_kinds=()), backend)
+
+
 class BambaDecoderLayer(nn.Module):
     """Pre-norm residual block whose token mixer is a Mamba-2 mixer (`mamba`) or full attention (`self_attn`)."""
 
@@ -44,11 +56,6 @@ class BambaDecoderLayer(nn.Module):
         else:
             normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
         layer_input = residual
-        if self.mamba is not None:
-            mixed = mix_tokens(self.mamba, normed, md.query_start_loc_cpu, kv_cache, md.state_rows, backend.paths)
-        else:
-            # its K/V index counts attention layers only: the backend sees no per-layer kinds (every layer it is
-            # handed plain causal), never a Mamba-2 layer's (as Qwen3-Next's GatedSelfAttention)
-            mixed = self.self_attn(normed, cos_sin, kv_cache, dataclasses.replace(md, layer_kinds=()), backend)
+        mixed = mamba_or_attention(self.mamba, self.self_attn, normed, cos_sin, kv_cache, md, backend)
         normed, residual = self.pre_ff_layernorm.add_and_norm(mixed, residual)
         return LayerOutput(hidden=self.feed_forward(normed), residual=residual, layer_input=layer_input)

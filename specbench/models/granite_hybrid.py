@@ -16,7 +16,6 @@ GatedMLP's gate_up_proj) / `output_linear`.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 
@@ -29,11 +28,11 @@ from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache
 from specbench.models.config import ModelConfig
 from specbench.models.layer_output import LayerOutput
+from specbench.models.bamba import mamba_or_attention
 from specbench.models.layers import GatedMLP, RMSNorm
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
 from specbench.recurrent.mamba2_mixer import Mamba2Mixer
-from specbench.recurrent.mixer import mix_tokens
 
 _EXPERTS = re.compile(r"(.*\.layers\.\d+)\.block_sparse_moe\.(input_linear\.weight|output_linear\.weight|"
                       r"experts\.gate_up_proj|experts\.down_proj)$")
@@ -65,11 +64,7 @@ class GraniteHybridDecoderLayer(nn.Module):
         else:
             normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
         layer_input = residual
-        if self.mamba is not None:
-            mixed = mix_tokens(self.mamba, normed, md.query_start_loc_cpu, kv_cache, md.state_rows, backend.paths)
-        else:
-            # its K/V index counts attention layers only; the backend sees plain causal attention (as Bamba's)
-            mixed = self.self_attn(normed, cos_sin, kv_cache, dataclasses.replace(md, layer_kinds=()), backend)
+        mixed = mamba_or_attention(self.mamba, self.self_attn, normed, cos_sin, kv_cache, md, backend)
         m = self.residual_multiplier
         normed, residual = self.post_attention_layernorm.add_and_norm(mixed * m, residual)
         out = moe_forward(self.mlp, normed, md, backend.paths) if self.mlp is not None else self.shared_mlp(normed)

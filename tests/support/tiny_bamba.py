@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from tests.support.tiny_models import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, _randomize, tiny_tokenizer_dir
+from tests.support.tiny_mamba2_checkpoint import save_tiny_mamba2_hybrid
+from tests.support.tiny_models import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
 
 # 4 layers: Mamba-2, attention, Mamba-2, attention (each state layer sits under an attention layer).
 ATTN_LAYER_INDICES = [1, 3]
@@ -28,29 +27,6 @@ def tiny_bamba_config():
     return config
 
 
-@torch.no_grad()
-def _state_space_params(model, seed: int) -> None:
-    """Decays that keep a few tokens of memory (exp(-dt * A) ~ 0.8 a step) and a skip near one: random matrices
-    alone would leave A_log, dt_bias and D near zero (forgetting half the state every token)."""
-    gen = torch.Generator().manual_seed(seed + 1)
-    for name, param in sorted(model.named_parameters()):
-        if name.endswith("mamba.A_log"):
-            param.copy_(torch.empty(param.shape).uniform_(0.2, 1.0, generator=gen).log())
-        elif name.endswith("mamba.dt_bias"):
-            param.copy_(-1.0 + 0.5 * torch.randn(param.shape, generator=gen))
-        elif name.endswith("mamba.D"):
-            param.copy_(1.0 + 0.2 * torch.randn(param.shape, generator=gen))
-
-
 def build_tiny_bamba(out_dir: str | Path, *, seed: int = 0, weight_scale: float = 4.0):
     """Save an fp32 Bamba checkpoint (model.safetensors, config, tokenizer) to out_dir; returns the HF model."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_bamba_config(), dtype=torch.float32).eval()
-    _randomize(model, weight_scale, seed)
-    _state_space_params(model, seed)
-    out = Path(out_dir)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(tiny_tokenizer_dir()).save_pretrained(out)
-    return model
+    return save_tiny_mamba2_hybrid(tiny_bamba_config(), out_dir, seed=seed, weight_scale=weight_scale, mixer="mamba")
