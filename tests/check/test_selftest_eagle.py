@@ -1,19 +1,15 @@
-"""The selftest in CI (EAGLE rows): the EAGLE-3 head the selftest builds from the tiny target's own weights drafts
-like its target and depends on the target features as a real head does; every fault its proposer hosts detected,
-no false alarm on several seeds."""
+"""The selftest's EAGLE-3 head, built from the tiny target's own weights, drafts like its target and depends on the
+target features as a real head does. Every fault its proposer hosts detected, its tree rows too:
+test_selftest_methods.py (one run with the other methods); no false alarm on ten seeds:
+test_check_false_alarms_selftest.py."""
 
 from __future__ import annotations
 
-import pytest
-
 from specbench.check.baseline import measure_acceptance
-from specbench.selftest.runner import run_selftest, selftest_coverage, selftest_setups
+from specbench.selftest.runner import selftest_setups
 from specbench.selftest.tiny import variant_for_seed
-from tests.support.selftest_rows import assert_selftest_rows
 
 SEEDS = (0, 1)  # the built head's acceptance on both tiny variants
-# every fault on one seed; the clean rows of ten seeds of both variants: test_check_false_alarms_selftest.py
-MUTANT_SEEDS = (0,)
 
 
 def test_built_eagle_head_drafts_like_its_target_and_needs_its_features(tmp_path):
@@ -31,12 +27,3 @@ def test_built_eagle_head_drafts_like_its_target_and_needs_its_features(tmp_path
             assert rates[0] > 0.55 and rates[1] > 0.25 and rates[2] > 0.08, rates
         wrong = measure_acceptance(setup.with_inject("feature-rows-off-by-one")).acceptance_per_pos
         assert all(w < 0.7 * r for w, r in zip(wrong, rates)), (rates, wrong)
-
-
-@pytest.mark.slow  # every fault on EAGLE-3, one seed: ~100 s on 2 busy cores
-def test_selftest_detects_every_fault_on_eagle_without_false_alarms():
-    rows = run_selftest(seeds=MUTANT_SEEDS, methods=("eagle3",))
-    assert_selftest_rows(rows, "eagle3", MUTANT_SEEDS)  # its tree rows too: clean, the tree mutants on them alone, caught
-    coverage = selftest_coverage(rows, "cpu")
-    assert {"spec.tree_round", "verify.tree", "attention.tree_torch"} <= coverage.taken
-    assert coverage.is_complete, coverage.unexercised

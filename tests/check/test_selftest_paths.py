@@ -75,6 +75,11 @@ def test_cpu_selftest_exercises_every_cpu_production_path(torch_rows):
     assert "coverage: all" in coverage_verdict(coverage)
     plain = next(r for r in torch_rows if r.method == PLAIN)
     assert "decode.overlap" in plain.results[0].paths and plain.results[0].passed
+    # every method's clean chain row ran the whole invariant sweep, forced acceptance too (the mutant rows of
+    # test_selftest_methods.py leave those cases out)
+    sweeps = {row.method: r.detail for row in torch_rows if row.method != PLAIN and not row.shape.is_tree
+              and not row.chunked and not row.constrained for r in row.results if r.name == "invariants"}
+    assert set(sweeps) == set(METHODS) and all("full/zero/mixed acceptance" in d for d in sweeps.values()), sweeps
 
 
 @pytest.mark.slow  # the torch_rows selftest, ~8 s: the not-slow loop stays under 5 min
@@ -111,18 +116,20 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     # backend); under the Triton interpreter each such row costs as much as a seed's clean row
     # the tree row (attention.tree_triton) on the first seed only: one interpreted tree row reaches its paths
     triton = {"attention_backend": "triton", "verifier": "triton", "fused_kernels": "on"}
+    # the draft head's own fused first layer (eagle.fused_head): EAGLE-3 on the no-bias tied pair (seed 1), in the
+    # draft LM's run of that seed, so that the seed's models, reference and plain row are built and run once
     fused_rows = (run_selftest(seeds=(0,), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
                                chunked=False, constrained=False, engine_options=triton)
-                  + run_selftest(seeds=(1, 2), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
+                  + run_selftest(seeds=(1,), methods=("draft", "eagle3"), faults=(), checks=("greedy",),
+                                 budget=slice_, trees=False, chunked=False, constrained=False, engine_options=triton)
+                  + run_selftest(seeds=(2,), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
                                  trees=False, chunked=False, constrained=False, engine_options=triton))
-    # the draft head's own fused first layer (eagle.fused_head): EAGLE-3 on the no-bias tied pair
-    head_rows = run_selftest(seeds=(1,), methods=("eagle3",), faults=(), checks=("greedy",), budget=slice_,
-                             trees=False, chunked=False, constrained=False,
-                             engine_options={"attention_backend": "triton", "verifier": "triton", "fused_kernels": "on"})
-    assert not any(row.detected for row in fused_rows + head_rows)
+    assert [(r.seed, r.method, r.shape.is_tree) for r in fused_rows] == [
+        (0, PLAIN, False), (0, "draft", False), (0, "draft", True), (1, PLAIN, False), (1, "draft", False),
+        (1, "eagle3", False), (2, PLAIN, False), (2, "draft", False)]
+    assert not any(row.detected for row in fused_rows)
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
-               | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken
-               | selftest_coverage(head_rows, "cpu", ("greedy",)).taken)
+               | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
     unreached = {p.name for p in execution_paths()} - reached
     assert unreached == (CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | OPT_IN | MOE_ONLY
                          | _not_selftest_methods()), sorted(unreached)

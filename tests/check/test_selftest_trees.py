@@ -2,7 +2,7 @@
 rows on the seed targets (and one on the hybrid target: tests/check/test_selftest_hybrid.py), none on the window + MoE
 target. That their clean rows pass every check (the tree oracle too), that the tree mutants
 run on them alone and are caught, and that the tree paths are covered is asserted on every method's selftest run
-(tests/support/selftest_rows.py; the coverage in test_selftest_eagle.py)."""
+(tests/support/selftest_rows.py; the coverage in test_selftest_methods.py)."""
 
 from __future__ import annotations
 
