@@ -28,13 +28,19 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(re.match(r"\d*", part).group() or 0) for part in version.split(".")[:3])
 
 
-def hf_bamba_mismatch(n_groups: int) -> str | None:
-    """Why the installed transformers cannot be the reference of a Bamba target with `n_groups` groups; None: it can."""
+def transformers_version() -> str:
     import transformers
 
-    if n_groups > 1 and _release(transformers.__version__) < _release(HF_BAMBA_GROUPED_NORM):
-        return (f"transformers {transformers.__version__} normalizes Bamba's gated RMSNorm over all {n_groups} "
-                f"groups together (per group, as mamba_ssm does, since {HF_BAMBA_GROUPED_NORM})")
+    return transformers.__version__
+
+
+def hf_bamba_mismatch(n_groups: int, version: str | None = None) -> str | None:
+    """Why transformers `version` (None: the installed one) cannot be the reference of a Bamba target with
+    `n_groups` groups; None: it can."""
+    version = transformers_version() if version is None else version
+    if n_groups > 1 and _release(version) < _release(HF_BAMBA_GROUPED_NORM):
+        return (f"transformers {version} normalizes Bamba's gated RMSNorm over all {n_groups} groups together "
+                f"(per group, as mamba_ssm does, since {HF_BAMBA_GROUPED_NORM})")
     return None
 
 
