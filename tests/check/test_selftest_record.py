@@ -21,6 +21,7 @@ def _verdicts(rows) -> list[tuple]:
                             for r in row.results]) for row in rows]
 
 
+@pytest.mark.slow  # a tiny pair's preparation and greedy checks, twice: ~7-10 s
 def test_a_second_run_takes_the_recorded_rows_and_runs_only_the_one_cut_short(tmp_path, monkeypatch):
     path = tmp_path / "rows.jsonl"
     first = runner.run_selftest(record_path=str(path), **KWARGS)

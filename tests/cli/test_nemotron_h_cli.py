@@ -22,6 +22,7 @@ def dirs(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow  # a tiny checkpoint built by transformers, the CLI end to end: ~7 s each on 2 busy cores
 def test_generate_runs_a_nemotron_h_target_with_ngram(dirs):
     result = run_main("generate", "--target", str(dirs / "target"), "-p", "Natalia sold clips", "--max-tokens", "6",
                       "--ignore-eos", "--method", "ngram", *CPU)
@@ -29,6 +30,7 @@ def test_generate_runs_a_nemotron_h_target_with_ngram(dirs):
     assert "method=ngram" in result.stdout and "output_tokens=6" in result.stdout
 
 
+@pytest.mark.slow
 def test_sweep_runs_a_nemotron_h_target_with_a_draft_lm(dirs, tmp_path):
     result = run_main("sweep", "--target", str(dirs / "target"), "--method", "draft", "--draft", str(dirs / "draft"),
                       "-k", "3", "-w", "gsm8k", "-n", "2", "--max-tokens", "6", "-c", "2", "--results-dir",
