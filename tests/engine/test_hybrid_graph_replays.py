@@ -15,12 +15,12 @@ import pytest
 
 pytest.importorskip("triton")
 
+from tests.support.hybrid_runs import output_tokens, run_with_oracle  # noqa: E402
 from tests.support.kernel_testing import RERUN_REASON, kernels_runnable_here  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 
-from specbench import LLM, SamplingParams  # noqa: E402
-from specbench.check.state_oracle import state_diffs  # noqa: E402
+from specbench import LLM  # noqa: E402
 from specbench.engine.builder import capture_graphs, graph_plan  # noqa: E402
 from specbench.faults import injection  # noqa: E402
 
@@ -63,16 +63,9 @@ def _build(target, graphs: bool, fault: str | None = None, **kwargs) -> LLM:
 
 def _run(llm: LLM, prompts) -> tuple[list[list[int]], float]:
     """(tokens per request, the worst INV-STATE difference over every step)."""
-    engine = llm.engine
-    prompts = [[t % engine.vocab_size for t in p] for p in prompts]  # the Bamba target's vocabulary is smaller
-    ids = [engine.add_request(p, SamplingParams(max_tokens=n, ignore_eos=True)) for p, n in zip(prompts, LENGTHS)]
-    outputs, worst = {}, 0.0
-    while engine.has_unfinished():
-        for out in engine.step():
-            outputs[out.request_id] = out
-        for diff in state_diffs(engine):
-            worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
-    return [list(outputs[i].output_token_ids) for i in ids], worst
+    prompts = [[t % llm.engine.vocab_size for t in p] for p in prompts]  # the Bamba target's vocabulary is smaller
+    outs, worst, _ = run_with_oracle(llm, prompts, LENGTHS)
+    return output_tokens(outs), worst
 
 
 @pytest.mark.slow  # the Triton interpreter: ~20-40 s per case on 2 busy cores

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from tests.support.hf_greedy import hf_greedy_of, tiny_prompt_ids
-from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, record_commits,
-                                       run_with_oracle)
+from tests.support.hybrid_runs import (MAMBA2_PATHS, MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens,
+                                       record_commits, run_with_oracle)
 from tests.support.scripted_drafts import install_scripted
 from tests.support.tiny_bamba import build_tiny_bamba
 from tests.support.tiny_models import build_tiny_model
@@ -27,9 +27,6 @@ from specbench import SamplingParams
 from specbench.models.config import ModelConfig
 from specbench.selftest.hf_reference import hf_reference_mismatch
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
-
-MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
-
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
@@ -55,10 +52,6 @@ def hf_greedy(dirs, prompts):
     return hf_greedy_of(dirs / "target", prompts, MAX_TOKENS)
 
 
-def _tokens(outs):
-    return [list(o.output_token_ids) for o in outs]
-
-
 def test_config_reads_as_transformers_builds_it(dirs):
     from transformers import AutoModelForCausalLM
 
@@ -74,7 +67,7 @@ def test_config_reads_as_transformers_builds_it(dirs):
 def test_plain_decode_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
     llm = hybrid_llm(dirs / "target")
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS - {"hybrid.state_commit"} <= llm.engine.paths_taken()
 
@@ -87,7 +80,7 @@ def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, promp
     commits = record_commits(llm)
     script = install_scripted(llm, prompts, hf_greedy)
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert script.accepted_lengths == {-1, 0, 1, 2, 3}
     assert any(0 in c and max(c) > 0 for c in commits), commits
     assert num_checked > 0 and worst < 1e-4, worst
@@ -106,7 +99,7 @@ def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
     if case.startswith("ngram"):
         install_scripted(llm, prompts, hf_greedy)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
     if case.endswith("preempting"):
         assert sum(o.stats.num_preemptions for o in outs) > 0

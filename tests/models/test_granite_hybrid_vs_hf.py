@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_prefix import MAX_TOKENS as PREFIX_MAX_TOKENS, hit_tokens, run_waves
-from tests.support.hybrid_runs import MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
+from tests.support.hybrid_runs import (MAMBA2_PATHS, MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens,
+                                       run_with_oracle)
 from tests.support.scripted_drafts import install_scripted
 from tests.support.tiny_granite_hybrid import MULTIPLIERS, build_tiny_granite_hybrid
 from tests.support.tiny_models import build_tiny_model
@@ -24,9 +25,6 @@ from specbench import SamplingParams
 from specbench.faults import injection
 from specbench.models.config import ModelConfig
 from specbench.selftest.hf_reference import hf_reference_mismatch
-
-MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
-
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
@@ -50,10 +48,6 @@ def hf_greedy(dirs, prompts):
     return {name: hf_greedy_of(dirs[0] / name, prompts, MAX_TOKENS) for name in ("moe", "dense")}
 
 
-def _tokens(outs):
-    return [list(o.output_token_ids) for o in outs]
-
-
 @pytest.mark.parametrize("variant", ["moe", "dense"])
 def test_config_reads_as_transformers_builds_it(dirs, variant):
     root, models = dirs
@@ -70,7 +64,7 @@ def test_config_reads_as_transformers_builds_it(dirs, variant):
 def test_plain_decode_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy, variant):
     llm = hybrid_llm(dirs[0] / variant)
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy[variant]
+    assert output_tokens(outs) == hf_greedy[variant]
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS - {"hybrid.state_commit"} <= llm.engine.paths_taken()
 
@@ -79,7 +73,7 @@ def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, promp
     llm = hybrid_llm(dirs[0] / "moe", **NGRAM)
     script = install_scripted(llm, prompts, hf_greedy["moe"])
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy["moe"]
+    assert output_tokens(outs) == hf_greedy["moe"]
     assert script.accepted_lengths == {-1, 0, 1, 2, 3}
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS <= llm.engine.paths_taken()
@@ -95,7 +89,7 @@ def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
     llm = hybrid_llm(dirs[0] / "dense", **kwargs)
     install_scripted(llm, prompts, hf_greedy["dense"])
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-    assert _tokens(outs) == hf_greedy["dense"]
+    assert output_tokens(outs) == hf_greedy["dense"]
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
     if case == "preempting":
         assert sum(o.stats.num_preemptions for o in outs) > 0
@@ -106,7 +100,7 @@ def test_prefix_hits_match_hf_and_the_state_oracle(dirs, prompts):
     llm = hybrid_llm(root / "moe", max_concurrency=8, **NGRAM)
     outs, worst, num_checked = run_waves(llm, prompts[:8])
     expected = hf_greedy_outputs(models["moe"], [list(o.prompt_token_ids) for o in outs], PREFIX_MAX_TOKENS)
-    assert _tokens(outs) == expected
+    assert output_tokens(outs) == expected
     assert num_checked > 0 and worst < 1e-4, worst
     hit, queried = hit_tokens(llm)
     assert 0 < hit < queried, (hit, queried)

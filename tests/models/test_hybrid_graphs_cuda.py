@@ -16,10 +16,8 @@ import pytest
 import torch
 
 from specbench.faults import injection
-from specbench.check.state_oracle import state_diffs
 from specbench.engine.builder import HYBRID_GRAPHS_NOTE
-from specbench import SamplingParams
-from tests.support.hybrid_runs import NGRAM, hybrid_llm
+from tests.support.hybrid_runs import NGRAM, hybrid_llm, output_tokens, run_with_oracle
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -58,17 +56,9 @@ def _options(method: str, draft) -> dict:
 
 def _run(llm, prompts, check_states: bool) -> tuple[list[list[int]], float]:
     """(tokens per request, the worst INV-STATE difference: every step when asked)."""
-    engine = llm.engine
-    prompts = [[t % engine.vocab_size for t in p] for p in prompts]  # the Bamba target's vocabulary is smaller
-    ids = [engine.add_request(p, SamplingParams(max_tokens=n, ignore_eos=True)) for p, n in zip(prompts, LENGTHS)]
-    outputs, worst = {}, 0.0
-    while engine.has_unfinished():
-        for out in engine.step():
-            outputs[out.request_id] = out
-        if check_states:
-            for diff in state_diffs(engine):
-                worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
-    return [list(outputs[i].output_token_ids) for i in ids], worst
+    prompts = [[t % llm.engine.vocab_size for t in p] for p in prompts]  # the Bamba target's vocabulary is smaller
+    outs, worst, _ = run_with_oracle(llm, prompts, LENGTHS, every=1 if check_states else None)
+    return output_tokens(outs), worst
 
 
 CASES = [("qwen3_next", "none"), ("qwen3_next", "draft"), ("qwen3_next", "ngram"), ("mtp", "mtp"), ("bamba", "none"),

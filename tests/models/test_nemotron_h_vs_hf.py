@@ -18,7 +18,8 @@ import torch
 
 from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
 from tests.support.hybrid_prefix import MAX_TOKENS as PREFIX_MAX_TOKENS, hit_tokens, run_waves
-from tests.support.hybrid_runs import MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, run_with_oracle
+from tests.support.hybrid_runs import (MAMBA2_PATHS, MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens,
+                                       run_with_oracle)
 from tests.support.scripted_drafts import install_scripted
 from tests.support.tiny_models import build_tiny_model
 from tests.support.tiny_nemotron_h import PATTERN, build_tiny_nemotron_h
@@ -28,9 +29,6 @@ from specbench.errors import SpecbenchError
 from specbench.faults import injection
 from specbench.models.config import ModelConfig
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
-
-MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
-
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
@@ -52,10 +50,6 @@ def hf_greedy(dirs, prompts):
 
 def _config(root) -> dict:
     return json.loads((root / "target" / "config.json").read_text())
-
-
-def _tokens(outs):
-    return [list(o.output_token_ids) for o in outs]
 
 
 def test_config_reads_as_transformers_builds_it(dirs):
@@ -91,7 +85,7 @@ def test_moe_blocks_are_one_clear_error(dirs):
 def test_plain_decode_matches_hf_and_the_state_oracle(dirs, prompts, hf_greedy):
     llm = hybrid_llm(dirs[0] / "target")
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS - {"hybrid.state_commit"} <= llm.engine.paths_taken()
 
@@ -102,7 +96,7 @@ def test_rejection_at_every_position_matches_hf_and_the_state_oracle(dirs, promp
     llm = hybrid_llm(dirs[0] / "target", **NGRAM)
     script = install_scripted(llm, prompts, hf_greedy)
     outs, worst, num_checked = run_with_oracle(llm, prompts)
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert script.accepted_lengths == {-1, 0, 1, 2, 3}
     assert num_checked > 0 and worst < 1e-4, worst
     assert MAMBA2_PATHS <= llm.engine.paths_taken()
@@ -118,7 +112,7 @@ def test_draft_lm_and_eagle3_match_hf(dirs, prompts, hf_greedy, case):
         write_dummy_eagle3_head(config, root / "eagle3", draft_vocab_size=config.vocab_size)
     llm = hybrid_llm(root / "target", method=case, draft=str(root / case), max_num_steps=3)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
 
 
@@ -132,7 +126,7 @@ def test_speculation_matches_hf(dirs, prompts, hf_greedy, case):
     llm = hybrid_llm(dirs[0] / "target", **kwargs)
     install_scripted(llm, prompts, hf_greedy)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-    assert _tokens(outs) == hf_greedy
+    assert output_tokens(outs) == hf_greedy
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
     if case == "preempting":
         assert sum(o.stats.num_preemptions for o in outs) > 0
@@ -144,7 +138,7 @@ def test_prefix_hits_match_hf_and_the_state_oracle(dirs, prompts):
     llm = hybrid_llm(root / "target", max_concurrency=8, **NGRAM)
     outs, worst, num_checked = run_waves(llm, prompts[:8])
     expected = hf_greedy_outputs(model, [list(o.prompt_token_ids) for o in outs], PREFIX_MAX_TOKENS)
-    assert _tokens(outs) == expected
+    assert output_tokens(outs) == expected
     assert num_checked > 0 and worst < 1e-4, worst
     hit, queried = hit_tokens(llm)
     assert 0 < hit < queried, (hit, queried)

@@ -4,6 +4,7 @@ state oracle after every step, and a record of each verify's draft counts (zero-
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from specbench import LLM, SamplingParams
 from specbench.check.state_oracle import state_diffs
@@ -46,18 +47,28 @@ def record_commits(llm: LLM) -> list[list[int]]:
     return seen
 
 
-def run_with_oracle(llm: LLM, prompts, max_tokens: int = MAX_TOKENS, every: int = 1):
+def run_with_oracle(llm: LLM, prompts, max_tokens: int | Sequence[int] = MAX_TOKENS, every: int | None = 1):
     """(outputs by request order, the worst INV-STATE difference seen, the number of slots checked): the oracle
-    recomputes each running request's state after every `every`-th step."""
+    recomputes each running request's state after every `every`-th step (None: never). `max_tokens`: for every
+    request, or one per request (requests finishing at different steps shrink the batch)."""
     engine = llm.engine
-    ids = [engine.add_request(p, SamplingParams(max_tokens=max_tokens, ignore_eos=True)) for p in prompts]
+    limits = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
+    ids = [engine.add_request(p, SamplingParams(max_tokens=n, ignore_eos=True)) for p, n in zip(prompts, limits)]
     outputs, worst, num_checked, step = {}, 0.0, 0, 0
     while engine.has_unfinished():
         for out in engine.step():
             outputs[out.request_id] = out
         step += 1
-        if step % every == 0:
+        if every is not None and step % every == 0:
             for diff in state_diffs(engine):
                 num_checked += 1
                 worst = max(worst, diff.conv_max_abs, diff.recurrent_max_abs)
     return [outputs[i] for i in ids], worst, num_checked
+
+
+# the execution paths a Mamba-2 hybrid target's engine takes (verify, chunked scan, state write and commit)
+MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_write", "hybrid.state_commit"}
+
+
+def output_tokens(outs) -> list[list[int]]:
+    return [list(o.output_token_ids) for o in outs]
