@@ -34,17 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specbench import LLM  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.models.presets import MODEL_PRESETS, get_preset  # noqa: E402
+from specbench.models.presets import get_preset  # noqa: E402
 from specbench.perf.gpu_perf import copy_bandwidth_gbps, measure_decode  # noqa: E402
 from specbench.perf.hybrid_floor import (  # noqa: E402
     HybridStepBytes,
+    cut_preset,
     expected_distinct_experts,
-    is_whole_pattern,
     state_bytes_per_step,
 )
 from specbench.perf.moe_floor import mean_step_bytes, model_bytes  # noqa: E402
 from specbench.perf.moe_routing_probe import probe_active_experts  # noqa: E402
-from specbench.perf.moe_targets import cut_layers  # noqa: E402
 from specbench.recurrent.state_cache import state_shape  # noqa: E402
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head  # noqa: E402
 
@@ -78,22 +77,6 @@ class Out:
 
     def _write(self) -> None:
         (self.path / "bench.json").write_text(json.dumps(self.data, indent=2, default=str))
-
-
-def cut_preset(preset: str, num_layers: int | None) -> tuple[str, str]:
-    """(the preset the engine loads, the cut's note): the first num_layers layers, registered in this process."""
-    config = get_preset(preset)
-    if num_layers is None or num_layers == config.num_hidden_layers:
-        return preset, f"all {config.num_hidden_layers} layers"
-    if not config.is_hybrid or not is_whole_pattern(config.attention_kinds, num_layers):
-        raise SpecbenchError(f"--layers {num_layers} must cut {preset} after a full-attention layer (a multiple of "
-                             "4 for Qwen3-Next) so the DeltaNet/attention pattern holds")
-    name = f"{preset}@{num_layers}-layers"
-    if name not in MODEL_PRESETS:
-        cut = cut_layers(config, num_layers)
-        MODEL_PRESETS.register(name)(lambda: cut)
-    share = num_layers / config.num_hidden_layers
-    return name, f"first {num_layers} of {config.num_hidden_layers} layers (~{share:.0%} of the model)"
 
 
 def cpu_copy_bandwidth_gbps(num_bytes: int = 64 << 20, repeats: int = 5) -> float:

@@ -4,7 +4,11 @@
     python scripts/profile_step.py --num-steps 5 --eagle-topk 4 --num-draft-tokens 8   # a tree round
 
 Runs the steps eagerly under torch.profiler (kernels inside CUDA graphs are not attributed) and prints each
-kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps.
+kernel's device time per step: the sum is what a graph replay can at best achieve, before launch gaps. Then the same
+device time by the decoder layers' parts (mixer / attention / MLP or MoE / norms, by class: each part's forward is
+one profiler range), the kernels per step, and, where the engine captured graphs, the median graphed step beside it.
+
+    python scripts/profile_step.py --preset qwen3-next-80b-a3b --layers 12   # a hybrid target, cut as bench_hybrid
 --host instead profiles the Python step loop (graphs on) with cProfile: where the host time per step goes.
 --gaps (tree rounds, graphs on) times the host's pieces of a round by wall clock, without cProfile's overhead: above
 all the time from the round's one read to the next draft graph's launch, during which the GPU has nothing queued.
@@ -13,6 +17,8 @@ all the time from the round's one read to the next draft graph's launch, during 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -22,6 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from specbench import LLM, SamplingParams
 from specbench.perf.gpu_perf import GraphsOff, random_prompts
+from specbench.perf.hybrid_floor import cut_preset
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
@@ -106,9 +113,46 @@ def profile_gaps(engine, prompts, args) -> None:
         print(f"{total / args.steps * 1e3:8.3f}  {name}")
 
 
+LAYER_PART = re.compile(r"layers\.\d+\.[^.]+$")  # a decoder layer's direct child: its mixer, MLP, norms
+
+
+def part_ranges(model: torch.nn.Module) -> list:
+    """Hooks that wrap each decoder layer part's forward in a profiler range named by its class, so the kernels it
+    launches add up per part (torch.profiler gives a range the device time of the kernels launched inside it)."""
+    handles = []
+    for name, module in model.named_modules():
+        if not LAYER_PART.search(name):
+            continue
+        label = f"part:{type(module).__name__}"
+
+        def enter(mod, args, label=label):
+            mod._profile_range = torch.autograd.profiler.record_function(label)
+            mod._profile_range.__enter__()
+
+        def leave(mod, args, output):
+            mod._profile_range.__exit__(None, None, None)
+
+        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave)]
+    return handles
+
+
+def graphed_step_ms(engine, prompts, steps: int) -> float | None:
+    """Median decode step (ms) with the engine's captured graphs, None where it has none."""
+    if engine.runner.graphs is None:
+        return None
+    first = len(engine.step_stats)
+    for p in prompts:
+        engine.add_request(p, SamplingParams(max_tokens=steps + 20, ignore_eos=True))
+    while engine.has_unfinished():
+        engine.step()
+    decode = [s.step_ms for s in engine.step_stats[first:] if s.phase == "decode" and s.num_reqs == len(prompts)]
+    return statistics.median(decode[5:] or decode)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--layers", type=int, default=None, help="a hybrid preset's first N layers (bench_hybrid's cut)")
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--num-steps", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
@@ -125,12 +169,13 @@ def main() -> None:
     if args.eagle_topk > 1 and not args.num_draft_tokens:
         ap.error("--eagle-topk needs --num-draft-tokens (the tree's node budget)")
     tmp = tempfile.mkdtemp()
+    preset, cut_note = cut_preset(args.preset, args.layers) if args.layers else (args.preset, "")
     kwargs = {}
     if args.num_steps:
-        head = write_dummy_eagle3_head(get_preset(args.preset), Path(tmp) / "eagle3")
+        head = write_dummy_eagle3_head(get_preset(preset), Path(tmp) / "eagle3")
         kwargs = dict(method="eagle3", draft=str(head), max_num_steps=args.num_steps,
                       synthetic_acceptance=extend_rates(PUBLISHED_CHAIN_RATES, args.num_steps))
-    llm = LLM(args.preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
+    llm = LLM(preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
               max_concurrency=args.concurrency, max_model_len=4096, **kwargs)
     prompts = random_prompts(llm.engine.runner.model.config.vocab_size, args.concurrency, 128)
     engine = llm.engine
@@ -142,26 +187,50 @@ def main() -> None:
     if args.gaps:
         profile_gaps(engine, prompts, args)
         return
+    handles = part_ranges(engine.runner.model)
     with GraphsOff(engine):
-        for i, p in enumerate(prompts):
+        for p in prompts:
             engine.add_request(p, SamplingParams(max_tokens=args.steps * 4 + 40, ignore_eos=True))
         for _ in range(10):  # prefill and warm-up
             engine.step()
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(args.steps):
                 engine.step()
             torch.cuda.synchronize()
+        while engine.has_unfinished():
+            engine.step()
+    for handle in handles:
+        handle.remove()
     per_kernel: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             per_kernel[event.name][0] += event.device_time_total
             per_kernel[event.name][1] += 1
     total_us = sum(t for t, _ in per_kernel.values()) / args.steps
-    print(f"device kernel time per step: {total_us / 1e3:.3f} ms over {args.steps} eager steps "
-          f"(concurrency {args.concurrency}, k {args.num_steps}, top-{args.eagle_topk}/{args.num_draft_tokens})")
+    num_kernels = sum(n for _, n in per_kernel.values()) / args.steps
+    print(f"{torch.cuda.get_device_name()}, {preset}{' (' + cut_note + ')' if cut_note else ''}, "
+          f"torch {torch.__version__}")
+    print(f"device kernel time per step: {total_us / 1e3:.3f} ms, {num_kernels:.0f} kernels, over {args.steps} "
+          f"eager steps (concurrency {args.concurrency}, k {args.num_steps}, "
+          f"top-{args.eagle_topk}/{args.num_draft_tokens})")
     for name, (t, n) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f}/step  {name[:110]}")
+    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for avg in prof.key_averages():
+        if avg.key.startswith("part:"):
+            parts[avg.key][0] += avg.device_time_total
+            parts[avg.key][1] += avg.count
+    print("device time by decoder-layer part (kernels launched inside each part's forward), per step:")
+    for key, (t, n) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
+        print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f} calls/step  {key[5:]}")
+    rest = total_us - sum(t for t, _ in parts.values()) / args.steps
+    print(f"{rest / 1e3:8.3f} ms  outside those parts (norms fused into the residual add, embedding, LM head, "
+          "sampling, state commit)")
+    graphed = graphed_step_ms(engine, prompts, args.steps)
+    if graphed is not None:
+        print(f"graphed decode step (median, same engine): {graphed:.3f} ms, against {total_us / 1e3:.3f} ms of "
+              "kernels: the rest is gaps between them (launch, host)")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.errors import SpecbenchError
+from specbench.models.presets import MODEL_PRESETS, get_preset
 from specbench.perf.moe_floor import StepBytes
+from specbench.perf.moe_targets import cut_layers
 from specbench.recurrent.state_shape import StateShape
 
 
@@ -54,3 +57,19 @@ def is_whole_pattern(kinds: tuple, num_layers: int) -> bool:
     pattern holds: num_layers a multiple of 4)."""
     return 1 <= num_layers <= len(kinds) and not kinds[num_layers - 1].is_recurrent_state
 
+
+def cut_preset(preset: str, num_layers: int | None) -> tuple[str, str]:
+    """(the preset the engine loads, the cut's note): the first num_layers layers of a hybrid preset, registered in
+    this process (scripts/bench_hybrid.py, scripts/profile_step.py)."""
+    config = get_preset(preset)
+    if num_layers is None or num_layers == config.num_hidden_layers:
+        return preset, f"all {config.num_hidden_layers} layers"
+    if not config.is_hybrid or not is_whole_pattern(config.attention_kinds, num_layers):
+        raise SpecbenchError(f"--layers {num_layers} must cut {preset} after a full-attention layer (a multiple of "
+                             "4 for Qwen3-Next) so the DeltaNet/attention pattern holds")
+    name = f"{preset}@{num_layers}-layers"
+    if name not in MODEL_PRESETS:
+        cut = cut_layers(config, num_layers)
+        MODEL_PRESETS.register(name)(lambda: cut)
+    share = num_layers / config.num_hidden_layers
+    return name, f"first {num_layers} of {config.num_hidden_layers} layers (~{share:.0%} of the model)"

@@ -76,7 +76,8 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
 
 def set_recurrent_kernels(model: nn.Module, name: str) -> int:
     """Every Gated DeltaNet layer of `model` runs `name` (TORCH or FLA, resolved) from its next forward; returns how
-    many layers were set."""
+    many layers were set. Steps that replay a CUDA graph captured before the switch keep the kernels of the capture:
+    switch an engine built with --enforce-eager, or build it with the choice (EngineConfig.recurrent_kernels)."""
     if name not in (TORCH, FLA):
         raise SpecbenchError(f"recurrent kernels must be resolved to {TORCH} or {FLA} before they are set, got "
                              f"{name!r}")
