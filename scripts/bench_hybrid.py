@@ -139,7 +139,8 @@ def decode_row(llm: LLM, floors: Floors, args, *, label: str, concurrency: int, 
 def engine_kwargs(args) -> dict:
     return dict(load_format="dummy", dtype=args.dtype, device=args.device, max_num_steps=MAX_K,
                 synthetic_acceptance=SYNTHETIC, max_concurrency=max(args.concurrency), max_model_len=args.max_model_len,
-                kv_cache_gb=args.kv_cache_gb, num_kv_blocks=args.num_kv_blocks)
+                kv_cache_gb=args.kv_cache_gb, num_kv_blocks=args.num_kv_blocks,
+                recurrent_kernels=args.recurrent_kernels)
 
 
 def free(device: str) -> None:
@@ -186,7 +187,7 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 def table(data: dict) -> str:
     rows, h = data["rows"], data
     lines = [f"{h['device']}, {h['date']}, torch {h['torch']}, dtype {h['dtype']}; target {h['preset']} dummy weights, "
-             f"{h['cut']}; prompt {h['prompt_len']} -> {h['output_len']} tokens; copy bandwidth "
+             f"{h['cut']}; recurrent kernels {h.get('recurrent_kernels', 'torch')}; prompt {h['prompt_len']} -> {h['output_len']} tokens; copy bandwidth "
              f"{fmt(rows.get('copy_bandwidth_gbps'), '.0f')} GB/s; CUDA graphs: {graphs_note(rows)}; synthetic "
              f"acceptance {list(SYNTHETIC)}", "",
              "| row | step ms | target ms | tok/s | floor ms (weights + experts + KV + state GB) | % of floor "
@@ -234,6 +235,7 @@ def run(args) -> dict:
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     preset, note = cut_preset(args.preset, args.layers)
     out = Out(Path(args.out), device_name, {"preset": args.preset, "cut": note, "dtype": args.dtype,
+                                            "recurrent_kernels": args.recurrent_kernels,
                                             "prompt_len": args.prompt_len, "output_len": args.output_len,
                                             "config": vars(args)})
     bw = copy_bandwidth_gbps() if args.device == "cuda" else cpu_copy_bandwidth_gbps()
@@ -283,6 +285,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--num-kv-blocks", type=int, default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--recurrent-kernels", default="torch", help="EngineConfig.recurrent_kernels: torch | triton | "
+                    "fla | auto")
     ap.add_argument("--out", default="results/bench_hybrid")
     ap.add_argument("--eager-rows", action=argparse.BooleanOptionalAction, default=None,
                     help="one more MTP engine with --enforce-eager (rows mtp-eager:*, beside the graphed ones); "

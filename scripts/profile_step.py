@@ -152,6 +152,7 @@ def graphed_step_ms(engine, prompts, steps: int) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--recurrent-kernels", default="torch", help="a hybrid target's: torch | triton | fla | auto")
     ap.add_argument("--layers", type=int, default=None, help="a hybrid preset's first N layers (bench_hybrid's cut)")
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--num-steps", type=int, default=0)
@@ -176,7 +177,7 @@ def main() -> None:
         kwargs = dict(method="eagle3", draft=str(head), max_num_steps=args.num_steps,
                       synthetic_acceptance=extend_rates(PUBLISHED_CHAIN_RATES, args.num_steps))
     llm = LLM(preset, load_format="dummy", dtype="bf16", device="cuda", kv_cache_gb=4,
-              max_concurrency=args.concurrency, max_model_len=4096, **kwargs)
+              max_concurrency=args.concurrency, max_model_len=4096, recurrent_kernels=args.recurrent_kernels, **kwargs)
     prompts = random_prompts(llm.engine.runner.model.config.vocab_size, args.concurrency, 128)
     engine = llm.engine
     if args.num_draft_tokens:

@@ -111,7 +111,7 @@ MOE_KERNEL_SETS = ("auto", "gemv", "grouped")  # the first is the default (model
 # The gated-delta-rule kernels of hybrid targets' Gated DeltaNet layers (recurrent/kernel_choice.py): torch (our
 # references) | fla (fla-core's Triton kernels, CUDA only) | auto (fla on CUDA where fla-core imports, else torch).
 # recurrent/kernel_choice.py CHOICES names the same values (a test holds them equal; neither unit imports the other).
-RECURRENT_KERNEL_CHOICES = ("torch", "fla", "auto")
+RECURRENT_KERNEL_CHOICES = ("torch", "triton", "fla", "auto")
 
 
 def parse_layer_ids(text: str | None) -> tuple[int, ...] | None:
@@ -219,8 +219,10 @@ class EngineConfig:
     # Which gated-delta-rule kernels hybrid targets' Gated DeltaNet layers run (RECURRENT_KERNEL_CHOICES;
     # recurrent/kernel_choice.py); the conv stays ours. Default torch until the fla engine test passes on the H100.
     recurrent_kernels: str = option("torch", "gated-delta-rule kernels of hybrid targets: torch (our references) | "
-                                    "fla (fla-core's Triton kernels; CUDA, pip install fla-core) | auto (fla on CUDA "
-                                    "where fla-core imports, else torch)", before="torch")
+                                    "triton (ours: decode and chain verifies in two fused launches a layer, CUDA "
+                                    "graphs kept; other rows torch) | fla (fla-core's Triton kernels; CUDA, pip "
+                                    "install fla-core; no CUDA graphs) | auto (fla on CUDA where fla-core imports, "
+                                    "else torch)", before="torch")
     # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
     # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).

@@ -56,6 +56,7 @@ from specbench.faults.sinks_dropped_in_draft import SinksDroppedInDraft
 from specbench.faults.slow_step import SlowStep
 from specbench.faults.stale_metadata import StaleDraftMetadata
 from specbench.faults.state_conv_only_rolled_back import StateConvOnlyRolledBack
+from specbench.faults.state_fused_kept_shifted import StateFusedKeptShifted
 from specbench.faults.state_graph_slots_stale import StateGraphSlotsStale
 from specbench.faults.state_not_rolled_back import StateNotRolledBack
 from specbench.faults.state_recurrent_only_rolled_back import StateRecurrentOnlyRolledBack
@@ -236,9 +237,14 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
 # tests/models/test_hybrid_graphs_cuda.py on a GPU.
 HYBRID_GRAPH_MUTANTS: tuple[type[Mutant], ...] = (StateGraphSlotsStale,)
 
+# Bugs of a hybrid target's opt-in kernels (--recurrent-kernels triton, kernels/gated_delta_verify.py): path mutants,
+# run by the selftest's hybrid target where their path is production (none yet: opt-in until the CUDA selftest has
+# run it); tests/recurrent/test_triton_verify_engine.py catches each.
+HYBRID_KERNEL_MUTANTS: tuple[type[Mutant], ...] = (StateFusedKeptShifted,)
+
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
                + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS
-               + HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS)
+               + HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS + HYBRID_KERNEL_MUTANTS)
 FAULTS: dict[str, Fault] = {m.fault.name: m.fault for m in ALL_MUTANTS}
 # `--inject` values that mean "no fault" (None too).
 NO_FAULT_NAMES = ("", "none")
@@ -270,7 +276,7 @@ _WINDOW_MOE_FAULTS = frozenset(m.fault.name for m in WINDOW_MUTANTS + MOE_MUTANT
 _TREE_FAULTS = frozenset(m.fault.name for m in TREE_MUTANTS + HYBRID_TREE_MUTANTS + (GrammarTreeSiblingState,))
 _GRAMMAR_TREE_FAULTS = frozenset(m.fault.name for m in GRAMMAR_TREE_MUTANTS)
 _CHUNK_FAULTS = frozenset(m.fault.name for m in CHUNK_MUTANTS)
-_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS)
+_HYBRID_FAULTS = frozenset(m.fault.name for m in HYBRID_MUTANTS + HYBRID_GRAPH_MUTANTS + HYBRID_KERNEL_MUTANTS)
 
 
 def hybrid_faults(device: str) -> tuple[str, ...]:
@@ -278,7 +284,8 @@ def hybrid_faults(device: str) -> tuple[str, ...]:
     engine's state commit and prefill, on every device), and the hybrid graph mutants where their path is
     production (CUDA)."""
     return tuple(m.fault.name for m in HYBRID_MUTANTS) + tuple(
-        m.fault.name for m in HYBRID_GRAPH_MUTANTS if device in execution_path(m.fault.path).production_on)
+        m.fault.name for m in HYBRID_GRAPH_MUTANTS + HYBRID_KERNEL_MUTANTS
+        if device in execution_path(m.fault.path).production_on)
 
 
 def needs_hybrid_target(name: str) -> bool:

@@ -21,7 +21,14 @@ from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
-from specbench.recurrent.kernel_choice import CHUNK_PATH, FLA, RECURRENT_PATH, RunsRecurrentKernels
+from specbench.recurrent.kernel_choice import (
+    CHUNK_PATH,
+    FLA,
+    RECURRENT_PATH,
+    TRITON,
+    TRITON_VERIFY_PATH,
+    RunsRecurrentKernels,
+)
 from specbench.recurrent.mixer import RecurrentMixer, keep_verify_states, write_snapshots
 from specbench.recurrent.mixer import is_uniform_verify as _is_uniform_verify  # a module name tests patch
 from specbench.recurrent.state_cache import StateCache
@@ -94,7 +101,11 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         if rows.num_pending:  # [num_pending, C, W], [num_pending, Hv, Dk, Dv] fp32
             kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
         is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
-        if is_batched:
+        if is_batched and self.recurrent_kernels == TRITON:
+            self.verify_fused(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
+            if paths is not None:  # a host-side decision, made alike at capture and eagerly
+                paths.record(TRITON_VERIFY_PATH)
+        elif is_batched:
             self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
         deferred: list[_CommittedRows] = []  # fla: committed rows of every request in one varlen call, after the loop
         for r, slot in enumerate(() if is_batched else rows.slots):
@@ -178,6 +189,17 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         """This layer's states conv [num_points, C, W], recurrent [num_points, Hv, Dk, Dv] into snapshot `entries`
         (None: written by another call; fla: the conv before, the recurrent state after)."""
         write_snapshots(states, self.state_layer, entries, conv, recurrent)
+
+    def verify_fused(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
+                       rows: StateRows) -> None:
+        """_verify_batched's rows on our fused kernels (kernels/gated_delta_verify.py): two launches, the same
+        outputs and kept states."""
+        from specbench.kernels.gated_delta_verify import DeltaVerifyDims, gated_delta_verify
+
+        c = self.config
+        dims = DeltaVerifyDims(c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim)
+        gated_delta_verify(mixed, conv_slots, rec_slots, rows.slot_tensor(mixed.device), self.conv1d.weight[:, 0, :],
+                           log_decay, beta, dims, out, kept_conv, kept_rec)
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:

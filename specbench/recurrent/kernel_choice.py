@@ -3,6 +3,10 @@ built (EngineConfig.recurrent_kernels, `--recurrent-kernels`, resolved here) or 
 so a torch engine and an fla engine coexist in one process (tests/recurrent/test_hybrid_fla_cuda.py).
 
 - "torch": our references (recurrent/gated_delta_rule.py per token, gated_delta_chunked.py for committed rows).
+- "triton": ours (kernels/gated_delta_verify.py) for uniform verify rows (plain decode: one position; a chain verify:
+  k + 1), the rows CUDA graphs replay: the conv and the rule in two launches a layer, every position's state kept
+  (path hybrid.triton_verify); committed, ragged and tree rows run the torch forms. CUDA, or CPU under the Triton
+  interpreter (tests).
 - "fla": fla-core's Triton kernels (recurrent/fla_kernels.py): committed rows (prefill, prompt chunks) in one
   varlen `chunk_gated_delta_rule` call over the forward's requests (path hybrid.fla_chunk); verify rows (plain
   decode: one position; a verify: k + 1) by `fused_recurrent_gated_delta_rule` one position at a time over the
@@ -27,17 +31,19 @@ from specbench.errors import SpecbenchError
 # and recurrent sit in one import layer, so neither imports the other; tests/recurrent/test_recurrent_kernel_choice.py
 # holds the two to each other).
 TORCH = "torch"
+TRITON = "triton"
 FLA = "fla"
 AUTO = "auto"
-CHOICES = (TORCH, FLA, AUTO)
+CHOICES = (TORCH, TRITON, FLA, AUTO)
 
 CHUNK_PATH = "hybrid.fla_chunk"
 RECURRENT_PATH = "hybrid.fla_recurrent"
+TRITON_VERIFY_PATH = "hybrid.triton_verify"
 
 
 class RunsRecurrentKernels:
     """Declares a layer that runs one of the choices (recurrent/gated_delta_net.py GatedDeltaNet); the value is its
-    model's resolved choice: TORCH or FLA, never "auto"."""
+    model's resolved choice: TORCH, TRITON or FLA, never "auto"."""
 
     recurrent_kernels: str = TORCH
 
@@ -54,12 +60,19 @@ def fla_import_error() -> str | None:
 
 
 def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
-    """TORCH or FLA for `name` (one of RECURRENT_KERNEL_CHOICES) on `device`; "fla" where it cannot run raises one
-    SpecbenchError line."""
+    """TORCH, TRITON or FLA for `name` (one of RECURRENT_KERNEL_CHOICES) on `device`; "triton" or "fla" where it
+    cannot run raises one SpecbenchError line."""
     if name not in CHOICES:
         raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(CHOICES)}")
     if name == TORCH:
         return TORCH
+    if name == TRITON:
+        if device.type != "cuda" and not _triton_interpreted():
+            from specbench.kernels.runtime import CPU_HINT
+
+            raise SpecbenchError(f"--recurrent-kernels triton runs on CUDA (device is {device.type}); use "
+                                 f"--recurrent-kernels torch ({CPU_HINT})")
+        return TRITON
     if device.type != "cuda":
         if name == AUTO:
             return TORCH
@@ -74,13 +87,21 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
                          "'specbench-cli[fla]' (fla-core), or use --recurrent-kernels torch or auto")
 
 
+def _triton_interpreted() -> bool:
+    """Our kernels were decorated under TRITON_INTERPRET=1 (the CPU test processes): they run on CPU tensors."""
+    from specbench.kernels.gated_delta_verify import _rule_verify_kernel
+    from specbench.kernels.runtime import is_interpreted
+
+    return is_interpreted(_rule_verify_kernel)
+
+
 def set_recurrent_kernels(model: nn.Module, name: str) -> int:
     """Every Gated DeltaNet layer of `model` runs `name` (TORCH or FLA, resolved) from its next forward; returns how
     many layers were set. Steps that replay a CUDA graph captured before the switch keep the kernels of the capture:
     switch an engine built with --enforce-eager, or build it with the choice (EngineConfig.recurrent_kernels)."""
-    if name not in (TORCH, FLA):
-        raise SpecbenchError(f"recurrent kernels must be resolved to {TORCH} or {FLA} before they are set, got "
-                             f"{name!r}")
+    if name not in (TORCH, TRITON, FLA):
+        raise SpecbenchError(f"recurrent kernels must be resolved to {TORCH}, {TRITON} or {FLA} before they are set, "
+                             f"got {name!r}")
     layers = [m for m in model.modules() if isinstance(m, RunsRecurrentKernels)]
     for layer in layers:
         layer.recurrent_kernels = name

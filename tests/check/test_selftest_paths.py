@@ -37,7 +37,11 @@ MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine
 # the selftest builds takes them; tests/kernels/test_kernel_moe_grouped_set.py and
 # tests/models/test_moe_grouped_engine.py reach them and catch their mutants.
-OPT_IN = frozenset({"moe.few_token_combine"})
+OPT_IN = frozenset({"moe.few_token_combine",
+                    # --recurrent-kernels triton (opt-in until the CUDA selftest has run it): its kernels against the
+                    # torch forms in tests/kernels/test_kernel_gated_delta_verify.py, its engine against the torch
+                    # engine and the state oracle in tests/recurrent/test_triton_verify_engine.py
+                    "hybrid.triton_verify"})
 # The default MoE kernel set's prefill GEMM: production on CUDA where a MoE target ran (the selftest's window + MoE
 # target, not in these runs); tests/models/test_moe_grouped_engine.py reaches it under the interpreter.
 MOE_ONLY = frozenset({"moe.prefill_grouped"})
