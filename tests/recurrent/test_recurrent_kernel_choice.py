@@ -33,10 +33,10 @@ def test_the_option_defaults_to_torch_and_refuses_unknown_values():
     assert RECURRENT_KERNEL_CHOICES == kernel_choice.CHOICES  # the option's values are the resolver's
     assert EngineConfig().recurrent_kernels == "torch"
     assert EngineConfig(recurrent_kernels="auto").recurrent_kernels == "auto"
-    with pytest.raises(SpecbenchError, match=r"unknown recurrent_kernels \(--recurrent-kernels\) 'triton'"):
-        EngineConfig(recurrent_kernels="triton")
-    with pytest.raises(SpecbenchError, match="unknown recurrent kernels 'triton'"):
-        resolve_recurrent_kernels("triton", CPU)
+    with pytest.raises(SpecbenchError, match=r"unknown recurrent_kernels \(--recurrent-kernels\) 'cutlass'"):
+        EngineConfig(recurrent_kernels="cutlass")
+    with pytest.raises(SpecbenchError, match="unknown recurrent kernels 'cutlass'"):
+        resolve_recurrent_kernels("cutlass", CPU)
 
 
 def test_on_cpu_auto_is_torch_and_fla_is_one_error_line():
