@@ -27,15 +27,15 @@ class StateFusedKeptShifted(PathMutant):
     def install(self, engine) -> None:
         for module in engine.runner.model.modules():
             if isinstance(module, GatedDeltaNet) and module.recurrent_kernels == TRITON:
-                wrap_method(module, "verify_fused", _kept_one_late)
+                wrap_method(module, "verify_fused", lambda fn, layer=module.state_layer: _kept_one_late(fn, layer))
         recapture_target_graphs(engine)
 
 
-def _kept_one_late(verify_fused):
-    def bent(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows) -> None:
-        verify_fused(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
+def _kept_one_late(verify_fused, state_layer: int):
+    def bent(qkvz, ba, core, kept_conv, kept_rec, states, rows) -> None:
+        verify_fused(qkvz, ba, core, kept_conv, kept_rec, states, rows)
         num_reqs = len(rows.slots)
         by_request = kept_rec.view(num_reqs, kept_rec.shape[0] // num_reqs, *kept_rec.shape[1:])
         by_request[:, 1:] = by_request[:, :-1].clone()
-        by_request[:, 0] = rec_slots[rows.slot_tensor(mixed.device)]
+        by_request[:, 0] = states.recurrent[state_layer][rows.slot_tensor(qkvz.device)]
     return bent

@@ -1,13 +1,17 @@
-"""A Gated DeltaNet layer's uniform verify rows (plain decode: one token a request; a chain verify: k + 1) in two
-launches, the "triton" recurrent kernels (recurrent/kernel_choice.py): the short causal conv with every position's
-conv state kept, then the gated delta rule with every position's recurrent state kept, both from the requests' slots.
+"""A Gated DeltaNet layer's uniform verify rows (plain decode: one token a request; a chain verify: k + 1) between its
+projections in three launches, the "triton" recurrent kernels (recurrent/kernel_choice.py): the short causal conv
+with every position's conv state kept, read straight from the qkvz projection's per-key-head layout; the gated delta
+rule with every position's recurrent state kept, its decay and write strength computed from the ba projection; the
+gated RMSNorm of the rule's output by z.
 
 The torch forms they replace (recurrent/causal_conv.py, recurrent/gated_delta_rule.py, in GatedDeltaNet's
 `_verify_batched`) take ~80 small launches a layer (gathers, transposes, the L2 norms, the rule's per-token ops, the
-copies into the kept buffers); inside a CUDA graph each still costs a few microseconds, which at one request a step
-is most of a hybrid target's decode (see docs/hybrid_targets.md). Rounding follows the torch forms: the conv sums in
-fp32 and rounds to the model's dtype before and after the SiLU (as conv1d then F.silu do), the rule runs in fp32 and
-its output is rounded to the model's dtype; sums run in another order, so values agree to fp32 accumulation noise.
+copies into the kept buffers, the splits of the projections, the gates, the norm); inside a CUDA graph each still
+costs a few microseconds, which at one request a step is most of a hybrid target's decode (see
+docs/hybrid_targets.md). Rounding follows the torch forms (GatedDeltaNet's): the conv sums in fp32 and rounds to the
+model's dtype before and after the SiLU (as conv1d then F.silu do); beta is the sigmoid rounded to the model's dtype;
+the rule runs in fp32 and its output is rounded to the model's dtype; the norm rounds where GatedRMSNorm does. Sums
+run in another order, so values agree to fp32 accumulation noise.
 
 Neither kernel writes a slot: verify rows keep states for the commit (recurrent/state_cache.py), which picks one.
 """
@@ -25,7 +29,9 @@ from specbench.kernels.runtime import check_runnable, next_pow2
 
 @dataclass(frozen=True, slots=True)
 class DeltaVerifyDims:
-    """A Gated DeltaNet layer's head layout (recurrent/config.py GatedDeltaNetConfig's fields)."""
+    """A Gated DeltaNet layer's head layout (recurrent/config.py GatedDeltaNetConfig's fields). The projections
+    interleave per key head: qkvz [q (k_dim) | k (k_dim) | v (group * v_dim) | z (group * v_dim)], ba
+    [b (group) | a (group)]; the conv's channels are [q all heads | k all heads | v all heads]."""
 
     num_k_heads: int
     k_dim: int
@@ -33,24 +39,32 @@ class DeltaVerifyDims:
     v_dim: int
 
     @property
+    def group(self) -> int:  # value heads per q/k head
+        return self.num_v_heads // self.num_k_heads
+
+    @property
     def key_size(self) -> int:
         return self.num_k_heads * self.k_dim
 
     @property
-    def conv_channels(self) -> int:  # [q | k | v] channels in the conv's order
+    def conv_channels(self) -> int:
         return 2 * self.key_size + self.num_v_heads * self.v_dim
+
+    @property
+    def qkvz_per_head(self) -> int:  # qkvz columns per key head
+        return 2 * self.k_dim + 2 * self.group * self.v_dim
 
 
 @triton.jit
 def _conv_verify_kernel(
-    mixed_ptr,  # [num_reqs * N, C] the conv's inputs, request-major rows
+    qkvz_ptr,  # [num_reqs * N, Hk * qkvz_per_head] the projection; the conv's inputs are its q, k, v columns
     conv_slots_ptr,  # [num_slots, C, W] each request's conv state (the W inputs before its rows)
     slots_ptr,  # [num_reqs] int64
     weight_ptr,  # [C, W + 1]
     conv_out_ptr,  # [num_reqs * N, C] silu(conv), the model's dtype
     kept_ptr,  # [num_reqs * N, C, W] the conv state after each row
-    num_channels,
-    stride_mixed, stride_slot, stride_slot_c, stride_weight, stride_out, stride_kept, stride_kept_c,
+    num_channels, key_size, k_dim, group_v, per_head,
+    stride_qkvz, stride_slot, stride_slot_c, stride_weight, stride_out, stride_kept, stride_kept_c,
     N: tl.constexpr,
     W: tl.constexpr,
     BLOCK_C: tl.constexpr,
@@ -58,6 +72,12 @@ def _conv_verify_kernel(
     r = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     is_c = c < num_channels
+    # channel c of [q | k | v] -> its column of qkvz: q and k by key head, v by key head's group of value heads
+    ck = c - key_size
+    cv = c - 2 * key_size
+    col = tl.where(c < key_size, (c // k_dim) * per_head + c % k_dim,
+                   tl.where(ck < key_size, (ck // k_dim) * per_head + k_dim + ck % k_dim,
+                            (cv // group_v) * per_head + 2 * k_dim + cv % group_v))
     slot = tl.load(slots_ptr + r)
     state_base = conv_slots_ptr + slot * stride_slot + c * stride_slot_c
     row0 = r * N
@@ -68,8 +88,8 @@ def _conv_verify_kernel(
             if t + j < W:
                 x = tl.load(state_base + (t + j), mask=is_c, other=0.0)
             else:
-                x = tl.load(mixed_ptr + (row0 + t + j - W) * stride_mixed + c, mask=is_c, other=0.0)
-            x = x.to(mixed_ptr.dtype.element_ty).to(tl.float32)  # the state joins the rows in their dtype
+                x = tl.load(qkvz_ptr + (row0 + t + j - W) * stride_qkvz + col, mask=is_c, other=0.0)
+            x = x.to(qkvz_ptr.dtype.element_ty).to(tl.float32)  # the state joins the rows in their dtype
             w = tl.load(weight_ptr + c * stride_weight + j, mask=is_c, other=0.0).to(tl.float32)
             acc += w * x
         pre = acc.to(conv_out_ptr.dtype.element_ty).to(tl.float32)  # conv1d's output dtype, then F.silu
@@ -80,8 +100,8 @@ def _conv_verify_kernel(
             if t + 1 + j < W:
                 x = tl.load(state_base + (t + 1 + j), mask=is_c, other=0.0)
             else:
-                x = tl.load(mixed_ptr + (row0 + t + 1 + j - W) * stride_mixed + c, mask=is_c, other=0.0)
-            x = x.to(mixed_ptr.dtype.element_ty)
+                x = tl.load(qkvz_ptr + (row0 + t + 1 + j - W) * stride_qkvz + col, mask=is_c, other=0.0)
+            x = x.to(qkvz_ptr.dtype.element_ty)
             tl.store(kept_ptr + (row0 + t) * stride_kept + c * stride_kept_c + j, x.to(kept_ptr.dtype.element_ty),
                      mask=is_c)
 
@@ -89,14 +109,15 @@ def _conv_verify_kernel(
 @triton.jit
 def _rule_verify_kernel(
     conv_out_ptr,  # [num_reqs * N, C]: q (Hk * Dk) | k (Hk * Dk) | v (Hv * Dv) channels
-    log_decay_ptr,  # [num_reqs * N, Hv] fp32
-    beta_ptr,  # [num_reqs * N, Hv]
+    ba_ptr,  # [num_reqs * N, Hk * 2 * group] per key head [b (group) | a (group)]
+    a_log_ptr,  # [Hv] log of the decay rate
+    dt_bias_ptr,  # [Hv]
     rec_slots_ptr,  # [num_slots, Hv, Dk, Dv] fp32
     slots_ptr,  # [num_reqs] int64
     out_ptr,  # [num_reqs * N, Hv, Dv]
     kept_ptr,  # [num_reqs * N, Hv, Dk, Dv] fp32 the state after each row
     key_size, num_v_heads, group, k_dim, v_dim, scale,
-    stride_conv, stride_decay, stride_beta, stride_slot, stride_out, stride_kept,
+    stride_conv, stride_ba, stride_slot, stride_out, stride_kept,
     N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_V: tl.constexpr,
@@ -105,6 +126,9 @@ def _rule_verify_kernel(
     r = pid // num_v_heads
     hv = pid % num_v_heads
     hk = hv // group  # each q/k head serves `group` consecutive value heads
+    b_col = hk * 2 * group + hv % group
+    neg_rate = -tl.exp(tl.load(a_log_ptr + hv).to(tl.float32))
+    dt_bias = tl.load(dt_bias_ptr + hv).to(tl.float32)
     ks = tl.arange(0, BLOCK_K)
     vs = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
     is_k, is_v = ks < k_dim, vs < v_dim
@@ -123,8 +147,13 @@ def _rule_verify_kernel(
         # L2 norms as the reference: x * rsqrt(sum(x^2) + 1e-6); q also times k_dim^-0.5
         q = q * tl.math.rsqrt(tl.sum(q * q, 0) + 1e-6) * scale
         k = k * tl.math.rsqrt(tl.sum(k * k, 0) + 1e-6)
-        g = tl.load(log_decay_ptr + row * stride_decay + hv).to(tl.float32)
-        b = tl.load(beta_ptr + row * stride_beta + hv).to(tl.float32)
+        # beta = sigmoid(b) in the model's dtype; g = -exp(A_log) * softplus(a + dt_bias) (torch's threshold 20)
+        b = tl.load(ba_ptr + row * stride_ba + b_col).to(tl.float32)
+        b = (1.0 / (1.0 + tl.exp(-b))).to(ba_ptr.dtype.element_ty).to(tl.float32)
+        a = tl.load(ba_ptr + row * stride_ba + b_col + group).to(tl.float32) + dt_bias
+        e = tl.exp(tl.minimum(a, 20.0))
+        softplus = tl.where(a > 20.0, a, tl.where(e < 1e-4, e - 0.5 * e * e, tl.log(1.0 + e)))  # log1p's accuracy
+        g = neg_rate * softplus
         state = state * tl.exp(g)
         remembered = tl.sum(state * k[:, None], 0)  # [BLOCK_V] what the state recalls under the key
         delta = (v - remembered) * b
@@ -134,50 +163,103 @@ def _rule_verify_kernel(
         tl.store(kept_ptr + row * stride_kept + head + tile, state, mask=is_tile)
 
 
+@triton.jit
+def _gated_norm_kernel(
+    core_ptr,  # [num_rows, Hv, Dv] the rule's output, the model's dtype
+    qkvz_ptr,  # [num_rows, Hk * qkvz_per_head]: head hv's z at hk * per_head + 2 * k_dim + (group + hv % group) * v_dim
+    weight_ptr,  # [Dv]
+    out_ptr,  # [num_rows, Hv * Dv]
+    num_v_heads, group, k_dim, v_dim, per_head, eps,
+    stride_core, stride_qkvz, stride_out,
+    BLOCK_V: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // num_v_heads
+    hv = pid % num_v_heads
+    vs = tl.arange(0, BLOCK_V)
+    is_v = vs < v_dim
+    x = tl.load(core_ptr + row * stride_core + hv * v_dim + vs, mask=is_v, other=0.0).to(tl.float32)
+    inv_rms = tl.math.rsqrt(tl.sum(x * x, 0) / v_dim + eps)
+    normed = (x * inv_rms).to(out_ptr.dtype.element_ty)
+    weight = tl.load(weight_ptr + vs, mask=is_v, other=0.0).to(out_ptr.dtype.element_ty)
+    scaled = (weight * normed).to(out_ptr.dtype.element_ty).to(tl.float32)  # weight * normed in the model's dtype
+    z_col = (hv // group) * per_head + 2 * k_dim + (hv % group + group) * v_dim
+    z = tl.load(qkvz_ptr + row * stride_qkvz + z_col + vs, mask=is_v, other=0.0).to(tl.float32)
+    gated = scaled * (z / (1.0 + tl.exp(-z)))
+    tl.store(out_ptr + row * stride_out + hv * v_dim + vs, gated.to(out_ptr.dtype.element_ty), mask=is_v)
+
+
+def _check_layouts(**tensors: torch.Tensor) -> None:
+    for name, t in tensors.items():
+        if t.stride(-1) != 1:
+            raise ValueError(f"gated_delta_verify: {name} must have unit last stride, got {t.stride()}")
+
+
 def gated_delta_verify(
-    mixed: torch.Tensor,  # [num_reqs * n, C] the conv's inputs (q | k | v projections), request-major rows
+    qkvz: torch.Tensor,  # [num_reqs * n, Hk * qkvz_per_head] request-major rows
+    ba: torch.Tensor,  # [num_reqs * n, Hk * 2 * group]
+    a_log: torch.Tensor,  # [Hv]
+    dt_bias: torch.Tensor,  # [Hv]
     conv_slots: torch.Tensor,  # [num_slots, C, W] this layer's conv states
     rec_slots: torch.Tensor,  # [num_slots, Hv, Dk, Dv] fp32 this layer's recurrent states
     slots: torch.Tensor,  # [num_reqs] int64 each request's slot
     conv_weight: torch.Tensor,  # [C, W + 1]
-    log_decay: torch.Tensor,  # [num_reqs * n, Hv] fp32
-    beta: torch.Tensor,  # [num_reqs * n, Hv]
     dims: DeltaVerifyDims,
-    out: torch.Tensor,  # [num_reqs * n, Hv, Dv] written: the rule's output in its dtype
+    core: torch.Tensor,  # [num_reqs * n, Hv, Dv] written: the rule's output in the model's dtype
     kept_conv: torch.Tensor,  # [num_reqs * n, C, W] written: the conv state after each row
     kept_rec: torch.Tensor,  # [num_reqs * n, Hv, Dk, Dv] fp32 written: the recurrent state after each row
 ) -> None:
-    """Every request a verify row of n = mixed rows / num_reqs tokens: outputs and every position's states."""
-    check_runnable(_rule_verify_kernel, mixed)
+    """Every request a verify row of n = rows / num_reqs tokens: the rule's outputs and every position's states."""
+    check_runnable(_rule_verify_kernel, qkvz)
     num_reqs = slots.shape[0]
-    num_rows, num_channels = mixed.shape
+    num_rows = qkvz.shape[0]
     if num_reqs == 0 or num_rows == 0:
         return
     n = num_rows // num_reqs
     width = conv_slots.shape[2]
-    for name, t in (("mixed", mixed), ("conv slots", conv_slots), ("recurrent slots", rec_slots),
-                    ("weight", conv_weight), ("out", out), ("kept conv", kept_conv), ("kept recurrent", kept_rec)):
-        if t.stride(-1) != 1:
-            raise ValueError(f"gated_delta_verify: {name} must have unit last stride, got {t.stride()}")
-    if rec_slots.dtype != torch.float32 or kept_rec.dtype != torch.float32:
-        raise ValueError("gated_delta_verify: recurrent states are fp32")
-    conv_out = torch.empty_like(mixed)
+    _check_layouts(qkvz=qkvz, ba=ba, conv_slots=conv_slots, weight=conv_weight, core=core, kept_conv=kept_conv)
+    for name, t in (("recurrent slots", rec_slots), ("kept recurrent", kept_rec)):
+        if t.dtype != torch.float32 or not t[0].is_contiguous():
+            raise ValueError(f"gated_delta_verify: {name} must be fp32 with contiguous rows")
+    num_channels = dims.conv_channels
+    conv_out = torch.empty(num_rows, num_channels, dtype=qkvz.dtype, device=qkvz.device)
     block_c = min(256, next_pow2(num_channels))
     _conv_verify_kernel[(num_reqs, triton.cdiv(num_channels, block_c))](
-        mixed, conv_slots, slots, conv_weight, conv_out, kept_conv, num_channels,
-        mixed.stride(0), conv_slots.stride(0), conv_slots.stride(1), conv_weight.stride(0), conv_out.stride(0),
+        qkvz, conv_slots, slots, conv_weight, conv_out, kept_conv,
+        num_channels, dims.key_size, dims.k_dim, dims.group * dims.v_dim, dims.qkvz_per_head,
+        qkvz.stride(0), conv_slots.stride(0), conv_slots.stride(1), conv_weight.stride(0), conv_out.stride(0),
         kept_conv.stride(0), kept_conv.stride(1),
         N=n, W=width, BLOCK_C=block_c,
     )
-    block_k = next_pow2(dims.k_dim)
     block_v = min(64, next_pow2(dims.v_dim))
-    out2 = out.view(num_rows, -1)
+    core2 = core.view(num_rows, -1)
     _rule_verify_kernel[(num_reqs * dims.num_v_heads, triton.cdiv(dims.v_dim, block_v))](
-        conv_out, log_decay, beta, rec_slots, slots, out2, kept_rec,
-        dims.key_size, dims.num_v_heads, dims.num_v_heads // dims.num_k_heads, dims.k_dim, dims.v_dim,
-        dims.k_dim ** -0.5,
-        conv_out.stride(0), log_decay.stride(0), beta.stride(0), rec_slots.stride(0), out2.stride(0),
-        kept_rec.stride(0),
-        N=n, BLOCK_K=block_k, BLOCK_V=block_v,
+        conv_out, ba, a_log, dt_bias, rec_slots, slots, core2, kept_rec,
+        dims.key_size, dims.num_v_heads, dims.group, dims.k_dim, dims.v_dim, dims.k_dim ** -0.5,
+        conv_out.stride(0), ba.stride(0), rec_slots.stride(0), core2.stride(0), kept_rec.stride(0),
+        N=n, BLOCK_K=next_pow2(dims.k_dim), BLOCK_V=block_v,
         num_warps=4,
     )
+
+
+def gated_rms_norm(
+    core: torch.Tensor,  # [num_rows, Hv, Dv] the rule's output
+    qkvz: torch.Tensor,  # [num_rows, Hk * qkvz_per_head] (its z columns gate)
+    weight: torch.Tensor,  # [Dv]
+    eps: float,
+    dims: DeltaVerifyDims,
+) -> torch.Tensor:  # [num_rows, Hv * Dv] in core's dtype
+    """GatedRMSNorm (recurrent/gated_delta_net.py) of each head's output, gated by silu(z), one launch."""
+    check_runnable(_gated_norm_kernel, core)
+    num_rows = core.shape[0]
+    out = torch.empty(num_rows, dims.num_v_heads * dims.v_dim, dtype=core.dtype, device=core.device)
+    if num_rows == 0:
+        return out
+    _check_layouts(core=core, qkvz=qkvz)
+    core2 = core.view(num_rows, -1)
+    _gated_norm_kernel[(num_rows * dims.num_v_heads,)](
+        core2, qkvz, weight, out, dims.num_v_heads, dims.group, dims.k_dim, dims.v_dim, dims.qkvz_per_head, eps,
+        core2.stride(0), qkvz.stride(0), out.stride(0),
+        BLOCK_V=next_pow2(dims.v_dim),
+    )
+    return out

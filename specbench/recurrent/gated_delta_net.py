@@ -86,6 +86,8 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         paths=None,  # execution_paths.PathRecorder of the engine (its attention backend's), or None
     ) -> torch.Tensor:  # [num_tokens, hidden]
         c = self.config
+        if self.recurrent_kernels == TRITON and rows.tree is None and _is_uniform_verify(rows, query_start_loc_cpu):
+            return self._forward_fused(x, states, rows, paths)
         is_fla = self.recurrent_kernels == FLA
         q, k, v, z, b, a = self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
         mixed = torch.cat([q, k, v.reshape(v.shape[0], -1)], dim=-1)  # [n, conv_channels]
@@ -101,11 +103,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         if rows.num_pending:  # [num_pending, C, W], [num_pending, Hv, Dk, Dv] fp32
             kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
         is_batched = _is_uniform_verify(rows, query_start_loc_cpu)
-        if is_batched and self.recurrent_kernels == TRITON:
-            self.verify_fused(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
-            if paths is not None:  # a host-side decision, made alike at capture and eagerly
-                paths.record(TRITON_VERIFY_PATH)
-        elif is_batched:
+        if is_batched:
             self._verify_batched(mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots, rows)
         deferred: list[_CommittedRows] = []  # fla: committed rows of every request in one varlen call, after the loop
         for r, slot in enumerate(() if is_batched else rows.slots):
@@ -190,16 +188,38 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         (None: written by another call; fla: the conv before, the recurrent state after)."""
         write_snapshots(states, self.state_layer, entries, conv, recurrent)
 
-    def verify_fused(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
-                       rows: StateRows) -> None:
-        """_verify_batched's rows on our fused kernels (kernels/gated_delta_verify.py): two launches, the same
-        outputs and kept states."""
-        from specbench.kernels.gated_delta_verify import DeltaVerifyDims, gated_delta_verify
+    def _forward_fused(self, x: torch.Tensor, states: StateCache, rows: StateRows, paths) -> torch.Tensor:
+        """Uniform verify rows (plain decode, chain verifies: the rows CUDA graphs replay) on our kernels
+        (kernels/gated_delta_verify.py): the projections, three launches between them, every position's states
+        kept for the commit as the torch path keeps them."""
+        from specbench.kernels.gated_delta_verify import gated_rms_norm
 
         c = self.config
-        dims = DeltaVerifyDims(c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim)
-        gated_delta_verify(mixed, conv_slots, rec_slots, rows.slot_tensor(mixed.device), self.conv1d.weight[:, 0, :],
-                           log_decay, beta, dims, out, kept_conv, kept_rec)
+        qkvz, ba = self.in_proj_qkvz(x), self.in_proj_ba(x)
+        core = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
+        kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
+        self.verify_fused(qkvz, ba, core, kept_conv, kept_rec, states, rows)
+        if paths is not None:  # a host-side decision, made alike at capture and eagerly
+            paths.record(TRITON_VERIFY_PATH)
+        keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
+        return self.out_proj(gated_rms_norm(core, qkvz, self.norm.weight, self.norm.eps, self._dims))
+
+    def verify_fused(self, qkvz, ba, core, kept_conv, kept_rec, states: StateCache, rows: StateRows) -> None:
+        """The conv and the rule of uniform verify rows from the requests' slots: the rule's output into `core`
+        [n, Hv, Dv], every position's states into kept_conv [n, C, W] / kept_rec [n, Hv, Dk, Dv] (the seam the
+        state-fused-kept-shifted mutant bends)."""
+        from specbench.kernels.gated_delta_verify import gated_delta_verify
+
+        gated_delta_verify(qkvz, ba, self.A_log, self.dt_bias, states.conv[self.state_layer],
+                           states.recurrent[self.state_layer], rows.slot_tensor(qkvz.device),
+                           self.conv1d.weight[:, 0, :], self._dims, core, kept_conv, kept_rec)
+
+    @property
+    def _dims(self):
+        from specbench.kernels.gated_delta_verify import DeltaVerifyDims
+
+        c = self.config
+        return DeltaVerifyDims(c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim)
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:

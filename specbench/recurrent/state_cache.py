@@ -97,10 +97,25 @@ class StateCache:
     def commit(self, slots: torch.Tensor, conv_rows: torch.Tensor, recurrent_rows: torch.Tensor) -> None:
         """After the verifier: slot slots[i] takes kept row conv_rows[i] / recurrent_rows[i] of every state layer
         (all [num_committed] int64 on the device; engine/state_attach.py picks them from the accepted counts)."""
-        for layer, (conv_states, recurrent_states) in self.pending.items():
-            self.conv[layer, slots] = conv_states[conv_rows]
-            self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
+        if self._pending_is_graph_kept():  # after a graph's replay: every layer at once, 4 launches, not 4 a layer
+            conv_kept, recurrent_kept = self.graph_kept
+            self.conv[:, slots] = conv_kept[:, conv_rows]
+            self.recurrent[:, slots] = recurrent_kept[:, recurrent_rows]
+        else:
+            for layer, (conv_states, recurrent_states) in self.pending.items():
+                self.conv[layer, slots] = conv_states[conv_rows]
+                self.recurrent[layer, slots] = recurrent_states[recurrent_rows]
         self.pending.clear()
+
+    def _pending_is_graph_kept(self) -> bool:
+        """Every state layer's kept states are the graphs' static buffers from their first row (a replay's outputs:
+        recurrent/graph_rows.py restore_kept), so one index over the layer dimension reaches them all."""
+        if self.graph_kept is None or len(self.pending) != self.shape.num_layers:
+            return False
+        conv_kept, recurrent_kept = self.graph_kept
+        return all(conv.data_ptr() == conv_kept[layer].data_ptr()
+                   and recurrent.data_ptr() == recurrent_kept[layer].data_ptr()
+                   for layer, (conv, recurrent) in self.pending.items())
 
     def snapshot_kept(self, entries: torch.Tensor, rows: torch.Tensor) -> None:
         """Snapshot entries[i] takes kept row rows[i] of every state layer (both [num_points] int64 on the device):

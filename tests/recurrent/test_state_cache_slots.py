@@ -40,3 +40,38 @@ def test_the_engine_gives_slots_back_on_finish_abort_and_preemption(tmp_path):
     outs = engine.run_until_done()
     assert states.num_used == 0
     assert sum(o.stats.num_preemptions for o in outs) > 0  # 14 blocks of 4 cannot hold them all: preempted
+
+
+def test_a_commit_after_a_graph_replay_takes_every_layer_at_once_and_the_same_rows():
+    """The commit's one-index form (every layer's kept states are the graphs' static buffers) gives each slot the
+    rows the per-layer loop gives, and leaves the other slots alone."""
+    from specbench.recurrent.graph_rows import new_graph_kept
+    from specbench.recurrent.state_cache import StateCache
+    from specbench.recurrent.state_shape import StateShape
+
+    shape = StateShape(num_layers=3, conv_channels=5, conv_width=2, recurrent_dims=(2, 3, 4))
+    gen = torch.Generator().manual_seed(0)
+    results = []
+    for is_static in (True, False):
+        states = StateCache(shape, num_slots=6, dtype=torch.float32, device=torch.device("cpu"))
+        states.conv.normal_(generator=gen)
+        states.recurrent.normal_(generator=gen)
+        states.graph_kept = new_graph_kept(states, max_rows=8)
+        torch.manual_seed(1)
+        for t in states.graph_kept:
+            t.copy_(torch.randn(t.shape))
+        for layer in range(shape.num_layers):
+            conv, recurrent = (t[layer, :8] for t in states.graph_kept)
+            states.keep(layer, conv if is_static else conv.clone(), recurrent if is_static else recurrent.clone())
+        assert states._pending_is_graph_kept() == is_static
+        before = states.conv.clone(), states.recurrent.clone()
+        slots, rows = torch.tensor([4, 1]), torch.tensor([3, 6])
+        states.commit(slots, rows, rows)
+        for layer in range(shape.num_layers):
+            for slot, row in zip(slots.tolist(), rows.tolist()):
+                assert torch.equal(states.conv[layer, slot], states.graph_kept[0][layer, row])
+                assert torch.equal(states.recurrent[layer, slot], states.graph_kept[1][layer, row])
+        others = [s for s in range(7) if s not in (4, 1)]
+        assert torch.equal(states.conv[:, others], before[0][:, others])
+        assert torch.equal(states.recurrent[:, others], before[1][:, others])
+        assert not states.pending
