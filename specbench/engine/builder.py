@@ -13,7 +13,7 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
-from specbench.recurrent.kernel_choice import FLA, resolve_recurrent_kernels
+from specbench.recurrent.kernel_choice import AUTO, FLA, TORCH, resolve_recurrent_kernels, runs_recurrent_kernels
 from specbench.recurrent.graph_rows import new_graph_kept
 from specbench.recurrent.state_cache import new_state_cache
 from specbench.recurrent.state_snapshots import StateSnapshots
@@ -193,6 +193,14 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
         moe_kernels=config.moe_kernels,
         recurrent_kernels=recurrent_name,
     )
+    if recurrent_name != TORCH and target.config.is_hybrid and not runs_recurrent_kernels(target.model):
+        # a Mamba-2 hybrid (Bamba, Nemotron-H, Granite-4): its mixers run our torch SSD forms whatever is asked;
+        # the manifest records what ran
+        if config.recurrent_kernels != AUTO:
+            print(f"--recurrent-kernels {config.recurrent_kernels} applies to Gated DeltaNet layers; "
+                  f"{target.config.architecture}'s recurrent layers are Mamba-2 and run the torch forms",
+                  file=sys.stderr)
+        recurrent_name = TORCH
     tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer else target.tokenizer
     check_tokenizer_fits(tokenizer, target.config.vocab_size, "target")
     ctx = ProposerContext(config=config, target=target, attn_backend=backend, dtype=dtype, device=device, hooks=hooks)

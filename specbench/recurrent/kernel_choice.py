@@ -95,6 +95,11 @@ def _triton_interpreted() -> bool:
     return is_interpreted(_rule_verify_kernel)
 
 
+def runs_recurrent_kernels(model: nn.Module) -> bool:
+    """Whether `model` has layers the choice applies to (Gated DeltaNet; a Mamba-2 hybrid's mixers run ours)."""
+    return any(isinstance(m, RunsRecurrentKernels) for m in model.modules())
+
+
 def set_recurrent_kernels(model: nn.Module, name: str) -> int:
     """Every Gated DeltaNet layer of `model` runs `name` (TORCH or FLA, resolved) from its next forward; returns how
     many layers were set. Steps that replay a CUDA graph captured before the switch keep the kernels of the capture:

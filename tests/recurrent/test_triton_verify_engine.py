@@ -77,3 +77,14 @@ def test_triton_kernels_are_refused_where_they_cannot_run(monkeypatch):
     with pytest.raises(SpecbenchError, match="--recurrent-kernels triton runs on CUDA"):
         resolve_recurrent_kernels("triton", torch.device("cpu"))
     assert resolve_recurrent_kernels("triton", torch.device("cuda")) == TRITON
+
+
+def test_a_mamba2_hybrid_says_it_runs_the_torch_forms(tmp_path, capsys):
+    """The choice applies to Gated DeltaNet layers: a Mamba-2 hybrid asked for triton kernels says so in one line
+    and records what ran (torch), never a kernel choice its layers did not take."""
+    from specbench.selftest.tiny_mamba2 import build_mamba2_pair
+
+    target, _ = build_mamba2_pair(tmp_path / "bamba", seed=0)
+    llm = hybrid_llm(target, recurrent_kernels="triton")
+    assert llm.engine.parts.recurrent_kernels == "torch"
+    assert "recurrent layers are Mamba-2 and run the torch forms" in capsys.readouterr().err
