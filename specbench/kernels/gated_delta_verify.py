@@ -231,7 +231,9 @@ def gated_delta_verify(
         kept_conv.stride(0), kept_conv.stride(1),
         N=n, W=width, BLOCK_C=block_c,
     )
-    block_v = min(64, next_pow2(dims.v_dim))
+    # narrower value tiles when few requests run: more programs to spread over the SMs (one request x 32 heads x
+    # 128 values: 128 programs of 32 columns rather than 64 of 64)
+    block_v = min(32 if num_reqs * dims.num_v_heads < 128 else 64, next_pow2(dims.v_dim))
     core2 = core.view(num_rows, -1)
     _rule_verify_kernel[(num_reqs * dims.num_v_heads, triton.cdiv(dims.v_dim, block_v))](
         conv_out, ba, a_log, dt_bias, rec_slots, slots, core2, kept_rec,
