@@ -24,7 +24,7 @@ from specbench.recurrent.state_rows import state_rows  # noqa: E402
 from specbench.recurrent.state_shape import StateShape  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-CONFIG = GatedDeltaNetConfig(num_k_heads=2, num_v_heads=4, k_dim=12, v_dim=20, conv_kernel_size=4)
+CONFIG = GatedDeltaNetConfig(num_k_heads=2, num_v_heads=4, k_dim=12, v_dim=40, conv_kernel_size=4)  # 2 value tiles
 HIDDEN = 24
 NUM_SLOTS = 6
 
