@@ -32,10 +32,10 @@ class StateFusedKeptShifted(PathMutant):
 
 
 def _kept_one_late(verify_fused, state_layer: int):
-    def bent(qkvz, ba, core, kept_conv, kept_rec, states, rows) -> None:
-        verify_fused(qkvz, ba, core, kept_conv, kept_rec, states, rows)
+    def bent(inputs, core, kept_conv, kept_rec, states, rows) -> None:
+        verify_fused(inputs, core, kept_conv, kept_rec, states, rows)
         num_reqs = len(rows.slots)
         by_request = kept_rec.view(num_reqs, kept_rec.shape[0] // num_reqs, *kept_rec.shape[1:])
         by_request[:, 1:] = by_request[:, :-1].clone()
-        by_request[:, 0] = states.recurrent[state_layer][rows.slot_tensor(qkvz.device)]
+        by_request[:, 0] = states.recurrent[state_layer][rows.slot_tensor(core.device)]
     return bent

@@ -51,20 +51,57 @@ class DeltaVerifyDims:
         return 2 * self.key_size + self.num_v_heads * self.v_dim
 
     @property
-    def qkvz_per_head(self) -> int:  # qkvz columns per key head
+    def qkvz_per_head(self) -> int:  # Qwen3-Next's qkvz columns per key head
         return 2 * self.k_dim + 2 * self.group * self.v_dim
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaInputs:
+    """A layer's input projections as the kernels read them, either checkpoint layout (GatedDeltaNetConfig
+    .is_split_projections). Conv channel c of [q | k | v] is column (c // k_dim) * qk_head_stride + c % k_dim of
+    `qkv` for q, the same plus k_offset for k (c - key_size), (c' // (group * v_dim)) * v_head_stride + v_offset +
+    c' % (group * v_dim) for v (c' = c - 2 * key_size); value head hv's b is column (hv // group) * gate_head_stride
+    + hv % group of `b` (a likewise of `a`), its z starts at column (hv // group) * z_head_stride + (hv % group) *
+    v_dim of `z`. Qwen3-Next's interleaved qkvz / ba are views with those strides; Qwen3.5's split projections the
+    identity."""
+
+    qkv: torch.Tensor  # [n, *] holds q, k, v
+    z: torch.Tensor  # [n, *] holds z (a column view of qkv's tensor, or its own)
+    b: torch.Tensor  # [n, *]
+    a: torch.Tensor  # [n, *]
+    qk_head_stride: int
+    k_offset: int
+    v_head_stride: int
+    v_offset: int
+    gate_head_stride: int
+    z_head_stride: int
+
+    @staticmethod
+    def interleaved(qkvz: torch.Tensor, ba: torch.Tensor, dims: DeltaVerifyDims) -> DeltaInputs:
+        """Qwen3-Next: per key head qkvz [q | k | v (group) | z (group)], ba [b (group) | a (group)]."""
+        per_head, g = dims.qkvz_per_head, dims.group
+        return DeltaInputs(qkvz, qkvz[:, 2 * dims.k_dim + g * dims.v_dim:], ba, ba[:, g:], per_head, dims.k_dim,
+                           per_head, 2 * dims.k_dim, 2 * g, per_head)
+
+    @staticmethod
+    def split(qkv: torch.Tensor, z: torch.Tensor, b: torch.Tensor, a: torch.Tensor,
+              dims: DeltaVerifyDims) -> DeltaInputs:
+        """Qwen3.5: qkv [q all heads | k all heads | v all heads], z [Hv * Dv], b and a [Hv]."""
+        g = dims.group
+        return DeltaInputs(qkv, z, b, a, dims.k_dim, dims.key_size, g * dims.v_dim, 2 * dims.key_size, g,
+                           g * dims.v_dim)
 
 
 @triton.jit
 def _conv_verify_kernel(
-    qkvz_ptr,  # [num_reqs * N, Hk * qkvz_per_head] the projection; the conv's inputs are its q, k, v columns
+    qkv_ptr,  # [num_reqs * N, *] the projection holding the conv's inputs (DeltaInputs' column map)
     conv_slots_ptr,  # [num_slots, C, W] each request's conv state (the W inputs before its rows)
     slots_ptr,  # [num_reqs] int64
     weight_ptr,  # [C, W + 1]
     conv_out_ptr,  # [num_reqs * N, C] silu(conv), the model's dtype
     kept_ptr,  # [num_reqs * N, C, W] the conv state after each row
-    num_channels, key_size, k_dim, group_v, per_head,
-    stride_qkvz, stride_slot, stride_slot_c, stride_weight, stride_out, stride_kept, stride_kept_c,
+    num_channels, key_size, k_dim, group_v, qk_head_stride, k_offset, v_head_stride, v_offset,
+    stride_qkv, stride_slot, stride_slot_c, stride_weight, stride_out, stride_kept, stride_kept_c,
     N: tl.constexpr,
     W: tl.constexpr,
     BLOCK_C: tl.constexpr,
@@ -72,12 +109,12 @@ def _conv_verify_kernel(
     r = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     is_c = c < num_channels
-    # channel c of [q | k | v] -> its column of qkvz: q and k by key head, v by key head's group of value heads
+    # channel c of [q | k | v] -> its column of the projection: q and k by key head, v by key head's value heads
     ck = c - key_size
     cv = c - 2 * key_size
-    col = tl.where(c < key_size, (c // k_dim) * per_head + c % k_dim,
-                   tl.where(ck < key_size, (ck // k_dim) * per_head + k_dim + ck % k_dim,
-                            (cv // group_v) * per_head + 2 * k_dim + cv % group_v))
+    col = tl.where(c < key_size, (c // k_dim) * qk_head_stride + c % k_dim,
+                   tl.where(ck < key_size, (ck // k_dim) * qk_head_stride + k_offset + ck % k_dim,
+                            (cv // group_v) * v_head_stride + v_offset + cv % group_v))
     slot = tl.load(slots_ptr + r)
     state_base = conv_slots_ptr + slot * stride_slot + c * stride_slot_c
     row0 = r * N
@@ -88,8 +125,8 @@ def _conv_verify_kernel(
             if t + j < W:
                 x = tl.load(state_base + (t + j), mask=is_c, other=0.0)
             else:
-                x = tl.load(qkvz_ptr + (row0 + t + j - W) * stride_qkvz + col, mask=is_c, other=0.0)
-            x = x.to(qkvz_ptr.dtype.element_ty).to(tl.float32)  # the state joins the rows in their dtype
+                x = tl.load(qkv_ptr + (row0 + t + j - W) * stride_qkv + col, mask=is_c, other=0.0)
+            x = x.to(qkv_ptr.dtype.element_ty).to(tl.float32)  # the state joins the rows in their dtype
             w = tl.load(weight_ptr + c * stride_weight + j, mask=is_c, other=0.0).to(tl.float32)
             acc += w * x
         pre = acc.to(conv_out_ptr.dtype.element_ty).to(tl.float32)  # conv1d's output dtype, then F.silu
@@ -100,8 +137,8 @@ def _conv_verify_kernel(
             if t + 1 + j < W:
                 x = tl.load(state_base + (t + 1 + j), mask=is_c, other=0.0)
             else:
-                x = tl.load(qkvz_ptr + (row0 + t + 1 + j - W) * stride_qkvz + col, mask=is_c, other=0.0)
-            x = x.to(qkvz_ptr.dtype.element_ty)
+                x = tl.load(qkv_ptr + (row0 + t + 1 + j - W) * stride_qkv + col, mask=is_c, other=0.0)
+            x = x.to(qkv_ptr.dtype.element_ty)
             tl.store(kept_ptr + (row0 + t) * stride_kept + c * stride_kept_c + j, x.to(kept_ptr.dtype.element_ty),
                      mask=is_c)
 
@@ -109,15 +146,16 @@ def _conv_verify_kernel(
 @triton.jit
 def _rule_verify_kernel(
     conv_out_ptr,  # [num_reqs * N, C]: q (Hk * Dk) | k (Hk * Dk) | v (Hv * Dv) channels
-    ba_ptr,  # [num_reqs * N, Hk * 2 * group] per key head [b (group) | a (group)]
+    b_ptr,  # [num_reqs * N, *] write strengths before the sigmoid (DeltaInputs' column map)
+    a_ptr,  # [num_reqs * N, *] decay inputs
     a_log_ptr,  # [Hv] log of the decay rate
     dt_bias_ptr,  # [Hv]
     rec_slots_ptr,  # [num_slots, Hv, Dk, Dv] fp32
     slots_ptr,  # [num_reqs] int64
     out_ptr,  # [num_reqs * N, Hv, Dv]
     kept_ptr,  # [num_reqs * N, Hv, Dk, Dv] fp32 the state after each row
-    key_size, num_v_heads, group, k_dim, v_dim, scale,
-    stride_conv, stride_ba, stride_slot, stride_out, stride_kept,
+    key_size, num_v_heads, group, k_dim, v_dim, scale, gate_head_stride,
+    stride_conv, stride_b, stride_a, stride_slot, stride_out, stride_kept,
     N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_V: tl.constexpr,
@@ -126,7 +164,7 @@ def _rule_verify_kernel(
     r = pid // num_v_heads
     hv = pid % num_v_heads
     hk = hv // group  # each q/k head serves `group` consecutive value heads
-    b_col = hk * 2 * group + hv % group
+    gate_col = hk * gate_head_stride + hv % group
     neg_rate = -tl.exp(tl.load(a_log_ptr + hv).to(tl.float32))
     dt_bias = tl.load(dt_bias_ptr + hv).to(tl.float32)
     ks = tl.arange(0, BLOCK_K)
@@ -148,9 +186,9 @@ def _rule_verify_kernel(
         q = q * tl.math.rsqrt(tl.sum(q * q, 0) + 1e-6) * scale
         k = k * tl.math.rsqrt(tl.sum(k * k, 0) + 1e-6)
         # beta = sigmoid(b) in the model's dtype; g = -exp(A_log) * softplus(a + dt_bias) (torch's threshold 20)
-        b = tl.load(ba_ptr + row * stride_ba + b_col).to(tl.float32)
-        b = (1.0 / (1.0 + tl.exp(-b))).to(ba_ptr.dtype.element_ty).to(tl.float32)
-        a = tl.load(ba_ptr + row * stride_ba + b_col + group).to(tl.float32) + dt_bias
+        b = tl.load(b_ptr + row * stride_b + gate_col).to(tl.float32)
+        b = (1.0 / (1.0 + tl.exp(-b))).to(b_ptr.dtype.element_ty).to(tl.float32)
+        a = tl.load(a_ptr + row * stride_a + gate_col).to(tl.float32) + dt_bias
         e = tl.exp(tl.minimum(a, 20.0))
         softplus = tl.where(a > 20.0, a, tl.where(e < 1e-4, e - 0.5 * e * e, tl.log(1.0 + e)))  # log1p's accuracy
         g = neg_rate * softplus
@@ -166,11 +204,11 @@ def _rule_verify_kernel(
 @triton.jit
 def _gated_norm_kernel(
     core_ptr,  # [num_rows, Hv, Dv] the rule's output, the model's dtype
-    qkvz_ptr,  # [num_rows, Hk * qkvz_per_head]: head hv's z at hk * per_head + 2 * k_dim + (group + hv % group) * v_dim
+    z_ptr,  # [num_rows, *] the gates (DeltaInputs' column map)
     weight_ptr,  # [Dv]
     out_ptr,  # [num_rows, Hv * Dv]
-    num_v_heads, group, k_dim, v_dim, per_head, eps,
-    stride_core, stride_qkvz, stride_out,
+    num_v_heads, group, v_dim, z_head_stride, eps,
+    stride_core, stride_z, stride_out,
     BLOCK_V: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
@@ -183,8 +221,8 @@ def _gated_norm_kernel(
     normed = (x * inv_rms).to(out_ptr.dtype.element_ty)
     weight = tl.load(weight_ptr + vs, mask=is_v, other=0.0).to(out_ptr.dtype.element_ty)
     scaled = (weight * normed).to(out_ptr.dtype.element_ty).to(tl.float32)  # weight * normed in the model's dtype
-    z_col = (hv // group) * per_head + 2 * k_dim + (hv % group + group) * v_dim
-    z = tl.load(qkvz_ptr + row * stride_qkvz + z_col + vs, mask=is_v, other=0.0).to(tl.float32)
+    z_col = (hv // group) * z_head_stride + (hv % group) * v_dim
+    z = tl.load(z_ptr + row * stride_z + z_col + vs, mask=is_v, other=0.0).to(tl.float32)
     gated = scaled * (z / (1.0 + tl.exp(-z)))
     tl.store(out_ptr + row * stride_out + hv * v_dim + vs, gated.to(out_ptr.dtype.element_ty), mask=is_v)
 
@@ -196,8 +234,7 @@ def _check_layouts(**tensors: torch.Tensor) -> None:
 
 
 def gated_delta_verify(
-    qkvz: torch.Tensor,  # [num_reqs * n, Hk * qkvz_per_head] request-major rows
-    ba: torch.Tensor,  # [num_reqs * n, Hk * 2 * group]
+    inputs: DeltaInputs,  # the input projections of num_reqs * n request-major rows
     a_log: torch.Tensor,  # [Hv]
     dt_bias: torch.Tensor,  # [Hv]
     conv_slots: torch.Tensor,  # [num_slots, C, W] this layer's conv states
@@ -210,24 +247,27 @@ def gated_delta_verify(
     kept_rec: torch.Tensor,  # [num_reqs * n, Hv, Dk, Dv] fp32 written: the recurrent state after each row
 ) -> None:
     """Every request a verify row of n = rows / num_reqs tokens: the rule's outputs and every position's states."""
-    check_runnable(_rule_verify_kernel, qkvz)
+    qkv = inputs.qkv
+    check_runnable(_rule_verify_kernel, qkv)
     num_reqs = slots.shape[0]
-    num_rows = qkvz.shape[0]
+    num_rows = qkv.shape[0]
     if num_reqs == 0 or num_rows == 0:
         return
     n = num_rows // num_reqs
     width = conv_slots.shape[2]
-    _check_layouts(qkvz=qkvz, ba=ba, conv_slots=conv_slots, weight=conv_weight, core=core, kept_conv=kept_conv)
+    _check_layouts(qkv=qkv, b=inputs.b, a=inputs.a, conv_slots=conv_slots, weight=conv_weight, core=core,
+                   kept_conv=kept_conv)
     for name, t in (("recurrent slots", rec_slots), ("kept recurrent", kept_rec)):
         if t.dtype != torch.float32 or not t[0].is_contiguous():
             raise ValueError(f"gated_delta_verify: {name} must be fp32 with contiguous rows")
     num_channels = dims.conv_channels
-    conv_out = torch.empty(num_rows, num_channels, dtype=qkvz.dtype, device=qkvz.device)
+    conv_out = torch.empty(num_rows, num_channels, dtype=qkv.dtype, device=qkv.device)
     block_c = min(256, next_pow2(num_channels))
     _conv_verify_kernel[(num_reqs, triton.cdiv(num_channels, block_c))](
-        qkvz, conv_slots, slots, conv_weight, conv_out, kept_conv,
-        num_channels, dims.key_size, dims.k_dim, dims.group * dims.v_dim, dims.qkvz_per_head,
-        qkvz.stride(0), conv_slots.stride(0), conv_slots.stride(1), conv_weight.stride(0), conv_out.stride(0),
+        qkv, conv_slots, slots, conv_weight, conv_out, kept_conv,
+        num_channels, dims.key_size, dims.k_dim, dims.group * dims.v_dim, inputs.qk_head_stride, inputs.k_offset,
+        inputs.v_head_stride, inputs.v_offset,
+        qkv.stride(0), conv_slots.stride(0), conv_slots.stride(1), conv_weight.stride(0), conv_out.stride(0),
         kept_conv.stride(0), kept_conv.stride(1),
         N=n, W=width, BLOCK_C=block_c,
     )
@@ -236,9 +276,11 @@ def gated_delta_verify(
     block_v = min(32 if num_reqs * dims.num_v_heads < 128 else 64, next_pow2(dims.v_dim))
     core2 = core.view(num_rows, -1)
     _rule_verify_kernel[(num_reqs * dims.num_v_heads, triton.cdiv(dims.v_dim, block_v))](
-        conv_out, ba, a_log, dt_bias, rec_slots, slots, core2, kept_rec,
+        conv_out, inputs.b, inputs.a, a_log, dt_bias, rec_slots, slots, core2, kept_rec,
         dims.key_size, dims.num_v_heads, dims.group, dims.k_dim, dims.v_dim, dims.k_dim ** -0.5,
-        conv_out.stride(0), ba.stride(0), rec_slots.stride(0), core2.stride(0), kept_rec.stride(0),
+        inputs.gate_head_stride,
+        conv_out.stride(0), inputs.b.stride(0), inputs.a.stride(0), rec_slots.stride(0), core2.stride(0),
+        kept_rec.stride(0),
         N=n, BLOCK_K=next_pow2(dims.k_dim), BLOCK_V=block_v,
         num_warps=4,
     )
@@ -246,7 +288,7 @@ def gated_delta_verify(
 
 def gated_rms_norm(
     core: torch.Tensor,  # [num_rows, Hv, Dv] the rule's output
-    qkvz: torch.Tensor,  # [num_rows, Hk * qkvz_per_head] (its z columns gate)
+    inputs: DeltaInputs,  # its z gates
     weight: torch.Tensor,  # [Dv]
     eps: float,
     dims: DeltaVerifyDims,
@@ -257,11 +299,12 @@ def gated_rms_norm(
     out = torch.empty(num_rows, dims.num_v_heads * dims.v_dim, dtype=core.dtype, device=core.device)
     if num_rows == 0:
         return out
-    _check_layouts(core=core, qkvz=qkvz)
+    z = inputs.z
+    _check_layouts(core=core, z=z)
     core2 = core.view(num_rows, -1)
     _gated_norm_kernel[(num_rows * dims.num_v_heads,)](
-        core2, qkvz, weight, out, dims.num_v_heads, dims.group, dims.k_dim, dims.v_dim, dims.qkvz_per_head, eps,
-        core2.stride(0), qkvz.stride(0), out.stride(0),
+        core2, z, weight, out, dims.num_v_heads, dims.group, dims.v_dim, inputs.z_head_stride, eps,
+        core2.stride(0), z.stride(0), out.stride(0),
         BLOCK_V=next_pow2(dims.v_dim),
     )
     return out

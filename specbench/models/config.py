@@ -16,6 +16,7 @@ from specbench.models.config_arch import (
 )
 from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_hybrid import (BAMBA, GRANITE_HYBRID, QWEN3_NEXT, HybridFields, bamba_from_hf,
+                                            is_qwen3_5_dense,
                                             granite_hybrid_from_hf, hybrid_from_hf, nemotron_h_from_hf)
 from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
 from specbench.recurrent.config import GatedDeltaNetConfig
@@ -39,13 +40,16 @@ _ARCHITECTURES = {
     "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
     "Qwen3NextForCausalLM": QWEN3_NEXT,
+    "Qwen3_5ForCausalLM": QWEN3_NEXT,
+    "Qwen3_5MoeForCausalLM": QWEN3_NEXT,
     "BambaForCausalLM": BAMBA,
     "NemotronHForCausalLM": NEMOTRON_H,
     "GraniteMoeHybridForCausalLM": GRANITE_HYBRID,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA,
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "qwen3_5_text": QWEN3_NEXT,
+                "qwen3_5_moe_text": QWEN3_NEXT, "bamba": BAMBA,
                 NEMOTRON_H: NEMOTRON_H, GRANITE_HYBRID: GRANITE_HYBRID}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
@@ -53,7 +57,7 @@ _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 @dataclass(frozen=True)
 class ModelConfig:
     # "llama" | "qwen2" | "qwen3" | "qwen3_moe" | "mixtral" | "glm4_moe" | "gpt_oss" | "gemma2" | "gemma3" |
-    # "qwen3_next" | "bamba" | "nemotron_h" | "granitemoehybrid"
+    # "qwen3_next" (also Qwen3.5 / 3.6) | "bamba" | "nemotron_h" | "granitemoehybrid"
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -234,7 +238,7 @@ class ModelConfig:
         shape = validated_shape(hf)
         refuse_quantized(shape)
         heads = shape.num_attention_heads
-        moe, moe_layer_ids = moe_from_hf(architecture, shape)
+        moe, moe_layer_ids = (None, ()) if is_qwen3_5_dense(hf) else moe_from_hf(architecture, shape)
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)

@@ -1,4 +1,4 @@
-"""The shape of a hybrid target's Gated DeltaNet layers, parsed from a Hugging Face config (Qwen3-Next)."""
+"""The shape of a hybrid target's Gated DeltaNet layers, parsed from a Hugging Face config (Qwen3-Next, Qwen3.5)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ class GatedDeltaNetConfig:
     k_dim: int  # HF linear_key_head_dim
     v_dim: int  # HF linear_value_head_dim
     conv_kernel_size: int  # HF linear_conv_kernel_dim
+    # How the checkpoint lays out the input projections. False (Qwen3-Next): in_proj_qkvz and in_proj_ba, interleaved
+    # per key head ([q | k | v (group heads) | z (group heads)], [b (group) | a (group)]). True (Qwen3.5 / 3.6):
+    # in_proj_qkv ([q all heads | k all heads | v all heads], the conv's channel order), in_proj_z, in_proj_b,
+    # in_proj_a (value-head order). The same values reach the conv and the rule either way.
+    is_split_projections: bool = False
 
     def __post_init__(self) -> None:
         if self.num_v_heads % self.num_k_heads:
@@ -49,8 +54,9 @@ class GatedDeltaNetConfig:
                 + self.value_size * hidden_size)
 
 
-def gated_delta_net_from_hf(hf: dict) -> GatedDeltaNetConfig:
-    """The linear-attention fields of a Qwen3-Next config.json; a missing or bad one is one SpecbenchError."""
+def gated_delta_net_from_hf(hf: dict, is_split_projections: bool = False) -> GatedDeltaNetConfig:
+    """The linear-attention fields of a Qwen3-Next / Qwen3.5 config.json; a missing or bad one is one
+    SpecbenchError."""
     values = []
     for name in _FIELDS:
         value = hf.get(name)
@@ -59,4 +65,4 @@ def gated_delta_net_from_hf(hf: dict) -> GatedDeltaNetConfig:
         values.append(value)
     num_k, num_v, k_dim, v_dim, kernel = values
     return GatedDeltaNetConfig(num_k_heads=num_k, num_v_heads=num_v, k_dim=k_dim, v_dim=v_dim,
-                               conv_kernel_size=kernel)
+                               conv_kernel_size=kernel, is_split_projections=is_split_projections)

@@ -56,16 +56,31 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         self.config = config
         self.state_layer = state_layer  # index of this layer's state in the StateCache
         c = config
-        # HF's fused layout: per key head [q (k_dim) | k (k_dim) | v (group * v_dim) | z (group * v_dim)]
-        self.in_proj_qkvz = nn.Linear(hidden_size, 2 * c.key_size + 2 * c.value_size, bias=False)
-        # per key head [b (group) | a (group)]
-        self.in_proj_ba = nn.Linear(hidden_size, 2 * c.num_v_heads, bias=False)
+        if c.is_split_projections:  # Qwen3.5: [q | k | v] in the conv's channel order, z, b, a by value head
+            self.in_proj_qkv = nn.Linear(hidden_size, c.conv_channels, bias=False)
+            self.in_proj_z = nn.Linear(hidden_size, c.value_size, bias=False)
+            self.in_proj_b = nn.Linear(hidden_size, c.num_v_heads, bias=False)
+            self.in_proj_a = nn.Linear(hidden_size, c.num_v_heads, bias=False)
+        else:
+            # Qwen3-Next's fused layout: per key head [q (k_dim) | k (k_dim) | v (group * v_dim) | z (group * v_dim)]
+            self.in_proj_qkvz = nn.Linear(hidden_size, 2 * c.key_size + 2 * c.value_size, bias=False)
+            # per key head [b (group) | a (group)]
+            self.in_proj_ba = nn.Linear(hidden_size, 2 * c.num_v_heads, bias=False)
         self.conv1d = nn.Conv1d(c.conv_channels, c.conv_channels, c.conv_kernel_size, groups=c.conv_channels,
                                 bias=False, padding=c.conv_kernel_size - 1)
         self.dt_bias = nn.Parameter(torch.ones(c.num_v_heads))  # [num_v_heads]
         self.A_log = nn.Parameter(torch.zeros(c.num_v_heads))  # [num_v_heads] log of the decay rate
         self.norm = GatedRMSNorm(c.v_dim, eps)
         self.out_proj = nn.Linear(c.value_size, hidden_size, bias=False)
+
+    def _inputs(self, x: torch.Tensor):  # x [n, hidden]
+        """The input projections -> q, k [n, Hk*Dk]; v, z [n, Hv, Dv]; b, a [n, Hv], either layout."""
+        c, n = self.config, x.shape[0]
+        if c.is_split_projections:
+            q, k, v = self.in_proj_qkv(x).split([c.key_size, c.key_size, c.value_size], dim=-1)
+            return (q, k, v.reshape(n, c.num_v_heads, c.v_dim), self.in_proj_z(x).view(n, c.num_v_heads, c.v_dim),
+                    self.in_proj_b(x), self.in_proj_a(x))
+        return self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
 
     def _split(self, qkvz: torch.Tensor, ba: torch.Tensor):
         """HF's per-key-head interleaving -> q, k [n, Hk*Dk]; v, z [n, Hv, Dv]; b, a [n, Hv]."""
@@ -89,7 +104,7 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         if self.recurrent_kernels == TRITON and rows.tree is None and _is_uniform_verify(rows, query_start_loc_cpu):
             return self._forward_fused(x, states, rows, paths)
         is_fla = self.recurrent_kernels == FLA
-        q, k, v, z, b, a = self._split(self.in_proj_qkvz(x), self.in_proj_ba(x))
+        q, k, v, z, b, a = self._inputs(x)
         mixed = torch.cat([q, k, v.reshape(v.shape[0], -1)], dim=-1)  # [n, conv_channels]
         beta = b.sigmoid()  # in the model's dtype, as transformers rounds it; the rule computes in fp32
         log_decay = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # [n, Hv]
@@ -192,26 +207,28 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         """Uniform verify rows (plain decode, chain verifies: the rows CUDA graphs replay) on our kernels
         (kernels/gated_delta_verify.py): the projections, three launches between them, every position's states
         kept for the commit as the torch path keeps them."""
-        from specbench.kernels.gated_delta_verify import gated_rms_norm
+        from specbench.kernels.gated_delta_verify import DeltaInputs, gated_rms_norm
 
-        c = self.config
-        qkvz, ba = self.in_proj_qkvz(x), self.in_proj_ba(x)
+        c, dims = self.config, self._dims
+        inputs = (DeltaInputs.split(self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x),
+                                    dims) if c.is_split_projections
+                  else DeltaInputs.interleaved(self.in_proj_qkvz(x), self.in_proj_ba(x), dims))
         core = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
         kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
-        self.verify_fused(qkvz, ba, core, kept_conv, kept_rec, states, rows)
+        self.verify_fused(inputs, core, kept_conv, kept_rec, states, rows)
         if paths is not None:  # a host-side decision, made alike at capture and eagerly
             paths.record(TRITON_VERIFY_PATH)
         keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
-        return self.out_proj(gated_rms_norm(core, qkvz, self.norm.weight, self.norm.eps, self._dims))
+        return self.out_proj(gated_rms_norm(core, inputs, self.norm.weight, self.norm.eps, dims))
 
-    def verify_fused(self, qkvz, ba, core, kept_conv, kept_rec, states: StateCache, rows: StateRows) -> None:
+    def verify_fused(self, inputs, core, kept_conv, kept_rec, states: StateCache, rows: StateRows) -> None:
         """The conv and the rule of uniform verify rows from the requests' slots: the rule's output into `core`
         [n, Hv, Dv], every position's states into kept_conv [n, C, W] / kept_rec [n, Hv, Dk, Dv] (the seam the
-        state-fused-kept-shifted mutant bends)."""
+        state-fused-kept-shifted mutant bends). `inputs`: kernels/gated_delta_verify.py DeltaInputs."""
         from specbench.kernels.gated_delta_verify import gated_delta_verify
 
-        gated_delta_verify(qkvz, ba, self.A_log, self.dt_bias, states.conv[self.state_layer],
-                           states.recurrent[self.state_layer], rows.slot_tensor(qkvz.device),
+        gated_delta_verify(inputs, self.A_log, self.dt_bias, states.conv[self.state_layer],
+                           states.recurrent[self.state_layer], rows.slot_tensor(inputs.qkv.device),
                            self.conv1d.weight[:, 0, :], self._dims, core, kept_conv, kept_rec)
 
     @property

@@ -3,9 +3,12 @@ kernels/gated_delta_verify.py, three launches between the projections) against t
 (its _split, recurrent/causal_conv.py, recurrent/gated_delta_rule.py, GatedRMSNorm: no code shared with the
 kernels): the layer's output, every position's kept conv and recurrent state, the slots left untouched. Grouped q/k
 heads, head dims and channel counts that are not powers of two, slots out of order with others between them, the
-decay's softplus on both sides of its threshold."""
+decay's softplus on both sides of its threshold; both checkpoint layouts of the input projections (Qwen3-Next's
+interleaved qkvz / ba, Qwen3.5's split qkv / z / b / a)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -37,9 +40,9 @@ class _Paths:
         self.taken.add(name)
 
 
-def _layer(dtype: torch.dtype) -> GatedDeltaNet:
+def _layer(dtype: torch.dtype, is_split: bool = False) -> GatedDeltaNet:
     torch.manual_seed(0)
-    layer = GatedDeltaNet(CONFIG, HIDDEN, 1e-6, state_layer=0)
+    layer = GatedDeltaNet(dataclasses.replace(CONFIG, is_split_projections=is_split), HIDDEN, 1e-6, state_layer=0)
     for param in layer.parameters():
         param.data.normal_(0, 0.3)
     layer.dt_bias.data[0] = 25.0  # one head's softplus past torch's threshold (20): the identity branch
@@ -68,9 +71,10 @@ def _run(layer: GatedDeltaNet, kernels: str, x: torch.Tensor, slots: list[int], 
     return out, kept_conv, kept_rec, paths.taken
 
 
+@pytest.mark.parametrize("is_split", [False, True], ids=["interleaved", "split"])
 @pytest.mark.parametrize("slots, n", [([2], 1), ([4, 0, 2], 1), ([5, 1], 4), ([3, 0, 5], 3)])
-def test_fused_verify_layer_matches_the_torch_forms(slots, n):
-    layer = _layer(torch.float32)
+def test_fused_verify_layer_matches_the_torch_forms(slots, n, is_split):
+    layer = _layer(torch.float32, is_split)
     x = torch.randn(len(slots) * n, HIDDEN, device=DEVICE)
     want, want_conv, want_rec, torch_paths = _run(layer, TORCH, x, slots, n, seed=n)
     got, got_conv, got_rec, paths = _run(layer, TRITON, x, slots, n, seed=n)
@@ -95,9 +99,10 @@ def test_each_kept_state_is_the_one_after_its_token():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 rounding as the torch forms: checked on CUDA")
-def test_fused_verify_layer_bf16_on_cuda():
+@pytest.mark.parametrize("is_split", [False, True], ids=["interleaved", "split"])
+def test_fused_verify_layer_bf16_on_cuda(is_split):
     slots, n = [5, 0, 3, 1], 4
-    layer = _layer(torch.bfloat16)
+    layer = _layer(torch.bfloat16, is_split)
     x = torch.randn(len(slots) * n, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
     want, want_conv, want_rec, _ = _run(layer, TORCH, x, slots, n, seed=3)
     got, got_conv, got_rec, _ = _run(layer, TRITON, x, slots, n, seed=3)

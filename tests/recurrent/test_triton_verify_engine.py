@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON
 
 from tests.support.hf_greedy import tiny_prompt_ids  # noqa: E402
 from tests.support.hybrid_runs import NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens, run_with_oracle  # noqa: E402
-from tests.support.tiny_hybrid import build_tiny_hybrid  # noqa: E402
+from tests.support.tiny_hybrid import build_tiny_hybrid, build_tiny_qwen3_5  # noqa: E402
 from tests.support.tiny_models import build_tiny_model  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
@@ -32,6 +32,7 @@ def dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("triton_verify_engine")
     build_tiny_hybrid(root / "target", seed=0)
     build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    build_tiny_qwen3_5(root / "qwen3_5", seed=1)  # the split projections' column maps
     return root / "target", root / "draft"
 
 
@@ -56,6 +57,17 @@ def test_triton_verify_engine_gives_the_torch_engines_tokens(dirs, case):
     assert worst < 1e-4  # the state oracle: every slot == the state recomputed from the committed tokens
     assert TRITON_VERIFY_PATH in llm.engine.paths_taken()
     assert llm.engine.parts.recurrent_kernels == TRITON
+
+
+@pytest.mark.slow
+def test_triton_verify_engine_on_qwen3_5_gives_the_torch_engines_tokens(dirs):
+    target, draft = dirs
+    qwen3_5 = target.parent / "qwen3_5"
+    _, want, _ = _run(qwen3_5, **_options("draft", draft))
+    llm, got, worst = _run(qwen3_5, recurrent_kernels="triton", **_options("draft", draft))
+    assert got == want
+    assert worst < 1e-4
+    assert TRITON_VERIFY_PATH in llm.engine.paths_taken()
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""A tiny random Qwen3-Next checkpoint (hybrid: Gated DeltaNet + gated full attention), built on the fly by
-transformers itself (no hub), with the tiny tokenizer: the hybrid tests' target."""
+"""Tiny random Qwen3-Next and Qwen3.5 checkpoints (hybrid: Gated DeltaNet + gated full attention), built on the fly
+by transformers itself (no hub), with the tiny tokenizer: the hybrid tests' targets."""
 
 from __future__ import annotations
 
@@ -28,6 +28,33 @@ def build_tiny_hybrid(out_dir: str | Path, *, seed: int = 0, moe: bool = False, 
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
         bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, **(MOE if moe else DENSE))
     config.architectures = ["Qwen3NextForCausalLM"]
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    _randomize(model, weight_scale, seed)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_tokenizer_dir()).save_pretrained(out)
+    return model
+
+
+def build_tiny_qwen3_5(out_dir: str | Path, *, seed: int = 0, moe: bool = False, weight_scale: float = 4.0):
+    """Save an fp32 Qwen3.5 text checkpoint (Qwen3_5ForCausalLM, or Qwen3_5MoeForCausalLM with `moe`): the
+    Qwen3-Next blocks with the Gated DeltaNet's input projections split (in_proj_qkv / z / b / a); returns the HF
+    model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+    from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
+
+    cls = Qwen3_5MoeTextConfig if moe else Qwen3_5TextConfig
+    extra = {k: v for k, v in MOE.items() if k != "decoder_sparse_step"} if moe else {}
+    config = cls(
+        vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=len(LAYER_TYPES),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, layer_types=LAYER_TYPES,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, **extra)
+    config.architectures = ["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"]
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
     _randomize(model, weight_scale, seed)

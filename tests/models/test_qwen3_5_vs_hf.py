@@ -1,0 +1,66 @@
+"""Qwen3.5 / 3.6 text targets (the Qwen3-Next blocks, the Gated DeltaNet's input projections split: in_proj_qkv,
+in_proj_z, in_proj_b, in_proj_a) through the engine: greedy output == HF transformers' own Qwen3_5ForCausalLM and
+Qwen3_5MoeForCausalLM (fp32, CPU), plain and n-gram k = 3 at concurrency 10 (zero-draft rows beside drafting ones),
+a draft LM, and the state oracle after every step."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.hf_greedy import hf_greedy_of, tiny_prompt_ids
+from tests.support.hybrid_runs import MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens, run_with_oracle
+from tests.support.tiny_hybrid import build_tiny_qwen3_5
+from tests.support.tiny_models import build_tiny_model
+
+from specbench.models.config import ModelConfig
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen3_5")
+    dense = build_tiny_qwen3_5(root / "dense", seed=0)
+    build_tiny_qwen3_5(root / "moe", seed=3, moe=True)
+    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    assert type(dense.model.layers[0].linear_attn).__name__ == "Qwen3_5GatedDeltaNet"
+    return root
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return tiny_prompt_ids(PROMPT_LENGTHS)
+
+
+def test_qwen3_5_configs_parse_to_split_projections():
+    base = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512, "rms_norm_eps": 1e-6,
+            "max_position_embeddings": 2048, "layer_types": ["linear_attention", "full_attention"],
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}}
+    for fields in ({"architectures": ["Qwen3_5ForCausalLM"]}, {"model_type": "qwen3_5_text"},
+                   {"architectures": ["Qwen3_5MoeForCausalLM"], "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}):
+        config = ModelConfig.from_hf({**base, **fields})
+        assert config.is_hybrid and config.gated_delta_net.is_split_projections
+    next_config = ModelConfig.from_hf({**base, "architectures": ["Qwen3NextForCausalLM"], "num_experts": 0})
+    assert not next_config.gated_delta_net.is_split_projections
+
+
+@pytest.mark.slow  # HF's generate of 10 prompts and the engine, twice (~10 s)
+@pytest.mark.parametrize("target", ["dense", "moe"])
+def test_qwen3_5_plain_and_ngram_match_hf_with_the_state_oracle(dirs, prompts, target):
+    want = hf_greedy_of(dirs / target, prompts, MAX_TOKENS)
+    for options in ({}, NGRAM):
+        outs, worst, num_checked = run_with_oracle(hybrid_llm(dirs / target, **options), prompts)
+        assert output_tokens(outs) == want, options
+        assert num_checked > 0 and worst < 1e-4, worst
+
+
+@pytest.mark.slow
+def test_qwen3_5_draft_lm_matches_hf(dirs, prompts):
+    want = hf_greedy_of(dirs / "dense", prompts, MAX_TOKENS)
+    llm = hybrid_llm(dirs / "dense", method="draft", draft=str(dirs / "draft"), max_num_steps=3)
+    outs, worst, _ = run_with_oracle(llm, prompts, every=3)
+    assert output_tokens(outs) == want
+    assert worst < 1e-4
+    assert sum(o.stats.num_draft_tokens for o in outs) > 0
