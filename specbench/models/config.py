@@ -18,6 +18,7 @@ from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_hybrid import (BAMBA, GRANITE_HYBRID, QWEN3_NEXT, HybridFields, bamba_from_hf,
                                             is_qwen3_5_dense,
                                             granite_hybrid_from_hf, hybrid_from_hf, nemotron_h_from_hf)
+from specbench.models.config_multimodal import text_config_of
 from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.mamba2_config import Mamba2Config
@@ -106,6 +107,9 @@ class ModelConfig:
     # () other architectures.
     nemotron_blocks: tuple[str, ...] = ()
     mlp_bias: bool = False  # Nemotron-H's MLP blocks: biases on up_proj and down_proj
+    # the checkpoint is a multimodal wrapper's (config_multimodal.py): its weights name the language model
+    # `model.language_model.*` beside a vision tower the engine skips
+    is_multimodal_wrapper: bool = False
     # False: attention rotates nothing (Nemotron-H; Granite-4 unless position_embedding_type is "rope").
     has_rope: bool = True
     # Granite-4's muP multipliers (models/granite_hybrid.py): embeddings times embedding_multiplier (None: off),
@@ -231,6 +235,7 @@ class ModelConfig:
         """Parse and validate a config.json object; any bad field is one SpecbenchError naming it."""
         if not isinstance(hf, dict):
             raise SpecbenchError(f"model config must be a JSON object, got {type(hf).__name__}")
+        hf, is_wrapper = text_config_of(hf)
         architecture = _architecture(hf)
         if architecture == NEMOTRON_H:
             hf = nemotron_h_shape_fields(hf)
@@ -285,6 +290,7 @@ class ModelConfig:
             partial_rotary_dim=hybrid.partial_rotary_dim,
             mamba2=hybrid.mamba2,
             nemotron_blocks=hybrid.nemotron_blocks,
+            is_multimodal_wrapper=is_wrapper,
             mlp_bias=architecture == NEMOTRON_H and bool(hf.get("mlp_bias", False)),
             # Nemotron-H's attention has no position encoding; Granite-4's only with position_embedding_type "rope"
             has_rope=architecture != NEMOTRON_H and (not is_granite or hf.get("position_embedding_type") == "rope"),

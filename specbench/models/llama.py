@@ -25,6 +25,7 @@ from specbench.errors import SpecbenchError
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
+from specbench.models.config_multimodal import language_model_names
 from specbench.models.config_arch import GPT_OSS
 from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.gemma import GemmaDecoderLayer
@@ -298,6 +299,8 @@ class DecoderLM(nn.Module):
         c = self.config
         weights = permuted_for_rope(per_expert_names(weights, EXPERT_NAMES.get(c.architecture)), c.head_dim,
                                     c.rotary_dim)
+        if c.is_multimodal_wrapper:
+            weights = language_model_names(weights)
         if c.architecture == GPT_OSS:
             weights = gpt_oss_layout(weights)
         if c.architecture == NEMOTRON_H:

@@ -64,3 +64,28 @@ def test_qwen3_5_draft_lm_matches_hf(dirs, prompts):
     assert output_tokens(outs) == want
     assert worst < 1e-4
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
+
+
+@pytest.mark.slow  # HF's generate through the multimodal wrapper (~5 s)
+def test_qwen3_5_as_shipped_runs_its_language_model(tmp_path, prompts):
+    """Qwen3.5 ships as Qwen3_5ForConditionalGeneration: the engine reads `text_config` and the
+    `model.language_model.*` weights, skips the vision tower, and gives HF's own wrapper's greedy tokens on text
+    (interleaved multimodal RoPE over text positions is plain RoPE)."""
+    from tests.support.hf_greedy import hf_greedy_outputs
+    from tests.support.tiny_hybrid import build_tiny_qwen3_5_vl
+
+    hf = build_tiny_qwen3_5_vl(tmp_path / "vl", seed=2)
+    want = hf_greedy_outputs(hf, prompts[:4], MAX_TOKENS)
+    llm = hybrid_llm(tmp_path / "vl", **NGRAM)
+    outs, worst, _ = run_with_oracle(llm, prompts[:4], every=2)
+    assert output_tokens(outs) == want
+    assert worst < 1e-4
+    config = llm.engine.runner.model.config
+    assert config.is_multimodal_wrapper and config.gated_delta_net.is_split_projections
+
+
+def test_a_wrapper_without_a_text_config_is_one_error_line():
+    from specbench.errors import SpecbenchError
+
+    with pytest.raises(SpecbenchError, match="has no 'text_config' object"):
+        ModelConfig.from_hf({"architectures": ["Qwen3_5ForConditionalGeneration"]})

@@ -62,3 +62,30 @@ def build_tiny_qwen3_5(out_dir: str | Path, *, seed: int = 0, moe: bool = False,
     model.save_pretrained(out)
     AutoTokenizer.from_pretrained(tiny_tokenizer_dir()).save_pretrained(out)
     return model
+
+
+def build_tiny_qwen3_5_vl(out_dir: str | Path, *, seed: int = 0, weight_scale: float = 4.0):
+    """Save an fp32 Qwen3_5ForConditionalGeneration checkpoint (how Qwen3.5 / 3.6 ship: the language model under
+    `model.language_model.*`, a tiny vision tower under `model.visual.*`, config.json's `text_config`); returns the
+    HF model."""
+    from transformers import AutoTokenizer, Qwen3_5ForConditionalGeneration
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config
+
+    text = dict(
+        vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=len(LAYER_TYPES),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, layer_types=LAYER_TYPES,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    config = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    model = Qwen3_5ForConditionalGeneration(config).to(torch.float32).eval()
+    _randomize(model, weight_scale, seed)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_tokenizer_dir()).save_pretrained(out)
+    return model
