@@ -46,7 +46,7 @@ def test_qwen3_5_configs_parse_to_split_projections():
     assert not next_config.gated_delta_net.is_split_projections
 
 
-@pytest.mark.slow  # HF's generate of 10 prompts and the engine, twice (~10 s)
+@pytest.mark.slow  # HF's generate of 10 prompts and two engines (~3 s here, more on a busy runner)
 @pytest.mark.parametrize("target", ["dense", "moe"])
 def test_qwen3_5_plain_and_ngram_match_hf_with_the_state_oracle(dirs, prompts, target):
     want = hf_greedy_of(dirs / target, prompts, MAX_TOKENS)
@@ -66,7 +66,7 @@ def test_qwen3_5_draft_lm_matches_hf(dirs, prompts):
     assert sum(o.stats.num_draft_tokens for o in outs) > 0
 
 
-@pytest.mark.slow  # HF's generate through the multimodal wrapper (~5 s)
+@pytest.mark.slow  # HF's generate through the multimodal wrapper
 def test_qwen3_5_as_shipped_runs_its_language_model(tmp_path, prompts):
     """Qwen3.5 ships as Qwen3_5ForConditionalGeneration: the engine reads `text_config` and the
     `model.language_model.*` weights, skips the vision tower, and gives HF's own wrapper's greedy tokens on text
@@ -89,3 +89,22 @@ def test_a_wrapper_without_a_text_config_is_one_error_line():
 
     with pytest.raises(SpecbenchError, match="has no 'text_config' object"):
         ModelConfig.from_hf({"architectures": ["Qwen3_5ForConditionalGeneration"]})
+
+
+@pytest.mark.slow
+def test_qwen3_5_mtp_matches_hf_with_the_state_oracle(dirs, prompts, tmp_path):
+    """A Qwen3.5 checkpoint's `mtp.*` module (Qwen3-Next's names; here a copy of its first attention layer over the
+    next token's embedding, selftest/tiny_mtp.py) drafts k = 3 a round: HF's tokens, some drafts accepted and some
+    not (~10% here, as on the tiny Qwen3-Next), each slot equal to the recomputation."""
+    from specbench.selftest.tiny_mtp import MTP_PREFIX, build_mtp_target
+
+    target = build_mtp_target(dirs / "dense", tmp_path / "mtp", MTP_PREFIX)
+    want = hf_greedy_of(dirs / "dense", prompts, MAX_TOKENS)
+    llm = hybrid_llm(target, method="mtp", max_num_steps=3)
+    outs, worst, num_checked = run_with_oracle(llm, prompts)
+    assert output_tokens(outs) == want
+    drafted = sum(o.stats.num_draft_tokens for o in outs)
+    accepted = sum(o.stats.num_accepted_tokens for o in outs)
+    assert 0 < accepted < drafted, (accepted, drafted)
+    assert num_checked > 0 and worst < 1e-4
+    assert "mtp.qwen3_next_block" in llm.engine.paths_taken()
