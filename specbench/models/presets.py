@@ -108,6 +108,18 @@ _QWEN3_NEXT_80B = dict(architectures=["Qwen3NextForCausalLM"], vocab_size=151936
                        mtp_num_hidden_layers=1, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
 _hf_preset("qwen3-next-80b-a3b", _QWEN3_NEXT_80B)
 
+# Qwen3.5-9B style: transformers' Qwen3_5TextConfig defaults ("Qwen3.5-9B style" in its docstring): 32 layers, each
+# 4th gated full attention (16 q / 4 kv heads of 256, a quarter rotates), the others Gated DeltaNet (16 key / 32 value
+# heads of 128, conv 4) with split input projections; dense MLP 12288; vocabulary 248320. rope_theta is the config
+# class's default (10000), not a released checkpoint's: the preset is for dummy-weight shapes, not for real weights.
+_hf_preset("qwen3.5-9b", dict(architectures=["Qwen3_5ForCausalLM"], vocab_size=248320, hidden_size=4096,
+                              intermediate_size=12288, num_hidden_layers=32, num_attention_heads=16,
+                              num_key_value_heads=4, head_dim=256, partial_rotary_factor=0.25, rms_norm_eps=1e-6,
+                              rope_theta=10000.0, max_position_embeddings=32768, tie_word_embeddings=False,
+                              attention_bias=False, full_attention_interval=4, linear_conv_kernel_dim=4,
+                              linear_key_head_dim=128, linear_value_head_dim=128, linear_num_key_heads=16,
+                              linear_num_value_heads=32, torch_dtype="bfloat16"))
+
 # Nemotron-H-8B: 52 blocks (24 Mamba-2, 4 attention, 24 relu^2 MLP; 28 engine layers, config_nemotron_h.py), Mamba-2
 # 128 heads of 64 over 8 groups, state 128; attention 32 q / 8 kv heads of 128, no RoPE. Field names as NVIDIA's
 # config.json (hybrid_override_pattern, attention_head_dim); check the widths against the hub's before quoting a size.

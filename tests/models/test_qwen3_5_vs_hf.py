@@ -108,3 +108,15 @@ def test_qwen3_5_mtp_matches_hf_with_the_state_oracle(dirs, prompts, tmp_path):
     assert 0 < accepted < drafted, (accepted, drafted)
     assert num_checked > 0 and worst < 1e-4
     assert "mtp.qwen3_next_block" in llm.engine.paths_taken()
+
+
+def test_the_qwen3_5_9b_preset_is_the_split_layout_at_its_size():
+    from specbench.models.presets import get_preset
+    from specbench.perf.hybrid_floor import cut_preset
+
+    config = get_preset("qwen3.5-9b")
+    assert config.gated_delta_net.is_split_projections and config.moe is None
+    assert sum(k.is_recurrent_state for k in config.attention_kinds) == 24  # 3 of every 4 layers
+    assert 8.5e9 < config.num_params() < 9.5e9
+    name, note = cut_preset("qwen3.5-9b", 8)  # bench_hybrid's cut keeps the pattern
+    assert get_preset(name).num_hidden_layers == 8 and "8 of 32" in note
