@@ -147,13 +147,21 @@ def build_tiny_model(
     `rope_scaling` is an HF rope dict without theta (e.g. {"rope_type": "linear", "factor": 2.0});
     `config_overrides` go to the HF config class (e.g. attention_bias=True for Llama).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     config = _hf_config(arch, num_layers=num_layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                         intermediate=intermediate, tie=tie, rope_scaling=rope_scaling, rope_theta=rope_theta,
                         **config_overrides)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    return save_random(AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval(), out_dir, seed,
+                       weight_scale)
+
+
+def save_random(model, out_dir: str | Path, seed: int, weight_scale: float):
+    """`model` (a fresh HF model) with random weights of `weight_scale` (seeded), saved to out_dir with the tiny
+    tokenizer; returns it."""
+    from transformers import AutoTokenizer
+
     _randomize(model, weight_scale, seed)
     out = Path(out_dir)
     model.save_pretrained(out)
