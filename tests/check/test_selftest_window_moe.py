@@ -102,7 +102,7 @@ def test_the_cli_default_runs_the_window_moe_target():
 @pytest.mark.slow  # 10 rows of the battery: ~40 s on 2 busy cores
 def test_each_window_mutant_is_caught_on_the_window_moe_target():
     rows = run_selftest(seeds=(0,), methods=WINDOW_MOE_METHODS, faults=WINDOW_FAULTS, window_moe=True,
-                        chunked=False, constrained=False)  # test_selftest_chunked.py, test_selftest_constrained.py
+                        chunked=False, constrained=False)  # test_selftest_methods.py, test_selftest_constrained.py
     table = format_mutation_table(rows)
     assert not false_alarms(rows), table
     on_target = [r for r in rows if r.target == WINDOW_MOE]
