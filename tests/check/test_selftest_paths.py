@@ -4,7 +4,7 @@ CUDA-only, and a registered path that nothing records fails the coverage.
 
 One selftest run serves the file (seed0_rows): seed 0's clean rows, every method, and the hybrid targets' rows with
 every hybrid-state mutant (selftest/tiny_hybrid.py, issue 45: each caught by the battery, greedy identity or
-INV-STATE, and the state paths production and taken there), so that seed 0's rows run once for both (~40 s)."""
+INV-STATE, and the state paths production and taken there), so that seed 0's rows run once for both."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _result(row, name: str):
 @pytest.fixture(scope="module")
 def seed0_rows():
     """Seed 0, every method, clean (the seed targets host no hybrid-state fault), then the hybrid and Mamba-2 targets'
-    rows (HYBRID_METHODS, and n-gram's on the Mamba-2 one) with every hybrid-state fault: ~2.5 min on 2 busy cores."""
+    rows (HYBRID_METHODS, and n-gram's on the Mamba-2 one) with every hybrid-state fault: ~2 min alone."""
     return run_selftest(seeds=(0,), faults=HYBRID_FAULTS, checks=MUTANT_CHECKS, hybrid=True)
 
 
@@ -148,7 +148,7 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     # draft LM's run of that seed, so that the seed's models, reference and plain row are built and run once.
     # Seeds 1 and 2 draft one token a round: what they add is the fused projections (proj.rope_store, proj.fused) and
     # the fused head, which every forward takes; the multi-step draft loop (draft.eager_step) is seed 0's, and each
-    # interpreted draft step of a fused-projection model costs seconds (~30 s of the ~70 s this test took at 3)
+    # interpreted draft step of a fused-projection model costs seconds (~40 s of the ~78 s this test took at 3)
     fused_rows = (run_selftest(seeds=(0,), methods=("draft",), faults=(), checks=("greedy",), budget=slice_,
                                chunked=False, constrained=False, engine_options=triton)
                   + run_selftest(seeds=(1,), methods=("draft", "eagle3"), faults=(), checks=("greedy",),
