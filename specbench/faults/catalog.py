@@ -216,8 +216,8 @@ HYBRID_TREE_MUTANTS: tuple[type[Mutant], ...] = (StateTreeSibling,)
 # targets without recurrent-state layers (those hooks never run), so the selftest runs them on its hybrid target only
 # (selftest/tiny_hybrid.py; hybrid_faults, needs_hybrid_target); tests/faults/test_hybrid_state_mutants.py shows each
 # caught by the state oracle (check/state_oracle.py) and by greedy identity with HF transformers (the snapshot one on
-# prefix hits: tests/faults/test_state_snapshot_mutant.py), tests/check/test_selftest_hybrid.py by the selftest's
-# battery.
+# prefix hits: tests/faults/test_state_snapshot_mutant.py), tests/check/test_selftest_paths.py (the hybrid rows of its
+# seed-0 selftest run) by the selftest's battery.
 HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
     StateNotRolledBack,
     StateRolledBackTooFar,

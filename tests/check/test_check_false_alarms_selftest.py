@@ -35,7 +35,7 @@ def test_selftest_clean_rows_over_ten_seeds_every_method():
     # chains (the tree rows' clean runs: the selftest's default rows and scripts/selftest_false_alarms.sh on CUDA;
     # many seeds of them here would double this test's time)
     rows = run_selftest(seeds=CLEAN_SEEDS, methods=METHODS, faults=("none",), budget=CLEAN_MANY_SEEDS, jobs=2,
-                        trees=False, chunked=False)  # chunked rows: test_selftest_chunked.py
+                        trees=False, chunked=False)  # chunked rows: test_selftest_methods.py
     # per seed the plain row, each method's chain row, then each method's constrained row (selftest/constrained.py)
     assert [(r.seed, r.method, r.constrained) for r in rows] == [
         (s, m, c) for s in CLEAN_SEEDS for m, c in ((PLAIN, False), *((m, False) for m in METHODS),

@@ -3,8 +3,9 @@ and is accepted on; every fault each method hosts detected, without false alarms
 
 The per-method mutation rows come from one selftest run over the draft LM, EAGLE-1, EAGLE-3 and n-gram (the module
 fixture): the plain engine's row and its faults, the seed's models and the greedy reference run once for all four
-rather than once per method. The constrained rows and the grammar faults: test_selftest_constrained.py (every
-method, chains and trees); the clean rows of ten seeds: test_check_false_alarms_selftest.py."""
+rather than once per method; its chunked rows host the chunked-prefill faults (test_selftest_chunked.py plans them).
+The constrained rows and the grammar faults: test_selftest_constrained.py (every method, chains and trees); the clean
+rows of ten seeds: test_check_false_alarms_selftest.py."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from tests.support.selftest_rows import assert_selftest_rows
 from specbench.check.baseline import measure_acceptance
 from specbench.check.budget import Budget
 from specbench.faults import FAULTS
-from specbench.faults.catalog import GRAMMAR_MUTANTS, needs_constrained_decoding, needs_tree_shape, selftest_faults
+from specbench.faults.catalog import (CHUNK_MUTANTS, GRAMMAR_MUTANTS, needs_constrained_decoding, needs_tree_shape,
+                                      selftest_faults)
 from specbench.selftest.drafters import TINY_DRAFTERS
 from specbench.selftest.runner import (METHODS, PLAIN, SelftestRow, format_mutation_table, run_selftest,
-                                       selftest_coverage, selftest_setups)
+                                       selftest_coverage, selftest_ok, selftest_setups)
 from specbench.speculation.registry import PROPOSERS
 
 # every fault on one seed (the seed-0 biased pair the faults are tuned on)
@@ -115,6 +117,26 @@ def test_selftest_detects_every_fault_on_ngram_without_false_alarms(mutant_rows)
     assert ran == {n for n in hosted if not needs_constrained_decoding(n)} and len(ran) >= 4
     assert {n for n in hosted if needs_constrained_decoding(n)} <= {
         m.fault.name for m in GRAMMAR_MUTANTS if not needs_tree_shape(m.fault.name)}
+
+
+@pytest.mark.slow  # shares the module's selftest run
+def test_chunked_rows_pass_clean_take_the_chunked_paths_and_catch_every_chunk_mutant(mutant_rows):
+    """Each method's chunked row (greedy and metrics checks only) takes both chunked-prefill paths, and every
+    chunked-prefill fault runs there alone and is caught: EAGLE-3 hosts all of them (the target-side ones every method
+    does, tests/faults/test_chunk_mutants.py)."""
+    chunk_faults = {m.fault.name for m in CHUNK_MUTANTS}
+    chunked = [r for r in mutant_rows if r.chunked]
+    table = format_mutation_table(chunked)
+    assert selftest_ok(chunked), table
+    clean = [r for r in chunked if r.inject is None]
+    assert [r.method for r in clean] == list(MUTANT_METHODS), table
+    for row in clean:
+        greedy = next(r for r in row.results if r.name == "greedy")
+        assert {"prefill.chunked_mixed", "prefill.chunk_partial"} <= greedy.paths, (row.method, greedy.paths)
+        assert {r.name for r in row.results if not r.skipped} == {"greedy", "metrics"}, table
+    assert all(r.chunked for r in mutant_rows if r.inject in chunk_faults), table  # inert on whole-prompt rows
+    assert {r.inject for r in chunked if r.method == "eagle3" and r.inject} == chunk_faults, table
+    assert "eagle3 chunked" in table
 
 
 @pytest.mark.slow  # n-gram's clean rows on the second seed (the no-bias tied pair), every check: ~3 s
