@@ -13,7 +13,15 @@ from specbench.attention import create_backend
 from specbench.config import EngineConfig
 from specbench.runtime.cuda_graph import GraphPlan
 from specbench.engine.model_runner import TargetRunner
-from specbench.recurrent.kernel_choice import AUTO, FLA, TORCH, resolve_recurrent_kernels, runs_recurrent_kernels
+from specbench.models.recurrent_kernels import check_triton_recurrent_kernels
+from specbench.recurrent.kernel_choice import (
+    AUTO,
+    FLA,
+    TORCH,
+    TRITON,
+    resolve_recurrent_kernels,
+    runs_recurrent_kernels,
+)
 from specbench.recurrent.graph_rows import new_graph_kept
 from specbench.recurrent.state_cache import new_state_cache
 from specbench.recurrent.state_snapshots import StateSnapshots
@@ -178,6 +186,8 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     # refused here for any target: `--recurrent-kernels fla` where fla cannot run is a mistake even when this
     # target has no recurrent layers
     recurrent_name = resolve_recurrent_kernels(config.recurrent_kernels, device)
+    if recurrent_name == TRITON:
+        check_triton_recurrent_kernels(device)
     paths = PathRecorder(path_names())  # the engine's paths and every registered proposer class's
     backend = create_backend(backend_name, paths, check_invariants=config.debug_invariants)
     target = load_model(

@@ -32,8 +32,8 @@ class StateFusedKeptShifted(PathMutant):
 
 
 def _kept_one_late(verify_fused, state_layer: int):
-    def bent(inputs, core, kept_conv, kept_rec, states, rows) -> None:
-        verify_fused(inputs, core, kept_conv, kept_rec, states, rows)
+    def bent(projections, core, kept_conv, kept_rec, states, rows) -> None:
+        verify_fused(projections, core, kept_conv, kept_rec, states, rows)
         num_reqs = len(rows.slots)
         by_request = kept_rec.view(num_reqs, kept_rec.shape[0] // num_reqs, *kept_rec.shape[1:])
         by_request[:, 1:] = by_request[:, :-1].clone()

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from specbench.kernels.runtime import check_runnable, next_pow2
+from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,3 +308,8 @@ def gated_rms_norm(
         BLOCK_V=next_pow2(dims.v_dim),
     )
     return out
+
+
+def runs_interpreted() -> bool:
+    """These kernels were decorated under TRITON_INTERPRET=1 (the CPU test processes): they run on CPU tensors."""
+    return is_interpreted(_rule_verify_kernel)

@@ -19,7 +19,8 @@ from specbench.models.config import ModelConfig
 from specbench.models.default_model import resolve_model_source
 from specbench.models.fused_kernels import set_policy
 from specbench.models.moe_kernel_sets import DEFAULT_MOE_KERNELS, set_moe_kernels
-from specbench.recurrent.kernel_choice import TORCH, set_recurrent_kernels
+from specbench.models.recurrent_kernels import TritonDeltaVerify
+from specbench.recurrent.kernel_choice import TORCH, TRITON, set_recurrent_kernels
 from specbench.models.gguf_loader import convert_gguf, find_gguf
 from specbench.models.llama import DecoderLM
 from specbench.models.memory import check_model_fits
@@ -79,12 +80,13 @@ def load_model(
     """`max_model_len`: the context the engine will use; refused before allocating when above the trained one.
     `fused_kernels`: the model's fused-kernel policy (EngineConfig.fused_kernels); `moe_kernels`: its MoE layers'
     expert kernel set (EngineConfig.moe_kernels); `recurrent_kernels`: its Gated DeltaNet layers' kernels, resolved
-    (recurrent/kernel_choice.py resolve_recurrent_kernels: torch or fla)."""
+    (recurrent/kernel_choice.py resolve_recurrent_kernels: torch, triton or fla)."""
     loaded = _load(source, dtype=dtype, device=device, attn_backend=attn_backend, load_format=load_format,
                    allow_pickle=allow_pickle, seed=seed, max_model_len=max_model_len)
     set_policy(loaded.model, fused_kernels)
     set_moe_kernels(loaded.model, moe_kernels)
-    set_recurrent_kernels(loaded.model, recurrent_kernels)
+    set_recurrent_kernels(loaded.model, recurrent_kernels,
+                          TritonDeltaVerify() if recurrent_kernels == TRITON else None)
     return loaded
 
 

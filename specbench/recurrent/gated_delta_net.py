@@ -2,7 +2,8 @@
 
 Projections run over the whole batch; the short convolution and the delta rule run request by request from the
 request's slot (recurrent/state_cache.py). Parameter names are the checkpoint's, so the loader maps them 1:1.
-The rule runs our torch forms or fla-core's kernels (the model's `recurrent_kernels`, recurrent/kernel_choice.py);
+The rule runs our torch forms, fused kernels bound to the layer (triton: recurrent/fused_verify.py) or fla-core's
+kernels (the model's `recurrent_kernels`, recurrent/kernel_choice.py);
 the conv is ours either way. A tree verify (StateRows.tree) runs every row from its parent's state instead
 (recurrent/tree_verify.py; torch only).
 """
@@ -19,6 +20,7 @@ from specbench.errors import SpecbenchError
 from specbench.recurrent import fla_kernels
 from specbench.recurrent.causal_conv import causal_conv, conv_states_at
 from specbench.recurrent.config import GatedDeltaNetConfig
+from specbench.recurrent.fused_verify import DeltaProjections
 from specbench.recurrent.gated_delta_chunked import gated_delta_rule_chunked
 from specbench.recurrent.gated_delta_rule import DeltaRuleOutput, gated_delta_rule
 from specbench.recurrent.kernel_choice import (
@@ -204,39 +206,29 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
         write_snapshots(states, self.state_layer, entries, conv, recurrent)
 
     def _forward_fused(self, x: torch.Tensor, states: StateCache, rows: StateRows, paths) -> torch.Tensor:
-        """Uniform verify rows (plain decode, chain verifies: the rows CUDA graphs replay) on our kernels
-        (kernels/gated_delta_verify.py): the projections, three launches between them, every position's states
-        kept for the commit as the torch path keeps them."""
-        from specbench.kernels.gated_delta_verify import DeltaInputs, gated_rms_norm
-
-        c, dims = self.config, self._dims
-        inputs = (DeltaInputs.split(self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x),
-                                    dims) if c.is_split_projections
-                  else DeltaInputs.interleaved(self.in_proj_qkvz(x), self.in_proj_ba(x), dims))
+        """Uniform verify rows (plain decode, chain verifies: the rows CUDA graphs replay) on the fused kernels bound
+        to this layer (`fused_verify`, recurrent/fused_verify.py): the projections, three launches between them,
+        every position's states kept for the commit as the torch path keeps them."""
+        c = self.config
+        projections = (DeltaProjections(qkv=self.in_proj_qkv(x), z=self.in_proj_z(x), b=self.in_proj_b(x),
+                                        a=self.in_proj_a(x)) if c.is_split_projections
+                       else DeltaProjections(qkvz=self.in_proj_qkvz(x), ba=self.in_proj_ba(x)))
         core = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
         kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
-        self.verify_fused(inputs, core, kept_conv, kept_rec, states, rows)
+        self.verify_fused(projections, core, kept_conv, kept_rec, states, rows)
         if paths is not None:  # a host-side decision, made alike at capture and eagerly
             paths.record(TRITON_VERIFY_PATH)
         keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
-        return self.out_proj(gated_rms_norm(core, inputs, self.norm.weight, self.norm.eps, dims))
+        return self.out_proj(self.fused_verify.gated_norm(c, core, projections, self.norm.weight, self.norm.eps))
 
-    def verify_fused(self, inputs, core, kept_conv, kept_rec, states: StateCache, rows: StateRows) -> None:
+    def verify_fused(self, projections: DeltaProjections, core, kept_conv, kept_rec, states: StateCache,
+                     rows: StateRows) -> None:
         """The conv and the rule of uniform verify rows from the requests' slots: the rule's output into `core`
         [n, Hv, Dv], every position's states into kept_conv [n, C, W] / kept_rec [n, Hv, Dk, Dv] (the seam the
-        state-fused-kept-shifted mutant bends). `inputs`: kernels/gated_delta_verify.py DeltaInputs."""
-        from specbench.kernels.gated_delta_verify import gated_delta_verify
-
-        gated_delta_verify(inputs, self.A_log, self.dt_bias, states.conv[self.state_layer],
-                           states.recurrent[self.state_layer], rows.slot_tensor(inputs.qkv.device),
-                           self.conv1d.weight[:, 0, :], self._dims, core, kept_conv, kept_rec)
-
-    @property
-    def _dims(self):
-        from specbench.kernels.gated_delta_verify import DeltaVerifyDims
-
-        c = self.config
-        return DeltaVerifyDims(c.num_k_heads, c.k_dim, c.num_v_heads, c.v_dim)
+        state-fused-kept-shifted mutant bends)."""
+        self.fused_verify.verify(self.config, projections, self.A_log, self.dt_bias, states.conv[self.state_layer],
+                                 states.recurrent[self.state_layer], rows.slot_tensor(projections.device),
+                                 self.conv1d.weight[:, 0, :], core, kept_conv, kept_rec)
 
     def _verify_batched(self, mixed, log_decay, beta, out, kept_conv, kept_rec, conv_slots, rec_slots,
                         rows: StateRows) -> None:

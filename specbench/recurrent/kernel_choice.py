@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from specbench.errors import SpecbenchError
+from specbench.recurrent.fused_verify import FusedVerify
 
 # The values of EngineConfig.recurrent_kernels (config.py RECURRENT_KERNEL_CHOICES lists them for the option: config
 # and recurrent sit in one import layer, so neither imports the other; tests/recurrent/test_recurrent_kernel_choice.py
@@ -43,9 +44,11 @@ TRITON_VERIFY_PATH = "hybrid.triton_verify"
 
 class RunsRecurrentKernels:
     """Declares a layer that runs one of the choices (recurrent/gated_delta_net.py GatedDeltaNet); the value is its
-    model's resolved choice: TORCH, TRITON or FLA, never "auto"."""
+    model's resolved choice: TORCH, TRITON or FLA, never "auto". With TRITON, `fused_verify` is the kernels' binding
+    (recurrent/fused_verify.py; models/recurrent_kernels.py binds ours)."""
 
     recurrent_kernels: str = TORCH
+    fused_verify: FusedVerify | None = None
 
 
 @functools.cache
@@ -66,12 +69,7 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
         raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(CHOICES)}")
     if name == TORCH:
         return TORCH
-    if name == TRITON:
-        if device.type != "cuda" and not _triton_interpreted():
-            from specbench.kernels.runtime import CPU_HINT
-
-            raise SpecbenchError(f"--recurrent-kernels triton runs on CUDA (device is {device.type}); use "
-                                 f"--recurrent-kernels torch ({CPU_HINT})")
+    if name == TRITON:  # where it can run: models/recurrent_kernels.py check_triton_recurrent_kernels
         return TRITON
     if device.type != "cuda":
         if name == AUTO:
@@ -87,27 +85,24 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
                          "'specbench-cli[fla]' (fla-core), or use --recurrent-kernels torch or auto")
 
 
-def _triton_interpreted() -> bool:
-    """Our kernels were decorated under TRITON_INTERPRET=1 (the CPU test processes): they run on CPU tensors."""
-    from specbench.kernels.gated_delta_verify import _rule_verify_kernel
-    from specbench.kernels.runtime import is_interpreted
-
-    return is_interpreted(_rule_verify_kernel)
-
-
 def runs_recurrent_kernels(model: nn.Module) -> bool:
-    """Whether `model` has layers the choice applies to (Gated DeltaNet; a Mamba-2 hybrid's mixers run ours)."""
+    """Whether `model` has layers the choice applies to (Gated DeltaNet; a Mamba-2 hybrid's mixers always run the
+    torch SSD forms)."""
     return any(isinstance(m, RunsRecurrentKernels) for m in model.modules())
 
 
-def set_recurrent_kernels(model: nn.Module, name: str) -> int:
-    """Every Gated DeltaNet layer of `model` runs `name` (TORCH or FLA, resolved) from its next forward; returns how
-    many layers were set. Steps that replay a CUDA graph captured before the switch keep the kernels of the capture:
-    switch an engine built with --enforce-eager, or build it with the choice (EngineConfig.recurrent_kernels)."""
+def set_recurrent_kernels(model: nn.Module, name: str, fused_verify: FusedVerify | None = None) -> int:
+    """Every Gated DeltaNet layer of `model` runs `name` (TORCH, FLA, or TRITON with its `fused_verify` binding)
+    from its next forward; returns how many layers were set. Steps that replay a CUDA graph captured before the
+    switch keep the kernels of the capture: switch an engine built with --enforce-eager, or build it with the
+    choice (EngineConfig.recurrent_kernels)."""
     if name not in (TORCH, TRITON, FLA):
         raise SpecbenchError(f"recurrent kernels must be resolved to {TORCH}, {TRITON} or {FLA} before they are set, "
                              f"got {name!r}")
+    if name == TRITON and fused_verify is None:
+        raise SpecbenchError("recurrent kernels 'triton' need their binding (models/recurrent_kernels.py)")
     layers = [m for m in model.modules() if isinstance(m, RunsRecurrentKernels)]
     for layer in layers:
         layer.recurrent_kernels = name
+        layer.fused_verify = fused_verify if name == TRITON else None
     return len(layers)

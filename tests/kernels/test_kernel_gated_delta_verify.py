@@ -1,10 +1,11 @@
 """A Gated DeltaNet layer's uniform verify rows on our fused kernels (--recurrent-kernels triton:
-kernels/gated_delta_verify.py, three launches between the projections) against the same layer on the torch forms
-(its _split, recurrent/causal_conv.py, recurrent/gated_delta_rule.py, GatedRMSNorm: no code shared with the
-kernels): the layer's output, every position's kept conv and recurrent state, the slots left untouched. Grouped q/k
-heads, head dims and channel counts that are not powers of two, slots out of order with others between them, the
-decay's softplus on both sides of its threshold; both checkpoint layouts of the input projections (Qwen3-Next's
-interleaved qkvz / ba, Qwen3.5's split qkv / z / b / a)."""
+kernels/gated_delta_verify.py through models/recurrent_kernels.py's binding, three launches between the
+projections) against the same layer on the torch forms (its _split, recurrent/causal_conv.py,
+recurrent/gated_delta_rule.py, GatedRMSNorm: no code shared with the kernels): the layer's output, every position's
+kept conv and recurrent state, the slots left untouched. Grouped q/k heads, head dims and channel counts that are
+not powers of two, slots out of order with others between them, the decay's softplus on both sides of its
+threshold; both checkpoint layouts of the input projections (Qwen3-Next's interleaved qkvz / ba, Qwen3.5's split
+qkv / z / b / a)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON
 
 from specbench.recurrent.config import GatedDeltaNetConfig  # noqa: E402
 from specbench.recurrent.gated_delta_net import GatedDeltaNet  # noqa: E402
-from specbench.recurrent.kernel_choice import TORCH, TRITON, TRITON_VERIFY_PATH  # noqa: E402
+from specbench.models.recurrent_kernels import TritonDeltaVerify  # noqa: E402
+from specbench.recurrent.kernel_choice import TORCH, TRITON, TRITON_VERIFY_PATH, set_recurrent_kernels  # noqa: E402
 from specbench.recurrent.state_cache import StateCache  # noqa: E402
 from specbench.recurrent.state_rows import state_rows  # noqa: E402
 from specbench.recurrent.state_shape import StateShape  # noqa: E402
@@ -60,7 +62,7 @@ def _states(dtype: torch.dtype, seed: int) -> StateCache:
 def _run(layer: GatedDeltaNet, kernels: str, x: torch.Tensor, slots: list[int], n: int, seed: int):
     states = _states(x.dtype, seed)
     before = states.conv.clone(), states.recurrent.clone()
-    layer.recurrent_kernels = kernels
+    set_recurrent_kernels(layer, kernels, TritonDeltaVerify() if kernels == TRITON else None)
     rows = state_rows(slots, [n] * len(slots), len(slots), [False] * len(slots))
     cu = tuple(range(0, x.shape[0] + 1, n))
     paths = _Paths()

@@ -83,12 +83,14 @@ def test_kept_states_one_token_late_are_caught(dirs):
 def test_triton_kernels_are_refused_where_they_cannot_run(monkeypatch):
     import torch
 
-    from specbench.recurrent import kernel_choice
+    from specbench.kernels import gated_delta_verify
+    from specbench.models.recurrent_kernels import check_triton_recurrent_kernels
 
-    monkeypatch.setattr(kernel_choice, "_triton_interpreted", lambda: False)
+    assert resolve_recurrent_kernels("triton", torch.device("cpu")) == TRITON  # where it runs: the check below
+    monkeypatch.setattr(gated_delta_verify, "runs_interpreted", lambda: False)
     with pytest.raises(SpecbenchError, match="--recurrent-kernels triton runs on CUDA"):
-        resolve_recurrent_kernels("triton", torch.device("cpu"))
-    assert resolve_recurrent_kernels("triton", torch.device("cuda")) == TRITON
+        check_triton_recurrent_kernels(torch.device("cpu"))
+    check_triton_recurrent_kernels(torch.device("cuda"))  # no error
 
 
 def test_a_mamba2_hybrid_says_it_runs_the_torch_forms(tmp_path, capsys):
