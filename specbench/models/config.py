@@ -16,7 +16,7 @@ from specbench.models.config_arch import (
 )
 from specbench.models.config_attention import attention_kinds_from_hf
 from specbench.models.config_hybrid import (BAMBA, GRANITE_HYBRID, QWEN3_NEXT, HybridFields, bamba_from_hf,
-                                            is_qwen3_5_dense,
+                                            QWEN3_5_DENSE, QWEN3_5_TEXT_MODELS, qwen3_5_architecture,
                                             granite_hybrid_from_hf, hybrid_from_hf, nemotron_h_from_hf)
 from specbench.models.config_multimodal import text_config_of
 from specbench.models.config_nemotron_h import NEMOTRON_H, nemotron_h_num_params, nemotron_h_shape_fields
@@ -41,16 +41,15 @@ _ARCHITECTURES = {
     "Gemma2ForCausalLM": GEMMA2,
     "Gemma3ForCausalLM": GEMMA3,
     "Qwen3NextForCausalLM": QWEN3_NEXT,
-    "Qwen3_5ForCausalLM": QWEN3_NEXT,
-    "Qwen3_5MoeForCausalLM": QWEN3_NEXT,
+    **{architecture: QWEN3_NEXT for architecture in QWEN3_5_TEXT_MODELS.values()},
     "BambaForCausalLM": BAMBA,
     "NemotronHForCausalLM": NEMOTRON_H,
     "GraniteMoeHybridForCausalLM": GRANITE_HYBRID,
 }
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                 "mixtral": "mixtral", "glm4_moe": "glm4_moe", "gpt_oss": GPT_OSS, "gemma2": GEMMA2,
-                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "qwen3_5_text": QWEN3_NEXT,
-                "qwen3_5_moe_text": QWEN3_NEXT, "bamba": BAMBA,
+                "gemma3_text": GEMMA3, "qwen3_next": QWEN3_NEXT, "bamba": BAMBA,
+                **{model_type: QWEN3_NEXT for model_type in QWEN3_5_TEXT_MODELS},
                 NEMOTRON_H: NEMOTRON_H, GRANITE_HYBRID: GRANITE_HYBRID}
 _QK_NORM_ARCHITECTURES = ("qwen3", "qwen3_moe", GEMMA3, QWEN3_NEXT)
 
@@ -243,7 +242,8 @@ class ModelConfig:
         shape = validated_shape(hf)
         refuse_quantized(shape)
         heads = shape.num_attention_heads
-        moe, moe_layer_ids = (None, ()) if is_qwen3_5_dense(hf) else moe_from_hf(architecture, shape)
+        is_dense_qwen3_5 = qwen3_5_architecture(hf) == QWEN3_5_DENSE
+        moe, moe_layer_ids = (None, ()) if is_dense_qwen3_5 else moe_from_hf(architecture, shape)
         head_dim = shape.head_dim or max(shape.hidden_size // heads, 1)
         rope = rope_from_hf(shape, per_layer_rope, head_dim)
         features = arch_features(architecture, shape)

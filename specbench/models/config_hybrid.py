@@ -17,9 +17,10 @@ from specbench.models.config_nemotron_h import ATTENTION, block_pattern, group_b
 from specbench.recurrent.mamba2_config import Mamba2Config, mamba2_from_hf
 
 QWEN3_NEXT = "qwen3_next"  # Qwen3-Next and Qwen3.5 / 3.6 (their blocks, with split DeltaNet projections)
-# Qwen3.5's text models (the Qwen3-Next blocks; GatedDeltaNetConfig.is_split_projections)
-QWEN3_5_ARCHITECTURES = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
-QWEN3_5_MODEL_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")
+# Qwen3.5's text models (the Qwen3-Next blocks; GatedDeltaNetConfig.is_split_projections): model_type -> architecture
+QWEN3_5_TEXT_MODELS = {"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM"}
+# no expert fields at all, unlike a dense Qwen3-Next config (num_experts 0)
+QWEN3_5_DENSE = QWEN3_5_TEXT_MODELS["qwen3_5_text"]
 BAMBA = "bamba"
 GRANITE_HYBRID = "granitemoehybrid"
 _GRANITE_LAYER_TYPES = {"mamba": "mamba2", "linear_attention": "mamba2", "attention": "full", "full_attention": "full"}
@@ -85,17 +86,12 @@ def hybrid_from_hf(architecture: str, hf: dict, shape: HFConfigShape, head_dim: 
     if rotary % 2 or not 0 < rotary <= head_dim:
         raise SpecbenchError(f"partial_rotary_factor {factor} gives {rotary} rotated dims of head_dim {head_dim}; "
                              "they must be even and in (0, head_dim]")
-    return HybridFields(kinds, gated_delta_net_from_hf(hf, is_qwen3_5(hf)), rotary)
+    return HybridFields(kinds, gated_delta_net_from_hf(hf, qwen3_5_architecture(hf) is not None), rotary)
 
 
-def is_qwen3_5_dense(hf: dict) -> bool:
-    """A dense Qwen3.5 text config (Qwen3_5ForCausalLM: no expert fields at all, unlike a Qwen3-Next config)."""
+def qwen3_5_architecture(hf: dict) -> str | None:
+    """The Qwen3.5 / 3.6 text architecture a config names (by its architectures, else its model_type), or None."""
     names = hf.get("architectures") or []
-    return "Qwen3_5ForCausalLM" in names or (not names and hf.get("model_type") == "qwen3_5_text")
-
-
-def is_qwen3_5(hf: dict) -> bool:
-    """A Qwen3.5 / 3.6 text config (by its architectures, else its model_type)."""
-    names = hf.get("architectures") or []
-    return any(n in QWEN3_5_ARCHITECTURES for n in names) or (not names
-                                                               and hf.get("model_type") in QWEN3_5_MODEL_TYPES)
+    if names:
+        return next((n for n in names if n in QWEN3_5_TEXT_MODELS.values()), None)
+    return QWEN3_5_TEXT_MODELS.get(hf.get("model_type"))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from specbench.errors import SpecbenchError
@@ -10,6 +12,7 @@ from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.fused_verify import DeltaProjections
 
 
+@functools.cache  # one per layer shape: built on the host every eager forward otherwise
 def _dims(config: GatedDeltaNetConfig):
     from specbench.kernels.gated_delta_verify import DeltaVerifyDims
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specbench.models.config_hybrid import QWEN3_5_MODEL_TYPES, QWEN3_NEXT
+from specbench.models.config_hybrid import QWEN3_5_TEXT_MODELS, QWEN3_NEXT
 from specbench.speculation.drafters.mtp.checkpoint import LAYER_INDEX, MTP_PREFIX
 
 HIDDEN_GAIN = 0.04  # eh_proj weight on hnorm(hidden) (RMS 1), next to the embedding's identity: small, as the
@@ -67,7 +67,7 @@ def build_mtp_target(target_dir: str | Path, out_dir: str | Path, dialect: str, 
     config = json.loads((src / "config.json").read_text())
     weights = load_file(src / "model.safetensors")
     base = dict(weights)
-    offset_norms = config.get("model_type") in (QWEN3_NEXT, *QWEN3_5_MODEL_TYPES)  # (1 + w) norms
+    offset_norms = config.get("model_type") in (QWEN3_NEXT, *QWEN3_5_TEXT_MODELS)  # (1 + w) norms
     for module in range(num_modules):
         weights.update(mtp_tensors(base, config["num_hidden_layers"], dialect, seed, module, offset_norms))
     config["num_nextn_predict_layers" if dialect == LAYER_INDEX else "mtp_num_hidden_layers"] = num_modules
