@@ -30,7 +30,7 @@ from specbench.kernels.moe_tiles import (
 )
 
 from specbench.perf.graph_timing import graphed_ms
-from specbench.perf.moe_shapes import TINY_SHAPES, real_shapes
+from specbench.perf.moe_shapes import TINY_SHAPES, preset_shape, real_shapes
 from specbench.models.moe_config import MoeConfig
 
 SHAPES = real_shapes()
@@ -255,6 +255,8 @@ def main() -> None:
     args = ap.parse_args()
     table = TINY if args.tiny else SHAPES
     names = args.shapes.split(",") if args.shapes else list(table)
+    if not args.tiny:  # any registered MoE preset too (a hybrid's experts: qwen3-next-80b-a3b)
+        table = {**table, **{n: preset_shape(n) for n in names if n not in table and preset_shape(n) is not None}}
     unknown = [s for s in names if s not in table]
     if unknown:
         ap.error(f"unknown shape {unknown[0]!r}; supported: {', '.join(table)}")

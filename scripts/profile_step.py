@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from specbench import LLM, SamplingParams
 from specbench.perf.gpu_perf import GraphsOff, random_prompts
 from specbench.perf.hybrid_floor import cut_preset
+from specbench.perf.moe_targets import resolve_target
 from specbench.models.presets import get_preset
 from specbench.speculation.draft_shape import DraftShape
 from specbench.speculation.drafters.eagle.dummy import write_dummy_eagle3_head
@@ -152,8 +153,11 @@ def graphed_step_ms(engine, prompts, steps: int) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="llama-3.1-8b")
+    ap.add_argument("--moe-target", help="a MoE bench target instead of --preset (scripts/bench_gpu.py --suite moe's: "
+                    "qwen3-30b-a3b, gpt-oss-20b), cut by --layers")
     ap.add_argument("--recurrent-kernels", default="torch", help="a hybrid target's: torch | triton | fla | auto")
-    ap.add_argument("--layers", type=int, default=None, help="a hybrid preset's first N layers (bench_hybrid's cut)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="a hybrid preset's or MoE target's first N layers (bench_hybrid's, bench_gpu's cut)")
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--num-steps", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
@@ -170,7 +174,11 @@ def main() -> None:
     if args.eagle_topk > 1 and not args.num_draft_tokens:
         ap.error("--eagle-topk needs --num-draft-tokens (the tree's node budget)")
     tmp = tempfile.mkdtemp()
-    preset, cut_note = cut_preset(args.preset, args.layers) if args.layers else (args.preset, "")
+    if args.moe_target:
+        target = resolve_target(args.moe_target, args.layers)
+        preset, cut_note = target.preset, target.note
+    else:
+        preset, cut_note = cut_preset(args.preset, args.layers) if args.layers else (args.preset, "")
     kwargs = {}
     if args.num_steps:
         head = write_dummy_eagle3_head(get_preset(preset), Path(tmp) / "eagle3")
@@ -203,11 +211,19 @@ def main() -> None:
             engine.step()
     for handle in handles:
         handle.remove()
+    # The part ranges show up twice: as CPU ranges whose device time is the sum of the kernels launched inside
+    # them, and as GPU annotations spanning first to last kernel (gaps included): kernels are the CUDA events that
+    # are not part annotations, and a part's time is its CPU range's.
     per_kernel: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
+        is_part = event.name.startswith("part:")
+        if event.device_type == torch.autograd.DeviceType.CUDA and not is_part:
             per_kernel[event.name][0] += event.device_time_total
             per_kernel[event.name][1] += 1
+        elif event.device_type == torch.autograd.DeviceType.CPU and is_part:
+            parts[event.name][0] += event.device_time_total
+            parts[event.name][1] += 1
     total_us = sum(t for t, _ in per_kernel.values()) / args.steps
     num_kernels = sum(n for _, n in per_kernel.values()) / args.steps
     print(f"{torch.cuda.get_device_name()}, {preset}{' (' + cut_note + ')' if cut_note else ''}, "
@@ -216,12 +232,7 @@ def main() -> None:
           f"eager steps (concurrency {args.concurrency}, k {args.num_steps}, "
           f"top-{args.eagle_topk}/{args.num_draft_tokens})")
     for name, (t, n) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: args.top]:
-        print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f}/step  {name[:110]}")
-    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for avg in prof.key_averages():
-        if avg.key.startswith("part:"):
-            parts[avg.key][0] += avg.device_time_total
-            parts[avg.key][1] += avg.count
+        print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f}/step  {t / n:7.1f} us each  {name[:100]}")
     print("device time by decoder-layer part (kernels launched inside each part's forward), per step:")
     for key, (t, n) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
         print(f"{t / args.steps / 1e3:8.3f} ms  {n / args.steps:6.1f} calls/step  {key[5:]}")

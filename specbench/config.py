@@ -217,12 +217,11 @@ class EngineConfig:
                               "per-expert torch loop) | grouped (also the few-token down with the combine in its "
                               "epilogue)", before="gemv")
     # Which gated-delta-rule kernels hybrid targets' Gated DeltaNet layers run (RECURRENT_KERNEL_CHOICES;
-    # recurrent/kernel_choice.py); the conv stays ours. Default torch until the fla engine test passes on the H100.
-    recurrent_kernels: str = option("torch", "gated-delta-rule kernels of hybrid targets: torch (our references) | "
-                                    "triton (ours: decode and chain verifies in two fused launches a layer, CUDA "
-                                    "graphs kept; other rows torch) | fla (fla-core's Triton kernels; CUDA, pip "
-                                    "install fla-core; no CUDA graphs) | auto (fla on CUDA where fla-core imports, "
-                                    "else torch)", before="torch")
+    # recurrent/kernel_choice.py); the conv stays ours. auto: triton on CUDA (1.46x torch's plain decode on the H100).
+    recurrent_kernels: str = option("auto", "gated-delta-rule kernels of hybrid targets: torch (our references) | "
+                                    "triton (ours: decode and chain verifies in fused launches, CUDA graphs kept; "
+                                    "other rows torch) | fla (fla-core's Triton kernels; CUDA, pip install "
+                                    "fla-core; no CUDA graphs) | auto (triton on CUDA, else torch)", before="torch")
     # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
     # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).

@@ -117,11 +117,10 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "continues its parent's, level by level (recurrent/tree_verify.py); the slot takes the accepted "
                   "path's last node's (engine/state_attach.py commit_tree_states)", ("cpu", "cuda"), DRAFTS_TREES,
                   target_kind=HYBRID),
-    # Opt-in (--recurrent-kernels triton) until the CUDA selftest's hybrid rows have run it on the H100: then the
-    # default on CUDA, production there.
+    # The default on CUDA (--recurrent-kernels auto): the CUDA selftest's hybrid rows run it.
     ExecutionPath("hybrid.triton_verify", "uniform verify rows (plain decode, chain verifies: the rows CUDA graphs "
                   "replay) through our fused conv and gated-delta-rule kernels, two launches a layer, every "
-                  "position's state kept (kernels/gated_delta_verify.py)", (), target_kind=HYBRID),
+                  "position's state kept (kernels/gated_delta_verify.py)", ("cuda",), target_kind=HYBRID),
     # Opt-in (--recurrent-kernels fla; the default is torch until the fla engine test passes on the H100: then
     # production on CUDA where fla-core is installed, and the selftest's hybrid rows must reach both).
     ExecutionPath("hybrid.fla_chunk", "committed rows (prefill, prompt chunks) of a forward's requests through "

@@ -237,9 +237,9 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
 # tests/models/test_hybrid_graphs_cuda.py on a GPU.
 HYBRID_GRAPH_MUTANTS: tuple[type[Mutant], ...] = (StateGraphSlotsStale,)
 
-# Bugs of a hybrid target's opt-in kernels (--recurrent-kernels triton, kernels/gated_delta_verify.py): path mutants,
-# run by the selftest's hybrid target where their path is production (none yet: opt-in until the CUDA selftest has
-# run it); tests/recurrent/test_triton_verify_engine.py catches each.
+# Bugs of a hybrid target's fused kernels (--recurrent-kernels triton, the CUDA default: kernels/gated_delta_verify.py):
+# path mutants, run by the selftest's hybrid target where their path is production (CUDA);
+# tests/recurrent/test_triton_verify_engine.py catches each under the CPU interpreter.
 HYBRID_KERNEL_MUTANTS: tuple[type[Mutant], ...] = (StateFusedKeptShifted,)
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS

@@ -308,6 +308,17 @@ def _router_route_sort_kernel(
 class RouterTiles:
     block_h: int  # hidden columns per program of the router GEMM (the programs' split of the width)
     block_e: int  # experts per program of the router GEMM (at least 16: tensor cores)
+    num_warps: int = 0  # 0: routing_warps (from the routing tile's size)
+
+
+def routing_warps(block_t: int, block_e: int) -> int:
+    """Warps of the fused routing kernel, for its phase 2 (top-k and the sort over a [tokens, experts] tile): one
+    warp at one token and up to 128 experts, whose reductions then need no shared memory; else at least 4 (about
+    16 tile elements a thread past 2,048). H100 (scripts/bench_moe_router.py, session 22): one warp gave 13.4 us at
+    4 tokens x 128 experts against 7.4 with 4, and 13.8 us at one token x 512 experts against 12.2."""
+    if block_t == 1 and block_e <= 128:
+        return 1
+    return min(16, max(4, block_t * block_e // 512))
 
 
 def default_router_tiles(hidden: int, element_size: int) -> RouterTiles:
@@ -367,8 +378,6 @@ def router_route_sort(
         PRECISE_EXP=device.type == "cuda", NUM_SPLITS=num_splits, BLOCK_H=tiles.block_h, BLOCK_EP=tiles.block_e,
         BLOCK_TP=max(16, next_pow2(num_tokens)), BLOCK_T=block_t, BLOCK_E=blocks["BLOCK_E"],
         BLOCK_K=blocks["BLOCK_K"],
-        # Phase 2's [tokens, experts] tiles: about 16 elements a thread (one warp at one token and 128 experts,
-        # whose reductions then need no shared memory).
-        num_warps=min(16, max(1, block_t * blocks["BLOCK_E"] // 512)),
+        num_warps=tiles.num_warps or routing_warps(block_t, blocks["BLOCK_E"]),
     )
     return topk_ids, topk_weights, order

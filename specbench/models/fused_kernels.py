@@ -90,8 +90,10 @@ def rms_norm(
     weight: torch.Tensor,  # [hidden]
     eps: float,
     residual: torch.Tensor | None = None,  # [..., hidden]
+    *,
+    is_offset: bool = False,  # x / rms(x) * (1 + weight) in fp32 (layers.OffsetRMSNorm)
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # (RMSNorm(x [+ residual]) [..., hidden], x + residual or None)
-    return _kernel_modules().rms_norm.rms_norm(x, weight, eps, residual)
+    return _kernel_modules().rms_norm.rms_norm(x, weight, eps, residual, is_offset=is_offset)
 
 
 def apply_rope_(

@@ -17,6 +17,8 @@ from specbench.models.config_rope import RopeScaling
 
 
 class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
+    is_offset = False  # the (1 + weight) form (OffsetRMSNorm); the fused kernel takes either
+
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
@@ -24,7 +26,7 @@ class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
         if self._is_fused(x):
-            return fused_kernels.rms_norm(x, self.weight, self.eps)[0]
+            return fused_kernels.rms_norm(x, self.weight, self.eps, is_offset=self.is_offset)[0]
         return self.reference(x)
 
     def add_and_norm(
@@ -36,7 +38,7 @@ class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
         if residual is None:
             return self(x), x
         if self._is_fused(x):
-            return fused_kernels.rms_norm(x, self.weight, self.eps, residual)
+            return fused_kernels.rms_norm(x, self.weight, self.eps, residual, is_offset=self.is_offset)
         summed = residual + x
         return self.reference(summed), summed
 
@@ -152,12 +154,10 @@ class RotaryEmbedding(nn.Module):
 
 
 class OffsetRMSNorm(RMSNorm):
-    """Gemma's RMSNorm: x / rms(x) * (1 + weight), all in fp32 and rounded once (checkpoints store weight - 1).
+    """Gemma's and Qwen3-Next's RMSNorm: x / rms(x) * (1 + weight), all in fp32 and rounded once (checkpoints store
+    weight - 1). The fused kernel's offset form computes the same, up to the order of the mean's fp32 sum."""
 
-    Always the torch code: the fused kernel multiplies by the weight itself, in the input dtype."""
-
-    def _is_fused(self, x: torch.Tensor) -> bool:
-        return False
+    is_offset = True
 
     def reference(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
         x32 = x.float()

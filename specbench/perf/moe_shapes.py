@@ -22,3 +22,10 @@ def real_shapes() -> dict[str, MoeConfig]:
     shapes = {name: get_preset(name).moe for name in REAL_SHAPE_PRESETS}
     assert all(config is not None for config in shapes.values()), "a real-shape preset lost its MoE config"
     return shapes
+
+
+def preset_shape(name: str) -> MoeConfig | None:
+    """Any registered preset's routed-expert config (e.g. a hybrid's: qwen3-next-80b-a3b), None if it has none."""
+    from specbench.models.presets import MODEL_PRESETS
+
+    return get_preset(name).moe if name in MODEL_PRESETS else None

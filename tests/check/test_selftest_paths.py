@@ -46,11 +46,11 @@ MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine
 # the selftest builds takes them; tests/kernels/test_kernel_moe_grouped_set.py and
 # tests/models/test_moe_grouped_engine.py reach them and catch their mutants.
-OPT_IN = frozenset({"moe.few_token_combine",
-                    # --recurrent-kernels triton (opt-in until the CUDA selftest has run it): its kernels against the
-                    # torch forms in tests/kernels/test_kernel_gated_delta_verify.py, its engine against the torch
-                    # engine and the state oracle in tests/recurrent/test_triton_verify_engine.py
-                    "hybrid.triton_verify"})
+OPT_IN = frozenset({"moe.few_token_combine"})
+# The default on CUDA only (--recurrent-kernels auto: triton there, torch on CPU), though it runs under the CPU
+# interpreter: tests/recurrent/test_triton_verify_engine.py reaches it and catches its mutant; the CUDA selftest's
+# hybrid rows take it.
+CUDA_DEFAULT = frozenset({"hybrid.triton_verify"})
 # The default MoE kernel set's prefill GEMM: production on CUDA where a MoE target ran (the selftest's window + MoE
 # target, not in these runs); tests/models/test_moe_grouped_engine.py reaches it under the interpreter.
 MOE_ONLY = frozenset({"moe.prefill_grouped"})
@@ -167,7 +167,7 @@ def test_every_registered_path_but_the_cuda_only_ones_is_reachable_on_cpu(torch_
     reached = (selftest_coverage(torch_rows, "cpu", TORCH_CHECKS).taken
                | selftest_coverage(fused_rows, "cpu", ("greedy",)).taken)
     unreached = {p.name for p in execution_paths()} - reached
-    assert unreached == (CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | OPT_IN | MOE_ONLY
+    assert unreached == (CUDA_ONLY | REFERENCE_ONLY | HYBRID_ONLY | MUTANT_ONLY | OPT_IN | MOE_ONLY | CUDA_DEFAULT
                          | _not_selftest_methods()), sorted(unreached)
     # Every CUDA production path of the selftest's methods is reached, CUDA-only ones aside.
     cuda = {p.name for p in production_paths("cuda", METHODS + (PLAIN,), execution_paths())}

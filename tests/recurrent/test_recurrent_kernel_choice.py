@@ -21,18 +21,18 @@ from specbench.config import EngineConfig
 from specbench.errors import SpecbenchError
 from specbench.execution_paths import HYBRID, PATHS
 from specbench.recurrent import kernel_choice
-from specbench.recurrent.kernel_choice import (CHUNK_PATH, FLA, RECURRENT_PATH, TORCH, resolve_recurrent_kernels,
+from specbench.recurrent.kernel_choice import (CHUNK_PATH, FLA, RECURRENT_PATH, TORCH, TRITON, resolve_recurrent_kernels,
                                                set_recurrent_kernels)
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
-def test_the_option_defaults_to_torch_and_refuses_unknown_values():
+def test_the_option_defaults_to_auto_and_refuses_unknown_values():
     from specbench.config import RECURRENT_KERNEL_CHOICES
 
     assert RECURRENT_KERNEL_CHOICES == kernel_choice.CHOICES  # the option's values are the resolver's
-    assert EngineConfig().recurrent_kernels == "torch"
-    assert EngineConfig(recurrent_kernels="auto").recurrent_kernels == "auto"
+    assert EngineConfig().recurrent_kernels == "auto"
+    assert EngineConfig(recurrent_kernels="torch").recurrent_kernels == "torch"
     with pytest.raises(SpecbenchError, match=r"unknown recurrent_kernels \(--recurrent-kernels\) 'cutlass'"):
         EngineConfig(recurrent_kernels="cutlass")
     with pytest.raises(SpecbenchError, match="unknown recurrent kernels 'cutlass'"):
@@ -47,12 +47,12 @@ def test_on_cpu_auto_is_torch_and_fla_is_one_error_line():
     assert "\n" not in str(info.value)
 
 
-def test_on_cuda_without_fla_auto_is_torch_and_fla_says_how_to_install(monkeypatch):
+def test_on_cuda_auto_is_triton_and_fla_without_fla_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "fla", None)  # `import fla...` raises ImportError
     kernel_choice.fla_import_error.cache_clear()
     try:
         assert kernel_choice.fla_import_error() is not None
-        assert resolve_recurrent_kernels("auto", CUDA) == TORCH
+        assert resolve_recurrent_kernels("auto", CUDA) == TRITON
         with pytest.raises(SpecbenchError, match=r"specbench-cli\[fla\]") as info:
             resolve_recurrent_kernels("fla", CUDA)
         assert "\n" not in str(info.value)
@@ -60,11 +60,11 @@ def test_on_cuda_without_fla_auto_is_torch_and_fla_says_how_to_install(monkeypat
         kernel_choice.fla_import_error.cache_clear()
 
 
-def test_on_cuda_with_fla_importable_auto_and_fla_are_fla():
+def test_on_cuda_with_fla_importable_fla_is_fla_and_auto_stays_triton():
     from tests.support import fake_fla
 
     with fake_fla.installed():
-        assert resolve_recurrent_kernels("auto", CUDA) == FLA
+        assert resolve_recurrent_kernels("auto", CUDA) == TRITON
         assert resolve_recurrent_kernels("fla", CUDA) == FLA
         assert resolve_recurrent_kernels("torch", CUDA) == TORCH
 
