@@ -285,7 +285,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--num-kv-blocks", type=int, default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bf16")
-    ap.add_argument("--recurrent-kernels", default="torch", help="EngineConfig.recurrent_kernels: torch | triton | "
+    ap.add_argument("--recurrent-kernels", default="auto", help="EngineConfig.recurrent_kernels: torch | triton | "
                     "fla | auto")
     ap.add_argument("--out", default="results/bench_hybrid")
     ap.add_argument("--eager-rows", action=argparse.BooleanOptionalAction, default=None,

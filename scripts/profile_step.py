@@ -155,7 +155,7 @@ def main() -> None:
     ap.add_argument("--preset", default="llama-3.1-8b")
     ap.add_argument("--moe-target", help="a MoE bench target instead of --preset (scripts/bench_gpu.py --suite moe's: "
                     "qwen3-30b-a3b, gpt-oss-20b), cut by --layers")
-    ap.add_argument("--recurrent-kernels", default="torch", help="a hybrid target's: torch | triton | fla | auto")
+    ap.add_argument("--recurrent-kernels", default="auto", help="a hybrid target's: torch | triton | fla | auto")
     ap.add_argument("--layers", type=int, default=None,
                     help="a hybrid preset's or MoE target's first N layers (bench_hybrid's, bench_gpu's cut)")
     ap.add_argument("--concurrency", type=int, default=1)
