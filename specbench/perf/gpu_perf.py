@@ -70,7 +70,10 @@ def measure_decode(llm, *, label: str, concurrency: int, num_steps: int, prompt_
     engine.set_async_scheduling(async_scheduling)
     model = engine.runner.model
     warmup = random_prompts(model.config.vocab_size, concurrency, prompt_len, seed=concurrency)
-    llm.generate(warmup, SamplingParams(max_tokens=16, ignore_eos=True))  # warm-up: kernels, allocator
+    # Warm-up as long as the timed runs: a kernel specialisation first met past a shorter warm-up (attention at a
+    # longer context) compiled inside the timed run. H100, session 22: a cold Triton cache halved one end-to-end
+    # tok/s (839.7 -> 429.5, Qwen3-30B-A3B cut to 12 layers, 256 output tokens) while decode tok/s stayed equal.
+    llm.generate(warmup, SamplingParams(max_tokens=output_len, ignore_eos=True))
     first = len(engine.step_stats)
     wall, num_output_tokens = 0.0, 0
     for repeat in range(repeats):
