@@ -22,9 +22,10 @@ from specbench.recurrent.gated_delta_rule import delta_rule_step, l2_normalized
 from specbench.recurrent.state_snapshots import SnapshotPoint
 
 # The fla kernels' refusal (set_draft_shape, the embedded backend, and the layer itself as the last guard)
-HYBRID_TREE_FLA_REFUSAL = ("tree drafts on a hybrid target need --recurrent-kernels torch: fla-core's recurrent "
-                           "kernel chains one state per sequence, while a tree verify continues each node from its "
-                           "parent's state; use --recurrent-kernels torch, or chains (eagle_topk 1)")
+HYBRID_TREE_FLA_REFUSAL = ("tree drafts on a hybrid target cannot run on --recurrent-kernels fla: fla-core's "
+                           "recurrent kernel chains one state per sequence, while a tree verify continues each node "
+                           "from its parent's state; use --recurrent-kernels auto, triton or torch, or chains "
+                           "(eagle_topk 1)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,5 +139,5 @@ def test_trees_on_the_fla_kernels_are_one_clean_error(dirs):
     its resolved choice is set here, as a CUDA engine's would be)."""
     llm = hybrid_llm(dirs / "mtp", method="mtp", max_num_steps=3)
     llm.engine.parts.recurrent_kernels = FLA
-    with pytest.raises(SpecbenchError, match="tree drafts on a hybrid target need --recurrent-kernels torch"):
+    with pytest.raises(SpecbenchError, match="tree drafts on a hybrid target cannot run on --recurrent-kernels fla"):
         llm.engine.set_draft_shape(TREE)
