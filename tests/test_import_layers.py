@@ -34,6 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # The one exception type users see; every layer raises it.
     {"errors"},
+    # Host lists to device tensors without stalling the host (pinned, non-blocking): any layer's step-loop code,
+    # the recurrent state slots' included, builds its tensors through it.
+    {"device_copy"},
     # Grammar-constrained decoding (specs, per-request grammar state, token bitmasks; llguidance behind an extra):
     # under `sampling_params`, whose SamplingParams carry a GrammarSpec; it declares the hooks it calls
     # (grammar/hooks.py), which runtime's seam satisfies.
@@ -42,7 +45,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # alone) is here so that every layer that builds, runs or records an engine reads it; `kernels` (Triton:
     # tensors in, tensors out) is here so that attention, the models and the verifier all launch them.
     # `recurrent` (hybrid targets' Gated DeltaNet: the state rule, its layer, the state slots) sits beside `kv`.
-    {"config", "device_copy", "execution_paths", "extras", "json_file", "kernels", "kv", "recurrent", "registry",
+    {"config", "execution_paths", "extras", "json_file", "kernels", "kv", "recurrent", "registry",
      "sampling_params"},
     # Attention (metadata, torch reference, Triton and flashinfer backends) over the paged KV cache; workloads
     # (prompt sets) need only sampling parameters.

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specbench.device_copy import to_device
 from specbench.errors import SpecbenchError
 from specbench.recurrent.state_cache import StateCache
 from specbench.recurrent.state_rows import StateRows
@@ -49,7 +50,7 @@ def write_snapshots(states: StateCache, layer: int, entries: list[int], conv: to
     """State layer `layer`'s states conv [num_points, C, W] and recurrent [num_points, *dims] into snapshot
     `entries` (None: that part is written by another call)."""
     snapshots = states.snapshots
-    index = torch.tensor(entries, dtype=torch.int64, device=snapshots.conv.device)
+    index = to_device(entries, torch.int64, snapshots.conv.device)
     if conv is not None:
         snapshots.conv[layer, index] = conv.to(snapshots.conv.dtype)
     if recurrent is not None:
@@ -70,8 +71,7 @@ def write_verify_snapshots(states: StateCache, rows: StateRows) -> None:
     if not points or not states.pending:
         return
     device = states.conv.device
-    pending = torch.tensor([rows.pending_starts[p.request] + p.row for p in points], dtype=torch.int64,
-                           device=device)
+    pending = to_device([rows.pending_starts[p.request] + p.row for p in points], torch.int64, device)
     entries = [p.entry for p in points]
     for layer, (kept_conv, kept_recurrent) in states.pending.items():
         write_snapshots(states, layer, entries, kept_conv[pending], kept_recurrent[pending])

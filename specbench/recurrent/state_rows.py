@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from specbench.device_copy import to_device
+
 from specbench.recurrent.state_snapshots import SnapshotPoint
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ class StateRows:
         """The requests' slots on `device`: `slot_index` where the forward was handed one."""
         if self.slot_index is not None:
             return self.slot_index
-        return torch.tensor(self.slots, dtype=torch.int64, device=device)
+        return to_device(list(self.slots), torch.int64, device)
 
 
 def state_rows(slots: list[int], num_query: list[int], num_verify_reqs: int,
