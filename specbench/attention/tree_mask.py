@@ -20,6 +20,7 @@ import torch
 
 from specbench.attention.invariant_violation import InvariantViolation
 # TreeMask is declared beside AttentionMetadata (its `tree` field): import it from specbench.attention.metadata.
+from specbench.device_copy import tensor_to_device, to_device
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, TreeMask, build_metadata, slot_of
 
 
@@ -42,9 +43,9 @@ def build_tree_metadata(
     md = build_metadata(positions=positions, num_query=num_query, seq_lens=seq_lens, block_tables=block_tables,
                         block_size=block_size, device=device, slot_mapping=slots)
     is_verify = list(num_query) == list(num_tree_rows)
-    tree_rows = None if is_verify else torch.tensor(num_tree_rows, dtype=torch.int32).to(device)
-    tree = TreeMask(mask=mask.to(device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows), is_verify=is_verify,
-                    tree_rows=tree_rows)
+    tree_rows = None if is_verify else to_device(list(num_tree_rows), torch.int32, device)
+    tree = TreeMask(mask=tensor_to_device(mask, device), mask_cpu=mask, num_tree_rows=tuple(num_tree_rows),
+                    is_verify=is_verify, tree_rows=tree_rows)
     return dataclasses.replace(md, tree=tree)
 
 

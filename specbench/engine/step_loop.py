@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from specbench.device_copy import to_device
 from specbench.engine.commit import Committer
 from specbench.engine.inflight import Inflight, InflightDecode, InflightRound
 from specbench.engine.mixed_step import run_mixed_step
@@ -216,7 +217,7 @@ class StepLoop:
         k = previous.ahead_draft_ids.shape[1]
         batch = self.scheduler.schedule_reserved(requests, k)
         st = self.runner.sampling_tensors(requests)
-        index = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+        index = to_device(rows, torch.int64, self.device)
         proposal = DraftProposal(previous.ahead_draft_ids.index_select(0, index), batch.num_draft_tokens, None)
         timer = PhaseTimer(self.device)
         timer.adopt("draft", previous.ahead_timer)

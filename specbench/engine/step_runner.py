@@ -75,7 +75,7 @@ class StepRunner:
         """The forced rates of the next rounds (validated by EngineConfig); drops the tables of the old ones."""
         self.synthetic_rates = rates
         self.synthetic_conditional = (None if rates is None else  # [len(rates)]
-                                      torch.tensor(conditional_rates(rates), dtype=torch.float32, device=self.device))
+                                      to_device(conditional_rates(rates), torch.float32, self.device))
         self._synthetic_tree_tables: dict[tuple[int, int], torch.Tensor] = {}  # (depth, topk) -> [depth, topk]
 
     def synthetic_tree_table(self, depth: int, topk: int) -> torch.Tensor:

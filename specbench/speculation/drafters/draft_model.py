@@ -269,8 +269,8 @@ class DraftModelProposer(ResumesFromCachedKV, CapturesDraftGraphs, RecordsDraftL
                 num_kept += 1
             state.num_cached = state.num_written = prefix + num_kept
         if src_slots:
-            src = torch.tensor(src_slots, dtype=torch.int64, device=self.device)
-            dst = torch.tensor(dst_slots, dtype=torch.int64, device=self.device)
+            src = to_device(src_slots, torch.int64, self.device)
+            dst = to_device(dst_slots, torch.int64, self.device)
             for layer in range(len(self.kv_cache.k)):
                 for cache in self.kv_cache.flat(layer):
                     move_slots(cache, src, dst)

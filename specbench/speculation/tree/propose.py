@@ -22,6 +22,7 @@ from specbench.speculation.tree.builder import Frontier, TopKTreeBuilder
 from specbench.speculation.tree.plan import TreePlan
 from specbench.speculation.tree.records import TreeRoundTrace
 from specbench.speculation.tree.step import GrownTree, RunTreeStep, StepLayout, TreeStepInput
+from specbench.device_copy import tensor_to_device
 
 
 def proposal_from_tree(tree: DraftTree) -> DraftProposal:
@@ -125,7 +126,7 @@ def grow_tree(plan: TreePlan, root_log_probs: torch.Tensor, layout: StepLayout, 
         parent_rows = steps.feed(frontier)
         num_frontier = frontier.token_ids.shape[1]
         md = steps.step_metadata(s, num_frontier, list(layout.prefix_lens), block_tables, layout.block_size, device)
-        parent_row = torch.tensor(parent_rows, dtype=torch.int64, device=device)
+        parent_row = tensor_to_device(torch.tensor(parent_rows, dtype=torch.int64), device)
         step_in = TreeStepInput(s, frontier, md, parent_row, steps.num_rows - num_frontier)
         log_probs = run_step(step_in)
         if trace is not None:
@@ -148,7 +149,8 @@ def grow_tree_reference(plan: TreePlan, root_log_probs: torch.Tensor, layout: St
         fed.append([steps.row_of_branch[r].get(branch, -1) for branch in branches])
     proposal = proposal_from_tree(tree)
     device = root_log_probs.device
-    grown = GrownTree(proposal.draft_token_ids, proposal.parents, torch.tensor(fed, dtype=torch.int64, device=device))
+    grown = GrownTree(proposal.draft_token_ids, proposal.parents,
+                      tensor_to_device(torch.tensor(fed, dtype=torch.int64), device))
     if trace is not None:
         trace.finish(root_log_probs, grown)
     return grown
