@@ -221,7 +221,8 @@ class EngineConfig:
     recurrent_kernels: str = option("auto", "gated-delta-rule kernels of hybrid targets: torch (our references) | "
                                     "triton (ours: decode and chain verifies in fused launches, CUDA graphs kept; "
                                     "other rows torch) | fla (fla-core's Triton kernels; CUDA, pip install "
-                                    "fla-core; no CUDA graphs) | auto (triton on CUDA, else torch)", before="torch")
+                                    "fla-core; no CUDA graphs) | auto (triton on CUDA unless --fused-kernels off, "
+                                    "else torch)", before="torch")
     # Debug invariants (attention/invariants.py; the device-vs-host checks of rounds drafted ahead), read once
     # when the engine is built and handed to every backend and proposer. Default: $SPECBENCH_DEBUG_INVARIANTS
     # (debug_invariants_from_env, read when the EngineConfig is constructed: the test suite's switch).

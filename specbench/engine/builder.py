@@ -185,7 +185,8 @@ def build_engine_parts(config: EngineConfig, hooks: PhaseHooks = NO_HOOKS) -> En
     verifier_name = resolve_kernel_choice(config.verifier, device, "verifier")
     # refused here for any target: `--recurrent-kernels fla` where fla cannot run is a mistake even when this
     # target has no recurrent layers
-    recurrent_name = resolve_recurrent_kernels(config.recurrent_kernels, device)
+    recurrent_name = resolve_recurrent_kernels(config.recurrent_kernels, device,
+                                               is_fused_off=config.fused_kernels == "off")
     if recurrent_name == TRITON:
         check_triton_recurrent_kernels(device)
     paths = PathRecorder(path_names())  # the engine's paths and every registered proposer class's

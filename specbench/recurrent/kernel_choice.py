@@ -14,7 +14,8 @@ so a torch engine and an fla engine coexist in one process (tests/recurrent/test
   CUDA only: fla's import needs a CUDA driver, and its kernels run on CUDA tensors. Tree drafts are refused on it
   (tree_verify.HYBRID_TREE_FLA_REFUSAL): its recurrent kernel chains one state per sequence, a tree's nodes each
   continue their parent's (recurrent/tree_verify.py, the torch choice's).
-- "auto" (the default): triton on a CUDA device, else torch. Measured on the H100 (BENCHMARKS.md, session 22): the
+- "auto" (the default): triton on a CUDA device (unless --fused-kernels off asks for the eager torch layers), else
+  torch. Measured on the H100 (BENCHMARKS.md, session 22): the
   triton kernels' plain decode 1.46x faster than torch's with graphs on both; fla keeps no graphs.
 The short causal conv is ours in every case.
 """
@@ -63,9 +64,10 @@ def fla_import_error() -> str | None:
     return None
 
 
-def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
+def resolve_recurrent_kernels(name: str, device: torch.device, is_fused_off: bool = False) -> str:
     """TORCH, TRITON or FLA for `name` (one of RECURRENT_KERNEL_CHOICES) on `device`; "triton" or "fla" where it
-    cannot run raises one SpecbenchError line."""
+    cannot run raises one SpecbenchError line. `is_fused_off` (--fused-kernels off: the eager torch layers) makes
+    "auto" torch everywhere."""
     if name not in CHOICES:
         raise SpecbenchError(f"unknown recurrent kernels {name!r}; supported: {', '.join(CHOICES)}")
     if name == TORCH:
@@ -73,7 +75,7 @@ def resolve_recurrent_kernels(name: str, device: torch.device) -> str:
     if name == TRITON:  # where it can run: models/recurrent_kernels.py check_triton_recurrent_kernels
         return TRITON
     if name == AUTO:
-        return TRITON if device.type == "cuda" else TORCH
+        return TRITON if device.type == "cuda" and not is_fused_off else TORCH
     if device.type != "cuda":
         raise SpecbenchError(f"--recurrent-kernels fla: fla-core's Triton kernels need a CUDA device (device is "
                              f"{device.type}); use --recurrent-kernels torch or auto")

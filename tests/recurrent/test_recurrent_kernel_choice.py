@@ -53,6 +53,7 @@ def test_on_cuda_auto_is_triton_and_fla_without_fla_says_how_to_install(monkeypa
     try:
         assert kernel_choice.fla_import_error() is not None
         assert resolve_recurrent_kernels("auto", CUDA) == TRITON
+        assert resolve_recurrent_kernels("auto", CUDA, is_fused_off=True) == TORCH  # the eager torch layers asked
         with pytest.raises(SpecbenchError, match=r"specbench-cli\[fla\]") as info:
             resolve_recurrent_kernels("fla", CUDA)
         assert "\n" not in str(info.value)
