@@ -30,11 +30,13 @@ CLEAN_MANY_SEEDS = Budget("clean-many-seeds", None, None, False, False, False,
 
 @pytest.mark.slow
 def test_selftest_clean_rows_over_ten_seeds_every_method():
-    """`selftest --seeds 20-29 --faults none` on CPU (two workers): no false alarm on the plain row or any method's
+    """`selftest --seeds 20-29 --faults none` on CPU: no false alarm on the plain row or any method's
     clean row; seeds 20-29 all have shipped baselines, so the baseline check runs on every speculative row."""
     # chains (the tree rows' clean runs: the selftest's default rows and scripts/selftest_false_alarms.sh on CUDA;
     # many seeds of them here would double this test's time)
-    rows = run_selftest(seeds=CLEAN_SEEDS, methods=METHODS, faults=("none",), budget=CLEAN_MANY_SEEDS, jobs=2,
+    # in-process (jobs=1): the test workers already keep the cores busy, and each spawned row worker would import
+    # torch again (~8 s apiece); test_selftest_jobs.py checks that workers give these rows in this order
+    rows = run_selftest(seeds=CLEAN_SEEDS, methods=METHODS, faults=("none",), budget=CLEAN_MANY_SEEDS, jobs=1,
                         trees=False, chunked=False)  # chunked rows: test_selftest_methods.py
     # per seed the plain row, each method's chain row, then each method's constrained row (selftest/constrained.py)
     assert [(r.seed, r.method, r.constrained) for r in rows] == [

@@ -156,10 +156,16 @@ EXAMPLES: dict[str, Example] = {
     "specbench check ... --save-baseline base.json": Example(
         "check --target {target} --draft {draft} -k 3 --max-tokens 6 --checks greedy,baseline --data-dir {data} "
         "--save-baseline {ws}/base.json", stdout_has="baseline written"),
+    # the seed target only: the window + MoE and hybrid targets' rows (on by default) are the CLI default runs of
+    # tests/check/test_selftest_window_moe.py and test_selftest_hybrid.py; rows in-process (--jobs 1, as the other
+    # selftest CLI tests): `auto` starts a worker per core, each importing torch again (~8 s apiece), on a box whose
+    # cores the test workers already keep busy (test_selftest_jobs.py runs the workers)
     "specbench selftest": Example(
-        "selftest --methods ngram --faults verify-kv-off-by-one --checks greedy", stdout_has="detected"),
+        "selftest --methods ngram --faults verify-kv-off-by-one --checks greedy --no-window-moe --no-hybrid --jobs 1",
+        stdout_has="detected"),
     "specbench selftest --seeds 0-29 --faults none": Example(
-        "selftest --seeds 0-1 --faults none --methods ngram --checks greedy", stdout_has="false alarms: 0"),
+        "selftest --seeds 0-1 --faults none --methods ngram --checks greedy --no-window-moe --no-hybrid --jobs 1",
+        stdout_has="false alarms: 0"),
     "specbench gsm8k ... --inject catchup-sees-rejected": Example(
         "gsm8k " + SMALL + " --inject catchup-sees-rejected -k 0,2 --results-dir {out}",
         stdout_has="MUTANT"),
