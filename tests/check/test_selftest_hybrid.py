@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from specbench.check.battery import CHECKS
 from specbench.check.budget import BUDGETS
 from specbench.errors import SpecbenchError
-from specbench.faults.catalog import (HYBRID_GRAPH_MUTANTS, HYBRID_MUTANTS, hybrid_faults, needs_hybrid_target,
-                                      selftest_faults, window_moe_faults)
+from specbench.faults.catalog import (HYBRID_GRAPH_MUTANTS, HYBRID_KERNEL_MUTANTS, HYBRID_MUTANTS, hybrid_faults,
+                                      needs_hybrid_target, selftest_faults, window_moe_faults)
 from specbench.models.config import ModelConfig
 from specbench.selftest.row_tasks import SeedTask, plan_seed, run_row
 from specbench.selftest.runner import PLAIN, false_alarms, format_mutation_table, run_selftest
@@ -28,10 +28,12 @@ STATE_PATHS = {"hybrid.state_write", "hybrid.state_commit", "hybrid.snapshot_tak
 
 
 def test_hybrid_faults_run_on_the_hybrid_target_only():
-    # the hybrid graph mutants where the target's graphs are production (CUDA), the state mutants everywhere
+    # the hybrid graph mutants and the fused recurrent kernels' where those are production (CUDA: graphs, and
+    # --recurrent-kernels auto takes the triton kernels there), the state mutants everywhere
     graph_faults = tuple(m.fault.name for m in HYBRID_GRAPH_MUTANTS)
-    assert graph_faults and hybrid_faults("cpu") == HYBRID_FAULTS
-    assert hybrid_faults("cuda") == HYBRID_FAULTS + graph_faults
+    kernel_faults = tuple(m.fault.name for m in HYBRID_KERNEL_MUTANTS)
+    assert graph_faults and kernel_faults and hybrid_faults("cpu") == HYBRID_FAULTS
+    assert hybrid_faults("cuda") == HYBRID_FAULTS + graph_faults + kernel_faults
     for device in ("cpu", "cuda"):
         assert not set(hybrid_faults(device)) & set(selftest_faults(device) + window_moe_faults(device))
         assert all(needs_hybrid_target(name) for name in hybrid_faults(device))
