@@ -256,7 +256,7 @@ def main() -> None:
     table = TINY if args.tiny else SHAPES
     names = args.shapes.split(",") if args.shapes else list(table)
     if not args.tiny:  # any registered MoE preset too (a hybrid's experts: qwen3-next-80b-a3b)
-        table = {**table, **{n: preset_shape(n) for n in names if n not in table and preset_shape(n) is not None}}
+        table = {**table, **{n: shape for n in names if n not in table and (shape := preset_shape(n)) is not None}}
     unknown = [s for s in names if s not in table]
     if unknown:
         ap.error(f"unknown shape {unknown[0]!r}; supported: {', '.join(table)}")

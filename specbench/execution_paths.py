@@ -121,8 +121,7 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     ExecutionPath("hybrid.triton_verify", "uniform verify rows (plain decode, chain verifies: the rows CUDA graphs "
                   "replay) through our fused conv and gated-delta-rule kernels, two launches a layer, every "
                   "position's state kept (kernels/gated_delta_verify.py)", ("cuda",), target_kind=HYBRID),
-    # Opt-in (--recurrent-kernels fla; the default is torch until the fla engine test passes on the H100: then
-    # production on CUDA where fla-core is installed, and the selftest's hybrid rows must reach both).
+    # Opt-in (--recurrent-kernels fla, CUDA with fla-core installed; auto takes our triton kernels instead).
     ExecutionPath("hybrid.fla_chunk", "committed rows (prefill, prompt chunks) of a forward's requests through "
                   "fla-core's chunk_gated_delta_rule, one varlen call (recurrent/fla_kernels.py)", (),
                   needs_cuda=True, target_kind=HYBRID),

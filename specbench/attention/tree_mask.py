@@ -20,8 +20,8 @@ import torch
 
 from specbench.attention.invariant_violation import InvariantViolation
 # TreeMask is declared beside AttentionMetadata (its `tree` field): import it from specbench.attention.metadata.
-from specbench.device_copy import tensor_to_device, to_device
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata, TreeMask, build_metadata, slot_of
+from specbench.device_copy import tensor_to_device, to_device
 
 
 def build_tree_metadata(

@@ -12,23 +12,17 @@ import pytest
 import torch
 
 from tests.support.hf_greedy import hf_greedy_of, hf_greedy_outputs, tiny_prompt_ids
-from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, record_commits,
-                                       run_with_oracle)
+from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, build_target_dirs, hybrid_llm,
+                                       record_commits, run_with_oracle)
 from tests.support.scripted_drafts import install_scripted
 from tests.support.tiny_hybrid import build_tiny_hybrid
-from tests.support.tiny_models import build_tiny_model
 
 from specbench import SamplingParams
 
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen3_next")
-    dense = build_tiny_hybrid(root / "target", seed=0)
-    build_tiny_hybrid(root / "moe", seed=3, moe=True)
-    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
-    assert type(dense.model.layers[0].linear_attn).__name__ == "Qwen3NextGatedDeltaNet"
-    return root
+    return build_target_dirs(tmp_path_factory.mktemp("qwen3_next"), build_tiny_hybrid, "target", "Qwen3NextGatedDeltaNet")
 
 
 @pytest.fixture(scope="module")

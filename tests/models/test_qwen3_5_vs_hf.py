@@ -8,21 +8,16 @@ from __future__ import annotations
 import pytest
 
 from tests.support.hf_greedy import hf_greedy_of, tiny_prompt_ids
-from tests.support.hybrid_runs import MAX_TOKENS, NGRAM, PROMPT_LENGTHS, hybrid_llm, output_tokens, run_with_oracle
+from tests.support.hybrid_runs import (MAX_TOKENS, NGRAM, PROMPT_LENGTHS, build_target_dirs, hybrid_llm,
+                                       output_tokens, run_with_oracle)
 from tests.support.tiny_hybrid import build_tiny_qwen3_5
-from tests.support.tiny_models import build_tiny_model
 
 from specbench.models.config import ModelConfig
 
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen3_5")
-    dense = build_tiny_qwen3_5(root / "dense", seed=0)
-    build_tiny_qwen3_5(root / "moe", seed=3, moe=True)
-    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
-    assert type(dense.model.layers[0].linear_attn).__name__ == "Qwen3_5GatedDeltaNet"
-    return root
+    return build_target_dirs(tmp_path_factory.mktemp("qwen3_5"), build_tiny_qwen3_5, "dense", "Qwen3_5GatedDeltaNet")
 
 
 @pytest.fixture(scope="module")

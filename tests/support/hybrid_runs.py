@@ -4,7 +4,8 @@ state oracle after every step, and a record of each verify's draft counts (zero-
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from specbench import LLM, SamplingParams
 from specbench.check.state_oracle import state_diffs
@@ -72,3 +73,16 @@ MAMBA2_PATHS = {"hybrid.mamba2_verify", "hybrid.mamba2_chunked", "hybrid.state_w
 
 def output_tokens(outs) -> list[list[int]]:
     return [list(o.output_token_ids) for o in outs]
+
+
+def build_target_dirs(root: Path, build: Callable, target: str, linear_attn_class: str) -> Path:
+    """`root` with a tiny hybrid of `build` (tests/support/tiny_hybrid.py) at `target` (seed 0), its MoE twin at
+    "moe" (seed 3) and a one-layer Qwen3 draft LM at "draft"; the target's first layer is transformers'
+    `linear_attn_class` (the architecture the HF greedy reference runs)."""
+    from tests.support.tiny_models import build_tiny_model
+
+    dense = build(root / target, seed=0)
+    build(root / "moe", seed=3, moe=True)
+    build_tiny_model(root / "draft", "qwen3", num_layers=1, seed=5)
+    assert type(dense.model.layers[0].linear_attn).__name__ == linear_attn_class
+    return root
