@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2
 
 MAX_BLOCK = 1024
@@ -23,7 +24,9 @@ def _silu_and_mul_kernel(
     stride_gate_up, stride_out,
     PRECISE_EXP: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     is_col = cols < inter
@@ -61,6 +64,6 @@ def silu_and_mul(
             x2, out2, inter, x2.stride(0), out2.stride(0),
             PRECISE_EXP=gate_up.device.type == "cuda",
             BLOCK=block,
-            num_warps=max(1, min(4, block // 256)),
+            num_warps=max(1, min(4, block // 256)), **launch_overlap(x2),
         )
     return out

@@ -12,6 +12,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import wait_for_inputs
+
 
 @triton.jit
 def paged_attention_kernel(
@@ -45,11 +47,13 @@ def paged_attention_kernel(
     IS_SPLIT: tl.constexpr,
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs (no TF32), else "tf32" (ignored for 16-bit)
     UPCAST_Q: tl.constexpr,  # run the dots in fp32 (the Triton 3.9 CPU interpreter's bf16 dot is wrong)
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
     HAS_WINDOW: tl.constexpr = False,
     HAS_SOFTCAP: tl.constexpr = False,
     HAS_SINKS: tl.constexpr = False,
     HAS_WINDOW_STARTS: tl.constexpr = False,  # the window's first keys come from window_starts_ptr, not from `window`
 ):
+    wait_for_inputs(USE_PDL)
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP
     q_block = tl.program_id(0)
     req = tl.program_id(1)
@@ -173,9 +177,11 @@ def merge_splits_kernel(
     HEAD_DIM: tl.constexpr,
     HEAD_DIM_PAD: tl.constexpr,
     SPLITS_PAD: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
     HAS_SINKS: tl.constexpr = False,
     HAS_WINDOW_STARTS: tl.constexpr = False,  # the window's first keys come from window_starts_ptr, not from `window`
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     s = tl.arange(0, SPLITS_PAD)

@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 
@@ -105,7 +106,9 @@ def _conv_verify_kernel(
     N: tl.constexpr,
     W: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     r = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     is_c = c < num_channels
@@ -159,7 +162,9 @@ def _rule_verify_kernel(
     N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     pid = tl.program_id(0).to(tl.int64)
     r = pid // num_v_heads
     hv = pid % num_v_heads
@@ -210,7 +215,9 @@ def _gated_norm_kernel(
     num_v_heads, group, v_dim, z_head_stride, eps,
     stride_core, stride_z, stride_out,
     BLOCK_V: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     pid = tl.program_id(0).to(tl.int64)
     row = pid // num_v_heads
     hv = pid % num_v_heads
@@ -269,7 +276,7 @@ def gated_delta_verify(
         inputs.v_head_stride, inputs.v_offset,
         qkv.stride(0), conv_slots.stride(0), conv_slots.stride(1), conv_weight.stride(0), conv_out.stride(0),
         kept_conv.stride(0), kept_conv.stride(1),
-        N=n, W=width, BLOCK_C=block_c,
+        N=n, W=width, BLOCK_C=block_c, **launch_overlap(qkv),
     )
     # narrower value tiles when few requests run: more programs to spread over the SMs (one request x 32 heads x
     # 128 values: 128 programs of 32 columns rather than 64 of 64)
@@ -282,7 +289,7 @@ def gated_delta_verify(
         conv_out.stride(0), inputs.b.stride(0), inputs.a.stride(0), rec_slots.stride(0), core2.stride(0),
         kept_rec.stride(0),
         N=n, BLOCK_K=next_pow2(dims.k_dim), BLOCK_V=block_v,
-        num_warps=4,
+        num_warps=4, **launch_overlap(conv_out),
     )
 
 
@@ -305,7 +312,7 @@ def gated_rms_norm(
     _gated_norm_kernel[(num_rows * dims.num_v_heads,)](
         core2, z, weight, out, dims.num_v_heads, dims.group, dims.v_dim, inputs.z_head_stride, eps,
         core2.stride(0), z.stride(0), out.stride(0),
-        BLOCK_V=next_pow2(dims.v_dim),
+        BLOCK_V=next_pow2(dims.v_dim), **launch_overlap(core2),
     )
     return out
 

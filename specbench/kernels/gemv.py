@@ -25,6 +25,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from specbench.kernels.gemv_rope import RopeStore, check_rope, rope_store_epilogue
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2, slot_strides, sm_count
 
 # The dot mode pads the tokens to a power of two; past 64 a projection is no longer a skinny GEMM.
@@ -120,7 +121,9 @@ def _gemv_kernel(
     NUM_Q_HEADS: tl.constexpr,
     NUM_KV_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     in_size = IN_SIZE
     tokens = tl.arange(0, BLOCK_M)
     is_token = tokens < num_tokens
@@ -332,6 +335,6 @@ def gemv(
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         # fp32: an fma would round once where the eager RoPE's mul, mul, add round three times (kernels/rope.py)
-        enable_fp_fusion=rope is None or x.dtype != torch.float32,
+        enable_fp_fusion=rope is None or x.dtype != torch.float32, **launch_overlap(x),
     )
     return out

@@ -6,6 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2, slot_strides
 
 
@@ -24,7 +25,9 @@ def _store_kv_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot < 0:
@@ -65,5 +68,5 @@ def store_kv(
         *slot_strides(v_cache),
         HEAD_DIM=head_dim,
         BLOCK_H=next_pow2(num_kv_heads),
-        BLOCK_D=next_pow2(head_dim),
+        BLOCK_D=next_pow2(head_dim), **launch_overlap(k),
     )

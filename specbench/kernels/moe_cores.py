@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.moe_epilogue import gated_activation, round_to
+from specbench.kernels.pdl import wait_for_inputs
 
 
 @triton.jit
@@ -35,7 +36,9 @@ def gate_up_one_token_kernel(
     PRECISE_EXP: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     slot = tl.program_id(1)
     expert = tl.load(ids_ptr + slot).to(tl.int64)  # int64 offsets: experts x rows x width may pass 2^31
     if expert < NUM_EXPERTS:  # a padded row's slots read nothing; the down kernel skips them
@@ -78,7 +81,9 @@ def down_one_token_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     dtype = out_ptr.dtype.element_ty
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     is_col = cols < HIDDEN
@@ -122,7 +127,9 @@ def gate_up_grouped_cores_kernel(
     PRECISE_EXP: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     active = tl.program_id(1)
     if active < tl.load(num_active_ptr):
         expert = tl.load(active_ptr + active).to(tl.int64)
@@ -165,7 +172,9 @@ def down_grouped_cores_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     active = tl.program_id(1)
     if active < tl.load(num_active_ptr):
         expert = tl.load(active_ptr + active).to(tl.int64)

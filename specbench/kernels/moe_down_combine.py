@@ -24,6 +24,7 @@ import triton.language as tl
 
 from specbench.kernels.moe_epilogue import round_to
 from specbench.kernels.moe_sort import ExpertSort
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2
 
 FEW_MAX_TOKENS = 16  # past it experts hold many tokens and kernels/moe_gemv.py's tensor-core tiles pay off
@@ -70,7 +71,9 @@ def down_combine_kernel(
     BLOCK_S: tl.constexpr,  # >= num_tokens * TOP_K, the slots
     EXPERT_STAGES: tl.constexpr,
     IS_PREFETCHED: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     dtype = out_ptr.dtype.element_ty
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     is_col = cols < HIDDEN
@@ -162,5 +165,6 @@ def expert_down_combine_few(
         BLOCK_K=min(tiles.block_k, max(16, next_pow2(inter))), BLOCK_T=next_pow2(num_tokens),
         BLOCK_A=next_pow2(min(num_experts, num_tokens * top_k)), BLOCK_S=next_pow2(num_tokens * top_k),
         EXPERT_STAGES=tiles.expert_stages, IS_PREFETCHED=tiles.is_prefetched, num_warps=tiles.num_warps,
+        **launch_overlap(act),
     )
     return out

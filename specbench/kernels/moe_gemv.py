@@ -42,6 +42,7 @@ from specbench.kernels.moe_cores import (
 from specbench.kernels.moe_epilogue import gated_activation, round_to
 from specbench.kernels.moe_sort import ExpertSort, sort_by_expert
 from specbench.kernels.moe_tiles import TOKEN_BUCKETS, ExpertTiles, ProjectionTiles, default_tiles
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 MAX_TOKENS = TOKEN_BUCKETS[-1]  # a decode or verify batch; past it a grouped GEMM with larger tiles pays off
@@ -67,7 +68,9 @@ def _gate_up_grouped_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     # Tiles of one expert are neighbours in launch order (program_id(0) runs fastest): consecutive programs stream
     # consecutive rows of the same weight matrix.
     active = tl.program_id(1)
@@ -123,7 +126,9 @@ def _down_grouped_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     active = tl.program_id(1)
     if active < tl.load(num_active_ptr):
         expert = tl.load(active_ptr + active).to(tl.int64)
@@ -165,7 +170,9 @@ def _combine_kernel(
     HIDDEN: tl.constexpr,
     TOP_K: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -214,7 +221,7 @@ def expert_gate_up(
     common = {"HIDDEN": hidden, "INTER": inter, "HAS_BIAS": has_bias, "IS_SWIGLU_OAI": is_swiglu_oai,
               "PRECISE_EXP": x.device.type == "cuda", "BLOCK_N": tiles.block_n,
               "BLOCK_K": min(tiles.block_k, max(16, next_pow2(hidden))),
-              "num_warps": tiles.num_warps, "num_stages": tiles.num_stages}
+              "num_warps": tiles.num_warps, "num_stages": tiles.num_stages, **launch_overlap(x)}
     num_tiles = triton.cdiv(inter, tiles.block_n)
     if not tiles.is_dot and num_tokens == 1:
         gate_up_one_token_kernel[(num_tiles, top_k)](
@@ -250,7 +257,7 @@ def expert_down_combine(
     bias = down_bias if has_bias else act
     common = {"HIDDEN": hidden, "INTER": inter, "HAS_BIAS": has_bias, "BLOCK_N": tiles.block_n,
               "BLOCK_K": min(tiles.block_k, max(16, next_pow2(inter))),
-              "num_warps": tiles.num_warps, "num_stages": tiles.num_stages}
+              "num_warps": tiles.num_warps, "num_stages": tiles.num_stages, **launch_overlap(act)}
     num_tiles = triton.cdiv(hidden, tiles.block_n)
     if not tiles.is_dot and num_tokens == 1:
         down_one_token_kernel[(num_tiles,)](
@@ -269,7 +276,7 @@ def expert_down_combine(
             DOT_PRECISION=precision, IS_DOT_UPCAST=is_upcast, BLOCK_M=tiles.block_m, **common)
     _combine_kernel[(num_tokens, triton.cdiv(hidden, COMBINE_BLOCK))](
         partial, topk_ids, out, out.stride(0), NUM_EXPERTS=num_experts, HIDDEN=hidden, TOP_K=top_k,
-        BLOCK=COMBINE_BLOCK, num_warps=4)
+        BLOCK=COMBINE_BLOCK, num_warps=4, **launch_overlap(partial))
     return out
 
 

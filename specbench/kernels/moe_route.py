@@ -27,6 +27,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from specbench.kernels.moe_sort import ExpertSort, empty_expert_sort, sort_blocks, write_expert_sort
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2
 
 SCORING_IDS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}  # specbench/models/moe_config.py SCORINGS
@@ -127,7 +128,9 @@ def _route_sort_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     t = tl.arange(0, BLOCK_T)
     e = tl.arange(0, BLOCK_E)
     logits = tl.load(logits_ptr + t[:, None] * stride_logits + e[None, :],
@@ -152,7 +155,9 @@ def _router_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     # 16-bit inputs: exact products summed in fp32 (tensor cores), as the fp32 GEMM of the upcast inputs up to the
     # order of the sum; the logits are never rounded to 16 bits.
     experts = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -196,7 +201,7 @@ def router_logits(
         NUM_EXPERTS=num_experts, HIDDEN=hidden, HAS_BIAS=bias is not None,
         DOT_PRECISION="ieee" if x.dtype == torch.float32 or is_upcast else "tf32", IS_DOT_UPCAST=is_upcast,
         BLOCK_T=max(16, next_pow2(num_tokens)), BLOCK_E=block_e, BLOCK_K=min(128, max(16, next_pow2(hidden))),
-        num_warps=4, num_stages=3,
+        num_warps=4, num_stages=3, **launch_overlap(x),
     )
     return out
 
@@ -231,6 +236,7 @@ def route_and_sort(
         NUM_EXPERTS=num_experts, TOP_K=top_k, SCORING=SCORING_IDS[scoring], NORM_TOPK=norm_topk_prob,
         HAS_CORRECTION_BIAS=correction_bias is not None, HAS_IS_REAL=is_real_token is not None,
         PRECISE_EXP=device.type == "cuda", **sort_blocks(num_tokens, num_experts, top_k),
+        **launch_overlap(router_logits),
     )
     return topk_ids, topk_weights, order
 
@@ -263,7 +269,9 @@ def _router_route_sort_kernel(
     BLOCK_T: tl.constexpr,  # tokens of the routing tile (>= num_tokens)
     BLOCK_E: tl.constexpr,  # >= NUM_EXPERTS
     BLOCK_K: tl.constexpr,  # >= TOP_K
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     # Phase 1, every program: the partial logits of BLOCK_EP experts over BLOCK_H columns of the hidden width (the
     # router's 16-bit products summed in fp32 on the tensor cores), to the scratch buffer.
     experts = tl.program_id(0) * BLOCK_EP + tl.arange(0, BLOCK_EP)
@@ -378,6 +386,6 @@ def router_route_sort(
         PRECISE_EXP=device.type == "cuda", NUM_SPLITS=num_splits, BLOCK_H=tiles.block_h, BLOCK_EP=tiles.block_e,
         BLOCK_TP=max(16, next_pow2(num_tokens)), BLOCK_T=block_t, BLOCK_E=blocks["BLOCK_E"],
         BLOCK_K=blocks["BLOCK_K"],
-        num_warps=tiles.num_warps or routing_warps(block_t, blocks["BLOCK_E"]),
+        num_warps=tiles.num_warps or routing_warps(block_t, blocks["BLOCK_E"]), **launch_overlap(x),
     )
     return topk_ids, topk_weights, order

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2
 
 
@@ -106,7 +107,9 @@ def _sort_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     t = tl.arange(0, BLOCK_T)
     kk = tl.arange(0, BLOCK_K)
     ids = tl.load(ids_ptr + t[:, None] * TOP_K + kk[None, :], mask=(t < num_tokens)[:, None] & (kk < TOP_K)[None, :],
@@ -137,5 +140,6 @@ def sort_by_expert(
         topk_ids.contiguous(), order.sorted_slots, order.cu_num_slots_per_expert, order.active_experts,
         order.num_active_experts, num_tokens,
         NUM_EXPERTS=num_experts, TOP_K=top_k, **sort_blocks(num_tokens, num_experts, top_k),
+        **launch_overlap(topk_ids),
     )
     return order

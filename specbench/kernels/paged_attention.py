@@ -12,6 +12,7 @@ import torch
 import triton
 
 from specbench.kernels.attention_kernels import merge_splits_kernel, paged_attention_kernel
+from specbench.kernels.pdl import launch_overlap
 from specbench.kernels.runtime import check_runnable, is_interpreted, next_pow2, slot_strides, sm_count
 
 MAX_SPLITS = 64
@@ -182,7 +183,7 @@ def paged_attention(
         HAS_SINKS=sinks is not None,
         HAS_WINDOW_STARTS=window_starts is not None,
         num_warps=plan.num_warps,
-        num_stages=plan.num_stages,
+        num_stages=plan.num_stages, **launch_overlap(q),
     )
     if is_split:
         merge_splits_kernel[(num_tokens, num_heads)](
@@ -193,6 +194,6 @@ def paged_attention(
             HEAD_DIM=head_dim,
             HEAD_DIM_PAD=head_dim_pad,
             SPLITS_PAD=next_pow2(plan.num_splits),
-            HAS_SINKS=sinks is not None,
+            HAS_SINKS=sinks is not None, **launch_overlap(partial_out),
         )
     return out

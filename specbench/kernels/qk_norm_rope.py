@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2, slot_strides
 
 
@@ -40,7 +41,9 @@ def _qk_norm_rope_store_kernel(
     NUM_KV_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     HALF: tl.constexpr = HEAD_DIM // 2
@@ -127,5 +130,6 @@ def qk_norm_rope_store(
         BLOCK_HALF=next_pow2(head_dim // 2),
         num_warps=1 if head_dim <= 256 else 4,
         enable_fp_fusion=False,  # an fma would round once where the eager mul, mul, add round three times
+        **launch_overlap(qkv),
     )
     return out

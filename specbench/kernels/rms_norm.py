@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2
 
 
@@ -29,7 +30,9 @@ def _rms_norm_kernel(
     HAS_RESIDUAL: tl.constexpr,
     IS_OFFSET: tl.constexpr,  # x / rms(x) * (1 + weight), all fp32, rounded once
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     is_col = cols < hidden
@@ -78,6 +81,6 @@ def rms_norm(
             HAS_RESIDUAL=residual is not None,
             IS_OFFSET=is_offset,
             BLOCK=next_pow2(hidden),
-            num_warps=min(16, max(1, next_pow2(hidden) // 512)),
+            num_warps=min(16, max(1, next_pow2(hidden) // 512)), **launch_overlap(x2),
         )
     return out.view(x.shape), residual_out

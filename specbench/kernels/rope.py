@@ -9,6 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import check_runnable, next_pow2
 
 
@@ -44,7 +45,9 @@ def _rope_kernel(
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, BLOCK_HALF)
     is_i = i < HALF
@@ -96,4 +99,5 @@ def apply_rope_(
         BLOCK_HK=next_pow2(k.shape[1]),
         BLOCK_HALF=next_pow2(head_dim // 2),
         enable_fp_fusion=False,  # an fma would round once where the eager mul, mul, add round three times
+        **launch_overlap(q),
     )

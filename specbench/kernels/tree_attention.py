@@ -14,6 +14,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from specbench.kernels.pdl import launch_overlap, wait_for_inputs
 from specbench.kernels.runtime import (
     check_runnable,
     is_interpreted,
@@ -62,7 +63,9 @@ def tree_attention_kernel(
     DOT_PRECISION: tl.constexpr,
     UPCAST_Q: tl.constexpr,
     HAS_TREE_ROWS: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP
     q_block = tl.program_id(0)
     req = tl.program_id(1)
@@ -178,6 +181,6 @@ def tree_attention(
         BLOCK_N=block_n,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_Q=q.dtype == torch.bfloat16 and is_interpreted(tree_attention_kernel),
-        HAS_TREE_ROWS=num_tree_rows is not None,
+        HAS_TREE_ROWS=num_tree_rows is not None, **launch_overlap(q),
     )
     return out

@@ -8,6 +8,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from specbench.kernels.pdl import wait_for_inputs
+
 _NO_INDEX = tl.constexpr(2**31 - 1)
 
 
@@ -31,7 +33,9 @@ def argmax_partial_kernel(
     num_chunks,
     stride_logits_row,
     BLOCK_V: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     cols = chunk * BLOCK_V + tl.arange(0, BLOCK_V)
@@ -64,7 +68,9 @@ def accept_kernel(
     BLOCK_K: tl.constexpr,  # >= max_num_draft + 1
     BLOCK_R: tl.constexpr,  # >= num_reqs
     CHUNKS_PAD: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     req = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, BLOCK_K)
     c = tl.arange(0, CHUNKS_PAD)
@@ -124,7 +130,9 @@ def recovery_partial_kernel(
     stride_draft_probs_req, stride_draft_probs_row,
     HAS_DRAFT_PROBS: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     req = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     cols = chunk * BLOCK_V + tl.arange(0, BLOCK_V)
@@ -167,7 +175,9 @@ def recovery_final_kernel(
     num_chunks,
     max_num_draft,
     CHUNKS_PAD: tl.constexpr,
+    USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
+    wait_for_inputs(USE_PDL)
     req = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, CHUNKS_PAD)
     is_chunk = c < num_chunks

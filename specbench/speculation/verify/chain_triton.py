@@ -14,6 +14,7 @@ import torch
 import triton
 
 from specbench.device_copy import tensor_to_device
+from specbench.kernels.pdl import launch_overlap
 from specbench.kernels.runtime import check_runnable, next_pow2
 from specbench.kernels.verify_kernels import (
     accept_kernel,
@@ -58,7 +59,8 @@ def verify_triton(
     part_value = torch.empty(num_tokens, num_chunks, dtype=torch.float32, device=device)
     part_index = torch.empty(num_tokens, num_chunks, dtype=torch.int32, device=device)
     argmax_partial_kernel[(num_tokens, num_chunks)](
-        target_logits, part_value, part_index, vocab_size, num_chunks, target_logits.stride(0), BLOCK_V=block_v
+        target_logits, part_value, part_index, vocab_size, num_chunks, target_logits.stride(0), BLOCK_V=block_v,
+        **launch_overlap(target_logits),
     )
 
     output = torch.empty(num_reqs, max_num_draft + 1, dtype=torch.int64, device=device)
@@ -92,7 +94,7 @@ def verify_triton(
         HAS_DRAFT_PROBS=draft_p is not None,
         BLOCK_K=max(2, next_pow2(max_num_draft + 1)),
         BLOCK_R=max(2, next_pow2(num_reqs)),
-        CHUNKS_PAD=next_pow2(num_chunks),
+        CHUNKS_PAD=next_pow2(num_chunks), **launch_overlap(part_value),
     )
     if st.all_greedy:
         return VerifyResult(output_token_ids=output, num_accepted=num_accepted)
@@ -106,12 +108,12 @@ def verify_triton(
         part_sum, part_score, part_token, vocab_size, num_chunks, drafts.stride(0),
         *target_strides, *draft_strides,
         HAS_DRAFT_PROBS=draft_p is not None,
-        BLOCK_V=block_v,
+        BLOCK_V=block_v, **launch_overlap(target_probs),
     )
     recovery_final_kernel[(num_reqs,)](
         part_sum, part_score, part_token, num_accepted, greedy_token, st.is_greedy, output,
         num_chunks, max_num_draft,
-        CHUNKS_PAD=next_pow2(num_chunks),
+        CHUNKS_PAD=next_pow2(num_chunks), **launch_overlap(part_sum),
     )
     return VerifyResult(output_token_ids=output, num_accepted=num_accepted)
 
