@@ -1,7 +1,7 @@
 """Programmatic dependent launch (PDL, Hopper and later): a kernel may start while the one before it in the stream
 is finishing, so its launch and ramp-up hide behind the other's tail. In a decode step's CUDA graph of ~100-400
 small kernels that gap is most of what a kernel costs beyond its bytes: on the H100, a graph chain of small
-kernels took ~0.6 us less a kernel with it (scratch probe, session 23; BENCHMARKS.md).
+kernels took ~0.6 us less a kernel with it (scripts/bench_pdl.py, session 23; BENCHMARKS.md).
 
 The rule that keeps it exact: a kernel launched with `launch_pdl` runs `wait_for_inputs` before any load or store,
 in every program. `gdc_wait` returns once the previous grid has finished and its writes are visible, so each
