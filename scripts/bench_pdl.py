@@ -1,4 +1,4 @@
-"""does programmatic dependent launch (Triton launch_pdl + gdc_wait) shorten a CUDA-graph chain of small
+"""Does programmatic dependent launch (Triton launch_pdl + gdc_wait) shorten a CUDA-graph chain of small
 dependent kernels on this GPU? Chain of gemv kernels (each reads the previous one's output) and tiny 1-program
 kernels, captured in a graph, replayed; with and without PDL, and with the weight tile loaded before the wait."""
 import sys
