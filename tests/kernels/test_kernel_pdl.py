@@ -2,7 +2,8 @@
 one before it before touching memory. Checked on the source, so a kernel added later cannot skip it: each Triton
 kernel of specbench/kernels takes USE_PDL and runs wait_for_inputs(USE_PDL) first, in every program; each launch of
 one, anywhere in specbench, takes both launch keywords from launch_overlap (one decision, never launch_pdl alone).
-The GPU test runs the fused engine with PDL on and off and asserts the same tokens (a missed wait would race)."""
+The GPU test runs the fused engine with PDL on and off and asserts the same tokens (a missed wait would race).
+PDL is opt-in (SPECBENCH_PDL=on) until that test and an engine A/B have run on a GPU."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_an_unknown_mode_is_one_clear_error(monkeypatch):
     from specbench.kernels import pdl
 
     monkeypatch.setenv(pdl.ENV, "sometimes")
-    with pytest.raises(ValueError, match="supported: auto, off"):
+    with pytest.raises(ValueError, match="supported: off, on"):
         pdl.mode()
 
 
@@ -129,9 +130,10 @@ for target in targets:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_pdl_on_and_off_give_the_same_tokens():
     """The fused engine (graphs, every kernel launched with PDL on a Hopper card) against the same engine with PDL
-    off, in two processes (the mode is read once a process): a kernel that read before its wait would race."""
+    off, in two processes (the mode is read once a process): a kernel that read before its wait would race.
+    Not yet run on a GPU (session 23 got no device machine): PDL stays opt-in until it has."""
     outs = []
-    for mode in ("auto", "off"):
+    for mode in ("on", "off"):
         env = {**os.environ, "SPECBENCH_PDL": mode, "PYTHONPATH": str(ROOT)}
         done = subprocess.run([sys.executable, "-c", _SAME_TOKENS], env=env,
                               capture_output=True, text=True, timeout=600)
