@@ -305,6 +305,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [m for m in args.methods if m not in ("mtp", "eagle3")]
     if bad:
         ap.error(f"unknown method {bad[0]!r}; supported: mtp, eagle3")
+    if not args.methods:  # each method's section holds the plain rows too: none would time nothing
+        ap.error("--methods needs at least one of mtp, eagle3 (each section times the plain rows first)")
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda needs a CUDA device (or --tiny for the CPU run)")
     return args

@@ -101,3 +101,10 @@ def test_tiny_run_end_to_end(tmp_path):
             assert re.match(r"^[0-9.]+x$", cells[6]), line
     assert "verify (k + 1 = 4 tokens, c = 1) / decode" in md and "FAILED" not in md
     assert "CUDA graphs vs eager (step ms): plain_c1 " in md and "mtp-eager off: enforce_eager" in md
+
+
+def test_no_method_is_one_clear_error(capsys):
+    # Every section times the plain rows first: an empty --methods would write an empty table (session 23 did).
+    with pytest.raises(SystemExit) as exc:
+        load_script().parse_args(["--methods", "", "--tiny"])
+    assert exc.value.code == 2 and "--methods needs at least one of mtp, eagle3" in capsys.readouterr().err
