@@ -81,16 +81,38 @@ def logits_to_probs(
     logits = logits.float()
     is_greedy = temperature == 0
     scaled = logits / torch.where(is_greedy, 1.0, temperature)[:, None]
-    sorted_logits, sorted_idx = scaled.sort(dim=-1, descending=True)  # [n, V]
+    sorted_logits, sorted_idx = _sort_descending(scaled, top_k)  # [n, V], [n, V or fewer]
     kth_logit = sorted_logits.gather(1, (top_k - 1)[:, None])  # [n, 1]
     sorted_logits = sorted_logits.masked_fill(sorted_logits < kth_logit, float("-inf"))
     sorted_probs = sorted_logits.softmax(dim=-1)
     mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # [n, V], 0 for the first token
     sorted_probs = sorted_probs.masked_fill(mass_before >= top_p[:, None], 0.0)
     sorted_probs = sorted_probs / sorted_probs.sum(dim=-1, keepdim=True)
-    probs = torch.zeros_like(sorted_probs).scatter_(1, sorted_idx, sorted_probs)
+    kept = sorted_probs[:, : sorted_idx.shape[1]]  # the columns beyond sorted_idx's hold 0 (see _sort_descending)
+    probs = torch.zeros_like(sorted_probs).scatter_(1, sorted_idx, kept)
     one_hot = torch.zeros_like(probs).scatter_(1, logits.argmax(dim=-1, keepdim=True), 1.0)
     return torch.where(is_greedy[:, None], one_hot, probs)
+
+
+def _sort_descending(
+    scaled: torch.Tensor,  # [n, V] float32
+    top_k: torch.Tensor,  # [n] int64 in [1, V]
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([n, V] values, descending; [n, V or k] their token ids)
+    """`scaled.sort(descending)`, or on CPU, when every row keeps at most k < V tokens and no token past the k-th
+    ties it, only the first k sorted (topk: a quarter of a full sort's time on the sampled check's 400-row batches)
+    and the rest of each row -inf, which top-k masking makes of them anyway: every later step sees the same values,
+    so the warped probabilities are the same bit for bit (the ids past k, whose probability is 0, are not returned).
+    CUDA sorts in full: reading k would sync the device."""
+    vocab = scaled.shape[-1]
+    if scaled.device.type != "cpu" or scaled.shape[0] == 0:
+        return scaled.sort(dim=-1, descending=True)
+    k = int(top_k.max())
+    if k >= vocab:
+        return scaled.sort(dim=-1, descending=True)
+    values, ids = scaled.topk(k, dim=-1)  # [n, k], descending
+    if bool(((scaled >= values[:, -1:]).sum(dim=-1) > k).any()):  # a tie at the k-th value, which top-k keeps
+        return scaled.sort(dim=-1, descending=True)
+    return torch.cat([values, values.new_full((values.shape[0], vocab - k), float("-inf"))], dim=-1), ids
 
 
 def sample_from_probs(
