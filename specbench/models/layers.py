@@ -16,6 +16,14 @@ from specbench.models import fused_kernels
 from specbench.models.config_rope import RopeScaling
 
 
+def uninitialized_embedding(num_embeddings: int, embedding_dim: int) -> nn.Embedding:
+    """nn.Embedding with its weight left as torch.empty made it, for a model built under torch.device("meta") and
+    filled by its loader. nn.Embedding's own init (normal_) has no meta kernel: the reference implementation it falls
+    back to imports torch._dynamo, ~2 s the first time in a process (each CLI run, each test worker), for values that
+    to_empty drops anyway."""
+    return nn.Embedding(num_embeddings, embedding_dim, _weight=torch.empty(num_embeddings, embedding_dim))
+
+
 class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
     is_offset = False  # the (1 + weight) form (OffsetRMSNorm); the fused kernel takes either
 

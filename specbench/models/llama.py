@@ -31,7 +31,7 @@ from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.gemma import GemmaDecoderLayer
 from specbench.models.gpt_oss_weights import gpt_oss_checkpoint_targets, gpt_oss_layout
 from specbench.models.layer_output import LayerOutput
-from specbench.models.layers import GatedMLP, OffsetRMSNorm, RMSNorm, RotaryEmbedding
+from specbench.models.layers import GatedMLP, OffsetRMSNorm, RMSNorm, RotaryEmbedding, uninitialized_embedding
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_forward import moe_forward
 from specbench.models.moe_weights import (
@@ -46,6 +46,7 @@ from specbench.models.granite_hybrid import GraniteHybridDecoderLayer, granite_n
 from specbench.models.config_nemotron_h import NEMOTRON_H
 from specbench.models.nemotron_h import Fp32WeightRMSNorm, NemotronHLayer, backbone_names, nemotron_checkpoint_name
 from specbench.models.qwen3_next import HybridDecoderLayer, ensure_state_rows, kv_layer_ids, state_layer_ids
+from specbench.models.materialize import materialize_
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ class DecoderLM(nn.Module):
         self.dtype = dtype
         # Built on meta then materialized once, so an 8B model never exists twice or gets a throwaway init.
         with torch.device("meta"):
-            self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.embed_tokens = uninitialized_embedding(config.vocab_size, config.hidden_size)
             self.layers = nn.ModuleList(_decoder_layer(config, i) for i in range(config.num_hidden_layers))
             self.norm = _final_norm(config)
             self.lm_head = None if config.tie_word_embeddings else nn.Linear(
@@ -197,7 +198,7 @@ class DecoderLM(nn.Module):
         # (CUDA-graph capture refuses one) and the product is the same (both compute in fp32 and round once).
         self.embed_scale = (float(torch.tensor(config.hidden_size ** 0.5, dtype=dtype)) if config.is_gemma
                             else config.embedding_multiplier)  # Granite-4's, a Python float as transformers'
-        self.to(dtype).to_empty(device=device).requires_grad_(False)
+        materialize_(self, dtype, device).requires_grad_(False)
         self.is_initialized = False
 
     @property

@@ -44,8 +44,10 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
         self.down_bias = nn.Parameter(torch.zeros(num_experts, hidden)) if config.has_expert_bias else None
         self.shared_expert = GatedMLP(hidden, config.shared_intermediate_size) if config.has_shared_expert else None
         self.shared_expert_gate = nn.Linear(hidden, 1, bias=False) if config.is_shared_expert_gated else None
-        nn.init.normal_(self.gate_up_weight, std=hidden ** -0.5)
-        nn.init.normal_(self.down_weight, std=inter ** -0.5)
+        if not self.gate_up_weight.is_meta:  # built on meta (a model's layers): no values to fill, and normal_
+            # there runs a reference implementation that imports torch._dynamo (~1 s the first time in a process)
+            nn.init.normal_(self.gate_up_weight, std=hidden ** -0.5)
+            nn.init.normal_(self.down_weight, std=inter ** -0.5)
 
     def _apply(self, fn, recurse=True):
         # The correction bias follows the module's device but keeps its fp32 values through a dtype cast.
@@ -56,7 +58,8 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
         if kept is not None:
             device = self.score_correction_bias.device
             # Materialised from meta (to_empty): fresh fp32 memory, filled by the loader or init_random_weights.
-            self.score_correction_bias = torch.empty_like(kept, device=device) if kept.is_meta else kept.to(device)
+            self.score_correction_bias = (torch.empty(kept.shape, dtype=kept.dtype, device=device) if kept.is_meta
+                                          else kept.to(device))
         return self
 
     def route(

@@ -16,8 +16,9 @@ from specbench.attention.metadata import AttentionMetadata
 from specbench.kv.kv_cache import KVCache, KVCacheSpec
 from specbench.models import decode_gemv, fused_kernels
 from specbench.models.config import ModelConfig
-from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from specbench.models.layers import GatedMLP, RMSNorm, RotaryEmbedding, uninitialized_embedding
 from specbench.models.llama import DecoderLayer, LayerOutput, SelfAttention, fused_checkpoint_targets
+from specbench.models.materialize import materialize_
 from specbench.speculation.drafters.eagle import fused_head
 from specbench.speculation.drafters.eagle.config import EagleHeadConfig
 
@@ -84,13 +85,13 @@ class EagleHead(fused_kernels.UsesFusedKernels, nn.Module):
         self.attn_backend = attn_backend
         self.dtype = dtype
         with torch.device("meta"):
-            self.embed_tokens = nn.Embedding(cfg.vocab_size, c.hidden_size) if shape.has_own_embed else None
+            self.embed_tokens = uninitialized_embedding(cfg.vocab_size, c.hidden_size) if shape.has_own_embed else None
             self.fc = nn.Linear(shape.fc_in_features, c.hidden_size, bias=cfg.fc_bias)
             self.layers = nn.ModuleList(self._layer(i) for i in range(cfg.num_layers))
             self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps) if self.is_eagle3 else None
             self.lm_head = nn.Linear(c.hidden_size, cfg.draft_vocab_size, bias=False) if shape.has_own_lm_head else None
         self.rotary = RotaryEmbedding(c.head_dim, c.rope_theta, c.rope_scaling)  # the head's own RoPE
-        self.to(dtype).to_empty(device=device).requires_grad_(False)
+        materialize_(self, dtype, device).requires_grad_(False)
         # Target tensors shared by reference (not parameters of the head):
         self.target_embed: torch.Tensor | None = None  # [vocab, H]
         self.target_lm_head: torch.Tensor | None = None  # [vocab, H]

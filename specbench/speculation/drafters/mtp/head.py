@@ -28,6 +28,7 @@ from specbench.models.config_hybrid import QWEN3_NEXT
 from specbench.models.dummy_weights import fill_dummy_weights
 from specbench.models.layers import OffsetRMSNorm, RMSNorm
 from specbench.models.llama import DecoderLayer, fused_checkpoint_targets, model_rotary
+from specbench.models.materialize import materialize_
 from specbench.models.qwen3_next import HybridDecoderLayer
 from specbench.speculation.drafters.eagle import fused_head
 from specbench.speculation.drafters.eagle.head import HeadOutput
@@ -82,7 +83,7 @@ class MtpHead(fused_kernels.UsesFusedKernels, nn.Module):
             self.layers = nn.ModuleList([layer])
             self.final_norm = norm(c.hidden_size, c.rms_norm_eps)
         self.rotary = model_rotary(c)  # the target's RoPE
-        self.to(dtype).to_empty(device=device).requires_grad_(False)
+        materialize_(self, dtype, device).requires_grad_(False)
         self.eh_norm_weight = fused_head.NormPairWeight()  # [enorm; hnorm] weights, fused path
         self.target_embed: torch.Tensor | None = None  # [vocab, H] the target's, shared by reference
         self.target_lm_head: torch.Tensor | None = None  # [vocab, H] the target's (= shared_head.head)
