@@ -17,6 +17,9 @@ if not torch.cuda.is_available():
     from tests.support.interpreter_patch_cache import install as _install_interpreter_patch_cache
 
     _install_interpreter_patch_cache()  # a third of an interpreted engine test's time (see the module)
+    from tests.support.interpreter_np_dtype import install as _install_interpreter_np_dtype
+
+    _install_interpreter_np_dtype()  # ~8% of an interpreted engine test's time (see the module)
 # Test models are tiny: per-op OpenMP fork/join across the 2 CI cores costs more than it saves
 # (measured 5-10x slower decode steps with 2 threads than with 1).
 torch.set_num_threads(1)
