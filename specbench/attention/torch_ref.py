@@ -124,6 +124,15 @@ def paged_attention_reference(
         mask &= key_pos[None, None, :] >= starts[:, :, None]
 
     group = q.shape[1] // k_cache.shape[1]
+    if sinks is None and softcap is None and q.device.type == "cpu":
+        # The CPU kernel reads each K/V head for its whole query-head group itself (enable_gqa): the same result bit
+        # for bit as the copies below (checked over dtypes and shapes, session 23), without them. CUDA's
+        # memory-efficient kernel does not take enable_gqa (another kernel would run), so other devices keep the copies.
+        out = F.scaled_dot_product_attention(
+            queries.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask[:, None],
+            scale=scale, enable_gqa=group > 1,
+        )  # [num_reqs, num_heads, max_q, head_dim]
+        return out.transpose(1, 2)[is_valid]
     keys = keys.repeat_interleave(group, dim=2)
     values = values.repeat_interleave(group, dim=2)
     if sinks is None and softcap is None:
