@@ -27,6 +27,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from specbench.errors import SpecbenchError
+
 ENV = "SPECBENCH_PDL"
 MODES = ("off", "on")
 
@@ -34,7 +36,7 @@ MODES = ("off", "on")
 def mode() -> str:
     value = os.environ.get(ENV, "off").strip().lower() or "off"
     if value not in MODES:
-        raise ValueError(f"{ENV}={value!r}; supported: {', '.join(MODES)}")
+        raise SpecbenchError(f"{ENV}={value!r}; supported: {', '.join(MODES)}")  # a user's setting: one line
     return value
 
 

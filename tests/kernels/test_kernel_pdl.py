@@ -102,10 +102,11 @@ def test_launch_overlap_is_off_on_cpu_and_one_decision():
 
 
 def test_an_unknown_mode_is_one_clear_error(monkeypatch):
+    from specbench.errors import SpecbenchError
     from specbench.kernels import pdl
 
     monkeypatch.setenv(pdl.ENV, "sometimes")
-    with pytest.raises(ValueError, match="supported: off, on"):
+    with pytest.raises(SpecbenchError, match="supported: off, on"):
         pdl.mode()
 
 

@@ -169,3 +169,29 @@ def test_exponential_race_never_picks_zero_probability():
     probs = torch.tensor([[0.0, 1e-30, 0.0], [0.0, 0.0, 1.0]]).expand(2000, 2, 3).reshape(-1, 3)
     tokens = sample_from_probs(probs, [None] * probs.shape[0])
     assert torch.equal(tokens.view(2000, 2), torch.tensor([1, 2]).expand(2000, 2))
+
+
+def test_top_k_rows_match_the_definition_with_ties_and_per_row_k():
+    """Each row keeps the tokens at or above its k-th largest logit (every token tied with it too) and renormalises;
+    recomputed here row by row from a full sort, against the batched warp (which sorts only the top k it keeps on
+    CPU, falling back to the full sort on a tie at the k-th value)."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(12, 50, generator=gen)
+    logits[3, 7] = logits[3, 11] = logits[3].max() + 1  # a tie at the top
+    logits[5, :6] = 2.5  # six tied, k = 3 cuts through them
+    top_k = torch.tensor([1, 2, 3, 4, 5, 3, 30, 29, 7, 1, 10, 25])  # all below the vocab: the top-k sort's rows
+    ranked = logits[6].sort(descending=True).values
+    logits[6][logits[6] == ranked[30]] = ranked[29]  # a tie at the largest k-th value: the full sort's rows
+    for top_p in (1.0, 0.8):
+        if top_p < 1.0:
+            logits[3, 11] -= 0.5  # no tie across the top-p cut: its order would be the sort's choice
+            logits[5, :6] = torch.linspace(2.0, 2.5, 6)
+        got = logits_to_probs(logits, torch.ones(12), top_k, torch.full((12,), top_p))
+        for r in range(12):
+            kth = logits[r].sort(descending=True).values[top_k[r] - 1]
+            kept = torch.where(logits[r] >= kth, logits[r], float("-inf")).softmax(-1)
+            order = kept.argsort(descending=True, stable=True)
+            mass_before = kept[order].cumsum(0) - kept[order]
+            expected = torch.zeros_like(kept)
+            expected[order] = torch.where(mass_before < top_p, kept[order], 0.0)
+            torch.testing.assert_close(got[r], expected / expected.sum(), atol=1e-6, rtol=1e-5)
