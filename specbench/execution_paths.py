@@ -120,7 +120,8 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
     # The default on CUDA (--recurrent-kernels auto): the CUDA selftest's hybrid rows run it.
     ExecutionPath("hybrid.triton_verify", "uniform verify rows (plain decode, chain verifies: the rows CUDA graphs "
                   "replay) through our fused conv and gated-delta-rule kernels, two launches a layer, every "
-                  "position's state kept (kernels/gated_delta_verify.py)", ("cuda",), target_kind=HYBRID),
+                  "position's state kept, the layer's projections as gemv kernels (kernels/gated_delta_verify.py, "
+                  "models/recurrent_kernels.py)", ("cuda",), target_kind=HYBRID),
     # Opt-in (--recurrent-kernels fla, CUDA with fla-core installed; auto takes our triton kernels instead).
     ExecutionPath("hybrid.fla_chunk", "committed rows (prefill, prompt chunks) of a forward's requests through "
                   "fla-core's chunk_gated_delta_rule, one varlen call (recurrent/fla_kernels.py)", (),
