@@ -86,11 +86,17 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
             routing, order = self.fused_route(x, is_real_token)
             routed = self.fused_experts(x, routing, order)
             if self._is_shared_fused(x):
-                # The ungated shared expert (GLM-4.5, DeepSeek-V3) as two gemvs, the routed sum added in the down
-                # projection's epilogue: two kernels where the eager chain runs four (two GEMMs, SiLU-and-mul, add).
+                # The shared expert as gemvs: gate_up with SiLU-and-mul, then down. Ungated (GLM-4.5, DeepSeek-V3),
+                # the routed sum is added in the down projection's epilogue: two kernels where the eager chain runs
+                # four (two GEMMs, SiLU-and-mul, add). Gated (Qwen2-MoE, Qwen3-Next), the gate's one-row projection
+                # is a gemv too and its sigmoid, product and sum stay torch's, rounded where the eager module rounds
+                # (cuBLAS ran those GEMMs split-K with a reduce kernel each at one token).
                 shared = self.shared_expert
                 act = fused_kernels.gemv(x, shared.gate_up_proj.weight, is_gated=True)
-                return fused_kernels.gemv(act, shared.down_proj.weight, residual=routed)
+                if self.shared_expert_gate is None:
+                    return fused_kernels.gemv(act, shared.down_proj.weight, residual=routed)
+                out = fused_kernels.gemv(act, shared.down_proj.weight)
+                return routed + torch.sigmoid(fused_kernels.gemv(x, self.shared_expert_gate.weight)) * out
         else:
             routed = self.reference_experts(x, self.route(x, is_real_token))
         return routed + self.shared(x) if self.shared_expert is not None else routed
@@ -102,7 +108,7 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
 
     def _is_shared_fused(self, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]; shapes and dtypes only
         shared = self.shared_expert
-        return (shared is not None and self.shared_expert_gate is None and shared.activation == "silu"
+        return (shared is not None and shared.activation == "silu"
                 and x.dtype == shared.gate_up_proj.weight.dtype and x.shape[0] <= fused_kernels.gemv_max_tokens())
 
     def shared(self, x: torch.Tensor) -> torch.Tensor:  # [num_tokens, hidden] -> same

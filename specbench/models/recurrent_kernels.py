@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 
 from specbench.errors import SpecbenchError
+from specbench.models import fused_kernels
 from specbench.recurrent.config import GatedDeltaNetConfig
 from specbench.recurrent.fused_verify import DeltaProjections
 
@@ -38,6 +40,14 @@ class TritonDeltaVerify:
 
         gated_delta_verify(_inputs(config, projections), a_log, dt_bias, conv_slots, rec_slots, slots, conv_weight,
                            _dims(config), core, kept_conv, kept_rec)
+
+    def project(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Our gemv kernel (kernels/gemv.py: one weight pass, no split-K reduce) for the decode and verify batches it
+        takes; cuBLAS past them. At one token cuBLAS took 5-9 us for these projections on the H100 (session 22's
+        profile), small ones (Qwen3-Next's in_proj_ba, 0.26 MB) at many times their bytes' time."""
+        if x.shape[0] <= fused_kernels.gemv_max_tokens() and x.dtype == weight.dtype and x.stride(-1) == 1:
+            return fused_kernels.gemv(x, weight)
+        return F.linear(x, weight)
 
     def gated_norm(self, config, core, projections, weight, eps) -> torch.Tensor:
         from specbench.kernels.gated_delta_verify import gated_rms_norm

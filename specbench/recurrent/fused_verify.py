@@ -50,6 +50,10 @@ class FusedVerify(Protocol):
         kept_rec: torch.Tensor,  # [rows, Hv, Dk, Dv] fp32 written: the recurrent state after each row
     ) -> None: ...
 
+    def project(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # x [rows, in], weight [out, in]
+        """x @ weight.T: the layer's input and output projections of these rows (no biases)."""
+        ...
+
     def gated_norm(self, config: GatedDeltaNetConfig, core: torch.Tensor, projections: DeltaProjections,
                    weight: torch.Tensor, eps: float) -> torch.Tensor:  # [rows, Hv * Dv]
         ...

@@ -207,19 +207,23 @@ class GatedDeltaNet(RunsRecurrentKernels, RecurrentMixer):  # recurrent_kernels:
 
     def _forward_fused(self, x: torch.Tensor, states: StateCache, rows: StateRows, paths) -> torch.Tensor:
         """Uniform verify rows (plain decode, chain verifies: the rows CUDA graphs replay) on the fused kernels bound
-        to this layer (`fused_verify`, recurrent/fused_verify.py): the projections, three launches between them,
+        to this layer (`fused_verify`, recurrent/fused_verify.py): its projections, three launches between them,
         every position's states kept for the commit as the torch path keeps them."""
         c = self.config
-        projections = (DeltaProjections(qkv=self.in_proj_qkv(x), z=self.in_proj_z(x), b=self.in_proj_b(x),
-                                        a=self.in_proj_a(x)) if c.is_split_projections
-                       else DeltaProjections(qkvz=self.in_proj_qkvz(x), ba=self.in_proj_ba(x)))
+        project = self.fused_verify.project  # the bound kernels' projections (ours: gemv)
+        projections = (DeltaProjections(qkv=project(x, self.in_proj_qkv.weight), z=project(x, self.in_proj_z.weight),
+                                        b=project(x, self.in_proj_b.weight), a=project(x, self.in_proj_a.weight))
+                       if c.is_split_projections
+                       else DeltaProjections(qkvz=project(x, self.in_proj_qkvz.weight),
+                                             ba=project(x, self.in_proj_ba.weight)))
         core = torch.empty(x.shape[0], c.num_v_heads, c.v_dim, dtype=x.dtype, device=x.device)
         kept_conv, kept_rec = states.kept_rows(self.state_layer, rows.num_pending)
         self.verify_fused(projections, core, kept_conv, kept_rec, states, rows)
         if paths is not None:  # a host-side decision, made alike at capture and eagerly
             paths.record(TRITON_VERIFY_PATH)
         keep_verify_states(states, self.state_layer, kept_conv, kept_rec)
-        return self.out_proj(self.fused_verify.gated_norm(c, core, projections, self.norm.weight, self.norm.eps))
+        return project(self.fused_verify.gated_norm(c, core, projections, self.norm.weight, self.norm.eps),
+                       self.out_proj.weight)
 
     def verify_fused(self, projections: DeltaProjections, core, kept_conv, kept_rec, states: StateCache,
                      rows: StateRows) -> None:

@@ -169,9 +169,10 @@ def test_graph_replays_route_each_batch_afresh():
 
 
 @pytest.mark.parametrize("is_gated", [False, True], ids=["ungated", "gated"])
-def test_fused_layer_runs_the_ungated_shared_expert_as_gemvs(is_gated, monkeypatch):
+def test_fused_layer_runs_the_shared_expert_as_gemvs(is_gated, monkeypatch):
     # GLM-4.5's ungated shared expert: gate_up + SiLU-and-mul and down + the routed sum as two gemvs; Qwen2-MoE's
-    # sigmoid-gated one stays the eager module. Either way the output is the reference layer's.
+    # and Qwen3-Next's sigmoid-gated one: those two and the gate's one-row projection as gemvs. Either way the
+    # output is the reference layer's.
     from specbench.models import fused_kernels
 
     config = MoeConfig(HIDDEN, 8, 2, INTER, scoring="sigmoid", has_score_correction_bias=True,
@@ -185,5 +186,5 @@ def test_fused_layer_runs_the_ungated_shared_expert_as_gemvs(is_gated, monkeypat
     monkeypatch.setattr(fused_kernels, "gemv", lambda x, w, **kw: calls.append(tuple(w.shape)) or real(x, w, **kw))
     x = torch.randn(5, HIDDEN, device=DEVICE)
     got = moe(x, is_fused=True)
-    assert calls == ([] if is_gated else [(96, HIDDEN), (HIDDEN, 48)])
+    assert calls == [(96, HIDDEN), (HIDDEN, 48)] + ([(1, HIDDEN)] if is_gated else [])
     torch.testing.assert_close(got, moe(x), atol=1e-5, rtol=1e-5)
