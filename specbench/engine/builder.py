@@ -324,14 +324,15 @@ def graph_plan(config: EngineConfig, device: torch.device, max_model_len: int) -
 
 
 def capture_graphs(plan: GraphPlan, runner: TargetRunner, proposer, max_steps: int) -> str:
-    """Target graphs for 1 and max_steps + 1 queries per request; draft-step graphs when there are steps >= 1."""
+    """Target graphs for 1 and max_steps + 1 queries per request; draft graphs whenever the engine drafts (k = 1
+    included: a round of one draft token is its catch-up alone, which an EAGLE / MTP round graph replays too)."""
     gc.collect()  # dead engines' graphs are destroyed here, not by a collection during a capture
     try:
         runner.enable_cuda_graphs(plan, max_query_len=max_steps + 1)
         runner.graphs.capture(1)
         if max_steps:
             runner.graphs.capture(max_steps + 1)
-        if isinstance(proposer, CapturesDraftGraphs) and max_steps > 1:
+        if isinstance(proposer, CapturesDraftGraphs) and max_steps >= 1:
             proposer.enable_cuda_graphs(plan)
             proposer.prepare_cuda_graphs(max_steps)
     except (RuntimeError, torch.AcceleratorError) as exc:

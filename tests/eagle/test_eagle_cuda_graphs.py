@@ -39,15 +39,20 @@ def run(target, head, prompts, graphs: bool, num_steps: int = 3, inject: str | N
 
 
 @pytest.mark.slow  # ~11 s on CPU
-def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids):
+@pytest.mark.parametrize("num_steps", [3, 1])  # k = 1: the round graph replays the catch-up alone (no draft steps)
+def test_round_graph_matches_eager(target_dir, head_dir, prompt_ids, num_steps):
     variant = "eagle3-native-flat"
     target, head = target_dir(VARIANTS[variant].target), head_dir(variant)
     prompts = prompt_ids[:3]
-    _, expected = run(target, head, prompts, graphs=False)
-    engine, got = run(target, head, prompts, graphs=True, async_scheduling=False)
+    _, expected = run(target, head, prompts, graphs=False, num_steps=num_steps)
+    engine, got = run(target, head, prompts, graphs=True, async_scheduling=False, num_steps=num_steps)
     assert got == expected
-    assert engine.proposer.round_graphs[3].num_replays > 0 and engine.proposer.round_graphs[3].num_ahead == 0
+    graphs = engine.proposer.round_graphs[num_steps]
+    assert graphs.num_replays > 0 and graphs.num_ahead == 0
     assert sum(sum(acc) for _, acc in expected) > 0  # the fitted head drafts tokens the target accepts
+    if num_steps == 1:  # and rounds drafted ahead of the host (the engine's overlap) match too
+        engine, got = run(target, head, prompts, graphs=True, num_steps=1)
+        assert got == expected and engine.proposer.round_graphs[1].num_replays > 0
 
 
 @pytest.mark.slow

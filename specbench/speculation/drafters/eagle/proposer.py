@@ -418,7 +418,7 @@ class EagleProposer(ResumesFromCachedKV, ConsumesTargetFeatures, DraftsAhead, Ca
 
     def prepare_cuda_graphs(self, num_steps: int) -> None:
         """Capture whole-round graphs for k = num_steps (once per k; a no-op until graphs are enabled)."""
-        if self.draft_graphs.plan is None or num_steps < 2 or num_steps in self.round_graphs:
+        if self.draft_graphs.plan is None or num_steps < 1 or num_steps in self.round_graphs:
             return
         graphs = EagleRoundGraphs(self, num_steps, self.draft_graphs.plan, self.head.attn_backend.begin_forward)
         graphs.capture()
