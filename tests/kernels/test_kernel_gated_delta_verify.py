@@ -81,7 +81,9 @@ def test_fused_verify_layer_matches_the_torch_forms(slots, n, is_split):
     want, want_conv, want_rec, torch_paths = _run(layer, TORCH, x, slots, n, seed=n)
     got, got_conv, got_rec, paths = _run(layer, TRITON, x, slots, n, seed=n)
     assert TRITON_VERIFY_PATH in paths and TRITON_VERIFY_PATH not in torch_paths
-    assert torch.equal(got_conv, want_conv)  # copies of the inputs: exact
+    # The conv state keeps the projected inputs: the fused path projects with the gemv kernel, whose fp32 sum runs
+    # in another order than torch's linear (rounding apart; a wrong or shifted row is off by O(1)).
+    torch.testing.assert_close(got_conv, want_conv, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_rec, want_rec, rtol=2e-5, atol=2e-5)
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
 
@@ -108,6 +110,6 @@ def test_fused_verify_layer_bf16_on_cuda(is_split):
     x = torch.randn(len(slots) * n, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
     want, want_conv, want_rec, _ = _run(layer, TORCH, x, slots, n, seed=3)
     got, got_conv, got_rec, _ = _run(layer, TRITON, x, slots, n, seed=3)
-    assert torch.equal(got_conv, want_conv)
+    torch.testing.assert_close(got_conv, want_conv, rtol=1.6e-2, atol=1e-3)  # gemv vs cuBLAS: a bf16 ulp apart
     torch.testing.assert_close(got_rec, want_rec, rtol=2e-3, atol=2e-3)
     torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)  # bf16 roundings apart
