@@ -63,7 +63,8 @@ def _route_tile(
     if SCORING == 0:
         top = tl.max(logits, axis=1)
         ex = tl.where(is_e[None, :], _exp(logits - top[:, None], PRECISE_EXP), 0.0)
-        scores = tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None])
+        total = tl.sum(ex, axis=1)  # the probabilities are ex / total: a chosen one's is made from its logit below
+        scores = logits
         choice = logits
     elif SCORING == 1:
         scores = tl.math.div_rn(1.0, 1.0 + _exp(-logits, PRECISE_EXP))
@@ -73,18 +74,34 @@ def _route_tile(
     else:
         scores = logits
         choice = logits
-    choice = tl.where(choice == choice, choice, float("-inf"))  # noqa: PLR0124 - NaN scores (a broken row) rank last
-    is_free = is_e[None, :] & is_t[:, None]  # [t, e]: not yet chosen
+    # Each pick is one max over packed keys: the score's bits, order-preserving, above the complement of the expert id,
+    # so the max is the best score and, among exact ties, the lowest id. -0.0 counts as +0.0 (they compare equal);
+    # NaN scores (a broken row) rank last, below -inf.
+    choice = tl.where(choice == 0.0, 0.0, choice)
+    bits = choice.to(tl.int32, bitcast=True).to(tl.int64)
+    ordered = tl.where(bits < 0, -bits - 1, bits + 2147483648)  # [0, 2^32): float order as integers; 0 decodes to NaN
+    ordered = tl.where(choice == choice, ordered, 0)  # noqa: PLR0124
+    is_free = is_e[None, :] & is_t[:, None]  # [t, e]: a candidate
+    keys = tl.where(is_free, ordered * BLOCK_E + (BLOCK_E - 1 - e)[None, :], -1)  # [t, e] int64; -1: not a candidate
     ids = tl.full([BLOCK_T, BLOCK_K], NUM_EXPERTS, dtype=tl.int32)
     weights = tl.zeros([BLOCK_T, BLOCK_K], dtype=tl.float32)
     for j in tl.static_range(TOP_K):
-        best = tl.max(tl.where(is_free, choice, float("-inf")), axis=1)
-        # The lowest free expert id among the row's maxima: k distinct experts even for rows of equal scores.
-        pick = tl.min(tl.where(is_free & (choice == best[:, None]), e[None, :], BLOCK_E), axis=1)
-        pick = tl.where(is_t, pick, NUM_EXPERTS)
+        best = tl.max(keys, axis=1)  # [t]
+        pick = (BLOCK_E - 1 - best % BLOCK_E).to(tl.int32)
+        pick = tl.where(is_t & (best >= 0), pick, NUM_EXPERTS)
         is_pick = e[None, :] == pick[:, None]
-        w = tl.sum(tl.where(is_pick, scores, 0.0), axis=1)
-        is_free = is_free & ~is_pick
+        keys = tl.where(is_pick, -1, keys)
+        if SCORING == 1 and HAS_CORRECTION_BIAS:  # the chosen score is not the weight: gather it
+            w = tl.sum(tl.where(is_pick, scores, 0.0), axis=1)
+        else:  # the weight follows from the chosen score: the tile's arithmetic on the same value, the same bits
+            best_ordered = best // BLOCK_E
+            value = tl.where(best_ordered >= 2147483648, best_ordered - 2147483648, -best_ordered - 1)
+            value = value.to(tl.int32).to(tl.float32, bitcast=True)
+            if SCORING == 0:
+                w = tl.math.div_rn(_exp(value - top, PRECISE_EXP), total)
+            else:
+                w = value
+            w = tl.where(is_t & (best >= 0), w, 0.0)
         ids = tl.where(kk[None, :] == j, pick[:, None], ids)
         weights = tl.where(kk[None, :] == j, w[:, None], weights)
     is_k = kk < TOP_K

@@ -64,6 +64,10 @@ def write_expert_sort(
     BLOCK_E: tl.constexpr,  # >= NUM_EXPERTS
     BLOCK_K: tl.constexpr,  # >= TOP_K
 ):
+    if BLOCK_T == 1:  # one token (plain decode of one request): the same sort without a scan over experts
+        _write_one_token_sort(ids, sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr, NUM_EXPERTS, TOP_K,
+                              BLOCK_E, BLOCK_K)
+        return
     # A token holds each expert at most once, so the slots of expert e in slot order are those of the tokens that
     # chose e, in token order: slot (t, j) with id e goes to row cu[e] + (tokens before t that chose e).
     t = tl.arange(0, BLOCK_T)
@@ -95,6 +99,38 @@ def write_expert_sort(
     position = tl.where(is_active != 0, tl.cumsum(is_active, axis=0) - 1, num_active + tl.cumsum(is_idle, axis=0) - 1)
     tl.store(active_ptr + position, e, mask=is_e)
     tl.store(num_active_ptr, num_active)
+
+
+@triton.jit
+def _write_one_token_sort(
+    ids,  # [1, BLOCK_K] int32 tile: the token's k distinct experts, or k times NUM_EXPERTS (a padded row)
+    sorted_slots_ptr, cu_ptr, active_ptr, num_active_ptr,  # ExpertSort, written
+    NUM_EXPERTS: tl.constexpr,
+    TOP_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    # write_expert_sort's results in closed form for one token, whose k slots hold distinct experts: expert e's
+    # range starts after the slots with a lower id, a slot's row is its id's rank among the k (padding: slot order),
+    # and the experts below e that are active are exactly those ranks. Compares of [experts, k] and [k, k] tiles,
+    # no scan over the experts.
+    e = tl.arange(0, BLOCK_E)
+    kk = tl.arange(0, BLOCK_K)
+    is_e = e < NUM_EXPERTS
+    is_k = kk < TOP_K
+    slot_ids = tl.where(is_k, tl.reshape(ids, [BLOCK_K]), NUM_EXPERTS)  # [BLOCK_K]
+    cu = tl.sum(((slot_ids[None, :] < e[:, None]) & is_k[None, :]).to(tl.int32), axis=1)  # [BLOCK_E]
+    num_real_slots = tl.sum((is_k & (slot_ids < NUM_EXPERTS)).to(tl.int32), axis=0)
+    tl.store(cu_ptr + e, cu, mask=is_e)
+    tl.store(cu_ptr + NUM_EXPERTS, num_real_slots)
+    before = (slot_ids[None, :] < slot_ids[:, None]) | ((slot_ids[None, :] == slot_ids[:, None]) &
+                                                       (kk[None, :] < kk[:, None]))  # [j, j']: j' sorts first
+    rank = tl.sum((before & is_k[None, :]).to(tl.int32), axis=1)  # [BLOCK_K]
+    tl.store(sorted_slots_ptr + rank, kk, mask=is_k)
+    is_active = tl.sum(((slot_ids[None, :] == e[:, None]) & is_k[None, :]).to(tl.int32), axis=1) > 0
+    position = tl.where(is_active, cu, num_real_slots + e - cu)  # distinct experts: cu[e] active ones below e
+    tl.store(active_ptr + position, e, mask=is_e)
+    tl.store(num_active_ptr, num_real_slots)
 
 
 @triton.jit

@@ -112,6 +112,55 @@ def test_16bit_inputs_route_as_the_fp32_router(dtype):
     torch.testing.assert_close(weights, expected.topk_weights, atol=1e-5, rtol=1e-4)
 
 
+def _ranked(scores: list[float], k: int) -> list[int]:
+    """The kernels' contract, spelled out: descending score, an exact tie to the lower expert id."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+@pytest.mark.parametrize("name", ["softmax-renorm", "topk_softmax-bias", "sigmoid-correction-scaled"])
+@pytest.mark.parametrize("num_tokens", [1, 3])
+def test_exact_ties_go_to_the_lower_expert_and_a_padded_token_keeps_slot_order(name, num_tokens):
+    # Router rows copied onto other experts give exactly equal logits (and +0.0 against -0.0: equal too), so a
+    # choice among equals is decided by the tie rule alone; one token alone is the kernels' one-token sort.
+    config = ROUTINGS[name]
+    moe = layer(config, seed=5)
+    n, k = config.num_experts, config.num_experts_per_tok
+    with torch.no_grad():
+        w = moe.router.weight
+        for dst, src in ((n - 1, 2), (7, 2), (5, 9), (n - 3, 9), (11, 0)):
+            w[dst] = w[src]
+        if moe.router.bias is not None:
+            moe.router.bias.zero_()
+        if moe.score_correction_bias is not None:
+            moe.score_correction_bias.zero_()
+    gen = torch.Generator(device=DEVICE).manual_seed(num_tokens)
+    x = torch.randn(num_tokens, HIDDEN, generator=gen, device=DEVICE)
+    with torch.no_grad():  # make experts 2 and 9 (and their copies) the best: every one of the k picks has a tie
+        for row in (2, 9):
+            w[row] = x[0] * (0.08 if row == 2 else 0.06)
+        for dst, src in ((n - 1, 2), (7, 2), (5, 9), (n - 3, 9)):
+            w[dst] = w[src]
+    logits = torch.nn.functional.linear(x, moe.router.weight, moe.router.bias)
+    if config.scoring == "sigmoid":
+        scores = torch.sigmoid(logits)
+    else:
+        scores = logits
+    ids, _, order = run(moe, x, None)
+    for t in range(num_tokens):
+        assert ids[t].tolist() == _ranked(scores[t].tolist(), k), t
+    assert ids[0, :3].tolist() == [2, 7, n - 1]  # three equal best scores: ascending ids
+    assert len(set(scores[0, [2, 7, n - 1]].tolist())) == 1 and scores[0, 2] > scores[0, 9]
+    reference = sort_by_expert_reference(ids, n)
+    for field in SORT_FIELDS:
+        assert torch.equal(getattr(order, field), getattr(reference, field)), field
+    # the same token marked padding: no expert, and the sort keeps its slots in order after no real ones
+    ids, weights, order = run(moe, x, torch.zeros(num_tokens, dtype=torch.bool, device=DEVICE))
+    assert (ids == n).all() and not weights.any()
+    assert order.sorted_slots.tolist() == list(range(num_tokens * k))
+    assert order.num_active_experts.item() == 0 and not order.cu_num_slots_per_expert.any()
+    assert order.active_experts.tolist() == list(range(n))
+
+
 def test_layer_fused_route_uses_one_launch_and_keeps_its_counter_across_moves():
     # MoeMLP.fused_route routes as `route`; the counter survives to_empty (uninitialised memory) as zero.
     config = ROUTINGS["sigmoid-correction-scaled"]
