@@ -13,7 +13,8 @@ Same choices as the definition:
   with the definition's epsilon;
 - topk_softmax picks the top k of the logits and softmaxes over those k;
 - then the routed scaling factor; padded rows (is_real_token False) get the sentinel id num_experts and weight 0.
-Experts come out in descending score order, as torch.topk returns them; an exact tie goes to the lower expert id.
+Experts come out in descending score order, as torch.topk returns them; an exact tie goes to the lower expert id
+(+0.0 and -0.0 tie), a NaN score ranks below -inf.
 The weights differ from the definition's by the rounding of exp and division only.
 """
 

@@ -161,6 +161,29 @@ def test_exact_ties_go_to_the_lower_expert_and_a_padded_token_keeps_slot_order(n
     assert order.active_experts.tolist() == list(range(n))
 
 
+@pytest.mark.parametrize("scoring", ["topk_softmax", "softmax"])
+def test_signed_zeros_tie_and_infinite_logits_rank_last(scoring):
+    # Logits straight into the routing kernel: -0.0 and +0.0 compare equal (the lower id first, whichever sign it
+    # has), -inf ranks below every finite logit, a NaN below -inf; the weights are the chosen logits' own.
+    from specbench.kernels.moe_route import route_and_sort
+
+    inf, nan = float("inf"), float("nan")
+    rows = [[-0.0, 0.0, -inf, 1.0, 1.0, -0.0, -2.0, 0.5],
+            [nan, -inf, 0.0, -0.0, -inf, -3.0, -0.0, 0.0],
+            [-inf, nan, -inf, -inf, -inf, -inf, -inf, -inf]]
+    logits = torch.tensor(rows, device=DEVICE)
+    ids, weights, _ = route_and_sort(logits, top_k=6, scoring=scoring, norm_topk_prob=False,
+                                     routed_scaling_factor=1.0, correction_bias=None, is_real_token=None)
+    assert ids[0].tolist() == [3, 4, 7, 0, 1, 5]
+    assert ids[1].tolist() == [2, 3, 6, 7, 5, 1]
+    assert ids[2].tolist() == [0, 2, 3, 4, 5, 6]  # all -inf: by id; the NaN (expert 1) last of all
+    if scoring == "topk_softmax":  # a softmax over the six chosen logits
+        expected = torch.softmax(torch.tensor([1.0, 1.0, 0.5, 0.0, 0.0, 0.0]), dim=0)
+    else:  # the chosen experts' probabilities over the whole row
+        expected = torch.softmax(torch.tensor(rows[0]), dim=0)[[3, 4, 7, 0, 1, 5]]
+    torch.testing.assert_close(weights[0].cpu(), expected, atol=1e-6, rtol=1e-6)
+
+
 def test_layer_fused_route_uses_one_launch_and_keeps_its_counter_across_moves():
     # MoeMLP.fused_route routes as `route`; the counter survives to_empty (uninitialised memory) as zero.
     config = ROUTINGS["sigmoid-correction-scaled"]
