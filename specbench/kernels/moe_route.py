@@ -339,12 +339,16 @@ class RouterTiles:
 
 def routing_warps(block_t: int, block_e: int) -> int:
     """Warps of the fused routing kernel, for its phase 2 (top-k and the sort over a [tokens, experts] tile): one
-    warp at one token and up to 128 experts, whose reductions then need no shared memory; else at least 4 (about
-    16 tile elements a thread past 2,048). H100 (scripts/bench_moe_router.py, session 22): one warp gave 13.4 us at
-    4 tokens x 128 experts against 7.4 with 4, and 13.8 us at one token x 512 experts against 12.2."""
+    warp at one token and up to 128 experts, whose reductions then need no shared memory; else 4 to 16 warps, about
+    8 tile elements a thread at 256 experts and more, 16 below. H100 (scripts/bench_moe_router.py): session 22, one
+    warp gave 13.4 us at 4 tokens x 128 experts against 7.4 with 4, and 13.8 us at one token x 512 experts against
+    12.2; session 24 (packed top-k keys), 4 tokens x 512 experts 28.9 us with 4 warps against 19.0 with 8, 16 tokens
+    x 512 123.7 us with 4, 67.3 with 8, 44.4 with 16; 4 tokens x 128 experts 7.4 with 4 against 9.2 with 8 (narrower
+    tiles past 4 tokens were not timed with the packed keys: they keep session 22's 16 a thread)."""
     if block_t == 1 and block_e <= 128:
         return 1
-    return min(16, max(4, block_t * block_e // 512))
+    elements_per_thread = 8 if block_e >= 256 else 16
+    return min(16, max(4, block_t * block_e // (32 * elements_per_thread)))
 
 
 def default_router_tiles(hidden: int, element_size: int) -> RouterTiles:

@@ -260,3 +260,13 @@ def test_fused_layer_runs_the_shared_expert_as_gemvs(is_gated, monkeypatch):
     got = moe(x, is_fused=True)
     assert calls == [(96, HIDDEN), (HIDDEN, 48)] + ([(1, HIDDEN)] if is_gated else [])
     torch.testing.assert_close(got, moe(x), atol=1e-5, rtol=1e-5)
+
+
+def test_routing_warps_follow_the_measured_tiles():
+    # H100 winners (routing_warps' docstring): one warp for one token's narrow tile, 8 then 16 warps as the
+    # 512-expert tile grows, the 16-a-thread rule for 128 experts past one token.
+    from specbench.kernels.moe_route import routing_warps
+
+    assert routing_warps(1, 128) == 1 and routing_warps(1, 32) == 1
+    assert routing_warps(1, 512) == 4 and routing_warps(4, 512) == 8 and routing_warps(16, 512) == 16
+    assert routing_warps(4, 128) == 4 and routing_warps(64, 128) == 16

@@ -3,7 +3,7 @@ one before it before touching memory. Checked on the source, so a kernel added l
 kernel of specbench/kernels takes USE_PDL and runs wait_for_inputs(USE_PDL) first, in every program; each launch of
 one, anywhere in specbench, takes both launch keywords from launch_overlap (one decision, never launch_pdl alone).
 The GPU test runs the fused engine with PDL on and off and asserts the same tokens (a missed wait would race).
-PDL is opt-in (SPECBENCH_PDL=on) until that test and an engine A/B have run on a GPU."""
+PDL is on by default on CUDA (sm90+); SPECBENCH_PDL=off turns it off."""
 
 from __future__ import annotations
 
@@ -99,6 +99,15 @@ def test_launch_overlap_is_off_on_cpu_and_one_decision():
     from specbench.kernels.pdl import launch_overlap
 
     assert launch_overlap(torch.zeros(1)) == {"USE_PDL": False, "launch_pdl": False}
+
+
+def test_on_unless_the_environment_says_off(monkeypatch):
+    from specbench.kernels import pdl
+
+    monkeypatch.delenv(pdl.ENV, raising=False)
+    assert pdl.mode() == "on"
+    monkeypatch.setenv(pdl.ENV, " OFF ")
+    assert pdl.mode() == "off"
 
 
 def test_an_unknown_mode_is_one_clear_error(monkeypatch):
