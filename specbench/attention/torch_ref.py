@@ -106,13 +106,11 @@ def paged_attention_reference(
     `softcap` c: scores become c * tanh(scores / c) before masking (Gemma-2). All None: plain causal SDPA.
     `window_starts`: query t sees keys from window_starts[t] on (a sliding window's metadata, attention/kinds.py).
     """
-    device = q.device
-    num_reqs, block_size = md.num_reqs, md.block_size
-    key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
-    blocks = md.block_tables.long().gather(1, (key_pos // block_size).expand(num_reqs, -1))
-    key_slots = blocks * block_size + key_pos % block_size  # [num_reqs, max_seq]
-    keys = k_cache[key_slots].to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
-    values = v_cache[key_slots].to(q.dtype)
+    # Each request's keys in position order: its blocks in block-table order, each block's slots in order.
+    blocks = md.block_tables[:, : -(-md.max_seq_len // md.block_size)].long()  # [num_reqs, blocks for max_seq]
+    keys = _paged_rows(k_cache, blocks, md).to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
+    values = _paged_rows(v_cache, blocks, md).to(q.dtype)
+    key_pos = torch.arange(md.max_seq_len, device=q.device)  # [max_seq]
 
     layout = _QueryLayout.of(md)
     is_valid, token_idx = layout.is_valid, layout.token_idx
@@ -143,6 +141,15 @@ def paged_attention_reference(
         out = _explicit_softmax_attention(queries.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
                                           mask[:, None], sinks=sinks, softcap=softcap, scale=scale)
     return out.transpose(1, 2)[is_valid]
+
+
+def _paged_rows(
+    cache: torch.Tensor,  # [num_slots, num_kv_heads, head_dim], slot = block * block_size + offset
+    blocks: torch.Tensor,  # [num_reqs, num_blocks] int64, the block table's first blocks
+    md: AttentionMetadata,
+) -> torch.Tensor:  # [num_reqs, max_seq_len, num_kv_heads, head_dim]: key position i of request r at [r, i]
+    by_block = cache.unflatten(0, (-1, md.block_size))  # [num_blocks, block_size, num_kv_heads, head_dim]
+    return by_block[blocks].flatten(1, 2)[:, : md.max_seq_len]
 
 
 def visible_key_mask(md: AttentionMetadata, sliding_window: int | None = None) -> torch.Tensor:
