@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -104,21 +106,16 @@ def paged_attention_reference(
     `softcap` c: scores become c * tanh(scores / c) before masking (Gemma-2). All None: plain causal SDPA.
     `window_starts`: query t sees keys from window_starts[t] on (a sliding window's metadata, attention/kinds.py).
     """
-    device = q.device
-    num_reqs, block_size = md.num_reqs, md.block_size
-    key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
-    blocks = md.block_tables.long().gather(1, (key_pos // block_size).expand(num_reqs, -1))
-    key_slots = blocks * block_size + key_pos % block_size  # [num_reqs, max_seq]
-    keys = k_cache[key_slots].to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
-    values = v_cache[key_slots].to(q.dtype)
+    # Each request's keys in position order: its blocks in block-table order, each block's slots in order.
+    blocks = md.block_tables[:, : -(-md.max_seq_len // md.block_size)].long()  # [num_reqs, blocks for max_seq]
+    keys = _paged_rows(k_cache, blocks, md).to(q.dtype)  # [num_reqs, max_seq, num_kv_heads, head_dim]
+    values = _paged_rows(v_cache, blocks, md).to(q.dtype)
+    key_pos = torch.arange(md.max_seq_len, device=q.device)  # [max_seq]
 
-    qsl = md.query_start_loc.long()
-    num_query = qsl[1:] - qsl[:-1]  # [num_reqs]
-    j = torch.arange(md.max_query_len, device=device)  # [max_q]
-    is_valid = j[None, :] < num_query[:, None]  # [num_reqs, max_q]
-    token_idx = torch.where(is_valid, qsl[:-1, None] + j[None, :], 0)
+    layout = _QueryLayout.of(md)
+    is_valid, token_idx = layout.is_valid, layout.token_idx
     queries = q[token_idx]  # [num_reqs, max_q, num_heads, head_dim]
-    mask = visible_key_mask(md, sliding_window)  # [num_reqs, max_q, max_seq]
+    mask = layout.visible_key_mask(key_pos, sliding_window)  # [num_reqs, max_q, max_seq]
     if window_starts is not None:  # the window as the metadata's builder laid it out, query by query
         starts = torch.where(is_valid, window_starts.long()[token_idx], 0)  # [num_reqs, max_q]
         mask &= key_pos[None, None, :] >= starts[:, :, None]
@@ -146,25 +143,54 @@ def paged_attention_reference(
     return out.transpose(1, 2)[is_valid]
 
 
+def _paged_rows(
+    cache: torch.Tensor,  # [num_slots, num_kv_heads, head_dim], slot = block * block_size + offset
+    blocks: torch.Tensor,  # [num_reqs, num_blocks] int64, the block table's first blocks
+    md: AttentionMetadata,
+) -> torch.Tensor:  # [num_reqs, max_seq_len, num_kv_heads, head_dim]: key position i of request r at [r, i]
+    by_block = cache.unflatten(0, (-1, md.block_size))  # [num_blocks, block_size, num_kv_heads, head_dim]
+    return by_block[blocks].flatten(1, 2)[:, : md.max_seq_len]
+
+
 def visible_key_mask(md: AttentionMetadata, sliding_window: int | None = None) -> torch.Tensor:
     """[num_reqs, max_query_len, max_seq_len] bool: key position i is visible to query j of request r.
 
     Query j sits at position p = seq_lens[r] - num_query[r] + j and sees keys first_visible_key(p, w) .. p.
     Padding rows (j >= num_query[r]) see key 0 only, so a softmax over them stays finite; callers drop them.
     """
-    check_window(sliding_window)
-    device = md.seq_lens.device
-    key_pos = torch.arange(md.max_seq_len, device=device)  # [max_seq]
-    qsl = md.query_start_loc.long()
-    num_query = qsl[1:] - qsl[:-1]  # [num_reqs]
-    j = torch.arange(md.max_query_len, device=device)  # [max_q]
-    is_valid = j[None, :] < num_query[:, None]  # [num_reqs, max_q]
-    position = md.seq_lens.long()[:, None] - num_query[:, None] + j[None, :]  # [num_reqs, max_q]
-    position = torch.where(is_valid, position, 0)
-    mask = key_pos[None, None, :] <= position[:, :, None]
-    if sliding_window is not None:
-        mask &= key_pos[None, None, :] > position[:, :, None] - sliding_window
-    return mask
+    key_pos = torch.arange(md.max_seq_len, device=md.seq_lens.device)  # [max_seq]
+    return _QueryLayout.of(md).visible_key_mask(key_pos, sliding_window)
+
+
+@dataclass(frozen=True, slots=True)
+class _QueryLayout:
+    """Where each request's queries sit in the padded [num_reqs, max_query_len] grid, derived from the metadata
+    once per attention call (the reference's gather of queries and its mask both read it)."""
+
+    is_valid: torch.Tensor  # [num_reqs, max_q] bool, query j of request r exists (j < num_query[r])
+    token_idx: torch.Tensor  # [num_reqs, max_q] int64, that query's token in the forward; 0 for padding
+    position: torch.Tensor  # [num_reqs, max_q] int64, that query's key position; 0 for padding
+
+    @staticmethod
+    def of(md: AttentionMetadata) -> _QueryLayout:
+        qsl = md.query_start_loc.long()
+        num_query = qsl.diff()[:, None]  # [num_reqs, 1]
+        j = torch.arange(md.max_query_len, device=qsl.device)  # [max_q]
+        is_valid = j < num_query  # [num_reqs, max_q]
+        token_idx = torch.where(is_valid, qsl[:-1, None] + j, 0)
+        position = md.seq_lens.long()[:, None] - num_query + j
+        return _QueryLayout(is_valid, token_idx, torch.where(is_valid, position, 0))
+
+    def visible_key_mask(
+        self,
+        key_pos: torch.Tensor,  # [max_seq] arange
+        sliding_window: int | None,
+    ) -> torch.Tensor:  # [num_reqs, max_q, max_seq] bool, as visible_key_mask
+        check_window(sliding_window)
+        mask = key_pos[None, None, :] <= self.position[:, :, None]
+        if sliding_window is not None:
+            mask &= key_pos[None, None, :] > self.position[:, :, None] - sliding_window
+        return mask
 
 
 def _explicit_softmax_attention(
