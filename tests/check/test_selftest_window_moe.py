@@ -134,6 +134,7 @@ def test_the_window_mutants_pass_every_check_on_a_full_attention_seed_target(tmp
         assert not row.detected, f"{name} on the full-attention seed target:\n{format_mutation_table([row])}"
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 def test_the_moe_padding_mask_mutant_is_inert_without_cuda_graphs_and_its_frozen_mask_changes_real_rows(
         tmp_path, monkeypatch):
     target, draft = build_window_moe_pair(tmp_path, seed=0)

@@ -15,6 +15,7 @@ def _specbench(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 def test_generate_prints_text_and_acceptance(tiny_model_dir, tiny_draft_dir):
     target, draft = str(tiny_model_dir), str(tiny_draft_dir)
     res = _specbench("generate", "--target", target, "--method", "draft", "--draft", draft, "-k", "3",

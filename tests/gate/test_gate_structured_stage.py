@@ -13,6 +13,7 @@ def test_the_structured_stage_is_opt_in():
     assert "structured" in STAGES and "structured" not in DEFAULT_STAGES
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 @pytest.mark.parametrize("inject,expected", [
     (None, 0), pytest.param("grammar-mask-shifted", 1, marks=pytest.mark.slow)])
 def test_structured_stage_passes_clean_and_fails_a_grammar_mutant(gate_pair, tmp_path, monkeypatch, capsys, inject,

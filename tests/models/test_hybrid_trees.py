@@ -108,6 +108,7 @@ def test_forced_acceptance_of_siblings_and_deep_nodes_keeps_the_state_oracle(dir
     assert sum(r[1] for r in ranks if len(r) > 1) > 0, ranks  # second children accepted
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 def test_the_tree_sibling_mutant_is_caught_by_greedy_identity_and_the_state_oracle(dirs, prompts, hf_greedy):
     bent = _tree_llm(dirs, "mtp", injection("state-tree-sibling"))
     outs, worst, _ = run_with_oracle(bent, prompts)

@@ -76,6 +76,7 @@ def test_preset_matches_transformers_defaults_and_cuts():
         bench.cut_preset("qwen3-next-80b-a3b", 10)
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 def test_tiny_run_end_to_end(tmp_path):
     bench = load_script()
     data = bench.main(["--tiny", "--concurrency", "1,4", "--out", str(tmp_path), "--eager-rows"])

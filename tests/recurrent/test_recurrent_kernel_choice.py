@@ -100,6 +100,7 @@ def checkpoints(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow  # ~4-9 s on 2 busy cores: the -m 'not slow' subset stays under 5 min
 def test_the_engine_refuses_fla_on_cpu_and_records_the_resolved_choice(checkpoints):
     common = {"dtype": "fp32", "device": "cpu", "block_size": 4, "max_concurrency": 2}
     with pytest.raises(SpecbenchError, match="need a CUDA device"):
