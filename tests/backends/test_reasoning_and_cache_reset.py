@@ -113,6 +113,7 @@ def test_reasoning_counts_for_latency_and_is_kept_apart_from_the_scored_answer(t
     assert f"prefix cache reset before each cell (POST {reset_path})" in output
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_no_reset_endpoint_and_no_cache_reset_are_recorded(tmp_path):
     calls: list[str] = []
     with serve_in_thread(reasoning_app(None, calls, "reasoning_content")) as url:

@@ -146,6 +146,7 @@ def test_comparisons_with_the_baseline_cell(run_dir):
     assert "Accuracy strict-match" in summary and "c=3 k=2" in summary
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_resume_runs_exactly_the_missing_cells(run_dir, tiny_model_dir, tiny_draft_dir, tmp_path):
     copy = tmp_path / "grid"
     shutil.copytree(run_dir, copy)

@@ -62,6 +62,7 @@ def test_every_figure_has_its_panels_and_series(runs):
         assert all(ax.get_title() for ax in _panels(figure))
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_plotted_values_are_the_runs_numbers(runs):
     _, loaded = runs
     figures = _by_name(plot_runs(loaded))

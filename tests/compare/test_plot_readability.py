@@ -5,6 +5,8 @@ interval drawn wherever a title promises one."""
 
 from __future__ import annotations
 
+import pytest
+
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 
@@ -33,6 +35,7 @@ def _error_bar_ys(ax) -> list[float]:
     return [y for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments() for y in seg[:, 1]]
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_every_plot_kind_fits_its_canvas_and_keeps_intervals_possible(tmp_path):
     figures = {f.name: f.figure for f in plot_runs(plot_fixture_runs(tmp_path, repeats=3))}
     assert KINDS <= set(figures)

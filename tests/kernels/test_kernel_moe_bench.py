@@ -25,6 +25,7 @@ def _load_script(monkeypatch):
     return module
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 @pytest.mark.skipif(not kernels_runnable_here(), reason=RERUN_REASON)
 def test_tiny_run_prints_both_paths_and_agreeing_numerics(monkeypatch, capsys):
     bench = _load_script(monkeypatch)

@@ -41,6 +41,7 @@ def _generate(built, prompts, **kwargs) -> list[list[int]]:
     return [list(o.output_token_ids) for o in outs]
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_triton_draft_model_on_a_window_target_matches_hf(mistral):
     built, prompts, expected = mistral
     assert _generate(built, prompts, method="draft", draft=str(built.draft), max_num_steps=3) == expected

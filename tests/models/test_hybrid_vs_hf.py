@@ -118,6 +118,7 @@ def test_config_reads_as_transformers_builds_it(dirs, variant):
     assert config.num_params() == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_the_triton_attention_verifier_and_fused_layers_match_hf(dirs, prompts, hf_greedy):
     """The CUDA production kernels (Triton attention and verifier, fused layer kernels), interpreted on CPU, around
     the hybrid's attention layers and verify: the same greedy output as transformers."""

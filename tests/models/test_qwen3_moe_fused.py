@@ -131,6 +131,7 @@ def test_padded_rows_route_nowhere(policy):
     torch.testing.assert_close(padded[:num_real], alone, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 @runnable
 def test_engine_with_fused_experts_matches_hf(tmp_path):
     """Plain greedy decoding with every fused kernel on (interpreted on CPU) == HF transformers' generate."""

@@ -102,6 +102,7 @@ def _tiny_gpt_oss():
                    max_position_embeddings=2048, checkpoint_dtype="float32")
 
 
+@pytest.mark.slow  # ~2.5-3 s: the -m 'not slow' subset stays under 5 min on 2 busy cores
 def test_suite_end_to_end_on_tiny_targets(tmp_path, monkeypatch):
     # Tiny stand-ins for the two targets: a Qwen3-MoE preset and a gpt-oss-shaped one (window 128 > the contexts
     # here, so an 8-key window is swapped in to clip the K/V count).
