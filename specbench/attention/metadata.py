@@ -107,12 +107,11 @@ def build_metadata(
     something else (fault injection in later tooling).
     """
     if slot_mapping is None:
-        # slot_of, inlined: a call per prefill token was most of this function's time
         slot_mapping = []
         t = 0
         for r, n in enumerate(num_query):
             table = block_tables[r]
-            slot_mapping.extend(table[p // block_size] * block_size + p % block_size for p in positions[t:t + n])
+            slot_mapping.extend(slot_of(table, p, block_size) for p in positions[t:t + n])
             t += n
     cu = [0]
     for n in num_query:
