@@ -30,7 +30,7 @@ from specbench.attention.backend import UncheckedBackend
 from specbench.perf.gpu_perf import copy_bandwidth_gbps
 from specbench.perf.graph_timing import graphed_ms
 from specbench.kv.kv_cache import KVCache
-from specbench.models import DecoderLM, decode_gemv, fused_kernels, get_preset
+from specbench.models import DecoderLM, decode_gemv, fused_kernels, get_preset, moe_forward
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_routing import ExpertRouting
 
@@ -38,8 +38,10 @@ BLOCK_SIZE = 16
 DEVICE, DTYPE = "cuda", torch.bfloat16  # the tests dry-run it on the CPU interpreter in fp32
 
 
-def old_fused_route(self: MoeMLP, x: torch.Tensor, is_real_token: torch.Tensor | None = None):
-    """The routing before router_route_sort: the router GEMM kernel, then routing + sort in a second one."""
+def old_fused_route(self: MoeMLP, x: torch.Tensor, is_real_token: torch.Tensor | None = None, norm=None):
+    """The routing before router_route_sort: the router GEMM kernel, then routing + sort in a second one (the norm
+    its own kernel before it: OldChain keeps it out of the routing)."""
+    assert norm is None
     from specbench.kernels.moe_route import route_and_sort, router_logits
 
     c = self.config
@@ -55,12 +57,13 @@ class OldChain:
     """Within the block: MoE layers off decode_gemv and on the two-kernel routing (bench-only patching)."""
 
     def __enter__(self):
-        self.applies, self.route = decode_gemv.applies, MoeMLP.fused_route
+        self.applies, self.route, self.rides = decode_gemv.applies, MoeMLP.fused_route, moe_forward.norm_rides_in_router
         decode_gemv.applies = lambda layer, x: False
         MoeMLP.fused_route = old_fused_route
+        moe_forward.norm_rides_in_router = lambda mlp, norm, x: False
 
     def __exit__(self, *exc):
-        decode_gemv.applies, MoeMLP.fused_route = self.applies, self.route
+        decode_gemv.applies, MoeMLP.fused_route, moe_forward.norm_rides_in_router = self.applies, self.route, self.rides
 
 
 class Setup:

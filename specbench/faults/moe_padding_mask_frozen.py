@@ -40,9 +40,10 @@ class MoePaddingMaskFrozenAtCapture(PathMutant):
 
 
 def _frozen_mask(forward):
-    def bent(x: torch.Tensor, is_real_token: torch.Tensor | None = None, *, is_fused: bool = False) -> torch.Tensor:
+    def bent(x: torch.Tensor, is_real_token: torch.Tensor | None = None, *, is_fused: bool = False,
+             norm=None) -> torch.Tensor:
         if is_real_token is not None and is_capturing(x):
             # The capture batch's mask, a constant of the graph: every row of it is a padding request's.
             is_real_token = torch.zeros_like(is_real_token)
-        return forward(x, is_real_token, is_fused=is_fused)
+        return forward(x, is_real_token, is_fused=is_fused, norm=norm)
     return bent

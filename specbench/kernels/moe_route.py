@@ -260,6 +260,47 @@ def route_and_sort(
 
 
 @triton.jit
+def _norm_prologue(
+    x,  # [BLOCK_TP, BLOCK_H] this program's columns ks of x
+    x_ptr, residual_ptr, norm_weight_ptr, normed_ptr, stream_ptr,
+    tp, is_tp, ks, is_k, num_tokens, stride_x, eps, is_writer,
+    HIDDEN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, IS_OFFSET: tl.constexpr,
+    BLOCK_TP: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    """RMSNorm(x [+ residual]) of this program's columns, rounded as kernels/rms_norm.py rounds; the RMS from a pass
+    over the whole rows (from L2: every program of the grid reads them). `is_writer`: this program stores its
+    columns of the normed rows (and of the sum), so the programs of one expert block write each column once."""
+    dtype = x_ptr.dtype.element_ty
+    rows = tp.to(tl.int64)[:, None]
+    if HAS_RESIDUAL:
+        residual = tl.load(residual_ptr + rows * HIDDEN + ks[None, :], mask=is_tp[:, None] & is_k[None, :], other=0.0)
+        x = (x.to(tl.float32) + residual.to(tl.float32)).to(dtype)
+    sum_sq = tl.zeros([BLOCK_TP], dtype=tl.float32)
+    for k0 in tl.static_range(0, HIDDEN, BLOCK_H):
+        cols = k0 + tl.arange(0, BLOCK_H)
+        mask = is_tp[:, None] & (cols < HIDDEN)[None, :]
+        row = tl.load(x_ptr + rows * stride_x + cols[None, :], mask=mask, other=0.0)
+        if HAS_RESIDUAL:
+            row = (row.to(tl.float32) + tl.load(residual_ptr + rows * HIDDEN + cols[None, :], mask=mask,
+                                                other=0.0).to(tl.float32)).to(dtype)
+        row = row.to(tl.float32)
+        sum_sq += tl.sum(row * row, axis=1)
+    inv_rms = tl.math.rsqrt(tl.math.div_rn(sum_sq, HIDDEN * 1.0) + eps)
+    weight = tl.load(norm_weight_ptr + ks, mask=is_k, other=0.0).to(tl.float32)
+    x32 = x.to(tl.float32)
+    if IS_OFFSET:
+        normed = ((1.0 + weight)[None, :] * (x32 * inv_rms[:, None])).to(dtype)
+    else:
+        normed = (weight[None, :] * (x32 * inv_rms[:, None]).to(dtype).to(tl.float32)).to(dtype)
+    if is_writer:
+        out_mask = is_tp[:, None] & is_k[None, :]
+        tl.store(normed_ptr + rows * HIDDEN + ks[None, :], normed, mask=out_mask)
+        if HAS_RESIDUAL:
+            tl.store(stream_ptr + rows * HIDDEN + ks[None, :], x, mask=out_mask)
+    return normed
+
+
+@triton.jit
 def _router_route_sort_kernel(
     x_ptr,  # [num_tokens, HIDDEN]
     weight_ptr,  # [NUM_EXPERTS, HIDDEN], x's dtype
@@ -288,6 +329,15 @@ def _router_route_sort_kernel(
     BLOCK_E: tl.constexpr,  # >= NUM_EXPERTS
     BLOCK_K: tl.constexpr,  # >= TOP_K
     USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
+    # RouterNorm: the router reads RMSNorm(x [+ residual]); the first expert block's programs write it (and the sum)
+    norm_weight_ptr,  # [HIDDEN] (HAS_NORM only)
+    residual_ptr,  # [num_tokens, HIDDEN] row-major (HAS_RESIDUAL only)
+    normed_ptr,  # [num_tokens, HIDDEN] row-major, written (HAS_NORM only)
+    stream_ptr,  # [num_tokens, HIDDEN] row-major, written: x + residual (HAS_RESIDUAL only)
+    eps,
+    HAS_NORM: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    IS_OFFSET: tl.constexpr,  # (1 + weight) in fp32, rounded once; else Llama's two roundings
 ):
     wait_for_inputs(USE_PDL)
     # Phase 1, every program: the partial logits of BLOCK_EP experts over BLOCK_H columns of the hidden width (the
@@ -301,6 +351,10 @@ def _router_route_sort_kernel(
     is_k = ks < HIDDEN
     x = tl.load(x_ptr + tp.to(tl.int64)[:, None] * stride_x + ks[None, :], mask=is_tp[:, None] & is_k[None, :],
                 other=0.0)
+    if HAS_NORM:
+        x = _norm_prologue(x, x_ptr, residual_ptr, norm_weight_ptr, normed_ptr, stream_ptr, tp, is_tp, ks, is_k,
+                           num_tokens, stride_x, eps, tl.program_id(0) == 0, HIDDEN, HAS_RESIDUAL, IS_OFFSET,
+                           BLOCK_TP, BLOCK_H)
     w = tl.load(weight_ptr + experts.to(tl.int64)[:, None] * HIDDEN + ks[None, :],
                 mask=is_ep[:, None] & is_k[None, :], other=0.0)
     if IS_DOT_UPCAST:
@@ -328,6 +382,39 @@ def _router_route_sort_kernel(
                     active_ptr, num_active_ptr, num_tokens, routed_scaling_factor, NUM_EXPERTS, TOP_K, SCORING,
                     NORM_TOPK, HAS_CORRECTION_BIAS, HAS_IS_REAL, PRECISE_EXP, BLOCK_T, BLOCK_E, BLOCK_K)
         tl.store(counter_ptr, 0)  # for the next launch (a CUDA graph replays this one)
+
+
+@dataclass(frozen=True)
+class RouterNorm:
+    """The MoE layer's RMSNorm (after the residual add, if any) in the routing kernel's prologue: the router reads
+    the normed rows and the kernel writes them for the experts, one launch fewer (two with the add). Rounded as
+    kernels/rms_norm.py rounds; the RMS's fp32 sum runs in another order."""
+
+    weight: torch.Tensor  # [hidden]
+    eps: float
+    is_offset: bool  # (1 + weight) in fp32, rounded once (layers.OffsetRMSNorm); else Llama's two roundings
+    normed: torch.Tensor  # [num_tokens, hidden] row-major, x's dtype: written, RMSNorm(x [+ residual])
+    residual: torch.Tensor | None = None  # [num_tokens, hidden] row-major: normalise x + residual
+    stream: torch.Tensor | None = None  # [num_tokens, hidden] row-major: written, x + residual (with residual)
+
+
+def new_router_norm(
+    norm,  # layers.RMSNorm or OffsetRMSNorm (weight, eps, is_offset)
+    x: torch.Tensor,  # [num_tokens, hidden]
+    residual: torch.Tensor | None,  # [num_tokens, hidden]
+) -> RouterNorm:
+    """A RouterNorm of `norm` with fresh output rows for x."""
+    return RouterNorm(weight=norm.weight, eps=norm.eps, is_offset=norm.is_offset, normed=torch.empty_like(x),
+                      residual=None if residual is None else residual.contiguous(),
+                      stream=None if residual is None else torch.empty_like(x))
+
+
+def _check_norm(norm: RouterNorm, x: torch.Tensor) -> None:
+    rows = [norm.normed] + ([] if norm.residual is None else [norm.residual, norm.stream])
+    if (tuple(norm.weight.shape) != (x.shape[1],) or (norm.residual is None) != (norm.stream is None)
+            or any(r.shape != x.shape or r.dtype != x.dtype or not r.is_contiguous() for r in rows)):
+        raise ValueError("router_route_sort's norm needs a [hidden] weight and row-major [num_tokens, hidden] rows "
+                         "of x's dtype (residual and stream together)")
 
 
 @dataclass(frozen=True)
@@ -370,10 +457,12 @@ def router_route_sort(
     correction_bias: torch.Tensor | None,  # [num_experts] fp32, selection only
     is_real_token: torch.Tensor | None,  # [num_tokens] bool; None: every row is real
     tiles: RouterTiles | None = None,
+    norm: RouterNorm | None = None,  # x is the norm's input: route RMSNorm(x [+ residual]), written to norm.normed
 ) -> tuple[torch.Tensor, torch.Tensor, ExpertSort]:  # as route_and_sort's
     """`router_logits` then `route_and_sort` in one launch: the programs of the router GEMM each write partial
     logits, and the last one to finish routes and sorts the batch (no host sync: CUDA-graph safe). The same experts
-    and weights as the two kernels up to the order of the logits' fp32 sum."""
+    and weights as the two kernels up to the order of the logits' fp32 sum. With `norm`, the layer's RMSNorm rides
+    in the GEMM's prologue (RouterNorm)."""
     check_runnable(_router_route_sort_kernel, x)
     if scoring not in SCORING_IDS:
         raise ValueError(f"unknown MoE scoring {scoring!r}; supported: {', '.join(SCORING_IDS)}")
@@ -384,6 +473,8 @@ def router_route_sort(
                          "and row-major x")
     if counter.dtype != torch.int32 or counter.numel() != 1 or counter.device != x.device:
         raise ValueError("router_route_sort needs a one-element int32 counter on x's device")
+    if norm is not None:
+        _check_norm(norm, x)
     device = x.device
     topk_ids = torch.empty((num_tokens, top_k), dtype=torch.int64, device=device)
     topk_weights = torch.empty((num_tokens, top_k), dtype=torch.float32, device=device)
@@ -408,6 +499,13 @@ def router_route_sort(
         PRECISE_EXP=device.type == "cuda", NUM_SPLITS=num_splits, BLOCK_H=tiles.block_h, BLOCK_EP=tiles.block_e,
         BLOCK_TP=max(16, next_pow2(num_tokens)), BLOCK_T=block_t, BLOCK_E=blocks["BLOCK_E"],
         BLOCK_K=blocks["BLOCK_K"],
+        norm_weight_ptr=x if norm is None else norm.weight,
+        residual_ptr=x if norm is None or norm.residual is None else norm.residual,
+        normed_ptr=x if norm is None else norm.normed,
+        stream_ptr=x if norm is None or norm.stream is None else norm.stream,
+        eps=0.0 if norm is None else float(norm.eps), HAS_NORM=norm is not None,
+        HAS_RESIDUAL=norm is not None and norm.residual is not None,
+        IS_OFFSET=norm is not None and norm.is_offset,
         num_warps=tiles.num_warps or routing_warps(block_t, blocks["BLOCK_E"]), **launch_overlap(x),
     )
     return topk_ids, topk_weights, order

@@ -34,7 +34,7 @@ from specbench.models import fused_kernels
 from specbench.models.layer_output import LayerOutput
 from specbench.models.layers import GatedMLP, RMSNorm
 from specbench.models.moe import MoeMLP
-from specbench.models.moe_forward import moe_forward
+from specbench.models.moe_forward import normed_moe_forward
 
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
@@ -182,8 +182,9 @@ def block(
     attn_out = project_and_attend(layer.self_attn, x, cos_sin, kv_cache, md, backend, norm_weight, eps)
     if isinstance(layer.mlp, MoeMLP):
         after_attn = output_projection(layer, attn_out, stream)
-        moe_out = moe_forward(layer.mlp, layer.post_attention_layernorm(after_attn), md, backend.paths)
-        return LayerOutput(hidden=moe_out, residual=after_attn, layer_input=stream)
+        # The post-attention norm rides in the routing kernel where it can (moe_forward.py normed_moe_forward).
+        half = normed_moe_forward(layer.mlp, layer.post_attention_layernorm, after_attn, None, md, backend.paths)
+        return LayerOutput(hidden=half.hidden, residual=after_attn, layer_input=stream)
     return LayerOutput(hidden=block_tail(layer, attn_out, stream), residual=None, layer_input=stream)
 
 

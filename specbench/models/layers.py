@@ -33,7 +33,7 @@ class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
         self.weight = nn.Parameter(torch.ones(size))  # [size]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
-        if self._is_fused(x):
+        if self.is_fused(x):
             return fused_kernels.rms_norm(x, self.weight, self.eps, is_offset=self.is_offset)[0]
         return self.reference(x)
 
@@ -45,12 +45,12 @@ class RMSNorm(fused_kernels.UsesFusedKernels, nn.Module):
         """The pre-norm block's residual add and the next norm: one kernel on the fused path."""
         if residual is None:
             return self(x), x
-        if self._is_fused(x):
+        if self.is_fused(x):
             return fused_kernels.rms_norm(x, self.weight, self.eps, residual, is_offset=self.is_offset)
         summed = residual + x
         return self.reference(summed), summed
 
-    def _is_fused(self, x: torch.Tensor) -> bool:
+    def is_fused(self, x: torch.Tensor) -> bool:
         # The kernel writes x's dtype; torch would promote a mixed-dtype product.
         return x.dtype == self.weight.dtype and fused_kernels.use_fused(self.fused_policy, x)
 

@@ -14,6 +14,8 @@ accumulated in fp32, in ascending expert order, and rounded once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,6 +26,9 @@ from specbench.models.layers import GatedMLP
 from specbench.models.moe_config import MoeConfig
 from specbench.models.moe_kernel_sets import PREFILL_GROUPED_SETS, RunsMoeKernels
 from specbench.models.moe_routing import ExpertRouting, route
+
+if TYPE_CHECKING:  # the kernels import triton, which must not happen at specbench import (moe_route's note)
+    from specbench.kernels.moe_route import RouterNorm
 
 
 class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set per model (set_moe_kernels)
@@ -79,11 +84,18 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
         # The Triton path (CUDA, or CPU under TRITON_INTERPRET=1): at most 64 tokens, or any number under the
         # "grouped" kernel set (past 64 tokens: torch routing, then the grouped GEMM over experts).
         is_fused: bool = False,
+        # With is_fused, at most 64 tokens: x is the layer's stream before its norm, which (with the residual add)
+        # rides in the routing kernel; the experts read norm.normed (models/moe_forward.py normed_moe_forward).
+        norm: RouterNorm | None = None,
     ) -> torch.Tensor:  # [num_tokens, hidden]
+        if norm is not None and (not is_fused or self._is_prefill_grouped(x)):
+            raise ValueError("a MoE layer takes its norm in the routing kernel on the fused path only")
         if is_fused and self._is_prefill_grouped(x):
             routed = self.prefill_experts(x, self.route(x, is_real_token))
         elif is_fused:
-            routing, order = self.fused_route(x, is_real_token)
+            routing, order = self.fused_route(x, is_real_token, norm)
+            if norm is not None:
+                x = norm.normed
             routed = self.fused_experts(x, routing, order)
             if self._is_shared_fused(x):
                 # The shared expert as gemvs: gate_up with SiLU-and-mul, then down. Ungated (GLM-4.5, DeepSeek-V3),
@@ -144,9 +156,11 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
         self,
         x: torch.Tensor,  # [num_tokens, hidden]
         is_real_token: torch.Tensor | None = None,  # [num_tokens] bool
+        norm: RouterNorm | None = None,  # x is the norm's input; the kernel writes norm.normed (and norm.stream)
     ):  # -> (ExpertRouting, kernels.moe_sort.ExpertSort)
         """The router GEMM, `route` and the sort by expert in one launch (kernels/moe_route.py): the same experts,
-        logits up to the order of the fp32 sum, weights up to the rounding of exp and division."""
+        logits up to the order of the fp32 sum, weights up to the rounding of exp and division. A seam for
+        faults/moe_route_norm_half_written.py."""
         # Imported on first use, never at specbench import: the first `import triton` fixes its interpreter mode.
         from specbench.kernels.moe_route import router_route_sort
 
@@ -155,7 +169,7 @@ class MoeMLP(nn.Module, UsesFusedKernels, RunsMoeKernels):  # moe_kernels: set p
             x if x.stride(-1) == 1 else x.contiguous(), self.router.weight, self.router.bias, self.route_counter,
             top_k=c.num_experts_per_tok, scoring=c.scoring, norm_topk_prob=c.norm_topk_prob,
             routed_scaling_factor=c.routed_scaling_factor, correction_bias=self.score_correction_bias,
-            is_real_token=is_real_token)
+            is_real_token=is_real_token, norm=norm)
         return ExpertRouting(topk_ids=topk_ids, topk_weights=topk_weights), order
 
     def fused_experts(self, x: torch.Tensor, routing: ExpertRouting, order=None) -> torch.Tensor:  # [num_tokens, hidden]

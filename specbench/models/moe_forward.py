@@ -10,18 +10,28 @@
 Under the "grouped" kernel set (models/moe_kernel_sets.py) 2 to 16 tokens take the few-token kernels and an
 uncaptured batch past 64 tokens the grouped GEMM over experts (prefill) where the policy runs kernels; the forward
 records those two paths (execution_paths.py) when handed the engine's recorder.
+`normed_moe_forward` is a block's whole MoE half, its norm (and the residual add before it) included: on the fused
+path at up to ROUTER_NORM_MAX_TOKENS tokens they ride in the routing kernel's prologue (kernels/moe_route.py
+RouterNorm, path moe.route_norm), a launch or two fewer a layer; elsewhere the norm runs first.
 All paths get `is_real_token` from the slot mapping: a CUDA-graph padding row (slot PADDING_SLOT) routes to no
 expert, so its garbage input can wake no expert and change no real row's output.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
 from specbench.models import fused_kernels
+from specbench.models.layers import OffsetRMSNorm, RMSNorm
 from specbench.models.moe import MoeMLP
-from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_GROUPED_SETS, PREFILL_PATH
+from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_GROUPED_SETS, PREFILL_PATH, ROUTE_NORM_PATH
+
+# Past this the routing kernel's RMS pass (every program reads the whole rows) costs more than the norm's own
+# launch: 16 tokens are 64 KB a program at hidden 2048 in bf16.
+ROUTER_NORM_MAX_TOKENS = 16
 
 
 def _max_kernel_tokens() -> int:
@@ -71,3 +81,40 @@ def moe_forward(
     step = _max_kernel_tokens()
     return torch.cat([mlp(x[i : i + step], is_real_token[i : i + step], is_fused=True)
                       for i in range(0, x.shape[0], step)])
+
+
+@dataclass(frozen=True)
+class MoeHalf:
+    hidden: torch.Tensor  # [num_tokens, hidden] the MoE output (its residual add left to the next norm)
+    stream: torch.Tensor  # [num_tokens, hidden] the stream the MoE half read: x + residual, or x
+
+
+def norm_rides_in_router(mlp: MoeMLP, norm: RMSNorm, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
+    """Shapes, dtypes and the fused-kernel policy only (a CUDA graph captures one path): the fused experts at up to
+    ROUTER_NORM_MAX_TOKENS tokens, under a plain or offset RMSNorm the kernel computes."""
+    return (type(norm) in (RMSNorm, OffsetRMSNorm) and norm.is_fused(x) and x.shape[0] <= ROUTER_NORM_MAX_TOKENS
+            and x.stride(-1) == 1 and uses_fused_experts(mlp, x) and grouped_path(mlp, x) != PREFILL_PATH)
+
+
+def normed_moe_forward(
+    mlp: MoeMLP,
+    norm: RMSNorm,  # the block's post-attention norm (RMSNorm or OffsetRMSNorm)
+    x: torch.Tensor,  # [num_tokens, hidden] the mixer's output (with residual) or the stream itself
+    residual: torch.Tensor | None,  # [num_tokens, hidden] the stream before x; None: x is the stream
+    md: AttentionMetadata,
+    paths=None,  # execution_paths.PathRecorder of the engine, or None
+) -> MoeHalf:
+    """norm(x [+ residual]), then the MoE forward on it."""
+    if not norm_rides_in_router(mlp, norm, x):
+        normed, stream = norm.add_and_norm(x, residual)
+        return MoeHalf(hidden=moe_forward(mlp, normed, md, paths), stream=stream)
+    from specbench.kernels.moe_route import new_router_norm
+
+    router_norm = new_router_norm(norm, x, residual)
+    if paths is not None:
+        paths.record(ROUTE_NORM_PATH)
+        path = grouped_path(mlp, x)
+        if path is not None:
+            paths.record(path)
+    out = mlp(x, md.slot_mapping != PADDING_SLOT, is_fused=True, norm=router_norm)
+    return MoeHalf(hidden=out, stream=x if residual is None else router_norm.stream)

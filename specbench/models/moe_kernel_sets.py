@@ -27,6 +27,7 @@ DEFAULT_MOE_KERNELS = MOE_KERNEL_SETS[0]
 PREFILL_GROUPED_SETS = ("auto", "grouped")  # the sets whose batches past 64 tokens take the grouped GEMM
 FEW_TOKEN_PATH = "moe.few_token_combine"
 PREFILL_PATH = "moe.prefill_grouped"
+ROUTE_NORM_PATH = "moe.route_norm"  # models/moe_forward.py normed_moe_forward: the norm in the routing kernel
 
 
 class RunsMoeKernels:

@@ -31,7 +31,7 @@ class Fp32WeightRMSNorm(RMSNorm):
     """RMSNorm whose weight multiplies in fp32 before the cast back (transformers' NemotronHRMSNorm): in bf16 this
     rounds once where RMSNorm rounds twice, so it always runs the eager path (the fused kernel rounds as RMSNorm)."""
 
-    def _is_fused(self, x: torch.Tensor) -> bool:
+    def is_fused(self, x: torch.Tensor) -> bool:
         return False
 
     def reference(self, x: torch.Tensor) -> torch.Tensor:  # [..., size]
