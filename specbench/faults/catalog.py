@@ -35,9 +35,12 @@ from specbench.faults.grammar_rejected_advance import GrammarAdvancedOverRejecte
 from specbench.faults.grammar_tree_sibling_state import GrammarTreeSiblingState
 from specbench.faults.logprobs_row_shift import LogprobsRowShift
 from specbench.faults.logprobs_zeroed import LogprobsZeroed
+from specbench.faults.gated_attention_gate_shift import GatedAttentionGateShift
+from specbench.faults.gated_attention_kv_slot_shift import GatedAttentionKvSlotShift
 from specbench.faults.moe_combine_weight_swapped import MoeCombineWeightSwapped
 from specbench.faults.moe_padding_mask_frozen import MoePaddingMaskFrozenAtCapture
 from specbench.faults.moe_prefill_rows_shifted import MoePrefillRowsShifted
+from specbench.faults.moe_route_norm_half_written import MoeRouteNormHalfWritten
 from specbench.faults.moe_verify_rows_shared import MoeVerifyRowsShared
 from specbench.faults.mtp_hidden_position import MtpHiddenWrongPosition
 from specbench.faults.ngram_continuation_late import NgramContinuationLate
@@ -145,7 +148,7 @@ SINK_MUTANTS: tuple[type[Mutant], ...] = (SinksDroppedInDraft,)
 # the prefill one's path is the default "auto" set's, so the CUDA selftest runs it; the two few-token ones bend an
 # opt-in path, and tests/kernels/test_kernel_moe_grouped_set.py catches each against the eager reference.
 MOE_MUTANTS: tuple[type[Mutant], ...] = (MoePaddingMaskFrozenAtCapture, MoeCombineWeightSwapped, MoeVerifyRowsShared,
-                                         MoePrefillRowsShifted)
+                                         MoePrefillRowsShifted, MoeRouteNormHalfWritten)
 
 # Logprobs only (layer "logprobs"): tokens, draft counts and accuracy stay exact, so the selftest's checks (which
 # compare tokens and statistics) cannot see them and do not run them; `specbench gate`'s logprobs stage is their
@@ -237,10 +240,12 @@ HYBRID_MUTANTS: tuple[type[Mutant], ...] = (
 # tests/models/test_hybrid_graphs_cuda.py on a GPU.
 HYBRID_GRAPH_MUTANTS: tuple[type[Mutant], ...] = (StateGraphSlotsStale,)
 
-# Bugs of a hybrid target's fused kernels (--recurrent-kernels triton, the CUDA default: kernels/gated_delta_verify.py):
-# path mutants, run by the selftest's hybrid target where their path is production (CUDA);
-# tests/recurrent/test_triton_verify_engine.py catches each under the CPU interpreter.
-HYBRID_KERNEL_MUTANTS: tuple[type[Mutant], ...] = (StateFusedKeptShifted,)
+# Bugs of a hybrid target's fused kernels (--recurrent-kernels triton, the CUDA default: kernels/gated_delta_verify.py;
+# the gated attention's: models/gated_attention_fused.py): path mutants, run by the selftest's hybrid target where
+# their path is production (CUDA); tests/recurrent/test_triton_verify_engine.py and
+# tests/models/test_gated_attention_fused.py catch each under the CPU interpreter.
+HYBRID_KERNEL_MUTANTS: tuple[type[Mutant], ...] = (StateFusedKeptShifted, GatedAttentionKvSlotShift,
+                                                   GatedAttentionGateShift)
 
 ALL_MUTANTS = (MUTANTS + PATH_MUTANTS + WINDOW_MUTANTS + MOE_MUTANTS + SINK_MUTANTS + TREE_MUTANTS
                + CHUNK_MUTANTS + LOGPROBS_MUTANTS + GRAMMAR_MUTANTS + SPEED_MUTANTS + STRESS_MUTANTS

@@ -34,6 +34,17 @@ RMS_ELEMENTS = 8192  # x elements per load of the RMS pass: 64 registers a threa
 
 
 @dataclass(frozen=True)
+class InputGate:
+    """x's columns times the sigmoid of a gate, before the projection, rounded as the eager `x * torch.sigmoid(gate)`
+    rounds (Qwen3-Next's gated attention output into o_proj): column c of a token by the sigmoid of
+    source[token, (c // group) * group_stride + c % group]."""
+
+    source: torch.Tensor  # [num_tokens, >= the last gate's column + 1], its last dim contiguous (a view is fine)
+    group: int  # x columns per group (a head's head_dim)
+    group_stride: int  # source columns from one group's gates to the next's
+
+
+@dataclass(frozen=True)
 class GemvConfig:
     block_n: int  # output features per program
     block_k: int  # input width per step of the weight walk
@@ -84,6 +95,19 @@ def _default_16bit_config(
 
 
 @triton.jit
+def _gated_input(x, gate_ptrs, mask, PRECISE_EXP: tl.constexpr):
+    """x * sigmoid(gate), as torch rounds: the sigmoid to x's dtype (fp32 with IEEE division), then the product."""
+    dtype = x.dtype
+    gate = tl.load(gate_ptrs, mask=mask, other=0.0).to(tl.float32)
+    if PRECISE_EXP:
+        exp_neg = libdevice.exp(-gate)
+    else:
+        exp_neg = tl.exp(-gate)
+    sigmoid = tl.math.div_rn(1.0, 1.0 + exp_neg).to(dtype).to(tl.float32)
+    return (x.to(tl.float32) * sigmoid).to(dtype)
+
+
+@triton.jit
 def _gemv_kernel(
     x_ptr,  # [num_tokens, in_size]
     weight_ptr,  # [out_features, in_size], or [2 * out_features, in_size] (gate rows, then up rows) if IS_GATED
@@ -95,8 +119,9 @@ def _gemv_kernel(
     slot_mapping_ptr,  # [num_tokens] int64, negative = padding (HAS_ROPE only)
     k_cache_ptr,  # [num_slots, NUM_KV_HEADS, HEAD_DIM] (HAS_ROPE only)
     v_cache_ptr,  # [num_slots, NUM_KV_HEADS, HEAD_DIM] (HAS_ROPE only)
+    gate_ptr,  # InputGate.source (HAS_INPUT_GATE only)
     num_tokens, out_features, eps,
-    stride_x, stride_residual, stride_out,
+    stride_x, stride_residual, stride_out, stride_gate,
     stride_cs_token, stride_cs_kind, stride_kc_slot, stride_kc_head, stride_vc_slot, stride_vc_head,
     IN_SIZE: tl.constexpr,
     HAS_NORM: tl.constexpr,
@@ -121,6 +146,9 @@ def _gemv_kernel(
     NUM_Q_HEADS: tl.constexpr,
     NUM_KV_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    HAS_INPUT_GATE: tl.constexpr,  # InputGate: x * sigmoid(gate) is projected (not with HAS_NORM)
+    GATE_GROUP: tl.constexpr,
+    GATE_GROUP_STRIDE: tl.constexpr,
     USE_PDL: tl.constexpr,  # kernels/pdl.py: launched with launch_overlap
 ):
     wait_for_inputs(USE_PDL)
@@ -188,6 +216,10 @@ def _gemv_kernel(
             # 16-bit products are exact in fp32, so either mode sums the eager GEMM's products.
             if IS_DOT:
                 x = tl.load(x_rows + ks[None, :], mask=is_token[:, None] & is_k[None, :], other=0.0)
+                if HAS_INPUT_GATE:
+                    gate_cols = (ks // GATE_GROUP) * GATE_GROUP_STRIDE + ks % GATE_GROUP
+                    x = _gated_input(x, gate_ptr + tokens.to(tl.int64)[:, None] * stride_gate + gate_cols[None, :],
+                                     is_token[:, None] & is_k[None, :], PRECISE_EXP)
                 if HAS_NORM:
                     inv = inv_rms[:, None]
                     if NORM_SPLIT > 0:
@@ -205,6 +237,10 @@ def _gemv_kernel(
                 for m in tl.static_range(BLOCK_M):
                     is_token_m = tl.full([BLOCK_K], m, tl.int32) < num_tokens
                     x_m = tl.load(x_ptr + m * stride_x + ks, mask=is_k & is_token_m, other=0.0)  # [BLOCK_K]
+                    if HAS_INPUT_GATE:
+                        gate_cols = (ks // GATE_GROUP) * GATE_GROUP_STRIDE + ks % GATE_GROUP
+                        x_m = _gated_input(x_m, gate_ptr + m * stride_gate + gate_cols, is_k & is_token_m,
+                                           PRECISE_EXP)
                     if HAS_NORM:
                         inv_m = tl.sum(tl.where(tokens == m, inv_rms, 0.0), axis=0)
                         if NORM_SPLIT > 0:
@@ -262,8 +298,10 @@ def gemv(
     rope: RopeStore | None = None,  # weight is qkv: rotate q and k, store k and v, return q alone
     config: GemvConfig | None = None,
     norm_split: int = 0,  # > 0 (with norm_weight): RMSNorm(x[:, :split]) and RMSNorm(x[:, split:]) side by side
+    input_gate: InputGate | None = None,  # project x * sigmoid(gate) (not with norm_weight)
 ) -> torch.Tensor:  # [num_tokens, out] in x's dtype ([num_tokens, num_q_heads * head_dim] with `rope`)
-    """`[residual +] [silu(gate) * up of] ((RMSNorm(x) | x) @ weight.T [+ bias])` in one kernel."""
+    """`[residual +] [silu(gate) * up of] ((RMSNorm(x) | x [* sigmoid(gate)]) @ weight.T [+ bias])` in one
+    kernel."""
     check_runnable(_gemv_kernel, x)
     num_tokens, in_size = x.shape
     if num_tokens > MAX_TOKENS:
@@ -283,6 +321,8 @@ def gemv(
         raise ValueError(f"gemv norm_split {norm_split} needs a norm weight and 0 < split < {in_size}")
     if rope is not None:
         check_rope(rope, num_tokens, out_features, is_gated or residual is not None)
+    if input_gate is not None:
+        _check_input_gate(input_gate, num_tokens, in_size, norm_weight is not None)
     out_width = out_features if rope is None else rope.num_q_heads * rope.head_dim
     out = torch.empty((num_tokens, out_width), dtype=x.dtype, device=x.device)
     if residual is not None and residual.stride(-1) != 1:
@@ -309,9 +349,10 @@ def gemv(
     _gemv_kernel[(num_programs,)](
         x, weight, out if norm_weight is None else norm_weight, out if residual is None else residual,
         out if bias is None else bias, out,
-        cos_sin, slots, k_cache, v_cache,
+        cos_sin, slots, k_cache, v_cache, x if input_gate is None else input_gate.source,
         num_tokens, out_features, eps,
         x.stride(0), out.stride(0) if residual is None else residual.stride(0), out.stride(0),
+        0 if input_gate is None else input_gate.source.stride(0),
         *((0, 0) if rope is None else rope.cos_sin.stride()[:2]), *cache_strides,
         HAS_NORM=norm_weight is not None,
         IS_GATED=is_gated,
@@ -332,9 +373,20 @@ def gemv(
         NUM_Q_HEADS=0 if rope is None else rope.num_q_heads,
         NUM_KV_HEADS=0 if rope is None else rope.num_kv_heads,
         HEAD_DIM=2 if rope is None else rope.head_dim,
+        HAS_INPUT_GATE=input_gate is not None,
+        GATE_GROUP=1 if input_gate is None else input_gate.group,
+        GATE_GROUP_STRIDE=1 if input_gate is None else input_gate.group_stride,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         # fp32: an fma would round once where the eager RoPE's mul, mul, add round three times (kernels/rope.py)
         enable_fp_fusion=rope is None or x.dtype != torch.float32, **launch_overlap(x),
     )
     return out
+
+
+def _check_input_gate(gate: InputGate, num_tokens: int, in_size: int, has_norm: bool) -> None:
+    last = (in_size - 1) // gate.group * gate.group_stride + (in_size - 1) % gate.group
+    if (has_norm or gate.source.shape[0] != num_tokens or gate.source.stride(-1) != 1 or gate.group < 1
+            or gate.group_stride < gate.group or gate.source.shape[1] <= last):
+        raise ValueError(f"gemv input gate: a [{num_tokens}, > {last}] source with a contiguous last dim, groups of "
+                         f"at least 1 column at least a group apart, and no norm")

@@ -141,9 +141,11 @@ def qk_norm_rope_store(
     v_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
     num_q_heads: int,
     num_kv_heads: int,
+    **layout,  # is_q_gated, rotary_dim, is_offset (kernels/qk_norm_rope.py)
 ) -> torch.Tensor:  # [num_tokens, num_q_heads * head_dim]: normalized, rotated q; k and v are in the caches
     return _kernel_modules().qk_norm_rope.qk_norm_rope_store(
-        qkv, q_norm_weight, k_norm_weight, eps, cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads)
+        qkv, q_norm_weight, k_norm_weight, eps, cos_sin, slot_mapping, k_cache, v_cache, num_q_heads, num_kv_heads,
+        **layout)
 
 
 def rope_store_fits(num_tokens: int, head_dim: int) -> bool:
@@ -166,8 +168,17 @@ def gemv(
     residual: torch.Tensor | None = None,  # [num_tokens, out]
     norm_split: int = 0,  # > 0: two RMSNorms side by side, over x[:, :norm_split] and x[:, norm_split:]
     bias: torch.Tensor | None = None,  # [out], not with is_gated
+    input_gate=None,  # kernels/gemv.py InputGate (`input_gate` below): project x * sigmoid(gate)
 ) -> torch.Tensor:  # [num_tokens, out]: [residual +] [silu(gate) * up of] ((RMSNorm(x) | x) @ weight.T [+ bias])
     return _kernel_modules().gemv.gemv(
         x, weight, norm_weight=norm_weight, eps=eps, is_gated=is_gated, residual=residual, norm_split=norm_split,
-        bias=bias,
+        bias=bias, input_gate=input_gate,
     )
+
+
+def input_gate(
+    source: torch.Tensor,  # [num_tokens, *]: the gate of x's column c at (c // group) * group_stride + c % group
+    group: int,
+    group_stride: int,
+):  # -> kernels/gemv.py InputGate
+    return _kernel_modules().gemv.InputGate(source, group, group_stride)

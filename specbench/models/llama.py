@@ -33,7 +33,7 @@ from specbench.models.gpt_oss_weights import gpt_oss_checkpoint_targets, gpt_oss
 from specbench.models.layer_output import LayerOutput
 from specbench.models.layers import GatedMLP, OffsetRMSNorm, RMSNorm, RotaryEmbedding, uninitialized_embedding
 from specbench.models.moe import MoeMLP
-from specbench.models.moe_forward import moe_forward
+from specbench.models.moe_forward import normed_moe_forward
 from specbench.models.moe_weights import (
     EXPERT_NAMES,
     moe_checkpoint_targets,
@@ -159,10 +159,11 @@ class DecoderLayer(nn.Module):
             normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
         layer_input = residual
         attn_out = self.self_attn(normed, cos_sin, kv_cache, md, backend)
+        if isinstance(self.mlp, MoeMLP):
+            half = normed_moe_forward(self.mlp, self.post_attention_layernorm, attn_out, residual, md, backend.paths)
+            return LayerOutput(hidden=half.hidden, residual=half.stream, layer_input=layer_input)
         normed, residual = self.post_attention_layernorm.add_and_norm(attn_out, residual)
-        is_moe = isinstance(self.mlp, MoeMLP)
-        mlp_out = moe_forward(self.mlp, normed, md, backend.paths) if is_moe else self.mlp(normed)
-        return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
+        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
 
 
 class DecoderLM(nn.Module):
@@ -400,7 +401,8 @@ def fused_checkpoint_targets(
     """
     c = config
     fused = {
-        "self_attn.qkv_proj": [("self_attn.q_proj", c.q_size), ("self_attn.k_proj", c.kv_size),
+        # q rows None: what k and v leave (q_size; twice it in Qwen3-Next's gated attention, [q | gate] per head)
+        "self_attn.qkv_proj": [("self_attn.q_proj", None), ("self_attn.k_proj", c.kv_size),
                                ("self_attn.v_proj", c.kv_size)],
         "mlp.gate_up_proj": [("mlp.gate_proj", c.intermediate_size), ("mlp.up_proj", c.intermediate_size)],
         # Nemotron-H's attention blocks (models/nemotron_h.py)
@@ -426,8 +428,11 @@ def fused_checkpoint_targets(
             targets[checkpoint_name(name)] = (param, 0, param.shape[0])
             continue
         owner = path[: -len(fused_path)]  # "layers.N."
+        parts = fused[fused_path]
         start = 0
-        for part, rows in fused[fused_path]:
+        for part, rows in parts:
+            if rows is None:
+                rows = param.shape[0] - sum(r for _, r in parts if r is not None)
             targets[checkpoint_name(f"{owner}{part}.{leaf}")] = (param, start, start + rows)
             start += rows
     return targets

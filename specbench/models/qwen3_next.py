@@ -3,7 +3,8 @@ full-attention layers whose output is gated, all with (1 + weight) RMSNorms, den
 
 The full-attention layers attend the paged KV through the attention backend like every other model's; the Gated
 DeltaNet layers read and write the requests' state slots (kv_cache.states, md.state_rows). Parameter names are the
-checkpoint's except the dense/shared MLP's fused gate_up_proj (llama.fused_checkpoint_targets maps it).
+checkpoint's except the fused qkv_proj of the attention layers and the dense/shared MLP's gate_up_proj
+(llama.fused_checkpoint_targets maps both).
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from specbench.attention.score_params import PLAIN
 from specbench.errors import SpecbenchError
 from specbench.recurrent.mixer import mix_tokens
 from specbench.kv.kv_cache import KVCache
+from specbench.models import fused_kernels, gated_attention_fused
 from specbench.models.config import ModelConfig
 from specbench.models.layer_output import LayerOutput
 from specbench.models.layers import GatedMLP, OffsetRMSNorm, RotaryEmbedding
 from specbench.models.moe import MoeMLP
-from specbench.models.moe_forward import moe_forward
+from specbench.models.moe_forward import normed_moe_forward
 from specbench.recurrent.gated_delta_net import GatedDeltaNet
 
 
-class GatedSelfAttention(nn.Module):
+class GatedSelfAttention(fused_kernels.UsesFusedKernels, nn.Module):
     """Full attention with a per-head output gate: q_proj gives [q | gate] per head; out = o(attn * sigmoid(gate)).
-    Partial RoPE on the first `partial_rotary_dim` dims of q and k (the model's rotary table is that wide)."""
+    Partial RoPE on the first `partial_rotary_dim` dims of q and k (the model's rotary table is that wide). q_proj,
+    k_proj and v_proj are one `qkv_proj` (the loader fills its rows from the checkpoint's three); at 1 to 64 tokens
+    on the fused path the layer runs as four kernels (models/gated_attention_fused.py)."""
 
     def __init__(self, config: ModelConfig, kv_layer: int) -> None:
         super().__init__()
@@ -37,10 +41,10 @@ class GatedSelfAttention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = (config.num_attention_heads, config.num_key_value_heads,
                                                             config.head_dim)
         self.rotary_dim = config.partial_rotary_dim or config.head_dim
+        self.q_size, self.kv_size = config.q_size, config.kv_size
         h, bias = config.hidden_size, config.attention_bias
-        self.q_proj = nn.Linear(h, 2 * config.q_size, bias=bias)  # per head [q (head_dim) | gate (head_dim)]
-        self.k_proj = nn.Linear(h, config.kv_size, bias=bias)
-        self.v_proj = nn.Linear(h, config.kv_size, bias=bias)
+        # rows: per head [q (head_dim) | gate (head_dim)], then k, then v
+        self.qkv_proj = nn.Linear(h, 2 * config.q_size + 2 * config.kv_size, bias=bias)
         self.o_proj = nn.Linear(config.q_size, h, bias=bias)
         self.q_norm = OffsetRMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = OffsetRMSNorm(self.head_dim, config.rms_norm_eps)
@@ -51,17 +55,44 @@ class GatedSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos_sin: torch.Tensor, kv_cache: KVCache, md: AttentionMetadata,
                 backend: AttentionBackend) -> torch.Tensor:  # x [n, hidden]; cos_sin [n, 2, rotary_dim]
-        n = x.shape[0]
-        q, gate = self.q_proj(x).view(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
-        k = self.k_proj(x).view(n, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(n, self.num_kv_heads, self.head_dim)
-        q, k = self._rotate(self.q_norm(q), cos_sin), self._rotate(self.k_norm(k), cos_sin)
         # Its kind is full attention and its K/V index counts attention layers only: the backend sees metadata
         # with no per-layer kinds (every layer it is handed plain causal), never a Gated DeltaNet layer's.
         attn_md = dataclasses.replace(md, layer_kinds=())
+        if gated_attention_fused.applies(self, x):
+            backend.paths.record(gated_attention_fused.PATH)
+            return gated_attention_fused.forward(self, x, cos_sin, kv_cache, attn_md, backend)
+        n = x.shape[0]
+        q_gate, k, v = self.qkv_proj(x).split([2 * self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q, gate = q_gate.view(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        k = k.view(n, self.num_kv_heads, self.head_dim)
+        v = v.reshape(n, self.num_kv_heads, self.head_dim).contiguous()
+        q, k = self._rotate(self.q_norm(q), cos_sin), self._rotate(self.k_norm(k), cos_sin)
         out = backend.forward(self.kv_layer, q.contiguous(), k.contiguous(), v, kv_cache, attn_md,
                               PLAIN)  # [n, heads, head_dim]
         return self.o_proj(out.reshape(n, -1) * torch.sigmoid(gate.reshape(n, -1)))
+
+    def fused_qk_store(
+        self,
+        qkv: torch.Tensor,  # [n, 2 * q_size + 2 * kv_size], qkv_proj's output
+        cos_sin: torch.Tensor,  # [n, 2, rotary_dim] fp32
+        kv_cache: KVCache,
+        md: AttentionMetadata,
+    ) -> torch.Tensor:  # [n, q_size]: normed, rotated q; normed, rotated k and v stored at md.slot_mapping
+        """The fused path's q/k norms, partial RoPE and K/V store in one kernel (a seam for
+        faults/gated_attention_kv_slot_shift.py)."""
+        return fused_kernels.qk_norm_rope_store(
+            qkv, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, cos_sin, md.slot_mapping,
+            kv_cache.k[self.kv_layer], kv_cache.v[self.kv_layer], self.num_heads, self.num_kv_heads,
+            is_q_gated=True, rotary_dim=self.rotary_dim, is_offset=True)
+
+    def gated_output(
+        self,
+        attn_out: torch.Tensor,  # [n, q_size] attention's output
+        qkv: torch.Tensor,  # [n, 2 * q_size + 2 * kv_size], whose q rows hold each head's gate after its q
+    ) -> torch.Tensor:  # [n, hidden]: o_proj(attn_out * sigmoid(gate)) in one kernel
+        """A seam for faults/gated_attention_gate_shift.py."""
+        gate = fused_kernels.input_gate(qkv[:, self.head_dim:], self.head_dim, 2 * self.head_dim)
+        return fused_kernels.gemv(attn_out, self.o_proj.weight, input_gate=gate)
 
 
 class HybridDecoderLayer(nn.Module):
@@ -91,9 +122,11 @@ class HybridDecoderLayer(nn.Module):
                                backend.paths)
         else:
             mixed = self.self_attn(normed, cos_sin, kv_cache, md, backend)
+        if isinstance(self.mlp, MoeMLP):
+            half = normed_moe_forward(self.mlp, self.post_attention_layernorm, mixed, residual, md, backend.paths)
+            return LayerOutput(hidden=half.hidden, residual=half.stream, layer_input=layer_input)
         normed, residual = self.post_attention_layernorm.add_and_norm(mixed, residual)
-        mlp_out = moe_forward(self.mlp, normed, md) if isinstance(self.mlp, MoeMLP) else self.mlp(normed)
-        return LayerOutput(hidden=mlp_out, residual=residual, layer_input=layer_input)
+        return LayerOutput(hidden=self.mlp(normed), residual=residual, layer_input=layer_input)
 
 
 def kv_layer_ids(config: ModelConfig) -> tuple[int | None, ...]:

@@ -40,7 +40,10 @@ REFERENCE_ONLY = frozenset({"decode.sync"})
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit", "mtp.qwen3_next_block", "hybrid.snapshot_take",
                          "hybrid.snapshot_restore", "hybrid.tree_verify",
                          # the Mamba-2 target's (tests/check/test_selftest_mamba2.py)
-                         "hybrid.mamba2_verify", "hybrid.mamba2_chunked"})
+                         "hybrid.mamba2_verify", "hybrid.mamba2_chunked",
+                         # its gated attention on the fused kernels: the CUDA selftest's hybrid rows;
+                         # tests/models/test_gated_attention_fused.py under the interpreter
+                         "hybrid.gated_attention_fused"})
 # Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
 MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine
@@ -53,7 +56,10 @@ OPT_IN = frozenset({"moe.few_token_combine"})
 CUDA_DEFAULT = frozenset({"hybrid.triton_verify"})
 # The default MoE kernel set's prefill GEMM: production on CUDA where a MoE target ran (the selftest's window + MoE
 # target, not in these runs); tests/models/test_moe_grouped_engine.py reaches it under the interpreter.
-MOE_ONLY = frozenset({"moe.prefill_grouped"})
+MOE_ONLY = frozenset({"moe.prefill_grouped",
+                      # the norm in the routing kernel (1 to 16 tokens on the fused path): the CUDA selftest's window
+                      # + MoE rows; tests/kernels/test_moe_route_norm_layer.py under the interpreter
+                      "moe.route_norm"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).
 TORCH_CHECKS = ("greedy", "rows", "invariants")
