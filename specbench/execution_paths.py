@@ -183,7 +183,7 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "as four kernels: the fused qkv gemv, q/k (1 + weight) norms + partial RoPE + K/V store, attention, "
                   "o_proj with the output gate's sigmoid in its prologue (models/gated_attention_fused.py)", ("cuda",),
                   target_kind=HYBRID),
-    ExecutionPath("moe.route_norm", "a MoE layer of 1 to 16 tokens on the fused path: its RMSNorm (and the "
+    ExecutionPath("moe.route_norm", "a MoE layer of 1 to 4 tokens on the fused path: its RMSNorm (and the "
                   "residual add before it) in the routing kernel's prologue, the normed rows written there for the "
                   "experts (models/moe_forward.py normed_moe_forward, kernels/moe_route.py RouterNorm)", ("cuda",),
                   target_kind=MOE),

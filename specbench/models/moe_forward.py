@@ -29,9 +29,10 @@ from specbench.models.layers import OffsetRMSNorm, RMSNorm
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_GROUPED_SETS, PREFILL_PATH, ROUTE_NORM_PATH
 
-# Past this the routing kernel's RMS pass (every program reads the whole rows) costs more than the norm's own
-# launch: 16 tokens are 64 KB a program at hidden 2048 in bf16.
-ROUTER_NORM_MAX_TOKENS = 16
+# Every program of the routing kernel reads the whole rows for the RMS (16 KB a program at 4 tokens, hidden 2048,
+# bf16; 256 programs at 512 experts): up to a verify of k + 1 = 4 at concurrency 1, where the launch saved is most of
+# the norm's cost. Past it the norm keeps its own launch (not measured beyond).
+ROUTER_NORM_MAX_TOKENS = 4
 
 
 def _max_kernel_tokens() -> int:

@@ -57,7 +57,7 @@ CUDA_DEFAULT = frozenset({"hybrid.triton_verify"})
 # The default MoE kernel set's prefill GEMM: production on CUDA where a MoE target ran (the selftest's window + MoE
 # target, not in these runs); tests/models/test_moe_grouped_engine.py reaches it under the interpreter.
 MOE_ONLY = frozenset({"moe.prefill_grouped",
-                      # the norm in the routing kernel (1 to 16 tokens on the fused path): the CUDA selftest's window
+                      # the norm in the routing kernel (1 to 4 tokens on the fused path): the CUDA selftest's window
                       # + MoE rows; tests/kernels/test_moe_route_norm_layer.py under the interpreter
                       "moe.route_norm"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep

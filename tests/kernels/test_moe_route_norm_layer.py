@@ -66,7 +66,7 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> bool:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @pytest.mark.parametrize("is_offset, has_residual", [(False, False), (True, True)])
-@pytest.mark.parametrize("num_tokens", [1, 5])
+@pytest.mark.parametrize("num_tokens", [1, 4])
 def test_norm_in_the_router_matches_norm_then_reference(name, is_offset, has_residual, num_tokens):
     moe, norm = _setup(name, is_offset, seed=num_tokens)
     x = torch.randn(num_tokens, HIDDEN, device=DEVICE) * 2
