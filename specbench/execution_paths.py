@@ -181,12 +181,12 @@ FORWARD_PATHS: tuple[ExecutionPath, ...] = (
                   "(kernels/moe_few_token.py, kernels/moe_down_combine.py)", ()),
     ExecutionPath("hybrid.gated_attention_fused", "a hybrid target's gated full-attention layer at 1 to 64 tokens "
                   "as four kernels: the fused qkv gemv, q/k (1 + weight) norms + partial RoPE + K/V store, attention, "
-                  "o_proj with the output gate's sigmoid in its prologue (models/gated_attention_fused.py)", ("cuda",),
-                  target_kind=HYBRID),
+                  "o_proj with the output gate's sigmoid in its prologue (models/gated_attention_fused.py; opt-in, "
+                  "SPECBENCH_PENDING_FUSIONS=on, until a GPU run: models/pending_fusions.py)", (), target_kind=HYBRID),
     ExecutionPath("moe.route_norm", "a MoE layer of 1 to 4 tokens on the fused path: its RMSNorm (and the "
                   "residual add before it) in the routing kernel's prologue, the normed rows written there for the "
-                  "experts (models/moe_forward.py normed_moe_forward, kernels/moe_route.py RouterNorm)", ("cuda",),
-                  target_kind=MOE),
+                  "experts (models/moe_forward.py normed_moe_forward, kernels/moe_route.py RouterNorm; opt-in, "
+                  "SPECBENCH_PENDING_FUSIONS=on, until a GPU run: models/pending_fusions.py)", (), target_kind=MOE),
     ExecutionPath("moe.prefill_grouped", "MoE experts of a batch past 64 tokens (prefill) as a grouped GEMM over "
                   "experts, slots sorted by expert in torch ops (kernels/moe_prefill.py)", ("cuda",), target_kind=MOE),
     # ---- attention and verification ------------------------------------------------------------------------------

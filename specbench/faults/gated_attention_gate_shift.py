@@ -2,7 +2,8 @@
 gate (seed class: a strided read one block off, as a gate offset counted in the wrong unit).
 
 Every token is hit (decode at concurrency 1 too): the layer's output is wrong wherever two heads' gates differ. Acts
-on the fused path only (CUDA; CPU under the Triton interpreter with fused kernels on); inert on the eager layers and
+on the fused path only (CUDA; CPU under the Triton interpreter with fused kernels on; both with
+SPECBENCH_PENDING_FUSIONS=on until a GPU run, models/pending_fusions.py); inert on the eager layers and
 on targets without gated attention. tests/models/test_gated_attention_fused.py catches it against the eager engine.
 """
 

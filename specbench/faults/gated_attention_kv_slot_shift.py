@@ -3,7 +3,8 @@ at the slot of the batch row before it (seed class: the wrong KV slice: a slot m
 
 At one token a forward (plain decode at concurrency 1) the rotation is the identity and nothing changes; from two
 (verify rounds, batched decode, short prefills) keys land at other positions or in other requests' blocks, and
-attention reads them. Acts on the fused path only (CUDA; CPU under the Triton interpreter with fused kernels on);
+attention reads them. Acts on the fused path only (CUDA; CPU under the Triton interpreter with fused kernels on; both
+with SPECBENCH_PENDING_FUSIONS=on until a GPU run, models/pending_fusions.py);
 inert on the eager layers and on targets without gated attention. tests/models/test_gated_attention_fused.py
 catches it against the eager engine.
 """

@@ -3,9 +3,10 @@ half of each row's columns as the stream before the norm (seed class: a kernel w
 buffer another phase reads). The router itself still routes the normed rows, so every token reaches the right
 experts and the damage is in what they multiply.
 
-Acts on MoE layers of 1 to 4 tokens on the fused path (CUDA; CPU only under the Triton interpreter); inert on
-dense targets. The CUDA selftest runs it on its window + MoE target; tests/kernels/test_moe_route_norm_layer.py
-shows it caught against the norm-first forward.
+Acts on MoE layers of 1 to 4 tokens on the fused path (CUDA; CPU only under the Triton interpreter) with
+SPECBENCH_PENDING_FUSIONS=on (models/pending_fusions.py); inert on dense targets. The selftest runs it where its path
+is production (on CUDA once the fusion is on by default); tests/kernels/test_moe_route_norm_layer.py shows it caught
+against the norm-first forward.
 """
 
 from __future__ import annotations

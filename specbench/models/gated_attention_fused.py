@@ -14,25 +14,43 @@ the two (tests/models/test_gated_attention_fused.py) and the selftest's hybrid t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+from torch import nn
 
 from specbench.attention.score_params import PLAIN
-from specbench.models import fused_kernels
+from specbench.models import fused_kernels, pending_fusions
 
 if TYPE_CHECKING:
     from specbench.attention.backend import AttentionBackend
     from specbench.attention.metadata import AttentionMetadata
     from specbench.kv.kv_cache import KVCache
-    from specbench.models.qwen3_next import GatedSelfAttention
 
 PATH = "hybrid.gated_attention_fused"  # execution_paths.py
 
 
+class GatedSelfAttention(Protocol):
+    """What this path reads of the layer: models/qwen3_next.py's GatedSelfAttention (declared here, since that
+    module runs this path and imports this one)."""
+
+    kv_layer: int
+    num_heads: int
+    head_dim: int
+    qkv_proj: nn.Linear  # rows: per head [q | gate], then k, then v
+    o_proj: nn.Linear
+    fused_policy: str  # fused_kernels.UsesFusedKernels
+
+    def fused_qk_store(self, qkv: torch.Tensor, cos_sin: torch.Tensor, kv_cache: KVCache,
+                       md: AttentionMetadata) -> torch.Tensor: ...
+
+    def gated_output(self, attn_out: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor: ...
+
+
 def applies(attn: GatedSelfAttention, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
-    """Shapes, dtypes and the fused-kernel policy only (never values): a CUDA graph captures one path."""
-    return (1 <= x.shape[0] and attn.qkv_proj.bias is None and attn.o_proj.bias is None
+    """Shapes, dtypes and the fused-kernel policy only (never values): a CUDA graph captures one path. Opt-in until
+    a GPU run (models/pending_fusions.py)."""
+    return (pending_fusions.is_on() and 1 <= x.shape[0] and attn.qkv_proj.bias is None and attn.o_proj.bias is None
             and x.dtype == attn.qkv_proj.weight.dtype and fused_kernels.use_fused(attn.fused_policy, x)
             and x.shape[0] <= fused_kernels.gemv_max_tokens())
 

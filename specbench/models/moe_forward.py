@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from specbench.attention.metadata import PADDING_SLOT, AttentionMetadata
-from specbench.models import fused_kernels
+from specbench.models import fused_kernels, pending_fusions
 from specbench.models.layers import OffsetRMSNorm, RMSNorm
 from specbench.models.moe import MoeMLP
 from specbench.models.moe_kernel_sets import FEW_TOKEN_PATH, PREFILL_GROUPED_SETS, PREFILL_PATH, ROUTE_NORM_PATH
@@ -92,8 +92,10 @@ class MoeHalf:
 
 def norm_rides_in_router(mlp: MoeMLP, norm: RMSNorm, x: torch.Tensor) -> bool:  # x: [num_tokens, hidden]
     """Shapes, dtypes and the fused-kernel policy only (a CUDA graph captures one path): the fused experts at up to
-    ROUTER_NORM_MAX_TOKENS tokens, under a plain or offset RMSNorm the kernel computes."""
-    return (type(norm) in (RMSNorm, OffsetRMSNorm) and norm.is_fused(x) and x.shape[0] <= ROUTER_NORM_MAX_TOKENS
+    ROUTER_NORM_MAX_TOKENS tokens, under a plain or offset RMSNorm the kernel computes; opt-in until a GPU run
+    (models/pending_fusions.py)."""
+    return (pending_fusions.is_on() and type(norm) in (RMSNorm, OffsetRMSNorm) and norm.is_fused(x)
+            and x.shape[0] <= ROUTER_NORM_MAX_TOKENS
             and x.stride(-1) == 1 and uses_fused_experts(mlp, x) and grouped_path(mlp, x) != PREFILL_PATH)
 
 

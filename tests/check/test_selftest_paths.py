@@ -40,26 +40,23 @@ REFERENCE_ONLY = frozenset({"decode.sync"})
 HYBRID_ONLY = frozenset({"hybrid.state_write", "hybrid.state_commit", "mtp.qwen3_next_block", "hybrid.snapshot_take",
                          "hybrid.snapshot_restore", "hybrid.tree_verify",
                          # the Mamba-2 target's (tests/check/test_selftest_mamba2.py)
-                         "hybrid.mamba2_verify", "hybrid.mamba2_chunked",
-                         # its gated attention on the fused kernels: the CUDA selftest's hybrid rows;
-                         # tests/models/test_gated_attention_fused.py under the interpreter
-                         "hybrid.gated_attention_fused"})
+                         "hybrid.mamba2_verify", "hybrid.mamba2_chunked"})
 # Taken only by an engine that broke its invariant (a grammar mutant's): never by a clean one.
 MUTANT_ONLY = frozenset({"grammar.violation"})
 # The opt-in grouped MoE kernel set's (--moe-kernels grouped, not the default until measured on a GPU): no engine
 # the selftest builds takes them; tests/kernels/test_kernel_moe_grouped_set.py and
 # tests/models/test_moe_grouped_engine.py reach them and catch their mutants.
-OPT_IN = frozenset({"moe.few_token_combine"})
+# The fusions pending a GPU run (SPECBENCH_PENDING_FUSIONS=on, models/pending_fusions.py):
+# tests/kernels/test_moe_route_norm_layer.py and tests/models/test_gated_attention_fused.py reach them under the
+# interpreter and catch their mutants.
+OPT_IN = frozenset({"moe.few_token_combine", "moe.route_norm", "hybrid.gated_attention_fused"})
 # The default on CUDA only (--recurrent-kernels auto: triton there, torch on CPU), though it runs under the CPU
 # interpreter: tests/recurrent/test_triton_verify_engine.py reaches it and catches its mutant; the CUDA selftest's
 # hybrid rows take it.
 CUDA_DEFAULT = frozenset({"hybrid.triton_verify"})
 # The default MoE kernel set's prefill GEMM: production on CUDA where a MoE target ran (the selftest's window + MoE
 # target, not in these runs); tests/models/test_moe_grouped_engine.py reaches it under the interpreter.
-MOE_ONLY = frozenset({"moe.prefill_grouped",
-                      # the norm in the routing kernel (1 to 4 tokens on the fused path): the CUDA selftest's window
-                      # + MoE rows; tests/kernels/test_moe_route_norm_layer.py under the interpreter
-                      "moe.route_norm"})
+MOE_ONLY = frozenset({"moe.prefill_grouped"})
 # Checks whose engines reach the CPU paths: the greedy check (also with forced preemption), the invariant sweep
 # (forced acceptance) and the rows check (the verifier).
 TORCH_CHECKS = ("greedy", "rows", "invariants")

@@ -1,8 +1,9 @@
 """A block's MoE half with its norm in the routing kernel (models/moe_forward.py normed_moe_forward, path
-moe.route_norm) == the norm first, then the MoE layer's eager torch reference (models/moe.py); the mutant of the path
-(faults/moe_route_norm_half_written.py) caught by the same comparison; the path taken exactly where it applies.
+moe.route_norm, opt-in: SPECBENCH_PENDING_FUSIONS=on) == the norm first, then the MoE layer's eager torch reference
+(models/moe.py); the mutant of the path (faults/moe_route_norm_half_written.py) caught by the same comparison; the
+path taken exactly where it applies (and nowhere by default).
 
-fp32 under the CPU interpreter at tiny shapes (the selftest's CUDA run reaches the path on its window + MoE target).
+fp32 under the CPU interpreter at tiny shapes (once on by default, the CUDA selftest's window + MoE rows reach it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ CONFIGS = {
     "qwen3": MoeConfig(HIDDEN, 8, 2, 48),
     "qwen3-next-shared-gated": MoeConfig(HIDDEN, 8, 2, 48, shared_intermediate_size=32, is_shared_expert_gated=True),
 }
+
+
+@pytest.fixture(autouse=True)
+def pending_fusions_on(monkeypatch):
+    monkeypatch.setenv("SPECBENCH_PENDING_FUSIONS", "on")  # opt-in until a GPU run (models/pending_fusions.py)
 
 
 class _Metadata:  # the MoE half reads the slot mapping only
@@ -109,3 +115,18 @@ def test_path_taken_only_where_it_applies():
     with recorder.collecting() as taken:
         normed_moe_forward(moe, norm, x[:2], None, _Metadata([0, 1]), recorder)
     assert ROUTE_NORM_PATH not in taken
+
+
+def test_off_by_default_and_a_bad_value_is_one_error(monkeypatch):
+    from specbench.errors import SpecbenchError
+
+    moe, norm = _setup("qwen3", is_offset=False)
+    x = torch.randn(2, HIDDEN, device=DEVICE)
+    recorder = PathRecorder(PATH_NAMES)
+    monkeypatch.delenv("SPECBENCH_PENDING_FUSIONS")
+    with recorder.collecting() as taken:
+        normed_moe_forward(moe, norm, x, None, _Metadata([0, 1]), recorder)
+    assert ROUTE_NORM_PATH not in taken
+    monkeypatch.setenv("SPECBENCH_PENDING_FUSIONS", "yes")
+    with pytest.raises(SpecbenchError, match="SPECBENCH_PENDING_FUSIONS='yes'; supported: off, on"):
+        normed_moe_forward(moe, norm, x, None, _Metadata([0, 1]), recorder)

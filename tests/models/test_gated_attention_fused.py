@@ -1,5 +1,5 @@
 """Qwen3-Next's gated attention on the fused kernels (models/gated_attention_fused.py, path
-hybrid.gated_attention_fused) gives the eager engine's greedy tokens on the tiny Qwen3-Next (fp32; the kernels under
+hybrid.gated_attention_fused, opt-in: SPECBENCH_PENDING_FUSIONS=on) gives the eager engine's greedy tokens on the tiny Qwen3-Next (fp32; the kernels under
 the CPU interpreter, or on CUDA with SPECBENCH_TEST_DEVICE=cuda), plain and with a draft LM at k = 3 (verify rounds
 of 4 tokens, batched over 3 requests), the state oracle clean; both mutants of the path caught by the same comparison.
 The MoE twin, plain, takes the routing kernel's norm (moe.route_norm) in its 3-token decode steps."""
@@ -26,6 +26,11 @@ from specbench.models.moe_kernel_sets import ROUTE_NORM_PATH  # noqa: E402
 
 PROMPT_LENGTHS = (6, 13, 9)
 MAX_TOKENS = 8
+
+
+@pytest.fixture(autouse=True)
+def pending_fusions_on(monkeypatch):
+    monkeypatch.setenv("SPECBENCH_PENDING_FUSIONS", "on")  # opt-in until a GPU run (models/pending_fusions.py)
 
 
 @pytest.fixture(scope="module")
