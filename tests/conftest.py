@@ -23,6 +23,9 @@ if not torch.cuda.is_available():
     from tests.support.interpreter_overflow_check import install as _install_interpreter_overflow_check
 
     _install_interpreter_overflow_check()  # an int op's overflow check whose verdict is dropped (see the module)
+    from tests.support.interpreter_block_types import install as _install_interpreter_block_types
+
+    _install_interpreter_block_types()  # block types and tensor shapes built once per type (see the module)
 # Test models are tiny: per-op OpenMP fork/join across the 2 CI cores costs more than it saves
 # (measured 5-10x slower decode steps with 2 threads than with 1).
 torch.set_num_threads(1)
