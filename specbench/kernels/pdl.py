@@ -22,24 +22,20 @@ captured with.
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from specbench.errors import SpecbenchError
+from specbench.env_modes import env_mode
 
 ENV = "SPECBENCH_PDL"
 MODES = ("off", "on")
 
 
 def mode() -> str:
-    value = os.environ.get(ENV, "on").strip().lower() or "on"
-    if value not in MODES:
-        raise SpecbenchError(f"{ENV}={value!r}; supported: {', '.join(MODES)}")  # a user's setting: one line
-    return value
+    return env_mode(ENV, MODES, "on")
 
 
 @functools.lru_cache(maxsize=None)

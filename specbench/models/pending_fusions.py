@@ -11,16 +11,11 @@ it was captured with)."""
 
 from __future__ import annotations
 
-import os
-
-from specbench.errors import SpecbenchError
+from specbench.env_modes import env_mode
 
 ENV = "SPECBENCH_PENDING_FUSIONS"
 MODES = ("off", "on")
 
 
 def is_on() -> bool:
-    value = os.environ.get(ENV, "off").strip().lower() or "off"
-    if value not in MODES:
-        raise SpecbenchError(f"{ENV}={value!r}; supported: {', '.join(MODES)}")  # a user's setting: one line
-    return value == "on"
+    return env_mode(ENV, MODES, "off") == "on"
