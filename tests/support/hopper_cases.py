@@ -32,19 +32,19 @@ GEMV = dict(
 def _router(**overrides):
     from specbench.kernels.moe_route import _router_route_sort_kernel
 
-    return lambda: (_router_route_sort_kernel, dict(ROUTER, **overrides), 1)
+    return _router_route_sort_kernel, dict(ROUTER, **overrides), 1
 
 
 def _qk(**overrides):
     from specbench.kernels.qk_norm_rope import _qk_norm_rope_store_kernel
 
-    return lambda: (_qk_norm_rope_store_kernel, dict(QK, **overrides), 1)
+    return _qk_norm_rope_store_kernel, dict(QK, **overrides), 1
 
 
 def _gemv(num_warps: int, **overrides):
     from specbench.kernels.gemv import _gemv_kernel
 
-    return lambda: (_gemv_kernel, dict(GEMV, **overrides), num_warps)
+    return _gemv_kernel, dict(GEMV, **overrides), num_warps
 
 
 def _retyped():
@@ -63,12 +63,12 @@ def _retyped():
 
 
 CASES = {
-    "router-norm": lambda: _router(HAS_RESIDUAL=False, IS_OFFSET=False, BLOCK_T=1)(),
-    "router-add-offset-norm": lambda: _router()(),
-    "qk-gated-offset-partial": lambda: _qk()(),
+    "router-norm": lambda: _router(HAS_RESIDUAL=False, IS_OFFSET=False, BLOCK_T=1),
+    "router-add-offset-norm": lambda: _router(),
+    "qk-gated-offset-partial": lambda: _qk(),
     "qk-qwen3": lambda: _qk(Q_HEAD_STRIDE=128, HEAD_DIM=128, ROTARY_DIM=128, IS_OFFSET=False, BLOCK_HALF=64,
-                            BLOCK_PASS=1)(),
-    "gemv-gate-cuda-cores": lambda: _gemv(8)(),
-    "gemv-gate-tensor-cores": lambda: _gemv(4, IS_DOT=True, BLOCK_M=16, BLOCK_N=32, BLOCK_K=512)(),
+                            BLOCK_PASS=1),
+    "gemv-gate-cuda-cores": lambda: _gemv(8),
+    "gemv-gate-tensor-cores": lambda: _gemv(4, IS_DOT=True, BLOCK_M=16, BLOCK_N=32, BLOCK_K=512),
     "guard-retyped-if": _retyped,
 }
